@@ -1,0 +1,336 @@
+//! The command line, defined once: `--help`, the man pages and the shell
+//! completions are all rendered from these types.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::consul::Behavior;
+use crate::signals::Signal;
+
+const AFTER_HELP: &str = "\
+Examples:
+  lockrun elect service/db/leader -- ./db-primary
+  lockrun semaphore --limit 3 jobs/reindex -- ./reindex.sh
+  lockrun semaphore --limit 1 --no-wait jobs/backup -- ./backup.sh
+  leader=$(lockrun leader service/db/leader) || echo \"no leader\"
+  lockrun release service/db/leader
+
+Exit status: the child's own; 1 no holder / nothing released; 2 usage;
+75 not acquired; 124 lock lost, child stopped; 125 lockrun failed;
+126/127 COMMAND not executable / not found. See lockrun(1).";
+
+/// Run a command only while holding a Consul lock or semaphore slot.
+///
+/// lockrun takes a leader lock (or one of N semaphore slots) in HashiCorp
+/// Consul, runs COMMAND while it holds it, and stops COMMAND the moment
+/// holding it can no longer be guaranteed: the child never runs at a moment
+/// when another holder could have acquired the lock.
+#[derive(Debug, Parser)]
+#[command(name = "lockrun", version, after_help = AFTER_HELP, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    #[command(flatten)]
+    pub consul: ConsulArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run COMMAND while holding the leader lock on KEY.
+    #[command(after_help = "\
+Examples:
+  lockrun elect service/db/leader -- ./db-primary
+  lockrun elect --campaign --value \"$(hostname):5432\" service/db/leader -- ./db-primary
+  lockrun elect --timeout 30s --shell jobs/migrate -- './migrate.sh && ./notify.sh'
+  lockrun elect P/.lock -- ./job          # excludes `consul lock P ./job`")]
+    Elect(ElectArgs),
+    /// Run COMMAND while holding one of N slots of the semaphore PREFIX.
+    #[command(after_help = "\
+Examples:
+  lockrun semaphore --limit 3 jobs/reindex -- ./reindex.sh
+  lockrun semaphore --limit 1 --no-wait jobs/backup -- ./backup.sh
+  lockrun semaphore --limit 2 P -- ./job  # shares slots with `consul lock -n 2 P ./job`")]
+    Semaphore(SemaphoreArgs),
+    /// Print who holds the lock on KEY (or the semaphore PREFIX).
+    #[command(after_help = "\
+Examples:
+  leader=$(lockrun leader service/db/leader) || echo \"no leader\"
+  lockrun leader --json service/db/leader
+  lockrun leader --wait --timeout 1m service/db/leader
+  lockrun leader --watch service/db/leader
+  lockrun leader jobs/reindex             # a semaphore: one holder per line
+
+Exit status: 0 held, 1 not held, 125 error.")]
+    Leader(LeaderArgs),
+    /// Force-release the lock on KEY (or semaphore slots), from any host.
+    #[command(after_help = "\
+Examples:
+  lockrun release service/db/leader
+  lockrun release --session 3f2a... --destroy-session service/db/leader
+  lockrun release --all jobs/reindex      # free every slot of a semaphore
+
+Exit status: 0 released, 1 nothing was held, 125 error.")]
+    Release(ReleaseArgs),
+}
+
+/// Where Consul is and how to authenticate; flags override the consul CLI's
+/// environment variables.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Consul connection")]
+pub struct ConsulArgs {
+    /// Consul agent address: host:port, http://host:port or https://host:port.
+    #[arg(
+        long,
+        global = true,
+        env = "CONSUL_HTTP_ADDR",
+        value_name = "ADDR",
+        hide_env_values = true
+    )]
+    pub http_addr: Option<String>,
+    /// Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN).
+    #[arg(long, global = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub token_file: Option<PathBuf>,
+    /// CA certificate file to verify Consul's TLS certificate.
+    #[arg(long, global = true, env = "CONSUL_CACERT", hide_env_values = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub ca_file: Option<PathBuf>,
+    /// Directory of CA certificates.
+    #[arg(long, global = true, env = "CONSUL_CAPATH", hide_env_values = true, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub ca_path: Option<PathBuf>,
+    /// Client certificate for Consul's verify_incoming.
+    #[arg(long, global = true, env = "CONSUL_CLIENT_CERT", hide_env_values = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub client_cert: Option<PathBuf>,
+    /// Client key for Consul's verify_incoming.
+    #[arg(long, global = true, env = "CONSUL_CLIENT_KEY", hide_env_values = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub client_key: Option<PathBuf>,
+    /// Server name to verify Consul's certificate against (SNI).
+    #[arg(
+        long,
+        global = true,
+        env = "CONSUL_TLS_SERVER_NAME",
+        hide_env_values = true,
+        value_name = "NAME"
+    )]
+    pub tls_server_name: Option<String>,
+    /// Datacenter to use (default: the agent's).
+    #[arg(long, global = true, value_name = "DC")]
+    pub datacenter: Option<String>,
+    /// Enterprise namespace.
+    #[arg(
+        long,
+        global = true,
+        env = "CONSUL_NAMESPACE",
+        hide_env_values = true,
+        value_name = "NS"
+    )]
+    pub namespace: Option<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Output")]
+pub struct OutputArgs {
+    /// More detail on stderr: -v lifecycle events, -vv HTTP requests.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+    /// Nothing on stderr but fatal errors.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// Format of lockrun's own messages on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, value_name = "FORMAT")]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The session that holds the lock.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Session")]
+pub struct SessionArgs {
+    /// Session TTL; Consul allows 10s to 24h. Shorter notices a dead host sooner.
+    #[arg(long, value_parser = parse_duration, default_value = "15s", value_name = "DURATION")]
+    pub ttl: Duration,
+    /// How long Consul keeps the lock from a new holder after the session is
+    /// invalidated (0s to 60s). It is the child's grace window on a partition.
+    #[arg(long, value_parser = parse_duration, default_value = "15s", value_name = "DURATION")]
+    pub lock_delay: Duration,
+    /// What Consul does with held keys when the session is invalidated
+    /// [default: release for elect, delete for semaphore].
+    #[arg(long, value_enum, value_name = "BEHAVIOR")]
+    pub behavior: Option<Behavior>,
+    /// Session name shown in Consul [default: lockrun on HOST for KEY].
+    #[arg(long, value_name = "NAME")]
+    pub session_name: Option<String>,
+    /// Node health checks the session is bound to (comma-separated) [default: serfHealth].
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "CHECKS",
+        conflicts_with = "no_checks"
+    )]
+    pub node_checks: Option<Vec<String>>,
+    /// Service health checks the session is bound to (comma-separated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "CHECKS",
+        conflicts_with = "no_checks"
+    )]
+    pub service_checks: Vec<String>,
+    /// Bind the session to no health check: only the TTL ends it.
+    #[arg(long)]
+    pub no_checks: bool,
+}
+
+/// How long to wait for the lock.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Waiting")]
+pub struct WaitArgs {
+    /// Give up after DURATION without the lock (exit 75).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", conflicts_with = "no_wait")]
+    pub timeout: Option<Duration>,
+    /// Try once; if the lock is taken, exit 75 at once.
+    #[arg(short = 'n', long)]
+    pub no_wait: bool,
+    /// Exit status when the lock was not acquired (like flock -E).
+    #[arg(short = 'E', long, default_value_t = 75, value_name = "STATUS",
+          value_parser = clap::value_parser!(u8).range(1..=255))]
+    pub conflict_exit_code: u8,
+}
+
+/// The command to run and how to stop it.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Command")]
+pub struct ChildArgs {
+    /// Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...
+    #[arg(long)]
+    pub shell: bool,
+    /// Signal that asks the child to stop when the lock is lost.
+    #[arg(long, default_value = "TERM", value_name = "SIGNAL")]
+    pub kill_signal: Signal,
+    /// Grace period after the kill signal before SIGKILL; must fit within the
+    /// lock-delay (lockrun says by how much if it does not).
+    #[arg(long, value_parser = parse_duration, default_value = "5s", value_name = "DURATION")]
+    pub kill_timeout: Duration,
+    /// Value stored in the lock entry [default: this host's name].
+    #[arg(long, value_name = "VALUE")]
+    pub value: Option<String>,
+    /// The command and its arguments.
+    #[arg(required = true, last = true, value_name = "COMMAND", value_hint = clap::ValueHint::CommandWithArguments)]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct ElectArgs {
+    /// The lock key, e.g. service/db/leader.
+    #[arg(value_name = "KEY")]
+    pub key: String,
+    /// After losing the lock, stop the child and campaign again instead of
+    /// exiting 124 (for long-running daemons).
+    #[arg(long)]
+    pub campaign: bool,
+    #[command(flatten)]
+    pub session: SessionArgs,
+    #[command(flatten)]
+    pub wait: WaitArgs,
+    #[command(flatten)]
+    pub child: ChildArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct SemaphoreArgs {
+    /// The semaphore prefix, e.g. jobs/reindex.
+    #[arg(value_name = "PREFIX")]
+    pub prefix: String,
+    /// Number of slots; every contender on PREFIX must agree.
+    #[arg(short, long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub limit: u64,
+    #[command(flatten)]
+    pub session: SessionArgs,
+    #[command(flatten)]
+    pub wait: WaitArgs,
+    #[command(flatten)]
+    pub child: ChildArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct LeaderArgs {
+    /// The lock key, or a semaphore prefix.
+    #[arg(value_name = "KEY")]
+    pub key: String,
+    /// Print one JSON object: the entry and the holder's session.
+    #[arg(long)]
+    pub json: bool,
+    /// Wait until there is a holder.
+    #[arg(long, conflicts_with = "watch")]
+    pub wait: bool,
+    /// With --wait: give up after DURATION (exit 1).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", requires = "wait")]
+    pub timeout: Option<Duration>,
+    /// Print a line at every change of holder until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// The lock key, or a semaphore prefix.
+    #[arg(value_name = "KEY")]
+    pub key: String,
+    /// Only if this session holds it (for a semaphore: free this holder's slot).
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Also destroy the holder's session (its other locks go too, after their lock-delay).
+    #[arg(long)]
+    pub destroy_session: bool,
+    /// Semaphore: free every slot.
+    #[arg(long, conflicts_with = "session")]
+    pub all: bool,
+}
+
+/// Durations in humantime form: `500ms`, `15s`, `2m`, `1h 30m`; a bare `0`
+/// means zero.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if text == "0" {
+        return Ok(Duration::ZERO);
+    }
+    humantime::parse_duration(text)
+        .map_err(|e| format!("`{text}` is not a duration ({e}); use a form like 500ms, 15s or 2m"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn flags_after_the_separator_belong_to_the_child() {
+        let cli =
+            Cli::try_parse_from(["lockrun", "elect", "k", "--", "ls", "--timeout", "-v"]).unwrap();
+        let Command::Elect(elect) = cli.command else {
+            panic!()
+        };
+        assert_eq!(elect.child.command, ["ls", "--timeout", "-v"]);
+        assert_eq!(elect.wait.timeout, None);
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert!(parse_duration("fast").is_err());
+    }
+}

@@ -1,0 +1,49 @@
+//! `lockrun semaphore --limit N PREFIX -- COMMAND`: run COMMAND in one of N
+//! slots.
+
+use crate::cli::SemaphoreArgs;
+use crate::config::{self, Env, HoldConfig};
+use crate::consul::{Behavior, Client};
+use crate::error::Failure;
+use crate::exit::Exit;
+
+use super::hold::{self, Target};
+
+pub struct Job {
+    prefix: String,
+    limit: u64,
+    config: HoldConfig,
+}
+
+pub fn prepare(args: SemaphoreArgs, env: &dyn Env) -> Result<Job, Failure> {
+    // `consul lock` strips a leading slash; we refuse it like any bad key,
+    // but a trailing slash on a prefix is harmless and common.
+    let prefix = args
+        .prefix
+        .strip_suffix('/')
+        .unwrap_or(&args.prefix)
+        .to_string();
+    let config = config::hold(
+        "semaphore",
+        &prefix,
+        &args.session,
+        &args.wait,
+        &args.child,
+        // Go's Semaphore uses `delete`, so a dead contender's entry vanishes.
+        Behavior::Delete,
+        env,
+    )?;
+    Ok(Job {
+        prefix,
+        limit: args.limit,
+        config,
+    })
+}
+
+pub async fn run(client: &Client, job: Job) -> Result<Exit, Failure> {
+    let target = Target::Semaphore {
+        prefix: &job.prefix,
+        limit: job.limit,
+    };
+    hold::run(client, target, &job.config, false).await
+}

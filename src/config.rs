@@ -1,0 +1,342 @@
+//! Flags and the consul CLI's environment variables, validated into a
+//! [`Config`] before the first request: nothing reaches Consul with a bad
+//! input. Flags beat environment variables, which beat defaults.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::cli::{self, ChildArgs, ConsulArgs, SessionArgs, WaitArgs};
+use crate::consul::{self, Behavior, ConsulConfig, SessionSpec, Token};
+use crate::error::Failure;
+use crate::lease::{fmt_duration, Budget};
+use crate::signals::Signal;
+
+/// Consul's `session_ttl_min` default; servers can lower it, and so can
+/// `LOCKRUN_SESSION_TTL_MIN` for lockrun (our test suite does).
+const TTL_MIN: Duration = Duration::from_secs(10);
+const TTL_MAX: Duration = Duration::from_secs(24 * 3600);
+const LOCK_DELAY_MAX: Duration = Duration::from_secs(60);
+
+/// An environment to read variables from (the process's, or a test's).
+pub trait Env {
+    fn var(&self, name: &str) -> Option<String>;
+}
+
+pub struct ProcessEnv;
+
+impl Env for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+}
+
+/// The validated options of `elect` and `semaphore`.
+#[derive(Debug, Clone)]
+pub struct HoldConfig {
+    pub session: SessionSpec,
+    pub budget: Budget,
+    pub patience: Patience,
+    pub conflict_exit_code: u8,
+    pub value: Vec<u8>,
+    pub child: ChildConfig,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum Patience {
+    Once,
+    For(Duration),
+    Forever,
+}
+
+#[derive(Debug, Clone)]
+pub struct ChildConfig {
+    pub argv: Vec<OsString>,
+    pub shell: bool,
+    pub kill_signal: Signal,
+    pub kill_timeout: Duration,
+}
+
+/// Connection settings from flags and `CONSUL_*`.
+pub fn consul(args: &ConsulArgs, env: &dyn Env) -> Result<ConsulConfig, Failure> {
+    let use_tls = match env.var("CONSUL_HTTP_SSL") {
+        Some(v) => parse_bool("CONSUL_HTTP_SSL", &v)?,
+        None => false,
+    };
+    let verify_tls = match env.var("CONSUL_HTTP_SSL_VERIFY") {
+        Some(v) => parse_bool("CONSUL_HTTP_SSL_VERIFY", &v)?,
+        None => true,
+    };
+    let addr = args
+        .http_addr
+        .clone()
+        .filter(|a| !a.is_empty())
+        .unwrap_or_else(|| "127.0.0.1:8500".to_string());
+    let base = consul::connect::parse_addr(&addr, use_tls)
+        .map_err(|e| Failure::Config(format!("{e:#}")))?;
+    let token = token(args.token_file.as_deref(), env)?;
+    let non_empty = |p: &Option<PathBuf>| p.clone().filter(|p| !p.as_os_str().is_empty());
+    for (name, path) in [
+        ("CA certificate", non_empty(&args.ca_file)),
+        ("client certificate", non_empty(&args.client_cert)),
+        ("client key", non_empty(&args.client_key)),
+    ] {
+        if let Some(path) = path {
+            readable_file(name, &path)?;
+        }
+    }
+    let datacenter = args.datacenter.clone().filter(|d| !d.is_empty());
+    if let Some(dc) = &datacenter {
+        if !dc
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+        {
+            return Err(Failure::Usage(format!(
+                "--datacenter `{dc}` is not a datacenter name; use letters, digits, `-` and `_`"
+            )));
+        }
+    }
+    Ok(ConsulConfig {
+        base,
+        token,
+        ca_file: non_empty(&args.ca_file),
+        ca_path: non_empty(&args.ca_path),
+        client_cert: non_empty(&args.client_cert),
+        client_key: non_empty(&args.client_key),
+        tls_server_name: args
+            .tls_server_name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .map(consul::connect::server_name),
+        verify_tls,
+        datacenter,
+        namespace: args.namespace.clone().filter(|n| !n.is_empty()),
+        partition: env.var("CONSUL_PARTITION"),
+    })
+}
+
+/// The token: `--token-file`, else `CONSUL_HTTP_TOKEN_FILE`, else
+/// `CONSUL_HTTP_TOKEN` (the consul CLI's precedence).
+fn token(flag_file: Option<&Path>, env: &dyn Env) -> Result<Option<Token>, Failure> {
+    let file = flag_file
+        .map(Path::to_path_buf)
+        .or_else(|| env.var("CONSUL_HTTP_TOKEN_FILE").map(PathBuf::from));
+    if let Some(file) = file {
+        let text = std::fs::read_to_string(&file).map_err(|e| {
+            Failure::Config(format!(
+                "cannot read the token file `{}` ({}); check the path and its permissions",
+                file.display(),
+                io_reason(&e)
+            ))
+        })?;
+        let secret = text.trim();
+        if secret.is_empty() {
+            return Err(Failure::Config(format!(
+                "the token file `{}` is empty; write the ACL token into it",
+                file.display()
+            )));
+        }
+        return Ok(Some(Token::new(secret.to_string())));
+    }
+    Ok(env
+        .var("CONSUL_HTTP_TOKEN")
+        .map(|t| Token::new(t.trim().to_string())))
+}
+
+fn readable_file(what: &str, path: &Path) -> Result<(), Failure> {
+    std::fs::File::open(path).map(drop).map_err(|e| {
+        Failure::Config(format!(
+            "cannot read the {what} `{}` ({})",
+            path.display(),
+            io_reason(&e)
+        ))
+    })
+}
+
+pub fn io_reason(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    let text = text.split(" (os error").next().unwrap_or(&text).to_string();
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().collect::<String>() + chars.as_str(),
+        None => text,
+    }
+}
+
+fn parse_bool(name: &str, value: &str) -> Result<bool, Failure> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "t" | "true" => Ok(true),
+        "0" | "f" | "false" => Ok(false),
+        other => Err(Failure::Config(format!(
+            "{name}=`{other}` is not a boolean; use true or false"
+        ))),
+    }
+}
+
+fn ttl_min(env: &dyn Env) -> Result<Duration, Failure> {
+    match env.var("LOCKRUN_SESSION_TTL_MIN") {
+        None => Ok(TTL_MIN),
+        Some(text) => cli::parse_duration(&text)
+            .map_err(|e| Failure::Config(format!("LOCKRUN_SESSION_TTL_MIN: {e}"))),
+    }
+}
+
+/// Options shared by `elect` and `semaphore`.
+pub fn hold(
+    key_kind: &str,
+    key: &str,
+    session: &SessionArgs,
+    wait: &WaitArgs,
+    child: &ChildArgs,
+    default_behavior: Behavior,
+    env: &dyn Env,
+) -> Result<HoldConfig, Failure> {
+    consul::path::check_key(key).map_err(Failure::Usage)?;
+    let min = ttl_min(env)?;
+    if session.ttl < min || session.ttl > TTL_MAX {
+        return Err(Failure::Usage(format!(
+            "--ttl {} is outside what Consul allows ({} to 24h); use for example --ttl 15s",
+            fmt_duration(session.ttl),
+            fmt_duration(min)
+        )));
+    }
+    if session.lock_delay > LOCK_DELAY_MAX {
+        return Err(Failure::Usage(format!(
+            "--lock-delay {} is longer than Consul applies (60s at most); use --lock-delay 60s or less",
+            fmt_duration(session.lock_delay)
+        )));
+    }
+    let budget = Budget {
+        ttl: session.ttl,
+        lock_delay: session.lock_delay,
+        kill_timeout: child.kill_timeout,
+    };
+    budget.check().map_err(Failure::Usage)?;
+    if matches!(child.kill_signal, Signal::Kill) && !child.kill_timeout.is_zero() {
+        // Harmless, but the grace period then means nothing.
+        tracing::debug!("--kill-signal KILL makes --kill-timeout moot");
+    }
+    let patience = match (wait.no_wait, wait.timeout) {
+        (true, _) => Patience::Once,
+        (false, Some(timeout)) => Patience::For(timeout),
+        (false, None) => Patience::Forever,
+    };
+    let host = hostname();
+    let value = child.value.clone().unwrap_or_else(|| host.clone());
+    let node_checks = if session.no_checks {
+        Some(Vec::new())
+    } else {
+        session.node_checks.clone()
+    };
+    if let Some(checks) = &node_checks {
+        if checks.iter().any(|c| c.trim().is_empty()) {
+            return Err(Failure::Usage(
+                "--node-checks has an empty check name".into(),
+            ));
+        }
+    }
+    if session.service_checks.iter().any(|c| c.trim().is_empty()) {
+        return Err(Failure::Usage(
+            "--service-checks has an empty check name".into(),
+        ));
+    }
+    let spec = SessionSpec {
+        name: session
+            .session_name
+            .clone()
+            .unwrap_or_else(|| format!("lockrun on {host} for {key_kind} {key}")),
+        ttl: session.ttl,
+        lock_delay: session.lock_delay,
+        behavior: session.behavior.unwrap_or(default_behavior),
+        node_checks,
+        service_checks: session.service_checks.clone(),
+    };
+    let child = ChildConfig {
+        argv: child.command.clone(),
+        shell: child.shell,
+        kill_signal: child.kill_signal,
+        kill_timeout: child.kill_timeout,
+    };
+    check_command(&child, env)?;
+    Ok(HoldConfig {
+        session: spec,
+        budget,
+        patience,
+        conflict_exit_code: wait.conflict_exit_code,
+        value: value.into_bytes(),
+        child,
+    })
+}
+
+/// Finds COMMAND before anything is written to Consul, so a typo costs no
+/// lock and gets the status `env`, `timeout` and shells use (127 or 126).
+fn check_command(child: &ChildConfig, env: &dyn Env) -> Result<(), Failure> {
+    let Some(program) = child.argv.first() else {
+        return Err(Failure::Usage(
+            "no COMMAND given; put it after `--`, e.g. `lockrun elect KEY -- ./job`".into(),
+        ));
+    };
+    if program.is_empty() {
+        return Err(Failure::Usage(
+            "COMMAND is empty; put the program after `--`".into(),
+        ));
+    }
+    if child.shell {
+        return Ok(());
+    }
+    let shown = program.to_string_lossy();
+    let candidates: Vec<PathBuf> = if program.to_string_lossy().contains('/') {
+        vec![PathBuf::from(program)]
+    } else {
+        let path = env
+            .var("PATH")
+            .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(program))
+            .collect()
+    };
+    let mut found_unexecutable = None;
+    for candidate in candidates {
+        match std::fs::metadata(&candidate) {
+            Ok(meta) if meta.is_file() => {
+                if is_executable(&candidate) {
+                    return Ok(());
+                }
+                found_unexecutable.get_or_insert(candidate);
+            }
+            Ok(_) => {
+                found_unexecutable.get_or_insert(candidate);
+            }
+            Err(_) => {}
+        }
+    }
+    match found_unexecutable {
+        Some(path) => Err(Failure::CommandNotExecutable(format!(
+            "cannot run `{shown}`: `{}` is not an executable file; check its permissions (chmod +x)",
+            path.display()
+        ))),
+        None => Err(Failure::CommandNotFound(format!(
+            "cannot run `{shown}`: command not found; check the name and PATH"
+        ))),
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok()
+}
+
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "unknown-host".to_string())
+}
+
+/// `--timeout` as a deadline on the monotonic clock.
+pub fn deadline(patience: Patience) -> crate::lock::Patience {
+    match patience {
+        Patience::Once => crate::lock::Patience::Once,
+        Patience::Forever => crate::lock::Patience::Forever,
+        Patience::For(d) => crate::lock::Patience::Until(tokio::time::Instant::now() + d),
+    }
+}

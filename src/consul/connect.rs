@@ -1,0 +1,245 @@
+//! Turns connection settings (flags and the consul CLI's `CONSUL_*`
+//! variables, already merged by `config`) into a reqwest client: rustls,
+//! extra CA certificates, a client certificate, and a TLS server name.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use reqwest::Url;
+
+/// An ACL token. It prints as `***` everywhere, so it cannot leak into logs
+/// or error messages by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    pub fn new(secret: String) -> Token {
+        Token(secret)
+    }
+
+    pub fn secret(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// Where Consul is and how to talk to it.
+#[derive(Debug, Clone)]
+pub struct ConsulConfig {
+    /// `http://host:port/` or `https://host:port/prefix/`.
+    pub base: Url,
+    pub token: Option<Token>,
+    pub ca_file: Option<PathBuf>,
+    pub ca_path: Option<PathBuf>,
+    pub client_cert: Option<PathBuf>,
+    pub client_key: Option<PathBuf>,
+    pub tls_server_name: Option<String>,
+    pub verify_tls: bool,
+    pub datacenter: Option<String>,
+    pub namespace: Option<String>,
+    pub partition: Option<String>,
+}
+
+/// Parses `CONSUL_HTTP_ADDR` the way the consul CLI does: `host:port`,
+/// `http://host:port` or `https://host:port`, with an optional path prefix
+/// kept for reverse proxies. `https` is also chosen by `use_tls`.
+pub fn parse_addr(addr: &str, use_tls: bool) -> Result<Url> {
+    let addr = addr.trim();
+    if addr.is_empty() {
+        bail!("the Consul address is empty; set CONSUL_HTTP_ADDR to host:port");
+    }
+    if addr.starts_with("unix://") {
+        bail!(
+            "Consul address `{addr}`: unix sockets are not supported; use the agent's HTTP address (host:port)"
+        );
+    }
+    let with_scheme = if addr.contains("://") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    };
+    let mut url = Url::parse(&with_scheme)
+        .map_err(|e| anyhow!("Consul address `{addr}` is not valid ({e}); use host:port"))?;
+    match url.scheme() {
+        "http" | "https" => {}
+        other => {
+            bail!("Consul address `{addr}` has unknown scheme `{other}`; use http:// or https://")
+        }
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        bail!("Consul address `{addr}` has no host; use host:port");
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        bail!("Consul address `{addr}` must not carry a query or fragment");
+    }
+    if use_tls && url.scheme() == "http" {
+        url.set_scheme("https")
+            .map_err(|()| anyhow!("cannot switch `{addr}` to https"))?;
+    }
+    if !url.path().ends_with('/') {
+        let path = format!("{}/", url.path());
+        url.set_path(&path);
+    }
+    Ok(url)
+}
+
+/// Builds the HTTP client. File problems are reported here, before any
+/// request, with the path that is wrong.
+pub fn http_client(config: &ConsulConfig) -> Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder()
+        .use_rustls_tls()
+        .connect_timeout(Duration::from_secs(5))
+        .tcp_nodelay(true)
+        .pool_idle_timeout(Duration::from_secs(60))
+        .user_agent(concat!("lockrun/", env!("CARGO_PKG_VERSION")))
+        // Proxies from the environment would surprise an operator; the consul
+        // CLI honours them, but an agent is almost always local.
+        .no_proxy();
+    let mut certificates = Vec::new();
+    if let Some(file) = &config.ca_file {
+        certificates.extend(read_certificates(file)?);
+    }
+    if let Some(dir) = &config.ca_path {
+        let entries = std::fs::read_dir(dir)
+            .with_context(|| format!("cannot read CA directory `{}`", dir.display()))?;
+        let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        paths.sort();
+        for path in paths.into_iter().filter(|p| p.is_file()) {
+            certificates.extend(read_certificates(&path)?);
+        }
+    }
+    for certificate in certificates {
+        builder = builder.add_root_certificate(certificate);
+    }
+    match (&config.client_cert, &config.client_key) {
+        (Some(cert), Some(key)) => {
+            let mut pem = std::fs::read(cert)
+                .with_context(|| format!("cannot read client certificate `{}`", cert.display()))?;
+            pem.push(b'\n');
+            pem.extend(
+                std::fs::read(key)
+                    .with_context(|| format!("cannot read client key `{}`", key.display()))?,
+            );
+            let identity = reqwest::Identity::from_pem(&pem).map_err(|e| {
+                anyhow!(
+                    "client certificate `{}` or key `{}` is not valid PEM ({e})",
+                    cert.display(),
+                    key.display()
+                )
+            })?;
+            builder = builder.identity(identity);
+        }
+        (None, None) => {}
+        _ => bail!(
+            "both a client certificate and a client key must be given (CONSUL_CLIENT_CERT and CONSUL_CLIENT_KEY)"
+        ),
+    }
+    if !config.verify_tls {
+        builder = builder.danger_accept_invalid_certs(true);
+    }
+    if let Some(name) = &config.tls_server_name {
+        // reqwest verifies the certificate against the URL's host, so we put
+        // the server name in the URL (see `effective_base`) and pin DNS for it
+        // to the address the user gave.
+        let host = config.base.host_str().unwrap_or_default();
+        let port = config.base.port_or_known_default().unwrap_or(443);
+        let addrs: Vec<std::net::SocketAddr> =
+            std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
+                .with_context(|| format!("cannot resolve Consul host `{host}`"))?
+                .collect();
+        builder = builder.resolve_to_addrs(name, &addrs);
+    }
+    builder
+        .build()
+        .map_err(|e| anyhow!("cannot set up the HTTP client ({e})"))
+}
+
+/// The base URL requests go to: with a TLS server name, its host is that
+/// name (DNS for it is pinned to the real address in [`http_client`]).
+pub fn effective_base(config: &ConsulConfig) -> Result<Url> {
+    let mut base = config.base.clone();
+    if let Some(name) = &config.tls_server_name {
+        if base.scheme() == "https" {
+            base.set_host(Some(name))
+                .map_err(|e| anyhow!("TLS server name `{name}` is not a valid host name ({e})"))?;
+        }
+    }
+    Ok(base)
+}
+
+fn read_certificates(path: &std::path::Path) -> Result<Vec<reqwest::Certificate>> {
+    let pem = std::fs::read(path)
+        .with_context(|| format!("cannot read CA certificate `{}`", path.display()))?;
+    let certificates = reqwest::Certificate::from_pem_bundle(&pem)
+        .map_err(|e| anyhow!("CA certificate `{}` is not valid PEM ({e})", path.display()))?;
+    if certificates.is_empty() {
+        bail!(
+            "CA certificate `{}` holds no PEM certificate",
+            path.display()
+        );
+    }
+    Ok(certificates)
+}
+
+/// Strips a trailing `:port` from a TLS server name, as the consul CLI does.
+pub fn server_name(name: &str) -> String {
+    match name.rsplit_once(':') {
+        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) && !host.contains(':') => {
+            host.to_string()
+        }
+        _ => name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_in_every_form_the_cli_accepts() {
+        assert_eq!(
+            parse_addr("127.0.0.1:8500", false).unwrap().as_str(),
+            "http://127.0.0.1:8500/"
+        );
+        assert_eq!(
+            parse_addr("https://consul:8501", false).unwrap().as_str(),
+            "https://consul:8501/"
+        );
+        assert_eq!(
+            parse_addr("127.0.0.1:8500", true).unwrap().as_str(),
+            "https://127.0.0.1:8500/"
+        );
+        assert_eq!(
+            parse_addr("http://proxy/consul", false).unwrap().as_str(),
+            "http://proxy/consul/"
+        );
+        assert!(parse_addr("unix:///run/consul.sock", false).is_err());
+        assert!(parse_addr("ftp://x", false).is_err());
+        assert!(parse_addr("", false).is_err());
+    }
+
+    #[test]
+    fn token_never_prints() {
+        let t = Token::new("s3cret".into());
+        assert_eq!(format!("{t} {t:?}"), "*** ***");
+    }
+
+    #[test]
+    fn server_name_drops_a_port() {
+        assert_eq!(server_name("consul.example:8501"), "consul.example");
+        assert_eq!(server_name("consul.example"), "consul.example");
+    }
+}

@@ -1,0 +1,142 @@
+//! What can go wrong talking to Consul, classified so that policy code can
+//! tell a transient hiccup (retry while the lease lasts) from a verdict.
+
+use std::fmt;
+use std::time::Duration;
+
+/// What we were doing when Consul failed us; it names the ACL permission a
+/// denial is about, so the message can say what the token lacks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    SessionCreate,
+    SessionRenew,
+    SessionDestroy,
+    SessionRead,
+    KvRead(String),
+    KvWrite(String),
+    AgentRead,
+}
+
+impl Op {
+    fn permission(&self) -> String {
+        match self {
+            Op::SessionCreate | Op::SessionRenew | Op::SessionDestroy => {
+                "session:write on this agent's node".to_string()
+            }
+            Op::SessionRead => "session:read".to_string(),
+            Op::KvRead(key) => format!("key:read on `{key}`"),
+            Op::KvWrite(key) => format!("key:write on `{key}`"),
+            Op::AgentRead => "agent:read".to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Op::SessionCreate => f.write_str("creating a session"),
+            Op::SessionRenew => f.write_str("renewing the session"),
+            Op::SessionDestroy => f.write_str("destroying the session"),
+            Op::SessionRead => f.write_str("reading a session"),
+            Op::KvRead(key) => write!(f, "reading `{key}`"),
+            Op::KvWrite(key) => write!(f, "writing `{key}`"),
+            Op::AgentRead => f.write_str("reading the agent's configuration"),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum ConsulError {
+    /// No connection could be made (refused, DNS, TLS handshake).
+    Unreachable { addr: String, cause: String },
+    /// The request got no answer in time.
+    Timeout { addr: String, after: Duration },
+    /// The connection broke mid-request.
+    Broken { addr: String, cause: String },
+    /// 403: the token is missing, unknown or lacks a permission.
+    Forbidden { op: Op, body: String },
+    /// 404 where a resource must exist (a session renewal, say).
+    NotFound { op: Op, body: String },
+    /// 400/413: Consul rejected the request itself (an invalid key, say).
+    Rejected { op: Op, status: u16, body: String },
+    /// 5xx and 429: the cluster is in trouble (no leader, an RPC failure).
+    Server { op: Op, status: u16, body: String },
+    /// An answer we could not understand.
+    Decode { op: Op, cause: String },
+}
+
+impl ConsulError {
+    /// Worth retrying while the local lease still holds: the cluster or the
+    /// network is in trouble, but nothing has said our session is gone.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ConsulError::Unreachable { .. }
+            | ConsulError::Timeout { .. }
+            | ConsulError::Broken { .. }
+            | ConsulError::Server { .. } => true,
+            ConsulError::Forbidden { .. }
+            | ConsulError::NotFound { .. }
+            | ConsulError::Rejected { .. }
+            | ConsulError::Decode { .. } => false,
+        }
+    }
+}
+
+fn one_line(body: &str) -> String {
+    let line = body.trim().lines().next().unwrap_or("").trim();
+    if line.is_empty() {
+        "empty answer".to_string()
+    } else if line.chars().count() > 200 {
+        let cut: String = line.chars().take(200).collect();
+        format!("{cut}...")
+    } else {
+        line.to_string()
+    }
+}
+
+impl fmt::Display for ConsulError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConsulError::Unreachable { addr, cause } => write!(
+                f,
+                "cannot reach Consul at {addr} ({cause}); is an agent running? set CONSUL_HTTP_ADDR"
+            ),
+            ConsulError::Timeout { addr, after } => write!(
+                f,
+                "Consul at {addr} did not answer within {}",
+                humantime::format_duration(*after)
+            ),
+            ConsulError::Broken { addr, cause } => {
+                write!(f, "the connection to Consul at {addr} broke ({cause})")
+            }
+            ConsulError::Forbidden { op, body } => {
+                if body.contains("ACL not found") {
+                    write!(
+                        f,
+                        "permission denied {op}: Consul does not know the token (ACL not found); check CONSUL_HTTP_TOKEN or --token-file"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "permission denied {op}: the token lacks {}; set CONSUL_HTTP_TOKEN or --token-file",
+                        op.permission()
+                    )
+                }
+            }
+            ConsulError::NotFound { op, body } => {
+                write!(f, "Consul answered 404 {op} ({})", one_line(body))
+            }
+            ConsulError::Rejected { op, status, body } => {
+                write!(f, "Consul refused {op} ({status}: {})", one_line(body))
+            }
+            ConsulError::Server { op, status, body } => {
+                write!(f, "Consul failed {op} ({status}: {})", one_line(body))
+            }
+            ConsulError::Decode { op, cause } => {
+                write!(f, "unexpected answer from Consul {op} ({cause})")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConsulError {}

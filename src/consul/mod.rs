@@ -1,0 +1,201 @@
+//! A small Consul HTTP client: one async call per endpoint lockrun uses, each
+//! returning typed data or a classified [`ConsulError`]. Retries, backoff and
+//! deadlines are policy, and policy lives with the callers (`lease`, `lock`).
+
+pub mod blocking;
+pub mod connect;
+pub mod error;
+pub mod kv;
+pub mod path;
+pub mod session;
+
+use std::time::Duration;
+
+use anyhow::Result;
+use reqwest::{Method, StatusCode, Url};
+use tracing::debug;
+
+pub use connect::{ConsulConfig, Token};
+pub use error::{ConsulError, Op};
+pub use kv::KvPair;
+pub use session::{Behavior, SessionId, SessionInfo, SessionSpec};
+
+/// How long a request that is not a blocking read may take.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: Url,
+    /// The address as the user gave it, for messages.
+    shown_addr: String,
+    token: Option<Token>,
+    datacenter: Option<String>,
+    namespace: Option<String>,
+    partition: Option<String>,
+}
+
+/// A successful answer: status, body and the `X-Consul-Index` header.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub status: StatusCode,
+    pub body: bytes::Bytes,
+    pub index: Option<u64>,
+}
+
+impl Client {
+    pub fn new(config: &ConsulConfig) -> Result<Client> {
+        Ok(Client {
+            http: connect::http_client(config)?,
+            base: connect::effective_base(config)?,
+            shown_addr: config.base.as_str().trim_end_matches('/').to_string(),
+            token: config.token.clone(),
+            datacenter: config.datacenter.clone(),
+            namespace: config.namespace.clone(),
+            partition: config.partition.clone(),
+        })
+    }
+
+    /// The address requests go to, as shown in messages.
+    pub fn addr(&self) -> &str {
+        &self.shown_addr
+    }
+
+    /// A URL under `/v1/`: fixed `segments`, then the key's parts, encoded.
+    pub(crate) fn url(&self, segments: &[&str], key: &str) -> Url {
+        let mut all = vec!["v1"];
+        all.extend_from_slice(segments);
+        let mut url = path::url_for(&self.base, &all, key);
+        {
+            let mut query = url.query_pairs_mut();
+            if let Some(dc) = &self.datacenter {
+                query.append_pair("dc", dc);
+            }
+            if let Some(ns) = &self.namespace {
+                query.append_pair("ns", ns);
+            }
+            if let Some(partition) = &self.partition {
+                query.append_pair("partition", partition);
+            }
+        }
+        if url.query() == Some("") {
+            url.set_query(None);
+        }
+        url
+    }
+
+    /// Sends one request and classifies failures. 2xx answers are returned;
+    /// `accept` lists other statuses the caller wants to see (404 on a read).
+    pub(crate) async fn send(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<Vec<u8>>,
+        timeout: Duration,
+        op: &Op,
+        accept: &[StatusCode],
+    ) -> Result<Answer, ConsulError> {
+        debug!(target: "lockrun::http", "{method} {}", url.as_str());
+        let mut request = self
+            .http
+            .request(method.clone(), url.clone())
+            .timeout(timeout);
+        if let Some(token) = &self.token {
+            let mut value = reqwest::header::HeaderValue::from_str(token.secret())
+                .unwrap_or_else(|_| reqwest::header::HeaderValue::from_static(""));
+            value.set_sensitive(true);
+            request = request.header("X-Consul-Token", value);
+        }
+        if let Some(body) = body {
+            request = request.body(body);
+        }
+        let started = tokio::time::Instant::now();
+        let response = request
+            .send()
+            .await
+            .map_err(|e| self.transport_error(e, timeout))?;
+        let status = response.status();
+        let index = response
+            .headers()
+            .get("X-Consul-Index")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| self.transport_error(e, timeout))?;
+        debug!(
+            target: "lockrun::http",
+            "{method} {} -> {} in {:?}{}",
+            url.path(),
+            status.as_u16(),
+            started.elapsed(),
+            index.map(|i| format!(" index={i}")).unwrap_or_default()
+        );
+        if status.is_success() || accept.contains(&status) {
+            return Ok(Answer {
+                status,
+                body,
+                index,
+            });
+        }
+        let text = String::from_utf8_lossy(&body).into_owned();
+        let op = op.clone();
+        Err(match status.as_u16() {
+            403 => ConsulError::Forbidden { op, body: text },
+            404 => ConsulError::NotFound { op, body: text },
+            429 | 500..=599 => ConsulError::Server {
+                op,
+                status: status.as_u16(),
+                body: text,
+            },
+            code => ConsulError::Rejected {
+                op,
+                status: code,
+                body: text,
+            },
+        })
+    }
+
+    fn transport_error(&self, error: reqwest::Error, timeout: Duration) -> ConsulError {
+        let addr = self.shown_addr.clone();
+        if error.is_timeout() {
+            return ConsulError::Timeout {
+                addr,
+                after: timeout,
+            };
+        }
+        let cause = root_cause(&error);
+        if error.is_connect() {
+            ConsulError::Unreachable { addr, cause }
+        } else {
+            ConsulError::Broken { addr, cause }
+        }
+    }
+}
+
+/// The innermost cause, lowercased the way users read errno texts
+/// ("connection refused"), without reqwest's URL-bearing wrappers.
+fn root_cause(error: &reqwest::Error) -> String {
+    let mut source: &dyn std::error::Error = error;
+    while let Some(next) = source.source() {
+        source = next;
+    }
+    let text = source.to_string();
+    let text = text.split(" (os error").next().unwrap_or(&text).to_string();
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().collect::<String>() + chars.as_str(),
+        None => "unknown error".to_string(),
+    }
+}
+
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(
+    op: &Op,
+    body: &[u8],
+) -> Result<T, ConsulError> {
+    serde_json::from_slice(body).map_err(|e| ConsulError::Decode {
+        op: op.clone(),
+        cause: e.to_string(),
+    })
+}

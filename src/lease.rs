@@ -1,0 +1,305 @@
+//! The local lease: lockrun's own clock on how long it may still assume it
+//! holds the lock, whatever the network does.
+//!
+//! Consul never invalidates a session earlier than its TTL after the last
+//! renewal it processed, and no rival can acquire before that invalidation
+//! plus the lock-delay. A renewal is processed after we send it, so
+//! `send time of the last confirmed renewal + TTL + lock-delay` is the
+//! earliest moment a rival could hold the lock. The child must be dead
+//! (SIGKILL delivered) before then, grace period included; [`Budget`] works
+//! out when we must start stopping it, and refuses settings that leave no
+//! room. Nothing here knows about Consul's wire format: a backend supplies
+//! renewals through [`Renew`].
+
+use std::fmt;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+/// The outcome of one renewal attempt.
+#[derive(Debug)]
+pub enum Renewal {
+    /// Confirmed; the backend may report a longer TTL it now applies.
+    Confirmed { ttl: Option<Duration> },
+    /// The backend says the lease is gone (Consul: renew answered 404).
+    Gone(String),
+    /// No verdict: try again while the lease lasts.
+    Failed(String),
+}
+
+/// A lease a backend can renew (a Consul session today).
+pub trait Renew {
+    /// One attempt, which must give up after `timeout`.
+    fn renew(&self, timeout: Duration) -> impl std::future::Future<Output = Renewal>;
+}
+
+/// Why the lock is no longer ours.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lost {
+    /// No renewal was confirmed in time; we stop before a rival could lead.
+    LeaseRanOut {
+        unconfirmed_for: Duration,
+        last_error: String,
+    },
+    /// The backend declared the session gone.
+    SessionGone(String),
+    /// The watch saw the lock change hands, vanish or drop us.
+    Watch(String),
+}
+
+impl fmt::Display for Lost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Lost::LeaseRanOut {
+                unconfirmed_for,
+                last_error,
+            } => write!(
+                f,
+                "no renewal confirmed for {} (last error: {last_error})",
+                humantime::format_duration(round_ms(*unconfirmed_for))
+            ),
+            Lost::SessionGone(why) => write!(f, "the session is gone ({why})"),
+            Lost::Watch(why) => f.write_str(why),
+        }
+    }
+}
+
+fn round_ms(d: Duration) -> Duration {
+    Duration::from_millis(d.as_millis() as u64)
+}
+
+/// The arithmetic of the safety promise for one set of options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    pub ttl: Duration,
+    pub lock_delay: Duration,
+    pub kill_timeout: Duration,
+}
+
+impl Budget {
+    /// Slack we keep for timer latency, scheduling on a loaded host and the
+    /// two clocks running at slightly different rates.
+    pub fn margin(&self) -> Duration {
+        self.ttl / 10
+    }
+
+    /// How long after a confirmed renewal was *sent* we must start stopping
+    /// the child: when the lease runs out, or earlier if the grace period
+    /// would otherwise reach past the earliest moment a rival could lead.
+    pub fn stop_after(&self) -> Duration {
+        let need = self.kill_timeout + self.margin();
+        let overshoot = need.saturating_sub(self.lock_delay);
+        self.ttl.saturating_sub(overshoot)
+    }
+
+    /// Renew often enough that a failed attempt can be retried before the
+    /// lease runs out: twice per stop window (TTL/2 with the defaults).
+    pub fn renew_every(&self) -> Duration {
+        self.stop_after() / 2
+    }
+
+    /// The longest kill timeout these settings allow.
+    pub fn max_kill_timeout(&self) -> Duration {
+        (self.lock_delay + self.ttl / 4).saturating_sub(self.margin())
+    }
+
+    /// Refuses settings whose stop window is too short to renew even once
+    /// with a retry: the child would be stopped on every hiccup.
+    pub fn check(&self) -> Result<(), String> {
+        if self.stop_after() * 4 < self.ttl * 3 {
+            return Err(format!(
+                "--kill-timeout {} is too long for --ttl {} and --lock-delay {}: a rival could take the lock before the child is killed; use --kill-timeout {} or less, or a longer --lock-delay",
+                fmt_duration(self.kill_timeout),
+                fmt_duration(self.ttl),
+                fmt_duration(self.lock_delay),
+                fmt_duration(self.max_kill_timeout()),
+            ));
+        }
+        Ok(())
+    }
+}
+
+pub fn fmt_duration(d: Duration) -> String {
+    if d.is_zero() {
+        "0s".to_string()
+    } else {
+        humantime::format_duration(round_ms(d)).to_string()
+    }
+}
+
+/// A held lease. `confirmed` is the send time of the last renewal the
+/// backend confirmed (or of the session's creation).
+#[derive(Debug)]
+pub struct Lease {
+    budget: Budget,
+    confirmed: Instant,
+}
+
+impl Lease {
+    pub fn new(budget: Budget, created_at: Instant) -> Lease {
+        Lease {
+            budget,
+            confirmed: created_at,
+        }
+    }
+
+    /// When the child must start being stopped unless a renewal is confirmed.
+    pub fn stop_at(&self) -> Instant {
+        self.confirmed + self.budget.stop_after()
+    }
+
+    pub fn budget(&self) -> Budget {
+        self.budget
+    }
+
+    /// Keeps the lease alive until it is lost, which is the only way this
+    /// returns. Cancel-safe: dropping it mid-renewal loses nothing but that
+    /// attempt.
+    pub async fn keep<R: Renew>(&mut self, backend: &R) -> Lost {
+        let mut last_error = String::from("none");
+        let mut backoff = Duration::from_millis(100);
+        let mut next = self.confirmed + self.budget.renew_every();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(self.stop_at()) => {
+                    return Lost::LeaseRanOut {
+                        unconfirmed_for: self.confirmed.elapsed(),
+                        last_error,
+                    };
+                }
+                _ = tokio::time::sleep_until(next) => {}
+            }
+            let sent = Instant::now();
+            let timeout = self
+                .stop_at()
+                .saturating_duration_since(sent)
+                .min(crate::consul::REQUEST_TIMEOUT)
+                .max(Duration::from_millis(50));
+            let outcome = tokio::select! {
+                outcome = backend.renew(timeout) => outcome,
+                _ = tokio::time::sleep_until(self.stop_at()) => continue,
+            };
+            match outcome {
+                Renewal::Confirmed { ttl } => {
+                    if let Some(ttl) = ttl.filter(|t| *t > self.budget.ttl) {
+                        // Consul asks busy clusters' clients to renew less
+                        // often; its own timer then runs from the longer TTL.
+                        debug!("Consul raised the session TTL to {}", fmt_duration(ttl));
+                        self.budget.ttl = ttl;
+                    }
+                    self.confirmed = sent;
+                    backoff = Duration::from_millis(100);
+                    next = sent + self.budget.renew_every();
+                    debug!(
+                        "lease renewed; stop deadline in {}",
+                        fmt_duration(self.stop_at().saturating_duration_since(Instant::now()))
+                    );
+                }
+                Renewal::Gone(why) => return Lost::SessionGone(why),
+                Renewal::Failed(why) => {
+                    warn!(
+                        "renewal failed ({why}); retrying, {} left before the child is stopped",
+                        fmt_duration(self.stop_at().saturating_duration_since(Instant::now()))
+                    );
+                    last_error = why;
+                    next = Instant::now() + backoff;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::collections::VecDeque;
+
+    fn budget(ttl: u64, lock_delay: u64, kill: u64) -> Budget {
+        Budget {
+            ttl: Duration::from_secs(ttl),
+            lock_delay: Duration::from_secs(lock_delay),
+            kill_timeout: Duration::from_secs(kill),
+        }
+    }
+
+    #[test]
+    fn defaults_stop_when_the_lease_runs_out() {
+        let b = budget(15, 15, 5);
+        assert_eq!(b.stop_after(), Duration::from_secs(15));
+        assert_eq!(b.renew_every(), Duration::from_millis(7500));
+        assert!(b.check().is_ok());
+    }
+
+    #[test]
+    fn a_long_grace_period_moves_the_stop_earlier() {
+        let b = budget(20, 0, 2);
+        // 2 s grace + 2 s margin must fit before the lease runs out.
+        assert_eq!(b.stop_after(), Duration::from_secs(16));
+        assert!(b.check().is_ok());
+    }
+
+    #[test]
+    fn the_child_is_killed_before_a_rival_could_lead() {
+        for (ttl, delay, kill) in [
+            (15, 15, 5),
+            (10, 0, 1),
+            (15, 5, 7),
+            (60, 60, 60),
+            (10, 1, 2),
+        ] {
+            let b = budget(ttl, delay, kill);
+            if b.check().is_err() {
+                continue;
+            }
+            let sigkill_at = b.stop_after() + b.kill_timeout;
+            let rival_at = b.ttl + b.lock_delay;
+            assert!(sigkill_at + b.margin() <= rival_at, "{b:?}");
+        }
+    }
+
+    #[test]
+    fn settings_that_cannot_keep_the_promise_are_refused() {
+        let err = budget(15, 0, 10).check().unwrap_err();
+        assert!(err.contains("--kill-timeout 10s is too long"), "{err}");
+        assert!(err.contains("or less"), "{err}");
+    }
+
+    struct Script(RefCell<VecDeque<Renewal>>);
+
+    impl Renew for Script {
+        async fn renew(&self, _timeout: Duration) -> Renewal {
+            let next = self.0.borrow_mut().pop_front();
+            match next {
+                Some(r) => r,
+                // Out of script: hang like a partitioned network.
+                None => std::future::pending().await,
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn transient_failures_within_the_lease_are_survived() {
+        let script = Script(RefCell::new(VecDeque::from([
+            Renewal::Failed("500 No cluster leader".into()),
+            Renewal::Failed("connection reset".into()),
+            Renewal::Confirmed { ttl: None },
+            Renewal::Gone("404".into()),
+        ])));
+        let mut lease = Lease::new(budget(15, 15, 5), Instant::now());
+        let lost = lease.keep(&script).await;
+        assert_eq!(lost, Lost::SessionGone("404".into()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_partition_ends_the_lease_at_the_stop_deadline() {
+        let script = Script(RefCell::new(VecDeque::new()));
+        let start = Instant::now();
+        let mut lease = Lease::new(budget(15, 15, 5), start);
+        let lost = lease.keep(&script).await;
+        assert!(matches!(lost, Lost::LeaseRanOut { .. }));
+        assert_eq!(start.elapsed(), Duration::from_secs(15));
+    }
+}

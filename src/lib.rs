@@ -1,0 +1,43 @@
+//! lockrun runs a command only while it holds a Consul leader lock or a
+//! semaphore slot, and stops it the moment that can no longer be guaranteed.
+//!
+//! This library exists so that `main.rs` stays a doorway and the tests can
+//! reach the pieces; it is not a public API.
+#![doc(hidden)]
+
+/// The child process: a guard leading its own process group, the stop ladder.
+pub mod child;
+/// The command line: one clap definition feeds help, man pages and completions.
+pub mod cli;
+/// One file per subcommand.
+pub mod commands;
+/// Flags and `CONSUL_*` variables, validated into a `Config` before any request.
+pub mod config;
+/// The Consul HTTP client: one call per endpoint, no policy.
+pub mod consul;
+/// What went wrong, as one line for the user, and which exit status it earns.
+pub mod error;
+/// The exit-status table.
+pub mod exit;
+/// The local lease: renewal and the deadline that does not wait for Consul.
+pub mod lease;
+/// The lock algorithms (leader lock, semaphore) and the watch of a held lock.
+pub mod lock;
+/// stderr: the `lockrun:` error line and `-v` lifecycle events.
+pub mod logging;
+/// Signals lockrun receives and forwards.
+pub mod signals;
+/// The hold-and-run loop shared by `elect` and `semaphore`.
+pub mod supervisor;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+/// The whole program: parse, validate, run, map the outcome to an exit status.
+pub fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "__guard") {
+        return child::guard::main(args.into_iter().skip(2).collect());
+    }
+    commands::main(args)
+}

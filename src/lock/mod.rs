@@ -1,0 +1,125 @@
+//! The lock algorithms, compatible on the wire with Consul's Go API `Lock`
+//! and `Semaphore` (so `consul lock` and lockrun exclude each other), and the
+//! watches that notice when a held lock stops being ours.
+
+pub mod leader;
+pub mod semaphore;
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::consul::{ConsulError, SessionId};
+
+/// `LockFlagValue` of Consul's Go API: marks a key as a leader lock.
+pub const LOCK_FLAG: u64 = 0x2ddc_cbc0_58a5_0c18;
+/// `SemaphoreFlagValue` of Consul's Go API (above i64::MAX).
+pub const SEMAPHORE_FLAG: u64 = 0xe0f6_9a2b_aa41_4de0;
+
+/// How long each blocking read waits at most before asking again.
+pub const WATCH_WAIT: Duration = Duration::from_secs(60);
+
+/// A lock or slot we hold: what the child is told through its environment.
+#[derive(Debug, Clone)]
+pub struct Held {
+    pub key: String,
+    pub session: SessionId,
+    /// Consul's LockIndex: with key and session, a sequencer for fencing.
+    pub lock_index: u64,
+}
+
+/// How acquisition may wait.
+#[derive(Debug, Clone, Copy)]
+pub enum Patience {
+    /// One attempt (`--no-wait`).
+    Once,
+    /// Until this moment (`--timeout`).
+    Until(Instant),
+    Forever,
+}
+
+impl Patience {
+    pub fn deadline(self) -> Option<Instant> {
+        match self {
+            Patience::Until(at) => Some(at),
+            Patience::Once | Patience::Forever => None,
+        }
+    }
+
+    /// How long the next blocking read may wait, or `None` when waiting is
+    /// over.
+    pub fn next_wait(self) -> Option<Duration> {
+        match self {
+            Patience::Once => None,
+            Patience::Forever => Some(WATCH_WAIT),
+            Patience::Until(at) => {
+                let left = at.saturating_duration_since(Instant::now());
+                (!left.is_zero()).then(|| left.min(WATCH_WAIT))
+            }
+        }
+    }
+}
+
+/// How acquisition ended without an error.
+#[derive(Debug)]
+pub enum Acquired<T> {
+    Yes(T),
+    /// `--no-wait` found it taken, or `--timeout` ran out.
+    No {
+        holder: Option<String>,
+    },
+}
+
+/// Why acquisition failed.
+#[derive(Debug)]
+pub enum AcquireError {
+    Consul(ConsulError),
+    /// The key exists but was not written by a compatible lock.
+    Conflict(String),
+}
+
+impl From<ConsulError> for AcquireError {
+    fn from(e: ConsulError) -> AcquireError {
+        AcquireError::Consul(e)
+    }
+}
+
+impl std::fmt::Display for AcquireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AcquireError::Consul(e) => e.fmt(f),
+            AcquireError::Conflict(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for AcquireError {}
+
+/// Backoff while a lock-delay keeps a free key unacquirable: short at first,
+/// since the delay may be nearly over, never more than a second.
+#[derive(Debug)]
+pub struct DelayBackoff(Duration);
+
+impl DelayBackoff {
+    pub fn new() -> DelayBackoff {
+        DelayBackoff(Duration::from_millis(50))
+    }
+
+    pub async fn wait(&mut self) {
+        tokio::time::sleep(self.0).await;
+        self.0 = (self.0 * 2).min(Duration::from_secs(1));
+    }
+}
+
+impl Default for DelayBackoff {
+    fn default() -> Self {
+        DelayBackoff::new()
+    }
+}
+
+/// Backoff after a transient Consul error while waiting or watching.
+pub async fn transient_pause(attempt: &mut u32) {
+    let ms = 100u64 << (*attempt).min(4);
+    *attempt += 1;
+    tokio::time::sleep(Duration::from_millis(ms.min(1000))).await;
+}

@@ -1,0 +1,398 @@
+//! The semaphore: N slots under a prefix, in the format of Consul's Go API
+//! `Semaphore` (and so of `consul lock -n N`). Each contender holds its own
+//! entry `PREFIX/<session>`; the slots are the `Holders` of the coordination
+//! record `PREFIX/.lock`, which is only ever changed with check-and-set.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::consul::blocking::{QueryIndex, RateLimit};
+use crate::consul::kv::Read;
+use crate::consul::{Client, ConsulError, KvPair, SessionId};
+use crate::lease::Lost;
+
+use super::{transient_pause, AcquireError, Acquired, Held, Patience, SEMAPHORE_FLAG, WATCH_WAIT};
+
+/// The coordination record's key under a prefix.
+pub fn record_key(prefix: &str) -> String {
+    format!("{prefix}/.lock")
+}
+
+pub fn contender_key(prefix: &str, session: &SessionId) -> String {
+    format!("{prefix}/{session}")
+}
+
+/// `{"Limit":N,"Holders":{...}}`, read in the Go map form or the tutorial's
+/// list form, written in the map form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub limit: u64,
+    pub holders: BTreeSet<String>,
+}
+
+impl Record {
+    pub fn decode(bytes: &[u8]) -> Result<Record, String> {
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let limit = value
+            .get("Limit")
+            .and_then(Value::as_u64)
+            .ok_or("no numeric `Limit`")?;
+        let holders = match value.get("Holders") {
+            None | Some(Value::Null) => BTreeSet::new(),
+            Some(Value::Object(map)) => map
+                .iter()
+                .filter(|(_, held)| held.as_bool().unwrap_or(true))
+                .map(|(id, _)| id.clone())
+                .collect(),
+            Some(Value::Array(list)) => list
+                .iter()
+                .map(|id| {
+                    id.as_str()
+                        .map(str::to_string)
+                        .ok_or("a holder that is not a string")
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err("`Holders` is neither an object nor a list".into()),
+        };
+        Ok(Record { limit, holders })
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let holders: serde_json::Map<String, Value> = self
+            .holders
+            .iter()
+            .map(|id| (id.clone(), Value::Bool(true)))
+            .collect();
+        serde_json::to_vec(&serde_json::json!({ "Limit": self.limit, "Holders": holders }))
+            .expect("a JSON value serialises")
+    }
+}
+
+/// The prefix as read in one listing.
+#[derive(Debug)]
+pub struct View {
+    /// The record and its ModifyIndex (0 when absent, for `cas=0`).
+    pub record: Option<(Record, u64)>,
+    /// Sessions that hold any entry under the prefix: the live contenders.
+    pub live: BTreeSet<String>,
+    /// Contender entries: key → holding session, if any.
+    pub contenders: Vec<KvPair>,
+}
+
+impl View {
+    pub fn read(prefix: &str, pairs: Vec<KvPair>) -> Result<View, String> {
+        let record_key = record_key(prefix);
+        let mut record = None;
+        let mut live = BTreeSet::new();
+        let mut contenders = Vec::new();
+        for pair in pairs {
+            if let Some(h) = pair.holder() {
+                live.insert(h.to_string());
+            }
+            if pair.key == record_key {
+                if pair.flags != SEMAPHORE_FLAG {
+                    let what = if pair.flags == super::LOCK_FLAG {
+                        "a leader lock (`consul lock` without -n, or `lockrun elect`)".to_string()
+                    } else {
+                        format!("not a semaphore record (flags {})", pair.flags)
+                    };
+                    return Err(format!("`{record_key}` is {what}; use another prefix"));
+                }
+                let decoded = Record::decode(pair.value_bytes()).map_err(|e| {
+                    format!("`{record_key}` is not a semaphore record ({e}); use another prefix, or delete it if it is stale")
+                })?;
+                record = Some((decoded, pair.modify_index));
+            } else if pair.key.starts_with(&format!("{prefix}/")) {
+                contenders.push(pair);
+            }
+        }
+        Ok(View {
+            record,
+            live,
+            contenders,
+        })
+    }
+
+    /// Holders whose contender entry still has a live session.
+    pub fn live_holders(&self) -> BTreeSet<String> {
+        match &self.record {
+            Some((record, _)) => record
+                .holders
+                .iter()
+                .filter(|h| self.live.contains(*h))
+                .cloned()
+                .collect(),
+            None => BTreeSet::new(),
+        }
+    }
+}
+
+fn limit_conflict(prefix: &str, stored: u64, ours: u64) -> AcquireError {
+    AcquireError::Conflict(format!(
+        "semaphore limit conflict on `{prefix}`: the stored limit is {stored}, this run asked for --limit {ours}; use --limit {stored}, or change it once no holder remains"
+    ))
+}
+
+pub async fn list(
+    client: &Client,
+    prefix: &str,
+    read: Read,
+) -> Result<(Vec<KvPair>, u64), ConsulError> {
+    client.kv_list(&format!("{prefix}/"), read).await
+}
+
+/// Joins the semaphore and waits for a slot per `patience`. Leaves the
+/// contender entry behind on every outcome: the caller's cleanup removes it.
+pub async fn acquire(
+    client: &Client,
+    prefix: &str,
+    session: &SessionId,
+    value: &[u8],
+    limit: u64,
+    patience: Patience,
+) -> Result<Acquired<Holding>, AcquireError> {
+    let contender = contender_key(prefix, session);
+    if !client
+        .kv_acquire(&contender, session, value, SEMAPHORE_FLAG)
+        .await?
+    {
+        return Err(AcquireError::Conflict(format!(
+            "could not take the contender entry `{contender}`"
+        )));
+    }
+    let mut index = QueryIndex::NONE;
+    let mut block = false;
+    let mut errors = 0;
+    let mut rate = RateLimit::new(5, 20);
+    let mut announced = false;
+    loop {
+        let read = if block {
+            match patience.next_wait() {
+                Some(wait) => Read::blocking(index, wait),
+                None => return Ok(Acquired::No { holder: None }),
+            }
+        } else {
+            Read::now()
+        };
+        rate.acquire().await;
+        let (pairs, returned) = match list(client, prefix, read).await {
+            Ok(answer) => answer,
+            Err(e) if e.is_transient() && !matches!(patience, Patience::Once) => {
+                tracing::warn!("waiting for a slot of `{prefix}`: {e}; retrying");
+                transient_pause(&mut errors).await;
+                block = false;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        errors = 0;
+        index = index.after(returned);
+        let view = View::read(prefix, pairs).map_err(AcquireError::Conflict)?;
+        let (mut record, cas) = match &view.record {
+            Some((record, modify)) => {
+                if record.limit != limit {
+                    return Err(limit_conflict(prefix, record.limit, limit));
+                }
+                (record.clone(), *modify)
+            }
+            None => (
+                Record {
+                    limit,
+                    holders: BTreeSet::new(),
+                },
+                0,
+            ),
+        };
+        record.holders = view.live_holders();
+        if record.holders.contains(session.as_str()) {
+            return Ok(Acquired::Yes(Holding::new(prefix, session, cas, index)));
+        }
+        if record.holders.len() as u64 >= limit {
+            if matches!(patience, Patience::Once) {
+                return Ok(Acquired::No { holder: None });
+            }
+            if !announced {
+                tracing::info!(prefix, limit, "waiting: all slots are taken");
+                announced = true;
+            }
+            block = true;
+            continue;
+        }
+        record.holders.insert(session.to_string());
+        if client
+            .kv_cas(&record_key(prefix), &record.encode(), SEMAPHORE_FLAG, cas)
+            .await?
+        {
+            // Read back for the record's new ModifyIndex, which serves as the
+            // sequencer, and to start the watch from a current index.
+            let (pairs, returned) = list(client, prefix, Read::consistent()).await?;
+            let view = View::read(prefix, pairs).map_err(AcquireError::Conflict)?;
+            let modify = view.record.as_ref().map(|(_, m)| *m).unwrap_or(0);
+            let index = QueryIndex::NONE.after(returned);
+            if view.live_holders().contains(session.as_str()) {
+                return Ok(Acquired::Yes(Holding::new(prefix, session, modify, index)));
+            }
+            block = false;
+            continue;
+        }
+        // Lost a race for the record: the index moved, so an immediate
+        // blocking read returns the news without an extra round.
+        block = true;
+    }
+}
+
+/// A slot we hold.
+#[derive(Debug)]
+pub struct Holding {
+    pub held: Held,
+    prefix: String,
+    index: QueryIndex,
+}
+
+impl Holding {
+    fn new(prefix: &str, session: &SessionId, record_index: u64, index: QueryIndex) -> Holding {
+        Holding {
+            held: Held {
+                key: prefix.to_string(),
+                session: session.clone(),
+                lock_index: record_index,
+            },
+            prefix: prefix.to_string(),
+            index,
+        }
+    }
+
+    /// Watches the prefix until our slot is gone: our session dropped from
+    /// `Holders`, the record deleted, or our contender entry lost.
+    pub async fn watch(&mut self, client: &Client) -> Lost {
+        let mut errors = 0;
+        let mut rate = RateLimit::new(5, 20);
+        let me = self.held.session.to_string();
+        let contender = contender_key(&self.prefix, &self.held.session);
+        loop {
+            rate.acquire().await;
+            let read = Read {
+                index: self.index,
+                wait: Some(WATCH_WAIT),
+                consistent: true,
+            };
+            let (pairs, returned) = match list(client, &self.prefix, read).await {
+                Ok(answer) => answer,
+                Err(e) if e.is_transient() => {
+                    tracing::warn!("watching `{}`: {e}; retrying", self.prefix);
+                    transient_pause(&mut errors).await;
+                    self.index = QueryIndex::NONE;
+                    continue;
+                }
+                Err(e) => return Lost::Watch(format!("cannot watch the semaphore any more: {e}")),
+            };
+            errors = 0;
+            self.index = self.index.after(returned);
+            let view = match View::read(&self.prefix, pairs) {
+                Ok(view) => view,
+                Err(e) => return Lost::Watch(e),
+            };
+            let mine = view.contenders.iter().find(|p| p.key == contender);
+            if mine.and_then(KvPair::holder) != Some(me.as_str()) {
+                return Lost::Watch(format!("our contender entry `{contender}` was removed"));
+            }
+            match &view.record {
+                None => return Lost::Watch(format!("`{}` was deleted", record_key(&self.prefix))),
+                Some((record, _)) if !record.holders.contains(&me) => {
+                    return Lost::Watch(
+                        "our slot was taken away (removed from the holders)".into(),
+                    );
+                }
+                Some(_) => {}
+            }
+        }
+    }
+}
+
+/// Gives our slot up and removes our contender entry. Retries lost
+/// check-and-set races a few times; idempotent, so it is safe after an
+/// acquisition that was cancelled half way.
+pub async fn release(
+    client: &Client,
+    prefix: &str,
+    session: &SessionId,
+) -> Result<(), ConsulError> {
+    let me = session.to_string();
+    let contender = contender_key(prefix, session);
+    for _ in 0..16 {
+        let (pairs, _) = list(client, prefix, Read::now()).await?;
+        let Ok(view) = View::read(prefix, pairs) else {
+            break;
+        };
+        let Some((record, modify)) = &view.record else {
+            break;
+        };
+        let mut holders = view.live_holders();
+        let was_holder = record.holders.contains(&me);
+        holders.remove(&me);
+        let others_waiting = view
+            .contenders
+            .iter()
+            .any(|p| p.key != contender && p.holder().is_some());
+        let done = if holders.is_empty() && !others_waiting {
+            // The last one out removes the record, as `consul lock -n` does,
+            // so a later run may choose another limit.
+            client.kv_delete(&record_key(prefix), Some(*modify)).await?
+        } else if was_holder {
+            let updated = Record {
+                limit: record.limit,
+                holders,
+            };
+            client
+                .kv_cas(
+                    &record_key(prefix),
+                    &updated.encode(),
+                    SEMAPHORE_FLAG,
+                    *modify,
+                )
+                .await?
+        } else {
+            true
+        };
+        if done {
+            break;
+        }
+    }
+    client.kv_delete(&contender, None).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_go_map_form_and_the_tutorial_list_form() {
+        let map = Record::decode(br#"{"Limit":2,"Holders":{"a":true,"b":true}}"#).unwrap();
+        let list = Record::decode(br#"{"Limit":2,"Holders":["a","b"]}"#).unwrap();
+        assert_eq!(map, list);
+        assert_eq!(map.limit, 2);
+        let empty = Record::decode(br#"{"Limit":3,"Holders":null}"#).unwrap();
+        assert!(empty.holders.is_empty());
+    }
+
+    #[test]
+    fn writes_the_go_map_form() {
+        let record = Record {
+            limit: 3,
+            holders: ["x".to_string()].into_iter().collect(),
+        };
+        assert_eq!(
+            record.encode(),
+            br#"{"Holders":{"x":true},"Limit":3}"#.to_vec()
+        );
+    }
+
+    #[test]
+    fn undecodable_records_are_refused() {
+        assert!(Record::decode(b"nope").is_err());
+        assert!(Record::decode(br#"{"Holders":{}}"#).is_err());
+        assert!(Record::decode(br#"{"Limit":1,"Holders":7}"#).is_err());
+    }
+}

@@ -1,0 +1,96 @@
+//! The hold-and-run loop that `elect` and `semaphore` share: run the child
+//! while the lock is ours, and stop it when it is not. It knows nothing of
+//! Consul; the lock's loss arrives as one future.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::child::{Child, ChildExit};
+use crate::lease::Lost;
+use crate::signals::{Signal, Signals};
+
+/// How the child is asked to stop.
+#[derive(Debug, Clone, Copy)]
+pub struct StopPolicy {
+    pub signal: Signal,
+    pub grace: Duration,
+}
+
+/// How a hold ended. The child is gone in every case.
+#[derive(Debug)]
+pub enum Ending {
+    /// The child exited (by itself, or after a signal we forwarded).
+    Exited(ChildExit),
+    /// The lock was lost and we stopped the child.
+    Lost(Lost, ChildExit),
+}
+
+enum Event {
+    Exited(ChildExit),
+    Lost(Lost),
+    Signal(Signal),
+    GraceOver,
+}
+
+/// Signals that ask the child to stop: after forwarding one we give the child
+/// the grace period, then SIGKILL. Others (HUP, USR1, USR2) are forwarded
+/// and the child decides; daemons reload on them.
+fn is_shutdown(signal: Signal) -> bool {
+    matches!(signal, Signal::Int | Signal::Term | Signal::Quit)
+}
+
+pub async fn supervise(
+    child: &mut Child,
+    signals: &mut Signals,
+    lost: impl Future<Output = Lost>,
+    policy: StopPolicy,
+) -> Ending {
+    tokio::pin!(lost);
+    let mut grace_ends: Option<Instant> = None;
+    loop {
+        let event = tokio::select! {
+            // Order matters when several are ready in one turn: a child that
+            // has already exited by itself reports its own status.
+            biased;
+            exit = child.wait() => Event::Exited(exit),
+            why = &mut lost => Event::Lost(why),
+            signal = signals.recv() => Event::Signal(signal),
+            _ = sleep_until(grace_ends) => Event::GraceOver,
+        };
+        match event {
+            Event::Exited(exit) => return Ending::Exited(exit),
+            Event::Lost(why) => {
+                tracing::warn!("lock lost: {why}; stopping the child");
+                let exit = child.stop(policy.signal, policy.grace).await;
+                return Ending::Lost(why, exit);
+            }
+            Event::Signal(signal) => {
+                tracing::info!("forwarding {signal} to the child");
+                child.signal(signal);
+                if is_shutdown(signal) {
+                    if grace_ends.is_some() {
+                        // A second request to stop means now.
+                        return Ending::Exited(child.kill().await);
+                    }
+                    grace_ends = Some(Instant::now() + policy.grace);
+                }
+            }
+            Event::GraceOver => {
+                tracing::warn!(
+                    "the child outlived --kill-timeout {}; sending SIGKILL",
+                    crate::lease::fmt_duration(policy.grace)
+                );
+                return Ending::Exited(child.kill().await);
+            }
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
