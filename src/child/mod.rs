@@ -1,0 +1,427 @@
+//! Running COMMAND, and stopping all of it.
+//!
+//! lockrun never spawns COMMAND itself. It spawns a *guard* (itself, re-run
+//! as `lockrun __guard -- COMMAND...`, see [`guard`]) that leads a new process
+//! group and runs COMMAND in that group. The pieces, and why:
+//!
+//! - **Process group.** Every signal goes to the whole group, so `sh -c`
+//!   wrappers and grandchildren are stopped with COMMAND. A process that
+//!   calls `setsid` or `setpgid` leaves the group, and only cgroups could
+//!   follow it.
+//! - **Parent death.** The guard's `PR_SET_PDEATHSIG` fires when the
+//!   *thread* that spawned it exits, which is why lockrun runs a
+//!   current-thread runtime and spawns from it. The guard answers by
+//!   SIGKILLing its group, so even a SIGKILLed lockrun leaves nothing running.
+//!   A setuid COMMAND clears the setting the guard gives it; the guard's own,
+//!   which is what matters, is unaffected.
+//! - **Waiting.** The guard's exit is not the group's death (`sh -c 'a &'`).
+//!   When the guard has exited we leave it a zombie, which pins its pid and so
+//!   the group id against reuse, SIGKILL the group, confirm no member is left
+//!   alive, and only then reap the guard. We learn of the guard's exit from
+//!   SIGCHLD and `waitid(WNOHANG | WNOWAIT)`, never by polling on a timer.
+//! - **Stopping.** The ladder: the chosen signal to the group, a grace period
+//!   as a timer racing the exit, then SIGKILL to the group.
+//! - **Terminal.** An interactive COMMAND gets the terminal's foreground for
+//!   its lifetime ([`terminal`]).
+
+pub mod guard;
+mod sys;
+mod terminal;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::time::{sleep, timeout, Instant};
+
+use crate::signals::Signal;
+
+/// How long we keep confirming that a SIGKILLed group is gone. Dying takes a
+/// process microseconds to milliseconds, but tearing down a very large
+/// address space, or a process blocked in the kernel (a hung NFS mount), can
+/// take far longer; SIGKILL is delivered either way, and we would rather
+/// report than hang.
+const SWEEP_LIMIT: Duration = Duration::from_secs(5);
+/// The longest pause between two checks of the group while sweeping.
+const SWEEP_MAX_PAUSE: Duration = Duration::from_millis(50);
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Command {
+    /// With `shell` false: the program, looked up in PATH, and its arguments.
+    /// With `shell` true: a shell command line, then the values of `$1`, `$2`...
+    pub argv: Vec<OsString>,
+    /// Run `argv[0]` as `/bin/sh -c <argv[0]> lockrun <argv[1..]>`.
+    pub shell: bool,
+    /// Added to (or replacing in) the inherited environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// The lockrun executable to run as the guard; see [`guard_exe`].
+    pub guard_exe: PathBuf,
+}
+
+/// The executable to use as [`Command::guard_exe`]: this very program.
+///
+/// On Linux we name it `/proc/self/exe`, which `exec` follows to the running
+/// image even after a package upgrade has replaced or deleted the file on
+/// disk, which a long-running lockrun must expect.
+pub fn guard_exe() -> io::Result<PathBuf> {
+    let proc_self = PathBuf::from("/proc/self/exe");
+    if proc_self.exists() {
+        Ok(proc_self)
+    } else {
+        std::env::current_exe()
+    }
+}
+
+impl Command {
+    /// The guard's command line: `lockrun __guard -- PROGRAM [ARGS...]`.
+    fn guard_command(&self) -> io::Result<std::process::Command> {
+        let Some(first) = self.argv.first() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no command to run",
+            ));
+        };
+        let mut cmd = std::process::Command::new(&self.guard_exe);
+        cmd.arg0("lockrun").arg(guard::SUBCOMMAND);
+        if self.shell {
+            let argv: Vec<OsString> = ["/bin/sh", "-c"]
+                .into_iter()
+                .map(OsString::from)
+                .chain([first.clone(), OsString::from("lockrun")])
+                .chain(self.argv[1..].iter().cloned())
+                .collect();
+            cmd.args(guard::arguments(&argv));
+        } else {
+            cmd.args(guard::arguments(&self.argv));
+        }
+        cmd.envs(self.env.iter().map(|(key, value)| (key, value)));
+        cmd.process_group(0);
+        Ok(cmd)
+    }
+}
+
+/// Whether the child may take the terminal's foreground.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Terminal {
+    /// If stdin is a terminal and lockrun is in its foreground group, lend
+    /// the foreground to the child (see the `terminal` module).
+    Auto,
+    /// Leave the terminal alone.
+    Never,
+}
+
+/// How the child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildExit {
+    /// The guard exited with this status. COMMAND killed by signal N shows
+    /// here as `Code(128 + N)`, the guard having mapped it.
+    Code(i32),
+    /// The guard itself was killed by this signal, as by a SIGKILL to the
+    /// group.
+    Signal(i32),
+}
+
+impl ChildExit {
+    /// The status to exit with: the code, or 128+N for death by signal N.
+    pub fn code(&self) -> u8 {
+        match *self {
+            ChildExit::Code(code) => code as u8,
+            ChildExit::Signal(signal) => 128u8.saturating_add(signal as u8),
+        }
+    }
+
+    /// True for `Code(0)`.
+    pub fn success(&self) -> bool {
+        *self == ChildExit::Code(0)
+    }
+}
+
+impl fmt::Display for ChildExit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ChildExit::Code(code) => write!(f, "exited with status {code}"),
+            ChildExit::Signal(number) => match Signal::from_number(number) {
+                Some(signal) => write!(f, "killed by {signal}"),
+                None => write!(f, "killed by signal {number}"),
+            },
+        }
+    }
+}
+
+enum State {
+    Running,
+    /// The guard has exited and is a zombie: the group id is still ours.
+    Exited(ChildExit),
+    /// The guard is reaped: the group id may belong to someone else now, so
+    /// we never signal it again.
+    Reaped(ChildExit),
+}
+
+/// A running COMMAND, under its guard, in its own process group.
+///
+/// Dropping a `Child` that was not waited for SIGKILLs its group (a safety
+/// net for early returns; the supervisor should always await [`Child::wait`],
+/// [`Child::stop`] or [`Child::kill`]) but cannot reap it.
+pub struct Child {
+    pid: u32,
+    state: State,
+    sigchld: tokio::signal::unix::Signal,
+    foreground: Option<terminal::Foreground>,
+}
+
+impl Child {
+    /// Spawns the guard, which runs `cmd`. Call it on the current-thread
+    /// runtime's thread (see the module docs); the runtime needs its IO (for
+    /// signals) and time drivers.
+    ///
+    /// Errors are lockrun's own failures to start the guard. COMMAND not
+    /// being found or executable is not an error here: the guard reports it
+    /// on stderr and exits 127 or 126.
+    pub fn spawn(cmd: &Command) -> io::Result<Child> {
+        Child::spawn_with(cmd, Terminal::Auto)
+    }
+
+    /// [`Child::spawn`], choosing what happens to the terminal.
+    pub fn spawn_with(cmd: &Command, terminal: Terminal) -> io::Result<Child> {
+        let mut guard = cmd.guard_command()?;
+        // Listening before the fork means no exit can happen unnoticed.
+        let sigchld = signal(SignalKind::child())?;
+        let claim = match terminal {
+            Terminal::Auto => terminal::Claim::detect(),
+            Terminal::Never => None,
+        };
+        sys::arm_guard(&mut guard, claim.is_some());
+        let pid = guard.spawn().map_err(|err| spawn_error(cmd, err))?.id();
+        // std's Child neither waits nor kills on drop; we reap by pid.
+        let foreground = claim.map(|claim| claim.hand_to(pid));
+        tracing::debug!(pid, "spawned the guard");
+        Ok(Child {
+            pid,
+            state: State::Running,
+            sigchld,
+            foreground,
+        })
+    }
+
+    /// The guard's pid, which is also the child's process group id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Sends `sig` to the whole group. Does nothing once the child is reaped.
+    pub fn signal(&self, sig: Signal) {
+        if matches!(self.state, State::Reaped(_)) {
+            return;
+        }
+        if let Err(err) = sys::kill_group(self.pid, sig.number()) {
+            tracing::warn!("cannot send {sig} to the child's process group: {err}");
+        }
+    }
+
+    /// Waits for the child to exit, then makes sure its whole group is dead
+    /// and reaps it. Cancel-safe: a later call picks up where this one was.
+    pub async fn wait(&mut self) -> ChildExit {
+        if let State::Reaped(exit) = self.state {
+            return exit;
+        }
+        let exit = self.exited().await;
+        self.sweep().await;
+        self.finish(exit)
+    }
+
+    /// The stop ladder: `sig` to the group, up to `grace` for the child to
+    /// exit, then SIGKILL. A zero grace (or `sig` = KILL) kills at once.
+    /// Returns once the group is swept and the child reaped. If cancelled
+    /// during the grace period, the child has been signalled already: call
+    /// `stop` or `kill` again.
+    pub async fn stop(&mut self, sig: Signal, grace: Duration) -> ChildExit {
+        if grace.is_zero() || sig == Signal::Kill || !matches!(self.state, State::Running) {
+            return self.kill().await;
+        }
+        self.signal(sig);
+        if timeout(grace, self.exited()).await.is_err() {
+            tracing::debug!(
+                "the child outlived the {}ms grace period after {sig}; killing it",
+                grace.as_millis()
+            );
+            self.signal(Signal::Kill);
+        }
+        self.wait().await
+    }
+
+    /// SIGKILLs the group now, then waits as [`Child::wait`] does.
+    pub async fn kill(&mut self) -> ChildExit {
+        self.signal(Signal::Kill);
+        self.wait().await
+    }
+
+    /// Resolves once the guard has exited, leaving it unreaped.
+    async fn exited(&mut self) -> ChildExit {
+        loop {
+            match self.state {
+                State::Exited(exit) | State::Reaped(exit) => return exit,
+                State::Running => {}
+            }
+            match sys::peek_exit(self.pid) {
+                Ok(Some(exit)) => {
+                    tracing::debug!(pid = self.pid, "the guard {exit}");
+                    self.state = State::Exited(exit);
+                    continue;
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    // Someone else reaped our child (ECHILD). The group id
+                    // is no longer pinned, so we must not signal it.
+                    tracing::error!("cannot wait for the child: {err}");
+                    let exit = ChildExit::Code(i32::from(guard::GUARD_FAILED));
+                    self.state = State::Reaped(exit);
+                    return exit;
+                }
+            }
+            if self.sigchld.recv().await.is_none() {
+                // The runtime's signal driver is gone, so is the runtime:
+                // nothing will poll us again.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// SIGKILLs the group and confirms its members are dead, while the
+    /// exited guard, unreaped, pins the group id.
+    ///
+    /// The confirmation has to poll: the members are not our children (they
+    /// are reparented to init, or to a container's pid 1), so no SIGCHLD or
+    /// waitid tells us of their death. The loop is short and bounded.
+    async fn sweep(&mut self) {
+        if !matches!(self.state, State::Exited(_)) {
+            return;
+        }
+        let deadline = Instant::now() + SWEEP_LIMIT;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            if let Err(err) = sys::kill_group(self.pid, Signal::Kill.number()) {
+                tracing::warn!("cannot kill the child's process group: {err}");
+            }
+            match sys::live_group_members(self.pid) {
+                Ok(members) if members.is_empty() => return,
+                Ok(members) if Instant::now() >= deadline => {
+                    tracing::warn!(
+                        "processes {members:?} of the child's group are still alive {}s after SIGKILL",
+                        SWEEP_LIMIT.as_secs()
+                    );
+                    return;
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::warn!("cannot confirm the child's process group is gone: {err}");
+                    return;
+                }
+            }
+            sleep(pause).await;
+            pause = (pause * 2).min(SWEEP_MAX_PAUSE);
+        }
+    }
+
+    /// Gives the terminal back and reaps the guard.
+    fn finish(&mut self, exit: ChildExit) -> ChildExit {
+        if let Some(foreground) = self.foreground.take() {
+            foreground.restore();
+        }
+        if matches!(self.state, State::Exited(_)) {
+            if let Err(err) = sys::reap(self.pid) {
+                tracing::warn!("cannot reap the guard: {err}");
+            }
+        }
+        self.state = State::Reaped(exit);
+        exit
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if !matches!(self.state, State::Reaped(_)) {
+            // Unreaped, so the group id is still ours to signal.
+            let _ = sys::kill_group(self.pid, Signal::Kill.number());
+        }
+        if let Some(foreground) = self.foreground.take() {
+            foreground.restore();
+        }
+    }
+}
+
+/// Adds which program failed to start, keeping the error's kind.
+fn spawn_error(cmd: &Command, err: io::Error) -> io::Error {
+    let detail = if err.raw_os_error() == Some(libc::ESRCH) {
+        // From sys::arm_guard: lockrun's parent check failed.
+        "lockrun's process changed under it while starting the guard".to_owned()
+    } else {
+        err.to_string()
+    };
+    io::Error::new(
+        err.kind(),
+        format!(
+            "cannot start the guard process `{}`: {detail}",
+            cmd.guard_exe.display()
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_shell_convention() {
+        assert_eq!(ChildExit::Code(0).code(), 0);
+        assert_eq!(ChildExit::Code(3).code(), 3);
+        assert_eq!(ChildExit::Signal(9).code(), 137);
+        assert_eq!(ChildExit::Signal(15).code(), 143);
+        assert!(ChildExit::Code(0).success());
+        assert!(!ChildExit::Signal(0).success());
+        assert_eq!(ChildExit::Signal(9).to_string(), "killed by SIGKILL");
+        assert_eq!(ChildExit::Code(3).to_string(), "exited with status 3");
+    }
+
+    fn args(cmd: &Command) -> Vec<String> {
+        let guard = cmd.guard_command().unwrap();
+        guard
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn builds_the_guard_command_line() {
+        let mut cmd = Command {
+            argv: vec!["echo".into(), "a b".into()],
+            shell: false,
+            env: vec![],
+            guard_exe: "/bin/lockrun".into(),
+        };
+        assert_eq!(args(&cmd), ["__guard", "--", "echo", "a b"]);
+        cmd.shell = true;
+        cmd.argv = vec!["echo \"$1\"".into(), "x".into()];
+        assert_eq!(
+            args(&cmd),
+            [
+                "__guard",
+                "--",
+                "/bin/sh",
+                "-c",
+                "echo \"$1\"",
+                "lockrun",
+                "x"
+            ]
+        );
+        cmd.argv.clear();
+        assert_eq!(
+            cmd.guard_command().unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+    }
+}

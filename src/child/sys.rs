@@ -1,0 +1,340 @@
+//! The system calls behind `child/`, and the only `unsafe` code in lockrun.
+//!
+//! Everything that runs between `fork` and `exec` (the `pre_exec` hooks) must
+//! be async-signal-safe: no allocation, no locks, no `std::io::Error` other
+//! than the allocation-free OS variant. Every value such a hook needs is
+//! computed before the fork and moved in.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::unix::process::CommandExt;
+
+use super::ChildExit;
+use crate::signals::Signal;
+
+/// How far above SIGRTMIN the guard's parent-death signal sits. A real-time
+/// signal, because nobody forwards or sends it: USR1 and USR2 are forwarded,
+/// so they cannot mean "lockrun is gone". We stay clear of the low real-time
+/// signals that systemd (SIGRTMIN+0..+6) gives meanings to.
+const DEATH_SIGNAL_ABOVE_RTMIN: i32 = 10;
+
+/// The signal the kernel sends the guard when the thread that spawned it dies.
+pub(super) fn death_signal() -> i32 {
+    libc::SIGRTMIN() + DEATH_SIGNAL_ABOVE_RTMIN
+}
+
+/// The signals the guard must survive: everything lockrun forwards or may use
+/// to stop the child, except SIGKILL, which nothing survives.
+fn survivable() -> impl Iterator<Item = i32> {
+    Signal::ALL
+        .into_iter()
+        .filter(|sig| *sig != Signal::Kill)
+        .map(|sig| sig.number())
+}
+
+/// A signal set, built before any fork.
+#[derive(Clone, Copy)]
+struct SigSet(libc::sigset_t);
+
+impl SigSet {
+    fn of(signals: impl IntoIterator<Item = i32>) -> SigSet {
+        let mut set = MaybeUninit::<libc::sigset_t>::uninit();
+        // SAFETY: sigemptyset initialises the whole set; sigaddset only
+        // reads and writes it. Our numbers are valid signals, so neither fails.
+        unsafe {
+            libc::sigemptyset(set.as_mut_ptr());
+            for sig in signals {
+                libc::sigaddset(set.as_mut_ptr(), sig);
+            }
+            SigSet(set.assume_init())
+        }
+    }
+
+    fn contains(&self, sig: i32) -> bool {
+        // SAFETY: the set is initialised and sigismember only reads it.
+        unsafe { libc::sigismember(&self.0, sig) == 1 }
+    }
+}
+
+/// Changes the calling thread's signal mask (`how` is SIG_BLOCK, SIG_UNBLOCK
+/// or SIG_SETMASK). Async-signal-safe, so usable between fork and exec.
+fn set_mask(how: libc::c_int, set: &SigSet) {
+    // SAFETY: both pointers are valid for the call (the old mask is not
+    // wanted); pthread_sigmask is async-signal-safe and cannot fail for a
+    // valid `how`.
+    unsafe {
+        libc::pthread_sigmask(how, &set.0, std::ptr::null_mut());
+    }
+}
+
+/// Prepares lockrun's side of the guard's spawn.
+///
+/// In the guard, before it executes:
+/// 1. block the survivable signals, so a signal sent to the group before the
+///    guard's handlers exist stays pending instead of killing it (the guard
+///    relays what is pending to COMMAND once COMMAND exists);
+/// 2. if asked, take the terminal's foreground for the new group, with
+///    SIGTTOU blocked so the kernel lets a background process do it; doing
+///    this in the child as well as in lockrun means COMMAND can never read
+///    the terminal before its group owns it;
+/// 3. arm PR_SET_PDEATHSIG, then check the parent is still the lockrun that
+///    spawned us: if it died before the prctl, no signal would ever come,
+///    so we refuse to run at all.
+pub(super) fn arm_guard(cmd: &mut std::process::Command, take_terminal: bool) {
+    let parent = std::process::id() as libc::pid_t;
+    let death = death_signal();
+    let blocked = SigSet::of(survivable());
+    let blocked_and_ttou = SigSet::of(survivable().chain([libc::SIGTTOU]));
+    let hook = move || -> io::Result<()> {
+        if take_terminal {
+            set_mask(libc::SIG_SETMASK, &blocked_and_ttou);
+            // SAFETY: getpid and tcsetpgrp are async-signal-safe. std has
+            // already made us the leader of our own group (process_group(0)
+            // runs before pre_exec hooks). Failure is not fatal: COMMAND
+            // then runs in the background as it would without a terminal.
+            unsafe {
+                libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpid());
+            }
+        }
+        set_mask(libc::SIG_SETMASK, &blocked);
+        // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number and touches
+        // no memory of ours; getppid cannot fail. Both are async-signal-safe.
+        unsafe {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, death as libc::c_ulong, 0, 0, 0) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+        }
+        Ok(())
+    };
+    // SAFETY: the hook only makes async-signal-safe calls, allocates
+    // nothing, and owns copies of everything it uses.
+    unsafe {
+        cmd.pre_exec(hook);
+    }
+}
+
+/// Prepares the guard's side of COMMAND's spawn.
+///
+/// COMMAND must start with an empty signal mask: the guard runs with the
+/// survivable signals blocked until COMMAND exists, a mask survives `exec`,
+/// and std does not reset it when it forks for a `pre_exec` hook. A signal
+/// that arrives between this unblock and `exec` meets the guard's inherited
+/// no-op handler, but the guard has it pending too and relays it.
+///
+/// COMMAND also gets SIGKILL if the guard dies, so even a guard killed on its
+/// own cannot leave COMMAND behind. The guard is single-threaded, so the
+/// thread that forks COMMAND lives exactly as long as the guard.
+pub(super) fn arm_command(cmd: &mut std::process::Command) {
+    let parent = std::process::id() as libc::pid_t;
+    let nothing = SigSet::of(std::iter::empty());
+    let hook = move || -> io::Result<()> {
+        set_mask(libc::SIG_SETMASK, &nothing);
+        // SAFETY: as in `arm_guard`: async-signal-safe calls on plain values.
+        unsafe {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) == -1
+            {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+        }
+        Ok(())
+    };
+    // SAFETY: see the hook: async-signal-safe, allocation-free.
+    unsafe {
+        cmd.pre_exec(hook);
+    }
+}
+
+extern "C" fn survive(_: libc::c_int) {}
+
+extern "C" fn on_parent_death(_: libc::c_int) {
+    // SAFETY: kill is async-signal-safe. Pid 0 is our own process group,
+    // ourselves included: lockrun is gone, so nobody else will stop COMMAND
+    // and its descendants.
+    unsafe {
+        libc::kill(0, libc::SIGKILL);
+    }
+}
+
+fn install(sig: i32, handler: extern "C" fn(libc::c_int)) {
+    // SAFETY: the sigaction struct is fully initialised (zeroed, then an
+    // empty mask and a handler that is a plain `extern "C" fn` doing only
+    // async-signal-safe work). SA_RESTART keeps the guard's waitpid going.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = handler as usize;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(sig, &action, std::ptr::null_mut());
+    }
+}
+
+/// In the guard: handlers, never SIG_IGN (COMMAND would inherit an ignored
+/// disposition, whereas exec resets handlers to the default).
+pub(super) fn guard_install_handlers() {
+    for sig in survivable() {
+        install(sig, survive);
+    }
+    install(death_signal(), on_parent_death);
+}
+
+/// In the guard, once COMMAND exists: signals sent to the group while COMMAND
+/// did not exist yet are pending on the guard; hand them to COMMAND, then let
+/// the guard's own handlers swallow them. A signal sent in the microseconds
+/// between COMMAND's fork and this call reaches COMMAND twice, which we prefer
+/// to losing a stop request.
+pub(super) fn guard_relay_pending_and_unblock(command_pid: u32) {
+    let mut pending = MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigpending initialises the set it is given.
+    let pending = unsafe {
+        libc::sigemptyset(pending.as_mut_ptr());
+        libc::sigpending(pending.as_mut_ptr());
+        SigSet(pending.assume_init())
+    };
+    for sig in survivable().filter(|sig| pending.contains(*sig)) {
+        // SAFETY: kill takes plain values; ESRCH (COMMAND already gone) is fine.
+        unsafe {
+            libc::kill(command_pid as libc::pid_t, sig);
+        }
+    }
+    set_mask(libc::SIG_UNBLOCK, &SigSet::of(survivable()));
+}
+
+/// Sends `sig` to every process in group `pgid`. A group that no longer
+/// exists is not an error.
+pub(super) fn kill_group(pgid: u32, sig: i32) -> io::Result<()> {
+    // SAFETY: kill takes plain values. The caller guarantees the group is
+    // ours: its leader (the guard) is not reaped yet, so the id is pinned.
+    let rc = unsafe { libc::kill(-(pgid as libc::pid_t), sig) };
+    if rc == -1 {
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::ESRCH) {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+/// waitid on one pid for its exit, never blocking.
+fn waitid(pid: u32, keep_zombie: bool) -> io::Result<Option<ChildExit>> {
+    let mut flags = libc::WEXITED | libc::WNOHANG;
+    if keep_zombie {
+        flags |= libc::WNOWAIT;
+    }
+    loop {
+        // SAFETY: a zeroed siginfo_t is valid (and is what tells "nothing
+        // yet" apart, as si_pid stays 0); waitid writes only into it.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) };
+        if rc == -1 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err);
+        }
+        // SAFETY: waitid succeeded, so the SIGCHLD fields are the valid ones.
+        let (child, status) = unsafe { (info.si_pid(), info.si_status()) };
+        if child == 0 {
+            return Ok(None);
+        }
+        return Ok(match info.si_code {
+            libc::CLD_EXITED => Some(ChildExit::Code(status)),
+            libc::CLD_KILLED | libc::CLD_DUMPED => Some(ChildExit::Signal(status)),
+            // Only WEXITED was asked for; anything else is not an exit.
+            _ => None,
+        });
+    }
+}
+
+/// How the child exited, if it has, leaving it a zombie: until it is reaped
+/// its pid, and so our process group id, cannot be reused.
+pub(super) fn peek_exit(pid: u32) -> io::Result<Option<ChildExit>> {
+    waitid(pid, true)
+}
+
+/// Reaps a child that `peek_exit` saw exit.
+pub(super) fn reap(pid: u32) -> io::Result<()> {
+    waitid(pid, false).map(drop)
+}
+
+/// The live members of process group `pgid`, from /proc.
+///
+/// `kill(-pgid, 0)` cannot answer this: it succeeds as long as any member is
+/// a zombie, and our own guard is one until we reap it, as is any orphaned
+/// grandchild whose reaper (init, or a container's pid 1) has not got to it,
+/// or never will. Zombies run no code, so we count only the living.
+pub(super) fn live_group_members(pgid: u32) -> io::Result<Vec<u32>> {
+    let mut members = Vec::new();
+    for entry in std::fs::read_dir("/proc")? {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // A process that exits while we look is simply not a member.
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if let Some((state, pgrp)) = parse_stat(&stat) {
+            if pgrp == pgid && !matches!(state, 'Z' | 'X' | 'x') {
+                members.push(pid);
+            }
+        }
+    }
+    Ok(members)
+}
+
+/// State and process group from a /proc/PID/stat line. The command name is
+/// in parentheses and may itself contain spaces and parentheses, so we
+/// split after the *last* `)`.
+fn parse_stat(stat: &str) -> Option<(char, u32)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let _ppid = fields.next()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((state, pgrp))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_lines_with_awkward_names() {
+        let line = "1234 (a) b (c)) S 1 777 777 0 -1 4194560 97 0 0 0";
+        assert_eq!(parse_stat(line), Some(('S', 777)));
+        assert_eq!(parse_stat("42 (zombie) Z 1 42 42"), Some(('Z', 42)));
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn death_signal_is_real_time_and_never_forwarded() {
+        let death = death_signal();
+        assert!(death > libc::SIGRTMIN() && death <= libc::SIGRTMAX());
+        assert!(Signal::ALL.iter().all(|s| s.number() != death));
+    }
+
+    #[test]
+    fn finds_own_group_alive() {
+        let own = nix::unistd::getpgrp().as_raw() as u32;
+        let members = live_group_members(own).unwrap();
+        assert!(members.contains(&std::process::id()), "{members:?}");
+    }
+}

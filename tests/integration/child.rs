@@ -1,0 +1,507 @@
+//! The child layer through its library API: exit statuses, the stop ladder,
+//! group sweeps, forwarding, parent death and the terminal hand-off, with the
+//! real lockrun binary as the guard.
+//!
+//! Tests that need a process of their own (one to SIGKILL, one that owns a
+//! pseudo-terminal) re-run this test binary on an ignored `helper_*` test,
+//! which does its part only when `HELPER_DIR_VAR` is set.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::future::Future;
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lockrun::child::{Child, ChildExit, Command, Terminal};
+use lockrun::signals::Signal;
+
+use crate::procs::{
+    deadline, group_alive, pid_alive, read_line_file, read_pid_file, wait_until, KillGroupsOnDrop,
+    PATIENCE,
+};
+
+const GUARD: &str = env!("CARGO_BIN_EXE_lockrun");
+const HELPER_DIR_VAR: &str = "LOCKRUN_CHILD_TEST_DIR";
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("build a current-thread runtime")
+}
+
+/// Runs `future` on a fresh current-thread runtime, as lockrun does, failing
+/// the test rather than hanging it.
+fn block_on<F: Future>(future: F) -> F::Output {
+    runtime().block_on(async {
+        tokio::time::timeout(PATIENCE, future)
+            .await
+            .expect("the test did not finish within its deadline")
+    })
+}
+
+fn direct<S: AsRef<OsStr>>(argv: &[S]) -> Command {
+    Command {
+        argv: argv.iter().map(|a| a.as_ref().to_owned()).collect(),
+        shell: false,
+        env: vec![],
+        guard_exe: GUARD.into(),
+    }
+}
+
+/// `script` run by `/bin/sh -c`, with `args` as `$1`, `$2`...
+fn shell<S: AsRef<OsStr>>(script: &str, args: &[S]) -> Command {
+    let mut argv = vec![OsString::from(script)];
+    argv.extend(args.iter().map(|a| a.as_ref().to_owned()));
+    Command {
+        argv,
+        shell: true,
+        env: vec![],
+        guard_exe: GUARD.into(),
+    }
+}
+
+/// Spawns `cmd` without touching the terminal (tests run in parallel, and
+/// may run from an interactive terminal) and registers its group for cleanup.
+fn spawn(cmd: &Command, groups: &mut KillGroupsOnDrop) -> Child {
+    let child = Child::spawn_with(cmd, Terminal::Never).expect("spawn the guard");
+    groups.watch(child.pid());
+    child
+}
+
+fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("create a temporary directory")
+}
+
+fn killed_by(sig: Signal) -> ChildExit {
+    ChildExit::Signal(sig.number())
+}
+
+fn exited_on(sig: Signal) -> ChildExit {
+    ChildExit::Code(128 + sig.number())
+}
+
+#[test]
+fn exit_status_passes_through() {
+    let dir = tempdir();
+    let not_executable = dir.path().join("not-executable");
+    std::fs::write(&not_executable, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&not_executable, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let cases = [
+        (direct(&["true"]), ChildExit::Code(0)),
+        (shell::<&str>("exit 3", &[]), ChildExit::Code(3)),
+        (shell::<&str>("kill -USR1 $$", &[]), exited_on(Signal::Usr1)),
+        (
+            direct(&["lockrun-test-no-such-program"]),
+            ChildExit::Code(127),
+        ),
+        (direct(&[&not_executable]), ChildExit::Code(126)),
+    ];
+    let mut groups = KillGroupsOnDrop::new();
+    block_on(async {
+        for (cmd, expected) in &cases {
+            let exit = spawn(cmd, &mut groups).wait().await;
+            assert_eq!(exit, *expected, "{:?}", cmd.argv);
+        }
+    });
+    assert_eq!(exited_on(Signal::Usr1).code(), 138);
+}
+
+#[test]
+fn the_guard_explains_a_command_it_cannot_run() {
+    let output = std::process::Command::new(GUARD)
+        .args(["__guard", "--", "lockrun-test-no-such-program"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(127), "stderr: {stderr}");
+    assert_eq!(
+        stderr,
+        "lockrun: cannot run `lockrun-test-no-such-program`: not found\n"
+    );
+}
+
+#[test]
+fn arguments_and_environment_reach_the_command() {
+    let dir = tempdir();
+    let shell_out = dir.path().join("shell");
+    let direct_out = dir.path().join("direct");
+    let mut with_shell = shell(
+        r#"out=$1; shift; printf '%s|' "$LOCKRUN_TEST_VALUE" "$0" "$@" > "$out""#,
+        &[
+            shell_out.as_os_str(),
+            OsStr::new("a b"),
+            OsStr::new(""),
+            OsStr::new("$HOME"),
+        ],
+    );
+    with_shell.env = vec![("LOCKRUN_TEST_VALUE".into(), "hello world".into())];
+    let without_shell = direct(&[
+        OsStr::new("/bin/sh"),
+        OsStr::new("-c"),
+        OsStr::new(r#"printf '%s|' "$@" > "$0""#),
+        direct_out.as_os_str(),
+        OsStr::new("x  y"),
+        OsStr::new("*"),
+    ]);
+    let mut groups = KillGroupsOnDrop::new();
+    block_on(async {
+        for cmd in [&with_shell, &without_shell] {
+            assert_eq!(spawn(cmd, &mut groups).wait().await, ChildExit::Code(0));
+        }
+    });
+    let read = |path: &Path| std::fs::read_to_string(path).unwrap();
+    assert_eq!(read(&shell_out), "hello world|lockrun|a b||$HOME|");
+    assert_eq!(read(&direct_out), "x  y|*|");
+}
+
+#[test]
+fn waiting_sweeps_what_the_command_left_behind() {
+    let dir = tempdir();
+    let grandchild_file = dir.path().join("grandchild");
+    let cmd = shell(r#"sleep 600 & echo $! > "$1""#, &[&grandchild_file]);
+    let mut groups = KillGroupsOnDrop::new();
+    block_on(async {
+        let mut child = spawn(&cmd, &mut groups);
+        assert_eq!(child.wait().await, ChildExit::Code(0));
+        let grandchild = read_pid_file(&grandchild_file, deadline());
+        // wait() returned only after the sweep, so no polling here.
+        assert!(!pid_alive(grandchild), "the background sleep survived");
+        assert!(!group_alive(child.pid()));
+    });
+}
+
+#[test]
+fn stop_kills_the_whole_group() {
+    let dir = tempdir();
+    let (grandchild_file, shell_file) = (dir.path().join("grandchild"), dir.path().join("sh"));
+    // The grandchild ignores TERM, so only the sweep can end it.
+    let cmd = shell(
+        r#"(trap '' TERM; exec sleep 600) & echo $! > "$1"; echo $$ > "$2"; wait"#,
+        &[&grandchild_file, &shell_file],
+    );
+    let mut groups = KillGroupsOnDrop::new();
+    block_on(async {
+        let mut child = spawn(&cmd, &mut groups);
+        let grandchild = read_pid_file(&grandchild_file, deadline());
+        let sh = read_pid_file(&shell_file, deadline());
+        let exit = child.stop(Signal::Term, PATIENCE).await;
+        assert_eq!(exit, exited_on(Signal::Term), "sh should die of TERM");
+        assert!(!pid_alive(sh));
+        assert!(!pid_alive(grandchild), "the grandchild survived the stop");
+        assert!(!pid_alive(child.pid()));
+        assert!(!group_alive(child.pid()));
+    });
+}
+
+#[test]
+fn stop_escalates_to_sigkill_after_the_grace_period() {
+    let dir = tempdir();
+    let pid_file = dir.path().join("pid");
+    let cmd = shell(
+        r#"trap '' TERM; echo $$ > "$1"; exec sleep 600"#,
+        &[&pid_file],
+    );
+    let grace = Duration::from_millis(300);
+    let mut groups = KillGroupsOnDrop::new();
+    block_on(async {
+        let mut child = spawn(&cmd, &mut groups);
+        let pid = read_pid_file(&pid_file, deadline());
+        let started = Instant::now();
+        let exit = child.stop(Signal::Term, grace).await;
+        assert!(started.elapsed() >= grace, "killed before the grace period");
+        assert_eq!(exit, killed_by(Signal::Kill));
+        assert!(!pid_alive(pid));
+        assert!(!group_alive(child.pid()));
+
+        // A zero grace period means SIGKILL at once.
+        let mut child = spawn(&shell::<&str>("exec sleep 600", &[]), &mut groups);
+        let exit = child.stop(Signal::Term, Duration::ZERO).await;
+        assert_eq!(exit, killed_by(Signal::Kill));
+    });
+}
+
+#[test]
+fn signals_reach_the_command_and_the_guard_survives_them() {
+    let dir = tempdir();
+    let (got, ready) = (dir.path().join("got"), dir.path().join("ready"));
+    // `wait` returns as soon as a trapped signal arrives.
+    let cmd = shell(
+        r#"trap 'echo USR1 > "$1"; exit 0' USR1; echo ready > "$2"
+           while :; do sleep 1 & wait $!; done"#,
+        &[&got, &ready],
+    );
+    let mut groups = KillGroupsOnDrop::new();
+    block_on(async {
+        let mut child = spawn(&cmd, &mut groups);
+        read_line_file(&ready, deadline());
+        child.signal(Signal::Usr1);
+        // Code(0), not death by USR1: the guard survived and relayed the exit.
+        assert_eq!(child.wait().await, ChildExit::Code(0));
+    });
+    assert_eq!(read_line_file(&got, deadline()), "USR1");
+}
+
+#[test]
+fn a_signal_sent_at_once_still_reaches_the_command() {
+    // Sent right after the spawn, TERM finds the guard at any point of its
+    // start: before its handlers exist (blocked, then relayed), before
+    // COMMAND exists (pending, then relayed), or after. COMMAND must get it
+    // in every case, and the guard must survive it.
+    let cmd = shell::<&str>("exec sleep 600", &[]);
+    let mut groups = KillGroupsOnDrop::new();
+    block_on(async {
+        for _ in 0..10 {
+            let mut child = spawn(&cmd, &mut groups);
+            child.signal(Signal::Term);
+            let exit = child.stop(Signal::Term, PATIENCE).await;
+            assert_eq!(exit, exited_on(Signal::Term));
+        }
+    });
+}
+
+#[test]
+fn wait_is_cancel_safe_and_kill_is_final() {
+    let dir = tempdir();
+    let pid_file = dir.path().join("pid");
+    let cmd = shell(r#"echo $$ > "$1"; exec sleep 600"#, &[&pid_file]);
+    let mut groups = KillGroupsOnDrop::new();
+    block_on(async {
+        let mut child = spawn(&cmd, &mut groups);
+        let pid = read_pid_file(&pid_file, deadline());
+        for _ in 0..3 {
+            let waited = tokio::time::timeout(Duration::from_millis(20), child.wait()).await;
+            assert!(waited.is_err(), "the sleep exited by itself");
+        }
+        assert_eq!(child.kill().await, killed_by(Signal::Kill));
+        assert!(!pid_alive(pid));
+        // Reaped: the outcome is remembered, and signalling is a no-op.
+        child.signal(Signal::Term);
+        assert_eq!(child.wait().await, killed_by(Signal::Kill));
+        assert_eq!(
+            child.stop(Signal::Term, PATIENCE).await,
+            killed_by(Signal::Kill)
+        );
+    });
+}
+
+#[test]
+fn the_group_dies_when_the_spawning_thread_exits() {
+    let dir = tempdir();
+    let (grandchild_file, shell_file) = (dir.path().join("grandchild"), dir.path().join("sh"));
+    let cmd = shell(
+        r#"sleep 600 & echo $! > "$1"; echo $$ > "$2"; wait"#,
+        &[&grandchild_file, &shell_file],
+    );
+    let mut groups = KillGroupsOnDrop::new();
+    // PR_SET_PDEATHSIG fires when the thread that forked the guard exits, so
+    // a short-lived thread stands in for a dying lockrun.
+    let guard = std::thread::spawn(move || {
+        runtime().block_on(async {
+            let child = Child::spawn_with(&cmd, Terminal::Never).expect("spawn the guard");
+            // Let the command start its grandchild before we go away.
+            read_pid_file(&shell_file, deadline());
+            let pid = child.pid();
+            // A lockrun that dies runs no destructors (ours would SIGKILL).
+            std::mem::forget(child);
+            pid
+        })
+    })
+    .join()
+    .expect("the spawning thread panicked");
+    groups.watch(guard);
+    let grandchild = read_pid_file(&grandchild_file, deadline());
+    let gone = wait_until(deadline(), || !group_alive(guard));
+    assert!(gone, "the group outlived the thread that spawned it");
+    assert!(!pid_alive(grandchild));
+    // The guard is our child: reap it, and check it was its own handler
+    // (SIGKILL to the group) rather than the death signal that ended it.
+    let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(guard as i32), None).unwrap();
+    assert_eq!(
+        status,
+        nix::sys::wait::WaitStatus::Signaled(
+            nix::unistd::Pid::from_raw(guard as i32),
+            nix::sys::signal::Signal::SIGKILL,
+            false
+        )
+    );
+}
+
+/// This test binary, run on one ignored helper test with `dir` shared.
+fn helper(name: &str, dir: &Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        &format!("child::{name}"),
+        "--exact",
+        "--ignored",
+        "--test-threads=1",
+    ])
+    .env(HELPER_DIR_VAR, dir);
+    cmd
+}
+
+fn helper_dir() -> Option<PathBuf> {
+    std::env::var_os(HELPER_DIR_VAR).map(PathBuf::from)
+}
+
+/// Writes `text` and a newline to `path` in one rename, for `read_line_file`.
+fn publish(path: &Path, text: &str) {
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, format!("{text}\n")).unwrap();
+    std::fs::rename(partial, path).unwrap();
+}
+
+#[test]
+fn the_group_dies_when_lockrun_is_sigkilled() {
+    let dir = tempdir();
+    let mut helper = helper("helper_spawn_and_hang", dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut groups = KillGroupsOnDrop::new();
+    let guard = groups.watch(read_pid_file(&dir.path().join("guard"), deadline()));
+    let sh = read_pid_file(&dir.path().join("sh"), deadline());
+    let grandchild = read_pid_file(&dir.path().join("grandchild"), deadline());
+    helper.kill().unwrap();
+    helper.wait().unwrap();
+    let gone = wait_until(deadline(), || !group_alive(guard));
+    assert!(
+        gone,
+        "the group outlived the SIGKILLed process that spawned it"
+    );
+    for pid in [guard, sh, grandchild] {
+        assert!(!pid_alive(pid), "{pid} survived");
+    }
+}
+
+#[test]
+#[ignore = "helper process for the_group_dies_when_lockrun_is_sigkilled"]
+fn helper_spawn_and_hang() {
+    let Some(dir) = helper_dir() else { return };
+    let cmd = shell(
+        r#"sleep 600 & echo $! > "$1"; echo $$ > "$2"; wait"#,
+        &[dir.join("grandchild"), dir.join("sh")],
+    );
+    runtime().block_on(async {
+        let mut child = Child::spawn_with(&cmd, Terminal::Never).expect("spawn the guard");
+        publish(&dir.join("guard"), &child.pid().to_string());
+        child.wait().await;
+    });
+}
+
+#[test]
+fn an_interactive_child_gets_the_terminal() {
+    let dir = tempdir();
+    let pty = nix::pty::openpty(None, None).expect("open a pseudo-terminal");
+    let slave = File::from(pty.slave);
+    // setsid -c: a new session whose controlling terminal is stdin, with the
+    // helper in its foreground group, like a login shell's job.
+    let mut command = std::process::Command::new("setsid");
+    command
+        .args(["-w", "-c"])
+        .arg(std::env::current_exe().unwrap())
+        .args(helper("helper_interactive", dir.path()).get_args())
+        .env(HELPER_DIR_VAR, dir.path())
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave);
+    let mut helper = command.spawn().expect("run setsid");
+    // Our copies of the terminal's slave side must go, so the reader below
+    // sees the end once the helper is done.
+    drop(command);
+
+    let mut master = File::from(pty.master);
+    let transcript = Arc::new(Mutex::new(Vec::new()));
+    let mut reader = master.try_clone().unwrap();
+    let sink = Arc::clone(&transcript);
+    std::thread::spawn(move || {
+        let mut buffer = [0; 4096];
+        while let Ok(n @ 1..) = reader.read(&mut buffer) {
+            sink.lock().unwrap().extend_from_slice(&buffer[..n]);
+        }
+    });
+    let output = || String::from_utf8_lossy(&transcript.lock().unwrap()).into_owned();
+
+    read_line_file(&dir.path().join("reading"), deadline());
+    master.write_all(b"typed at the terminal\n").unwrap();
+    read_line_file(&dir.path().join("sleeping"), deadline());
+    master.write_all(b"\x03").unwrap(); // Ctrl-C
+
+    let mut status = None;
+    let finished = wait_until(deadline(), || {
+        status = helper.try_wait().unwrap();
+        status.is_some()
+    });
+    if !finished {
+        let _ = helper.kill();
+        panic!("the helper hung; terminal output:\n{}", output());
+    }
+    assert!(
+        status.unwrap().success(),
+        "the helper failed ({status:?}); terminal output:\n{}",
+        output()
+    );
+    assert_eq!(
+        read_line_file(&dir.path().join("line"), deadline()),
+        "typed at the terminal"
+    );
+}
+
+#[test]
+#[ignore = "helper process for an_interactive_child_gets_the_terminal"]
+fn helper_interactive() {
+    use nix::sys::termios::{tcgetattr, LocalFlags};
+    use nix::unistd::{getpgrp, tcgetpgrp};
+
+    let Some(dir) = helper_dir() else { return };
+    let stdin = std::io::stdin();
+    let echoes = || {
+        tcgetattr(&stdin)
+            .unwrap()
+            .local_flags
+            .contains(LocalFlags::ECHO)
+    };
+    assert_eq!(
+        tcgetpgrp(&stdin),
+        Ok(getpgrp()),
+        "setsid -c left us in the background"
+    );
+    assert!(echoes());
+
+    runtime().block_on(async {
+        // Reading the terminal would stop a background child (SIGTTIN), and
+        // stty would stop it too (SIGTTOU): both need the foreground.
+        let reader = shell(
+            r#"stty -echo; echo ready > "$1"; IFS= read -r line; echo "$line" > "$2""#,
+            &[dir.join("reading"), dir.join("line")],
+        );
+        let mut child = Child::spawn(&reader).expect("spawn the guard");
+        assert_eq!(child.wait().await, ChildExit::Code(0));
+        assert_eq!(
+            tcgetpgrp(&stdin),
+            Ok(getpgrp()),
+            "the terminal was not given back"
+        );
+        assert!(echoes(), "the terminal modes were not restored");
+
+        // Ctrl-C goes to the child's group only; we (not in the foreground
+        // group) would die of it otherwise.
+        let sleeper = shell(
+            r#"echo ready > "$1"; exec sleep 600"#,
+            &[dir.join("sleeping")],
+        );
+        let mut child = Child::spawn(&sleeper).expect("spawn the guard");
+        assert_eq!(child.wait().await, exited_on(Signal::Int));
+        assert_eq!(
+            tcgetpgrp(&stdin),
+            Ok(getpgrp()),
+            "the terminal was not given back"
+        );
+    });
+}
