@@ -1,0 +1,194 @@
+
+using namespace System.Management.Automation
+using namespace System.Management.Automation.Language
+
+Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
+    param($wordToComplete, $commandAst, $cursorPosition)
+
+    $commandElements = $commandAst.CommandElements
+    $command = @(
+        'lockrun'
+        for ($i = 1; $i -lt $commandElements.Count; $i++) {
+            $element = $commandElements[$i]
+            if ($element -isnot [StringConstantExpressionAst] -or
+                $element.StringConstantType -ne [StringConstantType]::BareWord -or
+                $element.Value.StartsWith('-') -or
+                $element.Value -eq $wordToComplete) {
+                break
+        }
+        $element.Value
+    }) -join ';'
+
+    $completions = @(switch ($command) {
+        'lockrun' {
+            [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port')
+            [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
+            [CompletionResult]::new('--ca-file', '--ca-file', [CompletionResultType]::ParameterName, 'CA certificate file to verify Consul''s TLS certificate')
+            [CompletionResult]::new('--ca-path', '--ca-path', [CompletionResultType]::ParameterName, 'Directory of CA certificates')
+            [CompletionResult]::new('--client-cert', '--client-cert', [CompletionResultType]::ParameterName, 'Client certificate for Consul''s verify_incoming')
+            [CompletionResult]::new('--client-key', '--client-key', [CompletionResultType]::ParameterName, 'Client key for Consul''s verify_incoming')
+            [CompletionResult]::new('--tls-server-name', '--tls-server-name', [CompletionResultType]::ParameterName, 'Server name to verify Consul''s certificate against (SNI)')
+            [CompletionResult]::new('--datacenter', '--datacenter', [CompletionResultType]::ParameterName, 'Datacenter to use (default: the agent''s)')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Enterprise namespace')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('elect', 'elect', [CompletionResultType]::ParameterValue, 'Run COMMAND while holding the leader lock on KEY')
+            [CompletionResult]::new('semaphore', 'semaphore', [CompletionResultType]::ParameterValue, 'Run COMMAND while holding one of N slots of the semaphore PREFIX')
+            [CompletionResult]::new('leader', 'leader', [CompletionResultType]::ParameterValue, 'Print who holds the lock on KEY (or the semaphore PREFIX)')
+            [CompletionResult]::new('release', 'release', [CompletionResultType]::ParameterValue, 'Force-release the lock on KEY (or semaphore slots), from any host')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'lockrun;elect' {
+            [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Session TTL; Consul allows 10s to 24h. Shorter notices a dead host sooner')
+            [CompletionResult]::new('--lock-delay', '--lock-delay', [CompletionResultType]::ParameterName, 'How long Consul keeps the lock from a new holder after the session is invalidated (0s to 60s). It is the child''s grace window on a partition')
+            [CompletionResult]::new('--behavior', '--behavior', [CompletionResultType]::ParameterName, 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]')
+            [CompletionResult]::new('--session-name', '--session-name', [CompletionResultType]::ParameterName, 'Session name shown in Consul [default: lockrun on HOST for KEY]')
+            [CompletionResult]::new('--node-checks', '--node-checks', [CompletionResultType]::ParameterName, 'Node health checks the session is bound to (comma-separated) [default: serfHealth]')
+            [CompletionResult]::new('--service-checks', '--service-checks', [CompletionResultType]::ParameterName, 'Service health checks the session is bound to (comma-separated)')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Give up after DURATION without the lock (exit 75)')
+            [CompletionResult]::new('-E', '-E ', [CompletionResultType]::ParameterName, 'Exit status when the lock was not acquired (like flock -E)')
+            [CompletionResult]::new('--conflict-exit-code', '--conflict-exit-code', [CompletionResultType]::ParameterName, 'Exit status when the lock was not acquired (like flock -E)')
+            [CompletionResult]::new('--kill-signal', '--kill-signal', [CompletionResultType]::ParameterName, 'Signal that asks the child to stop when the lock is lost')
+            [CompletionResult]::new('--kill-timeout', '--kill-timeout', [CompletionResultType]::ParameterName, 'Grace period after the kill signal before SIGKILL [default: 5s for elect, 2s for semaphore]. It must fit in the safety budget (lockrun says by how much if it does not)')
+            [CompletionResult]::new('--value', '--value', [CompletionResultType]::ParameterName, 'Value stored in the lock entry [default: this host''s name]')
+            [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port')
+            [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
+            [CompletionResult]::new('--ca-file', '--ca-file', [CompletionResultType]::ParameterName, 'CA certificate file to verify Consul''s TLS certificate')
+            [CompletionResult]::new('--ca-path', '--ca-path', [CompletionResultType]::ParameterName, 'Directory of CA certificates')
+            [CompletionResult]::new('--client-cert', '--client-cert', [CompletionResultType]::ParameterName, 'Client certificate for Consul''s verify_incoming')
+            [CompletionResult]::new('--client-key', '--client-key', [CompletionResultType]::ParameterName, 'Client key for Consul''s verify_incoming')
+            [CompletionResult]::new('--tls-server-name', '--tls-server-name', [CompletionResultType]::ParameterName, 'Server name to verify Consul''s certificate against (SNI)')
+            [CompletionResult]::new('--datacenter', '--datacenter', [CompletionResultType]::ParameterName, 'Datacenter to use (default: the agent''s)')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Enterprise namespace')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
+            [CompletionResult]::new('--campaign', '--campaign', [CompletionResultType]::ParameterName, 'After losing the lock, stop the child and campaign again instead of exiting 124 (for long-running daemons)')
+            [CompletionResult]::new('--no-checks', '--no-checks', [CompletionResultType]::ParameterName, 'Bind the session to no health check: only the TTL ends it')
+            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once')
+            [CompletionResult]::new('--no-wait', '--no-wait', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once')
+            [CompletionResult]::new('--shell', '--shell', [CompletionResultType]::ParameterName, 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'lockrun;semaphore' {
+            [CompletionResult]::new('-l', '-l', [CompletionResultType]::ParameterName, 'Number of slots; every contender on PREFIX must agree')
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Number of slots; every contender on PREFIX must agree')
+            [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Session TTL; Consul allows 10s to 24h. Shorter notices a dead host sooner')
+            [CompletionResult]::new('--lock-delay', '--lock-delay', [CompletionResultType]::ParameterName, 'How long Consul keeps the lock from a new holder after the session is invalidated (0s to 60s). It is the child''s grace window on a partition')
+            [CompletionResult]::new('--behavior', '--behavior', [CompletionResultType]::ParameterName, 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]')
+            [CompletionResult]::new('--session-name', '--session-name', [CompletionResultType]::ParameterName, 'Session name shown in Consul [default: lockrun on HOST for KEY]')
+            [CompletionResult]::new('--node-checks', '--node-checks', [CompletionResultType]::ParameterName, 'Node health checks the session is bound to (comma-separated) [default: serfHealth]')
+            [CompletionResult]::new('--service-checks', '--service-checks', [CompletionResultType]::ParameterName, 'Service health checks the session is bound to (comma-separated)')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Give up after DURATION without the lock (exit 75)')
+            [CompletionResult]::new('-E', '-E ', [CompletionResultType]::ParameterName, 'Exit status when the lock was not acquired (like flock -E)')
+            [CompletionResult]::new('--conflict-exit-code', '--conflict-exit-code', [CompletionResultType]::ParameterName, 'Exit status when the lock was not acquired (like flock -E)')
+            [CompletionResult]::new('--kill-signal', '--kill-signal', [CompletionResultType]::ParameterName, 'Signal that asks the child to stop when the lock is lost')
+            [CompletionResult]::new('--kill-timeout', '--kill-timeout', [CompletionResultType]::ParameterName, 'Grace period after the kill signal before SIGKILL [default: 5s for elect, 2s for semaphore]. It must fit in the safety budget (lockrun says by how much if it does not)')
+            [CompletionResult]::new('--value', '--value', [CompletionResultType]::ParameterName, 'Value stored in the lock entry [default: this host''s name]')
+            [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port')
+            [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
+            [CompletionResult]::new('--ca-file', '--ca-file', [CompletionResultType]::ParameterName, 'CA certificate file to verify Consul''s TLS certificate')
+            [CompletionResult]::new('--ca-path', '--ca-path', [CompletionResultType]::ParameterName, 'Directory of CA certificates')
+            [CompletionResult]::new('--client-cert', '--client-cert', [CompletionResultType]::ParameterName, 'Client certificate for Consul''s verify_incoming')
+            [CompletionResult]::new('--client-key', '--client-key', [CompletionResultType]::ParameterName, 'Client key for Consul''s verify_incoming')
+            [CompletionResult]::new('--tls-server-name', '--tls-server-name', [CompletionResultType]::ParameterName, 'Server name to verify Consul''s certificate against (SNI)')
+            [CompletionResult]::new('--datacenter', '--datacenter', [CompletionResultType]::ParameterName, 'Datacenter to use (default: the agent''s)')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Enterprise namespace')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
+            [CompletionResult]::new('--no-checks', '--no-checks', [CompletionResultType]::ParameterName, 'Bind the session to no health check: only the TTL ends it')
+            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once')
+            [CompletionResult]::new('--no-wait', '--no-wait', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once')
+            [CompletionResult]::new('--shell', '--shell', [CompletionResultType]::ParameterName, 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'lockrun;leader' {
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'With --wait: give up after DURATION (exit 1)')
+            [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port')
+            [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
+            [CompletionResult]::new('--ca-file', '--ca-file', [CompletionResultType]::ParameterName, 'CA certificate file to verify Consul''s TLS certificate')
+            [CompletionResult]::new('--ca-path', '--ca-path', [CompletionResultType]::ParameterName, 'Directory of CA certificates')
+            [CompletionResult]::new('--client-cert', '--client-cert', [CompletionResultType]::ParameterName, 'Client certificate for Consul''s verify_incoming')
+            [CompletionResult]::new('--client-key', '--client-key', [CompletionResultType]::ParameterName, 'Client key for Consul''s verify_incoming')
+            [CompletionResult]::new('--tls-server-name', '--tls-server-name', [CompletionResultType]::ParameterName, 'Server name to verify Consul''s certificate against (SNI)')
+            [CompletionResult]::new('--datacenter', '--datacenter', [CompletionResultType]::ParameterName, 'Datacenter to use (default: the agent''s)')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Enterprise namespace')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON object: the entry and the holder''s session')
+            [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'Wait until there is a holder')
+            [CompletionResult]::new('--watch', '--watch', [CompletionResultType]::ParameterName, 'Print a line at every change of holder until interrupted')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'lockrun;release' {
+            [CompletionResult]::new('--session', '--session', [CompletionResultType]::ParameterName, 'Only if this session holds it (for a semaphore: free this holder''s slot)')
+            [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port')
+            [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
+            [CompletionResult]::new('--ca-file', '--ca-file', [CompletionResultType]::ParameterName, 'CA certificate file to verify Consul''s TLS certificate')
+            [CompletionResult]::new('--ca-path', '--ca-path', [CompletionResultType]::ParameterName, 'Directory of CA certificates')
+            [CompletionResult]::new('--client-cert', '--client-cert', [CompletionResultType]::ParameterName, 'Client certificate for Consul''s verify_incoming')
+            [CompletionResult]::new('--client-key', '--client-key', [CompletionResultType]::ParameterName, 'Client key for Consul''s verify_incoming')
+            [CompletionResult]::new('--tls-server-name', '--tls-server-name', [CompletionResultType]::ParameterName, 'Server name to verify Consul''s certificate against (SNI)')
+            [CompletionResult]::new('--datacenter', '--datacenter', [CompletionResultType]::ParameterName, 'Datacenter to use (default: the agent''s)')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Enterprise namespace')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
+            [CompletionResult]::new('--destroy-session', '--destroy-session', [CompletionResultType]::ParameterName, 'Also destroy the holder''s session (its other locks go too, after their lock-delay)')
+            [CompletionResult]::new('--all', '--all', [CompletionResultType]::ParameterName, 'Semaphore: free every slot')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'lockrun;help' {
+            [CompletionResult]::new('elect', 'elect', [CompletionResultType]::ParameterValue, 'Run COMMAND while holding the leader lock on KEY')
+            [CompletionResult]::new('semaphore', 'semaphore', [CompletionResultType]::ParameterValue, 'Run COMMAND while holding one of N slots of the semaphore PREFIX')
+            [CompletionResult]::new('leader', 'leader', [CompletionResultType]::ParameterValue, 'Print who holds the lock on KEY (or the semaphore PREFIX)')
+            [CompletionResult]::new('release', 'release', [CompletionResultType]::ParameterValue, 'Force-release the lock on KEY (or semaphore slots), from any host')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'lockrun;help;elect' {
+            break
+        }
+        'lockrun;help;semaphore' {
+            break
+        }
+        'lockrun;help;leader' {
+            break
+        }
+        'lockrun;help;release' {
+            break
+        }
+        'lockrun;help;help' {
+            break
+        }
+    })
+
+    $completions.Where{ $_.CompletionText -like "$wordToComplete*" } |
+        Sort-Object -Property ListItemText
+}

@@ -1,0 +1,178 @@
+
+use builtin;
+use str;
+
+set edit:completion:arg-completer[lockrun] = {|@words|
+    fn spaces {|n|
+        builtin:repeat $n ' ' | str:join ''
+    }
+    fn cand {|text desc|
+        edit:complex-candidate $text &display=$text' '(spaces (- 14 (wcswidth $text)))$desc
+    }
+    var command = 'lockrun'
+    for word $words[1..-1] {
+        if (str:has-prefix $word '-') {
+            break
+        }
+        set command = $command';'$word
+    }
+    var completions = [
+        &'lockrun'= {
+            cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port'
+            cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
+            cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
+            cand --ca-path 'Directory of CA certificates'
+            cand --client-cert 'Client certificate for Consul''s verify_incoming'
+            cand --client-key 'Client key for Consul''s verify_incoming'
+            cand --tls-server-name 'Server name to verify Consul''s certificate against (SNI)'
+            cand --datacenter 'Datacenter to use (default: the agent''s)'
+            cand --namespace 'Enterprise namespace'
+            cand --log-format 'Format of lockrun''s own messages on stderr'
+            cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+            cand --verbose 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+            cand -q 'Nothing on stderr but fatal errors'
+            cand --quiet 'Nothing on stderr but fatal errors'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+            cand elect 'Run COMMAND while holding the leader lock on KEY'
+            cand semaphore 'Run COMMAND while holding one of N slots of the semaphore PREFIX'
+            cand leader 'Print who holds the lock on KEY (or the semaphore PREFIX)'
+            cand release 'Force-release the lock on KEY (or semaphore slots), from any host'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'lockrun;elect'= {
+            cand --ttl 'Session TTL; Consul allows 10s to 24h. Shorter notices a dead host sooner'
+            cand --lock-delay 'How long Consul keeps the lock from a new holder after the session is invalidated (0s to 60s). It is the child''s grace window on a partition'
+            cand --behavior 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]'
+            cand --session-name 'Session name shown in Consul [default: lockrun on HOST for KEY]'
+            cand --node-checks 'Node health checks the session is bound to (comma-separated) [default: serfHealth]'
+            cand --service-checks 'Service health checks the session is bound to (comma-separated)'
+            cand --timeout 'Give up after DURATION without the lock (exit 75)'
+            cand -E 'Exit status when the lock was not acquired (like flock -E)'
+            cand --conflict-exit-code 'Exit status when the lock was not acquired (like flock -E)'
+            cand --kill-signal 'Signal that asks the child to stop when the lock is lost'
+            cand --kill-timeout 'Grace period after the kill signal before SIGKILL [default: 5s for elect, 2s for semaphore]. It must fit in the safety budget (lockrun says by how much if it does not)'
+            cand --value 'Value stored in the lock entry [default: this host''s name]'
+            cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port'
+            cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
+            cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
+            cand --ca-path 'Directory of CA certificates'
+            cand --client-cert 'Client certificate for Consul''s verify_incoming'
+            cand --client-key 'Client key for Consul''s verify_incoming'
+            cand --tls-server-name 'Server name to verify Consul''s certificate against (SNI)'
+            cand --datacenter 'Datacenter to use (default: the agent''s)'
+            cand --namespace 'Enterprise namespace'
+            cand --log-format 'Format of lockrun''s own messages on stderr'
+            cand --campaign 'After losing the lock, stop the child and campaign again instead of exiting 124 (for long-running daemons)'
+            cand --no-checks 'Bind the session to no health check: only the TTL ends it'
+            cand -n 'Try once; if the lock is taken, exit 75 at once'
+            cand --no-wait 'Try once; if the lock is taken, exit 75 at once'
+            cand --shell 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
+            cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+            cand --verbose 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+            cand -q 'Nothing on stderr but fatal errors'
+            cand --quiet 'Nothing on stderr but fatal errors'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'lockrun;semaphore'= {
+            cand -l 'Number of slots; every contender on PREFIX must agree'
+            cand --limit 'Number of slots; every contender on PREFIX must agree'
+            cand --ttl 'Session TTL; Consul allows 10s to 24h. Shorter notices a dead host sooner'
+            cand --lock-delay 'How long Consul keeps the lock from a new holder after the session is invalidated (0s to 60s). It is the child''s grace window on a partition'
+            cand --behavior 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]'
+            cand --session-name 'Session name shown in Consul [default: lockrun on HOST for KEY]'
+            cand --node-checks 'Node health checks the session is bound to (comma-separated) [default: serfHealth]'
+            cand --service-checks 'Service health checks the session is bound to (comma-separated)'
+            cand --timeout 'Give up after DURATION without the lock (exit 75)'
+            cand -E 'Exit status when the lock was not acquired (like flock -E)'
+            cand --conflict-exit-code 'Exit status when the lock was not acquired (like flock -E)'
+            cand --kill-signal 'Signal that asks the child to stop when the lock is lost'
+            cand --kill-timeout 'Grace period after the kill signal before SIGKILL [default: 5s for elect, 2s for semaphore]. It must fit in the safety budget (lockrun says by how much if it does not)'
+            cand --value 'Value stored in the lock entry [default: this host''s name]'
+            cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port'
+            cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
+            cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
+            cand --ca-path 'Directory of CA certificates'
+            cand --client-cert 'Client certificate for Consul''s verify_incoming'
+            cand --client-key 'Client key for Consul''s verify_incoming'
+            cand --tls-server-name 'Server name to verify Consul''s certificate against (SNI)'
+            cand --datacenter 'Datacenter to use (default: the agent''s)'
+            cand --namespace 'Enterprise namespace'
+            cand --log-format 'Format of lockrun''s own messages on stderr'
+            cand --no-checks 'Bind the session to no health check: only the TTL ends it'
+            cand -n 'Try once; if the lock is taken, exit 75 at once'
+            cand --no-wait 'Try once; if the lock is taken, exit 75 at once'
+            cand --shell 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
+            cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+            cand --verbose 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+            cand -q 'Nothing on stderr but fatal errors'
+            cand --quiet 'Nothing on stderr but fatal errors'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'lockrun;leader'= {
+            cand --timeout 'With --wait: give up after DURATION (exit 1)'
+            cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port'
+            cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
+            cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
+            cand --ca-path 'Directory of CA certificates'
+            cand --client-cert 'Client certificate for Consul''s verify_incoming'
+            cand --client-key 'Client key for Consul''s verify_incoming'
+            cand --tls-server-name 'Server name to verify Consul''s certificate against (SNI)'
+            cand --datacenter 'Datacenter to use (default: the agent''s)'
+            cand --namespace 'Enterprise namespace'
+            cand --log-format 'Format of lockrun''s own messages on stderr'
+            cand --json 'Print one JSON object: the entry and the holder''s session'
+            cand --wait 'Wait until there is a holder'
+            cand --watch 'Print a line at every change of holder until interrupted'
+            cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+            cand --verbose 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+            cand -q 'Nothing on stderr but fatal errors'
+            cand --quiet 'Nothing on stderr but fatal errors'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'lockrun;release'= {
+            cand --session 'Only if this session holds it (for a semaphore: free this holder''s slot)'
+            cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port'
+            cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
+            cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
+            cand --ca-path 'Directory of CA certificates'
+            cand --client-cert 'Client certificate for Consul''s verify_incoming'
+            cand --client-key 'Client key for Consul''s verify_incoming'
+            cand --tls-server-name 'Server name to verify Consul''s certificate against (SNI)'
+            cand --datacenter 'Datacenter to use (default: the agent''s)'
+            cand --namespace 'Enterprise namespace'
+            cand --log-format 'Format of lockrun''s own messages on stderr'
+            cand --destroy-session 'Also destroy the holder''s session (its other locks go too, after their lock-delay)'
+            cand --all 'Semaphore: free every slot'
+            cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+            cand --verbose 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+            cand -q 'Nothing on stderr but fatal errors'
+            cand --quiet 'Nothing on stderr but fatal errors'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'lockrun;help'= {
+            cand elect 'Run COMMAND while holding the leader lock on KEY'
+            cand semaphore 'Run COMMAND while holding one of N slots of the semaphore PREFIX'
+            cand leader 'Print who holds the lock on KEY (or the semaphore PREFIX)'
+            cand release 'Force-release the lock on KEY (or semaphore slots), from any host'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'lockrun;help;elect'= {
+        }
+        &'lockrun;help;semaphore'= {
+        }
+        &'lockrun;help;leader'= {
+        }
+        &'lockrun;help;release'= {
+        }
+        &'lockrun;help;help'= {
+        }
+    ]
+    $completions[$command]
+}

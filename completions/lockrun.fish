@@ -1,0 +1,146 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_lockrun_global_optspecs
+    string join \n http-addr= token-file= ca-file= ca-path= client-cert= client-key= tls-server-name= datacenter= namespace= v/verbose q/quiet log-format= h/help V/version
+end
+
+function __fish_lockrun_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_lockrun_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_lockrun_using_subcommand
+    set -l cmd (__fish_lockrun_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c lockrun -n "__fish_lockrun_needs_command" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
+complete -c lockrun -n "__fish_lockrun_needs_command" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
+complete -c lockrun -n "__fish_lockrun_needs_command" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
+complete -c lockrun -n "__fish_lockrun_needs_command" -l ca-path -d 'Directory of CA certificates' -r -f -a "(__fish_complete_directories)"
+complete -c lockrun -n "__fish_lockrun_needs_command" -l client-cert -d 'Client certificate for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_needs_command" -l client-key -d 'Client key for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_needs_command" -l tls-server-name -d 'Server name to verify Consul\'s certificate against (SNI)' -r
+complete -c lockrun -n "__fish_lockrun_needs_command" -l datacenter -d 'Datacenter to use (default: the agent\'s)' -r
+complete -c lockrun -n "__fish_lockrun_needs_command" -l namespace -d 'Enterprise namespace' -r
+complete -c lockrun -n "__fish_lockrun_needs_command" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
+json\t''"
+complete -c lockrun -n "__fish_lockrun_needs_command" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+complete -c lockrun -n "__fish_lockrun_needs_command" -s q -l quiet -d 'Nothing on stderr but fatal errors'
+complete -c lockrun -n "__fish_lockrun_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c lockrun -n "__fish_lockrun_needs_command" -s V -l version -d 'Print version'
+complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "elect" -d 'Run COMMAND while holding the leader lock on KEY'
+complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "semaphore" -d 'Run COMMAND while holding one of N slots of the semaphore PREFIX'
+complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "leader" -d 'Print who holds the lock on KEY (or the semaphore PREFIX)'
+complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "release" -d 'Force-release the lock on KEY (or semaphore slots), from any host'
+complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l ttl -d 'Session TTL; Consul allows 10s to 24h. Shorter notices a dead host sooner' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l lock-delay -d 'How long Consul keeps the lock from a new holder after the session is invalidated (0s to 60s). It is the child\'s grace window on a partition' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l behavior -d 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]' -r -f -a "release\t''
+delete\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l session-name -d 'Session name shown in Consul [default: lockrun on HOST for KEY]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l node-checks -d 'Node health checks the session is bound to (comma-separated) [default: serfHealth]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l service-checks -d 'Service health checks the session is bound to (comma-separated)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l timeout -d 'Give up after DURATION without the lock (exit 75)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s E -l conflict-exit-code -d 'Exit status when the lock was not acquired (like flock -E)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l kill-signal -d 'Signal that asks the child to stop when the lock is lost' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l kill-timeout -d 'Grace period after the kill signal before SIGKILL [default: 5s for elect, 2s for semaphore]. It must fit in the safety budget (lockrun says by how much if it does not)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l value -d 'Value stored in the lock entry [default: this host\'s name]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l ca-path -d 'Directory of CA certificates' -r -f -a "(__fish_complete_directories)"
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l client-cert -d 'Client certificate for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l client-key -d 'Client key for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l tls-server-name -d 'Server name to verify Consul\'s certificate against (SNI)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l datacenter -d 'Datacenter to use (default: the agent\'s)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l namespace -d 'Enterprise namespace' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
+json\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l campaign -d 'After losing the lock, stop the child and campaign again instead of exiting 124 (for long-running daemons)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l no-checks -d 'Bind the session to no health check: only the TTL ends it'
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s n -l no-wait -d 'Try once; if the lock is taken, exit 75 at once'
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l shell -d 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s q -l quiet -d 'Nothing on stderr but fatal errors'
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s l -l limit -d 'Number of slots; every contender on PREFIX must agree' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l ttl -d 'Session TTL; Consul allows 10s to 24h. Shorter notices a dead host sooner' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l lock-delay -d 'How long Consul keeps the lock from a new holder after the session is invalidated (0s to 60s). It is the child\'s grace window on a partition' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l behavior -d 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]' -r -f -a "release\t''
+delete\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l session-name -d 'Session name shown in Consul [default: lockrun on HOST for KEY]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l node-checks -d 'Node health checks the session is bound to (comma-separated) [default: serfHealth]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l service-checks -d 'Service health checks the session is bound to (comma-separated)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l timeout -d 'Give up after DURATION without the lock (exit 75)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s E -l conflict-exit-code -d 'Exit status when the lock was not acquired (like flock -E)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l kill-signal -d 'Signal that asks the child to stop when the lock is lost' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l kill-timeout -d 'Grace period after the kill signal before SIGKILL [default: 5s for elect, 2s for semaphore]. It must fit in the safety budget (lockrun says by how much if it does not)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l value -d 'Value stored in the lock entry [default: this host\'s name]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l ca-path -d 'Directory of CA certificates' -r -f -a "(__fish_complete_directories)"
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l client-cert -d 'Client certificate for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l client-key -d 'Client key for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l tls-server-name -d 'Server name to verify Consul\'s certificate against (SNI)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l datacenter -d 'Datacenter to use (default: the agent\'s)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l namespace -d 'Enterprise namespace' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
+json\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l no-checks -d 'Bind the session to no health check: only the TTL ends it'
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s n -l no-wait -d 'Try once; if the lock is taken, exit 75 at once'
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l shell -d 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s q -l quiet -d 'Nothing on stderr but fatal errors'
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l timeout -d 'With --wait: give up after DURATION (exit 1)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l ca-path -d 'Directory of CA certificates' -r -f -a "(__fish_complete_directories)"
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l client-cert -d 'Client certificate for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l client-key -d 'Client key for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l tls-server-name -d 'Server name to verify Consul\'s certificate against (SNI)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l datacenter -d 'Datacenter to use (default: the agent\'s)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l namespace -d 'Enterprise namespace' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
+json\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l json -d 'Print one JSON object: the entry and the holder\'s session'
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l wait -d 'Wait until there is a holder'
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l watch -d 'Print a line at every change of holder until interrupted'
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -s q -l quiet -d 'Nothing on stderr but fatal errors'
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l session -d 'Only if this session holds it (for a semaphore: free this holder\'s slot)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l ca-path -d 'Directory of CA certificates' -r -f -a "(__fish_complete_directories)"
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l client-cert -d 'Client certificate for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l client-key -d 'Client key for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l tls-server-name -d 'Server name to verify Consul\'s certificate against (SNI)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l datacenter -d 'Datacenter to use (default: the agent\'s)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l namespace -d 'Enterprise namespace' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
+json\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l destroy-session -d 'Also destroy the holder\'s session (its other locks go too, after their lock-delay)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l all -d 'Semaphore: free every slot'
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -s q -l quiet -d 'Nothing on stderr but fatal errors'
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release help" -f -a "elect" -d 'Run COMMAND while holding the leader lock on KEY'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release help" -f -a "semaphore" -d 'Run COMMAND while holding one of N slots of the semaphore PREFIX'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release help" -f -a "leader" -d 'Print who holds the lock on KEY (or the semaphore PREFIX)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release help" -f -a "release" -d 'Force-release the lock on KEY (or semaphore slots), from any host'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -1,0 +1,544 @@
+//! Man pages and shell completions, rendered from the clap definition in
+//! [`crate::cli`] so that `--help`, `man lockrun` and tab completion cannot
+//! disagree about a flag.
+//!
+//! The rendered files are committed under `man/` and `completions/`, so that
+//! packagers need no build step; the `docs` integration test fails when they
+//! drift, and `LOCKRUN_BLESS=1 cargo test docs` rewrites them.
+//!
+//! clap_mangen renders the options; we render its sections one at a time and
+//! put our own in between, as its docs suggest, because a man page also owes
+//! the reader what `--help` has no room for: the exit-status table, the
+//! environment, the signals and the safety model.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::Path;
+
+use clap::CommandFactory;
+use clap_complete::Shell;
+use clap_mangen::roff::{bold, italic, roman, Inline, Roff};
+use clap_mangen::Man;
+
+use crate::cli::Cli;
+use crate::exit::Exit;
+
+/// The date on every page. A build-time date would make the committed pages
+/// stale every day; bump this by hand when a page changes in substance.
+pub const DATE: &str = "2026-11-22";
+
+/// Where [`write_all`] puts the man pages, relative to the repository root.
+pub const MAN_DIR: &str = "man";
+
+/// Where [`write_all`] puts the completion scripts.
+pub const COMPLETIONS_DIR: &str = "completions";
+
+/// The shells we ship completions for, in file order.
+const SHELLS: [Shell; 5] = [
+    Shell::Bash,
+    Shell::Zsh,
+    Shell::Fish,
+    Shell::Elvish,
+    Shell::PowerShell,
+];
+
+/// `lockrun.1` and one page per subcommand: file name and roff source.
+pub fn man_pages() -> Vec<(String, Vec<u8>)> {
+    // The man pages list subcommands as pages, and `help` has none; the real
+    // binary keeps its `help` subcommand (and the completions offer it).
+    let mut cli = Cli::command().disable_help_subcommand(true);
+    // Subcommands are rendered from the built parent: building is what copies
+    // the global flags (Consul connection, output) into each subcommand.
+    // Rendering a subcommand on its own would lose them.
+    cli.build();
+    let mut pages = vec![(format!("{}.1", cli.get_name()), main_page(&cli))];
+    for sub in cli.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("{}-{}", cli.get_name(), sub.get_name());
+        pages.push((format!("{name}.1"), subcommand_page(sub, &name)));
+    }
+    pages
+}
+
+/// One completion script per shell: file name (as each shell expects it) and
+/// contents.
+pub fn completions() -> Vec<(String, Vec<u8>)> {
+    SHELLS
+        .iter()
+        .map(|&shell| {
+            let mut cli = Cli::command();
+            let bin = cli.get_name().to_string();
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cli, &bin, &mut script);
+            (clap_complete::Generator::file_name(&shell, &bin), script)
+        })
+        .collect()
+}
+
+/// Writes every page to `root/man/` and every script to `root/completions/`.
+pub fn write_all(root: &Path) -> io::Result<()> {
+    for (dir, files) in [(MAN_DIR, man_pages()), (COMPLETIONS_DIR, completions())] {
+        let dir = root.join(dir);
+        fs::create_dir_all(&dir)?;
+        for (name, contents) in files {
+            fs::write(dir.join(name), contents)?;
+        }
+    }
+    Ok(())
+}
+
+/// A page being assembled from clap_mangen's sections and ours.
+struct Page {
+    man: Man,
+    roff: Vec<u8>,
+}
+
+impl Page {
+    fn new(cmd: &clap::Command, title: &str) -> Page {
+        let man = Man::new(cmd.clone())
+            .title(title)
+            .date(DATE)
+            // A subcommand has no version of its own, so we say whose it is.
+            .source(format!("lockrun {}", env!("CARGO_PKG_VERSION")))
+            .manual("User Commands");
+        Page {
+            man,
+            roff: Vec::new(),
+        }
+    }
+
+    /// Appends one of clap_mangen's sections.
+    fn clap(&mut self, section: fn(&Man, &mut dyn Write) -> io::Result<()>) -> &mut Page {
+        let mut out = Vec::new();
+        section(&self.man, &mut out).expect("writing to a Vec cannot fail");
+        self.append(out)
+    }
+
+    /// Appends our own roff.
+    fn ours(&mut self, roff: &Roff) -> &mut Page {
+        self.append(roff.render().into_bytes())
+    }
+
+    /// Every roff render starts with the same preamble (the `Aq` string that
+    /// keeps apostrophes straight); the page needs it once.
+    fn append(&mut self, out: Vec<u8>) -> &mut Page {
+        let preamble = Roff::new().render().into_bytes();
+        match out.strip_prefix(preamble.as_slice()) {
+            Some(body) if !self.roff.is_empty() => self.roff.extend_from_slice(body),
+            _ => self.roff.extend_from_slice(&out),
+        }
+        self
+    }
+
+    /// The sections every page starts with. The synopsis shows the usage
+    /// of `usages`.
+    fn head(&mut self, usages: &[&clap::Command]) -> &mut Page {
+        self.clap(Man::render_title)
+            .clap(Man::render_name_section)
+            .ours(&synopsis(usages))
+            .clap(Man::render_description_section)
+            .clap(Man::render_options_section)
+    }
+}
+
+/// clap_mangen's synopsis lists every flag and drops the `--` that must
+/// precede COMMAND, so we show clap's own usage lines instead, the ones
+/// `--help` prints: `lockrun elect [OPTIONS] <KEY> -- <COMMAND>...`.
+fn synopsis(cmds: &[&clap::Command]) -> Roff {
+    let mut roff = Roff::new();
+    roff.control("SH", ["SYNOPSIS"]);
+    for (i, cmd) in cmds.iter().enumerate() {
+        if i > 0 {
+            roff.control("br", []);
+        }
+        let usage = (*cmd).clone().render_usage().to_string();
+        let usage = usage.strip_prefix("Usage: ").unwrap_or(&usage);
+        let bin = cmd.get_bin_name().unwrap_or_else(|| cmd.get_name());
+        let rest = usage.strip_prefix(bin).unwrap_or(usage);
+        let mut line = vec![bold(bin)];
+        for word in rest.split(' ').filter(|w| !w.is_empty()) {
+            line.push(roman(" "));
+            line.push(if word.starts_with('<') {
+                italic(word)
+            } else if word.starts_with('-') {
+                bold(word)
+            } else {
+                roman(word)
+            });
+        }
+        roff.text(line);
+    }
+    roff
+}
+
+fn main_page(cli: &clap::Command) -> Vec<u8> {
+    let subcommands: Vec<&clap::Command> =
+        cli.get_subcommands().filter(|s| !s.is_hide_set()).collect();
+    let mut page = Page::new(cli, cli.get_name());
+    page.head(&subcommands)
+        .clap(Man::render_subcommands_section)
+        .ours(&exit_status())
+        .ours(&sections(&[
+            ("ENVIRONMENT", ENVIRONMENT),
+            ("SIGNALS", SIGNALS),
+            ("SAFETY", SAFETY),
+            ("EXAMPLES", EXAMPLES),
+            ("SEE ALSO", SEE_ALSO),
+        ]));
+    page.roff
+}
+
+fn subcommand_page(sub: &clap::Command, name: &str) -> Vec<u8> {
+    // The display name titles the page and names it in NAME; the synopsis
+    // keeps the bin name, `lockrun elect`, which is what users type.
+    let sub = sub.clone().display_name(name.to_string());
+    let help = sub
+        .get_after_help()
+        .map(|h| h.to_string())
+        .unwrap_or_default();
+    let examples: Vec<Block> = example_lines(&help).into_iter().map(Block::Code).collect();
+    let exit = match paragraph(&help, "Exit status:") {
+        Some(own) => vec![
+            Block::P(own.trim_start_matches("Exit status:").trim()),
+            Block::P(SEE_EXIT_TABLE),
+        ],
+        None => vec![Block::P(HOLD_EXIT), Block::P(SEE_EXIT_TABLE)],
+    };
+    let mut page = Page::new(&sub, name);
+    page.head(&[&sub]).ours(&sections(&[
+        ("EXAMPLES", &examples),
+        ("EXIT STATUS", &exit),
+        ("SEE ALSO", SUBCOMMAND_SEE_ALSO),
+    ]));
+    page.roff
+}
+
+/// The command lines of an `after_help` text's "Examples:" paragraph: the
+/// same lines `--help` shows.
+fn example_lines(after_help: &str) -> Vec<&str> {
+    after_help
+        .lines()
+        .skip_while(|line| line.trim() != "Examples:")
+        .skip(1)
+        .take_while(|line| line.starts_with("  "))
+        .map(str::trim)
+        .collect()
+}
+
+/// The paragraph of `text` that starts with `lead`, on one line.
+fn paragraph<'a>(text: &'a str, lead: &str) -> Option<&'a str> {
+    text.split("\n\n")
+        .map(str::trim)
+        .find(|p| p.starts_with(lead))
+}
+
+/// The table of [`Exit::TABLE`], so the page cannot drift from the code.
+fn exit_status() -> Roff {
+    let mut roff = Roff::new();
+    roff.control("SH", ["EXIT STATUS"]);
+    roff.text(inline(
+        "When COMMAND ran and exited by itself, lockrun exits with its status, so lockrun can \
+         stand in for COMMAND in scripts. In full:",
+    ));
+    for (status, meaning) in Exit::TABLE {
+        roff.control("TP", []);
+        roff.text([bold(*status)]);
+        roff.text(inline(meaning));
+    }
+    roff
+}
+
+/// A piece of hand-written prose.
+enum Block<'a> {
+    /// A paragraph; `` `text` `` in backticks is set in bold.
+    P(&'a str),
+    /// A term and its description, as a tagged paragraph.
+    Item(&'a str, &'a str),
+    /// A line of code (a command, a unit file line), indented and unfilled.
+    Code(&'a str),
+    /// A subsection heading.
+    Sub(&'a str),
+}
+
+fn sections(list: &[(&str, &[Block])]) -> Roff {
+    let mut roff = Roff::new();
+    for (title, blocks) in list {
+        section(&mut roff, title, blocks);
+    }
+    roff
+}
+
+fn section(roff: &mut Roff, title: &str, blocks: &[Block]) {
+    roff.control("SH", [title]);
+    // `.PP` straight after a heading is redundant (and mandoc warns), as is
+    // one between two lines of the same code block.
+    let mut first = true;
+    let mut in_code = false;
+    for block in blocks {
+        if in_code && !matches!(block, Block::Code(_)) {
+            roff.control("fi", []).control("RE", []);
+            in_code = false;
+        }
+        match block {
+            Block::P(text) => {
+                if !first {
+                    roff.control("PP", []);
+                }
+                roff.text(inline(text));
+            }
+            Block::Item(term, text) => {
+                roff.control("TP", []);
+                roff.text(inline(term));
+                roff.text(inline(text));
+            }
+            Block::Code(line) => {
+                if !in_code {
+                    if !first {
+                        roff.control("PP", []);
+                    }
+                    roff.control("RS", ["4"]).control("nf", []);
+                    in_code = true;
+                }
+                roff.text([roman(*line)]);
+            }
+            Block::Sub(title) => {
+                roff.control("SS", [*title]);
+                first = true;
+                continue;
+            }
+        }
+        first = false;
+    }
+    if in_code {
+        roff.control("fi", []).control("RE", []);
+    }
+}
+
+/// Text with `` `code` `` spans set in bold and `*word*` in italics.
+fn inline(text: &str) -> Vec<Inline> {
+    let mut parts = Vec::new();
+    for (i, span) in text.split('`').enumerate() {
+        if span.is_empty() {
+            continue;
+        }
+        if i % 2 == 1 {
+            parts.push(bold(span));
+            continue;
+        }
+        for (j, span) in span.split('*').enumerate() {
+            if span.is_empty() {
+                continue;
+            }
+            parts.push(if j % 2 == 1 {
+                italic(span)
+            } else {
+                roman(span)
+            });
+        }
+    }
+    parts
+}
+
+use Block::{Code, Item, Sub, P};
+
+const ENVIRONMENT: &[Block] = &[
+    P(
+        "lockrun reads the consul CLI's variables; a flag given on the command line wins over \
+         its variable. Empty variables count as unset.",
+    ),
+    Item(
+        "`CONSUL_HTTP_ADDR`",
+        "The agent's address: `host:port`, `http://host:port` or `https://host:port` \
+         [default: 127.0.0.1:8500]. Flag: `--http-addr`.",
+    ),
+    Item(
+        "`CONSUL_HTTP_TOKEN`",
+        "The ACL token. lockrun never shows it: not in errors, logs, `-vv` output or the \
+         arguments of processes it starts.",
+    ),
+    Item(
+        "`CONSUL_HTTP_TOKEN_FILE`",
+        "A file holding the ACL token; wins over `CONSUL_HTTP_TOKEN`. Flag: `--token-file`, \
+         which wins over both.",
+    ),
+    Item(
+        "`CONSUL_CACERT`, `CONSUL_CAPATH`",
+        "A CA certificate file, or a directory of them, to verify Consul's certificate. \
+         Flags: `--ca-file`, `--ca-path`.",
+    ),
+    Item(
+        "`CONSUL_CLIENT_CERT`, `CONSUL_CLIENT_KEY`",
+        "A client certificate and its key, for agents with verify_incoming; give both. \
+         Flags: `--client-cert`, `--client-key`.",
+    ),
+    Item(
+        "`CONSUL_TLS_SERVER_NAME`",
+        "The name to verify Consul's certificate against (SNI). Flag: `--tls-server-name`.",
+    ),
+    Item(
+        "`CONSUL_HTTP_SSL`",
+        "`true` to speak HTTPS to an address given as `host:port`.",
+    ),
+    Item(
+        "`CONSUL_HTTP_SSL_VERIFY`",
+        "`false` to accept any certificate from Consul. For tests only.",
+    ),
+    Item(
+        "`CONSUL_NAMESPACE`",
+        "The Enterprise namespace. Flag: `--namespace`.",
+    ),
+    Item("`CONSUL_PARTITION`", "The Enterprise admin partition."),
+    Item(
+        "`LOCKRUN_SESSION_TTL_MIN`",
+        "The shortest `--ttl` lockrun accepts [default: 10s, Consul's own minimum]. Lower it \
+         only to match servers whose session_ttl_min is lowered.",
+    ),
+    P("COMMAND inherits lockrun's environment, plus:"),
+    Item("`LOCKRUN_KEY`", "The lock key, or the semaphore prefix."),
+    Item(
+        "`LOCKRUN_SESSION`",
+        "The ID of the Consul session holding it.",
+    ),
+    Item(
+        "`LOCKRUN_LOCK_INDEX`",
+        "Consul's LockIndex of the key (for a semaphore, the ModifyIndex of *PREFIX*/.lock \
+         when the slot was taken). It grows with every new holder: with the key and session \
+         it is a sequencer COMMAND can hand to the services it writes to, for fencing.",
+    ),
+    Item("`CONSUL_LOCK_HELD`", "`true`, as under `consul lock`."),
+];
+
+const SIGNALS: &[Block] = &[
+    Item(
+        "`SIGINT`, `SIGTERM`, `SIGQUIT`",
+        "Forwarded to COMMAND's process group. lockrun then waits at most `--kill-timeout` for \
+         it to exit before sending SIGKILL (a second such signal sends SIGKILL at once), \
+         releases the lock and exits with COMMAND's status.",
+    ),
+    Item(
+        "`SIGHUP`, `SIGUSR1`, `SIGUSR2`",
+        "Forwarded to COMMAND's process group; COMMAND decides what they mean (daemons often \
+         reload), and lockrun keeps the lock.",
+    ),
+    P(
+        "Any of these six received while lockrun is still waiting for the lock ends the wait: \
+         lockrun destroys its session (and semaphore contender entry) and exits 128+N for \
+         signal N.",
+    ),
+    P(
+        "When the lock is lost, lockrun sends `--kill-signal` (default TERM) to the group and \
+         SIGKILL after `--kill-timeout`. When standard input is a terminal, COMMAND's group is \
+         given the terminal's foreground, so an interactive COMMAND can read it and gets \
+         Ctrl-C itself.",
+    ),
+    P(
+        "Under systemd, prefer `KillMode=mixed`: systemd then signals lockrun alone, which stops \
+         COMMAND and releases the lock in order, and kills whatever is left only after lockrun \
+         has exited. Give `TimeoutStopSec=` more than `--kill-timeout`.",
+    ),
+];
+
+const SAFETY: &[Block] = &[
+    P(
+        "Consul locks are advisory and its sessions are leases measured in time. lockrun \
+         promises that *COMMAND never runs at a moment when another holder could have acquired \
+         the lock*. It keeps that promise as follows.",
+    ),
+    Item(
+        "Local lease",
+        "lockrun renews its session about every TTL/2 and keeps its own lease: the send time \
+         of the last renewal Consul confirmed (or of the session's creation), plus `--ttl`. A \
+         rival can acquire no earlier than Consul's invalidation of the session plus \
+         `--lock-delay`, so lockrun starts stopping COMMAND early enough that SIGKILL has \
+         landed before TTL + lock-delay after the last confirmed renewal was sent, \
+         `--kill-timeout` and a margin included. Settings that leave no room for that are \
+         refused, with the reason.",
+    ),
+    Item(
+        "Transient errors",
+        "A renewal or watch that fails without a verdict (500 \"No cluster leader\", a \
+         timeout, a reset connection) is retried with backoff for as long as the local lease \
+         lasts; it is not a loss.",
+    ),
+    Item(
+        "Consul's verdicts",
+        "A renewal answered 404, the key showing another session or none, or the session \
+         destroyed by an operator end the hold at once: COMMAND is stopped and lockrun exits \
+         124, or campaigns again with `--campaign`.",
+    ),
+    Item(
+        "Process group",
+        "COMMAND runs in its own process group, led by a small guard process (lockrun \
+         re-executed). Stopping COMMAND signals the whole group, `sh -c` wrappers and \
+         grandchildren included. If lockrun dies, even by SIGKILL, the kernel tells the \
+         guard (PR_SET_PDEATHSIG) and the guard SIGKILLs the whole group: nothing keeps \
+         running outside the lock.",
+    ),
+    Sub("Limits"),
+    Item(
+        "Advisory",
+        "Only processes that take the lock are excluded; anything else can still touch what \
+         it protects.",
+    ),
+    Item(
+        "Clocks",
+        "The lease arithmetic assumes that lockrun's host and the Consul servers measure time \
+         at similar rates; their clocks need not be synchronised. A host frozen for longer \
+         than the margin (a suspended VM) can resume COMMAND after the lease ran out.",
+    ),
+    Item(
+        "Escaping the group",
+        "A process that calls setsid(2) or setpgid(2) leaves COMMAND's group and is not \
+         stopped with it. A setuid COMMAND that changes its real user ID can no longer be \
+         signalled by lockrun or the guard, unless they run as root.",
+    ),
+    Item(
+        "Operator release",
+        "`lockrun release` frees the lock at once, with no lock-delay. The old holder's \
+         lockrun notices within a blocking-query round trip, but its COMMAND may still run \
+         for up to its `--kill-timeout` while a new holder starts.",
+    ),
+    P(
+        "Where any overlap would do harm, fence: have COMMAND pass `LOCKRUN_LOCK_INDEX` (with \
+         `LOCKRUN_KEY` and `LOCKRUN_SESSION`) to the service it writes to, and have that \
+         service refuse an index lower than the highest it has seen.",
+    ),
+];
+
+const EXAMPLES: &[Block] = &[
+    P(
+        "A hot standby under systemd: on every host the same unit; one host runs the primary, \
+         the others wait for the lock and take over when it is released or lost.",
+    ),
+    Code("[Service]"),
+    Code("ExecStart=/usr/bin/lockrun elect --campaign service/db/leader -- /usr/bin/db-primary"),
+    Code("KillMode=mixed"),
+    Code("TimeoutStopSec=30"),
+    Code("Restart=always"),
+    P(
+        "From cron, at most three hosts reindex at once, and the backup runs on one host only; \
+         the others skip it with status 75 rather than queue up:",
+    ),
+    Code("lockrun semaphore --limit 3 jobs/reindex -- ./reindex.sh"),
+    Code("lockrun semaphore --limit 1 --no-wait jobs/backup -- ./backup.sh"),
+    P("In a script, who leads?"),
+    Code("leader=$(lockrun leader service/db/leader) || echo \"no leader\""),
+    P("An operator forces a new election; the holder's lockrun stops its child:"),
+    Code("lockrun release service/db/leader"),
+];
+
+const HOLD_EXIT: &str =
+    "COMMAND's own status when it ran and exited by itself; 75 (or `--conflict-exit-code`) \
+     when the lock was not acquired; 124 when it was lost and lockrun stopped COMMAND; 125 \
+     when lockrun itself failed.";
+
+const SEE_EXIT_TABLE: &str = "The full table is under EXIT STATUS in lockrun(1).";
+
+const SUBCOMMAND_SEE_ALSO: &[Block] = &[P(
+    "lockrun(1), for the exit status, the environment (and what COMMAND is given), the \
+     signals and the safety model.",
+)];
+
+const SEE_ALSO: &[Block] = &[P(
+    "lockrun-elect(1), lockrun-semaphore(1), lockrun-leader(1), lockrun-release(1), consul(1) \
+     (`consul lock`, which lockrun interoperates with), flock(1), timeout(1).",
+)];

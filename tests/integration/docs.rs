@@ -1,0 +1,448 @@
+//! The committed man pages and completions are what the clap definition
+//! renders today, the examples we show users actually parse, and the
+//! documented surface (`--version`, `--help`, `--log-format json`) behaves as
+//! documented. None of this needs Consul, man or groff.
+//!
+//! After changing a flag or a help text, `LOCKRUN_BLESS=1 cargo test docs`
+//! rewrites `man/` and `completions/`; commit the result.
+
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use clap::{CommandFactory, Parser};
+use lockrun::cli::Cli;
+use lockrun::docs;
+use lockrun::exit::Exit;
+
+const BLESS: &str = "LOCKRUN_BLESS";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every generated file, relative to the repository root.
+fn rendered() -> Vec<(PathBuf, Vec<u8>)> {
+    let man = docs::man_pages()
+        .into_iter()
+        .map(|(name, text)| (Path::new(docs::MAN_DIR).join(name), text));
+    let completions = docs::completions()
+        .into_iter()
+        .map(|(name, text)| (Path::new(docs::COMPLETIONS_DIR).join(name), text));
+    man.chain(completions).collect()
+}
+
+#[test]
+fn committed_files_match_the_clap_definition() {
+    let files = rendered();
+    let expected: BTreeSet<PathBuf> = files.iter().map(|(path, _)| path.clone()).collect();
+    // Files we no longer render (a renamed subcommand's page) are stale too.
+    let extra: Vec<PathBuf> = [docs::MAN_DIR, docs::COMPLETIONS_DIR]
+        .iter()
+        .flat_map(|dir| fs::read_dir(root().join(dir)).into_iter().flatten())
+        .filter_map(|entry| entry.ok())
+        .map(|entry| entry.path().strip_prefix(root()).unwrap().to_path_buf())
+        .filter(|path| !expected.contains(path))
+        .collect();
+
+    if std::env::var_os(BLESS).is_some_and(|v| v == "1") {
+        docs::write_all(root()).expect("writing man/ and completions/");
+        for path in extra {
+            fs::remove_file(root().join(&path)).expect("removing a stale file");
+        }
+        return;
+    }
+
+    let mut stale = Vec::new();
+    for (path, want) in &files {
+        match fs::read(root().join(path)) {
+            Ok(have) if have == *want => {}
+            Ok(have) => stale.push(format!(
+                "{} is stale: {}",
+                path.display(),
+                first_difference(&have, want)
+            )),
+            Err(e) => stale.push(format!("{} cannot be read: {e}", path.display())),
+        }
+    }
+    for path in extra {
+        stale.push(format!(
+            "{} is no longer rendered; delete it",
+            path.display()
+        ));
+    }
+    assert!(
+        stale.is_empty(),
+        "generated files differ from what src/cli.rs and src/docs.rs render:\n  {}\n\
+         run `{BLESS}=1 cargo test docs` to rewrite them, then review and commit the result",
+        stale.join("\n  ")
+    );
+}
+
+fn first_difference(have: &[u8], want: &[u8]) -> String {
+    let have = String::from_utf8_lossy(have);
+    let want = String::from_utf8_lossy(want);
+    let mut have_lines = have.lines();
+    let mut want_lines = want.lines();
+    for number in 1.. {
+        match (have_lines.next(), want_lines.next()) {
+            (Some(h), Some(w)) if h == w => continue,
+            (None, None) => break,
+            (h, w) => {
+                return format!(
+                    "line {number} is {:?}, should be {:?}",
+                    h.unwrap_or("<end of file>"),
+                    w.unwrap_or("<end of file>")
+                )
+            }
+        }
+    }
+    "line endings differ".into()
+}
+
+fn main_page() -> String {
+    let (_, page) = docs::man_pages()
+        .into_iter()
+        .find(|(name, _)| name == "lockrun.1")
+        .expect("lockrun.1 is rendered");
+    String::from_utf8(page).unwrap()
+}
+
+#[test]
+fn every_page_and_script_is_rendered() {
+    let names: Vec<String> = rendered()
+        .into_iter()
+        .map(|(path, _)| path.to_string_lossy().into_owned())
+        .collect();
+    for want in [
+        "man/lockrun.1",
+        "man/lockrun-elect.1",
+        "man/lockrun-semaphore.1",
+        "man/lockrun-leader.1",
+        "man/lockrun-release.1",
+        "completions/lockrun.bash",
+        "completions/_lockrun",
+        "completions/lockrun.fish",
+        "completions/lockrun.elv",
+        "completions/_lockrun.ps1",
+    ] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "{want} missing from {names:?}"
+        );
+    }
+}
+
+#[test]
+fn main_page_has_the_hand_written_sections() {
+    let page = main_page();
+    assert!(page.contains("\n.TH lockrun 1 "), "no .TH line:\n{page}");
+    for section in [
+        "EXIT STATUS",
+        "ENVIRONMENT",
+        "SIGNALS",
+        "SAFETY",
+        "EXAMPLES",
+        "SEE ALSO",
+    ] {
+        let heading = format!("\n.SH \"{section}\"\n");
+        let heading_plain = format!("\n.SH {section}\n");
+        assert!(
+            page.contains(&heading) || page.contains(&heading_plain),
+            "lockrun.1 has no {section} section:\n{page}"
+        );
+    }
+    // The global flags reach the subcommand pages only if they are rendered
+    // from the built parent.
+    for (name, page) in docs::man_pages() {
+        let page = String::from_utf8(page).unwrap();
+        assert!(page.contains(r"\-\-http\-addr"), "{name} lacks --http-addr");
+        assert!(
+            page.contains(r"\-\-log\-format"),
+            "{name} lacks --log-format"
+        );
+        assert!(
+            !page.contains(".SH NAME\n.ie"),
+            "{name} repeats the roff preamble"
+        );
+    }
+}
+
+#[test]
+fn man_page_exit_table_matches_exit_rs() {
+    let page = main_page();
+    let section: Vec<&str> = page
+        .lines()
+        .skip_while(|line| *line != ".SH \"EXIT STATUS\"")
+        .skip(1)
+        .take_while(|line| !line.starts_with(".SH"))
+        .collect();
+    let mut rows = Vec::new();
+    let mut lines = section.iter();
+    while let Some(line) = lines.next() {
+        if *line == ".TP" {
+            let status = plain(lines.next().expect("a status after .TP"));
+            let meaning = plain(lines.next().expect("a meaning after the status"));
+            rows.push((status, meaning));
+        }
+    }
+    let want: Vec<(String, String)> = Exit::TABLE
+        .iter()
+        .map(|(status, meaning)| (status.to_string(), meaning.replace('`', "")))
+        .collect();
+    assert_eq!(
+        rows, want,
+        "EXIT STATUS in lockrun.1 differs from Exit::TABLE"
+    );
+}
+
+/// The text a roff line shows, for the few escapes our pages use.
+fn plain(roff: &str) -> String {
+    roff.replace(r"\fB", "")
+        .replace(r"\fI", "")
+        .replace(r"\fR", "")
+        .replace(r"\*(Aq", "'")
+        .replace(r"\&", "")
+        .replace(r"\-", "-")
+        .replace(r"\\", r"\")
+}
+
+/// The example command lines of every `after_help` in cli.rs.
+fn help_examples() -> Vec<(String, String)> {
+    let cli = Cli::command();
+    let mut texts = vec![(
+        "lockrun".to_string(),
+        cli.get_after_help().map(|h| h.to_string()),
+    )];
+    for sub in cli.get_subcommands() {
+        texts.push((
+            format!("lockrun {}", sub.get_name()),
+            sub.get_after_help().map(|h| h.to_string()),
+        ));
+    }
+    let mut examples = Vec::new();
+    for (whose, text) in texts {
+        let Some(text) = text else { continue };
+        let before = examples.len();
+        for line in text.lines() {
+            if line.starts_with("  lockrun ") || line.contains("$(lockrun ") {
+                examples.push((whose.clone(), line.trim().to_string()));
+            }
+        }
+        assert!(
+            examples.len() > before,
+            "`{whose} --help` shows no examples"
+        );
+    }
+    examples
+}
+
+#[test]
+fn help_examples_parse() {
+    let examples = help_examples();
+    assert!(examples.len() >= 10, "too few examples found: {examples:?}");
+    for (whose, line) in examples {
+        let words = shell_words(command_of(&line));
+        assert_eq!(words.first().map(String::as_str), Some("lockrun"), "{line}");
+        if let Err(e) = Cli::try_parse_from(&words) {
+            panic!(
+                "the example in `{whose} --help` does not parse:\n  {line}\nwords: {words:?}\n{e}"
+            );
+        }
+    }
+}
+
+/// The lockrun command in an example line: `leader=$(lockrun ...) || ...`
+/// becomes `lockrun ...`.
+fn command_of(line: &str) -> &str {
+    let Some(start) = line.find("$(lockrun ") else {
+        return line;
+    };
+    let inner = &line[start + 2..];
+    let mut depth = 1;
+    for (i, c) in inner.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return &inner[..i];
+                }
+            }
+            _ => {}
+        }
+    }
+    panic!("unbalanced `$(` in {line:?}")
+}
+
+/// Splits a command line as sh would, as far as our examples need: quotes,
+/// backslashes, and an end at `#`, `|`, `;` or `&` outside quotes.
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                let w = word.get_or_insert_with(String::new);
+                for c in chars.by_ref() {
+                    if c == '\'' {
+                        break;
+                    }
+                    w.push(c);
+                }
+            }
+            '"' => {
+                let w = word.get_or_insert_with(String::new);
+                while let Some(c) = chars.next() {
+                    match c {
+                        '"' => break,
+                        '\\' => match chars.next() {
+                            Some(e @ ('"' | '\\' | '$' | '`')) => w.push(e),
+                            Some(e) => {
+                                w.push('\\');
+                                w.push(e);
+                            }
+                            None => w.push('\\'),
+                        },
+                        _ => w.push(c),
+                    }
+                }
+            }
+            '\\' => {
+                if let Some(e) = chars.next() {
+                    word.get_or_insert_with(String::new).push(e);
+                }
+            }
+            '#' if word.is_none() => break,
+            '|' | ';' | '&' => break,
+            c if c.is_whitespace() => words.extend(word.take()),
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    words
+}
+
+#[test]
+fn shell_words_splits_like_sh() {
+    assert_eq!(
+        shell_words(r#"lockrun elect --value "$(hostname):5432" k -- 'a && b' c\ d # note"#),
+        [
+            "lockrun",
+            "elect",
+            "--value",
+            "$(hostname):5432",
+            "k",
+            "--",
+            "a && b",
+            "c d"
+        ]
+    );
+    assert_eq!(
+        shell_words(command_of(
+            r#"leader=$(lockrun leader k) || echo "no leader""#
+        )),
+        ["lockrun", "leader", "k"]
+    );
+}
+
+/// The binary with none of the developer's Consul or lockrun settings.
+fn lockrun<I, S>(args: I) -> Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockrun"));
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CONSUL_") || name.starts_with("LOCKRUN_") || name == "RUST_LOG" {
+            cmd.env_remove(&*name);
+        }
+    }
+    cmd.args(args).stdin(Stdio::null());
+    cmd
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+fn describe(cmd: &Command, output: &Output) -> String {
+    format!(
+        "command: {cmd:?}\nstatus: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[test]
+fn version_is_printed() {
+    let mut cmd = lockrun(["--version"]);
+    let output = run(&mut cmd);
+    assert!(output.status.success(), "{}", describe(&cmd, &output));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        format!("lockrun {}\n", env!("CARGO_PKG_VERSION")),
+        "{}",
+        describe(&cmd, &output)
+    );
+    assert_eq!(env!("CARGO_PKG_VERSION"), "0.1.0");
+}
+
+#[test]
+fn every_help_shows_examples() {
+    let mut invocations = vec![vec!["--help".to_string()]];
+    for sub in Cli::command().get_subcommands() {
+        invocations.push(vec![sub.get_name().to_string(), "--help".to_string()]);
+    }
+    assert!(invocations.len() >= 5, "{invocations:?}");
+    for args in invocations {
+        let mut cmd = lockrun(&args);
+        let output = run(&mut cmd);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(0), "{}", describe(&cmd, &output));
+        assert!(
+            stdout.contains("\nExamples:\n  lockrun ")
+                || stdout.contains("\nExamples:\n  leader=$(lockrun "),
+            "no Examples section\n{}",
+            describe(&cmd, &output)
+        );
+    }
+}
+
+#[test]
+fn json_logs_are_json_and_never_show_the_token() {
+    const TOKEN: &str = "s3cret-token-xyz";
+    for verbosity in ["-v", "-vv"] {
+        let mut cmd = lockrun([
+            "--log-format",
+            "json",
+            verbosity,
+            "leader",
+            "k",
+            "--http-addr",
+            "127.0.0.1:1",
+        ]);
+        cmd.env("CONSUL_HTTP_TOKEN", TOKEN);
+        let output = run(&mut cmd);
+        let context = describe(&cmd, &output);
+        assert_eq!(output.status.code(), Some(125), "{context}");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !stdout.contains(TOKEN) && !stderr.contains(TOKEN),
+            "the token leaked\n{context}"
+        );
+        assert!(!stderr.trim().is_empty(), "no error reported\n{context}");
+        for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
+            let value: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}\n{context}"));
+            assert!(value.is_object(), "not a JSON object: {line:?}\n{context}");
+        }
+    }
+}
