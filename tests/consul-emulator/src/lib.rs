@@ -1,0 +1,376 @@
+//! An in-process emulator of the Consul 1.10 HTTP API subset lockrun uses:
+//! KV (locks, CAS, blocking reads), sessions (TTL, lock-delay, behaviors),
+//! `agent/self`, `status/leader`, plus ACLs and fault injection.
+//!
+//! It copies what a real agent does, quirks included (see
+//! `shared/CONSUL_API.md` and the recorded transcript in `testdata/`), so that
+//! a test passing here also passes against Consul. It runs a hyper server on
+//! `127.0.0.1:0` on its own runtime in a background thread: usable from plain
+//! `#[test]`s and from async code alike. Dropping the [`Emulator`] stops it.
+//!
+//! ```no_run
+//! let consul = consul_emulator::Emulator::start();
+//! std::env::set_var("CONSUL_HTTP_ADDR", consul.http_addr());
+//! ```
+
+mod acl;
+mod duration;
+mod faults;
+mod gojson;
+mod http;
+mod kv;
+mod query;
+mod record;
+mod session;
+mod state;
+
+pub use acl::AclPolicy;
+pub use record::{Endpoint, LoggedRequest};
+
+use faults::Faults;
+use state::State;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tokio::sync::{oneshot, watch, Notify};
+
+/// Settings a real agent would take from its configuration.
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    pub node_name: String,
+    pub node_id: String,
+    pub datacenter: String,
+    pub session_ttl_min: Duration,
+    /// `None`: ACLs disabled. `Some`: default deny with these tokens.
+    pub acl_tokens: Option<HashMap<String, AclPolicy>>,
+    pub default_query_time: Duration,
+    pub max_query_time: Duration,
+}
+
+/// Everything the server tasks and the [`Emulator`] handle share.
+pub(crate) struct Shared {
+    pub config: Config,
+    state: Mutex<State>,
+    /// Bumped after every state change; blocking queries wait on it.
+    pub changes: watch::Sender<u64>,
+    pub faults: watch::Sender<Faults>,
+    /// Wakes the session reaper when timers may have moved.
+    pub reaper: Notify,
+    /// Bumped to drop every open connection (restart).
+    pub connections: watch::Sender<u64>,
+    pub record: record::Recorder,
+}
+
+impl Shared {
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs a state transition and wakes everything that watches state.
+    pub fn mutate<R>(&self, f: impl FnOnce(&mut State, Instant) -> R) -> R {
+        let r = f(&mut self.state(), Instant::now());
+        self.changes.send_modify(|v| *v += 1);
+        self.reaper.notify_one();
+        r
+    }
+}
+
+/// Builds an [`Emulator`] with non-default agent settings.
+#[derive(Clone, Debug)]
+pub struct Builder {
+    config: Config,
+}
+
+impl Default for Builder {
+    fn default() -> Builder {
+        Builder {
+            config: Config {
+                node_name: "emulator".to_string(),
+                node_id: random_uuid(),
+                datacenter: "dc1".to_string(),
+                session_ttl_min: Duration::from_secs(10),
+                acl_tokens: None,
+                default_query_time: Duration::from_secs(300),
+                max_query_time: Duration::from_secs(600),
+            },
+        }
+    }
+}
+
+impl Builder {
+    /// The server's `session_ttl_min` (Consul's default: 10 s). Fault tests
+    /// use 1 s to see expiries quickly.
+    pub fn session_ttl_min(mut self, min: Duration) -> Builder {
+        self.config.session_ttl_min = min;
+        self
+    }
+
+    pub fn node_name(mut self, name: &str) -> Builder {
+        self.config.node_name = name.to_string();
+        self
+    }
+
+    pub fn datacenter(mut self, dc: &str) -> Builder {
+        self.config.datacenter = dc.to_string();
+        self
+    }
+
+    /// Turns ACLs on with `default_policy = "deny"` (no tokens yet: every
+    /// request is anonymous and denied).
+    pub fn acl_default_deny(mut self) -> Builder {
+        self.config.acl_tokens.get_or_insert_with(HashMap::new);
+        self
+    }
+
+    /// Turns ACLs on (default deny) and adds a token with `policy`.
+    pub fn acl_token(mut self, secret: &str, policy: AclPolicy) -> Builder {
+        self.config
+            .acl_tokens
+            .get_or_insert_with(HashMap::new)
+            .insert(secret.to_string(), policy);
+        self
+    }
+
+    /// [`Builder::acl_token`] for several tokens at once.
+    pub fn acl_tokens<'a>(
+        mut self,
+        tokens: impl IntoIterator<Item = (&'a str, AclPolicy)>,
+    ) -> Builder {
+        for (secret, policy) in tokens {
+            self = self.acl_token(secret, policy);
+        }
+        self
+    }
+
+    /// The blocking wait used when a query sends none (Consul: 5 min).
+    pub fn default_query_time(mut self, d: Duration) -> Builder {
+        self.config.default_query_time = d;
+        self
+    }
+
+    /// The cap on a blocking query's wait (Consul: 10 min).
+    pub fn max_query_time(mut self, d: Duration) -> Builder {
+        self.config.max_query_time = d;
+        self
+    }
+
+    /// Binds `127.0.0.1:0` and starts serving. Panics if the port cannot be
+    /// bound or the runtime cannot start, which only a broken machine does.
+    pub fn start(self) -> Emulator {
+        let listener =
+            std::net::TcpListener::bind("127.0.0.1:0").expect("emulator: bind 127.0.0.1:0");
+        listener
+            .set_nonblocking(true)
+            .expect("emulator: make the listener non-blocking");
+        let addr = listener.local_addr().expect("emulator: listener address");
+        let node_name = self.config.node_name.clone();
+        let shared = Arc::new(Shared {
+            config: self.config,
+            state: Mutex::new(State::new(&node_name)),
+            changes: watch::Sender::new(0),
+            faults: watch::Sender::new(Faults::default()),
+            reaper: Notify::new(),
+            connections: watch::Sender::new(0),
+            record: record::Recorder::new(Instant::now()),
+        });
+        let (stop, stopped) = oneshot::channel();
+        let server = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name(format!("consul-emulator-{}", addr.port()))
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .thread_name("consul-emulator-worker")
+                    .enable_all()
+                    .build()
+                    .expect("emulator: start its tokio runtime");
+                runtime.block_on(http::serve(server, listener, stopped));
+                // Hung requests (partitions) never finish on their own.
+                runtime.shutdown_timeout(Duration::from_millis(500));
+            })
+            .expect("emulator: spawn its thread");
+        Emulator {
+            shared,
+            addr,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+}
+
+/// A running emulated agent. Dropping it shuts the server down.
+pub struct Emulator {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Emulator {
+    /// An agent with Consul's defaults (`session_ttl_min` 10 s, ACLs off,
+    /// node `emulator`, datacenter `dc1`).
+    pub fn start() -> Emulator {
+        Builder::default().start()
+    }
+
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `127.0.0.1:PORT`, the form `CONSUL_HTTP_ADDR` takes.
+    pub fn http_addr(&self) -> String {
+        self.addr.to_string()
+    }
+
+    pub fn node_name(&self) -> &str {
+        &self.shared.config.node_name
+    }
+
+    pub fn datacenter(&self) -> &str {
+        &self.shared.config.datacenter
+    }
+
+    pub fn session_ttl_min(&self) -> Duration {
+        self.shared.config.session_ttl_min
+    }
+
+    /// Every request, new or already waiting, hangs with no answer and is
+    /// not applied, while server-side time runs on (TTL sessions expire).
+    /// Lifting it lets new requests through; the ones stalled during it stay
+    /// unanswered and are never applied late.
+    pub fn set_partitioned(&self, on: bool) {
+        self.shared.faults.send_modify(|f| f.partitioned = on);
+    }
+
+    /// Server requests (KV, sessions) answer 500 `No cluster leader`, also
+    /// the blocking queries already waiting; `?stale` reads and the agent's
+    /// own endpoints still work, as on a real agent. TTL timers stop; when a
+    /// leader is back every TTL session gets a full 2×TTL again, as after a
+    /// real election.
+    pub fn set_no_leader(&self, on: bool) {
+        let mut was = false;
+        self.shared.faults.send_modify(|f| {
+            was = f.no_leader;
+            f.no_leader = on;
+        });
+        if was && !on {
+            self.shared.mutate(|st, now| st.rearm_timers(now));
+        } else {
+            self.shared.reaper.notify_one();
+        }
+    }
+
+    /// Every request, new or waiting, has its connection closed with no
+    /// answer (and is not applied).
+    pub fn set_drop_connections(&self, on: bool) {
+        self.shared.faults.send_modify(|f| f.drop_connections = on);
+    }
+
+    /// A delay before each request is handled.
+    pub fn set_latency(&self, d: Duration) {
+        self.shared.faults.send_modify(|f| f.latency = d);
+    }
+
+    /// Like restarting a dev agent: all state is lost (KV, sessions,
+    /// lock-delays), the index starts low again, every open connection
+    /// (including waiting blocking queries) is dropped. Same port. Faults,
+    /// counters and the request log stay.
+    pub fn restart(&self) {
+        let node = self.shared.config.node_name.clone();
+        self.shared.mutate(|st, _| *st = State::new(&node));
+        self.shared.connections.send_modify(|g| *g += 1);
+    }
+
+    /// Invalidates a session as if its TTL ran out or its check failed: held
+    /// keys are released (or deleted) and get the lock-delay.
+    pub fn invalidate_session(&self, id: &str) {
+        // An ID that cannot name a session invalidates nothing.
+        let _ = self.shared.mutate(|st, now| st.session_destroy(id, now));
+    }
+
+    /// The IDs of the live sessions (readable during a partition).
+    pub fn session_ids(&self) -> Vec<String> {
+        self.shared.state().session_ids()
+    }
+
+    /// The raft index of the last write.
+    pub fn raft_index(&self) -> u64 {
+        self.shared.state().raft_index()
+    }
+
+    pub fn request_log(&self) -> Vec<LoggedRequest> {
+        self.shared.record.log()
+    }
+
+    /// Blocks until a logged request satisfies `pred` (it may already have),
+    /// or `timeout` passes. For tests that must know a request reached the
+    /// server, e.g. that a blocking query is waiting.
+    pub fn wait_for_request(
+        &self,
+        timeout: Duration,
+        pred: impl Fn(&LoggedRequest) -> bool,
+    ) -> Option<LoggedRequest> {
+        self.shared.record.wait_for(timeout, pred)
+    }
+
+    /// Requests received for `endpoint` (or all, for [`Endpoint::Total`])
+    /// since the start or the last [`Emulator::reset_counters`].
+    pub fn request_count(&self, endpoint: Endpoint) -> u64 {
+        self.shared.record.count(endpoint)
+    }
+
+    /// Zeroes the request counters and [`Emulator::write_count`]; the log
+    /// stays.
+    pub fn reset_counters(&self) {
+        self.shared.record.reset_counters();
+    }
+
+    /// State-changing requests that reached the state machine (KV PUT and
+    /// DELETE, session create, destroy and renew), whatever their answer.
+    pub fn write_count(&self) -> u64 {
+        self.shared.record.writes()
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Random bits without a dependency: std's `RandomState` is seeded from the
+/// OS, and hashing a counter with it gives independent values.
+pub(crate) fn random_u64() -> u64 {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.finish()
+}
+
+/// A session ID as Consul's `uuid.GenerateUUID` makes them: 16 random bytes
+/// in 8-4-4-4-12 hex (no version bits).
+pub(crate) fn random_uuid() -> String {
+    let hex = format!("{:016x}{:016x}", random_u64(), random_u64());
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}

@@ -1,0 +1,410 @@
+//! The emulator's fault injection and bookkeeping, which lockrun's failure
+//! tests lean on. Emulator only: each test skips itself on a real agent.
+
+use crate::consul::{needs_emulator, Api, TestConsul};
+use consul_emulator::{AclPolicy, Endpoint};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// Polls `cond` until it holds; for conditions that only the passing of
+/// server-side time makes true (a TTL running out).
+fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Starts a blocking read of `path` on another thread and returns once the
+/// emulator has received it.
+fn blocking_read(
+    consul: &TestConsul,
+    api: &Api,
+    path: String,
+) -> std::thread::JoinHandle<std::io::Result<crate::consul::Resp>> {
+    let api = api.clone();
+    let sent = path.clone();
+    let waiter = std::thread::spawn(move || api.try_request("GET", &sent, None, &[]));
+    let emu = consul.emulator().expect("an emulator");
+    let seen = emu.wait_for_request(Duration::from_secs(10), |r| r.path == path);
+    assert!(
+        seen.is_some(),
+        "the blocking read never arrived\n{}",
+        consul.request_log_dump()
+    );
+    waiter
+}
+
+#[test]
+fn partition_hangs_requests_and_applies_nothing() {
+    let consul = TestConsul::start_fast();
+    let Some(emu) = needs_emulator(&consul) else {
+        return;
+    };
+    let api = consul.api();
+    emu.set_partitioned(true);
+    let writes = emu.write_count();
+    let stalled =
+        api.with_timeout(Duration::from_secs(1))
+            .try_request("PUT", "/v1/kv/p/k", Some(b"v"), &[]);
+    assert!(
+        stalled.is_err(),
+        "got an answer through a partition: {stalled:?}"
+    );
+    emu.set_partitioned(false);
+    assert!(
+        api.kv_get("p/k").is_none(),
+        "the write was applied\n{}",
+        consul.request_log_dump()
+    );
+    assert_eq!(emu.write_count(), writes);
+    let put = emu
+        .request_log()
+        .into_iter()
+        .find(|r| r.method == "PUT")
+        .expect("the PUT was logged");
+    assert_eq!(put.status, None);
+}
+
+#[test]
+fn sessions_expire_during_a_partition() {
+    let consul = TestConsul::start_fast();
+    let Some(emu) = needs_emulator(&consul) else {
+        return;
+    };
+    let api = consul.api();
+    let created = Instant::now();
+    let id = api.session_create(r#"{"TTL":"1s","LockDelay":"0s"}"#);
+    assert!(api.kv_acquire("p/lock", &id, "v"));
+    emu.set_partitioned(true);
+    wait_until("the session to expire", Duration::from_secs(15), || {
+        !emu.session_ids().contains(&id)
+    });
+    assert!(
+        created.elapsed() >= Duration::from_secs(2),
+        "expired before 2×TTL"
+    );
+    emu.set_partitioned(false);
+    let entry = api.kv_get("p/lock").expect("released, not deleted");
+    assert_eq!(entry.session, None);
+}
+
+#[test]
+fn a_blocking_read_caught_by_a_partition_is_never_answered() {
+    let consul = TestConsul::start_fast();
+    let Some(emu) = needs_emulator(&consul) else {
+        return;
+    };
+    let api = consul.api();
+    let id = api.session_create(r#"{"LockDelay":"0s"}"#);
+    assert!(api.kv_acquire("p/lock", &id, "v"));
+    let index = api.get("/v1/kv/p/lock").index().unwrap();
+    let waiter = blocking_read(
+        &consul,
+        &api.with_timeout(Duration::from_secs(3)),
+        format!("/v1/kv/p/lock?index={index}&wait=30s"),
+    );
+    emu.set_partitioned(true);
+    // A change that would wake the read, made server-side.
+    emu.invalidate_session(&id);
+    let result = waiter.join().expect("reader thread");
+    assert!(result.is_err(), "answered through a partition: {result:?}");
+    emu.set_partitioned(false);
+    assert_eq!(api.kv_get("p/lock").unwrap().session, None);
+}
+
+#[test]
+fn no_leader_fails_server_requests_with_500_and_applies_nothing() {
+    let consul = TestConsul::start_fast();
+    let Some(emu) = needs_emulator(&consul) else {
+        return;
+    };
+    let api = consul.api();
+    emu.set_no_leader(true);
+    for resp in [
+        api.get("/v1/kv/p/k"),
+        api.put("/v1/kv/p/k", "v"),
+        api.put("/v1/session/create", "{}"),
+        api.get("/v1/session/list"),
+    ] {
+        assert_eq!(
+            (resp.status, resp.text().as_str()),
+            (500, "No cluster leader")
+        );
+    }
+    // Stale reads are served by any server, and say there is no leader.
+    let stale = api.get("/v1/kv/p/k?stale");
+    assert_eq!(stale.status, 404);
+    assert_eq!(stale.header("X-Consul-Knownleader"), Some("false"));
+    assert_eq!(api.get("/v1/status/leader").json(), json!(""));
+    emu.set_no_leader(false);
+    assert!(api.kv_get("p/k").is_none(), "the PUT was applied");
+    assert!(api.kv_put("p/k", "v"));
+}
+
+#[test]
+fn losing_the_leader_ends_waiting_blocking_reads_with_500() {
+    let consul = TestConsul::start_fast();
+    let Some(emu) = needs_emulator(&consul) else {
+        return;
+    };
+    let api = consul.api();
+    api.kv_put("p/k", "v");
+    let index = api.get("/v1/kv/p/k").index().unwrap();
+    let started = Instant::now();
+    let waiter = blocking_read(&consul, &api, format!("/v1/kv/p/k?index={index}&wait=30s"));
+    emu.set_no_leader(true);
+    let resp = waiter.join().expect("reader thread").expect("an answer");
+    assert_eq!(
+        (resp.status, resp.text().as_str()),
+        (500, "No cluster leader")
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+#[test]
+fn dropped_connections_get_no_answer_and_apply_nothing() {
+    let consul = TestConsul::start_fast();
+    let Some(emu) = needs_emulator(&consul) else {
+        return;
+    };
+    let api = consul.api();
+    emu.set_drop_connections(true);
+    let result = api.try_request("PUT", "/v1/kv/p/k", Some(b"v"), &[]);
+    assert!(result.is_err(), "answered: {result:?}");
+    emu.set_drop_connections(false);
+    assert!(api.kv_get("p/k").is_none());
+    let put = emu
+        .request_log()
+        .into_iter()
+        .find(|r| r.method == "PUT")
+        .unwrap();
+    assert!(put.dropped && put.status.is_none(), "{put:?}");
+}
+
+#[test]
+fn restart_loses_all_state_and_the_index_goes_down() {
+    let consul = TestConsul::start_fast();
+    let Some(emu) = needs_emulator(&consul) else {
+        return;
+    };
+    let api = consul.api();
+    for i in 0..20 {
+        api.kv_put(&format!("p/k{i}"), "v");
+    }
+    let id = api.session_create(r#"{"LockDelay":"10s"}"#);
+    assert!(api.kv_acquire("p/lock", &id, "v"));
+    api.session_destroy(&id);
+    let before = api.get("/v1/kv/p/k19").index().unwrap();
+    let addr = emu.http_addr();
+
+    emu.restart();
+    assert_eq!(emu.http_addr(), addr);
+    let after = api.get("/v1/kv/p/k19");
+    assert_eq!(after.status, 404);
+    assert!(
+        after.index().unwrap() < before,
+        "index {:?} not below {before}",
+        after.index()
+    );
+    assert!(api.session_info(&id).is_none());
+    assert!(api.kv_list("p/").is_empty());
+    // The lock-delay went with the old agent.
+    let fresh = api.session_create(r#"{"LockDelay":"0s"}"#);
+    assert!(api.kv_acquire("p/lock", &fresh, "v"));
+}
+
+#[test]
+fn restart_drops_waiting_blocking_reads() {
+    let consul = TestConsul::start_fast();
+    let Some(emu) = needs_emulator(&consul) else {
+        return;
+    };
+    let api = consul.api().with_timeout(Duration::from_secs(20));
+    api.kv_put("p/k", "v");
+    let index = api.get("/v1/kv/p/k").index().unwrap();
+    let started = Instant::now();
+    let waiter = blocking_read(&consul, &api, format!("/v1/kv/p/k?index={index}&wait=30s"));
+    emu.restart();
+    let result = waiter.join().expect("reader thread");
+    assert!(result.is_err(), "answered across a restart: {result:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "dropped only by the client timeout"
+    );
+}
+
+#[test]
+fn latency_delays_every_answer() {
+    let consul = TestConsul::start_fast();
+    let Some(emu) = needs_emulator(&consul) else {
+        return;
+    };
+    let api = consul.api();
+    emu.set_latency(Duration::from_millis(300));
+    let started = Instant::now();
+    assert_eq!(api.get("/v1/status/leader").status, 200);
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    emu.set_latency(Duration::ZERO);
+}
+
+#[test]
+fn acl_tokens_are_enforced_with_consuls_messages() {
+    let consul = TestConsul::with(|b| {
+        b.acl_token("root", AclPolicy::Full)
+            .acl_token("kv-only", AclPolicy::KvWriteOnly)
+    });
+    let Some(_) = needs_emulator(&consul) else {
+        return;
+    };
+    let anonymous = consul.api();
+    let denied = |resp: crate::consul::Resp, text: &str| {
+        assert_eq!((resp.status, resp.text().as_str()), (403, text));
+    };
+    denied(
+        anonymous.put("/v1/session/create", "{}"),
+        "Permission denied",
+    );
+    denied(anonymous.put("/v1/kv/p/k", "v"), "Permission denied");
+    denied(anonymous.get("/v1/kv/p/k"), "Permission denied");
+    denied(anonymous.get("/v1/agent/self"), "Permission denied");
+    let unknown = anonymous.with_token("nope");
+    denied(unknown.put("/v1/session/create", "{}"), "ACL not found");
+    denied(unknown.get("/v1/kv/p/k"), "ACL not found");
+    let bearer = anonymous
+        .try_request(
+            "GET",
+            "/v1/kv/p/k",
+            None,
+            &[("Authorization", "Bearer nope")],
+        )
+        .unwrap();
+    denied(bearer, "ACL not found");
+
+    let kv = anonymous.with_token("kv-only");
+    assert!(kv.kv_put("p/k", "v"));
+    assert_eq!(kv.kv_get("p/k").unwrap().value, b"v");
+    denied(kv.put("/v1/session/create", "{}"), "Permission denied");
+
+    let root = anonymous.with_token("root");
+    let id = root.session_create("{}");
+    assert!(root.kv_acquire("p/lock", &id, ""));
+    let resp = anonymous
+        .try_request(
+            "GET",
+            "/v1/session/list",
+            None,
+            &[("Authorization", "Bearer root")],
+        )
+        .unwrap();
+    assert_eq!(resp.json().as_array().map(Vec::len), Some(1));
+    // Lists are filtered rather than refused.
+    assert_eq!(anonymous.get("/v1/session/list").json(), json!([]));
+    assert_eq!(anonymous.get("/v1/kv/p/?recurse").status, 404);
+    assert_eq!(resp.header("X-Consul-Default-Acl-Policy"), Some("deny"));
+}
+
+#[test]
+fn counters_count_requests_per_endpoint_and_writes() {
+    let consul = TestConsul::start_fast();
+    let Some(emu) = needs_emulator(&consul) else {
+        return;
+    };
+    let api = consul.api();
+    let id = api.session_create("{}");
+    api.session_renew(&id);
+    api.kv_put("p/k", "v");
+    api.kv_get("p/k");
+    api.kv_get("p/k");
+    api.kv_delete("p/k");
+    api.get(&format!("/v1/session/info/{id}"));
+    assert_eq!(emu.request_count(Endpoint::SessionCreate), 1);
+    assert_eq!(emu.request_count(Endpoint::SessionRenew), 1);
+    assert_eq!(emu.request_count(Endpoint::KvPut), 1);
+    assert_eq!(emu.request_count(Endpoint::KvGet), 2);
+    assert_eq!(emu.request_count(Endpoint::KvDelete), 1);
+    assert_eq!(emu.request_count(Endpoint::SessionInfo), 1);
+    assert_eq!(emu.request_count(Endpoint::Total), 7);
+    assert_eq!(emu.write_count(), 4, "create, renew, put, delete");
+    emu.reset_counters();
+    assert_eq!(emu.request_count(Endpoint::Total), 0);
+    assert_eq!(emu.write_count(), 0);
+    api.kv_get("p/k");
+    assert_eq!(emu.write_count(), 0, "reads write nothing");
+    assert_eq!(emu.request_log().len(), 8, "the log is kept");
+}
+
+#[test]
+fn invalidate_session_releases_held_keys_and_arms_the_lock_delay() {
+    let consul = TestConsul::start_fast();
+    let Some(emu) = needs_emulator(&consul) else {
+        return;
+    };
+    let api = consul.api();
+    let holder = api.session_create(r#"{"LockDelay":"30s"}"#);
+    let rival = api.session_create(r#"{"LockDelay":"0s"}"#);
+    assert!(api.kv_acquire("p/lock", &holder, "v"));
+    emu.invalidate_session(&holder);
+    assert!(api.session_info(&holder).is_none());
+    let entry = api.kv_get("p/lock").unwrap();
+    assert_eq!((entry.session, entry.lock_index), (None, 1));
+    assert!(
+        !api.kv_acquire("p/lock", &rival, "mine"),
+        "inside the lock-delay"
+    );
+}
+
+#[test]
+fn a_ttl_session_expires_after_twice_its_ttl_unless_renewed() {
+    let consul = TestConsul::start_fast();
+    let Some(emu) = needs_emulator(&consul) else {
+        return;
+    };
+    let api = consul.api();
+    let created = Instant::now();
+    let lapsing = api.session_create(r#"{"TTL":"1s","LockDelay":"0s","Behavior":"delete"}"#);
+    let renewed = api.session_create(r#"{"TTL":"1s","LockDelay":"0s"}"#);
+    assert!(api.kv_acquire("p/eph", &lapsing, "v"));
+    // Renew at TTL/3 (the renewal cadence, not a wait for a result) until
+    // the other has lapsed.
+    while emu.session_ids().contains(&lapsing) {
+        assert!(created.elapsed() < Duration::from_secs(15), "never expired");
+        assert_eq!(api.session_renew(&renewed).status, 200);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(
+        created.elapsed() >= Duration::from_secs(2),
+        "expired before 2×TTL"
+    );
+    assert!(
+        api.session_info(&renewed).is_some(),
+        "renewals keep it alive"
+    );
+    assert!(
+        api.kv_get("p/eph").is_none(),
+        "behavior delete removed the key"
+    );
+    let renew = api.session_renew(&lapsing);
+    assert_eq!(renew.status, 404);
+}
+
+#[test]
+fn the_node_name_and_datacenter_are_configurable() {
+    let consul = TestConsul::with(|b| b.node_name("node-7").datacenter("east"));
+    let Some(_) = needs_emulator(&consul) else {
+        return;
+    };
+    let api = consul.api();
+    let me = api.get("/v1/agent/self").json();
+    assert_eq!(me["Config"]["NodeName"], "node-7");
+    assert_eq!(me["Config"]["Datacenter"], "east");
+    assert_eq!(me["Member"]["Name"], "node-7");
+    let id = api.session_create("{}");
+    assert_eq!(
+        api.session_info(&id).unwrap()["Node"],
+        Value::from("node-7")
+    );
+    assert_eq!(api.get("/v1/kv/x?dc=east").status, 404);
+    assert_eq!(api.get("/v1/kv/x?dc=dc1").status, 500);
+}
