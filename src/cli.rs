@@ -29,7 +29,7 @@ Exit status: the child's own; 1 no holder / nothing released; 2 usage;
 /// holding it can no longer be guaranteed: the child never runs at a moment
 /// when another holder could have acquired the lock.
 #[derive(Debug, Parser)]
-#[command(name = "lockrun", version, after_help = AFTER_HELP, max_term_width = 100)]
+#[command(name = "lockrun", version, after_help = AFTER_HELP, max_term_width = 100, args_override_self = true)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -42,6 +42,13 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run COMMAND while holding the leader lock on KEY.
+    ///
+    /// lockrun creates a session, takes the lock on KEY (waiting with blocking
+    /// queries while another session holds it), runs COMMAND and renews the
+    /// session while it runs. When COMMAND exits, lockrun releases the lock and
+    /// exits with COMMAND's status; when the lock is lost, it stops COMMAND and
+    /// exits 124, or campaigns again with --campaign. KEY excludes `consul lock`
+    /// on the same key.
     #[command(after_help = "\
 Examples:
   lockrun elect service/db/leader -- ./db-primary
@@ -50,6 +57,10 @@ Examples:
   lockrun elect P/.lock -- ./job          # excludes `consul lock P ./job`")]
     Elect(ElectArgs),
     /// Run COMMAND while holding one of N slots of the semaphore PREFIX.
+    ///
+    /// The same lifecycle as elect, holding one of N slots. The format is that
+    /// of `consul lock -n N PREFIX`, so both share slots; every contender must
+    /// use the same --limit.
     #[command(after_help = "\
 Examples:
   lockrun semaphore --limit 3 jobs/reindex -- ./reindex.sh
@@ -57,6 +68,9 @@ Examples:
   lockrun semaphore --limit 2 P -- ./job  # shares slots with `consul lock -n 2 P ./job`")]
     Semaphore(SemaphoreArgs),
     /// Print who holds the lock on KEY (or the semaphore PREFIX).
+    ///
+    /// Prints the holder's value on stdout and exits 0, or exits 1 if nobody
+    /// holds it. For a semaphore prefix, prints one live holder per line.
     #[command(after_help = "\
 Examples:
   leader=$(lockrun leader service/db/leader) || echo \"no leader\"
@@ -68,6 +82,9 @@ Examples:
 Exit status: 0 held, 1 not held, 125 error.")]
     Leader(LeaderArgs),
     /// Force-release the lock on KEY (or semaphore slots), from any host.
+    ///
+    /// Works from any host. Prints whose lock it was; the holder's lockrun
+    /// notices within a blocking-query round trip and stops its child.
     #[command(after_help = "\
 Examples:
   lockrun release service/db/leader
@@ -215,10 +232,11 @@ pub struct ChildArgs {
     /// Signal that asks the child to stop when the lock is lost.
     #[arg(long, default_value = "TERM", value_name = "SIGNAL")]
     pub kill_signal: Signal,
-    /// Grace period after the kill signal before SIGKILL; must fit within the
-    /// lock-delay (lockrun says by how much if it does not).
-    #[arg(long, value_parser = parse_duration, default_value = "5s", value_name = "DURATION")]
-    pub kill_timeout: Duration,
+    /// Grace period after the kill signal before SIGKILL [default: 5s for
+    /// elect, 2s for semaphore]. It must fit in the safety budget (lockrun
+    /// says by how much if it does not).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub kill_timeout: Option<Duration>,
     /// Value stored in the lock entry [default: this host's name].
     #[arg(long, value_name = "VALUE")]
     pub value: Option<String>,

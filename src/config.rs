@@ -181,16 +181,50 @@ fn ttl_min(env: &dyn Env) -> Result<Duration, Failure> {
     }
 }
 
+/// What differs between a leader lock and a semaphore slot.
+#[derive(Debug, Clone, Copy)]
+pub struct Kind {
+    /// "key" or "semaphore", for the session's name.
+    pub name: &'static str,
+    pub default_behavior: Behavior,
+    /// Whether a lock-delay keeps rivals out after the session is gone.
+    pub lock_delay_protects: bool,
+    pub default_kill_timeout: Duration,
+}
+
+pub const LEADER: Kind = Kind {
+    name: "key",
+    default_behavior: Behavior::Release,
+    lock_delay_protects: true,
+    default_kill_timeout: Duration::from_secs(5),
+};
+
+pub const SEMAPHORE: Kind = Kind {
+    name: "semaphore",
+    // Go's Semaphore uses `delete`, so a dead contender's entry vanishes.
+    default_behavior: Behavior::Delete,
+    // A lock-delay guards keys the dead session held. A semaphore slot is
+    // a line in a record nobody holds: once the session is gone a rival
+    // prunes it at once, so there the delay buys the child no time.
+    lock_delay_protects: false,
+    default_kill_timeout: Duration::from_secs(2),
+};
+
 /// Options shared by `elect` and `semaphore`.
 pub fn hold(
-    key_kind: &str,
+    kind: Kind,
     key: &str,
     session: &SessionArgs,
     wait: &WaitArgs,
     child: &ChildArgs,
-    default_behavior: Behavior,
     env: &dyn Env,
 ) -> Result<HoldConfig, Failure> {
+    let Kind {
+        name: key_kind,
+        default_behavior,
+        lock_delay_protects,
+        default_kill_timeout,
+    } = kind;
     consul::path::check_key(key).map_err(Failure::Usage)?;
     let min = ttl_min(env)?;
     if session.ttl < min || session.ttl > TTL_MAX {
@@ -206,16 +240,28 @@ pub fn hold(
             fmt_duration(session.lock_delay)
         )));
     }
+    let kill_timeout = child.kill_timeout.unwrap_or(default_kill_timeout);
     let budget = Budget {
         ttl: session.ttl,
-        lock_delay: session.lock_delay,
-        kill_timeout: child.kill_timeout,
+        lock_delay: if lock_delay_protects {
+            session.lock_delay
+        } else {
+            Duration::ZERO
+        },
+        kill_timeout,
     };
-    budget.check().map_err(Failure::Usage)?;
-    if matches!(child.kill_signal, Signal::Kill) && !child.kill_timeout.is_zero() {
-        // Harmless, but the grace period then means nothing.
-        tracing::debug!("--kill-signal KILL makes --kill-timeout moot");
-    }
+    budget.check().map_err(|message| {
+        if lock_delay_protects {
+            Failure::Usage(message)
+        } else {
+            Failure::Usage(format!(
+                "--kill-timeout {} is too long for --ttl {}: a rival takes a semaphore slot as soon as the session expires, so the child must be dead by then; use --kill-timeout {} or less, or a longer --ttl",
+                fmt_duration(kill_timeout),
+                fmt_duration(session.ttl),
+                fmt_duration(budget.max_kill_timeout()),
+            ))
+        }
+    })?;
     let patience = match (wait.no_wait, wait.timeout) {
         (true, _) => Patience::Once,
         (false, Some(timeout)) => Patience::For(timeout),
@@ -255,7 +301,7 @@ pub fn hold(
         argv: child.command.clone(),
         shell: child.shell,
         kill_signal: child.kill_signal,
-        kill_timeout: child.kill_timeout,
+        kill_timeout,
     };
     check_command(&child, env)?;
     Ok(HoldConfig {

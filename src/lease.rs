@@ -203,7 +203,10 @@ impl Lease {
                         fmt_duration(self.stop_at().saturating_duration_since(Instant::now()))
                     );
                     last_error = why;
-                    next = Instant::now() + backoff;
+                    // Retry soon, and several times before the deadline
+                    // however little of the lease is left.
+                    let left = self.stop_at().saturating_duration_since(Instant::now());
+                    next = Instant::now() + backoff.min(left / 4);
                     backoff = (backoff * 2).min(Duration::from_secs(1));
                 }
             }

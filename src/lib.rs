@@ -15,6 +15,8 @@ pub mod commands;
 pub mod config;
 /// The Consul HTTP client: one call per endpoint, no policy.
 pub mod consul;
+/// Man pages and completions rendered from the clap definition.
+pub mod docs;
 /// What went wrong, as one line for the user, and which exit status it earns.
 pub mod error;
 /// The exit-status table.

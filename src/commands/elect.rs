@@ -2,7 +2,7 @@
 
 use crate::cli::ElectArgs;
 use crate::config::{self, Env, HoldConfig};
-use crate::consul::{Behavior, Client};
+use crate::consul::Client;
 use crate::error::Failure;
 use crate::exit::Exit;
 
@@ -16,12 +16,11 @@ pub struct Job {
 
 pub fn prepare(args: ElectArgs, env: &dyn Env) -> Result<Job, Failure> {
     let config = config::hold(
-        "key",
+        config::LEADER,
         &args.key,
         &args.session,
         &args.wait,
         &args.child,
-        Behavior::Release,
         env,
     )?;
     Ok(Job {

@@ -48,14 +48,18 @@ fn clap_error(e: clap::Error) -> ExitCode {
             Exit::Usage.into()
         }
         _ => {
+            // clap's first paragraph says what is wrong (a list of missing
+            // arguments spans several lines); usage and tips follow.
             let rendered = e.render().to_string();
-            let first = rendered
+            let first: Vec<&str> = rendered
+                .trim_start()
                 .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("invalid command line")
-                .trim_start_matches("error: ")
-                .to_string();
-            logging::fatal(None, &format!("{first}; see `lockrun --help`"));
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let message = first.join(" ");
+            let message = message.trim_start_matches("error: ");
+            logging::fatal(None, &format!("{message}; see `lockrun --help`"));
             Exit::Usage.into()
         }
     }

@@ -3,7 +3,7 @@
 
 use crate::cli::SemaphoreArgs;
 use crate::config::{self, Env, HoldConfig};
-use crate::consul::{Behavior, Client};
+use crate::consul::Client;
 use crate::error::Failure;
 use crate::exit::Exit;
 
@@ -24,13 +24,11 @@ pub fn prepare(args: SemaphoreArgs, env: &dyn Env) -> Result<Job, Failure> {
         .unwrap_or(&args.prefix)
         .to_string();
     let config = config::hold(
-        "semaphore",
+        config::SEMAPHORE,
         &prefix,
         &args.session,
         &args.wait,
         &args.child,
-        // Go's Semaphore uses `delete`, so a dead contender's entry vanishes.
-        Behavior::Delete,
         env,
     )?;
     Ok(Job {

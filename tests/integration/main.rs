@@ -10,3 +10,25 @@ mod conformance;
 mod transcript;
 // The emulator's fault injection (emulator only).
 mod emulator_faults;
+// The child layer: guard, process group, stop ladder, parent death, terminal.
+mod child;
+// Process helpers: liveness, condition waits, readiness files, cleanup guard.
+mod procs;
+// Man pages and completions match the clap definition; help examples parse.
+mod docs;
+// Runs the real binary: command builder, background runs, failure dumps.
+mod support;
+// A TCP relay a test can freeze: a partition for one lockrun alone.
+mod link;
+// `lockrun elect` end to end.
+mod elect;
+// `lockrun semaphore` end to end.
+mod semaphore;
+// `lockrun leader` and `lockrun release`.
+mod leader;
+// Signals sent to lockrun while the child runs.
+mod signals;
+// The safety model under faults: partitions, restarts, kills, churn.
+mod safety;
+// Every bad input: one line, the documented status, nothing written.
+mod errors;

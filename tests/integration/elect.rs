@@ -1,0 +1,396 @@
+//! `lockrun elect`: the leader lock end to end, the real binary against the
+//! Consul under test.
+
+use std::path::Path;
+
+use nix::sys::signal::Signal;
+
+use crate::consul::TestConsul;
+use crate::procs::{self, pid_alive, read_pid_file, wait_until, KillGroupsOnDrop};
+use crate::support::{
+    assert_status, kv_acquire, kv_release, lockrun, run, scratch, script, sessions_named_like,
+    wait_for_file, Running,
+};
+
+const LOCK_FLAG: u64 = 0x2ddc_cbc0_58a5_0c18;
+
+/// `elect` with quick-handover settings valid on a real agent too.
+fn elect(consul: &TestConsul, key: &str, extra: &[&str], child: &[&str]) -> std::process::Command {
+    let mut args = vec!["elect", "--lock-delay", "0s", "--kill-timeout", "1s"];
+    args.extend_from_slice(extra);
+    args.push(key);
+    args.push("--");
+    args.extend_from_slice(child);
+    lockrun(consul, args)
+}
+
+/// A `--shell` child that signals readiness and then waits for `go`.
+fn waiting_child(dir: &Path) -> Vec<String> {
+    vec![
+        script("while [ ! -e \"$1/go\" ]; do sleep 0.05; done; exit 0"),
+        dir.display().to_string(),
+    ]
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn runs_the_child_passes_its_status_and_cleans_up() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("elect-status") + "/leader";
+    let dir = scratch();
+    let body = format!(
+        "echo \"$LOCKRUN_SESSION\" > {0}/session; exit 3",
+        dir.path().display()
+    );
+    let output = run(&mut elect(&consul, &key, &["--shell"], &[&body]));
+    assert_status(&output, 3, "the child's status", &consul);
+    let session = std::fs::read_to_string(dir.path().join("session")).unwrap();
+    let api = consul.api();
+    assert!(
+        api.kv_get(&key).is_none(),
+        "the lock key is removed after the run"
+    );
+    assert!(
+        api.session_info(session.trim()).is_none(),
+        "the session is destroyed after the run"
+    );
+}
+
+#[test]
+fn a_child_killed_by_a_signal_gives_128_plus_n() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("elect-signal-status") + "/leader";
+    let output = run(&mut elect(&consul, &key, &["--shell"], &["kill -TERM $$"]));
+    assert_status(&output, 128 + 15, "killed by SIGTERM", &consul);
+}
+
+#[test]
+fn a_missing_command_is_127_and_nothing_is_written() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("elect-127") + "/leader";
+    let writes = consul.emulator().map(|e| e.write_count());
+    let output = run(&mut elect(
+        &consul,
+        &key,
+        &[],
+        &["lockrun-no-such-command-xyz"],
+    ));
+    assert_status(&output, 127, "command not found", &consul);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.contains("lockrun-no-such-command-xyz"), "{stderr}");
+    if let Some(emulator) = consul.emulator() {
+        assert_eq!(
+            Some(emulator.write_count()),
+            writes,
+            "nothing written to Consul"
+        );
+    }
+    assert!(consul.api().kv_get(&key).is_none());
+}
+
+#[test]
+fn a_command_that_is_not_executable_is_126() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("elect-126") + "/leader";
+    let dir = scratch();
+    let file = dir.path().join("not-executable");
+    std::fs::write(&file, "#!/bin/sh\nexit 0\n").unwrap();
+    let output = run(&mut elect(&consul, &key, &[], &[file.to_str().unwrap()]));
+    assert_status(&output, 126, "not executable", &consul);
+    assert!(consul.api().kv_get(&key).is_none());
+}
+
+#[test]
+fn the_child_sees_the_lock_and_consul_shows_the_value() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("elect-env") + "/leader";
+    let dir = scratch();
+    let body = format!(
+        "env | grep -E '^(LOCKRUN_|CONSUL_LOCK_HELD)' | sort > {0}/env; {1}",
+        dir.path().display(),
+        script("while [ ! -e \"$1/go\" ]; do sleep 0.05; done")
+    );
+    let running = Running::spawn(&mut elect(
+        &consul,
+        &key,
+        &["--shell", "--value", "primary-at-10.0.0.7"],
+        &[&body, &dir.path().display().to_string()],
+    ));
+    wait_for_file(&dir.path().join("ready"));
+    let entry = consul
+        .api()
+        .kv_get(&key)
+        .expect("the lock key exists while held");
+    assert_eq!(entry.value, b"primary-at-10.0.0.7");
+    assert_eq!(entry.flags, LOCK_FLAG, "Go API LockFlagValue");
+    let session = entry.session.clone().expect("held by a session");
+    let env = std::fs::read_to_string(dir.path().join("env")).unwrap();
+    assert!(env.contains("CONSUL_LOCK_HELD=true"), "{env}");
+    assert!(env.contains(&format!("LOCKRUN_KEY={key}")), "{env}");
+    assert!(env.contains(&format!("LOCKRUN_SESSION={session}")), "{env}");
+    assert!(
+        env.contains(&format!("LOCKRUN_LOCK_INDEX={}", entry.lock_index)),
+        "{env}"
+    );
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    let output = running.finish();
+    assert_status(&output, 0, "child exits 0", &consul);
+}
+
+#[test]
+fn no_wait_on_a_held_lock_exits_75_and_leaves_nothing_behind() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("elect-nowait") + "/leader";
+    let dir = scratch();
+    let child = waiting_child(dir.path());
+    let mut holder_cmd = elect(&consul, &key, &["--shell"], &strs(&child));
+    let holder = Running::spawn(&mut holder_cmd);
+    wait_for_file(&dir.path().join("ready"));
+    let before = consul.api().kv_get(&key).expect("held");
+
+    let marker = dir.path().join("second-ran");
+    let second = format!("touch {}", marker.display());
+    let output = run(&mut elect(
+        &consul,
+        &key,
+        &["--no-wait", "--shell"],
+        &[&second],
+    ));
+    assert_status(&output, 75, "--no-wait on a held lock", &consul);
+    let output = run(&mut elect(
+        &consul,
+        &key,
+        &["--no-wait", "--shell", "--conflict-exit-code", "9"],
+        &[&second],
+    ));
+    assert_status(&output, 9, "--conflict-exit-code", &consul);
+    assert!(!marker.exists(), "the second child never ran");
+    let after = consul.api().kv_get(&key).expect("still held");
+    assert_eq!(after.session, before.session, "the holder is untouched");
+    assert_eq!(after.modify_index, before.modify_index);
+
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    assert_status(&holder.finish(), 0, "holder", &consul);
+}
+
+#[test]
+fn timeout_on_a_held_lock_exits_75() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("elect-timeout") + "/leader";
+    let dir = scratch();
+    let child = waiting_child(dir.path());
+    let holder = Running::spawn(&mut elect(&consul, &key, &["--shell"], &strs(&child)));
+    wait_for_file(&dir.path().join("ready"));
+    let output = run(&mut elect(
+        &consul,
+        &key,
+        &["--timeout", "500ms"],
+        &["true"],
+    ));
+    assert_status(&output, 75, "--timeout on a held lock", &consul);
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    assert_status(&holder.finish(), 0, "holder", &consul);
+}
+
+#[test]
+fn eight_contenders_take_turns_and_never_overlap() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("elect-mutex") + "/leader";
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let mut runs = Vec::new();
+    for i in 0..8 {
+        let body = format!(
+            "echo start {i} >> {log}; sleep 0.1; echo end {i} >> {log}",
+            log = log.display()
+        );
+        runs.push(Running::spawn(&mut elect(
+            &consul,
+            &key,
+            &["--shell"],
+            &[&body],
+        )));
+    }
+    for running in runs {
+        assert_status(&running.finish(), 0, "contender", &consul);
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 16, "every contender ran once:\n{text}");
+    for pair in lines.chunks(2) {
+        let (start, end) = (pair[0], pair[1]);
+        assert!(start.starts_with("start "), "overlap:\n{text}");
+        assert_eq!(end, start.replace("start", "end"), "overlap:\n{text}");
+    }
+}
+
+#[test]
+fn an_operator_release_stops_the_child_and_exits_124() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("elect-released") + "/leader";
+    let dir = scratch();
+    let body = script(&format!(
+        "trap 'echo stopped > {0}/stopped; exit 0' TERM; while :; do sleep 0.05; done",
+        dir.path().display()
+    ));
+    let running = Running::spawn(&mut elect(
+        &consul,
+        &key,
+        &["--shell"],
+        &[&body, &dir.path().display().to_string()],
+    ));
+    wait_for_file(&dir.path().join("ready"));
+    let output = run(&mut lockrun(&consul, ["release", key.as_str()]));
+    assert_status(&output, 0, "release", &consul);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("released"), "{stdout}");
+    let output = running.finish();
+    assert_status(&output, 124, "lock lost", &consul);
+    assert!(dir.path().join("stopped").exists(), "the child got SIGTERM");
+}
+
+#[test]
+fn a_destroyed_session_stops_the_child_and_exits_124() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("elect-destroyed") + "/leader";
+    let dir = scratch();
+    let body = script("while :; do sleep 0.05; done");
+    let running = Running::spawn(&mut elect(
+        &consul,
+        &key,
+        &["--shell"],
+        &[&body, &dir.path().display().to_string()],
+    ));
+    wait_for_file(&dir.path().join("ready"));
+    let pid = read_pid_file(&dir.path().join("pid"), procs::deadline());
+    let session = consul.api().kv_get(&key).unwrap().session.unwrap();
+    consul.api().session_destroy(&session);
+    let output = running.finish();
+    assert_status(&output, 124, "session destroyed", &consul);
+    assert!(!pid_alive(pid), "the child is gone");
+}
+
+#[test]
+fn sigkill_of_lockrun_takes_the_child_and_its_grandchildren_down() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("elect-sigkill") + "/leader";
+    let dir = scratch();
+    let mut groups = KillGroupsOnDrop::new();
+    let body = script(&format!(
+        "sh -c 'sleep 600; true' & echo $! > {0}/grandchild; wait",
+        dir.path().display()
+    ));
+    let running = Running::spawn(&mut elect(
+        &consul,
+        &key,
+        &["--shell"],
+        &[&body, &dir.path().display().to_string()],
+    ));
+    let child = read_pid_file(&dir.path().join("pid"), procs::deadline());
+    let grandchild = read_pid_file(&dir.path().join("grandchild"), procs::deadline());
+    if let Ok(pgid) = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(child as i32))) {
+        groups.watch(pgid.as_raw() as u32);
+    }
+    running.signal(Signal::SIGKILL);
+    assert!(
+        wait_until(procs::deadline(), || !pid_alive(child)
+            && !pid_alive(grandchild)),
+        "child {child} or grandchild {grandchild} survived lockrun's SIGKILL"
+    );
+    let _ = running.finish();
+}
+
+#[test]
+fn keys_with_special_characters_work_and_inject_nothing() {
+    let consul = TestConsul::start();
+    let prefix = consul.prefix("elect-keys");
+    let key = prefix.clone() + "/a?b c#d&acquire=x/ü";
+    let dir = scratch();
+    let body = script("while [ ! -e \"$1/go\" ]; do sleep 0.05; done");
+    let running = Running::spawn(&mut elect(
+        &consul,
+        &key,
+        &["--shell"],
+        &[&body, &dir.path().display().to_string()],
+    ));
+    wait_for_file(&dir.path().join("ready"));
+    let entry = consul.api().kv_get(&key).expect("the exact key is held");
+    assert!(entry.session.is_some());
+    let keys: Vec<String> = consul
+        .api()
+        .kv_list(&prefix)
+        .into_iter()
+        .map(|e| e.key)
+        .collect();
+    assert_eq!(keys, vec![key.clone()], "no other key was written");
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    assert_status(&running.finish(), 0, "holder", &consul);
+}
+
+#[test]
+fn a_lock_held_by_a_go_api_client_is_respected() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("elect-interop") + "/.lock";
+    let api = consul.api();
+    let session = api.session_create(r#"{"Name":"consul lock","TTL":"15s","LockDelay":"0s"}"#);
+    assert!(
+        kv_acquire(&api, &key, &session, LOCK_FLAG),
+        "the Go-style lock is held"
+    );
+    let output = run(&mut elect(&consul, &key, &["--no-wait"], &["true"]));
+    assert_status(&output, 75, "held by consul lock", &consul);
+    // Released the way `consul lock` releases: lockrun then gets it.
+    assert!(kv_release(&api, &key, &session, LOCK_FLAG));
+    let output = run(&mut elect(&consul, &key, &["--no-wait"], &["true"]));
+    assert_status(&output, 0, "free after consul lock released it", &consul);
+    api.session_destroy(&session);
+}
+
+#[test]
+fn a_key_holding_foreign_data_is_a_conflict_and_left_untouched() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("elect-foreign") + "/config";
+    let api = consul.api();
+    api.kv_put(&key, b"important");
+    let before = api.kv_get(&key).unwrap();
+    let output = run(&mut elect(&consul, &key, &[], &["true"]));
+    assert_status(&output, 125, "foreign data", &consul);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&key) && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    let after = api.kv_get(&key).unwrap();
+    assert_eq!(after.value, b"important");
+    assert_eq!(after.modify_index, before.modify_index);
+}
+
+#[test]
+fn sigterm_while_waiting_exits_143_and_cleans_up() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("elect-wait-signal") + "/leader";
+    let dir = scratch();
+    let child = waiting_child(dir.path());
+    let holder = Running::spawn(&mut elect(&consul, &key, &["--shell"], &strs(&child)));
+    wait_for_file(&dir.path().join("ready"));
+    let waiter = Running::spawn(&mut elect(&consul, &key, &["-v"], &["true"]));
+    // Wait until the waiter has said it is waiting.
+    let api = consul.api();
+    assert!(
+        wait_until(procs::deadline(), || sessions_named_like(&api, &key) >= 2),
+        "the waiter created its session"
+    );
+    waiter.signal(Signal::SIGTERM);
+    let output = waiter.finish();
+    assert_status(&output, 143, "SIGTERM while waiting", &consul);
+    assert!(
+        wait_until(procs::deadline(), || sessions_named_like(&api, &key) == 1),
+        "the waiter's session is gone"
+    );
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    assert_status(&holder.finish(), 0, "holder", &consul);
+}

@@ -1,0 +1,283 @@
+//! Every bad input: one line on stderr naming the problem, the documented
+//! exit status, no panic, and nothing written to Consul.
+
+use crate::consul::TestConsul;
+use crate::support::{bare, describe, lockrun, run, scratch};
+
+struct Case {
+    args: Vec<String>,
+    env: Vec<(&'static str, String)>,
+    status: i32,
+    /// A fragment the message must contain.
+    says: &'static str,
+}
+
+fn case(args: &[&str], status: i32, says: &'static str) -> Case {
+    Case {
+        args: args.iter().map(|s| s.to_string()).collect(),
+        env: Vec::new(),
+        status,
+        says,
+    }
+}
+
+fn with_env(mut c: Case, name: &'static str, value: &str) -> Case {
+    c.env.push((name, value.to_string()));
+    c
+}
+
+#[test]
+fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
+    let consul = TestConsul::start();
+    let prefix = consul.prefix("errors");
+    let key = format!("{prefix}/leader");
+    let dir = scratch();
+    let unreadable = dir.path().join("missing-token");
+    let empty_token = dir.path().join("empty-token");
+    std::fs::write(&empty_token, "\n").unwrap();
+    let bad_ca = dir.path().join("bad-ca.pem");
+    std::fs::write(&bad_ca, "not a certificate").unwrap();
+    let not_exec = dir.path().join("script.sh");
+    std::fs::write(&not_exec, "#!/bin/sh\n").unwrap();
+    let k = key.as_str();
+    let cases = vec![
+        case(&["elect", "", "--", "true"], 2, "key is empty"),
+        case(&["elect", "/abs/key", "--", "true"], 2, "starts with `/`"),
+        case(&["elect", "a//b", "--", "true"], 2, "`//`"),
+        case(&["elect", "a/../b", "--", "true"], 2, "`..`"),
+        case(&["elect", "key/", "--", "true"], 2, "ends with `/`"),
+        case(&["elect", " spaced", "--", "true"], 2, "white space"),
+        case(
+            &["elect", "--ttl", "fast", k, "--", "true"],
+            2,
+            "not a duration",
+        ),
+        case(
+            &["elect", "--ttl", "5s", k, "--", "true"],
+            2,
+            "--ttl 5s is outside",
+        ),
+        case(&["elect", "--ttl", "25h", k, "--", "true"], 2, "outside"),
+        case(
+            &["elect", "--lock-delay", "61s", k, "--", "true"],
+            2,
+            "--lock-delay 1m 1s",
+        ),
+        case(
+            &[
+                "elect",
+                "--lock-delay",
+                "0s",
+                "--kill-timeout",
+                "30s",
+                k,
+                "--",
+                "true",
+            ],
+            2,
+            "--kill-timeout 30s is too long",
+        ),
+        case(
+            &[
+                "semaphore",
+                "--limit",
+                "1",
+                "--kill-timeout",
+                "10s",
+                k,
+                "--",
+                "true",
+            ],
+            2,
+            "semaphore slot",
+        ),
+        case(
+            &["semaphore", "--limit", "0", k, "--", "true"],
+            2,
+            "--limit",
+        ),
+        case(&["semaphore", k, "--", "true"], 2, "--limit"),
+        case(&["elect", k], 2, "COMMAND"),
+        case(&["elect", k, "--"], 2, "COMMAND"),
+        case(&["elect", "--bogus", k, "--", "true"], 2, "--bogus"),
+        case(&["frobnicate"], 2, "frobnicate"),
+        case(
+            &["elect", "--no-wait", "--timeout", "1s", k, "--", "true"],
+            2,
+            "--timeout",
+        ),
+        case(
+            &["elect", "--kill-signal", "NOPE", k, "--", "true"],
+            2,
+            "NOPE",
+        ),
+        case(
+            &["elect", "--behavior", "bogus", k, "--", "true"],
+            2,
+            "bogus",
+        ),
+        case(
+            &["elect", "--conflict-exit-code", "0", k, "--", "true"],
+            2,
+            "0",
+        ),
+        case(
+            &["elect", k, "--", "lockrun-no-such-program"],
+            127,
+            "not found",
+        ),
+        case(
+            &["elect", k, "--", not_exec.to_str().unwrap()],
+            126,
+            "not an executable",
+        ),
+        case(
+            &[
+                "elect",
+                "--token-file",
+                unreadable.to_str().unwrap(),
+                k,
+                "--",
+                "true",
+            ],
+            125,
+            "token file",
+        ),
+        case(
+            &[
+                "elect",
+                "--token-file",
+                empty_token.to_str().unwrap(),
+                k,
+                "--",
+                "true",
+            ],
+            125,
+            "is empty",
+        ),
+        case(
+            &[
+                "elect",
+                "--ca-file",
+                bad_ca.to_str().unwrap(),
+                k,
+                "--",
+                "true",
+            ],
+            125,
+            "bad-ca.pem",
+        ),
+        case(
+            &[
+                "elect",
+                "--client-cert",
+                bad_ca.to_str().unwrap(),
+                k,
+                "--",
+                "true",
+            ],
+            125,
+            "client",
+        ),
+        case(&["release", "--session", "nope", k], 2, "not a session ID"),
+        case(&["leader", "--timeout", "1s", k], 2, "--wait"),
+        case(&["leader", "a//b"], 2, "`//`"),
+        with_env(
+            case(&["elect", k, "--", "true"], 125, "unix sockets"),
+            "CONSUL_HTTP_ADDR",
+            "unix:///tmp/consul.sock",
+        ),
+        with_env(
+            case(&["elect", k, "--", "true"], 125, "unknown scheme"),
+            "CONSUL_HTTP_ADDR",
+            "ftp://127.0.0.1:8500",
+        ),
+        with_env(
+            case(&["elect", k, "--", "true"], 125, "CONSUL_HTTP_SSL"),
+            "CONSUL_HTTP_SSL",
+            "maybe",
+        ),
+        with_env(
+            case(&["elect", k, "--", "true"], 125, "LOCKRUN_SESSION_TTL_MIN"),
+            "LOCKRUN_SESSION_TTL_MIN",
+            "soon",
+        ),
+    ];
+    assert!(cases.len() >= 25);
+    let writes = consul.emulator().map(|e| e.write_count());
+    for c in &cases {
+        let mut cmd = lockrun(&consul, &c.args);
+        for (name, value) in &c.env {
+            cmd.env(name, value);
+        }
+        let output = run(&mut cmd);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let what = describe(&cmd, &output, None);
+        assert_eq!(output.status.code(), Some(c.status), "wrong status\n{what}");
+        assert_eq!(stderr.lines().count(), 1, "not one line\n{what}");
+        assert!(
+            stderr.starts_with("lockrun: "),
+            "no `lockrun:` prefix\n{what}"
+        );
+        assert!(stderr.contains(c.says), "does not say `{}`\n{what}", c.says);
+        assert!(!stderr.contains("panicked"), "{what}");
+        assert!(output.stdout.is_empty(), "{what}");
+    }
+    if let Some(emulator) = consul.emulator() {
+        assert_eq!(
+            Some(emulator.write_count()),
+            writes,
+            "nothing was written to Consul"
+        );
+    }
+    assert!(
+        consul.api().kv_list(&prefix).is_empty(),
+        "nothing under the prefix"
+    );
+}
+
+#[test]
+fn an_unreachable_consul_is_one_clear_line() {
+    let output = run(bare(["elect", "k", "--", "true"]).env("CONSUL_HTTP_ADDR", "127.0.0.1:1"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(125), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "lockrun: cannot reach Consul at http://127.0.0.1:1 (connection refused); is an agent running? set CONSUL_HTTP_ADDR"
+    );
+}
+
+#[test]
+fn the_token_never_appears_in_any_output() {
+    // An agent with ACLs on and a default-deny policy; the suite's real
+    // agent may have ACLs off, so this one is always the emulator.
+    let consul = TestConsul::emulator_only(|b| b.acl_default_deny());
+    let secret = "5ecr3t-t0ken-that-is-denied";
+    let key = consul.prefix("errors-token") + "/leader";
+    for flags in [&["-vv"][..], &["-vv", "--log-format", "json"][..], &[][..]] {
+        for sub in [
+            vec!["elect", &key, "--", "true"],
+            vec!["leader", &key],
+            vec!["release", &key],
+        ] {
+            let mut args: Vec<&str> = flags.to_vec();
+            args.extend(sub.iter().copied());
+            let mut cmd = lockrun(&consul, &args);
+            cmd.env("CONSUL_HTTP_TOKEN", secret);
+            let output = run(&mut cmd);
+            let all = format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+            assert_eq!(
+                output.status.code(),
+                Some(125),
+                "{}",
+                describe(&cmd, &output, None)
+            );
+            assert!(!all.contains(secret), "the token leaked:\n{all}");
+            assert!(all.contains("ACL not found"), "says why:\n{all}");
+        }
+    }
+}

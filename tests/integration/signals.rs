@@ -1,0 +1,125 @@
+//! Signals sent to lockrun while the child runs: forwarded to the child's
+//! whole process group; INT/TERM/QUIT bounded by --kill-timeout.
+
+use nix::sys::signal::Signal;
+
+use crate::consul::TestConsul;
+use crate::procs::{self, pid_alive, read_pid_file, wait_until};
+use crate::support::{assert_status, lockrun, scratch, script, wait_for_file, Running};
+
+fn elect_shell(
+    consul: &TestConsul,
+    key: &str,
+    kill_timeout: &str,
+    body: &str,
+    dir: &str,
+) -> Running {
+    // The lock-delay only has to leave room for the grace period.
+    Running::spawn(&mut lockrun(
+        consul,
+        [
+            "elect",
+            "--lock-delay",
+            "60s",
+            "--kill-timeout",
+            kill_timeout,
+            "--shell",
+            key,
+            "--",
+            body,
+            dir,
+        ],
+    ))
+}
+
+#[test]
+fn usr1_and_hup_reach_the_child_and_its_grandchildren_and_term_ends_the_run() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("signals-forward") + "/leader";
+    let dir = scratch();
+    let d = dir.path().display().to_string();
+    let body = script(&format!(
+        "sh -c 'trap \"echo usr1 >> {d}/grandchild\" USR1; echo $$ > {d}/gpid; while :; do sleep 0.05; done' & \
+         trap 'echo usr1 >> {d}/child' USR1; trap 'echo hup >> {d}/child' HUP; \
+         trap 'echo term >> {d}/child; exit 7' TERM; \
+         while [ ! -e {d}/gpid ]; do sleep 0.05; done; touch {d}/armed; while :; do sleep 0.05; done"
+    ));
+    let running = elect_shell(&consul, &key, "2s", &body, &d);
+    wait_for_file(&dir.path().join("armed"));
+    let grandchild = read_pid_file(&dir.path().join("gpid"), procs::deadline());
+    running.signal(Signal::SIGUSR1);
+    let child_log = dir.path().join("child");
+    let grand_log = dir.path().join("grandchild");
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    assert!(
+        wait_until(procs::deadline(), || read(&child_log).contains("usr1")),
+        "child got USR1"
+    );
+    assert!(
+        wait_until(procs::deadline(), || read(&grand_log).contains("usr1")),
+        "grandchild got USR1"
+    );
+    running.signal(Signal::SIGHUP);
+    assert!(
+        wait_until(procs::deadline(), || read(&child_log).contains("hup")),
+        "child got HUP"
+    );
+    let child = read_pid_file(&dir.path().join("pid"), procs::deadline());
+    assert!(pid_alive(child), "HUP and USR1 leave the run going");
+    running.signal(Signal::SIGTERM);
+    let output = running.finish();
+    assert_status(&output, 7, "the child's own status after TERM", &consul);
+    assert!(read(&child_log).contains("term"));
+    assert!(
+        wait_until(procs::deadline(), || !pid_alive(grandchild)),
+        "the grandchild is gone with the run (HUP ended it, or the final sweep)"
+    );
+    assert!(consul.api().kv_get(&key).is_none(), "released");
+}
+
+#[test]
+fn a_child_that_ignores_term_is_killed_after_the_kill_timeout() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("signals-ladder") + "/leader";
+    let dir = scratch();
+    let d = dir.path().display().to_string();
+    let body = script(&format!(
+        "trap 'echo ignored >> {d}/term' TERM; while :; do sleep 0.05; done"
+    ));
+    let running = elect_shell(&consul, &key, "300ms", &body, &d);
+    wait_for_file(&dir.path().join("ready"));
+    let pid = read_pid_file(&dir.path().join("pid"), procs::deadline());
+    running.signal(Signal::SIGTERM);
+    let output = running.finish();
+    assert_status(
+        &output,
+        128 + 9,
+        "SIGKILLed after the grace period",
+        &consul,
+    );
+    assert!(dir.path().join("term").exists(), "TERM was delivered first");
+    assert!(!pid_alive(pid));
+}
+
+#[test]
+fn a_second_interrupt_kills_at_once() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("signals-twice") + "/leader";
+    let dir = scratch();
+    let d = dir.path().display().to_string();
+    let body = script(&format!(
+        "trap 'echo int >> {d}/int' INT; while :; do sleep 0.05; done"
+    ));
+    // A grace period longer than the test waits for the run to end: only the
+    // second signal can end it in time.
+    let running = elect_shell(&consul, &key, "61s", &body, &d);
+    wait_for_file(&dir.path().join("ready"));
+    running.signal(Signal::SIGINT);
+    assert!(wait_until(procs::deadline(), || dir
+        .path()
+        .join("int")
+        .exists()));
+    running.signal(Signal::SIGINT);
+    let output = running.finish();
+    assert_status(&output, 128 + 9, "killed on the second interrupt", &consul);
+}

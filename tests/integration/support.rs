@@ -1,0 +1,256 @@
+//! Running the real `lockrun` binary as users do: a command builder with a
+//! scrubbed environment pointed at the Consul under test, background runs
+//! that are killed if a test fails, and failure messages that show the
+//! command, its status and output, and the emulator's request log.
+
+#![allow(dead_code)] // Not every test module uses every helper.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::consul::{Api, TestConsul};
+use crate::procs::{self, wait_until};
+
+/// The `lockrun` binary under test.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_lockrun"))
+}
+
+/// Variables of the consul CLI that must not leak from the developer's
+/// shell into a test.
+const SCRUBBED: &[&str] = &[
+    "CONSUL_HTTP_ADDR",
+    "CONSUL_HTTP_TOKEN",
+    "CONSUL_HTTP_TOKEN_FILE",
+    "CONSUL_HTTP_AUTH",
+    "CONSUL_HTTP_SSL",
+    "CONSUL_HTTP_SSL_VERIFY",
+    "CONSUL_CACERT",
+    "CONSUL_CAPATH",
+    "CONSUL_CLIENT_CERT",
+    "CONSUL_CLIENT_KEY",
+    "CONSUL_TLS_SERVER_NAME",
+    "CONSUL_NAMESPACE",
+    "CONSUL_PARTITION",
+    "LOCKRUN_SESSION_TTL_MIN",
+    "RUST_LOG",
+];
+
+/// `lockrun` with `args`, talking to `consul`.
+pub fn lockrun<I, S>(consul: &TestConsul, args: I) -> Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut cmd = bare(args);
+    cmd.env("CONSUL_HTTP_ADDR", consul.http_addr());
+    cmd.env(
+        "LOCKRUN_SESSION_TTL_MIN",
+        format!("{}ms", consul.ttl_min().as_millis()),
+    );
+    cmd
+}
+
+/// `lockrun` with `args` and no Consul settings at all.
+pub fn bare<I, S>(args: I) -> Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut cmd = Command::new(bin());
+    for name in SCRUBBED {
+        cmd.env_remove(name);
+    }
+    cmd.args(args);
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+/// Describes a finished run for a failure message.
+pub fn describe(cmd: &Command, output: &Output, consul: Option<&TestConsul>) -> String {
+    let mut text = format!(
+        "command: {:?}\nstatus: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        cmd,
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    if let Some(consul) = consul {
+        let log = consul.request_log_dump();
+        if !log.is_empty() {
+            text.push_str("\n--- emulator request log ---\n");
+            text.push_str(&log);
+        }
+    }
+    text
+}
+
+/// Runs `cmd` to completion (within the test patience) and returns its output.
+pub fn run(cmd: &mut Command) -> Output {
+    let running = Running::spawn(cmd);
+    running.finish()
+}
+
+/// Runs `cmd` and asserts its exit code, printing everything on mismatch.
+pub fn run_expect(cmd: &mut Command, code: i32, consul: Option<&TestConsul>) -> Output {
+    let output = run(cmd);
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "unexpected exit status\n{}",
+        describe(cmd, &output, consul)
+    );
+    output
+}
+
+/// A lockrun running in the background. Killed (SIGKILL) if dropped while
+/// still running, so a failing test leaves nothing behind.
+pub struct Running {
+    child: Option<Child>,
+    pub description: String,
+}
+
+impl Running {
+    pub fn spawn(cmd: &mut Command) -> Running {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+        Running {
+            child: Some(child),
+            description: format!("{cmd:?}"),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    pub fn signal(&self, signal: Signal) {
+        let _ = kill(Pid::from_raw(self.pid() as i32), signal);
+    }
+
+    /// Whether it has exited (without reaping it).
+    pub fn exited(&mut self) -> bool {
+        matches!(
+            self.child.as_mut().expect("running").try_wait(),
+            Ok(Some(_))
+        )
+    }
+
+    /// Waits (within the test patience) for exit and collects the output.
+    pub fn finish(mut self) -> Output {
+        let deadline = procs::deadline() + procs::PATIENCE;
+        let mut child = self.child.take().expect("running");
+        let exited = wait_until(deadline, || matches!(child.try_wait(), Ok(Some(_))));
+        if !exited {
+            let _ = child.kill();
+        }
+        let output = child.wait_with_output().expect("collect output");
+        assert!(
+            exited,
+            "{} did not exit in time\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.description,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            // A test is failing: show what this lockrun said.
+            if let (true, Ok(output)) = (std::thread::panicking(), child.wait_with_output()) {
+                eprintln!(
+                    "--- {} (killed by the failing test) ---\n{}{}",
+                    self.description,
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+        }
+    }
+}
+
+/// Asserts a finished run's status, with diagnostics.
+pub fn assert_status(output: &Output, code: i32, what: &str, consul: &TestConsul) {
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "{what}: unexpected exit status {}\n--- stdout ---\n{}\n--- stderr ---\n{}\n--- emulator log ---\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+        consul.request_log_dump()
+    );
+}
+
+/// A scratch directory for one test's files.
+pub fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("lockrun-test-")
+        .tempdir()
+        .expect("create a temp dir")
+}
+
+/// A child script for `--shell`: `$1` is the test directory. It writes its
+/// pid to `pid`, touches `ready`, then runs `body`.
+pub fn script(body: &str) -> String {
+    format!("echo $$ > \"$1/pid\"; touch \"$1/ready\"; {body}")
+}
+
+/// Waits until `path` exists.
+pub fn wait_for_file(path: &Path) {
+    assert!(
+        wait_until(procs::deadline(), || path.exists()),
+        "{} did not appear in time",
+        path.display()
+    );
+}
+
+/// `?acquire=` with an empty body, as a Go API client would.
+pub fn kv_acquire(api: &Api, key: &str, session: &str, flags: u64) -> bool {
+    let path = format!("/v1/kv/{}?acquire={session}&flags={flags}", encode_key(key));
+    api.put(&path, b"").body == b"true"
+}
+
+/// `?release=` with an empty body, as a Go API client would.
+pub fn kv_release(api: &Api, key: &str, session: &str, flags: u64) -> bool {
+    let path = format!("/v1/kv/{}?release={session}&flags={flags}", encode_key(key));
+    api.put(&path, b"").body == b"true"
+}
+
+/// Percent-encodes each segment of a key for a URL path.
+pub fn encode_key(key: &str) -> String {
+    key.split('/')
+        .map(|segment| {
+            segment
+                .bytes()
+                .map(|b| {
+                    if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                        (b as char).to_string()
+                    } else {
+                        format!("%{b:02X}")
+                    }
+                })
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// How many sessions lockrun created for `key` (its session names end
+/// with the key), so tests can see contenders come and go.
+pub fn sessions_named_like(api: &Api, key: &str) -> usize {
+    api.session_list()
+        .iter()
+        .filter(|s| s["Name"].as_str().is_some_and(|n| n.ends_with(key)))
+        .count()
+}
