@@ -102,7 +102,7 @@ fn a_blocking_read_caught_by_a_partition_is_never_answered() {
     let index = api.get("/v1/kv/p/lock").index().unwrap();
     let waiter = blocking_read(
         &consul,
-        &api.with_timeout(Duration::from_secs(3)),
+        &api.with_timeout(Duration::from_millis(1500)),
         format!("/v1/kv/p/lock?index={index}&wait=30s"),
     );
     emu.set_partitioned(true);

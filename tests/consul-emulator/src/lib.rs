@@ -12,6 +12,16 @@
 //! let consul = consul_emulator::Emulator::start();
 //! std::env::set_var("CONSUL_HTTP_ADDR", consul.http_addr());
 //! ```
+//!
+//! Where we knowingly differ from a real agent:
+//! - one server that is also the only node, with one check (`serfHealth`)
+//!   that never fails: a session ends by destroy, TTL or
+//!   [`Emulator::invalidate_session`], never by gossip;
+//! - every consistency mode reads the same (there are no followers);
+//! - tombstones are never reaped (tests are shorter than Consul's GC);
+//! - two ACL policies only ([`AclPolicy`]);
+//! - type errors in a session-create body are worded after Go's decoder but
+//!   not guaranteed identical; syntax errors are.
 
 mod acl;
 mod duration;
