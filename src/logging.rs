@@ -33,6 +33,7 @@ pub fn init(verbose: u8, quiet: bool, format: LogFormat) -> Logging {
             .with(
                 tracing_subscriber::fmt::layer()
                     .with_writer(std::io::stderr)
+                    .with_ansi(false)
                     .event_format(Line),
             )
             .with(targets)
