@@ -6,13 +6,13 @@ use std::io::Write;
 use tokio::time::Instant;
 
 use crate::cli::LeaderArgs;
-use crate::consul::blocking::{QueryIndex, RateLimit};
+use crate::consul::blocking::QueryIndex;
 use crate::consul::kv::Read;
 use crate::consul::{path, Client, KvPair};
 use crate::error::Failure;
 use crate::exit::Exit;
 use crate::lock::semaphore::{self, View};
-use crate::lock::{transient_pause, WATCH_WAIT};
+use crate::lock::{Patience, Waiter};
 
 pub struct Job {
     args: LeaderArgs,
@@ -71,51 +71,40 @@ pub async fn run(client: &Client, job: Job) -> Result<Exit, Failure> {
     if job.args.watch {
         return watch(client, &key, job.args.json).await;
     }
-    let deadline = job.args.timeout.map(|t| Instant::now() + t);
-    let mut index = QueryIndex::NONE;
-    let mut errors = 0;
-    let mut rate = RateLimit::new(5, 20);
-    loop {
-        let wait = if job.args.wait && index != QueryIndex::NONE {
-            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            if left.is_some_and(|l| l.is_zero()) {
-                break;
-            }
-            Some(left.map_or(WATCH_WAIT, |l| l.min(WATCH_WAIT)))
-        } else {
-            None
+    if !job.args.wait {
+        let (pairs, _) = client.kv_list(&key, Read::now()).await?;
+        return print_state(client, &key, &state_of(&key, pairs)?, job.args.json).await;
+    }
+    let patience = match job.args.timeout {
+        Some(timeout) => Patience::Until(Instant::now() + timeout),
+        None => Patience::Forever,
+    };
+    let mut waiter = Waiter::acquiring(patience);
+    let mut last = None;
+    while let Some(read) = waiter.next_read().await {
+        let result = client.kv_list(&key, read).await;
+        let Some(pairs) = waiter.answer(&format!("reading `{key}`"), result).await? else {
+            continue;
         };
-        rate.acquire().await;
-        let read = match wait {
-            Some(wait) => Read::blocking(index, wait),
-            None => Read::now(),
-        };
-        let (state, returned) = match read_state(client, &key, read).await {
-            Ok(answer) => answer,
-            Err(Failure::Consul(e)) if job.args.wait && e.is_transient() => {
-                tracing::warn!("reading `{key}`: {e}; retrying");
-                transient_pause(&mut errors).await;
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        index = index.after(returned);
-        if state.held() || !job.args.wait {
+        let state = state_of(&key, pairs)?;
+        if state.held() {
             return print_state(client, &key, &state, job.args.json).await;
         }
+        last = Some(state);
+        waiter.block();
     }
     // --timeout ran out with no holder.
-    let (state, _) = read_state(client, &key, Read::now()).await?;
+    let state = last.unwrap_or(State::Lock(None));
     print_state(client, &key, &state, job.args.json).await
 }
 
-async fn read_state(client: &Client, key: &str, read: Read) -> Result<(State, u64), Failure> {
-    // One listing answers both questions: the key itself, and whether it is
-    // a semaphore prefix (`KEY/.lock` with the semaphore flag).
-    let (pairs, index) = client.kv_list(key, read).await?;
+/// One listing of KEY as a string prefix answers both questions: the key
+/// itself, and whether it is a semaphore prefix (`KEY/.lock` with the
+/// semaphore flag).
+fn state_of(key: &str, pairs: Vec<KvPair>) -> Result<State, Failure> {
     let lock = pairs.iter().find(|p| p.key == key).cloned();
     if lock.as_ref().and_then(KvPair::holder).is_some() {
-        return Ok((State::Lock(lock), index));
+        return Ok(State::Lock(lock));
     }
     let record_key = semaphore::record_key(key);
     let under: Vec<KvPair> = pairs
@@ -126,7 +115,7 @@ async fn read_state(client: &Client, key: &str, read: Read) -> Result<(State, u6
         .iter()
         .any(|p| p.key == record_key && p.flags == crate::lock::SEMAPHORE_FLAG);
     if !is_semaphore {
-        return Ok((State::Lock(lock), index));
+        return Ok(State::Lock(lock));
     }
     let view = View::read(key, under).map_err(Failure::Conflict)?;
     let live = view.live_holders();
@@ -135,7 +124,7 @@ async fn read_state(client: &Client, key: &str, read: Read) -> Result<(State, u6
         .into_iter()
         .filter(|p| p.holder().is_some_and(|h| live.contains(h)))
         .collect();
-    Ok((State::Semaphore(holders), index))
+    Ok(State::Semaphore(holders))
 }
 
 async fn print_state(
@@ -217,29 +206,15 @@ async fn entry_json(client: &Client, key: &str, pair: Option<&KvPair>) -> Result
 
 /// Prints the holder now and at every change of holder, until interrupted.
 async fn watch(client: &Client, key: &str, json: bool) -> Result<Exit, Failure> {
-    let mut index = QueryIndex::NONE;
+    let mut waiter = Waiter::watching(QueryIndex::NONE);
     let mut last: Option<Vec<(String, Vec<u8>)>> = None;
-    let mut errors = 0;
-    let mut rate = RateLimit::new(5, 20);
     loop {
-        rate.acquire().await;
-        let read = if index == QueryIndex::NONE {
-            Read::now()
-        } else {
-            Read::blocking(index, WATCH_WAIT)
+        let read = waiter.next_read().await.expect("a watch waits for ever");
+        let result = client.kv_list(key, read).await;
+        let Some(pairs) = waiter.answer(&format!("watching `{key}`"), result).await? else {
+            continue;
         };
-        let (state, returned) = match read_state(client, key, read).await {
-            Ok(answer) => answer,
-            Err(Failure::Consul(e)) if e.is_transient() => {
-                tracing::warn!("watching `{key}`: {e}; retrying");
-                transient_pause(&mut errors).await;
-                index = QueryIndex::NONE;
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        errors = 0;
-        index = index.after(returned);
+        let state = state_of(key, pairs)?;
         let identity = state.identity();
         if last.as_ref() == Some(&identity) {
             continue;

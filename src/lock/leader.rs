@@ -1,14 +1,12 @@
 //! The leader lock: one key, held with `?acquire=` by one session at a time,
 //! flagged with the Go API's `LockFlagValue` so `consul lock` recognises it.
 
-use crate::consul::blocking::{QueryIndex, RateLimit};
+use crate::consul::blocking::QueryIndex;
 use crate::consul::kv::Read;
 use crate::consul::{Client, ConsulError, KvPair, SessionId};
 use crate::lease::Lost;
 
-use super::{
-    transient_pause, AcquireError, Acquired, DelayBackoff, Held, Patience, LOCK_FLAG, WATCH_WAIT,
-};
+use super::{AcquireError, Acquired, DelayBackoff, Held, Patience, Waiter, LOCK_FLAG};
 
 /// A lock we hold, with what the watch and the release need to know.
 #[derive(Debug)]
@@ -43,39 +41,25 @@ pub async fn acquire(
     value: &[u8],
     patience: Patience,
 ) -> Result<Acquired<Holding>, AcquireError> {
-    let mut index = QueryIndex::NONE;
-    let mut block = false;
+    let mut waiter = Waiter::acquiring(patience);
     let mut delay = DelayBackoff::new();
-    let mut errors = 0;
-    let mut limit = RateLimit::new(5, 20);
     let mut holder = None;
     loop {
-        let read = if block {
-            match patience.next_wait() {
-                Some(wait) => Read::blocking(index, wait),
-                None => return Ok(Acquired::No { holder }),
-            }
-        } else {
-            Read::now()
+        let Some(read) = waiter.next_read().await else {
+            return Ok(Acquired::No { holder });
         };
-        limit.acquire().await;
-        let (pair, returned) = match client.kv_get(key, read).await {
-            Ok(answer) => answer,
-            Err(e) if e.is_transient() && !matches!(patience, Patience::Once) => {
-                tracing::warn!("waiting for `{key}`: {e}; retrying");
-                transient_pause(&mut errors).await;
-                block = false;
-                continue;
-            }
-            Err(e) => return Err(e.into()),
+        let result = client.kv_get(key, read).await;
+        let Some(pair) = waiter
+            .answer(&format!("waiting for `{key}`"), result)
+            .await?
+        else {
+            continue;
         };
-        errors = 0;
-        index = index.after(returned);
         if let Some(pair) = &pair {
             check_flags(key, pair)?;
             match pair.holder() {
                 Some(h) if h == session.as_str() => {
-                    return Ok(Acquired::Yes(holding(key, session, pair, index)));
+                    return Ok(Acquired::Yes(holding(key, session, pair, waiter.index())));
                 }
                 Some(h) => {
                     if holder.as_deref() != Some(h) {
@@ -86,7 +70,7 @@ pub async fn acquire(
                         );
                     }
                     holder = Some(h.to_string());
-                    block = true;
+                    waiter.block();
                     continue;
                 }
                 None => {}
@@ -96,43 +80,34 @@ pub async fn acquire(
             // Read it back: the child is told the LockIndex, and the watch
             // and release need the ModifyIndex.
             let (pair, returned) = client.kv_get(key, Read::consistent()).await?;
-            index = QueryIndex::NONE.after(returned);
+            waiter.reset(returned);
             match pair {
                 Some(pair) if pair.holder() == Some(session.as_str()) => {
-                    return Ok(Acquired::Yes(holding(key, session, &pair, index)));
+                    return Ok(Acquired::Yes(holding(key, session, &pair, waiter.index())));
                 }
-                _ => {
-                    // Lost between our write and our read (an operator's
-                    // release, say): start over.
-                    block = false;
-                    continue;
-                }
+                // Lost between our write and our read (an operator's
+                // release, say): start over.
+                _ => waiter.read_now(),
             }
+            continue;
         }
         // Refused: someone else got there first, or a lock-delay is running.
         // Only a fresh read tells which.
         let (pair, returned) = client.kv_get(key, Read::now()).await?;
-        index = QueryIndex::NONE.after(returned);
+        waiter.reset(returned);
         match pair.as_ref().and_then(KvPair::holder) {
             Some(h) => {
-                if matches!(patience, Patience::Once) {
-                    return Ok(Acquired::No {
-                        holder: Some(h.to_string()),
-                    });
-                }
                 holder = Some(h.to_string());
-                block = true;
+                waiter.block();
             }
+            None if matches!(patience, Patience::Once) => return Ok(Acquired::No { holder: None }),
             None => {
-                if matches!(patience, Patience::Once) {
-                    return Ok(Acquired::No { holder: None });
-                }
                 tracing::debug!(
                     key,
                     "acquire refused with no holder: a lock-delay is running"
                 );
                 delay.wait().await;
-                block = false;
+                waiter.read_now();
             }
         }
     }
@@ -156,27 +131,16 @@ impl Holding {
     /// when silence means loss.
     pub async fn watch(&mut self, client: &Client) -> Lost {
         let key = self.held.key.clone();
-        let mut errors = 0;
-        let mut limit = RateLimit::new(5, 20);
+        let mut waiter = Waiter::watching(self.index);
         loop {
-            limit.acquire().await;
-            let read = Read {
-                index: self.index,
-                wait: Some(WATCH_WAIT),
-                consistent: true,
-            };
-            let (pair, returned) = match client.kv_get(&key, read).await {
-                Ok(answer) => answer,
-                Err(e) if e.is_transient() => {
-                    tracing::warn!("watching `{key}`: {e}; retrying");
-                    transient_pause(&mut errors).await;
-                    self.index = QueryIndex::NONE;
-                    continue;
-                }
+            let read = waiter.next_read().await.expect("a watch waits for ever");
+            let result = client.kv_get(&key, read).await;
+            let pair = match waiter.answer(&format!("watching `{key}`"), result).await {
+                Ok(Some(pair)) => pair,
+                Ok(None) => continue,
                 Err(e) => return Lost::Watch(format!("cannot watch the lock any more: {e}")),
             };
-            errors = 0;
-            self.index = self.index.after(returned);
+            self.index = waiter.index();
             match pair {
                 None => return Lost::Watch(format!("the lock key `{key}` was deleted")),
                 Some(pair) => match pair.holder() {

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::consul::blocking::{QueryIndex, RateLimit};
+use crate::consul::kv::Read;
 use crate::consul::{ConsulError, SessionId};
 
 /// `LockFlagValue` of Consul's Go API: marks a key as a leader lock.
@@ -122,4 +124,111 @@ pub async fn transient_pause(attempt: &mut u32) {
     let ms = 100u64 << (*attempt).min(4);
     *attempt += 1;
     tokio::time::sleep(Duration::from_millis(ms.min(1000))).await;
+}
+
+/// The loop state of a wait or a watch on Consul: the index to block on,
+/// whether the next read should block, the rate limit, and the retry of
+/// transient errors. One place, so acquiring and watching cannot disagree
+/// on the blocking-query rules.
+#[derive(Debug)]
+pub struct Waiter {
+    index: QueryIndex,
+    block: bool,
+    errors: u32,
+    rate: RateLimit,
+    patience: Patience,
+    consistent: bool,
+}
+
+impl Waiter {
+    /// For acquisition: the first read answers at once.
+    pub fn acquiring(patience: Patience) -> Waiter {
+        Waiter {
+            index: QueryIndex::NONE,
+            block: false,
+            errors: 0,
+            rate: RateLimit::new(5, 20),
+            patience,
+            consistent: false,
+        }
+    }
+
+    /// For watching a held lock from `index`: every read blocks and is
+    /// consistent, and transient errors are retried for ever (the lease, not
+    /// the watch, decides when silence means loss).
+    pub fn watching(index: QueryIndex) -> Waiter {
+        Waiter {
+            index,
+            block: true,
+            errors: 0,
+            rate: RateLimit::new(5, 20),
+            patience: Patience::Forever,
+            consistent: true,
+        }
+    }
+
+    /// The next read, after the rate limit; `None` once patience ran out.
+    pub async fn next_read(&mut self) -> Option<Read> {
+        let read = if self.block && self.index != QueryIndex::NONE {
+            Read {
+                index: self.index,
+                wait: Some(self.patience.next_wait()?),
+                consistent: self.consistent,
+            }
+        } else if self.block && matches!(self.patience, Patience::Once) {
+            return None;
+        } else {
+            Read {
+                consistent: self.consistent,
+                ..Read::now()
+            }
+        };
+        self.rate.acquire().await;
+        Some(read)
+    }
+
+    /// Takes a read's result: the value, or `None` after pausing on a
+    /// transient error (read again), or the error when it is a verdict or
+    /// waiting is not allowed.
+    pub async fn answer<T>(
+        &mut self,
+        what: &str,
+        result: Result<(T, u64), ConsulError>,
+    ) -> Result<Option<T>, ConsulError> {
+        match result {
+            Ok((value, returned)) => {
+                self.errors = 0;
+                self.index = self.index.after(returned);
+                Ok(Some(value))
+            }
+            Err(e) if e.is_transient() && !matches!(self.patience, Patience::Once) => {
+                tracing::warn!("{what}: {e}; retrying");
+                transient_pause(&mut self.errors).await;
+                // The connection may have been cut mid-wait, or the agent
+                // restarted with a lower index: read afresh.
+                self.index = QueryIndex::NONE;
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The next read blocks until the index moves.
+    pub fn block(&mut self) {
+        self.block = true;
+    }
+
+    /// The next read answers at once.
+    pub fn read_now(&mut self) {
+        self.block = false;
+    }
+
+    /// Starts over from an index read outside the loop.
+    pub fn reset(&mut self, returned: u64) {
+        self.index = QueryIndex::NONE.after(returned);
+    }
+
+    pub fn index(&self) -> QueryIndex {
+        self.index
+    }
 }

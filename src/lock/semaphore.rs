@@ -7,12 +7,12 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::consul::blocking::{QueryIndex, RateLimit};
+use crate::consul::blocking::QueryIndex;
 use crate::consul::kv::Read;
 use crate::consul::{Client, ConsulError, KvPair, SessionId};
 use crate::lease::Lost;
 
-use super::{transient_pause, AcquireError, Acquired, Held, Patience, SEMAPHORE_FLAG, WATCH_WAIT};
+use super::{AcquireError, Acquired, Held, Patience, Waiter, SEMAPHORE_FLAG};
 
 /// The coordination record's key under a prefix.
 pub fn record_key(prefix: &str) -> String {
@@ -161,33 +161,17 @@ pub async fn acquire(
             "could not take the contender entry `{contender}`"
         )));
     }
-    let mut index = QueryIndex::NONE;
-    let mut block = false;
-    let mut errors = 0;
-    let mut rate = RateLimit::new(5, 20);
+    let mut waiter = Waiter::acquiring(patience);
     let mut announced = false;
     loop {
-        let read = if block {
-            match patience.next_wait() {
-                Some(wait) => Read::blocking(index, wait),
-                None => return Ok(Acquired::No { holder: None }),
-            }
-        } else {
-            Read::now()
+        let Some(read) = waiter.next_read().await else {
+            return Ok(Acquired::No { holder: None });
         };
-        rate.acquire().await;
-        let (pairs, returned) = match list(client, prefix, read).await {
-            Ok(answer) => answer,
-            Err(e) if e.is_transient() && !matches!(patience, Patience::Once) => {
-                tracing::warn!("waiting for a slot of `{prefix}`: {e}; retrying");
-                transient_pause(&mut errors).await;
-                block = false;
-                continue;
-            }
-            Err(e) => return Err(e.into()),
+        let result = list(client, prefix, read).await;
+        let what = format!("waiting for a slot of `{prefix}`");
+        let Some(pairs) = waiter.answer(&what, result).await? else {
+            continue;
         };
-        errors = 0;
-        index = index.after(returned);
         let view = View::read(prefix, pairs).map_err(AcquireError::Conflict)?;
         let (mut record, cas) = match &view.record {
             Some((record, modify)) => {
@@ -206,17 +190,19 @@ pub async fn acquire(
         };
         record.holders = view.live_holders();
         if record.holders.contains(session.as_str()) {
-            return Ok(Acquired::Yes(Holding::new(prefix, session, cas, index)));
+            return Ok(Acquired::Yes(Holding::new(
+                prefix,
+                session,
+                cas,
+                waiter.index(),
+            )));
         }
         if record.holders.len() as u64 >= limit {
-            if matches!(patience, Patience::Once) {
-                return Ok(Acquired::No { holder: None });
-            }
             if !announced {
                 tracing::info!(prefix, limit, "waiting: all slots are taken");
                 announced = true;
             }
-            block = true;
+            waiter.block();
             continue;
         }
         record.holders.insert(session.to_string());
@@ -229,16 +215,20 @@ pub async fn acquire(
             let (pairs, returned) = list(client, prefix, Read::consistent()).await?;
             let view = View::read(prefix, pairs).map_err(AcquireError::Conflict)?;
             let modify = view.record.as_ref().map(|(_, m)| *m).unwrap_or(0);
-            let index = QueryIndex::NONE.after(returned);
+            waiter.reset(returned);
             if view.live_holders().contains(session.as_str()) {
-                return Ok(Acquired::Yes(Holding::new(prefix, session, modify, index)));
+                return Ok(Acquired::Yes(Holding::new(
+                    prefix,
+                    session,
+                    modify,
+                    waiter.index(),
+                )));
             }
-            block = false;
+            waiter.read_now();
             continue;
         }
-        // Lost a race for the record: the index moved, so an immediate
-        // blocking read returns the news without an extra round.
-        block = true;
+        // Lost a race for the record: read it again at once.
+        waiter.read_now();
     }
 }
 
@@ -266,29 +256,19 @@ impl Holding {
     /// Watches the prefix until our slot is gone: our session dropped from
     /// `Holders`, the record deleted, or our contender entry lost.
     pub async fn watch(&mut self, client: &Client) -> Lost {
-        let mut errors = 0;
-        let mut rate = RateLimit::new(5, 20);
         let me = self.held.session.to_string();
         let contender = contender_key(&self.prefix, &self.held.session);
+        let mut waiter = Waiter::watching(self.index);
         loop {
-            rate.acquire().await;
-            let read = Read {
-                index: self.index,
-                wait: Some(WATCH_WAIT),
-                consistent: true,
-            };
-            let (pairs, returned) = match list(client, &self.prefix, read).await {
-                Ok(answer) => answer,
-                Err(e) if e.is_transient() => {
-                    tracing::warn!("watching `{}`: {e}; retrying", self.prefix);
-                    transient_pause(&mut errors).await;
-                    self.index = QueryIndex::NONE;
-                    continue;
-                }
+            let read = waiter.next_read().await.expect("a watch waits for ever");
+            let result = list(client, &self.prefix, read).await;
+            let what = format!("watching `{}`", self.prefix);
+            let pairs = match waiter.answer(&what, result).await {
+                Ok(Some(pairs)) => pairs,
+                Ok(None) => continue,
                 Err(e) => return Lost::Watch(format!("cannot watch the semaphore any more: {e}")),
             };
-            errors = 0;
-            self.index = self.index.after(returned);
+            self.index = waiter.index();
             let view = match View::read(&self.prefix, pairs) {
                 Ok(view) => view,
                 Err(e) => return Lost::Watch(e),
