@@ -394,3 +394,21 @@ fn sigterm_while_waiting_exits_143_and_cleans_up() {
     std::fs::write(dir.path().join("go"), "").unwrap();
     assert_status(&holder.finish(), 0, "holder", &consul);
 }
+
+#[test]
+fn a_lock_delay_is_waited_out_and_then_the_lock_is_taken() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("elect-lock-delay") + "/leader";
+    let api = consul.api();
+    // A holder whose session is invalidated leaves the key free but, for
+    // its lock-delay, unacquirable.
+    let session = api.session_create(r#"{"Name":"dies","TTL":"30s","LockDelay":"5s"}"#);
+    assert!(kv_acquire(&api, &key, &session, LOCK_FLAG));
+    api.session_destroy(&session);
+    let entry = api.kv_get(&key).expect("the key stays, without a holder");
+    assert!(entry.session.is_none());
+    let output = run(&mut elect(&consul, &key, &["--no-wait"], &["true"]));
+    assert_status(&output, 75, "--no-wait inside the lock-delay", &consul);
+    let output = run(&mut elect(&consul, &key, &["-v"], &["true"]));
+    assert_status(&output, 0, "acquired once the lock-delay ran out", &consul);
+}
