@@ -3,7 +3,7 @@
 //! extra CA certificates, a client certificate, and a TLS server name.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -125,26 +125,10 @@ pub fn http_client(config: &ConsulConfig) -> Result<reqwest::Client> {
         builder = builder.add_root_certificate(certificate);
     }
     match (&config.client_cert, &config.client_key) {
-        (Some(cert), Some(key)) => {
-            let mut pem = std::fs::read(cert)
-                .with_context(|| format!("cannot read client certificate `{}`", cert.display()))?;
-            pem.push(b'\n');
-            pem.extend(
-                std::fs::read(key)
-                    .with_context(|| format!("cannot read client key `{}`", key.display()))?,
-            );
-            let identity = reqwest::Identity::from_pem(&pem).map_err(|e| {
-                anyhow!(
-                    "client certificate `{}` or key `{}` is not valid PEM ({e})",
-                    cert.display(),
-                    key.display()
-                )
-            })?;
-            builder = builder.identity(identity);
-        }
+        (Some(cert), Some(key)) => builder = builder.identity(identity(cert, key)?),
         (None, None) => {}
         _ => bail!(
-            "both a client certificate and a client key must be given (CONSUL_CLIENT_CERT and CONSUL_CLIENT_KEY)"
+            "both a client certificate and a client key must be given (--client-cert and --client-key, or CONSUL_CLIENT_CERT and CONSUL_CLIENT_KEY)"
         ),
     }
     if !config.verify_tls {
@@ -154,17 +138,140 @@ pub fn http_client(config: &ConsulConfig) -> Result<reqwest::Client> {
         // reqwest verifies the certificate against the URL's host, so we put
         // the server name in the URL (see `effective_base`) and pin DNS for it
         // to the address the user gave.
-        let host = config.base.host_str().unwrap_or_default();
-        let port = config.base.port_or_known_default().unwrap_or(443);
-        let addrs: Vec<std::net::SocketAddr> =
-            std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
-                .with_context(|| format!("cannot resolve Consul host `{host}`"))?
-                .collect();
+        // `Url::socket_addrs` takes an IPv6 host without its brackets, which
+        // resolving `host_str()` (`[::1]`) would not.
+        let addrs = config.base.socket_addrs(|| None).with_context(|| {
+            format!(
+                "cannot resolve Consul host `{}`",
+                config.base.host_str().unwrap_or_default()
+            )
+        })?;
         builder = builder.resolve_to_addrs(name, &addrs);
     }
     builder
         .build()
-        .map_err(|e| anyhow!("cannot set up the HTTP client ({e})"))
+        .map_err(|e| anyhow!("cannot set up the HTTP client ({})", innermost(&e)))
+}
+
+/// The client certificate and its key as reqwest wants them: one PEM
+/// buffer. We take only the certificates from one file and the key from
+/// the other, so a bundle holding both can be given as either, and we say
+/// which file is wrong before reqwest can only say "builder error".
+fn identity(cert: &Path, key: &Path) -> Result<reqwest::Identity> {
+    let cert_pem = std::fs::read(cert)
+        .with_context(|| format!("cannot read client certificate `{}`", cert.display()))?;
+    let key_pem = std::fs::read(key)
+        .with_context(|| format!("cannot read client key `{}`", key.display()))?;
+    let cert_pem = String::from_utf8_lossy(&cert_pem);
+    let key_pem = String::from_utf8_lossy(&key_pem);
+    let certificates: Vec<&str> = pem_blocks(&cert_pem)
+        .into_iter()
+        .filter(|(label, _)| *label == "CERTIFICATE")
+        .map(|(_, block)| block)
+        .collect();
+    if certificates.is_empty() {
+        bail!(
+            "the client certificate `{}` holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+            cert.display()
+        );
+    }
+    let blocks = pem_blocks(&key_pem);
+    // PKCS#8 encrypts as its own label; OpenSSL's older PKCS#1 and SEC1
+    // encryption keeps the label and adds a `Proc-Type` header.
+    if blocks.iter().any(|(label, block)| {
+        *label == "ENCRYPTED PRIVATE KEY" || block.contains("Proc-Type: 4,ENCRYPTED")
+    }) {
+        bail!(
+            "the client key `{}` is encrypted, and lockrun cannot ask for its passphrase; decrypt it (openssl pkey -in KEY -out PLAIN) and give the plain key",
+            key.display()
+        );
+    }
+    let keys: Vec<&str> = blocks
+        .into_iter()
+        .filter(|(label, _)| ["PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY"].contains(label))
+        .map(|(_, block)| block)
+        .collect();
+    let private_key = match keys[..] {
+        [one] => one,
+        [] => bail!(
+            "the client key `{}` holds no PEM private key (-----BEGIN PRIVATE KEY-----, RSA PRIVATE KEY or EC PRIVATE KEY)",
+            key.display()
+        ),
+        _ => bail!(
+            "the client key `{}` holds {} private keys; give a file with only the key of `{}`",
+            key.display(),
+            keys.len(),
+            cert.display()
+        ),
+    };
+    let pem = format!("{}\n{private_key}\n", certificates.join("\n"));
+    let identity = reqwest::Identity::from_pem(pem.as_bytes()).map_err(|e| {
+        anyhow!(
+            "the client certificate `{}` or key `{}` is not valid PEM ({})",
+            cert.display(),
+            key.display(),
+            innermost(&e)
+        )
+    })?;
+    // reqwest parses the key, and rustls checks that it belongs to the
+    // certificate, only when a client is built: build a throwaway one (it
+    // never connects, so it needs no roots) to blame the right files.
+    reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .identity(identity.clone())
+        .build()
+        .map_err(|e| {
+            let cause = innermost(&e);
+            if cause.contains("KeyMismatch") {
+                anyhow!(
+                    "the client key `{}` does not belong to the client certificate `{}`; give the key the certificate was issued for",
+                    key.display(),
+                    cert.display()
+                )
+            } else {
+                anyhow!(
+                    "cannot use the client key `{}` with the certificate `{}` ({cause})",
+                    key.display(),
+                    cert.display()
+                )
+            }
+        })?;
+    Ok(identity)
+}
+
+/// The PEM blocks in `text`: each one's label and its whole text, from
+/// `-----BEGIN` to the matching `-----END ...-----`.
+fn pem_blocks(text: &str) -> Vec<(&str, &str)> {
+    const BEGIN: &str = "-----BEGIN ";
+    let mut blocks = Vec::new();
+    let mut offset = 0;
+    while let Some(found) = text[offset..].find(BEGIN) {
+        let start = offset + found;
+        let after = &text[start + BEGIN.len()..];
+        let Some(label_len) = after.find("-----") else {
+            break;
+        };
+        let label = &after[..label_len];
+        let end_line = format!("-----END {label}-----");
+        let Some(end) = after.find(&end_line) else {
+            break;
+        };
+        let stop = start + BEGIN.len() + end + end_line.len();
+        blocks.push((label, &text[start..stop]));
+        offset = stop;
+    }
+    blocks
+}
+
+/// The innermost cause of `error`: reqwest's own text is only "builder
+/// error".
+fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut source = error;
+    while let Some(next) = source.source() {
+        source = next;
+    }
+    source.to_string()
 }
 
 /// The base URL requests go to: with a TLS server name, its host is that
@@ -180,11 +287,16 @@ pub fn effective_base(config: &ConsulConfig) -> Result<Url> {
     Ok(base)
 }
 
-fn read_certificates(path: &std::path::Path) -> Result<Vec<reqwest::Certificate>> {
+fn read_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>> {
     let pem = std::fs::read(path)
         .with_context(|| format!("cannot read CA certificate `{}`", path.display()))?;
-    let certificates = reqwest::Certificate::from_pem_bundle(&pem)
-        .map_err(|e| anyhow!("CA certificate `{}` is not valid PEM ({e})", path.display()))?;
+    let certificates = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+        anyhow!(
+            "CA certificate `{}` is not valid PEM ({})",
+            path.display(),
+            innermost(&e)
+        )
+    })?;
     if certificates.is_empty() {
         bail!(
             "CA certificate `{}` holds no PEM certificate",
@@ -235,6 +347,20 @@ mod tests {
     fn token_never_prints() {
         let t = Token::new("s3cret".into());
         assert_eq!(format!("{t} {t:?}"), "*** ***");
+    }
+
+    #[test]
+    fn pem_blocks_by_label() {
+        let text = "junk\n-----BEGIN EC PARAMETERS-----\nBggq\n-----END EC PARAMETERS-----\n\
+                    -----BEGIN EC PRIVATE KEY-----\nMHcC\n-----END EC PRIVATE KEY-----\n\
+                    -----BEGIN CERTIFICATE-----\nno end";
+        let blocks = pem_blocks(text);
+        let labels: Vec<&str> = blocks.iter().map(|(label, _)| *label).collect();
+        assert_eq!(labels, ["EC PARAMETERS", "EC PRIVATE KEY"]);
+        assert_eq!(
+            blocks[1].1,
+            "-----BEGIN EC PRIVATE KEY-----\nMHcC\n-----END EC PRIVATE KEY-----"
+        );
     }
 
     #[test]

@@ -53,6 +53,9 @@ pub enum ConsulError {
     Timeout { addr: String, after: Duration },
     /// The connection broke mid-request.
     Broken { addr: String, cause: String },
+    /// TLS failed: the certificates or the scheme are wrong. `problem` says
+    /// what to fix.
+    Tls { addr: String, problem: String },
     /// 403: the token is missing, unknown or lacks a permission.
     Forbidden { op: Op, body: String },
     /// 404 where a resource must exist (a session renewal, say).
@@ -70,9 +73,12 @@ impl ConsulError {
     /// network is in trouble, but nothing has said our session is gone.
     pub fn is_transient(&self) -> bool {
         match self {
+            // A TLS failure mid-lock is a network problem like any other: the
+            // lease decides. At start-up it is reported at once.
             ConsulError::Unreachable { .. }
             | ConsulError::Timeout { .. }
             | ConsulError::Broken { .. }
+            | ConsulError::Tls { .. }
             | ConsulError::Server { .. } => true,
             ConsulError::Forbidden { .. }
             | ConsulError::NotFound { .. }
@@ -108,6 +114,9 @@ impl fmt::Display for ConsulError {
             ),
             ConsulError::Broken { addr, cause } => {
                 write!(f, "the connection to Consul at {addr} broke ({cause})")
+            }
+            ConsulError::Tls { addr, problem } => {
+                write!(f, "TLS with Consul at {addr} failed: {problem}")
             }
             ConsulError::Forbidden { op, body } => {
                 if body.contains("ACL not found") {

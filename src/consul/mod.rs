@@ -165,6 +165,9 @@ impl Client {
                 after: timeout,
             };
         }
+        if let Some(problem) = tls_problem(&error, &self.base) {
+            return ConsulError::Tls { addr, problem };
+        }
         let cause = root_cause(&error);
         if error.is_connect() {
             ConsulError::Unreachable { addr, cause }
@@ -172,6 +175,71 @@ impl Client {
             ConsulError::Broken { addr, cause }
         }
     }
+}
+
+/// What a TLS failure means for the operator, if the error is one. rustls's
+/// error hides inside an `io::Error` whose `source()` skips it, so we look
+/// through each `io::Error` by hand.
+fn tls_problem(error: &reqwest::Error, base: &Url) -> Option<String> {
+    use rustls::{AlertDescription, CertificateError, Error as Tls};
+    fn find(
+        e: &(dyn std::error::Error + 'static),
+        texts: &mut Vec<String>,
+    ) -> Option<rustls::Error> {
+        texts.push(e.to_string());
+        if let Some(found) = e.downcast_ref::<rustls::Error>() {
+            return Some(found.clone());
+        }
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            if let Some(found) = find(inner, texts) {
+                return Some(found);
+            }
+        }
+        e.source().and_then(|next| find(next, texts))
+    }
+    let mut texts = Vec::new();
+    let tls = find(error, &mut texts);
+    let host = base.host_str().unwrap_or_default();
+    let scheme_hint = "check http:// versus https:// in CONSUL_HTTP_ADDR, and CONSUL_HTTP_SSL";
+    let Some(tls) = tls else {
+        // Plain HTTP sent to a TLS port gets an answer hyper cannot parse.
+        return (base.scheme() == "http"
+            && texts.iter().any(|t| t.contains("invalid HTTP version")))
+        .then(|| {
+            format!("the agent did not answer in plain HTTP, it may expect TLS; {scheme_hint}")
+        });
+    };
+    Some(match &tls {
+        Tls::InvalidCertificate(CertificateError::UnknownIssuer) => {
+            "its certificate is not signed by a trusted CA; set CONSUL_CACERT or CONSUL_CAPATH (or --ca-file)".into()
+        }
+        Tls::InvalidCertificate(
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+        ) => format!(
+            "its certificate is not issued for `{host}`; set CONSUL_TLS_SERVER_NAME to a name it holds"
+        ),
+        Tls::InvalidCertificate(
+            CertificateError::Expired | CertificateError::ExpiredContext { .. },
+        ) => "its certificate has expired".into(),
+        Tls::InvalidCertificate(
+            CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. },
+        ) => "its certificate is not valid yet (check this host's clock)".into(),
+        Tls::InvalidCertificate(other) => format!("its certificate is not acceptable ({other:?})"),
+        Tls::AlertReceived(AlertDescription::CertificateRequired) => {
+            "the agent requires a client certificate; set CONSUL_CLIENT_CERT and CONSUL_CLIENT_KEY".into()
+        }
+        Tls::AlertReceived(
+            AlertDescription::UnknownCA
+            | AlertDescription::BadCertificate
+            | AlertDescription::CertificateUnknown
+            | AlertDescription::AccessDenied,
+        ) => "the agent refused lockrun's client certificate; check CONSUL_CLIENT_CERT".into(),
+        Tls::InvalidMessage(_) => format!("the agent does not speak TLS on this port; {scheme_hint}"),
+        other => format!("{other}"),
+    })
 }
 
 /// The innermost cause, lowercased the way users read errno texts

@@ -32,3 +32,5 @@ mod signals;
 mod safety;
 // Every bad input: one line, the documented status, nothing written.
 mod errors;
+// lockrun over TLS: CA file and directory, server name, client certificates.
+mod tls;
