@@ -76,10 +76,24 @@ pub async fn acquire(
                 None => {}
             }
         }
-        if client.kv_acquire(key, session, value, LOCK_FLAG).await? {
+        let what = format!("acquiring `{key}`");
+        let acquired = match client.kv_acquire(key, session, value, LOCK_FLAG).await {
+            Ok(acquired) => acquired,
+            Err(e) => {
+                waiter.retry(&what, e).await?;
+                continue;
+            }
+        };
+        if acquired {
             // Read it back: the child is told the LockIndex, and the watch
             // and release need the ModifyIndex.
-            let (pair, returned) = client.kv_get(key, Read::consistent()).await?;
+            let (pair, returned) = match client.kv_get(key, Read::consistent()).await {
+                Ok(answer) => answer,
+                Err(e) => {
+                    waiter.retry(&what, e).await?;
+                    continue;
+                }
+            };
             waiter.reset(returned);
             match pair {
                 Some(pair) if pair.holder() == Some(session.as_str()) => {
@@ -93,7 +107,13 @@ pub async fn acquire(
         }
         // Refused: someone else got there first, or a lock-delay is running.
         // Only a fresh read tells which.
-        let (pair, returned) = client.kv_get(key, Read::now()).await?;
+        let (pair, returned) = match client.kv_get(key, Read::now()).await {
+            Ok(answer) => answer,
+            Err(e) => {
+                waiter.retry(&what, e).await?;
+                continue;
+            }
+        };
         waiter.reset(returned);
         match pair.as_ref().and_then(KvPair::holder) {
             Some(h) => {

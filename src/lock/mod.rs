@@ -213,6 +213,14 @@ impl Waiter {
         }
     }
 
+    /// Takes a write's (or an extra read's) failure: `Ok` after pausing on a
+    /// transient error, when the caller should start over with a fresh
+    /// read, or the error itself.
+    pub async fn retry(&mut self, what: &str, error: ConsulError) -> Result<(), ConsulError> {
+        let result: Result<((), u64), ConsulError> = Err(error);
+        self.answer(what, result).await.map(|_| self.block = false)
+    }
+
     /// The next read blocks until the index moves.
     pub fn block(&mut self) {
         self.block = true;

@@ -206,13 +206,26 @@ pub async fn acquire(
             continue;
         }
         record.holders.insert(session.to_string());
-        if client
+        let cas_result = client
             .kv_cas(&record_key(prefix), &record.encode(), SEMAPHORE_FLAG, cas)
-            .await?
-        {
+            .await;
+        let joined = match cas_result {
+            Ok(joined) => joined,
+            Err(e) => {
+                waiter.retry(&what, e).await?;
+                continue;
+            }
+        };
+        if joined {
             // Read back for the record's new ModifyIndex, which serves as the
             // sequencer, and to start the watch from a current index.
-            let (pairs, returned) = list(client, prefix, Read::consistent()).await?;
+            let (pairs, returned) = match list(client, prefix, Read::consistent()).await {
+                Ok(answer) => answer,
+                Err(e) => {
+                    waiter.retry(&what, e).await?;
+                    continue;
+                }
+            };
             let view = View::read(prefix, pairs).map_err(AcquireError::Conflict)?;
             let modify = view.record.as_ref().map(|(_, m)| *m).unwrap_or(0);
             waiter.reset(returned);
