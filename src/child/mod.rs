@@ -16,9 +16,10 @@
 //!   which is what matters, is unaffected.
 //! - **Waiting.** The guard's exit is not the group's death (`sh -c 'a &'`).
 //!   When the guard has exited we leave it a zombie, which pins its pid and so
-//!   the group id against reuse, SIGKILL the group, confirm no member is left
-//!   alive, and only then reap the guard. We learn of the guard's exit from
-//!   SIGCHLD and `waitid(WNOHANG | WNOWAIT)`, never by polling on a timer.
+//!   the group id against reuse, and SIGKILL the group; then we reap the
+//!   guard. If members remain (they keep the id alive themselves) we confirm
+//!   none is left alive before the lock is released. We learn of the guard's
+//!   exit from SIGCHLD and `waitid(WNOHANG | WNOWAIT)`, never by polling.
 //! - **Stopping.** The ladder: the chosen signal to the group, a grace period
 //!   as a timer racing the exit, then SIGKILL to the group.
 //! - **Terminal.** An interactive COMMAND gets the terminal's foreground for
@@ -227,7 +228,7 @@ impl Child {
     /// and reaps it. Cancel-safe: a later call picks up where this one was.
     pub async fn wait(&mut self) -> ChildExit {
         if let State::Reaped(exit) = self.state {
-            return exit;
+            return self.finish(exit);
         }
         let exit = self.exited().await;
         self.sweep().await;
@@ -291,16 +292,35 @@ impl Child {
         }
     }
 
-    /// SIGKILLs the group and confirms its members are dead, while the
-    /// exited guard, unreaped, pins the group id.
+    /// SIGKILLs the group while the exited guard, unreaped, pins the group
+    /// id, reaps the guard, and confirms no member is left alive.
     ///
     /// The confirmation has to poll: the members are not our children (they
     /// are reparented to init, or to a container's pid 1), so no SIGCHLD or
     /// waitid tells us of their death. The loop is short and bounded.
     async fn sweep(&mut self) {
-        if !matches!(self.state, State::Exited(_)) {
+        let State::Exited(exit) = self.state else {
+            return;
+        };
+        // The fast path, taken whenever COMMAND left nothing behind: one
+        // SIGKILL while the zombie guard pins the id, then reap the guard; if
+        // that emptied the group, there is nothing to confirm. Scanning /proc
+        // costs about a millisecond per handover on a busy host.
+        if let Err(err) = sys::kill_group(self.pid, Signal::Kill.number()) {
+            tracing::warn!("cannot kill the child's process group: {err}");
+        }
+        match sys::reap(self.pid) {
+            Ok(()) => self.state = State::Reaped(exit),
+            Err(err) => {
+                tracing::warn!("cannot reap the guard: {err}");
+                return;
+            }
+        }
+        if !sys::group_exists(self.pid) {
             return;
         }
+        // Members remain (alive, or zombies nobody reaps), and while any
+        // does, the group keeps its id: we may go on signalling it.
         let deadline = Instant::now() + SWEEP_LIMIT;
         let mut pause = Duration::from_millis(1);
         loop {
@@ -327,7 +347,7 @@ impl Child {
         }
     }
 
-    /// Gives the terminal back and reaps the guard.
+    /// Gives the terminal back and reaps the guard, if the sweep did not.
     fn finish(&mut self, exit: ChildExit) -> ChildExit {
         if let Some(foreground) = self.foreground.take() {
             foreground.restore();

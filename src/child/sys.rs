@@ -227,6 +227,15 @@ pub(super) fn kill_group(pgid: u32, sig: i32) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether process group `pgid` has any member at all, zombies included.
+/// Unlike [`kill_group`], callable once the leader is reaped: a group that
+/// still has members keeps its id, so the answer is about our group.
+pub(super) fn group_exists(pgid: u32) -> bool {
+    // SAFETY: kill with signal 0 sends nothing; it only checks existence.
+    let rc = unsafe { libc::kill(-(pgid as libc::pid_t), 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
 /// waitid on one pid for its exit, never blocking.
 fn waitid(pid: u32, keep_zombie: bool) -> io::Result<Option<ChildExit>> {
     let mut flags = libc::WEXITED | libc::WNOHANG;
