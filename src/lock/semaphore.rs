@@ -303,56 +303,33 @@ impl Holding {
     }
 }
 
-/// Gives our slot up and removes our contender entry. Retries lost
-/// check-and-set races a few times; idempotent, so it is safe after an
+/// Gives our slot up by deleting our contender entry: one write, so waiters
+/// wake once. They prune a holder whose entry is gone, as Go's Semaphore
+/// does, so we need not edit the record too. Then, if no contender is left,
+/// we delete the record, as `consul lock -n` does, so a later run may choose
+/// another limit; of two holders leaving together, whichever looks last
+/// sees the other's entry gone. Idempotent, so it is safe after an
 /// acquisition that was cancelled half way.
 pub async fn release(
     client: &Client,
     prefix: &str,
     session: &SessionId,
 ) -> Result<(), ConsulError> {
-    let me = session.to_string();
-    let contender = contender_key(prefix, session);
-    for _ in 0..16 {
-        let (pairs, _) = list(client, prefix, Read::now()).await?;
-        let Ok(view) = View::read(prefix, pairs) else {
-            break;
-        };
-        let Some((record, modify)) = &view.record else {
-            break;
-        };
-        let mut holders = view.live_holders();
-        let was_holder = record.holders.contains(&me);
-        holders.remove(&me);
-        let others_waiting = view
-            .contenders
-            .iter()
-            .any(|p| p.key != contender && p.holder().is_some());
-        let done = if holders.is_empty() && !others_waiting {
-            // The last one out removes the record, as `consul lock -n` does,
-            // so a later run may choose another limit.
-            client.kv_delete(&record_key(prefix), Some(*modify)).await?
-        } else if was_holder {
-            let updated = Record {
-                limit: record.limit,
-                holders,
-            };
-            client
-                .kv_cas(
-                    &record_key(prefix),
-                    &updated.encode(),
-                    SEMAPHORE_FLAG,
-                    *modify,
-                )
-                .await?
-        } else {
-            true
-        };
-        if done {
-            break;
+    client
+        .kv_delete(&contender_key(prefix, session), None)
+        .await?;
+    let (pairs, _) = list(client, prefix, Read::now()).await?;
+    if let Ok(View {
+        record: Some((_, modify)),
+        contenders,
+        ..
+    }) = View::read(prefix, pairs)
+    {
+        if !contenders.iter().any(|p| p.holder().is_some()) {
+            // With cas: a newcomer that joined meanwhile keeps the record.
+            client.kv_delete(&record_key(prefix), Some(modify)).await?;
         }
     }
-    client.kv_delete(&contender, None).await?;
     Ok(())
 }
 
