@@ -1,0 +1,1623 @@
+//! How fast `lockrun` takes and hands over a lock, how much it asks of
+//! Consul while others wait, and how much memory it keeps while supervising,
+//! measured against the targets of the performance issue and, when a
+//! `consul` binary is on PATH, against `consul lock` doing the same work.
+//!
+//! Run it with `cargo bench --bench lockrun`. It talks to an in-process
+//! consul-emulator, or to a real agent when `LOCKRUN_TEST_CONSUL_ADDR` is
+//! set (request counts are then "n/a": only the emulator counts requests).
+//!
+//! Children are `sh -c` scripts that log `start`/`end` lines with
+//! nanosecond timestamps (`date +%s%N`) to a file, so a handover is the next
+//! start minus the previous end, as the children themselves saw it. Those
+//! figures include one `date` fork; we measure its cost and print it as the
+//! timestamp probe.
+//!
+//! `cargo test --all-targets` runs bench targets too, without `--bench`; we
+//! do nothing then, so the suite does not pay for a benchmark run.
+
+use std::fmt;
+use std::fs;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use consul_emulator::{Emulator, Endpoint, LoggedRequest};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// Set to `host:port` of a Consul agent to measure against it.
+const REAL_AGENT_ENV: &str = "LOCKRUN_TEST_CONSUL_ADDR";
+
+/// Consul's Go API `LockFlagValue`, sent with our own forced release.
+const LOCK_FLAG: u64 = 0x2ddc_cbc0_58a5_0c18;
+
+/// The upper bound on every wait: a scenario that exceeds it is reported as
+/// failed, and its processes are killed.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+const UNCONTENDED_WARMUP: usize = 3;
+const UNCONTENDED_RUNS: usize = 30;
+/// 10 contenders: one holder and nine queued behind it.
+const HANDOVER_WAITERS: usize = 9;
+const HANDOVER_CHAINS: usize = 3;
+const JOB: &str = "sleep 0.05";
+const SEMAPHORE_JOBS: usize = 12;
+const SEMAPHORE_LIMIT: usize = 3;
+const SEMAPHORE_JOB_SECS: f64 = 0.2;
+const SEMAPHORE_RUNS: usize = 3;
+const LOSS_RUNS: usize = 6;
+/// (waiters, chains): who wins each race varies from run to run, so we
+/// sum several chains.
+const WAITER_COUNTS: [(usize, usize); 3] = [(1, 3), (10, 3), (50, 2)];
+const RSS_SAMPLES: usize = 5;
+
+/// Options that make a handover quick: no lock-delay, and a kill timeout
+/// short enough for the safety budget to allow that.
+const QUICK: [&str; 4] = ["--lock-delay", "0s", "--kill-timeout", "1s"];
+
+fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("lockrun benchmark: skipped (run it with `cargo bench --bench lockrun`)");
+        return;
+    }
+    let started = Instant::now();
+    let cpu_before = CpuTimes::now();
+    let bench = Bench::new();
+    bench.print_header();
+    let rows = bench.run_all();
+    println!();
+    print_table(&rows, bench.consul_bin.is_some());
+    println!(
+        "\nbenchmark wall time: {:.1} s; {}",
+        started.elapsed().as_secs_f64(),
+        cpu_before.report()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// The Consul under test and the tools that use it
+
+struct Consul {
+    emulator: Option<Emulator>,
+    addr: String,
+}
+
+impl Consul {
+    fn start() -> Consul {
+        if let Ok(addr) = std::env::var(REAL_AGENT_ENV) {
+            let addr = addr.trim();
+            let addr = addr.strip_prefix("http://").unwrap_or(addr);
+            let addr = addr.trim_end_matches('/');
+            if !addr.is_empty() {
+                return Consul {
+                    emulator: None,
+                    addr: addr.to_string(),
+                };
+            }
+        }
+        let emulator = Emulator::builder().start();
+        Consul {
+            addr: emulator.http_addr(),
+            emulator: Some(emulator),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match &self.emulator {
+            Some(_) => format!(
+                "consul-emulator (in-process, Consul 1.10 HTTP API) at {}",
+                self.addr
+            ),
+            None => {
+                let version = http(&self.addr, "GET", "/v1/agent/self")
+                    .ok()
+                    .filter(|r| r.status == 200)
+                    .and_then(|r| serde_json::from_slice::<serde_json::Value>(&r.body).ok())
+                    .and_then(|v| v["Config"]["Version"].as_str().map(str::to_string))
+                    .unwrap_or_else(|| "version unknown".into());
+                format!("real agent at {} (Consul {version})", self.addr)
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tool {
+    Lockrun,
+    ConsulLock,
+}
+
+impl fmt::Display for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Tool::Lockrun => "lockrun",
+            Tool::ConsulLock => "consul lock",
+        })
+    }
+}
+
+struct Bench {
+    consul: Consul,
+    lockrun: PathBuf,
+    consul_bin: Option<PathBuf>,
+    scratch: tempfile::TempDir,
+}
+
+impl Bench {
+    fn new() -> Bench {
+        let scratch = tempfile::Builder::new()
+            .prefix("lockrun-bench-")
+            .tempdir()
+            .expect("create a scratch directory");
+        Bench {
+            consul: Consul::start(),
+            lockrun: PathBuf::from(env!("CARGO_BIN_EXE_lockrun")),
+            consul_bin: find_on_path("consul"),
+            scratch,
+        }
+    }
+
+    fn print_header(&self) {
+        println!("lockrun benchmark");
+        println!("machine:  {} CPUs, {}", cpus(), cpu_model());
+        println!("kernel:   {}", read_trimmed("/proc/sys/kernel/osrelease"));
+        println!("consul:   {}", self.consul.describe());
+        println!(
+            "lockrun:  {} ({})",
+            self.lockrun.display(),
+            command_output(Command::new(&self.lockrun).arg("--version"))
+        );
+        match &self.consul_bin {
+            Some(bin) => println!(
+                "compare:  {} ({})",
+                bin.display(),
+                command_output(Command::new(bin).arg("version"))
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+            ),
+            None => println!("compare:  consul not on PATH: comparison skipped"),
+        }
+        match timestamp_probe() {
+            Ok(ms) => println!(
+                "timestamp probe: two consecutive `date +%s%N` in sh are {ms:.2} ms apart \
+                 (handover and lock-loss figures include about one such fork)"
+            ),
+            Err(e) => println!("timestamp probe failed: {e}"),
+        }
+    }
+
+    fn tools(&self) -> Vec<Tool> {
+        let mut tools = vec![Tool::Lockrun];
+        if self.consul_bin.is_some() {
+            tools.push(Tool::ConsulLock);
+        }
+        tools
+    }
+
+    /// A fresh directory for one run's scripts and logs. Its unique path is
+    /// in every script we start, which is how [`sweep`] finds leftovers.
+    fn dir(&self, name: &str) -> PathBuf {
+        let dir = self
+            .scratch
+            .path()
+            .join(format!("{name}-{:08x}", random_u64() as u32));
+        fs::create_dir_all(&dir).expect("create a run directory");
+        dir
+    }
+
+    /// The tool's program with a scrubbed environment pointed at our Consul.
+    fn program(&self, tool: Tool) -> Command {
+        let program = match tool {
+            Tool::Lockrun => self.lockrun.as_path(),
+            Tool::ConsulLock => self.consul_bin.as_deref().expect("consul on PATH"),
+        };
+        let mut cmd = Command::new(program);
+        scrub(&mut cmd);
+        for (name, _) in std::env::vars_os() {
+            let name_text = name.to_string_lossy();
+            if name_text.starts_with("CONSUL_")
+                || name_text.starts_with("LOCKRUN_")
+                || name_text == "RUST_LOG"
+            {
+                cmd.env_remove(&name);
+            }
+        }
+        cmd.env("CONSUL_HTTP_ADDR", &self.consul.addr);
+        cmd.stdin(Stdio::null()).stdout(Stdio::null());
+        cmd
+    }
+
+    /// The leader lock on `prefix/.lock` around `script`: the key
+    /// `consul lock PREFIX` uses, so both tools contend for the same key.
+    fn elect(&self, tool: Tool, prefix: &str, script: &str, quick: bool, verbose: bool) -> Command {
+        let mut cmd = self.program(tool);
+        match tool {
+            Tool::Lockrun => {
+                if verbose {
+                    cmd.arg("-v");
+                }
+                cmd.arg("elect");
+                if quick {
+                    cmd.args(QUICK);
+                }
+                cmd.args(["--shell", &format!("{prefix}/.lock"), "--", script]);
+            }
+            // consul lock has no lock-delay option; a handover by release
+            // never waits for one, and every loss test uses a fresh key.
+            Tool::ConsulLock => {
+                cmd.args(["lock", prefix, script]);
+            }
+        }
+        cmd
+    }
+
+    fn semaphore(&self, tool: Tool, prefix: &str, limit: usize, script: &str) -> Command {
+        let mut cmd = self.program(tool);
+        let limit = limit.to_string();
+        match tool {
+            Tool::Lockrun => {
+                cmd.args([
+                    "semaphore",
+                    "--limit",
+                    &limit,
+                    "--shell",
+                    prefix,
+                    "--",
+                    script,
+                ]);
+            }
+            Tool::ConsulLock => {
+                cmd.args(["lock", "-n", &limit, prefix, script]);
+            }
+        }
+        cmd
+    }
+
+    fn run_all(&self) -> Vec<Row> {
+        let tools = self.tools();
+        let mut rows = Vec::new();
+
+        println!("\n== uncontended: `elect k -- true`, wall time of the whole run");
+        let figures = self.for_tools(&tools, |tool| {
+            let s = Stats::of(self.uncontended(tool)?);
+            println!("  {tool}: {s}");
+            Ok(Figure::value(s.median, Unit::Ms, ""))
+        });
+        rows.push(Row::new(
+            "uncontended `elect k -- true` (median)",
+            figures,
+            Some(20.0),
+        ));
+
+        println!(
+            "\n== handover: {} contenders, 50 ms jobs, --lock-delay 0s, {HANDOVER_CHAINS} chains; \
+             child exit -> next child start",
+            HANDOVER_WAITERS + 1
+        );
+        let handovers = self.for_tools(&tools, |tool| {
+            let mut all = Vec::new();
+            for _ in 0..HANDOVER_CHAINS {
+                let chain = self.chain(tool, "handover", HANDOVER_WAITERS)?;
+                all.extend(chain.handovers_ms);
+            }
+            let s = Stats::of(all);
+            println!("  {tool}: {s}");
+            Ok(s)
+        });
+        rows.push(Row::new(
+            "handover, 10 contenders (median)",
+            map_results(&handovers, |s| Figure::value(s.median, Unit::Ms, "")),
+            Some(5.0),
+        ));
+        rows.push(Row::new(
+            "handover, 10 contenders (max)",
+            map_results(&handovers, |s| Figure::value(s.max, Unit::Ms, "")),
+            None,
+        ));
+
+        let ideal = SEMAPHORE_JOBS as f64 * SEMAPHORE_JOB_SECS / SEMAPHORE_LIMIT as f64;
+        println!(
+            "\n== semaphore: {SEMAPHORE_JOBS} jobs of {SEMAPHORE_JOB_SECS} s, --limit {SEMAPHORE_LIMIT}, \
+             all started at once; ideal {ideal:.2} s"
+        );
+        let figures = self.for_tools(&tools, |tool| {
+            let mut walls = Vec::new();
+            for _ in 0..SEMAPHORE_RUNS {
+                let run = self.semaphore_run(tool)?;
+                let handover = Stats::of(run.slot_handovers_ms.clone());
+                println!(
+                    "  {tool}: wall {:.3} s = spawn -> first start {:.1} ms + first start -> \
+                     last end {:.3} s + last end -> last exit {:.1} ms; slot handover median \
+                     {:.1} max {:.1} ms; at most {} at once",
+                    run.wall_s,
+                    run.startup_ms,
+                    run.span_s,
+                    run.tail_ms,
+                    handover.median,
+                    handover.max,
+                    run.max_concurrent
+                );
+                walls.push(run.wall_s);
+            }
+            let s = Stats::of(walls);
+            Ok(Figure::value(
+                s.median,
+                Unit::Sec,
+                &format!("{:+.0}% vs ideal", (s.median / ideal - 1.0) * 100.0),
+            ))
+        });
+        rows.push(Row::new(
+            "semaphore 12 x 0.2 s, 3 slots (median wall)",
+            figures,
+            Some(ideal * 1.15),
+        ));
+
+        for (how, label) in [
+            (Loss::Release, "lock loss (release) -> child signalled"),
+            (
+                Loss::DestroySession,
+                "lock loss (session destroyed) -> signal",
+            ),
+        ] {
+            println!("\n== {label}: {LOSS_RUNS} runs");
+            let figures = self.for_tools(&tools, |tool| {
+                let s = Stats::of(self.lock_loss(tool, how)?);
+                println!("  {tool}: {s}");
+                Ok(Figure::value(
+                    s.median,
+                    Unit::Ms,
+                    &format!("max {:.1}", s.max),
+                ))
+            });
+            rows.push(Row::new(&format!("{label} (median)"), figures, Some(50.0)));
+        }
+
+        println!(
+            "\n== requests to Consul per waiter per handover: N waiters queued behind a holder, \
+             then N handovers (50 ms jobs)"
+        );
+        for (n, chains) in WAITER_COUNTS {
+            let figures = self.for_tools(&tools, |tool| {
+                let mut handovers = Vec::new();
+                let mut sum: Option<Accounting> = None;
+                for _ in 0..chains {
+                    let chain = self.chain(tool, &format!("waiters-{n}"), n)?;
+                    handovers.extend(chain.handovers_ms);
+                    if let Some(a) = chain.accounting {
+                        sum = Some(match sum {
+                            Some(s) => s.add(&a),
+                            None => a,
+                        });
+                    }
+                }
+                let latency = Stats::of(handovers);
+                match sum {
+                    Some(a) => {
+                        println!("  {tool}, N={n}, {chains} chains: {a}; handover {latency}");
+                        Ok(Figure::value(
+                            a.per_waiter_handover(),
+                            Unit::Req,
+                            &format!("total {} in {chains} chains", a.total),
+                        ))
+                    }
+                    None => {
+                        println!("  {tool}, N={n}, {chains} chains: handover {latency}");
+                        Ok(Figure::NotApplicable(
+                            "real agent: no request counts".into(),
+                        ))
+                    }
+                }
+            });
+            rows.push(Row::new(
+                &format!("requests/waiter/handover, N={n}"),
+                figures,
+                Some(2.0),
+            ));
+        }
+
+        println!("\n== memory while holding (VmRSS from /proc, max of {RSS_SAMPLES} samples)");
+        let rss = self.for_tools(&tools, |tool| {
+            let r = self.rss(tool)?;
+            println!(
+                "  {tool}: supervisor {:.1} MiB (peak {:.1} MiB){}",
+                r.supervisor_kib as f64 / 1024.0,
+                r.supervisor_hwm_kib as f64 / 1024.0,
+                match r.child_kib {
+                    Some(kib) => format!(", its child {:.1} MiB", kib as f64 / 1024.0),
+                    None => String::new(),
+                }
+            );
+            Ok(r)
+        });
+        rows.push(Row::new(
+            "supervisor RSS while holding",
+            map_results(&rss, |r| {
+                Figure::value(r.supervisor_kib as f64 / 1024.0, Unit::Mib, "")
+            }),
+            Some(10.0),
+        ));
+        rows.push(Row::new(
+            "guard (lockrun's child) RSS",
+            map_results(&rss, |r| match (r.tool, r.child_kib) {
+                (Tool::Lockrun, Some(kib)) => Figure::value(kib as f64 / 1024.0, Unit::Mib, ""),
+                (Tool::Lockrun, None) => Figure::Failed("guard not found".into()),
+                (Tool::ConsulLock, _) => Figure::NotApplicable("no guard".into()),
+            }),
+            None,
+        ));
+        rows
+    }
+
+    /// Runs `measure` for each tool, catching failures so one broken
+    /// scenario does not hide the others.
+    fn for_tools<T>(
+        &self,
+        tools: &[Tool],
+        mut measure: impl FnMut(Tool) -> Result<T, String>,
+    ) -> Vec<(Tool, Result<T, String>)> {
+        tools
+            .iter()
+            .map(|&tool| {
+                let result = measure(tool);
+                if let Err(e) = &result {
+                    println!("  {tool}: FAILED: {e}");
+                }
+                sweep(self.scratch.path());
+                (tool, result)
+            })
+            .collect()
+    }
+
+    // -----------------------------------------------------------------------
+    // Scenarios
+
+    fn uncontended(&self, tool: Tool) -> Result<Vec<f64>, String> {
+        let dir = self.dir("uncontended");
+        let prefix = unique_prefix("uncontended");
+        let mut times = Vec::new();
+        for i in 0..UNCONTENDED_WARMUP + UNCONTENDED_RUNS {
+            let mut cmd = self.program(tool);
+            match tool {
+                Tool::Lockrun => cmd.args(["elect", &format!("{prefix}/.lock"), "--", "true"]),
+                Tool::ConsulLock => cmd.args(["lock", &prefix, "true"]),
+            };
+            let began = Instant::now();
+            let mut proc = Proc::spawn(cmd, &dir.join(format!("stderr-{i}")))?;
+            let status = proc.wait(Instant::now() + PATIENCE)?;
+            let took = began.elapsed();
+            if !status.success() {
+                return Err(proc.failure(status));
+            }
+            if i >= UNCONTENDED_WARMUP {
+                times.push(ms(took));
+            }
+        }
+        Ok(times)
+    }
+
+    /// A holder takes the lock and waits at a gate while `waiters` more
+    /// contenders queue behind it; then the gate opens and the lock passes
+    /// down the chain, every child running a 50 ms job.
+    fn chain(&self, tool: Tool, name: &str, waiters: usize) -> Result<ChainResult, String> {
+        let dir = self.dir(name);
+        let prefix = unique_prefix(name);
+        let key = format!("{prefix}/.lock");
+        let script = job_script(&dir, JOB, true);
+        let events = dir.join("events");
+        let verbose = self.consul.emulator.is_none();
+        let spawn = |i: usize| {
+            Proc::spawn(
+                self.elect(tool, &prefix, &script, true, verbose),
+                &dir.join(format!("stderr-{i}")),
+            )
+        };
+        let mut procs = vec![spawn(0)?];
+        let deadline = Instant::now() + PATIENCE;
+        if !wait_until(deadline, || count_lines(&events, "start ") >= 1) {
+            return Err(format!(
+                "the first contender did not start its child\n{}",
+                procs[0].stderr_text()
+            ));
+        }
+        for i in 1..=waiters {
+            procs.push(spawn(i)?);
+        }
+        self.wait_queued(tool, &key, &procs[1..], deadline)?;
+
+        let snapshot = self.consul.emulator.as_ref().map(|emulator| {
+            emulator.reset_counters();
+            emulator.request_log()
+        });
+        fs::write(dir.join("gate"), b"").map_err(|e| format!("open the gate: {e}"))?;
+        let deadline = Instant::now() + PATIENCE + Duration::from_millis(200) * waiters as u32;
+        for proc in &mut procs {
+            let status = proc.wait(deadline)?;
+            if !status.success() {
+                return Err(proc.failure(status));
+            }
+        }
+        let accounting = match (&self.consul.emulator, snapshot) {
+            (Some(emulator), Some(before)) => {
+                Some(Accounting::of(emulator, &before, &prefix, waiters))
+            }
+            _ => None,
+        };
+
+        let events = read_events(&events)?;
+        let handovers_ms = handovers(&events)?;
+        if handovers_ms.len() != waiters {
+            return Err(format!(
+                "expected {waiters} handovers, the children logged {}",
+                handovers_ms.len()
+            ));
+        }
+        Ok(ChainResult {
+            handovers_ms,
+            accounting,
+        })
+    }
+
+    /// Waits until every contender in `procs` is queued for `key`: for the
+    /// emulator, a blocking read of the key is waiting for each; for a real
+    /// agent, each lockrun has said so with `-v`; `consul lock` says
+    /// nothing, so there we allow a generous settling time.
+    fn wait_queued(
+        &self,
+        tool: Tool,
+        key: &str,
+        procs: &[Proc],
+        deadline: Instant,
+    ) -> Result<(), String> {
+        let want = procs.len();
+        let queued = if let Some(emulator) = &self.consul.emulator {
+            let path = format!("/v1/kv/{key}?");
+            let waiting = |r: &LoggedRequest| {
+                r.endpoint == Endpoint::KvGet
+                    && r.status.is_none()
+                    && !r.dropped
+                    && r.path.starts_with(&path)
+                    && r.path.contains("index=")
+                    && !r.path.contains("consistent")
+            };
+            wait_until_every(deadline, Duration::from_millis(10), || {
+                emulator.request_log().iter().filter(|r| waiting(r)).count() >= want
+            })
+        } else if tool == Tool::Lockrun {
+            wait_until_every(deadline, Duration::from_millis(10), || {
+                procs
+                    .iter()
+                    .all(|p| p.stderr_text().contains("waiting: the lock is held"))
+            })
+        } else {
+            sleep(Duration::from_secs(1) + Duration::from_millis(20) * want as u32);
+            true
+        };
+        if queued {
+            Ok(())
+        } else {
+            Err(format!(
+                "{want} contenders did not all queue for `{key}` in time"
+            ))
+        }
+    }
+
+    fn semaphore_run(&self, tool: Tool) -> Result<SemaphoreRun, String> {
+        let dir = self.dir("semaphore");
+        let prefix = unique_prefix("semaphore");
+        let script = job_script(&dir, &format!("sleep {SEMAPHORE_JOB_SECS}"), false);
+        let began = Instant::now();
+        let began_ns = realtime_ns();
+        let mut procs = Vec::new();
+        for i in 0..SEMAPHORE_JOBS {
+            procs.push(Proc::spawn(
+                self.semaphore(tool, &prefix, SEMAPHORE_LIMIT, &script),
+                &dir.join(format!("stderr-{i}")),
+            )?);
+        }
+        let deadline = Instant::now() + PATIENCE;
+        let mut last_exit = (began, began_ns);
+        let ok = wait_until_every(deadline, Duration::from_millis(1), || {
+            let all = procs.iter_mut().all(|p| p.try_exit().is_some());
+            if all {
+                last_exit = (Instant::now(), realtime_ns());
+            }
+            all
+        });
+        if !ok {
+            return Err("the semaphore jobs did not all finish in time".into());
+        }
+        for proc in &mut procs {
+            let status = proc.wait(deadline)?;
+            if !status.success() {
+                return Err(proc.failure(status));
+            }
+        }
+        let events = read_events(&dir.join("events"))?;
+        let starts: Vec<u64> = events.iter().filter(|e| e.1).map(|e| e.0).collect();
+        if starts.len() != SEMAPHORE_JOBS {
+            return Err(format!(
+                "expected {SEMAPHORE_JOBS} jobs, {} started",
+                starts.len()
+            ));
+        }
+        let max_concurrent = max_concurrent(&events);
+        if max_concurrent > SEMAPHORE_LIMIT {
+            return Err(format!(
+                "{max_concurrent} jobs ran at once with --limit {SEMAPHORE_LIMIT}: the semaphore was violated"
+            ));
+        }
+        let first = events.first().map(|e| e.0).unwrap_or(0);
+        let last = events.last().map(|e| e.0).unwrap_or(0);
+        Ok(SemaphoreRun {
+            wall_s: last_exit.0.duration_since(began).as_secs_f64(),
+            startup_ms: (first as f64 - began_ns as f64) / 1e6,
+            span_s: (last - first) as f64 / 1e9,
+            slot_handovers_ms: slot_handovers(&events, SEMAPHORE_LIMIT),
+            tail_ms: (last_exit.1 as f64 - last as f64) / 1e6,
+            max_concurrent,
+        })
+    }
+
+    /// The child traps TERM (and INT, for tools that send it) and logs the
+    /// time; we take the lock away and log the time just before the request
+    /// leaves.
+    fn lock_loss(&self, tool: Tool, how: Loss) -> Result<Vec<f64>, String> {
+        let mut delays = Vec::new();
+        for i in 0..LOSS_RUNS {
+            let dir = self.dir(&format!("loss-{i}"));
+            // A fresh key each time: a destroyed session leaves a lock-delay
+            // behind (15 s for consul lock, which cannot set it).
+            let prefix = unique_prefix("loss");
+            let key = format!("{prefix}/.lock");
+            let d = sh_quote(&dir);
+            let script = format!(
+                "trap 'date +%s%N > {d}/signalled; exit 0' TERM INT; \
+                 touch {d}/ready; sleep 30 & wait"
+            );
+            let mut proc = Proc::spawn(
+                self.elect(tool, &prefix, &script, true, false),
+                &dir.join("stderr"),
+            )?;
+            let deadline = Instant::now() + PATIENCE;
+            if !wait_until(deadline, || dir.join("ready").exists()) {
+                return Err(format!("the child never started\n{}", proc.stderr_text()));
+            }
+            // Let the holder's watch reach the server before we strike, so
+            // we measure a settled holder, not one still starting up.
+            sleep(Duration::from_millis(50));
+            let session = holder_session(&self.consul.addr, &key)?;
+            let (path, expect) = match how {
+                Loss::Release => (
+                    format!("/v1/kv/{key}?release={session}&flags={LOCK_FLAG}"),
+                    "true",
+                ),
+                Loss::DestroySession => (format!("/v1/session/destroy/{session}"), "true"),
+            };
+            let answer = http(&self.consul.addr, "PUT", &path)?;
+            if answer.status != 200 || String::from_utf8_lossy(&answer.body).trim() != expect {
+                return Err(format!(
+                    "PUT {path} answered {} {}",
+                    answer.status,
+                    String::from_utf8_lossy(&answer.body)
+                ));
+            }
+            let signalled = dir.join("signalled");
+            if !wait_until(deadline, || {
+                fs::read_to_string(&signalled).is_ok_and(|t| t.ends_with('\n'))
+            }) {
+                return Err(format!(
+                    "the child was not signalled after the lock was lost\n{}",
+                    proc.stderr_text()
+                ));
+            }
+            let at: u64 = read_trimmed(&signalled)
+                .parse()
+                .map_err(|e| format!("bad timestamp in {}: {e}", signalled.display()))?;
+            delays.push((at as f64 - answer.sent_ns as f64) / 1e6);
+            let status = proc.wait(deadline)?;
+            if tool == Tool::Lockrun && status.code() != Some(124) {
+                return Err(format!(
+                    "expected exit 124 after the loss; {}",
+                    proc.failure(status)
+                ));
+            }
+        }
+        Ok(delays)
+    }
+
+    fn rss(&self, tool: Tool) -> Result<Rss, String> {
+        let dir = self.dir("rss");
+        let prefix = unique_prefix("rss");
+        let d = sh_quote(&dir);
+        let script = format!("touch {d}/ready; sleep 30 & wait");
+        let mut proc = Proc::spawn(
+            self.elect(tool, &prefix, &script, false, false),
+            &dir.join("stderr"),
+        )?;
+        let deadline = Instant::now() + PATIENCE;
+        if !wait_until(deadline, || dir.join("ready").exists()) {
+            return Err(format!("the child never started\n{}", proc.stderr_text()));
+        }
+        let pid = proc.pid();
+        let mut supervisor_kib = 0;
+        let mut child_kib = None;
+        for _ in 0..RSS_SAMPLES {
+            sleep(Duration::from_millis(100));
+            supervisor_kib = supervisor_kib.max(status_kib(pid, "VmRSS")?);
+            if let Some(child) = children(pid).first() {
+                let kib = status_kib(*child, "VmRSS")?;
+                child_kib = Some(child_kib.unwrap_or(0).max(kib));
+            }
+        }
+        let supervisor_hwm_kib = status_kib(pid, "VmHWM")?;
+        // SIGTERM is forwarded to the child, which ends the run normally.
+        let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+        proc.wait(deadline)?;
+        Ok(Rss {
+            tool,
+            supervisor_kib,
+            supervisor_hwm_kib,
+            child_kib,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Results
+
+struct ChainResult {
+    handovers_ms: Vec<f64>,
+    accounting: Option<Accounting>,
+}
+
+/// The wall time, cut into spawn -> first child start, first start -> last
+/// end, and last end -> last exit.
+struct SemaphoreRun {
+    wall_s: f64,
+    startup_ms: f64,
+    span_s: f64,
+    /// A slot's previous end -> its next start, for every slot handover.
+    slot_handovers_ms: Vec<f64>,
+    tail_ms: f64,
+    max_concurrent: usize,
+}
+
+#[derive(Clone, Copy)]
+enum Loss {
+    Release,
+    DestroySession,
+}
+
+struct Rss {
+    tool: Tool,
+    supervisor_kib: u64,
+    supervisor_hwm_kib: u64,
+    child_kib: Option<u64>,
+}
+
+/// The requests of one chain, split into the winners' own work and what
+/// waiting costs.
+///
+/// We count every request that arrived after the gate opened, plus the
+/// blocking reads already waiting then (their answers deliver the first
+/// handover). The winners' own work: each handover's successful acquire,
+/// the holder's consistent reads (the read-back after acquiring and the
+/// watch), its release and session destroy, and renewals (which follow the
+/// clock, not handovers). The rest is the waiters': the blocking reads that
+/// wake them, their failed acquires and the reads that follow. At the k-th
+/// of N handovers N-k+1 contenders are waiting, so a chain has N(N+1)/2
+/// waiter-handovers.
+struct Accounting {
+    waiter_handovers: usize,
+    total: usize,
+    winners: usize,
+    wakeups: usize,
+    failed_acquires: usize,
+    other_reads: usize,
+    other: usize,
+}
+
+impl Accounting {
+    fn of(
+        emulator: &Emulator,
+        before: &[LoggedRequest],
+        prefix: &str,
+        waiters: usize,
+    ) -> Accounting {
+        let after = emulator.request_log();
+        let ours = |r: &LoggedRequest| r.path.contains(&format!("/v1/kv/{prefix}/"));
+        let pending = before
+            .iter()
+            .filter(|r| r.status.is_none() && !r.dropped && ours(r));
+        let window = after.get(before.len()..).unwrap_or_default();
+        let handovers = waiters;
+        let mut a = Accounting {
+            waiter_handovers: waiters * (waiters + 1) / 2,
+            total: 0,
+            winners: handovers,
+            wakeups: 0,
+            failed_acquires: 0,
+            other_reads: 0,
+            other: 0,
+        };
+        for r in pending.chain(window) {
+            a.total += 1;
+            let path = &r.path;
+            match r.endpoint {
+                Endpoint::SessionDestroy | Endpoint::SessionRenew | Endpoint::KvDelete => {
+                    a.winners += 1
+                }
+                Endpoint::KvPut if path.contains("release=") => a.winners += 1,
+                Endpoint::KvPut if path.contains("acquire=") => a.failed_acquires += 1,
+                Endpoint::KvGet if path.contains("consistent") => a.winners += 1,
+                Endpoint::KvGet if path.contains("index=") => a.wakeups += 1,
+                Endpoint::KvGet => a.other_reads += 1,
+                _ => a.other += 1,
+            }
+        }
+        // One acquire per handover succeeded; it was counted above as failed.
+        a.failed_acquires = a.failed_acquires.saturating_sub(handovers);
+        a
+    }
+
+    fn waiter_requests(&self) -> usize {
+        self.total - self.winners
+    }
+
+    fn per_waiter_handover(&self) -> f64 {
+        self.waiter_requests() as f64 / self.waiter_handovers as f64
+    }
+
+    fn add(&self, other: &Accounting) -> Accounting {
+        Accounting {
+            waiter_handovers: self.waiter_handovers + other.waiter_handovers,
+            total: self.total + other.total,
+            winners: self.winners + other.winners,
+            wakeups: self.wakeups + other.wakeups,
+            failed_acquires: self.failed_acquires + other.failed_acquires,
+            other_reads: self.other_reads + other.other_reads,
+            other: self.other + other.other,
+        }
+    }
+}
+
+impl fmt::Display for Accounting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} requests, winners' own {}, waiters' {} (wake-up reads {}, failed acquires {}, \
+             other reads {}, other {}) over {} waiter-handovers = {:.2}",
+            self.total,
+            self.winners,
+            self.waiter_requests(),
+            self.wakeups,
+            self.failed_acquires,
+            self.other_reads,
+            self.other,
+            self.waiter_handovers,
+            self.per_waiter_handover()
+        )
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Stats {
+    n: usize,
+    min: f64,
+    median: f64,
+    p90: f64,
+    max: f64,
+}
+
+impl Stats {
+    fn of(mut v: Vec<f64>) -> Stats {
+        v.sort_by(f64::total_cmp);
+        if v.is_empty() {
+            return Stats {
+                n: 0,
+                min: f64::NAN,
+                median: f64::NAN,
+                p90: f64::NAN,
+                max: f64::NAN,
+            };
+        }
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        let p90 = v[((n as f64 * 0.9).ceil() as usize).clamp(1, n) - 1];
+        Stats {
+            n,
+            min: v[0],
+            median,
+            p90,
+            max: v[n - 1],
+        }
+    }
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "n={} min {:.2} median {:.2} p90 {:.2} max {:.2} ms",
+            self.n, self.min, self.median, self.p90, self.max
+        )
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Unit {
+    Ms,
+    Sec,
+    Mib,
+    Req,
+}
+
+impl Unit {
+    fn show(self, v: f64) -> String {
+        match self {
+            Unit::Ms => format!("{v:.1} ms"),
+            Unit::Sec => format!("{v:.3} s"),
+            Unit::Mib => format!("{v:.1} MiB"),
+            Unit::Req => format!("{v:.2}"),
+        }
+    }
+}
+
+enum Figure {
+    Value { v: f64, unit: Unit, note: String },
+    NotApplicable(String),
+    Failed(String),
+}
+
+impl Figure {
+    fn value(v: f64, unit: Unit, note: &str) -> Figure {
+        Figure::Value {
+            v,
+            unit,
+            note: note.to_string(),
+        }
+    }
+
+    fn show(&self) -> String {
+        match self {
+            Figure::Value { v, unit, note } if note.is_empty() => unit.show(*v),
+            Figure::Value { v, unit, note } => format!("{} ({note})", unit.show(*v)),
+            Figure::NotApplicable(_) => "n/a".into(),
+            Figure::Failed(_) => "FAILED".into(),
+        }
+    }
+
+    fn number(&self) -> Option<(f64, Unit)> {
+        match self {
+            Figure::Value { v, unit, .. } => Some((*v, *unit)),
+            _ => None,
+        }
+    }
+}
+
+struct Row {
+    scenario: String,
+    lockrun: Figure,
+    consul: Option<Figure>,
+    /// Every target of the issue is an upper bound.
+    target: Option<f64>,
+}
+
+impl Row {
+    fn new(
+        scenario: &str,
+        figures: Vec<(Tool, Result<Figure, String>)>,
+        target: Option<f64>,
+    ) -> Row {
+        let mut lockrun = Figure::Failed("not run".into());
+        let mut consul = None;
+        for (tool, figure) in figures {
+            let figure = figure.unwrap_or_else(Figure::Failed);
+            match tool {
+                Tool::Lockrun => lockrun = figure,
+                Tool::ConsulLock => consul = Some(figure),
+            }
+        }
+        Row {
+            scenario: scenario.to_string(),
+            lockrun,
+            consul,
+            target,
+        }
+    }
+
+    fn target_text(&self) -> String {
+        match (self.target, self.lockrun.number()) {
+            (Some(t), Some((_, unit))) => format!("<= {}", unit.show(t)),
+            (Some(t), None) => format!("<= {t}"),
+            (None, _) => "-".into(),
+        }
+    }
+
+    fn verdict(&self) -> &'static str {
+        match (&self.lockrun, self.target) {
+            (Figure::Failed(_), _) => "FAILED",
+            (Figure::NotApplicable(_), _) | (_, None) => "-",
+            (Figure::Value { v, .. }, Some(t)) if *v <= t => "met",
+            (Figure::Value { .. }, Some(_)) => "MISSED",
+        }
+    }
+
+    fn ratio(&self) -> String {
+        match (
+            self.consul.as_ref().and_then(Figure::number),
+            self.lockrun.number(),
+        ) {
+            (Some((c, _)), Some((l, _))) if l > 0.0 => format!("{:.1}x", c / l),
+            _ => "-".into(),
+        }
+    }
+}
+
+fn map_results<T>(
+    results: &[(Tool, Result<T, String>)],
+    f: impl Fn(&T) -> Figure,
+) -> Vec<(Tool, Result<Figure, String>)> {
+    results
+        .iter()
+        .map(|(tool, r)| (*tool, r.as_ref().map(&f).map_err(Clone::clone)))
+        .collect()
+}
+
+fn print_table(rows: &[Row], compare: bool) {
+    let mut lines = vec![vec![
+        "scenario".to_string(),
+        "lockrun".into(),
+        "target".into(),
+        "verdict".into(),
+        "consul lock".into(),
+        "consul/lockrun".into(),
+    ]];
+    for row in rows {
+        let (consul, ratio) = if compare {
+            (
+                row.consul.as_ref().map(Figure::show).unwrap_or_default(),
+                row.ratio(),
+            )
+        } else {
+            ("skipped".into(), "-".into())
+        };
+        lines.push(vec![
+            row.scenario.clone(),
+            row.lockrun.show(),
+            row.target_text(),
+            row.verdict().into(),
+            consul,
+            ratio,
+        ]);
+    }
+    let widths: Vec<usize> = (0..lines[0].len())
+        .map(|c| {
+            lines
+                .iter()
+                .map(|l| l[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for (i, line) in lines.iter().enumerate() {
+        let cells: Vec<String> = line
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        println!("{}", cells.join("  ").trim_end());
+        if i == 0 {
+            let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+            println!("{}", rule.join("  "));
+        }
+    }
+    if !compare {
+        println!("consul not on PATH: comparison skipped");
+    }
+    for row in rows {
+        for (tool, figure) in [
+            (Tool::Lockrun, Some(&row.lockrun)),
+            (Tool::ConsulLock, row.consul.as_ref()),
+        ] {
+            match figure {
+                Some(Figure::Failed(why)) => println!("{} / {tool}: {why}", row.scenario),
+                Some(Figure::NotApplicable(why)) => {
+                    println!("{} / {tool}: n/a: {why}", row.scenario)
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Child scripts and their event logs
+
+/// A job that logs `start NS` and `end NS` to `DIR/events`; with `gate`, it
+/// waits for `DIR/gate` to exist between the two (only the first holder of
+/// a chain ever waits there).
+fn job_script(dir: &Path, job: &str, gate: bool) -> String {
+    let d = sh_quote(dir);
+    let gate = if gate {
+        format!("while [ ! -e {d}/gate ]; do sleep 0.005; done; ")
+    } else {
+        String::new()
+    };
+    format!(
+        "echo \"start $(date +%s%N)\" >> {d}/events; {gate}{job}; \
+         echo \"end $(date +%s%N)\" >> {d}/events"
+    )
+}
+
+/// `(nanoseconds, is_start)`, in time order.
+fn read_events(path: &Path) -> Result<Vec<(u64, bool)>, String> {
+    let text = fs::read_to_string(path).map_err(|e| format!("read {}: {e}", path.display()))?;
+    let mut events = Vec::new();
+    for line in text.lines() {
+        let (kind, at) = line
+            .split_once(' ')
+            .ok_or_else(|| format!("bad event line `{line}`"))?;
+        let at: u64 = at
+            .trim()
+            .parse()
+            .map_err(|_| format!("bad event line `{line}`"))?;
+        events.push((at, kind == "start"));
+    }
+    events.sort();
+    Ok(events)
+}
+
+/// Next start minus previous end, in ms. Under a lock, starts and ends must
+/// alternate; anything else means two children overlapped.
+fn handovers(events: &[(u64, bool)]) -> Result<Vec<f64>, String> {
+    let mut out = Vec::new();
+    let mut running = false;
+    let mut last_end = None;
+    for &(at, is_start) in events {
+        if is_start {
+            if running {
+                return Err("two children ran at once: mutual exclusion violated".into());
+            }
+            running = true;
+            if let Some(end) = last_end {
+                out.push((at - end) as f64 / 1e6);
+            }
+        } else {
+            running = false;
+            last_end = Some(at);
+        }
+    }
+    Ok(out)
+}
+
+/// For a semaphore of `limit` slots: each start after the first `limit`
+/// took the slot of the earliest end not yet handed over.
+fn slot_handovers(events: &[(u64, bool)], limit: usize) -> Vec<f64> {
+    let mut free_since = std::collections::VecDeque::new();
+    let mut out = Vec::new();
+    let mut started = 0;
+    for &(at, is_start) in events {
+        if !is_start {
+            free_since.push_back(at);
+        } else {
+            started += 1;
+            if started > limit {
+                if let Some(end) = free_since.pop_front() {
+                    out.push((at - end) as f64 / 1e6);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn max_concurrent(events: &[(u64, bool)]) -> usize {
+    let mut now = 0usize;
+    let mut max = 0;
+    for &(_, is_start) in events {
+        if is_start {
+            now += 1;
+            max = max.max(now);
+        } else {
+            now = now.saturating_sub(1);
+        }
+    }
+    max
+}
+
+fn count_lines(path: &Path, prefix: &str) -> usize {
+    fs::read_to_string(path)
+        .map(|t| t.lines().filter(|l| l.starts_with(prefix)).count())
+        .unwrap_or(0)
+}
+
+/// The median gap between two consecutive `date +%s%N` in one shell.
+fn timestamp_probe() -> Result<f64, String> {
+    let mut gaps = Vec::new();
+    for _ in 0..7 {
+        let mut sh = Command::new("sh");
+        scrub(&mut sh);
+        let out = sh
+            .args(["-c", "date +%s%N; date +%s%N"])
+            .output()
+            .map_err(|e| format!("run sh: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let v: Vec<u64> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        if v.len() != 2 {
+            return Err(format!("unexpected output `{text}`"));
+        }
+        gaps.push((v[1] - v[0]) as f64 / 1e6);
+    }
+    Ok(Stats::of(gaps).median)
+}
+
+/// `cargo bench` puts its target and toolchain directories on
+/// LD_LIBRARY_PATH, and the dynamic loader then searches them at every exec
+/// (lockrun, its guard, sh, date; about 0.1 ms each here), a cost no user
+/// pays. Nothing we run needs them.
+fn scrub(cmd: &mut Command) {
+    cmd.env_remove("LD_LIBRARY_PATH");
+}
+
+fn sh_quote(path: &Path) -> String {
+    format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
+}
+
+// ---------------------------------------------------------------------------
+// Processes
+
+/// A tool run in the background, SIGKILLed if dropped while running (a
+/// lockrun takes its child down with it; [`sweep`] catches the rest).
+struct Proc {
+    child: Option<Child>,
+    stderr: PathBuf,
+    description: String,
+}
+
+impl Proc {
+    fn spawn(mut cmd: Command, stderr: &Path) -> Result<Proc, String> {
+        let description = format!("{cmd:?}");
+        let file =
+            fs::File::create(stderr).map_err(|e| format!("create {}: {e}", stderr.display()))?;
+        cmd.stderr(file);
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {description}: {e}"))?;
+        Ok(Proc {
+            child: Some(child),
+            stderr: stderr.to_path_buf(),
+            description,
+        })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).unwrap_or(0)
+    }
+
+    fn try_exit(&mut self) -> Option<ExitStatus> {
+        self.child.as_mut()?.try_wait().ok().flatten()
+    }
+
+    fn wait(&mut self, deadline: Instant) -> Result<ExitStatus, String> {
+        let mut status = None;
+        wait_until_every(deadline, Duration::from_millis(1), || {
+            status = self.try_exit();
+            status.is_some()
+        });
+        status.ok_or_else(|| {
+            format!(
+                "{} did not exit in time\n{}",
+                self.description,
+                self.stderr_text()
+            )
+        })
+    }
+
+    fn stderr_text(&self) -> String {
+        fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    fn failure(&self, status: ExitStatus) -> String {
+        format!(
+            "{} exited with {status}\n--- stderr ---\n{}",
+            self.description,
+            self.stderr_text()
+        )
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if let Ok(None) = child.try_wait() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// SIGKILLs any process whose command line names `marker` (our scratch
+/// directory, which only the scripts we started mention), so a failed
+/// scenario leaves nothing running.
+fn sweep(marker: &Path) {
+    let marker = marker.to_string_lossy().into_owned();
+    let me = std::process::id();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&cmdline).contains(&marker) {
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        }
+    }
+}
+
+/// A `kB` field of `/proc/PID/status`.
+fn status_kib(pid: u32, field: &str) -> Result<u64, String> {
+    let path = format!("/proc/{pid}/status");
+    let text = fs::read_to_string(&path).map_err(|e| format!("read {path}: {e}"))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .ok_or_else(|| format!("no {field} in {path}"))
+}
+
+/// The children of `pid`, from every thread's `children` list.
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            if let Ok(text) = fs::read_to_string(task.path().join("children")) {
+                out.extend(
+                    text.split_whitespace()
+                        .filter_map(|p| p.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    out
+}
+
+fn wait_until(deadline: Instant, cond: impl FnMut() -> bool) -> bool {
+    wait_until_every(deadline, Duration::from_millis(2), cond)
+}
+
+fn wait_until_every(deadline: Instant, pause: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        sleep(pause);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// A minimal HTTP client: one connection per request, so we can stamp the
+// moment a request leaves (the connection is set up before).
+
+struct Answer {
+    status: u16,
+    body: Vec<u8>,
+    /// Wall-clock nanoseconds just before the request was written.
+    sent_ns: u64,
+}
+
+fn http(addr: &str, method: &str, path: &str) -> Result<Answer, String> {
+    let fail = |e: std::io::Error| format!("{method} {path} to {addr}: {e}");
+    let mut stream = TcpStream::connect(addr).map_err(fail)?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(fail)?;
+    stream.set_nodelay(true).map_err(fail)?;
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    let sent_ns = realtime_ns();
+    stream.write_all(request.as_bytes()).map_err(fail)?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).map_err(fail)?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| format!("{method} {path}: malformed answer"))?;
+    let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("{method} {path}: no status"))?;
+    let mut body = raw[split + 4..].to_vec();
+    if head.contains("transfer-encoding: chunked") {
+        body = dechunk(&body);
+    }
+    Ok(Answer {
+        status,
+        body,
+        sent_ns,
+    })
+}
+
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") {
+        let size_text = String::from_utf8_lossy(&raw[..eol]);
+        let size_text = size_text.split(';').next().unwrap_or("").trim().to_string();
+        let Ok(size) = usize::from_str_radix(&size_text, 16) else {
+            break;
+        };
+        raw = &raw[eol + 2..];
+        if size == 0 || raw.len() < size {
+            break;
+        }
+        out.extend_from_slice(&raw[..size]);
+        raw = raw.get(size + 2..).unwrap_or_default();
+    }
+    out
+}
+
+/// The session holding `key`.
+fn holder_session(addr: &str, key: &str) -> Result<String, String> {
+    let answer = http(addr, "GET", &format!("/v1/kv/{key}"))?;
+    let entries: serde_json::Value = serde_json::from_slice(&answer.body)
+        .map_err(|e| format!("GET /v1/kv/{key} answered {}: {e}", answer.status))?;
+    entries[0]["Session"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| format!("nobody holds `{key}`"))
+}
+
+// ---------------------------------------------------------------------------
+// Small things
+
+/// CPU time of the whole machine and of this process tree (the emulator,
+/// every lockrun and child we reaped), to tell whether other work competed
+/// with the benchmark: on a 2-core machine it shifts every figure.
+struct CpuTimes {
+    machine_busy: u64,
+    machine_total: u64,
+    ours: u64,
+}
+
+impl CpuTimes {
+    fn now() -> CpuTimes {
+        let stat = read_trimmed("/proc/stat");
+        let ticks: Vec<u64> = stat
+            .lines()
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|t| t.parse().ok())
+            .collect();
+        // user nice system idle iowait irq softirq steal ...
+        let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
+        let total: u64 = ticks.iter().take(8).sum();
+        let own = read_trimmed("/proc/self/stat");
+        let fields: Vec<&str> = own
+            .rsplit_once(')')
+            .map(|(_, rest)| rest)
+            .unwrap_or("")
+            .split_whitespace()
+            .collect();
+        // After the command name: state ppid pgrp session tty tpgid flags
+        // minflt cminflt majflt cmajflt utime stime cutime cstime.
+        let ours = (11..15)
+            .filter_map(|i| fields.get(i)?.parse::<u64>().ok())
+            .sum();
+        CpuTimes {
+            machine_busy: total - idle,
+            machine_total: total,
+            ours,
+        }
+    }
+
+    fn report(&self) -> String {
+        let now = CpuTimes::now();
+        let total = now.machine_total.saturating_sub(self.machine_total).max(1) as f64;
+        let busy = now.machine_busy.saturating_sub(self.machine_busy) as f64;
+        let ours = now.ours.saturating_sub(self.ours) as f64;
+        let others = (busy - ours).max(0.0) / total * 100.0;
+        let mut text = format!(
+            "CPU busy {:.0}% of the machine, {:.0}% by others than this benchmark",
+            busy / total * 100.0,
+            others
+        );
+        if others > 10.0 {
+            text.push_str(
+                " (other work competed: figures are pessimistic, rerun on a quiet machine)",
+            );
+        }
+        text
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn realtime_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// `bench/<scenario>-<random>`: every run gets its own keys, so runs can
+/// share a real agent and never see each other's lock-delays.
+fn unique_prefix(scenario: &str) -> String {
+    format!("bench/{scenario}-{:016x}", random_u64())
+}
+
+/// Random bits without a dependency: std's `RandomState` is seeded from the
+/// OS, and hashing a counter with it gives independent values.
+fn random_u64() -> u64 {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.finish()
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism()
+        .map(usize::from)
+        .unwrap_or(0)
+}
+
+fn cpu_model() -> String {
+    fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("model name") || l.starts_with("Hardware"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+fn read_trimmed(path: impl AsRef<Path>) -> String {
+    fs::read_to_string(path)
+        .map(|t| t.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn command_output(cmd: &mut Command) -> String {
+    cmd.stdin(Stdio::null())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|e| format!("cannot run: {e}"))
+}
