@@ -248,3 +248,32 @@ fn a_semaphore_prefix_lists_its_live_holders() {
         api.session_destroy(&s);
     }
 }
+
+#[test]
+fn quiet_silences_notes_but_not_answers_or_fatal_errors() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("release-quiet") + "/leader";
+    let output = run(&mut lockrun(&consul, ["release", key.as_str()]));
+    assert_status(&output, 1, "nothing held", &consul);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("nothing to release"),
+        "a note by default: {stderr}"
+    );
+    let output = run(&mut lockrun(&consul, ["-q", "release", key.as_str()]));
+    assert_status(&output, 1, "nothing held, quietly", &consul);
+    assert!(output.stderr.is_empty(), "-q prints no note");
+    let session = hold(&consul, &key, "v");
+    let output = run(&mut lockrun(&consul, ["-q", "leader", key.as_str()]));
+    assert_status(&output, 0, "held", &consul);
+    assert_eq!(output.stdout, b"v\n", "answers still go to stdout");
+    let mut cmd = lockrun(&consul, ["-q", "leader", key.as_str()]);
+    cmd.env("CONSUL_HTTP_ADDR", "127.0.0.1:1");
+    let output = run(&mut cmd);
+    assert_eq!(output.status.code(), Some(125));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).starts_with("lockrun: cannot reach Consul"),
+        "fatal errors are still printed"
+    );
+    consul.api().session_destroy(&session);
+}
