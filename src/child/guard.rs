@@ -1,4 +1,5 @@
-//! The guard: lockrun re-executed as `lockrun __guard -- COMMAND [ARGS...]`.
+//! The guard: lockrun re-executed as
+//! `lockrun __guard [--go-fd N] -- COMMAND [ARGS...]`.
 //!
 //! `PR_SET_PDEATHSIG` reaches only a *direct* child of lockrun, and with
 //! `--shell` or any COMMAND that forks, that is not enough: grandchildren
@@ -11,21 +12,33 @@
 //! COMMAND's status. It is synchronous and tiny on purpose: no runtime, no
 //! threads, so nothing in it can delay or reorder that work.
 //!
+//! lockrun starts the guard *parked*, as `lockrun __guard --go-fd N -- ...`,
+//! while it still waits for the lock: the guard sets itself up, then blocks
+//! reading descriptor N until lockrun sends the go message (see `go`) with
+//! the environment to add. Without a whole go message (lockrun gave up, or
+//! died) it exits 125, saying nothing, having run nothing. Its parent-death
+//! signal is armed while it is parked too.
+//!
 //! The guard does not sweep the group after COMMAND exits; lockrun does,
 //! while the guard is still an unreaped zombie pinning the group id.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::io::{self, Write};
+use std::os::fd::RawFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitCode;
 
-use super::sys;
+use super::{go, sys};
 
 /// The hidden subcommand lockrun routes to [`main`].
 pub const SUBCOMMAND: &str = "__guard";
 
-/// Separates the guard's own arguments (none so far) from COMMAND.
+/// Separates the guard's own arguments from COMMAND.
 const SEPARATOR: &str = "--";
+
+/// The guard's one option: wait for the go message on this descriptor
+/// before running COMMAND. Without it the guard runs COMMAND at once.
+const GO_FD: &str = "--go-fd";
 
 /// Exit status when COMMAND was not found (as in sh, env and timeout).
 const NOT_FOUND: u8 = 127;
@@ -34,29 +47,47 @@ const NOT_EXECUTABLE: u8 = 126;
 /// Exit status when the guard itself was misused or failed.
 pub(super) const GUARD_FAILED: u8 = 125;
 
-/// The arguments that follow [`SUBCOMMAND`] to run `argv`.
-pub(super) fn arguments(argv: &[OsString]) -> impl Iterator<Item = &OsStr> {
-    [OsStr::new(SEPARATOR)]
-        .into_iter()
-        .chain(argv.iter().map(OsString::as_os_str))
+/// The arguments that follow [`SUBCOMMAND`] to run `argv` once the go
+/// message arrives on descriptor `go`.
+pub(super) fn arguments(go: RawFd, argv: &[OsString]) -> impl Iterator<Item = OsString> + '_ {
+    [
+        OsString::from(GO_FD),
+        OsString::from(go.to_string()),
+        OsString::from(SEPARATOR),
+    ]
+    .into_iter()
+    .chain(argv.iter().cloned())
 }
 
 /// The guard's entry point. `args` are the words after `__guard`:
-/// `-- PROGRAM [ARGS...]`.
+/// `[--go-fd N] -- PROGRAM [ARGS...]`.
 pub fn main(args: Vec<OsString>) -> ExitCode {
-    let Some(argv) = command(&args) else {
+    let Some(Invocation { go, argv }) = parse(&args) else {
         say(format_args!(
-            "`{SUBCOMMAND}` is for lockrun's own use: lockrun {SUBCOMMAND} -- COMMAND [ARGS...]"
+            "`{SUBCOMMAND}` is for lockrun's own use: \
+             lockrun {SUBCOMMAND} [{GO_FD} N] -- COMMAND [ARGS...]"
         ));
         return ExitCode::from(GUARD_FAILED);
     };
 
     // Handlers first: lockrun spawned us with these signals blocked, so any
     // that arrived early are pending, not fatal, and COMMAND gets them below.
+    // The parent-death handler must be in place before we park, too.
     sys::guard_install_handlers();
 
+    // Parked: lockrun may not hold the lock yet. Only a whole go message
+    // lets us go on; we close the pipe before COMMAND exists, so COMMAND
+    // never inherits it.
+    let env = match go {
+        Some(fd) => match sys::take_go_pipe(fd).ok().and_then(go::receive) {
+            Some(env) => env,
+            None => return ExitCode::from(GUARD_FAILED),
+        },
+        None => Vec::new(),
+    };
+
     let mut command = std::process::Command::new(&argv[0]);
-    command.args(&argv[1..]);
+    command.args(&argv[1..]).envs(env);
     sys::arm_command(&mut command);
     let mut child = match command.spawn() {
         Ok(child) => child,
@@ -83,10 +114,26 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     }
 }
 
-/// COMMAND's argv from the guard's arguments.
-fn command(args: &[OsString]) -> Option<&[OsString]> {
-    match args.split_first() {
-        Some((separator, argv)) if separator == SEPARATOR && !argv.is_empty() => Some(argv),
+/// The guard's arguments, understood.
+struct Invocation<'a> {
+    /// The go pipe's descriptor, if we are to wait for the go message.
+    go: Option<RawFd>,
+    /// COMMAND, never empty.
+    argv: &'a [OsString],
+}
+
+fn parse(args: &[OsString]) -> Option<Invocation<'_>> {
+    let (go, rest) = match args {
+        [option, fd, rest @ ..] if option == GO_FD => {
+            let fd = fd.to_str()?.parse::<RawFd>().ok().filter(|fd| *fd >= 0)?;
+            (Some(fd), rest)
+        }
+        _ => (None, args),
+    };
+    match rest.split_first() {
+        Some((separator, argv)) if separator == SEPARATOR && !argv.is_empty() => {
+            Some(Invocation { go, argv })
+        }
         _ => None,
     }
 }
@@ -144,14 +191,21 @@ mod tests {
     #[test]
     fn takes_command_after_the_separator() {
         let args = |words: &[&str]| words.iter().map(OsString::from).collect::<Vec<_>>();
-        assert_eq!(command(&args(&[])), None);
-        assert_eq!(command(&args(&["--"])), None);
-        assert_eq!(command(&args(&["true"])), None);
+        let argv = |words: &[&str]| parse(&args(words)).map(|i| (i.go, i.argv.to_vec()));
+        assert_eq!(argv(&[]), None);
+        assert_eq!(argv(&["--"]), None);
+        assert_eq!(argv(&["true"]), None);
+        assert_eq!(argv(&["--", "a", "--"]), Some((None, args(&["a", "--"]))));
         assert_eq!(
-            command(&args(&["--", "a", "--"])),
-            Some(&args(&["a", "--"])[..])
+            argv(&["--go-fd", "7", "--", "a", "--go-fd"]),
+            Some((Some(7), args(&["a", "--go-fd"])))
         );
-        let built: Vec<OsString> = arguments(&args(&["a", "b"])).map(OsString::from).collect();
-        assert_eq!(built, args(&["--", "a", "b"]));
+        assert_eq!(argv(&["--go-fd", "7", "--"]), None);
+        assert_eq!(argv(&["--go-fd", "-1", "--", "a"]), None);
+        assert_eq!(argv(&["--go-fd", "x", "--", "a"]), None);
+        assert_eq!(argv(&["--go-fd", "--", "a"]), None);
+        let built: Vec<OsString> = arguments(4, &args(&["a", "b"])).collect();
+        assert_eq!(built, args(&["--go-fd", "4", "--", "a", "b"]));
+        assert_eq!(argv(&["--go-fd", "4", "--", "a", "b"]).unwrap().0, Some(4));
     }
 }

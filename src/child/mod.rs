@@ -24,14 +24,25 @@
 //!   as a timer racing the exit, then SIGKILL to the group.
 //! - **Terminal.** An interactive COMMAND gets the terminal's foreground for
 //!   its lifetime ([`terminal`]).
+//! - **Starting early.** Exec'ing and initialising the guard takes about a
+//!   millisecond, which a handover should not wait for. So lockrun starts the
+//!   guard while it still waits for the lock ([`Child::prepare`]), parked: it
+//!   runs nothing until lockrun sends it the go message over a pipe
+//!   ([`Prepared::start`], the `go` module), and it exits without running
+//!   anything if the pipe closes first or lockrun dies. A parked guard is
+//!   never given the terminal and never signalled, except SIGKILLed when
+//!   lockrun gives up.
 
+mod go;
 pub mod guard;
 mod sys;
 mod terminal;
 
 use std::ffi::OsString;
 use std::fmt;
+use std::fs::File;
 use std::io;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -49,6 +60,11 @@ use crate::signals::Signal;
 const SWEEP_LIMIT: Duration = Duration::from_secs(5);
 /// The longest pause between two checks of the group while sweeping.
 const SWEEP_MAX_PAUSE: Duration = Duration::from_millis(50);
+/// How long dropping a [`Prepared`] waits, in short naps on lockrun's thread,
+/// for the SIGKILLed guard to die before leaving the reaping to a thread of
+/// its own. A killed guard is usually gone within a fraction of a
+/// millisecond; one stuck in the kernel must not hold up the runtime.
+const DISCARD_PATIENCE: Duration = Duration::from_millis(20);
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -79,8 +95,9 @@ pub fn guard_exe() -> io::Result<PathBuf> {
 }
 
 impl Command {
-    /// The guard's command line: `lockrun __guard -- PROGRAM [ARGS...]`.
-    fn guard_command(&self) -> io::Result<std::process::Command> {
+    /// The guard's command line: `lockrun __guard --go-fd GO -- PROGRAM
+    /// [ARGS...]`, where `GO` is the descriptor it waits on for the go message.
+    fn guard_command(&self, go: RawFd) -> io::Result<std::process::Command> {
         let Some(first) = self.argv.first() else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -96,9 +113,9 @@ impl Command {
                 .chain([first.clone(), OsString::from("lockrun")])
                 .chain(self.argv[1..].iter().cloned())
                 .collect();
-            cmd.args(guard::arguments(&argv));
+            cmd.args(guard::arguments(go, &argv));
         } else {
-            cmd.args(guard::arguments(&self.argv));
+            cmd.args(guard::arguments(go, &self.argv));
         }
         cmd.envs(self.env.iter().map(|(key, value)| (key, value)));
         cmd.process_group(0);
@@ -175,37 +192,70 @@ pub struct Child {
     foreground: Option<terminal::Foreground>,
 }
 
+/// A guard started ahead of COMMAND and parked: it runs nothing until
+/// [`Prepared::start`]. Dropping it (or lockrun dying) ends the guard without
+/// COMMAND ever running; see [`Child::prepare`].
+pub struct Prepared {
+    pid: u32,
+    /// Always `Some` until `start` takes it or `drop` discards it.
+    parked: Option<Parked>,
+}
+
+struct Parked {
+    /// lockrun's end of the go pipe.
+    go: File,
+    sigchld: tokio::signal::unix::Signal,
+    terminal: Terminal,
+}
+
 impl Child {
-    /// Spawns the guard, which runs `cmd`. Call it on the current-thread
-    /// runtime's thread (see the module docs); the runtime needs its IO (for
-    /// signals) and time drivers.
-    ///
-    /// Errors are lockrun's own failures to start the guard. COMMAND not
-    /// being found or executable is not an error here: the guard reports it
-    /// on stderr and exits 127 or 126.
+    /// Spawns the guard, which runs `cmd`: [`Child::prepare`], then
+    /// [`Prepared::start`] at once with no more environment.
     pub fn spawn(cmd: &Command) -> io::Result<Child> {
         Child::spawn_with(cmd, Terminal::Auto)
     }
 
     /// [`Child::spawn`], choosing what happens to the terminal.
     pub fn spawn_with(cmd: &Command, terminal: Terminal) -> io::Result<Child> {
-        let mut guard = cmd.guard_command()?;
+        Child::prepare_with(cmd, terminal)?.start(Vec::new())
+    }
+
+    /// Starts the guard, parked: it runs nothing until [`Prepared::start`].
+    /// Dropping the returned value (or lockrun dying) makes the guard exit
+    /// without ever running COMMAND.
+    ///
+    /// Call it on the current-thread runtime's thread (see the module docs):
+    /// the guard's parent-death signal is armed now, and fires when this
+    /// thread exits. The runtime needs its IO (for signals) and time drivers.
+    /// The terminal is not touched until `start`.
+    ///
+    /// Errors are lockrun's own failures to start the guard. COMMAND not
+    /// being found or executable is not an error here: the guard reports it
+    /// on stderr, once started, and exits 127 or 126.
+    pub fn prepare(cmd: &Command) -> io::Result<Prepared> {
+        Child::prepare_with(cmd, Terminal::Auto)
+    }
+
+    /// [`Child::prepare`], choosing what `start` does with the terminal.
+    pub fn prepare_with(cmd: &Command, terminal: Terminal) -> io::Result<Prepared> {
+        let (go_read, go) = sys::go_pipe()?;
+        let mut guard = cmd.guard_command(go_read.as_raw_fd())?;
         // Listening before the fork means no exit can happen unnoticed.
         let sigchld = signal(SignalKind::child())?;
-        let claim = match terminal {
-            Terminal::Auto => terminal::Claim::detect(),
-            Terminal::Never => None,
-        };
-        sys::arm_guard(&mut guard, claim.is_some());
+        sys::arm_guard(&mut guard, go_read.as_raw_fd());
         let pid = guard.spawn().map_err(|err| spawn_error(cmd, err))?.id();
-        // std's Child neither waits nor kills on drop; we reap by pid.
-        let foreground = claim.map(|claim| claim.hand_to(pid));
-        tracing::debug!(pid, "spawned the guard");
-        Ok(Child {
+        // std's Child neither waits nor kills on drop; we reap by pid. Our
+        // copy of the read end goes, so a guard that is gone makes `start`
+        // fail (EPIPE) rather than write into the void.
+        drop(go_read);
+        tracing::debug!(pid, "spawned the guard, parked");
+        Ok(Prepared {
             pid,
-            state: State::Running,
-            sigchld,
-            foreground,
+            parked: Some(Parked {
+                go,
+                sigchld,
+                terminal,
+            }),
         })
     }
 
@@ -374,6 +424,109 @@ impl Drop for Child {
     }
 }
 
+impl Prepared {
+    /// The parked guard's pid, which will be the child's process group id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Hands the guard `env` (added to COMMAND's environment: what is known
+    /// only once the lock is held), gives its group the terminal's
+    /// foreground if [`Terminal`] allows, and lets it run COMMAND.
+    ///
+    /// On error the guard is ended as if dropped, having run nothing.
+    pub fn start(mut self, env: Vec<(OsString, OsString)>) -> io::Result<Child> {
+        let message = go::encode(&env)?;
+        let pid = self.pid;
+        let Some(Parked {
+            go,
+            sigchld,
+            terminal,
+        }) = self.parked.take()
+        else {
+            unreachable!("a Prepared is parked until started or dropped");
+        };
+        let claim = match terminal {
+            Terminal::Auto => terminal::Claim::detect(),
+            Terminal::Never => None,
+        };
+        // The foreground first: the guard runs COMMAND only after reading the
+        // go message, so COMMAND can never read the terminal before its group
+        // owns it.
+        let foreground = claim.map(|claim| claim.hand_to(pid));
+        if let Err(err) = go::send(go, &message) {
+            discard(pid);
+            if let Some(foreground) = foreground {
+                foreground.restore();
+            }
+            return Err(io::Error::new(
+                err.kind(),
+                format!("cannot send the guard its go: {err}"),
+            ));
+        }
+        tracing::debug!(pid, "started the guard");
+        Ok(Child {
+            pid,
+            state: State::Running,
+            sigchld,
+            foreground,
+        })
+    }
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        if let Some(Parked { go, .. }) = self.parked.take() {
+            // Closing the pipe alone would end the guard (EOF before go);
+            // `discard` does not wait for it to notice.
+            drop(go);
+            discard(self.pid);
+        }
+    }
+}
+
+/// Ends a guard that never got its go, and reaps it. Its group is itself
+/// alone, and, unreaped, ours to signal.
+///
+/// No I/O and no unbounded wait: SIGKILL, then short naps until it is gone,
+/// and if it is slow to die (stuck in the kernel), a thread reaps it.
+fn discard(pid: u32) {
+    if let Err(err) = sys::kill_group(pid, Signal::Kill.number()) {
+        tracing::warn!("cannot kill the parked guard: {err}");
+    }
+    let deadline = std::time::Instant::now() + DISCARD_PATIENCE;
+    let mut pause = Duration::from_micros(20);
+    loop {
+        match sys::try_reap(pid) {
+            Ok(Some(_)) => return,
+            Ok(None) => {}
+            Err(err) => {
+                tracing::warn!("cannot reap the parked guard: {err}");
+                return;
+            }
+        }
+        if std::time::Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(2));
+    }
+    tracing::debug!(
+        pid,
+        "the parked guard is slow to die; reaping it on a thread"
+    );
+    let reaper = std::thread::Builder::new()
+        .name("lockrun-reaper".into())
+        .spawn(move || {
+            if let Err(err) = sys::reap_blocking(pid) {
+                tracing::warn!("cannot reap the parked guard: {err}");
+            }
+        });
+    if let Err(err) = reaper {
+        tracing::warn!("cannot reap the parked guard: {err}");
+    }
+}
+
 /// Adds which program failed to start, keeping the error's kind.
 fn spawn_error(cmd: &Command, err: io::Error) -> io::Error {
     let detail = if err.raw_os_error() == Some(libc::ESRCH) {
@@ -408,7 +561,7 @@ mod tests {
     }
 
     fn args(cmd: &Command) -> Vec<String> {
-        let guard = cmd.guard_command().unwrap();
+        let guard = cmd.guard_command(3).unwrap();
         guard
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
@@ -423,13 +576,15 @@ mod tests {
             env: vec![],
             guard_exe: "/bin/lockrun".into(),
         };
-        assert_eq!(args(&cmd), ["__guard", "--", "echo", "a b"]);
+        assert_eq!(args(&cmd), ["__guard", "--go-fd", "3", "--", "echo", "a b"]);
         cmd.shell = true;
         cmd.argv = vec!["echo \"$1\"".into(), "x".into()];
         assert_eq!(
             args(&cmd),
             [
                 "__guard",
+                "--go-fd",
+                "3",
                 "--",
                 "/bin/sh",
                 "-c",
@@ -440,7 +595,7 @@ mod tests {
         );
         cmd.argv.clear();
         assert_eq!(
-            cmd.guard_command().unwrap_err().kind(),
+            cmd.guard_command(3).unwrap_err().kind(),
             io::ErrorKind::InvalidInput
         );
     }

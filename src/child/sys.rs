@@ -6,9 +6,13 @@
 //! computed before the fork and moved in.
 #![allow(unsafe_code)]
 
+use std::fs::File;
 use std::io;
 use std::mem::MaybeUninit;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
+
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
 
 use super::ChildExit;
 use crate::signals::Signal;
@@ -68,36 +72,45 @@ fn set_mask(how: libc::c_int, set: &SigSet) {
     }
 }
 
+/// The go pipe (see `go`): the read end for the guard, which [`arm_guard`]
+/// lets it inherit, and lockrun's write end. Both are close-on-exec, so no
+/// other child of lockrun's (nor, through it, COMMAND) ever holds either; the
+/// write end is non-blocking, so sending the go message cannot hang lockrun.
+pub(super) fn go_pipe() -> io::Result<(OwnedFd, File)> {
+    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+    fcntl(&write, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+    Ok((read, File::from(write)))
+}
+
 /// Prepares lockrun's side of the guard's spawn.
 ///
 /// In the guard, before it executes:
 /// 1. block the survivable signals, so a signal sent to the group before the
 ///    guard's handlers exist stays pending instead of killing it (the guard
 ///    relays what is pending to COMMAND once COMMAND exists);
-/// 2. if asked, take the terminal's foreground for the new group, with
-///    SIGTTOU blocked so the kernel lets a background process do it; doing
-///    this in the child as well as in lockrun means COMMAND can never read
-///    the terminal before its group owns it;
+/// 2. let the guard keep `go`, the read end of the go pipe, across `exec`
+///    (lockrun's copy stays close-on-exec);
 /// 3. arm PR_SET_PDEATHSIG, then check the parent is still the lockrun that
 ///    spawned us: if it died before the prctl, no signal would ever come,
 ///    so we refuse to run at all.
-pub(super) fn arm_guard(cmd: &mut std::process::Command, take_terminal: bool) {
+///
+/// The guard does not take the terminal's foreground here: a parked guard
+/// must leave it to lockrun, so that Ctrl-C while waiting for the lock
+/// reaches lockrun. lockrun hands it over before it sends the go message.
+pub(super) fn arm_guard(cmd: &mut std::process::Command, go: RawFd) {
     let parent = std::process::id() as libc::pid_t;
     let death = death_signal();
     let blocked = SigSet::of(survivable());
-    let blocked_and_ttou = SigSet::of(survivable().chain([libc::SIGTTOU]));
     let hook = move || -> io::Result<()> {
-        if take_terminal {
-            set_mask(libc::SIG_SETMASK, &blocked_and_ttou);
-            // SAFETY: getpid and tcsetpgrp are async-signal-safe. std has
-            // already made us the leader of our own group (process_group(0)
-            // runs before pre_exec hooks). Failure is not fatal: COMMAND
-            // then runs in the background as it would without a terminal.
-            unsafe {
-                libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpid());
+        set_mask(libc::SIG_SETMASK, &blocked);
+        // SAFETY: fcntl(F_SETFD) on a descriptor number only changes that
+        // descriptor's flags in this (the child's) table; it is
+        // async-signal-safe. Clearing FD_CLOEXEC is all we ask of it.
+        unsafe {
+            if libc::fcntl(go, libc::F_SETFD, 0) == -1 {
+                return Err(io::Error::last_os_error());
             }
         }
-        set_mask(libc::SIG_SETMASK, &blocked);
         // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number and touches
         // no memory of ours; getppid cannot fail. Both are async-signal-safe.
         unsafe {
@@ -115,6 +128,19 @@ pub(super) fn arm_guard(cmd: &mut std::process::Command, take_terminal: bool) {
     unsafe {
         cmd.pre_exec(hook);
     }
+}
+
+/// In the guard: takes ownership of the go pipe's read end, descriptor `fd`,
+/// which lockrun let us inherit. Fails if no such descriptor is open.
+pub(super) fn take_go_pipe(fd: RawFd) -> io::Result<File> {
+    // SAFETY: fcntl(F_GETFD) only reads the descriptor's flags.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is open (checked above), and lockrun handed it to us for
+    // this use alone: nothing else in the guard refers to it, so the `File`
+    // may own it and close it.
+    Ok(unsafe { File::from_raw_fd(fd) })
 }
 
 /// Prepares the guard's side of COMMAND's spawn.
@@ -236,12 +262,10 @@ pub(super) fn group_exists(pgid: u32) -> bool {
     rc == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
-/// waitid on one pid for its exit, never blocking.
-fn waitid(pid: u32, keep_zombie: bool) -> io::Result<Option<ChildExit>> {
-    let mut flags = libc::WEXITED | libc::WNOHANG;
-    if keep_zombie {
-        flags |= libc::WNOWAIT;
-    }
+/// waitid on one pid for its exit: with `WNOHANG` and perhaps `WNOWAIT`
+/// among `flags`, or blocking without them.
+fn waitid(pid: u32, flags: libc::c_int) -> io::Result<Option<ChildExit>> {
+    let flags = libc::WEXITED | flags;
     loop {
         // SAFETY: a zeroed siginfo_t is valid (and is what tells "nothing
         // yet" apart, as si_pid stays 0); waitid writes only into it.
@@ -271,12 +295,22 @@ fn waitid(pid: u32, keep_zombie: bool) -> io::Result<Option<ChildExit>> {
 /// How the child exited, if it has, leaving it a zombie: until it is reaped
 /// its pid, and so our process group id, cannot be reused.
 pub(super) fn peek_exit(pid: u32) -> io::Result<Option<ChildExit>> {
-    waitid(pid, true)
+    waitid(pid, libc::WNOHANG | libc::WNOWAIT)
+}
+
+/// Reaps the child if it has exited, never blocking; tells how it exited.
+pub(super) fn try_reap(pid: u32) -> io::Result<Option<ChildExit>> {
+    waitid(pid, libc::WNOHANG)
 }
 
 /// Reaps a child that `peek_exit` saw exit.
 pub(super) fn reap(pid: u32) -> io::Result<()> {
-    waitid(pid, false).map(drop)
+    try_reap(pid).map(drop)
+}
+
+/// Waits for the child to exit, however long it takes, and reaps it.
+pub(super) fn reap_blocking(pid: u32) -> io::Result<()> {
+    waitid(pid, 0).map(drop)
 }
 
 /// The live members of process group `pgid`, from /proc.

@@ -17,7 +17,8 @@
 //! sets its mask explicitly before it executes (`sys::arm_guard`) and gives
 //! COMMAND an empty one, so the block cannot leak into COMMAND. (Anything
 //! else spawned from lockrun's thread while the child owns the terminal
-//! would inherit it.)
+//! would inherit it; the guard of lockrun's next round is spawned only after
+//! the terminal is given back.)
 //!
 //! We keep SIGTTOU blocked on lockrun's thread for as long as the child owns
 //! the terminal, not just around the calls: with the terminal's TOSTOP flag
@@ -26,10 +27,15 @@
 //! lock is lost. lockrun's runtime is current-thread, so "lockrun's thread"
 //! is the one that writes logs and calls [`Foreground::restore`].
 //!
-//! The child's side takes the foreground too, between fork and exec (see
-//! `sys::arm_guard`), so there is no window in which COMMAND could read the
-//! terminal before its group owns it. If any of this fails, the child still
-//! runs; it gets SIGTTIN only if it reads the terminal.
+//! The hand-off happens when the child starts, not when its guard is
+//! spawned: a guard spawned while lockrun waits for the lock is parked
+//! (`Child::prepare`), and a parked guard must not own the foreground, or
+//! Ctrl-C while waiting would go to it instead of to lockrun. lockrun gives
+//! the foreground away *before* it sends the guard the go message, and the
+//! guard runs COMMAND only after reading it, so there is no window in which
+//! COMMAND could read the terminal before its group owns it. If any of this
+//! fails, the child still runs; it gets SIGTTIN only if it reads the
+//! terminal.
 
 use std::io::stdin;
 use std::os::fd::AsFd;
@@ -47,8 +53,8 @@ pub(super) struct Claim {
 }
 
 impl Claim {
-    /// Checked before the spawn, so the child's side knows whether to take
-    /// the foreground.
+    /// Checked as the child starts: lockrun may have been moved to the
+    /// background (or back) while its guard was parked.
     pub(super) fn detect() -> Option<Claim> {
         let stdin = stdin();
         if !isatty(stdin.as_fd()).unwrap_or(false) {
@@ -64,8 +70,8 @@ impl Claim {
         })
     }
 
-    /// Gives the foreground to the child's group (lockrun's half of the
-    /// hand-off; the child has usually done it already).
+    /// Gives the foreground to the child's group, before the guard is told
+    /// to run COMMAND.
     pub(super) fn hand_to(self, child_group: u32) -> Foreground {
         let child_group = Pid::from_raw(child_group as i32);
         let ttou_was_blocked = block_sigttou();

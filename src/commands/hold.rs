@@ -179,6 +179,33 @@ async fn round(
             Err(exit) => return Ok(Round::Done(exit)),
         };
     tracing::info!(lock = target.name(), session = %session, "session created");
+    // The guard starts now, parked, so that its start-up overlaps the wait
+    // instead of delaying COMMAND once the lock is ours. It runs nothing
+    // until `start`; every path below that does not start it drops it, which
+    // ends it.
+    let prepared = child::guard_exe()
+        .map_err(|e| Failure::Internal(format!("cannot find lockrun's own executable ({e})")))
+        .and_then(|guard_exe| {
+            let command = child::Command {
+                argv: config.child.argv.clone(),
+                shell: config.child.shell,
+                env: Vec::new(),
+                guard_exe,
+            };
+            Child::prepare(&command).map_err(|e| {
+                Failure::Internal(format!(
+                    "cannot start the child ({})",
+                    crate::config::io_reason(&e)
+                ))
+            })
+        });
+    let prepared = match prepared {
+        Ok(prepared) => prepared,
+        Err(failure) => {
+            cleanup(client, target, &session, None, &config.value).await;
+            return Err(failure);
+        }
+    };
     let renewer = SessionRenewer {
         client,
         id: &session,
@@ -197,31 +224,37 @@ async fn round(
         lost = lease.keep(&renewer) => Waited::Lost(lost),
         acquired = with_deadline(patience, acquisition) => Waited::Acquired(acquired),
     };
-    let mut holding = match waited {
-        Waited::Acquired(Ok(Acquired::Yes(holding))) => holding,
+    // `Err` carries how the round ends when the lock is not ours.
+    let outcome = match waited {
+        Waited::Acquired(Ok(Acquired::Yes(holding))) => Ok(holding),
         Waited::Acquired(Ok(Acquired::No { holder })) => {
             tracing::info!(
                 lock = target.name(),
                 holder = holder.as_deref().unwrap_or("-"),
                 "not acquired"
             );
-            cleanup(client, target, &session, None, &config.value).await;
-            return Ok(Round::Done(Exit::NotAcquired(config.conflict_exit_code)));
+            Err(Ok(Round::Done(Exit::NotAcquired(
+                config.conflict_exit_code,
+            ))))
         }
-        Waited::Acquired(Err(e)) => {
-            cleanup(client, target, &session, None, &config.value).await;
-            return Err(e.into());
-        }
+        Waited::Acquired(Err(e)) => Err(Err(e.into())),
         Waited::Signal(signal) => {
             tracing::info!("{signal} while waiting for the lock; giving up");
-            cleanup(client, target, &session, None, &config.value).await;
-            return Ok(Round::Done(interrupted(signal)));
+            Err(Ok(Round::Done(interrupted(signal))))
         }
         Waited::Lost(why) => {
             // Our session may be gone while we waited; start over with a new one.
             tracing::warn!("session lost while waiting: {why}");
+            Err(Ok(Round::Retry))
+        }
+    };
+    let mut holding = match outcome {
+        Ok(holding) => holding,
+        Err(round) => {
+            // COMMAND does not run this round: the parked guard goes first.
+            drop(prepared);
             cleanup(client, target, &session, None, &config.value).await;
-            return Ok(Round::Retry);
+            return round;
         }
     };
     let held = holding.held().clone();
@@ -233,15 +266,7 @@ async fn round(
         "acquired"
     );
 
-    let command = child::Command {
-        argv: config.child.argv.clone(),
-        shell: config.child.shell,
-        env: child_env(&held),
-        guard_exe: child::guard_exe().map_err(|e| {
-            Failure::Internal(format!("cannot find lockrun's own executable ({e})"))
-        })?,
-    };
-    let mut child = match Child::spawn(&command) {
+    let mut child = match prepared.start(child_env(&held)) {
         Ok(child) => child,
         Err(e) => {
             cleanup(

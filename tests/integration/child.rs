@@ -1,6 +1,7 @@
 //! The child layer through its library API: exit statuses, the stop ladder,
-//! group sweeps, forwarding, parent death and the terminal hand-off, with the
-//! real lockrun binary as the guard.
+//! group sweeps, forwarding, parent death, the terminal hand-off and the
+//! parked guard, with the real lockrun binary as the guard; and one run of
+//! the binary to show that a waiting lockrun parks its guard.
 //!
 //! Tests that need a process of their own (one to SIGKILL, one that owns a
 //! pseudo-terminal) re-run this test binary on an ignored `helper_*` test,
@@ -16,13 +17,15 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lockrun::child::{Child, ChildExit, Command, Terminal};
+use lockrun::child::{Child, ChildExit, Command, Prepared, Terminal};
 use lockrun::signals::Signal;
 
+use crate::consul::TestConsul;
 use crate::procs::{
-    deadline, group_alive, pid_alive, read_line_file, read_pid_file, wait_until, KillGroupsOnDrop,
-    PATIENCE,
+    deadline, group_alive, inheritable_fds, open_fds, pid_alive, pid_exists, read_line_file,
+    read_pid_file, reading_a_pipe, wait_until, KillGroupsOnDrop, PATIENCE,
 };
+use crate::support::{assert_status, lockrun, wait_for_file, Running};
 
 const GUARD: &str = env!("CARGO_BIN_EXE_lockrun");
 const HELPER_DIR_VAR: &str = "LOCKRUN_CHILD_TEST_DIR";
@@ -71,6 +74,36 @@ fn spawn(cmd: &Command, groups: &mut KillGroupsOnDrop) -> Child {
     let child = Child::spawn_with(cmd, Terminal::Never).expect("spawn the guard");
     groups.watch(child.pid());
     child
+}
+
+/// Prepares `cmd` without touching the terminal and registers its group.
+fn prepare(cmd: &Command, groups: &mut KillGroupsOnDrop) -> Prepared {
+    let prepared = Child::prepare_with(cmd, Terminal::Never).expect("prepare the guard");
+    groups.watch(prepared.pid());
+    prepared
+}
+
+/// Waits until the guard `pid` is parked: asleep reading its go pipe.
+fn wait_until_parked(pid: u32) {
+    assert!(
+        wait_until(deadline(), || reading_a_pipe(pid)),
+        "the guard {pid} never parked"
+    );
+}
+
+/// The go message the guard expects (see `src/child/go.rs`), built by hand
+/// so the test does not share the code it checks.
+fn go_message(env: &[(&str, &str)]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for (key, value) in env {
+        for part in [key, value] {
+            body.extend_from_slice(&(part.len() as u32).to_le_bytes());
+            body.extend_from_slice(part.as_bytes());
+        }
+    }
+    let mut message = (body.len() as u32).to_le_bytes().to_vec();
+    message.extend(body);
+    message
 }
 
 fn tempdir() -> tempfile::TempDir {
@@ -332,6 +365,274 @@ fn the_group_dies_when_the_spawning_thread_exits() {
     );
 }
 
+#[test]
+fn a_dropped_prepared_guard_runs_nothing() {
+    let dir = tempdir();
+    let marker = dir.path().join("marker");
+    let cmd = direct(&[OsStr::new("touch"), marker.as_os_str()]);
+    let mut groups = KillGroupsOnDrop::new();
+    block_on(async {
+        // Dropped at once (the guard may still be starting up), and dropped
+        // once parked on its go pipe.
+        for parked in [false, false, false, true] {
+            let prepared = prepare(&cmd, &mut groups);
+            let pid = prepared.pid();
+            if parked {
+                wait_until_parked(pid);
+            }
+            drop(prepared);
+            let reaped = wait_until(deadline(), || !pid_exists(pid));
+            assert!(reaped, "the guard {pid} is still there (or a zombie)");
+            assert!(!group_alive(pid));
+        }
+    });
+    assert!(!marker.exists(), "a dropped guard ran its command");
+}
+
+#[test]
+fn a_parked_guard_dies_with_the_thread_that_prepared_it() {
+    let dir = tempdir();
+    let marker = dir.path().join("marker");
+    let cmd = direct(&[OsStr::new("touch"), marker.as_os_str()]);
+    let mut groups = KillGroupsOnDrop::new();
+    let guard = std::thread::spawn(move || {
+        runtime().block_on(async {
+            let prepared = Child::prepare_with(&cmd, Terminal::Never).expect("prepare the guard");
+            let pid = prepared.pid();
+            wait_until_parked(pid);
+            // A lockrun that dies runs no destructors. Forgetting also keeps
+            // the go pipe open in this process, so no EOF can end the guard:
+            // only its parent-death signal can.
+            std::mem::forget(prepared);
+            pid
+        })
+    })
+    .join()
+    .expect("the preparing thread panicked");
+    groups.watch(guard);
+    let gone = wait_until(deadline(), || !pid_alive(guard));
+    assert!(gone, "the parked guard outlived the thread that spawned it");
+    // Its handler SIGKILLed its group, that is, itself.
+    let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(guard as i32), None).unwrap();
+    assert_eq!(
+        status,
+        nix::sys::wait::WaitStatus::Signaled(
+            nix::unistd::Pid::from_raw(guard as i32),
+            nix::sys::signal::Signal::SIGKILL,
+            false
+        )
+    );
+    assert!(!marker.exists(), "a guard without its go ran its command");
+}
+
+#[test]
+fn a_parked_guard_dies_with_lockrun() {
+    let dir = tempdir();
+    let mut helper = helper("helper_prepare_and_hang", dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut groups = KillGroupsOnDrop::new();
+    let guard = groups.watch(read_pid_file(&dir.path().join("guard"), deadline()));
+    helper.kill().unwrap();
+    helper.wait().unwrap();
+    let gone = wait_until(deadline(), || !pid_alive(guard));
+    assert!(
+        gone,
+        "the parked guard outlived the SIGKILLed process that spawned it"
+    );
+    assert!(!dir.path().join("marker").exists());
+}
+
+#[test]
+#[ignore = "helper process for a_parked_guard_dies_with_lockrun"]
+fn helper_prepare_and_hang() {
+    let Some(dir) = helper_dir() else { return };
+    let cmd = direct(&[OsStr::new("touch"), dir.join("marker").as_os_str()]);
+    runtime().block_on(async {
+        let prepared = Child::prepare_with(&cmd, Terminal::Never).expect("prepare the guard");
+        wait_until_parked(prepared.pid());
+        publish(&dir.join("guard"), &prepared.pid().to_string());
+        std::future::pending::<()>().await;
+    });
+}
+
+#[test]
+fn start_passes_the_environment() {
+    let dir = tempdir();
+    let out = dir.path().join("out");
+    let mut cmd = shell(
+        r#"printf '%s|' "$FROM_COMMAND" "$FROM_START" "$SHARED" "$EMPTY" > "$1""#,
+        &[&out],
+    );
+    cmd.env = vec![
+        ("FROM_COMMAND".into(), "command".into()),
+        ("SHARED".into(), "command".into()),
+    ];
+    let mut groups = KillGroupsOnDrop::new();
+    block_on(async {
+        let prepared = prepare(&cmd, &mut groups);
+        wait_until_parked(prepared.pid());
+        let env = vec![
+            ("FROM_START".into(), "a b=c\nd".into()),
+            ("SHARED".into(), "start".into()),
+            ("EMPTY".into(), "".into()),
+        ];
+        let mut child = prepared.start(env).expect("start the guard");
+        assert_eq!(child.wait().await, ChildExit::Code(0));
+    });
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "command|a b=c\nd|start||"
+    );
+}
+
+#[test]
+fn the_command_does_not_inherit_the_go_pipe() {
+    let dir = tempdir();
+    let pid_file = dir.path().join("pid");
+    let cmd = shell(r#"echo $$ > "$1"; exec sleep 600"#, &[&pid_file]);
+    let mut groups = KillGroupsOnDrop::new();
+    block_on(async {
+        let prepared = prepare(&cmd, &mut groups);
+        let guard = prepared.pid();
+        wait_until_parked(guard);
+        // The guard's go pipe: the descriptor named on its command line.
+        let cmdline = std::fs::read(format!("/proc/{guard}/cmdline")).unwrap();
+        let words: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let at = words
+            .iter()
+            .position(|w| *w == b"--go-fd")
+            .expect("--go-fd");
+        let go_fd: u32 = std::str::from_utf8(words[at + 1]).unwrap().parse().unwrap();
+        let go_pipe = open_fds(guard)
+            .into_iter()
+            .find(|(fd, _)| *fd == go_fd)
+            .map(|(_, target)| target)
+            .expect("the parked guard holds its go pipe");
+        assert!(go_pipe.starts_with("pipe:"), "{go_pipe}");
+
+        let mut child = prepared.start(Vec::new()).expect("start the guard");
+        let command = read_pid_file(&pid_file, deadline());
+        // COMMAND holds exactly what this process lets any child inherit
+        // (stdin, stdout, stderr, and whatever our own parent leaked to us).
+        let expected = inheritable_fds();
+        let mut seen = Vec::new();
+        let clean = wait_until(deadline(), || {
+            seen = open_fds(command);
+            seen.iter().map(|(fd, _)| *fd).collect::<Vec<_>>() == expected
+        });
+        assert!(
+            clean,
+            "COMMAND holds {seen:?}; expected descriptors {expected:?}"
+        );
+        assert!(
+            seen.iter().all(|(_, target)| *target != go_pipe),
+            "COMMAND inherited the go pipe: {seen:?}"
+        );
+        assert_eq!(child.kill().await, killed_by(Signal::Kill));
+    });
+}
+
+#[test]
+fn the_guard_runs_nothing_without_a_whole_go_message() {
+    let dir = tempdir();
+    let marker = dir.path().join("marker");
+    let whole = go_message(&[("X", "1")]);
+    let cases: [(&str, &[u8]); 4] = [
+        ("EOF", b""),
+        ("a cut header", &whole[..2]),
+        ("a cut body", &whole[..whole.len() - 1]),
+        ("an oversized length", &[0xff, 0xff, 0xff, 0x7f, 0, 0]),
+    ];
+    // The guard run by hand, its go pipe being its stdin.
+    let guard = || {
+        let mut command = std::process::Command::new(GUARD);
+        command
+            .args(["__guard", "--go-fd", "0", "--", "touch"])
+            .arg(&marker)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    };
+    for (what, message) in cases {
+        let mut child = guard().spawn().unwrap();
+        child.stdin.take().unwrap().write_all(message).unwrap();
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(125), "{what}");
+        assert!(
+            output.stdout.is_empty() && output.stderr.is_empty(),
+            "{what}: {output:?}"
+        );
+        assert!(!marker.exists(), "{what}: the guard ran its command");
+    }
+    // The same guard, given a whole message, runs the command.
+    let mut child = guard().spawn().unwrap();
+    child.stdin.take().unwrap().write_all(&whole).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(marker.exists());
+}
+
+#[test]
+fn a_waiting_lockrun_parks_its_guard_and_an_interrupt_ends_it() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("child-parked") + "/leader";
+    let dir = tempdir();
+    let d = dir.path().display().to_string();
+    let marker = dir.path().join("marker");
+    let elect = |child: &[&str]| {
+        let mut args = vec![
+            "elect",
+            "--lock-delay",
+            "0s",
+            "--kill-timeout",
+            "1s",
+            "--shell",
+            &key,
+            "--",
+        ];
+        args.extend_from_slice(child);
+        lockrun(&consul, args)
+    };
+    let holder = Running::spawn(&mut elect(&[
+        r#"touch "$1/held"; while [ ! -e "$1/go" ]; do sleep 0.05; done"#,
+        &d,
+    ]));
+    wait_for_file(&dir.path().join("held"));
+    let waiter = Running::spawn(&mut elect(&[r#"touch "$1/marker""#, &d]));
+    // The waiter's one child is its guard, parked while the lock is held.
+    let mut guard = None;
+    let parked = wait_until(deadline(), || {
+        let children =
+            std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", waiter.pid()))
+                .unwrap_or_default();
+        guard = children.split_whitespace().find_map(|pid| pid.parse().ok());
+        guard.is_some_and(reading_a_pipe)
+    });
+    assert!(
+        parked,
+        "the waiting lockrun has no parked guard ({guard:?})"
+    );
+    let guard = guard.unwrap();
+    let cmdline = std::fs::read(format!("/proc/{guard}/cmdline")).unwrap_or_default();
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains("__guard"),
+        "{cmdline:?}"
+    );
+    waiter.signal(nix::sys::signal::Signal::SIGINT);
+    assert_status(&waiter.finish(), 130, "SIGINT while waiting", &consul);
+    assert!(
+        wait_until(deadline(), || !pid_alive(guard)),
+        "the parked guard outlived its lockrun"
+    );
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    assert_status(&holder.finish(), 0, "holder", &consul);
+    assert!(!marker.exists(), "the interrupted waiter's command ran");
+}
+
 /// This test binary, run on one ignored helper test with `dir` shared.
 fn helper(name: &str, dir: &Path) -> std::process::Command {
     let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
@@ -451,6 +752,106 @@ fn an_interactive_child_gets_the_terminal() {
         read_line_file(&dir.path().join("line"), deadline()),
         "typed at the terminal"
     );
+}
+
+#[test]
+fn ctrl_c_while_parked_reaches_lockrun() {
+    let dir = tempdir();
+    let pty = nix::pty::openpty(None, None).expect("open a pseudo-terminal");
+    let slave = File::from(pty.slave);
+    let mut command = std::process::Command::new("setsid");
+    command
+        .args(["-w", "-c"])
+        .arg(std::env::current_exe().unwrap())
+        .args(helper("helper_parked", dir.path()).get_args())
+        .env(HELPER_DIR_VAR, dir.path())
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave);
+    let mut helper = command.spawn().expect("run setsid");
+    drop(command);
+
+    let mut master = File::from(pty.master);
+    let transcript = Arc::new(Mutex::new(Vec::new()));
+    let mut reader = master.try_clone().unwrap();
+    let sink = Arc::clone(&transcript);
+    std::thread::spawn(move || {
+        let mut buffer = [0; 4096];
+        while let Ok(n @ 1..) = reader.read(&mut buffer) {
+            sink.lock().unwrap().extend_from_slice(&buffer[..n]);
+        }
+    });
+    let output = || String::from_utf8_lossy(&transcript.lock().unwrap()).into_owned();
+
+    let mut groups = KillGroupsOnDrop::new();
+    groups.watch(read_pid_file(&dir.path().join("parked"), deadline()));
+    master.write_all(b"\x03").unwrap(); // Ctrl-C, while the guard is parked
+    read_line_file(&dir.path().join("reading"), deadline());
+    master.write_all(b"after the interrupt\n").unwrap();
+
+    let mut status = None;
+    let finished = wait_until(deadline(), || {
+        status = helper.try_wait().unwrap();
+        status.is_some()
+    });
+    if !finished {
+        let _ = helper.kill();
+        panic!("the helper hung; terminal output:\n{}", output());
+    }
+    assert!(
+        status.unwrap().success(),
+        "the helper failed ({status:?}); terminal output:\n{}",
+        output()
+    );
+    assert_eq!(
+        read_line_file(&dir.path().join("line"), deadline()),
+        "after the interrupt"
+    );
+}
+
+#[test]
+#[ignore = "helper process for ctrl_c_while_parked_reaches_lockrun"]
+fn helper_parked() {
+    use nix::unistd::{getpgrp, tcgetpgrp};
+    use tokio::signal::unix::{signal, SignalKind};
+
+    let Some(dir) = helper_dir() else { return };
+    let stdin = std::io::stdin();
+    assert_eq!(
+        tcgetpgrp(&stdin),
+        Ok(getpgrp()),
+        "setsid -c left us in the background"
+    );
+    runtime().block_on(async {
+        // lockrun listens for SIGINT while it waits for the lock.
+        let mut interrupts = signal(SignalKind::interrupt()).unwrap();
+        let reader = shell(
+            r#"echo ready > "$1"; IFS= read -r line; echo "$line" > "$2""#,
+            &[dir.join("reading"), dir.join("line")],
+        );
+        let prepared = Child::prepare(&reader).expect("prepare the guard");
+        let guard = prepared.pid();
+        wait_until_parked(guard);
+        assert_eq!(
+            tcgetpgrp(&stdin),
+            Ok(getpgrp()),
+            "the parked guard took the terminal"
+        );
+        publish(&dir.join("parked"), &guard.to_string());
+        tokio::time::timeout(PATIENCE, interrupts.recv())
+            .await
+            .expect("Ctrl-C did not reach us while the guard was parked");
+        assert!(pid_alive(guard), "Ctrl-C reached the parked guard");
+        // Started now, the guard gets the terminal; had it been sent the
+        // interrupt, it would have relayed it to COMMAND (status 130).
+        let mut child = prepared.start(Vec::new()).expect("start the guard");
+        assert_eq!(child.wait().await, ChildExit::Code(0));
+        assert_eq!(
+            tcgetpgrp(&stdin),
+            Ok(getpgrp()),
+            "the terminal was not given back"
+        );
+    });
 }
 
 #[test]

@@ -45,6 +45,56 @@ pub fn pid_alive(pid: u32) -> bool {
     stat(pid).is_some_and(|(state, _)| living(state))
 }
 
+/// True if `pid` exists at all, zombie or not: false once it is reaped.
+pub fn pid_exists(pid: u32) -> bool {
+    stat(pid).is_some()
+}
+
+/// True if `pid` is asleep reading a pipe, from the kernel function it waits
+/// in (`/proc/PID/wchan`: `pipe_read`, or `anon_pipe_read` on newer kernels).
+pub fn reading_a_pipe(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/wchan")).is_ok_and(|wchan| wchan.contains("pipe"))
+}
+
+/// The open file descriptors of `pid`, each with what it points to (a path,
+/// `pipe:[INODE]`...), in ascending order. Empty if `pid` is gone.
+pub fn open_fds(pid: u32) -> Vec<(u32, String)> {
+    let dir = format!("/proc/{pid}/fd");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut fds: Vec<(u32, String)> = entries
+        .filter_map(|entry| {
+            let fd = entry.ok()?.file_name().to_str()?.parse::<u32>().ok()?;
+            let target = std::fs::read_link(format!("{dir}/{fd}")).ok()?;
+            Some((fd, target.to_string_lossy().into_owned()))
+        })
+        .collect();
+    fds.sort();
+    fds
+}
+
+/// This process's descriptors that a child would inherit: those without
+/// close-on-exec, from `/proc/self/fdinfo`.
+pub fn inheritable_fds() -> Vec<u32> {
+    const O_CLOEXEC: u32 = 0o2000000;
+    let mut fds: Vec<u32> = open_fds(std::process::id())
+        .into_iter()
+        .map(|(fd, _)| fd)
+        .filter(|fd| {
+            let Ok(info) = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")) else {
+                return false;
+            };
+            info.lines()
+                .find_map(|line| line.strip_prefix("flags:"))
+                .and_then(|flags| u32::from_str_radix(flags.trim(), 8).ok())
+                .is_some_and(|flags| flags & O_CLOEXEC == 0)
+        })
+        .collect();
+    fds.sort();
+    fds
+}
+
 /// The living members of process group `pgid`.
 pub fn group_members(pgid: u32) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {

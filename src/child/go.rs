@@ -1,0 +1,190 @@
+//! The go message: what a parked guard waits for before it runs COMMAND.
+//!
+//! lockrun starts the guard while it still waits for the lock
+//! ([`super::Child::prepare`]), so that exec'ing and initialising the guard
+//! is not on the handover's critical path. The parked guard blocks reading a
+//! pipe whose only writer is lockrun. Once the lock is held, lockrun writes
+//! one message and closes its end:
+//!
+//! ```text
+//! u32 LE   length of the body in bytes, at most MAX_BODY
+//! body     zero or more entries: u32 LE key length, key, u32 LE value length, value
+//! ```
+//!
+//! The entries are environment variables COMMAND gets on top of the guard's
+//! own, the ones known only once the lock is held (`LOCKRUN_SESSION`...).
+//! Anything but a whole, well-formed message means "no": EOF because lockrun
+//! gave up or died, a message cut short, garbage. The guard then exits
+//! without running COMMAND. It reads no further than the length announced,
+//! so it never waits on lockrun once the message is complete.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+
+/// The largest body we send or accept. A message must fit in the pipe at
+/// once (lockrun writes it without blocking, see [`send`]), and a pipe holds
+/// 64 KiB unless the user is over their pipe quota. Ours are a few hundred
+/// bytes.
+const MAX_BODY: usize = 32 * 1024;
+
+/// The go message for `env`. Fails if it is too large, or if a variable is
+/// one no environment can hold (an empty name, `=` in a name, a NUL byte).
+pub(super) fn encode(env: &[(OsString, OsString)]) -> io::Result<Vec<u8>> {
+    let mut message = vec![0; 4];
+    for (key, value) in env {
+        if !valid(key, value) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "`{}` cannot be an environment variable",
+                    key.to_string_lossy()
+                ),
+            ));
+        }
+        for part in [key, value] {
+            let bytes = part.as_bytes();
+            message.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            message.extend_from_slice(bytes);
+        }
+    }
+    let body = message.len() - 4;
+    if body > MAX_BODY {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("the command's environment is too large ({body} bytes; at most {MAX_BODY})"),
+        ));
+    }
+    message[..4].copy_from_slice(&(body as u32).to_le_bytes());
+    Ok(message)
+}
+
+/// Writes `message` whole into `pipe` and closes it. The pipe is
+/// non-blocking and empty, so this never waits: a message the pipe cannot
+/// take at once is an error, as is a guard that is gone (EPIPE).
+pub(super) fn send(mut pipe: File, message: &[u8]) -> io::Result<()> {
+    match pipe.write(message) {
+        Ok(n) if n == message.len() => Ok(()),
+        Ok(n) => Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            format!("the pipe took {n} of {} bytes", message.len()),
+        )),
+        Err(err) => Err(err),
+    }
+}
+
+/// Reads the go message from `pipe`: the environment to add, or `None` if
+/// what came is not a whole, well-formed message.
+pub(super) fn receive(mut pipe: impl Read) -> Option<Vec<(OsString, OsString)>> {
+    let mut header = [0; 4];
+    pipe.read_exact(&mut header).ok()?;
+    let length = u32::from_le_bytes(header) as usize;
+    if length > MAX_BODY {
+        return None;
+    }
+    let mut body = vec![0; length];
+    pipe.read_exact(&mut body).ok()?;
+    decode(&body)
+}
+
+fn decode(mut body: &[u8]) -> Option<Vec<(OsString, OsString)>> {
+    let mut env = Vec::new();
+    while !body.is_empty() {
+        let key = field(&mut body)?;
+        let value = field(&mut body)?;
+        if !valid(key, value) {
+            return None;
+        }
+        env.push((key.to_owned(), value.to_owned()));
+    }
+    Some(env)
+}
+
+/// Takes one length-prefixed field off the front of `body`.
+fn field<'a>(body: &mut &'a [u8]) -> Option<&'a OsStr> {
+    let (length, rest) = body.split_first_chunk::<4>()?;
+    let length = u32::from_le_bytes(*length) as usize;
+    if rest.len() < length {
+        return None;
+    }
+    let (field, rest) = rest.split_at(length);
+    *body = rest;
+    Some(OsStr::from_bytes(field))
+}
+
+fn valid(key: &OsStr, value: &OsStr) -> bool {
+    let (key, value) = (key.as_bytes(), value.as_bytes());
+    !key.is_empty() && !key.contains(&b'=') && !key.contains(&0) && !value.contains(&0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::ffi::OsStringExt;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect()
+    }
+
+    #[test]
+    fn round_trips() {
+        for pairs in [
+            env(&[]),
+            env(&[("LOCKRUN_KEY", "a/b c"), ("EMPTY", ""), ("X", "=")]),
+        ] {
+            let message = encode(&pairs).unwrap();
+            assert_eq!(receive(&message[..]), Some(pairs));
+        }
+        let odd = vec![(
+            OsString::from("K"),
+            OsString::from_vec(vec![0xff, 0xfe, b'\n']),
+        )];
+        assert_eq!(receive(&encode(&odd).unwrap()[..]), Some(odd));
+    }
+
+    #[test]
+    fn anything_short_of_a_whole_message_is_no() {
+        let message = encode(&env(&[("A", "1"), ("B", "2")])).unwrap();
+        for cut in 0..message.len() {
+            assert_eq!(receive(&message[..cut]), None, "cut at {cut}");
+        }
+        // A length that overruns the body it announces.
+        let mut garbled = message.clone();
+        garbled[4] = 200;
+        assert_eq!(receive(&garbled[..]), None);
+        // A huge announced length is refused before anything is allocated.
+        assert_eq!(receive(&[0xff, 0xff, 0xff, 0xff][..]), None);
+        // Bytes after the message are not read.
+        let mut longer = message.clone();
+        longer.extend_from_slice(b"trailing");
+        assert!(receive(&longer[..]).is_some());
+    }
+
+    #[test]
+    fn refuses_what_no_environment_can_hold() {
+        for (key, value) in [("", "v"), ("A=B", "v"), ("A\0", "v"), ("A", "v\0")] {
+            let pairs = env(&[(key, value)]);
+            let err = encode(&pairs).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{key:?}");
+            // And a guard refuses it too, should it ever come.
+            let mut message = encode(&env(&[("KEY", "v")])).unwrap();
+            message.truncate(4);
+            for part in [key, value] {
+                message.extend_from_slice(&(part.len() as u32).to_le_bytes());
+                message.extend_from_slice(part.as_bytes());
+            }
+            let body = (message.len() - 4) as u32;
+            message[..4].copy_from_slice(&body.to_le_bytes());
+            assert_eq!(receive(&message[..]), None, "{key:?}");
+        }
+        let huge = env(&[("BIG", &"x".repeat(MAX_BODY))]);
+        assert_eq!(
+            encode(&huge).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+    }
+}
