@@ -8,8 +8,8 @@ use nix::sys::signal::Signal;
 use crate::consul::TestConsul;
 use crate::procs::{self, pid_alive, read_pid_file, wait_until, KillGroupsOnDrop};
 use crate::support::{
-    assert_status, kv_acquire, kv_release, lockrun, run, scratch, script, sessions_named_like,
-    wait_for_file, Running,
+    assert_status, kv_acquire, kv_release, lockrun, run, scratch, script, script_with,
+    sessions_named_like, wait_for_file, Running,
 };
 
 const LOCK_FLAG: u64 = 0x2ddc_cbc0_58a5_0c18;
@@ -233,10 +233,13 @@ fn an_operator_release_stops_the_child_and_exits_124() {
     let consul = TestConsul::start();
     let key = consul.prefix("elect-released") + "/leader";
     let dir = scratch();
-    let body = script(&format!(
-        "trap 'echo stopped > {0}/stopped; exit 0' TERM; while :; do sleep 0.05; done",
-        dir.path().display()
-    ));
+    let body = script_with(
+        &format!(
+            "trap 'echo stopped > {0}/stopped; exit 0' TERM;",
+            dir.path().display()
+        ),
+        "while :; do sleep 0.05; done",
+    );
     let running = Running::spawn(&mut elect(
         &consul,
         &key,

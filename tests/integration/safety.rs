@@ -28,9 +28,10 @@ fn ms(d: Duration) -> String {
 /// A child that logs `start NAME ts` and, on SIGTERM or exit, `end NAME ts`.
 fn logged_child(name: &str, log: &Path, body: &str) -> String {
     let log = log.display();
+    // The trap comes first: a TERM right after `start` must still log `end`.
     format!(
-        "echo \"start {name} $(date +%s%N)\" >> {log}; \
-         trap 'echo \"end {name} $(date +%s%N)\" >> {log}; exit 0' TERM; \
+        "trap 'echo \"end {name} $(date +%s%N)\" >> {log}; exit 0' TERM; \
+         echo \"start {name} $(date +%s%N)\" >> {log}; \
          {body}; echo \"end {name} $(date +%s%N)\" >> {log}"
     )
 }

@@ -5,7 +5,9 @@ use nix::sys::signal::Signal;
 
 use crate::consul::TestConsul;
 use crate::procs::{self, pid_alive, read_pid_file, wait_until};
-use crate::support::{assert_status, lockrun, scratch, script, wait_for_file, Running};
+use crate::support::{
+    assert_status, lockrun, scratch, script, script_with, wait_for_file, Running,
+};
 
 fn elect_shell(
     consul: &TestConsul,
@@ -83,9 +85,10 @@ fn a_child_that_ignores_term_is_killed_after_the_kill_timeout() {
     let key = consul.prefix("signals-ladder") + "/leader";
     let dir = scratch();
     let d = dir.path().display().to_string();
-    let body = script(&format!(
-        "trap 'echo ignored >> {d}/term' TERM; while :; do sleep 0.05; done"
-    ));
+    let body = script_with(
+        &format!("trap 'echo ignored >> {d}/term' TERM;"),
+        "while :; do sleep 0.05; done",
+    );
     let running = elect_shell(&consul, &key, "300ms", &body, &d);
     wait_for_file(&dir.path().join("ready"));
     let pid = read_pid_file(&dir.path().join("pid"), procs::deadline());
@@ -107,9 +110,10 @@ fn a_second_interrupt_kills_at_once() {
     let key = consul.prefix("signals-twice") + "/leader";
     let dir = scratch();
     let d = dir.path().display().to_string();
-    let body = script(&format!(
-        "trap 'echo int >> {d}/int' INT; while :; do sleep 0.05; done"
-    ));
+    let body = script_with(
+        &format!("trap 'echo int >> {d}/int' INT;"),
+        "while :; do sleep 0.05; done",
+    );
     // A grace period longer than the test waits for the run to end: only the
     // second signal can end it in time.
     let running = elect_shell(&consul, &key, "61s", &body, &d);

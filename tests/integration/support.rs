@@ -203,7 +203,13 @@ pub fn scratch() -> tempfile::TempDir {
 /// A child script for `--shell`: `$1` is the test directory. It writes its
 /// pid to `pid`, touches `ready`, then runs `body`.
 pub fn script(body: &str) -> String {
-    format!("echo $$ > \"$1/pid\"; touch \"$1/ready\"; {body}")
+    script_with("", body)
+}
+
+/// Like [`script`], with `setup` (traps, say) done before `ready` appears,
+/// so a test that signals the child on `ready` cannot beat its traps.
+pub fn script_with(setup: &str, body: &str) -> String {
+    format!("{setup} echo $$ > \"$1/pid\"; touch \"$1/ready\"; {body}")
 }
 
 /// Waits until `path` exists.
