@@ -1,15 +1,13 @@
 //! `lockrun elect`: the leader lock end to end, the real binary against the
 //! Consul under test.
 
-use std::path::Path;
-
 use nix::sys::signal::Signal;
 
 use crate::consul::TestConsul;
 use crate::procs::{self, pid_alive, read_pid_file, wait_until, KillGroupsOnDrop};
 use crate::support::{
     assert_status, kv_acquire, kv_release, lockrun, run, scratch, script, script_with,
-    sessions_named_like, wait_for_file, Running,
+    sessions_named_like, wait_for_file, Holder, Running,
 };
 
 const LOCK_FLAG: u64 = 0x2ddc_cbc0_58a5_0c18;
@@ -22,18 +20,6 @@ fn elect(consul: &TestConsul, key: &str, extra: &[&str], child: &[&str]) -> std:
     args.push("--");
     args.extend_from_slice(child);
     lockrun(consul, args)
-}
-
-/// A `--shell` child that signals readiness and then waits for `go`.
-fn waiting_child(dir: &Path) -> Vec<String> {
-    vec![
-        script("while [ ! -e \"$1/go\" ]; do sleep 0.05; done; exit 0"),
-        dir.display().to_string(),
-    ]
-}
-
-fn strs(v: &[String]) -> Vec<&str> {
-    v.iter().map(String::as_str).collect()
 }
 
 #[test]
@@ -145,14 +131,10 @@ fn the_child_sees_the_lock_and_consul_shows_the_value() {
 fn no_wait_on_a_held_lock_exits_75_and_leaves_nothing_behind() {
     let consul = TestConsul::start();
     let key = consul.prefix("elect-nowait") + "/leader";
-    let dir = scratch();
-    let child = waiting_child(dir.path());
-    let mut holder_cmd = elect(&consul, &key, &["--shell"], &strs(&child));
-    let holder = Running::spawn(&mut holder_cmd);
-    wait_for_file(&dir.path().join("ready"));
+    let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
     let before = consul.api().kv_get(&key).expect("held");
 
-    let marker = dir.path().join("second-ran");
+    let marker = holder.dir().join("second-ran");
     let second = format!("touch {}", marker.display());
     let output = run(&mut elect(
         &consul,
@@ -172,19 +154,14 @@ fn no_wait_on_a_held_lock_exits_75_and_leaves_nothing_behind() {
     let after = consul.api().kv_get(&key).expect("still held");
     assert_eq!(after.session, before.session, "the holder is untouched");
     assert_eq!(after.modify_index, before.modify_index);
-
-    std::fs::write(dir.path().join("go"), "").unwrap();
-    assert_status(&holder.finish(), 0, "holder", &consul);
+    holder.finish(&consul);
 }
 
 #[test]
 fn timeout_on_a_held_lock_exits_75() {
     let consul = TestConsul::start();
     let key = consul.prefix("elect-timeout") + "/leader";
-    let dir = scratch();
-    let child = waiting_child(dir.path());
-    let holder = Running::spawn(&mut elect(&consul, &key, &["--shell"], &strs(&child)));
-    wait_for_file(&dir.path().join("ready"));
+    let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
     let output = run(&mut elect(
         &consul,
         &key,
@@ -192,8 +169,7 @@ fn timeout_on_a_held_lock_exits_75() {
         &["true"],
     ));
     assert_status(&output, 75, "--timeout on a held lock", &consul);
-    std::fs::write(dir.path().join("go"), "").unwrap();
-    assert_status(&holder.finish(), 0, "holder", &consul);
+    holder.finish(&consul);
 }
 
 #[test]
@@ -376,10 +352,7 @@ fn a_key_holding_foreign_data_is_a_conflict_and_left_untouched() {
 fn sigterm_while_waiting_exits_143_and_cleans_up() {
     let consul = TestConsul::start();
     let key = consul.prefix("elect-wait-signal") + "/leader";
-    let dir = scratch();
-    let child = waiting_child(dir.path());
-    let holder = Running::spawn(&mut elect(&consul, &key, &["--shell"], &strs(&child)));
-    wait_for_file(&dir.path().join("ready"));
+    let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
     let waiter = Running::spawn(&mut elect(&consul, &key, &["-v"], &["true"]));
     // Wait until the waiter has said it is waiting.
     let api = consul.api();
@@ -394,8 +367,7 @@ fn sigterm_while_waiting_exits_143_and_cleans_up() {
         wait_until(procs::deadline(), || sessions_named_like(&api, &key) == 1),
         "the waiter's session is gone"
     );
-    std::fs::write(dir.path().join("go"), "").unwrap();
-    assert_status(&holder.finish(), 0, "holder", &consul);
+    holder.finish(&consul);
 }
 
 #[test]

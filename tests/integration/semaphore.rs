@@ -1,13 +1,12 @@
 //! `lockrun semaphore`: N slots, in the format `consul lock -n N` uses.
 
-use std::path::Path;
-
 use nix::sys::signal::Signal;
 
 use crate::consul::TestConsul;
 use crate::procs::{self, pid_alive, read_pid_file, wait_until};
 use crate::support::{
-    assert_status, encode_key, kv_acquire, lockrun, run, scratch, script, wait_for_file, Running,
+    assert_status, encode_key, kv_acquire, lockrun, run, scratch, script, wait_for_file, Holder,
+    Running,
 };
 
 const SEMAPHORE_FLAG: u64 = 0xe0f6_9a2b_aa41_4de0;
@@ -34,13 +33,6 @@ fn semaphore(
     args.push("--");
     args.extend_from_slice(child);
     lockrun(consul, args)
-}
-
-fn waiting(dir: &Path) -> (String, String) {
-    (
-        script("while [ ! -e \"$1/go\" ]; do sleep 0.05; done"),
-        dir.display().to_string(),
-    )
 }
 
 /// The highest number of children running at once, from a start/end log.
@@ -104,16 +96,9 @@ fn twelve_contenders_never_exceed_three_slots_and_all_run() {
 fn the_records_are_in_the_go_api_format() {
     let consul = TestConsul::start();
     let prefix = consul.prefix("sem-format");
-    let dir = scratch();
-    let (body, arg) = waiting(dir.path());
-    let running = Running::spawn(&mut semaphore(
-        &consul,
-        &prefix,
-        2,
-        &["--shell", "--value", "web-1"],
-        &[&body, &arg],
-    ));
-    wait_for_file(&dir.path().join("ready"));
+    let holder = Holder::spawn(|child| {
+        semaphore(&consul, &prefix, 2, &["--shell", "--value", "web-1"], child)
+    });
     let api = consul.api();
     let record = api
         .kv_get(&format!("{prefix}/.lock"))
@@ -136,24 +121,14 @@ fn the_records_are_in_the_go_api_format() {
     assert_eq!(contender.value, b"web-1");
     let info = api.session_info(session).expect("live session");
     assert_eq!(info["Behavior"], "delete", "like Go's Semaphore");
-    std::fs::write(dir.path().join("go"), "").unwrap();
-    assert_status(&running.finish(), 0, "holder", &consul);
+    holder.finish(&consul);
 }
 
 #[test]
 fn no_wait_with_every_slot_busy_exits_75() {
     let consul = TestConsul::start();
     let prefix = consul.prefix("sem-nowait");
-    let dir = scratch();
-    let (body, arg) = waiting(dir.path());
-    let holder = Running::spawn(&mut semaphore(
-        &consul,
-        &prefix,
-        1,
-        &["--shell"],
-        &[&body, &arg],
-    ));
-    wait_for_file(&dir.path().join("ready"));
+    let holder = Holder::spawn(|child| semaphore(&consul, &prefix, 1, &["--shell"], child));
     let output = run(&mut semaphore(
         &consul,
         &prefix,
@@ -170,24 +145,14 @@ fn no_wait_with_every_slot_busy_exits_75() {
         .map(|e| e.key)
         .collect();
     assert_eq!(entries.len(), 2, "record + the holder's entry: {entries:?}");
-    std::fs::write(dir.path().join("go"), "").unwrap();
-    assert_status(&holder.finish(), 0, "holder", &consul);
+    holder.finish(&consul);
 }
 
 #[test]
 fn a_limit_that_disagrees_is_refused_and_the_record_untouched() {
     let consul = TestConsul::start();
     let prefix = consul.prefix("sem-conflict");
-    let dir = scratch();
-    let (body, arg) = waiting(dir.path());
-    let holder = Running::spawn(&mut semaphore(
-        &consul,
-        &prefix,
-        2,
-        &["--shell"],
-        &[&body, &arg],
-    ));
-    wait_for_file(&dir.path().join("ready"));
+    let holder = Holder::spawn(|child| semaphore(&consul, &prefix, 2, &["--shell"], child));
     let api = consul.api();
     let before = api.kv_get(&format!("{prefix}/.lock")).unwrap();
     let output = run(&mut semaphore(&consul, &prefix, 3, &[], &["true"]));
@@ -208,8 +173,7 @@ fn a_limit_that_disagrees_is_refused_and_the_record_untouched() {
         2,
         "no contender entry left behind"
     );
-    std::fs::write(dir.path().join("go"), "").unwrap();
-    assert_status(&holder.finish(), 0, "holder", &consul);
+    holder.finish(&consul);
 }
 
 #[test]
@@ -324,16 +288,7 @@ fn a_killed_holders_slot_is_reclaimed_once_its_session_expires() {
 fn a_contender_that_gives_up_leaves_no_entry() {
     let consul = TestConsul::start();
     let prefix = consul.prefix("sem-giveup");
-    let dir = scratch();
-    let (body, arg) = waiting(dir.path());
-    let holder = Running::spawn(&mut semaphore(
-        &consul,
-        &prefix,
-        1,
-        &["--shell"],
-        &[&body, &arg],
-    ));
-    wait_for_file(&dir.path().join("ready"));
+    let holder = Holder::spawn(|child| semaphore(&consul, &prefix, 1, &["--shell"], child));
     let api = consul.api();
     // One gives up on --timeout, one on SIGINT.
     let output = run(&mut semaphore(
@@ -352,6 +307,5 @@ fn a_contender_that_gives_up_leaves_no_entry() {
     waiter.signal(Signal::SIGINT);
     assert_status(&waiter.finish(), 130, "SIGINT while waiting", &consul);
     assert_eq!(api.kv_list(&prefix).len(), 2, "record + holder only");
-    std::fs::write(dir.path().join("go"), "").unwrap();
-    assert_status(&holder.finish(), 0, "holder", &consul);
+    holder.finish(&consul);
 }

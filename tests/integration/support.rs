@@ -260,3 +260,34 @@ pub fn sessions_named_like(api: &Api, key: &str) -> usize {
         .filter(|s| s["Name"].as_str().is_some_and(|n| n.ends_with(key)))
         .count()
 }
+
+/// A lockrun holding its lock until the test lets it go: its `--shell` child
+/// touches `ready`, then waits for a `go` file.
+pub struct Holder {
+    running: Running,
+    dir: tempfile::TempDir,
+}
+
+impl Holder {
+    /// Starts `cmd`, which receives the child's arguments to put after `--`
+    /// (so it must pass `--shell`), and waits until the child runs.
+    pub fn spawn(cmd: impl FnOnce(&[&str]) -> Command) -> Holder {
+        let dir = scratch();
+        let body = script("while [ ! -e \"$1/go\" ]; do sleep 0.05; done");
+        let arg = dir.path().display().to_string();
+        let running = Running::spawn(&mut cmd(&[&body, &arg]));
+        wait_for_file(&dir.path().join("ready"));
+        Holder { running, dir }
+    }
+
+    /// The child's directory (its `pid` file is there).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Lets the child end and checks that lockrun then exits 0.
+    pub fn finish(self, consul: &TestConsul) {
+        std::fs::write(self.dir.path().join("go"), "").unwrap();
+        assert_status(&self.running.finish(), 0, "the holder", consul);
+    }
+}
