@@ -151,7 +151,13 @@ fn no_wait_on_a_held_lock_exits_75_and_leaves_nothing_behind() {
     ));
     assert_status(&output, 9, "--conflict-exit-code", &consul);
     assert!(!marker.exists(), "the second child never ran");
-    let after = consul.api().kv_get(&key).expect("still held");
+    let api = consul.api();
+    assert_eq!(
+        sessions_named_like(&api, &key),
+        1,
+        "the runs that gave up left no session behind"
+    );
+    let after = api.kv_get(&key).expect("still held");
     assert_eq!(after.session, before.session, "the holder is untouched");
     assert_eq!(after.modify_index, before.modify_index);
     holder.finish(&consul);
