@@ -258,6 +258,7 @@ async fn round(
         }
     };
     let held = holding.held().clone();
+    let acquired_at = Instant::now();
     tracing::info!(
         lock = target.name(),
         session = %session,
@@ -296,7 +297,7 @@ async fn round(
         };
         supervisor::supervise(&mut child, signals, lost, policy).await
     };
-    let held_for = started.elapsed();
+    let held_for = acquired_at.elapsed();
     cleanup(
         client,
         target,
