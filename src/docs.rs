@@ -454,6 +454,10 @@ const SAFETY: &[Block] = &[
          refused, with the reason.",
     ),
     Item(
+        "Semaphores",
+        "A slot is an entry in a record that no session holds, so a lock-delay does not keep          rivals out of it: once the holder's session is gone, a waiter prunes it at once. For          `semaphore` the budget therefore counts no lock-delay, and the default          `--kill-timeout` is 2s.",
+    ),
+    Item(
         "Transient errors",
         "A renewal or watch that fails without a verdict (500 \"No cluster leader\", a \
          timeout, a reset connection) is retried with backoff for as long as the local lease \
