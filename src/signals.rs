@@ -162,9 +162,8 @@ impl FromStr for Signal {
 
 /// The forwarded signals as they arrive at lockrun.
 ///
-/// Besides the real thing ([`Signals::new`]) there is a source that never
-/// yields ([`Signals::noop`]) and one fed by hand ([`Signals::channel`]), so
-/// the supervisor's loop can be tested with synthetic events.
+/// Besides the real thing ([`Signals::new`]) there is a source fed by hand
+/// ([`Signals::channel`]), so a loop can be tested with synthetic events.
 pub struct Signals {
     source: Source,
 }
@@ -177,7 +176,6 @@ enum Source {
         next: usize,
     },
     Channel(mpsc::UnboundedReceiver<Signal>),
-    Noop,
 }
 
 /// The sending half of [`Signals::channel`].
@@ -204,13 +202,6 @@ impl Signals {
         Ok(Signals {
             source: Source::Os { streams, next: 0 },
         })
-    }
-
-    /// A source that never yields a signal.
-    pub fn noop() -> Signals {
-        Signals {
-            source: Source::Noop,
-        }
     }
 
     /// A source fed by the returned sender, for tests.
@@ -250,7 +241,6 @@ impl Signals {
                 Some(sig) => sig,
                 None => std::future::pending().await,
             },
-            Source::Noop => std::future::pending().await,
         }
     }
 }

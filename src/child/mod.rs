@@ -152,11 +152,6 @@ impl ChildExit {
             ChildExit::Signal(signal) => 128u8.saturating_add(signal as u8),
         }
     }
-
-    /// True for `Code(0)`.
-    pub fn success(&self) -> bool {
-        *self == ChildExit::Code(0)
-    }
 }
 
 impl fmt::Display for ChildExit {
@@ -554,8 +549,6 @@ mod tests {
         assert_eq!(ChildExit::Code(3).code(), 3);
         assert_eq!(ChildExit::Signal(9).code(), 137);
         assert_eq!(ChildExit::Signal(15).code(), 143);
-        assert!(ChildExit::Code(0).success());
-        assert!(!ChildExit::Signal(0).success());
         assert_eq!(ChildExit::Signal(9).to_string(), "killed by SIGKILL");
         assert_eq!(ChildExit::Code(3).to_string(), "exited with status 3");
     }

@@ -28,12 +28,6 @@ impl QueryIndex {
             QueryIndex(returned.max(1))
         }
     }
-
-    /// Whether an answer carrying `returned` may hold news: the index moved
-    /// (or went backwards, which is news of another kind).
-    pub fn changed(self, returned: u64) -> bool {
-        self.0 == 0 || returned != self.0
-    }
 }
 
 /// How long one request of a blocking read may take before we call it hung:
@@ -98,15 +92,6 @@ mod tests {
     #[test]
     fn index_is_never_zero_after_a_read() {
         assert_eq!(QueryIndex::NONE.after(0).get(), 1);
-    }
-
-    #[test]
-    fn changed_only_when_the_index_moves() {
-        let i = QueryIndex::NONE.after(10);
-        assert!(!i.changed(10));
-        assert!(i.changed(11));
-        assert!(i.changed(3));
-        assert!(QueryIndex::NONE.changed(10));
     }
 
     #[test]

@@ -98,14 +98,6 @@ impl Read {
             ..Read::default()
         }
     }
-
-    pub fn blocking(index: QueryIndex, wait: Duration) -> Read {
-        Read {
-            index,
-            wait: Some(wait),
-            consistent: false,
-        }
-    }
 }
 
 impl Client {
