@@ -294,15 +294,7 @@ fn keys_with_special_characters_work_and_inject_nothing() {
     let consul = TestConsul::start();
     let prefix = consul.prefix("elect-keys");
     let key = prefix.clone() + "/a?b c#d&acquire=x/ü";
-    let dir = scratch();
-    let body = script("while [ ! -e \"$1/go\" ]; do sleep 0.05; done");
-    let running = Running::spawn(&mut elect(
-        &consul,
-        &key,
-        &["--shell"],
-        &[&body, &dir.path().display().to_string()],
-    ));
-    wait_for_file(&dir.path().join("ready"));
+    let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
     let entry = consul.api().kv_get(&key).expect("the exact key is held");
     assert!(entry.session.is_some());
     let keys: Vec<String> = consul
@@ -312,8 +304,7 @@ fn keys_with_special_characters_work_and_inject_nothing() {
         .map(|e| e.key)
         .collect();
     assert_eq!(keys, vec![key.clone()], "no other key was written");
-    std::fs::write(dir.path().join("go"), "").unwrap();
-    assert_status(&running.finish(), 0, "holder", &consul);
+    holder.finish(&consul);
 }
 
 #[test]

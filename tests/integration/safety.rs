@@ -294,9 +294,9 @@ fn after_lockrun_is_killed_a_rival_leads_once_the_session_expires() {
         logged_child("holder", &log, "wait")
     ));
     let mut groups = procs::KillGroupsOnDrop::new();
-    let holder = Running::spawn(&mut lockrun(
-        &consul,
-        [
+    // Both runs: a short TTL, so the dead holder's session expires soon.
+    let elect = |child: &[&str]| {
+        let mut args = vec![
             "elect",
             "--ttl",
             &ttl,
@@ -307,10 +307,12 @@ fn after_lockrun_is_killed_a_rival_leads_once_the_session_expires() {
             "--shell",
             &key,
             "--",
-            &body,
-            &dir.path().display().to_string(),
-        ],
-    ));
+        ];
+        args.extend_from_slice(child);
+        lockrun(&consul, args)
+    };
+    let dir_arg = dir.path().display().to_string();
+    let holder = Running::spawn(&mut elect(&[&body, &dir_arg]));
     let child = read_pid_file(&dir.path().join("pid"), procs::deadline());
     let grandchild = read_pid_file(&dir.path().join("grandchild"), procs::deadline());
     groups.watch(
@@ -326,22 +328,7 @@ fn after_lockrun_is_killed_a_rival_leads_once_the_session_expires() {
         "the child and grandchild died with lockrun"
     );
     let marker = dir.path().join("rival");
-    let output = crate::support::run(&mut lockrun(
-        &consul,
-        [
-            "elect",
-            "--ttl",
-            &ttl,
-            "--lock-delay",
-            "1s",
-            "--kill-timeout",
-            "500ms",
-            "--shell",
-            &key,
-            "--",
-            &format!("touch {}", marker.display()),
-        ],
-    ));
+    let output = crate::support::run(&mut elect(&[&format!("touch {}", marker.display())]));
     assert_status(
         &output,
         0,
