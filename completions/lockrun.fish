@@ -52,7 +52,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l session-name -
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l node-checks -d 'Node health checks the session is bound to (comma-separated) [default: serfHealth]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l service-checks -d 'Service health checks the session is bound to (comma-separated)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l timeout -d 'Give up after DURATION without the lock (exit 75)' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s E -l conflict-exit-code -d 'Exit status when the lock was not acquired (like flock -E)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s E -l conflict-exit-code -d 'Exit status when the lock was not acquired (like flock -E); 0 makes a conflict count as success, for cron jobs another host already ran' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l kill-signal -d 'Signal that asks the child to stop when the lock is lost' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l kill-timeout -d 'Grace period after the kill signal before SIGKILL [default: 5s for elect, 2s for semaphore]. It must fit in the safety budget (lockrun says by how much if it does not)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l value -d 'Value stored in the lock entry [default: this host\'s name]' -r
@@ -83,7 +83,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l session-na
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l node-checks -d 'Node health checks the session is bound to (comma-separated) [default: serfHealth]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l service-checks -d 'Service health checks the session is bound to (comma-separated)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l timeout -d 'Give up after DURATION without the lock (exit 75)' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s E -l conflict-exit-code -d 'Exit status when the lock was not acquired (like flock -E)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s E -l conflict-exit-code -d 'Exit status when the lock was not acquired (like flock -E); 0 makes a conflict count as success, for cron jobs another host already ran' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l kill-signal -d 'Signal that asks the child to stop when the lock is lost' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l kill-timeout -d 'Grace period after the kill signal before SIGKILL [default: 5s for elect, 2s for semaphore]. It must fit in the safety budget (lockrun says by how much if it does not)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l value -d 'Value stored in the lock entry [default: this host\'s name]' -r

@@ -216,9 +216,10 @@ pub struct WaitArgs {
     /// Try once; if the lock is taken, exit 75 at once.
     #[arg(short = 'n', long)]
     pub no_wait: bool,
-    /// Exit status when the lock was not acquired (like flock -E).
+    /// Exit status when the lock was not acquired (like flock -E); 0 makes a
+    /// conflict count as success, for cron jobs another host already ran.
     #[arg(short = 'E', long, default_value_t = 75, value_name = "STATUS",
-          value_parser = clap::value_parser!(u8).range(1..=255))]
+          value_parser = clap::value_parser!(u8).range(0..=255))]
     pub conflict_exit_code: u8,
 }
 

@@ -421,8 +421,10 @@ const SIGNALS: &[Block] = &[
     ),
     P(
         "Any of these six received while lockrun is still waiting for the lock ends the wait: \
-         lockrun destroys its session (and semaphore contender entry) and exits 128+N for \
-         signal N.",
+         lockrun destroys its session (and semaphore contender entry) and ends by signal N \
+         itself, which a shell reports as 128+N and systemd as a clean stop. The same holds \
+         while COMMAND runs: when COMMAND ends of a signal lockrun forwarded (or exits 128+N \
+         for it, as a shell does), lockrun releases the lock and ends by that signal.",
     ),
     P(
         "When the lock is lost, lockrun sends `--kill-signal` (default TERM) to the group and \

@@ -3,6 +3,8 @@
 
 use std::process::ExitCode;
 
+use crate::signals::Signal;
+
 /// Every way lockrun can end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
@@ -17,8 +19,11 @@ pub enum Exit {
     /// Not acquired: `--no-wait` or `--timeout` ran out. The status can be
     /// changed with `--conflict-exit-code`, as with `flock -E`.
     NotAcquired(u8),
-    /// Interrupted by signal N while waiting for the lock: 128+N.
-    Interrupted(u8),
+    /// Asked to stop by a signal: while waiting, or while holding when the
+    /// child ended of the signal we forwarded. lockrun ends by the same
+    /// signal (see [`Exit::end`]), so a shell reads 128+N and a service
+    /// manager sees a clean stop.
+    Interrupted(Signal),
     /// The lock or slot was lost, so lockrun stopped the child.
     Lost,
     /// lockrun itself failed (Consul unreachable, permission denied, conflict).
@@ -57,7 +62,9 @@ impl Exit {
         ("127", "COMMAND not found"),
         (
             "128+N",
-            "interrupted by signal N while waiting for the lock",
+            "stopped by signal N, while waiting or holding (the child ended of the signal \
+             lockrun forwarded): lockrun ends by signal N itself, so a shell reads 128+N and \
+             systemd a clean stop",
         ),
     ];
 
@@ -68,12 +75,27 @@ impl Exit {
             Exit::NotHeld => 1,
             Exit::Usage => 2,
             Exit::NotAcquired(code) => code,
-            Exit::Interrupted(code) => code,
+            Exit::Interrupted(signal) => 128u8.saturating_add(signal.number() as u8),
             Exit::Lost => 124,
             Exit::Failure => 125,
             Exit::CannotExecute => 126,
             Exit::NotFound => 127,
         }
+    }
+}
+
+impl Exit {
+    /// Ends the process the way this outcome should look to our parent. For
+    /// [`Exit::Interrupted`] that is death by the signal itself, as
+    /// `timeout(1)` and shells do: systemd counts a main process killed by
+    /// SIGTERM, SIGINT or SIGHUP as a clean stop but an exit status of 143 as
+    /// a failure. Call it last, once every line is written and every child
+    /// is gone.
+    pub fn end(self) -> ExitCode {
+        if let Exit::Interrupted(signal) = self {
+            crate::signals::die_by(signal);
+        }
+        self.into()
     }
 }
 

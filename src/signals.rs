@@ -19,6 +19,10 @@ use std::task::Poll;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
+mod sys;
+
+pub use sys::die_by;
+
 /// A signal lockrun can send, forward or be told to use by `--kill-signal`.
 ///
 /// We list the signals that make sense to *stop* a process with, plus the ones

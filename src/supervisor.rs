@@ -21,8 +21,12 @@ pub struct StopPolicy {
 /// How a hold ended. The child is gone in every case.
 #[derive(Debug)]
 pub enum Ending {
-    /// The child exited (by itself, or after a signal we forwarded).
-    Exited(ChildExit),
+    /// The child exited: by itself, or after `forwarded`, the last signal
+    /// we passed on to it.
+    Exited {
+        exit: ChildExit,
+        forwarded: Option<Signal>,
+    },
     /// The lock was lost and we stopped the child.
     Lost(Lost, ChildExit),
 }
@@ -49,6 +53,7 @@ pub async fn supervise(
 ) -> Ending {
     tokio::pin!(lost);
     let mut grace_ends: Option<Instant> = None;
+    let mut forwarded = None;
     loop {
         let event = tokio::select! {
             // Order matters when several are ready in one turn: a child that
@@ -60,7 +65,7 @@ pub async fn supervise(
             _ = sleep_until(grace_ends) => Event::GraceOver,
         };
         match event {
-            Event::Exited(exit) => return Ending::Exited(exit),
+            Event::Exited(exit) => return Ending::Exited { exit, forwarded },
             Event::Lost(why) => {
                 tracing::warn!("lock lost: {why}; stopping the child");
                 let exit = child.stop(policy.signal, policy.grace).await;
@@ -69,10 +74,12 @@ pub async fn supervise(
             Event::Signal(signal) => {
                 tracing::info!("forwarding {signal} to the child");
                 child.signal(signal);
+                forwarded = Some(signal);
                 if is_shutdown(signal) {
                     if grace_ends.is_some() {
                         // A second request to stop means now.
-                        return Ending::Exited(child.kill().await);
+                        let exit = child.kill().await;
+                        return Ending::Exited { exit, forwarded };
                     }
                     grace_ends = Some(Instant::now() + policy.grace);
                 }
@@ -82,7 +89,8 @@ pub async fn supervise(
                     "the child outlived --kill-timeout {}; sending SIGKILL",
                     crate::lease::fmt_duration(policy.grace)
                 );
-                return Ending::Exited(child.kill().await);
+                let exit = child.kill().await;
+                return Ending::Exited { exit, forwarded };
             }
         }
     }

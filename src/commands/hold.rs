@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::child::{self, Child};
+use crate::child::{self, Child, ChildExit};
 use crate::config::HoldConfig;
 use crate::consul::{Client, ConsulError, SessionId};
 use crate::error::Failure;
@@ -122,7 +122,20 @@ pub async fn run(
 }
 
 fn interrupted(signal: Signal) -> Exit {
-    Exit::Interrupted(128u8.saturating_add(signal.number() as u8))
+    Exit::Interrupted(signal)
+}
+
+/// The status of a run whose child has exited. A child that ended of the
+/// signal we forwarded (or says so with 128+N, as a shell wrapping it does)
+/// was stopped on request: lockrun ends by that signal too, so that systemd
+/// sees the clean stop it asked for. Anything else is the child's own status.
+fn child_ended(exit: ChildExit, forwarded: Option<Signal>) -> Exit {
+    match forwarded {
+        Some(signal) if i32::from(exit.code()) == 128 + signal.number() => {
+            Exit::Interrupted(signal)
+        }
+        _ => Exit::Child(exit.code()),
+    }
 }
 
 /// Creates the session, retrying transient failures only in campaign mode
@@ -307,13 +320,13 @@ async fn round(
     )
     .await;
     match ending {
-        Ending::Exited(exit) => {
+        Ending::Exited { exit, forwarded } => {
             tracing::info!(
                 lock = target.name(),
                 status = exit.code(),
                 "child exited; released"
             );
-            Ok(Round::Done(Exit::Child(exit.code())))
+            Ok(Round::Done(child_ended(exit, forwarded)))
         }
         Ending::Lost(why, exit) => {
             let message = format!(

@@ -27,7 +27,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     };
     let logging = logging::init(cli.output.verbose, cli.output.quiet, cli.output.log_format);
     match run(cli) {
-        Ok(exit) => exit.into(),
+        Ok(exit) => exit.end(),
         Err(failure) => {
             logging::fatal(Some(logging), &failure.to_string());
             failure.exit().into()

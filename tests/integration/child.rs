@@ -25,7 +25,7 @@ use crate::procs::{
     deadline, group_alive, inheritable_fds, open_fds, pid_alive, pid_exists, read_line_file,
     read_pid_file, reading_a_pipe, wait_until, KillGroupsOnDrop, PATIENCE,
 };
-use crate::support::{assert_status, lockrun, wait_for_file, Running};
+use crate::support::{assert_killed_by, assert_status, lockrun, wait_for_file, Running};
 
 const GUARD: &str = env!("CARGO_BIN_EXE_lockrun");
 const HELPER_DIR_VAR: &str = "LOCKRUN_CHILD_TEST_DIR";
@@ -623,7 +623,12 @@ fn a_waiting_lockrun_parks_its_guard_and_an_interrupt_ends_it() {
         "{cmdline:?}"
     );
     waiter.signal(nix::sys::signal::Signal::SIGINT);
-    assert_status(&waiter.finish(), 130, "SIGINT while waiting", &consul);
+    assert_killed_by(
+        &waiter.finish(),
+        nix::sys::signal::Signal::SIGINT,
+        "SIGINT while waiting",
+        &consul,
+    );
     assert!(
         wait_until(deadline(), || !pid_alive(guard)),
         "the parked guard outlived its lockrun"

@@ -6,8 +6,8 @@ use nix::sys::signal::Signal;
 use crate::consul::TestConsul;
 use crate::procs::{self, pid_alive, read_pid_file, wait_until, KillGroupsOnDrop};
 use crate::support::{
-    assert_status, kv_acquire, kv_release, lockrun, run, scratch, script, script_with,
-    sessions_named_like, wait_for_file, Holder, Running,
+    assert_killed_by, assert_status, kv_acquire, kv_release, lockrun, run, scratch, script,
+    script_with, sessions_named_like, wait_for_file, Holder, Running,
 };
 
 const LOCK_FLAG: u64 = 0x2ddc_cbc0_58a5_0c18;
@@ -150,6 +150,14 @@ fn no_wait_on_a_held_lock_exits_75_and_leaves_nothing_behind() {
         &[&second],
     ));
     assert_status(&output, 9, "--conflict-exit-code", &consul);
+    // flock's idiom for "a conflict is fine", for cron: -E 0.
+    let output = run(&mut elect(
+        &consul,
+        &key,
+        &["-n", "-E", "0", "--shell"],
+        &[&second],
+    ));
+    assert_status(&output, 0, "-E 0 on a held lock", &consul);
     assert!(!marker.exists(), "the second child never ran");
     let api = consul.api();
     assert_eq!(
@@ -346,7 +354,7 @@ fn a_key_holding_foreign_data_is_a_conflict_and_left_untouched() {
 }
 
 #[test]
-fn sigterm_while_waiting_exits_143_and_cleans_up() {
+fn sigterm_while_waiting_ends_by_sigterm_and_cleans_up() {
     let consul = TestConsul::start();
     let key = consul.prefix("elect-wait-signal") + "/leader";
     let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
@@ -359,7 +367,7 @@ fn sigterm_while_waiting_exits_143_and_cleans_up() {
     );
     waiter.signal(Signal::SIGTERM);
     let output = waiter.finish();
-    assert_status(&output, 143, "SIGTERM while waiting", &consul);
+    assert_killed_by(&output, Signal::SIGTERM, "SIGTERM while waiting", &consul);
     assert!(
         wait_until(procs::deadline(), || sessions_named_like(&api, &key) == 1),
         "the waiter's session is gone"

@@ -117,9 +117,9 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
             "bogus",
         ),
         case(
-            &["elect", "--conflict-exit-code", "0", k, "--", "true"],
+            &["elect", "--conflict-exit-code", "256", k, "--", "true"],
             2,
-            "0",
+            "256",
         ),
         case(
             &["elect", k, "--", "lockrun-no-such-program"],

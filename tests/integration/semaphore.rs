@@ -5,8 +5,8 @@ use nix::sys::signal::Signal;
 use crate::consul::TestConsul;
 use crate::procs::{self, pid_alive, read_pid_file, wait_until};
 use crate::support::{
-    assert_status, encode_key, kv_acquire, lockrun, run, scratch, script, wait_for_file, Holder,
-    Running,
+    assert_killed_by, assert_status, encode_key, kv_acquire, lockrun, run, scratch, script,
+    wait_for_file, Holder, Running,
 };
 
 const SEMAPHORE_FLAG: u64 = 0xe0f6_9a2b_aa41_4de0;
@@ -305,7 +305,12 @@ fn a_contender_that_gives_up_leaves_no_entry() {
         "the waiter's contender entry appeared"
     );
     waiter.signal(Signal::SIGINT);
-    assert_status(&waiter.finish(), 130, "SIGINT while waiting", &consul);
+    assert_killed_by(
+        &waiter.finish(),
+        Signal::SIGINT,
+        "SIGINT while waiting",
+        &consul,
+    );
     assert_eq!(api.kv_list(&prefix).len(), 2, "record + holder only");
     holder.finish(&consul);
 }

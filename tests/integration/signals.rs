@@ -6,7 +6,7 @@ use nix::sys::signal::Signal;
 use crate::consul::TestConsul;
 use crate::procs::{self, pid_alive, read_pid_file, wait_until};
 use crate::support::{
-    assert_status, lockrun, scratch, script, script_with, wait_for_file, Running,
+    assert_killed_by, assert_status, lockrun, scratch, script, script_with, wait_for_file, Running,
 };
 
 fn elect_shell(
@@ -126,4 +126,24 @@ fn a_second_interrupt_kills_at_once() {
     running.signal(Signal::SIGINT);
     let output = running.finish();
     assert_status(&output, 128 + 9, "killed on the second interrupt", &consul);
+}
+
+/// systemd's `systemctl stop` sends TERM: the child dies of it, and lockrun
+/// must then die of it too (a clean stop to systemd), not exit 143 (a
+/// failure), having released the lock first.
+#[test]
+fn term_while_holding_ends_lockrun_by_term_after_releasing() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("signals-stop") + "/leader";
+    let dir = scratch();
+    let d = dir.path().display().to_string();
+    let body = script("while :; do sleep 0.05; done");
+    let running = elect_shell(&consul, &key, "5s", &body, &d);
+    wait_for_file(&dir.path().join("ready"));
+    let pid = read_pid_file(&dir.path().join("pid"), procs::deadline());
+    running.signal(Signal::SIGTERM);
+    let output = running.finish();
+    assert_killed_by(&output, Signal::SIGTERM, "TERM while holding", &consul);
+    assert!(!pid_alive(pid));
+    assert!(consul.api().kv_get(&key).is_none(), "released before dying");
 }

@@ -192,6 +192,20 @@ pub fn assert_status(output: &Output, code: i32, what: &str, consul: &TestConsul
     );
 }
 
+/// Asserts a finished run died of `signal` (not merely exited 128+N): what a
+/// service manager tells apart and a shell does not.
+pub fn assert_killed_by(output: &Output, signal: Signal, what: &str, consul: &TestConsul) {
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        output.status.signal(),
+        Some(signal as i32),
+        "{what}: expected death by {signal}, got {}\n--- stderr ---\n{}\n--- emulator log ---\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr),
+        consul.request_log_dump()
+    );
+}
+
 /// A scratch directory for one test's files.
 pub fn scratch() -> tempfile::TempDir {
     tempfile::Builder::new()

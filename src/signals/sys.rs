@@ -1,0 +1,31 @@
+//! Ending lockrun by a signal: the one place outside `child/` that needs
+//! `unsafe`, to put a signal's default action back after tokio took it.
+#![allow(unsafe_code)]
+
+use nix::sys::resource::{setrlimit, Resource};
+use nix::sys::signal::{raise, sigaction, SaFlags, SigAction, SigHandler, SigSet, SigmaskHow};
+
+use super::Signal;
+
+/// Dies by `signal`'s default action. Returns only if that did not end the
+/// process (a signal whose default is to ignore, or a failed call), in which
+/// case the caller exits with a status instead.
+pub fn die_by(signal: Signal) {
+    let Ok(sig) = nix::sys::signal::Signal::try_from(signal.number()) else {
+        return;
+    };
+    // QUIT and ABRT dump core by default: the core would be lockrun's, of no
+    // use to anyone, and it is the child's stop we are passing on.
+    let _ = setrlimit(Resource::RLIMIT_CORE, 0, 0);
+    let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+    // SAFETY: SIG_DFL installs no handler of ours, so nothing can run in
+    // signal context; tokio's own handler is simply replaced, and its
+    // runtime is gone by the time we end.
+    if unsafe { sigaction(sig, &default) }.is_err() {
+        return;
+    }
+    let mut only = SigSet::empty();
+    only.add(sig);
+    let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&only), None);
+    let _ = raise(sig);
+}
