@@ -154,7 +154,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__elect)
-            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --value --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --verbose --quiet --log-format --help"
+            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --value --notify --min-hold --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -205,6 +205,14 @@ _lockrun() {
                     return 0
                     ;;
                 --value)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --notify)
+                    COMPREPLY=($(compgen -W "start held" -- "${cur}"))
+                    return 0
+                    ;;
+                --min-hold)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -597,7 +605,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__semaphore)
-            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --value --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --verbose --quiet --log-format --help"
+            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --value --notify --min-hold --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -656,6 +664,14 @@ _lockrun() {
                     return 0
                     ;;
                 --value)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --notify)
+                    COMPREPLY=($(compgen -W "start held" -- "${cur}"))
+                    return 0
+                    ;;
+                --min-hold)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -56,6 +56,9 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s E -l conflict-
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l kill-signal -d 'Signal that asks the child to stop when the lock is lost' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l kill-timeout -d 'Grace period after the kill signal before SIGKILL [default: 5s for elect, 2s for semaphore]. It must fit in the safety budget (lockrun says by how much if it does not)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l value -d 'Value stored in the lock entry [default: this host\'s name]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l notify -d 'Speak systemd\'s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*' -r -f -a "start\t'At once: a standby is a healthy, started service'
+held\t'Only once the lock or slot is held: a standby stays "activating"'"
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l min-hold -d 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -87,6 +90,9 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s E -l confl
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l kill-signal -d 'Signal that asks the child to stop when the lock is lost' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l kill-timeout -d 'Grace period after the kill signal before SIGKILL [default: 5s for elect, 2s for semaphore]. It must fit in the safety budget (lockrun says by how much if it does not)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l value -d 'Value stored in the lock entry [default: this host\'s name]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l notify -d 'Speak systemd\'s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*' -r -f -a "start\t'At once: a standby is a healthy, started service'
+held\t'Only once the lock or slot is held: a standby stays "activating"'"
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l min-hold -d 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F

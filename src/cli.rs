@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::consul::Behavior;
+use crate::notify::Ready;
 use crate::signals::Signal;
 
 const AFTER_HELP: &str = "\
@@ -246,6 +247,24 @@ pub struct ChildArgs {
     pub command: Vec<OsString>,
 }
 
+/// Running under systemd or cron.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Service")]
+pub struct ServiceArgs {
+    /// Speak systemd's notify protocol (Type=notify): READY=1 once the lock is
+    /// held (`--notify` or `--notify=held`) or at start (`--notify=start`),
+    /// STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1.
+    /// COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*.
+    #[arg(long, value_enum, value_name = "WHEN", num_args = 0..=1, require_equals = true,
+          default_missing_value = "held")]
+    pub notify: Option<Ready>,
+    /// Keep the lock at least DURATION after taking it, even when COMMAND
+    /// finishes sooner, so that hosts whose cron fires later in the same
+    /// period find it held: with `-n -E 0`, a job runs once per period.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub min_hold: Option<Duration>,
+}
+
 #[derive(Debug, Args)]
 pub struct ElectArgs {
     /// The lock key, e.g. service/db/leader.
@@ -261,6 +280,8 @@ pub struct ElectArgs {
     pub wait: WaitArgs,
     #[command(flatten)]
     pub child: ChildArgs,
+    #[command(flatten)]
+    pub service: ServiceArgs,
 }
 
 #[derive(Debug, Args)]
@@ -277,6 +298,8 @@ pub struct SemaphoreArgs {
     pub wait: WaitArgs,
     #[command(flatten)]
     pub child: ChildArgs,
+    #[command(flatten)]
+    pub service: ServiceArgs,
 }
 
 #[derive(Debug, Args)]

@@ -27,6 +27,8 @@ pub mod lease;
 pub mod lock;
 /// stderr: the `lockrun:` error line and `-v` lifecycle events.
 pub mod logging;
+/// systemd's notify protocol: readiness, status, watchdog.
+pub mod notify;
 /// Signals lockrun receives and forwards.
 pub mod signals;
 /// The hold-and-run loop shared by `elect` and `semaphore`.

@@ -76,6 +76,8 @@ pub struct Command {
     pub shell: bool,
     /// Added to (or replacing in) the inherited environment.
     pub env: Vec<(OsString, OsString)>,
+    /// Removed from the inherited environment.
+    pub env_remove: Vec<OsString>,
     /// The lockrun executable to run as the guard; see [`guard_exe`].
     pub guard_exe: PathBuf,
 }
@@ -116,6 +118,9 @@ impl Command {
             cmd.args(guard::arguments(go, &argv));
         } else {
             cmd.args(guard::arguments(go, &self.argv));
+        }
+        for key in &self.env_remove {
+            cmd.env_remove(key);
         }
         cmd.envs(self.env.iter().map(|(key, value)| (key, value)));
         cmd.process_group(0);
@@ -567,6 +572,7 @@ mod tests {
             argv: vec!["echo".into(), "a b".into()],
             shell: false,
             env: vec![],
+            env_remove: vec![],
             guard_exe: "/bin/lockrun".into(),
         };
         assert_eq!(args(&cmd), ["__guard", "--go-fd", "3", "--", "echo", "a b"]);

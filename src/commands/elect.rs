@@ -12,6 +12,7 @@ pub struct Job {
     key: String,
     campaign: bool,
     config: HoldConfig,
+    service: hold::Service,
 }
 
 pub fn prepare(args: ElectArgs, env: &dyn Env) -> Result<Job, Failure> {
@@ -23,10 +24,12 @@ pub fn prepare(args: ElectArgs, env: &dyn Env) -> Result<Job, Failure> {
         &args.child,
         env,
     )?;
+    let service = hold::Service::new(&args.service)?;
     Ok(Job {
         key: args.key,
         campaign: args.campaign,
         config,
+        service,
     })
 }
 
@@ -35,6 +38,7 @@ pub async fn run(client: &Client, job: Job) -> Result<Exit, Failure> {
         client,
         Target::Leader { key: &job.key },
         &job.config,
+        &job.service,
         job.campaign,
     )
     .await

@@ -1,6 +1,8 @@
 //! The life of one `elect` or `semaphore` run: session, lease, acquisition,
 //! the child under supervision, and cleanup on every path.
 
+use std::cell::Cell;
+use std::convert::Infallible;
 use std::ffi::OsString;
 use std::time::Duration;
 
@@ -13,6 +15,7 @@ use crate::error::Failure;
 use crate::exit::Exit;
 use crate::lease::{fmt_duration, Lease, Lost, Renew, Renewal};
 use crate::lock::{self, leader, semaphore, Acquired, Held, Patience};
+use crate::notify::{self, Notifier, Ready};
 use crate::signals::{Signal, Signals};
 use crate::supervisor::{self, Ending, StopPolicy};
 
@@ -81,6 +84,60 @@ impl Renew for SessionRenewer<'_> {
     }
 }
 
+/// How lockrun runs as a service: the notify protocol and `--min-hold`.
+pub struct Service {
+    notify: Option<(Notifier, Ready)>,
+    min_hold: Option<Duration>,
+}
+
+/// How much more start-up time a standby asks for at a time, and how often.
+const EXTEND_START_BY: Duration = Duration::from_secs(30);
+const EXTEND_START_EVERY: Duration = Duration::from_secs(10);
+
+impl Service {
+    /// Checks `--notify` against the environment before anything is written.
+    pub fn new(args: &crate::cli::ServiceArgs) -> Result<Service, Failure> {
+        let notify = match args.notify {
+            Some(ready) => Notifier::from_env(|name| std::env::var_os(name), std::process::id())
+                .map_err(Failure::Config)?
+                .map(|notifier| (notifier, ready)),
+            None => None,
+        };
+        Ok(Service {
+            notify,
+            min_hold: args.min_hold,
+        })
+    }
+
+    fn notifier(&self) -> Option<&Notifier> {
+        self.notify.as_ref().map(|(notifier, _)| notifier)
+    }
+
+    fn status(&self, status: &str) {
+        if let Some(notifier) = self.notifier() {
+            notifier.status(status);
+        }
+    }
+
+    /// Asks for more start-up time while a `--notify=held` standby waits;
+    /// never returns.
+    async fn extend_start(&self, ready_sent: &Cell<bool>) -> Infallible {
+        loop {
+            match &self.notify {
+                Some((notifier, Ready::Held)) if !ready_sent.get() => {
+                    notifier.extend_start(EXTEND_START_BY);
+                }
+                _ => {}
+            }
+            tokio::time::sleep(EXTEND_START_EVERY).await;
+        }
+    }
+}
+
+fn now_utc() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
 enum Round {
     Done(Exit),
     /// We held the lock and lost it.
@@ -93,32 +150,57 @@ pub async fn run(
     client: &Client,
     target: Target<'_>,
     config: &HoldConfig,
+    service: &Service,
     campaign: bool,
 ) -> Result<Exit, Failure> {
     let mut signals =
         Signals::new().map_err(|e| Failure::Internal(format!("cannot handle signals ({e})")))?;
     let patience = crate::config::deadline(config.patience);
     let mut attempt = 0u32;
-    loop {
-        match round(
+    let ready_sent = Cell::new(false);
+    let waiting = format!("waiting for `{}`", target.name());
+    match &service.notify {
+        Some((notifier, Ready::Start)) => {
+            notifier.ready(&waiting);
+            ready_sent.set(true);
+        }
+        Some((notifier, Ready::Held)) => notifier.status(&waiting),
+        None => {}
+    }
+    let exit = loop {
+        let round = round(
             client,
             target,
             config,
+            service,
+            &ready_sent,
             patience,
             campaign,
             &mut signals,
             &mut attempt,
-        )
-        .await?
-        {
-            Round::Done(exit) => return Ok(exit),
+        );
+        let round = tokio::select! {
+            round = round => round?,
+            never = service.extend_start(&ready_sent) => match never {},
+        };
+        match round {
+            Round::Done(exit) => break exit,
             Round::Lost if campaign => {
                 tracing::info!(lock = target.name(), "campaigning again");
+                service.status(&format!("lost `{}`; campaigning again", target.name()));
             }
-            Round::Lost => return Ok(Exit::Lost),
+            Round::Lost => break Exit::Lost,
             Round::Retry => {}
         }
+    };
+    if let Some(notifier) = service.notifier() {
+        notifier.stopping(&match exit {
+            Exit::Interrupted(signal) => format!("stopped by {signal}"),
+            Exit::Lost => format!("lost `{}`", target.name()),
+            _ => "done".to_string(),
+        });
     }
+    Ok(exit)
 }
 
 fn interrupted(signal: Signal) -> Exit {
@@ -143,6 +225,7 @@ fn child_ended(exit: ChildExit, forwarded: Option<Signal>) -> Exit {
 async fn create_session(
     client: &Client,
     config: &HoldConfig,
+    service: &Service,
     campaign: bool,
     signals: &mut Signals,
     attempt: &mut u32,
@@ -166,6 +249,7 @@ async fn create_session(
                     "cannot create a session: {e}; retrying in {}",
                     fmt_duration(pause)
                 );
+                service.status(&format!("engine unreachable, retrying: {e}"));
                 tokio::select! {
                     _ = tokio::time::sleep(pause) => {}
                     signal = signals.recv() => return Ok(Err(interrupted(signal))),
@@ -181,13 +265,15 @@ async fn round(
     client: &Client,
     target: Target<'_>,
     config: &HoldConfig,
+    service: &Service,
+    ready_sent: &Cell<bool>,
     patience: Patience,
     campaign: bool,
     signals: &mut Signals,
     attempt: &mut u32,
 ) -> Result<Round, Failure> {
     let (session, created_at) =
-        match create_session(client, config, campaign, signals, attempt).await? {
+        match create_session(client, config, service, campaign, signals, attempt).await? {
             Ok(created) => created,
             Err(exit) => return Ok(Round::Done(exit)),
         };
@@ -203,6 +289,10 @@ async fn round(
                 argv: config.child.argv.clone(),
                 shell: config.child.shell,
                 env: Vec::new(),
+                env_remove: match service.notify {
+                    Some(_) => notify::VARIABLES.iter().map(OsString::from).collect(),
+                    None => Vec::new(),
+                },
                 guard_exe,
             };
             Child::prepare(&command).map_err(|e| {
@@ -223,6 +313,7 @@ async fn round(
         client,
         id: &session,
     };
+    let watchdog = || notify::watchdog_loop(service.notifier());
     let mut lease = Lease::new(config.budget, created_at);
     let started = Instant::now();
 
@@ -236,6 +327,7 @@ async fn round(
         signal = signals.recv() => Waited::Signal(signal),
         lost = lease.keep(&renewer) => Waited::Lost(lost),
         acquired = with_deadline(patience, acquisition) => Waited::Acquired(acquired),
+        never = watchdog() => match never {},
     };
     // `Err` carries how the round ends when the lock is not ours.
     let outcome = match waited {
@@ -279,6 +371,23 @@ async fn round(
         waited_ms = started.elapsed().as_millis() as u64,
         "acquired"
     );
+    let leading = match target {
+        Target::Leader { key } => format!("leading `{key}` since {}", now_utc()),
+        Target::Semaphore { prefix, limit } => {
+            format!(
+                "holding a slot of `{prefix}` (limit {limit}) since {}",
+                now_utc()
+            )
+        }
+    };
+    match service.notifier() {
+        Some(notifier) if !ready_sent.get() => {
+            notifier.ready(&leading);
+            ready_sent.set(true);
+        }
+        Some(notifier) => notifier.status(&leading),
+        None => {}
+    }
 
     let mut child = match prepared.start(child_env(&held)) {
         Ok(child) => child,
@@ -306,10 +415,32 @@ async fn round(
             tokio::select! {
                 lost = lease.keep(&renewer) => lost,
                 lost = holding.watch(client) => lost,
+                never = watchdog() => match never {},
             }
         };
         supervisor::supervise(&mut child, signals, lost, policy).await
     };
+    if let (Ending::Exited { .. }, Some(min_hold)) = (&ending, service.min_hold) {
+        // The child is done, but the lock stays ours until `--min-hold` from
+        // acquisition, so later contenders of the same period find it held.
+        // Nothing runs meanwhile, so a loss costs nothing; a signal ends it.
+        let until = acquired_at + min_hold;
+        if Instant::now() < until {
+            tracing::info!(
+                lock = target.name(),
+                until_ms = (until - Instant::now()).as_millis() as u64,
+                "child exited; keeping the lock for --min-hold"
+            );
+            service.status(&format!("keeping `{}` for --min-hold", target.name()));
+            tokio::select! {
+                _ = tokio::time::sleep_until(until) => {}
+                lost = lease.keep(&renewer) => tracing::info!("lost during --min-hold: {lost}"),
+                lost = holding.watch(client) => tracing::info!("lost during --min-hold: {lost}"),
+                signal = signals.recv() => tracing::info!("{signal} during --min-hold; releasing"),
+                never = watchdog() => match never {},
+            }
+        }
+    }
     let held_for = acquired_at.elapsed();
     cleanup(
         client,

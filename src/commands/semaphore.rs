@@ -13,6 +13,7 @@ pub struct Job {
     prefix: String,
     limit: u64,
     config: HoldConfig,
+    service: hold::Service,
 }
 
 pub fn prepare(args: SemaphoreArgs, env: &dyn Env) -> Result<Job, Failure> {
@@ -31,10 +32,12 @@ pub fn prepare(args: SemaphoreArgs, env: &dyn Env) -> Result<Job, Failure> {
         &args.child,
         env,
     )?;
+    let service = hold::Service::new(&args.service)?;
     Ok(Job {
         prefix,
         limit: args.limit,
         config,
+        service,
     })
 }
 
@@ -43,5 +46,5 @@ pub async fn run(client: &Client, job: Job) -> Result<Exit, Failure> {
         prefix: &job.prefix,
         limit: job.limit,
     };
-    hold::run(client, target, &job.config, false).await
+    hold::run(client, target, &job.config, &job.service, false).await
 }

@@ -52,6 +52,7 @@ fn direct<S: AsRef<OsStr>>(argv: &[S]) -> Command {
         argv: argv.iter().map(|a| a.as_ref().to_owned()).collect(),
         shell: false,
         env: vec![],
+        env_remove: vec![],
         guard_exe: GUARD.into(),
     }
 }
@@ -64,6 +65,7 @@ fn shell<S: AsRef<OsStr>>(script: &str, args: &[S]) -> Command {
         argv,
         shell: true,
         env: vec![],
+        env_remove: vec![],
         guard_exe: GUARD.into(),
     }
 }

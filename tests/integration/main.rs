@@ -28,6 +28,8 @@ mod semaphore;
 mod leader;
 // Signals sent to lockrun while the child runs.
 mod signals;
+// Under systemd and cron: the notify protocol, --min-hold.
+mod service;
 // The safety model under faults: partitions, restarts, kills, churn.
 mod safety;
 // Every bad input: one line, the documented status, nothing written.
