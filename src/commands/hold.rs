@@ -15,6 +15,7 @@ use crate::error::Failure;
 use crate::exit::Exit;
 use crate::lease::{fmt_duration, Lease, Lost, Renew, Renewal};
 use crate::lock::{self, leader, semaphore, Acquired, Held, Patience};
+use crate::logging::EVENT;
 use crate::notify::{self, Notifier, Ready};
 use crate::signals::{Signal, Signals};
 use crate::supervisor::{self, Ending, StopPolicy};
@@ -186,7 +187,7 @@ pub async fn run(
         match round {
             Round::Done(exit) => break exit,
             Round::Lost if campaign => {
-                tracing::info!(lock = target.name(), "campaigning again");
+                tracing::info!(target: EVENT, lock = target.name(), "campaigning again");
                 service.status(&format!("lost `{}`; campaigning again", target.name()));
             }
             Round::Lost => break Exit::Lost,
@@ -245,7 +246,7 @@ async fn create_session(
                 let pause =
                     Duration::from_millis(200u64 << (*attempt).min(5)).min(Duration::from_secs(5));
                 *attempt += 1;
-                tracing::warn!(
+                tracing::info!(
                     "cannot create a session: {e}; retrying in {}",
                     fmt_duration(pause)
                 );
@@ -349,7 +350,7 @@ async fn round(
         }
         Waited::Lost(why) => {
             // Our session may be gone while we waited; start over with a new one.
-            tracing::warn!("session lost while waiting: {why}");
+            tracing::warn!(target: EVENT, "session lost while waiting: {why}");
             Err(Ok(Round::Retry))
         }
     };
@@ -365,6 +366,7 @@ async fn round(
     let held = holding.held().clone();
     let acquired_at = Instant::now();
     tracing::info!(
+        target: EVENT,
         lock = target.name(),
         session = %session,
         lock_index = held.lock_index,
@@ -453,6 +455,7 @@ async fn round(
     match ending {
         Ending::Exited { exit, forwarded } => {
             tracing::info!(
+                target: EVENT,
                 lock = target.name(),
                 status = exit.code(),
                 "child exited; released"
@@ -467,9 +470,9 @@ async fn round(
                 exit.code()
             );
             if campaign {
-                tracing::warn!("{message}");
+                tracing::warn!(target: EVENT, "{message}");
             } else {
-                tracing::error!("{message}");
+                tracing::error!(target: EVENT, "{message}");
             }
             Ok(Round::Lost)
         }

@@ -25,7 +25,17 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return clap_error(e),
     };
-    let logging = logging::init(cli.output.verbose, cli.output.quiet, cli.output.log_format);
+    let daemon = match &cli.command {
+        Command::Elect(args) => args.campaign || args.service.notify.is_some(),
+        Command::Semaphore(args) => args.service.notify.is_some(),
+        _ => false,
+    };
+    let logging = logging::init(
+        cli.output.verbose,
+        cli.output.quiet,
+        cli.output.log_format,
+        daemon,
+    );
     match run(cli) {
         Ok(exit) => exit.end(),
         Err(failure) => {

@@ -95,6 +95,25 @@ impl Client {
         op: &Op,
         accept: &[StatusCode],
     ) -> Result<Answer, ConsulError> {
+        let result = self.send_once(method, url, body, timeout, op, accept).await;
+        // Any answer, even a refusal, shows Consul is there; only transient
+        // failures count as trouble for the operator's log.
+        match &result {
+            Err(e) if e.is_transient() => crate::logging::engine_trouble("Consul", e),
+            _ => crate::logging::engine_answered("Consul"),
+        }
+        result
+    }
+
+    async fn send_once(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<Vec<u8>>,
+        timeout: Duration,
+        op: &Op,
+        accept: &[StatusCode],
+    ) -> Result<Answer, ConsulError> {
         debug!(target: "lockrun::http", "{method} {}", url.as_str());
         let mut request = self
             .http

@@ -62,14 +62,21 @@ pub async fn acquire(
                     return Ok(Acquired::Yes(holding(key, session, pair, waiter.index())));
                 }
                 Some(h) => {
-                    if holder.as_deref() != Some(h) {
+                    // Operators know holders by their value (a host name,
+                    // `db-2:5432`); `consul lock` stores none.
+                    let who = match pair.value.as_deref() {
+                        Some(v) if !v.is_empty() => String::from_utf8_lossy(v).into_owned(),
+                        _ => format!("session {h}"),
+                    };
+                    if holder.as_deref() != Some(who.as_str()) {
                         tracing::info!(
-                            key,
-                            holder = h,
-                            "waiting: the lock is held by another session"
+                            target: crate::logging::EVENT,
+                            lock = key,
+                            holder = %who,
+                            "waiting: held by another"
                         );
                     }
-                    holder = Some(h.to_string());
+                    holder = Some(who);
                     waiter.block();
                     continue;
                 }

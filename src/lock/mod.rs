@@ -202,7 +202,7 @@ impl Waiter {
                 Ok(Some(value))
             }
             Err(e) if e.is_transient() && !matches!(self.patience, Patience::Once) => {
-                tracing::warn!("{what}: {e}; retrying");
+                tracing::info!("{what}: {e}; retrying");
                 transient_pause(&mut self.errors).await;
                 // The connection may have been cut mid-wait, or the agent
                 // restarted with a lower index: read afresh.

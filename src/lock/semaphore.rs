@@ -199,7 +199,7 @@ pub async fn acquire(
         }
         if record.holders.len() as u64 >= limit {
             if !announced {
-                tracing::info!(prefix, limit, "waiting: all slots are taken");
+                tracing::info!(target: crate::logging::EVENT, lock = prefix, limit, "waiting: all slots are taken");
                 announced = true;
             }
             waiter.block();

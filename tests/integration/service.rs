@@ -12,8 +12,8 @@ use crate::consul::TestConsul;
 use crate::link::Link;
 use crate::procs::{self, wait_until};
 use crate::support::{
-    assert_killed_by, assert_status, lockrun, run, scratch, script_with, wait_for_file, Holder,
-    Running,
+    assert_killed_by, assert_status, lockrun, run, scratch, script, script_with, wait_for_file,
+    Holder, Running,
 };
 
 fn now_ns() -> u128 {
@@ -284,4 +284,178 @@ fn min_hold_runs_a_job_once_per_period() {
     // Once the period is over, the next run does the job again.
     assert_status(&run(&mut cron("0s")), 0, "next period", &consul);
     assert_eq!(std::fs::read_to_string(&log).unwrap(), "ran\nran\n");
+}
+
+/// A file for lockrun's stderr, and the `JOURNAL_STREAM` value that names it,
+/// as systemd sets it for a unit whose output goes to the journal.
+fn journal_stream(dir: &Path) -> (std::fs::File, String) {
+    use std::os::unix::fs::MetadataExt;
+    let path = dir.join("journal");
+    let file = std::fs::File::create(&path).unwrap();
+    let meta = file.metadata().unwrap();
+    (file, format!("{}:{}", meta.dev(), meta.ino()))
+}
+
+/// A campaigning daemon at the default verbosity: the journal shows each
+/// change of who runs, once, with its priority: acquired, lost and why,
+/// campaigning again, acquired again.
+#[test]
+fn a_campaigning_daemon_logs_each_failover_to_the_journal() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("service-journal") + "/leader";
+    let dir = scratch();
+    let d = dir.path().display().to_string();
+    let (journal, stream) = journal_stream(dir.path());
+    let body = script(&format!(
+        "echo \"$LOCKRUN_SESSION\" >> {d}/sessions; while :; do sleep 0.05; done"
+    ));
+    let mut cmd = lockrun(
+        &consul,
+        [
+            "elect",
+            "--campaign",
+            "--lock-delay",
+            "1s",
+            "--kill-timeout",
+            "500ms",
+            "--value",
+            "db-1:5432",
+            "--shell",
+            &key,
+            "--",
+            &body,
+            &d,
+        ],
+    );
+    cmd.env("JOURNAL_STREAM", &stream);
+    cmd.stderr(journal);
+    let mut daemon = cmd.spawn().unwrap();
+    let sessions = dir.path().join("sessions");
+    let count = || {
+        std::fs::read_to_string(&sessions)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    assert!(wait_until(procs::deadline(), || count() == 1), "it leads");
+    let first = std::fs::read_to_string(&sessions).unwrap();
+    consul.api().session_destroy(first.trim());
+    assert!(
+        wait_until(procs::deadline() + procs::PATIENCE, || count() == 2),
+        "it leads again"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.id() as i32),
+        Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = daemon.wait().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(Signal::SIGTERM as i32), "{status}");
+    let log = std::fs::read_to_string(dir.path().join("journal")).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    let find = |what: &str| {
+        lines
+            .iter()
+            .filter(|l| l.contains(what))
+            .copied()
+            .collect::<Vec<_>>()
+    };
+    let acquired = find("acquired");
+    assert_eq!(acquired.len(), 2, "{log}");
+    assert!(
+        acquired.iter().all(|l| l.starts_with("<5>lockrun: ")),
+        "{log}"
+    );
+    let lost = find("lost `");
+    assert_eq!(lost.len(), 1, "{log}");
+    assert!(lost[0].starts_with("<4>lockrun: warning: "), "{log}");
+    assert_eq!(find("campaigning again").len(), 1, "{log}");
+    assert!(
+        lines.iter().all(|l| l.starts_with('<')),
+        "every line has a priority: {log}"
+    );
+    assert!(
+        !log.contains("debug:") && !log.contains("session created"),
+        "the default verbosity shows only what changes who runs: {log}"
+    );
+}
+
+/// Outside the journal, a daemon's lines carry a timestamp; a one-off run
+/// is silent at the default verbosity (cron mails every line).
+#[test]
+fn text_lines_carry_a_timestamp_and_one_off_runs_stay_quiet() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("service-text") + "/leader";
+    let output = run(&mut lockrun(&consul, ["elect", &key, "--", "true"]));
+    assert_status(&output, 0, "one-off", &consul);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        "",
+        "one-off runs are quiet"
+    );
+    let output = run(&mut lockrun(&consul, ["elect", "-v", &key, "--", "true"]));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("acquired"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let (time, rest) = line.split_once(' ').unwrap();
+    assert!(rest.starts_with("lockrun: "), "{line}");
+    assert!(
+        humantime::parse_rfc3339(time).is_ok(),
+        "`{time}` is not an RFC 3339 timestamp: {line}"
+    );
+}
+
+/// A daemon says once that the engine is unreachable (not at every retry)
+/// and once that it answers again.
+#[test]
+fn a_daemon_reports_an_outage_once_and_the_recovery() {
+    let consul = TestConsul::start();
+    let Some(emulator) = consul.emulator() else {
+        eprintln!("skipped: needs the emulator's fault injection");
+        return;
+    };
+    let key = consul.prefix("service-outage") + "/leader";
+    let holder = Holder::spawn(|child| {
+        let mut args = vec!["elect", "--shell", &key, "--"];
+        args.extend(child);
+        lockrun(&consul, args)
+    });
+    let standby = Running::spawn(&mut lockrun(
+        &consul,
+        ["elect", "--campaign", &key, "--", "true"],
+    ));
+    let api = consul.api();
+    assert!(
+        wait_until(procs::deadline(), || crate::support::sessions_named_like(
+            &api, &key
+        ) == 2),
+        "the standby waits"
+    );
+    emulator.set_no_leader(true);
+    // Longer than the 5 s a daemon keeps quiet about trouble.
+    let outage = std::time::Instant::now();
+    while outage.elapsed() < Duration::from_secs(7) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    emulator.set_no_leader(false);
+    holder.finish(&consul);
+    let output = standby.finish();
+    assert_status(&output, 0, "the standby led and its child exited", &consul);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let unreachable = stderr
+        .lines()
+        .filter(|l| l.contains("Consul unreachable for"))
+        .count();
+    assert_eq!(unreachable, 1, "{stderr}");
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| l.contains("Consul answers again"))
+            .count(),
+        1,
+        "{stderr}"
+    );
 }
