@@ -27,7 +27,10 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     };
     let logging = logging::init(cli.output.verbose, cli.output.quiet, cli.output.log_format);
     match run(cli) {
-        Ok(exit) => exit.into(),
+        Ok(exit) => {
+            logging::finish();
+            exit.into()
+        }
         Err(failure) => {
             logging::fatal(Some(logging), &failure.to_string());
             failure.exit().into()
