@@ -1,8 +1,18 @@
 //! Everything lockrun itself writes to stderr goes through here: `tracing`
 //! events for -v/-vv, and the one `lockrun: ...` line for a fatal error.
 //! stdout belongs to the child (and to `leader`'s answers).
+//!
+//! No thread that keeps a lease ever writes to stderr itself: a reader that
+//! stalls (stderr into a pipe nobody reads) would block it in `write(2)`, and
+//! renewals would stop while the child runs on. Lines go into a bounded queue
+//! that one writer thread drains; when the queue is full a line is dropped and
+//! counted, and the writer says how many once it catches up. The fatal line is
+//! queued past the bound and waited for, but only for [`FLUSH_PATIENCE`].
 
+use std::collections::VecDeque;
 use std::io::Write;
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use tracing::level_filters::LevelFilter;
 
@@ -36,13 +46,14 @@ pub fn init(verbose: u8, quiet: bool, format: LogFormat, daemon: bool) -> Loggin
         .with_target("lockrun", level)
         .with_target(EVENT, events)
         .with_default(LevelFilter::OFF);
+    let queue = Queue::start(format);
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     let result = match format {
         LogFormat::Text => tracing_subscriber::registry()
             .with(
                 tracing_subscriber::fmt::layer()
-                    .with_writer(std::io::stderr)
+                    .with_writer(queue.clone())
                     .with_ansi(false)
                     .event_format(Line {
                         journal: stderr_is_journal(),
@@ -55,14 +66,16 @@ pub fn init(verbose: u8, quiet: bool, format: LogFormat, daemon: bool) -> Loggin
                 tracing_subscriber::fmt::layer()
                     .json()
                     .flatten_event(true)
-                    .with_writer(std::io::stderr)
+                    .with_writer(queue.clone())
                     .with_target(false),
             )
             .with(targets)
             .try_init(),
     };
-    // A second init (only in tests) keeps the first subscriber.
-    let _ = result;
+    // A second init (only in tests) keeps the first subscriber and its queue.
+    if result.is_ok() {
+        let _ = QUEUE.set(queue);
+    }
     Logging { format, quiet }
 }
 
@@ -98,13 +111,13 @@ fn now() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
-/// Prints the one line a fatal error gets.
+/// Prints the one line a fatal error gets: after every queued line, and
+/// waited for at most [`FLUSH_PATIENCE`], so a stalled reader cannot keep
+/// lockrun from exiting.
 pub fn fatal(logging: Option<Logging>, message: &str) {
-    let mut stderr = std::io::stderr().lock();
-    let _ = match logging.map(|l| l.format) {
-        Some(LogFormat::Json) => writeln!(
-            stderr,
-            "{}",
+    let line = match logging.map(|l| l.format) {
+        Some(LogFormat::Json) => format!(
+            "{}\n",
             serde_json::json!({
                 "timestamp": now(),
                 "level": "ERROR",
@@ -112,9 +125,178 @@ pub fn fatal(logging: Option<Logging>, message: &str) {
                 "fatal": true
             })
         ),
-        _ if stderr_is_journal() => writeln!(stderr, "<3>lockrun: {message}"),
-        _ => writeln!(stderr, "lockrun: {message}"),
+        _ if stderr_is_journal() => format!("<3>lockrun: {message}\n"),
+        _ => format!("lockrun: {message}\n"),
     };
+    match QUEUE.get() {
+        Some(queue) => {
+            queue.push(line.into_bytes(), true);
+            queue.flush(FLUSH_PATIENCE);
+        }
+        // Before `init` (a usage error) no thread keeps a lease.
+        None => {
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        }
+    }
+}
+
+/// Waits, at most [`FLUSH_PATIENCE`], until every queued line and the count
+/// of dropped ones are written; lockrun calls it before it exits.
+pub fn finish() {
+    if let Some(queue) = QUEUE.get() {
+        queue.flush(FLUSH_PATIENCE);
+    }
+}
+
+/// Lines the queue holds before it drops new ones: far more than a burst of
+/// `-vv` events, far less than memory worth worrying about.
+const CAPACITY: usize = 1024;
+
+/// How long lockrun waits at exit for a stalled stderr.
+const FLUSH_PATIENCE: Duration = Duration::from_secs(1);
+
+static QUEUE: OnceLock<Queue> = OnceLock::new();
+
+/// The bounded queue between every thread that logs and the writer thread.
+#[derive(Clone)]
+struct Queue(Arc<Shared>);
+
+struct Shared {
+    state: Mutex<State>,
+    /// Wakes the writer: a line or a drop to report.
+    work: Condvar,
+    /// Wakes whoever waits in `flush`: the writer finished a batch.
+    written: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    lines: VecDeque<Vec<u8>>,
+    /// Lines dropped since the writer last reported.
+    dropped: u64,
+    /// Lines queued so far, and how many of those the writer has written.
+    queued: u64,
+    done: u64,
+}
+
+impl Queue {
+    /// A queue and the thread that drains it into stderr. Without a thread
+    /// (the system refused one) lines pile up to the bound and are dropped;
+    /// the lease matters more than the log.
+    fn start(format: LogFormat) -> Queue {
+        let queue = Queue(Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            work: Condvar::new(),
+            written: Condvar::new(),
+        }));
+        let writer = queue.clone();
+        let _ = std::thread::Builder::new()
+            .name("lockrun-log".into())
+            .spawn(move || writer.drain(std::io::stderr(), format));
+        queue
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding the lock leaves plain counters behind.
+        self.0.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues one line, or counts it as dropped when the queue is full and
+    /// the line may be dropped. Never blocks on stderr.
+    fn push(&self, line: Vec<u8>, always: bool) {
+        let mut state = self.state();
+        if always || state.lines.len() < CAPACITY {
+            state.lines.push_back(line);
+            state.queued += 1;
+        } else {
+            state.dropped += 1;
+        }
+        drop(state);
+        self.0.work.notify_one();
+    }
+
+    /// Waits until everything queued before the call is written and no drop
+    /// is left unreported, or `patience` has passed.
+    fn flush(&self, patience: Duration) {
+        let until = Instant::now() + patience;
+        let mut state = self.state();
+        let target = state.queued;
+        while state.done < target || state.dropped > 0 {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            state = match self.0.written.wait_timeout(state, left) {
+                Ok((state, _)) => state,
+                Err(e) => e.into_inner().0,
+            };
+        }
+    }
+
+    /// The writer thread: takes everything queued at once, writes it, then
+    /// says how many lines were dropped while it was stuck.
+    fn drain(&self, mut out: impl Write, format: LogFormat) {
+        loop {
+            let (batch, dropped) = {
+                let mut state = self.state();
+                while state.lines.is_empty() && state.dropped == 0 {
+                    state = match self.0.work.wait(state) {
+                        Ok(state) => state,
+                        Err(e) => e.into_inner(),
+                    };
+                }
+                (
+                    std::mem::take(&mut state.lines),
+                    std::mem::take(&mut state.dropped),
+                )
+            };
+            let count = batch.len() as u64;
+            // A closed or failing stderr costs the line, nothing else.
+            for line in batch {
+                let _ = out.write_all(&line);
+            }
+            // Every dropped line came after the batch: a line is dropped
+            // only while the queue is full, and we take it whole.
+            if dropped > 0 {
+                let _ = out.write_all(dropped_note(dropped, format).as_bytes());
+            }
+            let _ = out.flush();
+            self.state().done += count;
+            self.0.written.notify_all();
+        }
+    }
+}
+
+/// The line that owns up to dropped lines.
+fn dropped_note(dropped: u64, format: LogFormat) -> String {
+    let message = format!("{dropped} log lines dropped: stderr was not being read");
+    match format {
+        LogFormat::Json => format!(
+            "{}\n",
+            serde_json::json!({ "level": "WARN", "message": message })
+        ),
+        LogFormat::Text => format!("lockrun: warning: {message}\n"),
+    }
+}
+
+/// Each event arrives as one `write_all` of the whole formatted line.
+impl Write for Queue {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.push(buf.to_vec(), false);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Queue {
+    type Writer = Queue;
+
+    fn make_writer(&'a self) -> Queue {
+        self.clone()
+    }
 }
 
 /// How long the engine must have been failing before a daemon's log says
@@ -207,5 +389,113 @@ where
         write!(writer, "lockrun: {tag}")?;
         ctx.field_format().format_fields(writer.by_ref(), event)?;
         writeln!(writer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// stderr as a pipe nobody reads, until the test says so.
+    struct Stalled {
+        open: mpsc::Receiver<()>,
+        out: mpsc::Sender<Vec<u8>>,
+    }
+
+    impl Write for Stalled {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let _ = self.open.recv();
+            let _ = self.out.send(buf.to_vec());
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn queue() -> Queue {
+        Queue(Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            work: Condvar::new(),
+            written: Condvar::new(),
+        }))
+    }
+
+    #[test]
+    fn a_stalled_reader_costs_lines_not_the_caller() {
+        let queue = queue();
+        let (open, gate) = mpsc::channel();
+        let (out, written) = mpsc::channel();
+        let writer = queue.clone();
+        std::thread::spawn(move || writer.drain(Stalled { open: gate, out }, LogFormat::Text));
+
+        // The writer takes the first line and blocks in write; everything
+        // else must return at once, filling the queue and then dropping.
+        let extra = 10;
+        let lines = CAPACITY + 1 + extra;
+        let started = Instant::now();
+        queue.clone().write_all(b"line 0\n").unwrap();
+        // Wait until the writer has taken it and is stuck in `write`.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !queue.state().lines.is_empty() {
+            assert!(Instant::now() < deadline, "the writer never took a line");
+            std::thread::yield_now();
+        }
+        for n in 1..lines {
+            let mut writer = queue.clone();
+            writer.write_all(format!("line {n}\n").as_bytes()).unwrap();
+        }
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let dropped = queue.state().dropped;
+        assert_eq!(dropped, extra as u64);
+
+        // The reader wakes up: every kept line, in order, then the count.
+        for _ in 0..lines * 2 {
+            open.send(()).unwrap();
+        }
+        queue.flush(Duration::from_secs(60));
+        drop(open);
+        let text: Vec<String> = written
+            .try_iter()
+            .map(|b| String::from_utf8(b).unwrap())
+            .collect();
+        let kept = lines - dropped as usize;
+        for (n, line) in text[..kept].iter().enumerate() {
+            assert_eq!(line, &format!("line {n}\n"));
+        }
+        assert_eq!(
+            text[kept],
+            format!("lockrun: warning: {dropped} log lines dropped: stderr was not being read\n")
+        );
+        assert_eq!(text.len(), kept + 1);
+    }
+
+    #[test]
+    fn flush_gives_up_after_its_patience() {
+        let queue = queue();
+        let (_open, gate) = mpsc::channel();
+        let (out, _written) = mpsc::channel();
+        let writer = queue.clone();
+        std::thread::spawn(move || writer.drain(Stalled { open: gate, out }, LogFormat::Text));
+        queue.push(b"lockrun: fatal\n".to_vec(), true);
+        let started = Instant::now();
+        queue.flush(Duration::from_millis(200));
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(200), "{waited:?}");
+        assert!(waited < Duration::from_secs(10), "{waited:?}");
+    }
+
+    #[test]
+    fn the_fatal_line_passes_a_full_queue() {
+        let queue = queue();
+        for _ in 0..CAPACITY + 3 {
+            queue.push(b"x\n".to_vec(), false);
+        }
+        queue.push(b"fatal\n".to_vec(), true);
+        let state = queue.state();
+        assert_eq!(state.lines.back().unwrap(), b"fatal\n");
+        assert_eq!(state.dropped, 3);
     }
 }

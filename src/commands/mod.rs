@@ -37,7 +37,10 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         daemon,
     );
     match run(cli) {
-        Ok(exit) => exit.end(),
+        Ok(exit) => {
+            logging::finish();
+            exit.end()
+        }
         Err(failure) => {
             logging::fatal(Some(logging), &failure.to_string());
             failure.exit().into()

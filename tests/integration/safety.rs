@@ -499,3 +499,74 @@ fn churn_never_breaks_mutual_exclusion() {
 fn churn_never_exceeds_the_semaphore_limit() {
     churn("semaphore", 3);
 }
+
+/// Issue #11: `lockrun -vv` with stderr into a pipe nobody reads blocked its
+/// only thread in a log write; renewals stopped, a rival ran beside the old
+/// child. A stalled stderr must cost log lines, never the lock.
+#[test]
+fn a_stalled_stderr_costs_log_lines_not_the_lock() {
+    let consul = TestConsul::start_fast();
+    let key = consul.prefix("safety-stalled-stderr") + "/leader";
+    let ttl = consul.ttl_min();
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let elect = |verbose: &str, timeout: Option<String>, child: &[String]| {
+        let mut args = vec![
+            verbose.to_string(),
+            "elect".into(),
+            "--ttl".into(),
+            ms(ttl),
+            "--lock-delay".into(),
+            "1s".into(),
+            "--kill-timeout".into(),
+            "500ms".into(),
+        ];
+        if let Some(timeout) = timeout {
+            args.extend(["--timeout".into(), timeout]);
+        }
+        args.extend(["--shell".into(), key.clone(), "--".into()]);
+        args.extend(child.iter().cloned());
+        lockrun(&consul, args)
+    };
+    // The child fills the pipe lockrun logs into and keeps it full, so
+    // every later line lockrun writes would block.
+    let holder_body = script(&logged_child(
+        "holder",
+        &log,
+        "head -c 4194304 /dev/zero >&2 & while :; do sleep 0.05; done",
+    ));
+    let (unread, stderr) = nix::unistd::pipe().unwrap();
+    let holder = Running::spawn_with_stderr(
+        &mut elect(
+            "-vv",
+            None,
+            &[holder_body, dir.path().display().to_string()],
+        ),
+        stderr.into(),
+    );
+    wait_for_file(&dir.path().join("ready"));
+
+    // Several TTLs: a lockrun that stopped renewing loses the session
+    // within two, and the rival would run.
+    let patience = ttl * 4 + Duration::from_secs(1);
+    let rival = Running::spawn(&mut elect(
+        "-v",
+        Some(ms(patience)),
+        &[logged_child("rival", &log, "true")],
+    ));
+    assert_status(
+        &rival.finish(),
+        75,
+        "the rival never got the lock while the holder's stderr was stalled",
+        &consul,
+    );
+    holder.signal(Signal::SIGTERM);
+    let output = holder.finish();
+    assert_ne!(output.status.code(), Some(124), "the holder kept its lock");
+    drop(unread);
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let spans = intervals(&text);
+    assert_eq!(spans.len(), 1, "only the holder's child ran:\n{text}");
+    assert_eq!(spans[0].0, "holder", "{text}");
+}

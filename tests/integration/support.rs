@@ -116,7 +116,12 @@ pub struct Running {
 
 impl Running {
     pub fn spawn(cmd: &mut Command) -> Running {
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        Running::spawn_with_stderr(cmd, Stdio::piped())
+    }
+
+    /// Like [`Running::spawn`], with stderr going to `stderr`.
+    pub fn spawn_with_stderr(cmd: &mut Command, stderr: Stdio) -> Running {
+        cmd.stdout(Stdio::piped()).stderr(stderr);
         let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
