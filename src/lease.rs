@@ -17,6 +17,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+use crate::child::GuardDeadlines;
+use crate::clock::{self, BootTimer};
+
 /// The outcome of one renewal attempt.
 #[derive(Debug)]
 pub enum Renewal {
@@ -129,18 +132,33 @@ pub fn fmt_duration(d: Duration) -> String {
 }
 
 /// A held lease. `confirmed` is the send time of the last renewal the
-/// backend confirmed (or of the session's creation).
+/// backend confirmed (or of the session's creation), on both clocks: tokio's
+/// (CLOCK_MONOTONIC, which its timers and paused tests use) and
+/// CLOCK_BOOTTIME, which keeps counting while the host is suspended, as the
+/// servers do. The deadline is whichever comes first: BOOTTIME's, after a
+/// suspend.
 #[derive(Debug)]
 pub struct Lease {
     budget: Budget,
     confirmed: Instant,
+    confirmed_boot: std::time::Duration,
+    guard: Option<GuardDeadlines>,
 }
 
 impl Lease {
     pub fn new(budget: Budget, created_at: Instant) -> Lease {
+        let boot = clock::boottime().saturating_sub(created_at.elapsed());
+        Lease::with_boottime(budget, created_at, boot)
+    }
+
+    /// A lease confirmed at `created_at`, which is `created_boot` on
+    /// CLOCK_BOOTTIME.
+    pub fn with_boottime(budget: Budget, created_at: Instant, created_boot: Duration) -> Lease {
         Lease {
             budget,
             confirmed: created_at,
+            confirmed_boot: created_boot,
+            guard: None,
         }
     }
 
@@ -149,8 +167,40 @@ impl Lease {
         self.confirmed + self.budget.stop_after()
     }
 
+    /// [`Lease::stop_at`] on CLOCK_BOOTTIME (time since boot).
+    pub fn stop_at_boot(&self) -> Duration {
+        self.confirmed_boot + self.budget.stop_after()
+    }
+
+    /// Whether the stop deadline has passed, on either clock: lockrun may
+    /// have been stopped, starved or suspended past it.
+    pub fn ran_out(&self) -> bool {
+        Instant::now() >= self.stop_at() || clock::boottime() >= self.stop_at_boot()
+    }
+
+    /// How lockrun ended up past its deadline without `keep` saying so:
+    /// what [`Lease::keep`] would have returned.
+    pub fn ran_out_reason(&self) -> Lost {
+        Lost::LeaseRanOut {
+            unconfirmed_for: self.unconfirmed_for(),
+            last_error: "lockrun did not run until after the deadline".into(),
+        }
+    }
+
+    fn unconfirmed_for(&self) -> Duration {
+        clock::boottime().saturating_sub(self.confirmed_boot)
+    }
+
     pub fn budget(&self) -> Budget {
         self.budget
+    }
+
+    /// Hands every later deadline to the guard too (SPEC §8), starting with
+    /// the current one, so that the child is stopped on time even if lockrun
+    /// cannot run.
+    pub fn hand_to_guard(&mut self, mut guard: GuardDeadlines) {
+        guard.extend(self.stop_at_boot());
+        self.guard = Some(guard);
     }
 
     /// Keeps the lease alive until it is lost, which is the only way this
@@ -160,7 +210,22 @@ impl Lease {
         let mut last_error = String::from("none");
         let mut backoff = Duration::from_millis(100);
         let mut next = self.confirmed + self.budget.renew_every();
+        // Without the BOOTTIME timer (no descriptor to spare) a suspend is
+        // noticed only when the monotonic deadline passes.
+        let boot_timer = BootTimer::on_runtime().ok();
         loop {
+            if clock::boottime() >= self.stop_at_boot() {
+                return Lost::LeaseRanOut {
+                    unconfirmed_for: self.unconfirmed_for(),
+                    last_error,
+                };
+            }
+            let suspended = async {
+                match &boot_timer {
+                    Some(timer) => BootTimer::sleep_until(timer, self.stop_at_boot()).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = tokio::time::sleep_until(self.stop_at()) => {
                     return Lost::LeaseRanOut {
@@ -168,17 +233,26 @@ impl Lease {
                         last_error,
                     };
                 }
+                _ = suspended => continue,
                 _ = tokio::time::sleep_until(next) => {}
             }
             let sent = Instant::now();
+            let sent_boot = clock::boottime();
             let timeout = self
                 .stop_at()
                 .saturating_duration_since(sent)
                 .min(crate::consul::REQUEST_TIMEOUT)
                 .max(Duration::from_millis(50));
+            let suspended = async {
+                match &boot_timer {
+                    Some(timer) => BootTimer::sleep_until(timer, self.stop_at_boot()).await,
+                    None => std::future::pending().await,
+                }
+            };
             let outcome = tokio::select! {
                 outcome = backend.renew(timeout) => outcome,
                 _ = tokio::time::sleep_until(self.stop_at()) => continue,
+                _ = suspended => continue,
             };
             match outcome {
                 Renewal::Confirmed { ttl } => {
@@ -189,6 +263,11 @@ impl Lease {
                         self.budget.ttl = ttl;
                     }
                     self.confirmed = sent;
+                    self.confirmed_boot = sent_boot;
+                    let stop_at_boot = self.stop_at_boot();
+                    if let Some(guard) = &mut self.guard {
+                        guard.extend(stop_at_boot);
+                    }
                     backoff = Duration::from_millis(100);
                     next = sent + self.budget.renew_every();
                     debug!(
@@ -304,5 +383,42 @@ mod tests {
         let lost = lease.keep(&script).await;
         assert!(matches!(lost, Lost::LeaseRanOut { .. }));
         assert_eq!(start.elapsed(), Duration::from_secs(15));
+    }
+
+    /// A resume from suspend: CLOCK_MONOTONIC says the renewal was just
+    /// confirmed, CLOCK_BOOTTIME (like the servers) says an hour ago.
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_passed_in_suspend_ends_the_lease_at_once() {
+        let script = Script(RefCell::new(VecDeque::new()));
+        let start = Instant::now();
+        let hour_ago = clock::boottime() - Duration::from_secs(3600);
+        let mut lease = Lease::with_boottime(budget(15, 15, 5), start, hour_ago);
+        assert!(lease.ran_out());
+        let lost = lease.keep(&script).await;
+        match lost {
+            Lost::LeaseRanOut {
+                unconfirmed_for, ..
+            } => assert!(unconfirmed_for >= Duration::from_secs(3600)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO);
+    }
+
+    /// A suspend while `keep` waits: only the BOOTTIME timer can wake it
+    /// in time, the monotonic deadline being 15 s away.
+    #[tokio::test]
+    async fn the_boottime_deadline_wakes_a_waiting_lease() {
+        let script = Script(RefCell::new(VecDeque::new()));
+        let b = budget(15, 15, 5);
+        let boot = clock::boottime() + Duration::from_millis(300) - b.stop_after();
+        let start = Instant::now();
+        let mut lease = Lease::with_boottime(b, start, boot);
+        assert!(!lease.ran_out());
+        let lost = lease.keep(&script).await;
+        assert!(matches!(lost, Lost::LeaseRanOut { .. }), "{lost:?}");
+        let waited = start.elapsed();
+        assert!(waited >= Duration::from_millis(250), "{waited:?}");
+        assert!(waited < Duration::from_secs(7), "{waited:?}");
+        assert!(lease.ran_out());
     }
 }

@@ -9,6 +9,8 @@
 pub mod child;
 /// The command line: one clap definition feeds help, man pages and completions.
 pub mod cli;
+/// CLOCK_BOOTTIME, which keeps counting while the host is suspended.
+pub mod clock;
 /// One file per subcommand.
 pub mod commands;
 /// Flags and `CONSUL_*` variables, validated into a `Config` before any request.

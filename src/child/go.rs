@@ -63,7 +63,7 @@ pub(super) fn encode(env: &[(OsString, OsString)]) -> io::Result<Vec<u8>> {
 /// Writes `message` whole into `pipe` and closes it. The pipe is
 /// non-blocking and empty, so this never waits: a message the pipe cannot
 /// take at once is an error, as is a guard that is gone (EPIPE).
-pub(super) fn send(mut pipe: File, message: &[u8]) -> io::Result<()> {
+pub(super) fn send(mut pipe: &File, message: &[u8]) -> io::Result<()> {
     match pipe.write(message) {
         Ok(n) if n == message.len() => Ok(()),
         Ok(n) => Err(io::Error::new(

@@ -12,10 +12,15 @@
 //! COMMAND's status. It is synchronous and tiny on purpose: no runtime, no
 //! threads, so nothing in it can delay or reorder that work.
 //!
+//! It is also the lease's last line (see `deadline`): while COMMAND runs it
+//! polls COMMAND's exit, the deadlines lockrun sends after each confirmed
+//! renewal, and a CLOCK_BOOTTIME timer; a deadline that passes with no newer
+//! one makes it stop the group itself, however stuck lockrun is.
+//!
 //! lockrun starts the guard *parked*, as `lockrun __guard --go-fd N -- ...`,
 //! while it still waits for the lock: the guard sets itself up, then blocks
 //! reading descriptor N until lockrun sends the go message (see `go`) with
-//! the environment to add. Without a whole go message (lockrun gave up, or
+//! the environment to add; the same pipe then carries the deadlines. Without a whole go message (lockrun gave up, or
 //! died) it exits 125, saying nothing, having run nothing. Its parent-death
 //! signal is armed while it is parked too.
 //!
@@ -23,12 +28,21 @@
 //! while the guard is still an unreaped zombie pinning the group id.
 
 use std::ffi::OsString;
+use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
-use std::process::ExitCode;
+use std::process::{ExitCode, ExitStatus};
 
+use nix::errno::Errno;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{SigSet, Signal as NixSignal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::unistd::Pid;
+
+use super::deadline::{self, Deadline, Step};
 use super::{go, sys};
+use crate::clock::{self, BootTimer};
 
 /// The hidden subcommand lockrun routes to [`main`].
 pub const SUBCOMMAND: &str = "__guard";
@@ -76,15 +90,33 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     sys::guard_install_handlers();
 
     // Parked: lockrun may not hold the lock yet. Only a whole go message
-    // lets us go on; we close the pipe before COMMAND exists, so COMMAND
-    // never inherits it.
-    let env = match go {
-        Some(fd) => match sys::take_go_pipe(fd).ok().and_then(go::receive) {
-            Some(env) => env,
-            None => return ExitCode::from(GUARD_FAILED),
-        },
-        None => Vec::new(),
+    // lets us go on. The pipe then carries deadlines (see `deadline`); it
+    // becomes close-on-exec before COMMAND exists, so COMMAND never holds it.
+    let (env, channel) = match go {
+        Some(fd) => {
+            let Ok(mut pipe) = sys::take_go_pipe(fd) else {
+                return ExitCode::from(GUARD_FAILED);
+            };
+            let Some(env) = go::receive(&mut pipe) else {
+                return ExitCode::from(GUARD_FAILED);
+            };
+            if sys::close_on_exec(&pipe).is_err() {
+                return ExitCode::from(GUARD_FAILED);
+            }
+            (env, Some(pipe))
+        }
+        None => (Vec::new(), None),
     };
+
+    // COMMAND's exit must wake our poll below, so SIGCHLD arrives on a
+    // descriptor; blocked before the spawn, none is missed. Without it we
+    // can still wait for COMMAND, only not keep deadlines meanwhile.
+    let watch = Watch::new();
+    if let Err(err) = &watch {
+        say(format_args!(
+            "cannot watch the lease's deadline ({err}); the command runs under lockrun's watch alone"
+        ));
+    }
 
     let mut command = std::process::Command::new(&argv[0]);
     command.args(&argv[1..]).envs(env);
@@ -99,7 +131,11 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     };
     sys::guard_relay_pending_and_unblock(child.id());
 
-    match child.wait() {
+    let waited = match watch {
+        Ok(watch) => watch.run(&mut child, channel),
+        Err(_) => child.wait(),
+    };
+    match waited {
         Ok(status) => ExitCode::from(match (status.code(), status.signal()) {
             (Some(code), _) => code as u8,
             (None, Some(signal)) => 128u8.saturating_add(signal as u8),
@@ -111,6 +147,108 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
             say(format_args!("cannot wait for the command: {err}"));
             ExitCode::from(GUARD_FAILED)
         }
+    }
+}
+
+/// What the guard waits on while COMMAND runs: COMMAND's exit (SIGCHLD on a
+/// signalfd), the deadline channel, and a CLOCK_BOOTTIME timer for the
+/// deadline, all in one poll(2), so that no thread is needed.
+struct Watch {
+    exits: SignalFd,
+    timer: BootTimer,
+}
+
+impl Watch {
+    fn new() -> io::Result<Watch> {
+        let mut mask = SigSet::empty();
+        mask.add(NixSignal::SIGCHLD);
+        mask.thread_block()?;
+        let exits = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)?;
+        Ok(Watch {
+            exits,
+            timer: BootTimer::new()?,
+        })
+    }
+
+    /// Waits for COMMAND, running the stop ladder on our own group if the
+    /// last deadline lockrun gave us passes with no newer one.
+    fn run(
+        self,
+        child: &mut std::process::Child,
+        mut channel: Option<File>,
+    ) -> io::Result<ExitStatus> {
+        let mut reader = deadline::Reader::default();
+        let mut current: Option<Deadline> = None;
+        let mut signalled = false;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status);
+            }
+            if let Some(deadline) = current {
+                match deadline.step(clock::boottime(), signalled) {
+                    Step::WaitUntil(at) => self.timer.set(at)?,
+                    Step::Signal(number) => {
+                        say(format_args!(
+                            "lockrun missed the lease's deadline; stopping the command"
+                        ));
+                        signal_own_group(number);
+                        signalled = true;
+                        continue;
+                    }
+                    Step::Kill => {
+                        // Ourselves included: this does not return.
+                        signal_own_group(libc::SIGKILL);
+                        continue;
+                    }
+                }
+            }
+            let (exited, fired, message) = {
+                let interest = PollFlags::POLLIN;
+                let mut fds = vec![
+                    PollFd::new(self.exits.as_fd(), interest),
+                    PollFd::new(self.timer.as_fd(), interest),
+                ];
+                if let Some(pipe) = &channel {
+                    fds.push(PollFd::new(pipe.as_fd(), interest));
+                }
+                match poll(&mut fds, PollTimeout::NONE) {
+                    Ok(_) => {}
+                    // A signal for COMMAND met our no-op handler.
+                    Err(Errno::EINTR) => continue,
+                    Err(err) => return Err(err.into()),
+                }
+                let ready = |fd: &PollFd<'_>| fd.revents().is_some_and(|r| !r.is_empty());
+                (
+                    ready(&fds[0]),
+                    ready(&fds[1]),
+                    fds.get(2).is_some_and(ready),
+                )
+            };
+            if exited {
+                while let Ok(Some(_)) = self.exits.read_signal() {}
+            }
+            if fired {
+                self.timer.clear();
+            }
+            if let (true, Some(pipe)) = (message, channel.as_mut()) {
+                match deadline::read_available(pipe, &mut reader) {
+                    // Once stopping, we finish the ladder we started.
+                    Ok(Some(Some(deadline))) if !signalled => current = Some(deadline),
+                    Ok(Some(_)) => {}
+                    // lockrun closed its end or died (its death has its own
+                    // signal); we keep the last deadline.
+                    Ok(None) | Err(_) => channel = None,
+                }
+            }
+        }
+    }
+}
+
+/// Sends signal `number` to our process group: COMMAND, its descendants and
+/// ourselves, who survive all but SIGKILL.
+fn signal_own_group(number: i32) {
+    if let Ok(signal) = NixSignal::try_from(number) {
+        let _ = nix::sys::signal::kill(Pid::from_raw(0), signal);
     }
 }
 

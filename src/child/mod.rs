@@ -33,6 +33,7 @@
 //!   never given the terminal and never signalled, except SIGKILLed when
 //!   lockrun gives up.
 
+mod deadline;
 mod go;
 pub mod guard;
 mod sys;
@@ -47,6 +48,7 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use deadline::{Deadline, GuardDeadlines};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::{sleep, timeout, Instant};
 
@@ -190,6 +192,9 @@ pub struct Child {
     state: State,
     sigchld: tokio::signal::unix::Signal,
     foreground: Option<terminal::Foreground>,
+    /// lockrun's end of the go pipe, kept after the go message to carry
+    /// deadlines to the guard (see `deadline`), until the lease takes it.
+    deadlines: Option<File>,
 }
 
 /// A guard started ahead of COMMAND and parked: it runs nothing until
@@ -262,6 +267,16 @@ impl Child {
     /// The guard's pid, which is also the child's process group id.
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// The channel on which the guard takes its deadlines: past the last one
+    /// it was given, it stops the group itself with `signal`, then SIGKILL
+    /// after `grace`. `None` once taken. Until the first deadline the guard
+    /// waits for COMMAND alone, as it does when lockrun drops the channel
+    /// without ever sending one.
+    pub fn deadlines(&mut self, signal: Signal, grace: Duration) -> Option<GuardDeadlines> {
+        let pipe = self.deadlines.take()?;
+        Some(GuardDeadlines::new(pipe, signal, grace))
     }
 
     /// Sends `sig` to the whole group. Does nothing once the child is reaped.
@@ -454,7 +469,7 @@ impl Prepared {
         // go message, so COMMAND can never read the terminal before its group
         // owns it.
         let foreground = claim.map(|claim| claim.hand_to(pid));
-        if let Err(err) = go::send(go, &message) {
+        if let Err(err) = go::send(&go, &message) {
             discard(pid);
             if let Some(foreground) = foreground {
                 foreground.restore();
@@ -470,6 +485,7 @@ impl Prepared {
             state: State::Running,
             sigchld,
             foreground,
+            deadlines: Some(go),
         })
     }
 }

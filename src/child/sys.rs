@@ -143,6 +143,13 @@ pub(super) fn take_go_pipe(fd: RawFd) -> io::Result<File> {
     Ok(unsafe { File::from_raw_fd(fd) })
 }
 
+/// In the guard: makes the go pipe close-on-exec again, now that it carries
+/// deadlines and COMMAND is about to be spawned.
+pub(super) fn close_on_exec(pipe: &File) -> io::Result<()> {
+    fcntl(pipe, FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))?;
+    Ok(())
+}
+
 /// Prepares the guard's side of COMMAND's spawn.
 ///
 /// COMMAND must start with an empty signal mask: the guard runs with the

@@ -412,6 +412,9 @@ async fn round(
         signal: config.child.kill_signal,
         grace: config.child.kill_timeout,
     };
+    if let Some(deadlines) = child.deadlines(policy.signal, policy.grace) {
+        lease.hand_to_guard(deadlines);
+    }
     let ending = {
         let lost = async {
             tokio::select! {
@@ -421,6 +424,15 @@ async fn round(
             }
         };
         supervisor::supervise(&mut child, signals, lost, policy).await
+    };
+    // A lockrun that could not run past its deadline (stopped, starved,
+    // suspended) may find the child already ended by the guard: the lock
+    // was lost, whoever stopped the child.
+    let ending = match ending {
+        Ending::Exited { exit, .. } if lease.ran_out() => {
+            Ending::Lost(lease.ran_out_reason(), exit)
+        }
+        ending => ending,
     };
     if let (Ending::Exited { .. }, Some(min_hold)) = (&ending, service.min_hold) {
         // The child is done, but the lock stays ours until `--min-hold` from

@@ -570,3 +570,74 @@ fn a_stalled_stderr_costs_log_lines_not_the_lock() {
     assert_eq!(spans.len(), 1, "only the holder's child ran:\n{text}");
     assert_eq!(spans[0].0, "holder", "{text}");
 }
+
+/// Issue #11: a SIGSTOPped lockrun (a debugger, a cgroup freezer, a starved
+/// host) renews nothing and stops nothing. The guard holds the last
+/// deadline lockrun gave it and stops the child itself before a rival
+/// could lead; lockrun, continued, finds the lock lost.
+#[test]
+fn a_stopped_lockrun_still_stops_its_child_before_a_rival_starts() {
+    let consul = TestConsul::start_fast();
+    let key = consul.prefix("safety-sigstop") + "/leader";
+    let ttl = consul.ttl_min();
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let elect = |child: &[String]| {
+        let mut args = vec![
+            "elect".to_string(),
+            "--ttl".into(),
+            ms(ttl),
+            "--lock-delay".into(),
+            "1s".into(),
+            "--kill-timeout".into(),
+            "500ms".into(),
+            "--shell".into(),
+            key.clone(),
+            "--".into(),
+        ];
+        args.extend(child.iter().cloned());
+        lockrun(&consul, args)
+    };
+    let holder_body = script(&logged_child(
+        "holder",
+        &log,
+        "while :; do sleep 0.05; done",
+    ));
+    let holder = Running::spawn(&mut elect(&[holder_body, dir.path().display().to_string()]));
+    let child = read_pid_file(&dir.path().join("pid"), procs::deadline());
+    wait_for_file(&dir.path().join("ready"));
+    let rival = Running::spawn(&mut elect(&[logged_child("rival", &log, "true")]));
+
+    let stopped_at = now_ns();
+    holder.signal(Signal::SIGSTOP);
+    assert_status(&rival.finish(), 0, "the rival ran", &consul);
+    // Nothing of the holder's may run once the rival has: its child is gone
+    // while lockrun is still stopped.
+    assert!(
+        !pid_alive(child),
+        "the holder's child died while lockrun was stopped"
+    );
+    holder.signal(Signal::SIGCONT);
+    let output = holder.finish();
+    assert_status(
+        &output,
+        124,
+        "the continued holder found its lock lost",
+        &consul,
+    );
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let spans = intervals(&text);
+    assert_eq!(spans.len(), 2, "{text}");
+    assert_eq!(spans[0].0, "holder", "{text}");
+    assert!(
+        spans[0].2 < spans[1].1,
+        "the holder's child ended before the rival's began:\n{text}"
+    );
+    eprintln!(
+        "sigstop: child stopped {} ms after SIGSTOP; rival started {} ms after (TTL {}, lock-delay 1s, kill-timeout 500ms)",
+        (spans[0].2 - stopped_at) / 1_000_000,
+        (spans[1].1 - stopped_at) / 1_000_000,
+        ms(ttl)
+    );
+}
