@@ -43,9 +43,10 @@ use std::ffi::OsString;
 use std::fmt;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use deadline::{Deadline, GuardDeadlines};
@@ -80,6 +81,11 @@ pub struct Command {
     pub env: Vec<(OsString, OsString)>,
     /// The lockrun executable to run as the guard; see [`guard_exe`].
     pub guard_exe: PathBuf,
+    /// A descriptor the guard keeps open for as long as anything of the
+    /// child's group lives: a `flock`ed file, say, which the kernel then
+    /// releases only after the whole group is gone. COMMAND never inherits
+    /// it, nor does any other child of lockrun's.
+    pub hold_fd: Option<Arc<OwnedFd>>,
 }
 
 /// The executable to use as [`Command::guard_exe`]: this very program.
@@ -97,8 +103,9 @@ pub fn guard_exe() -> io::Result<PathBuf> {
 }
 
 impl Command {
-    /// The guard's command line: `lockrun __guard --go-fd GO -- PROGRAM
-    /// [ARGS...]`, where `GO` is the descriptor it waits on for the go message.
+    /// The guard's command line: `lockrun __guard --go-fd GO [--hold-fd H]
+    /// -- PROGRAM [ARGS...]`, where `GO` is the descriptor it waits on for the
+    /// go message and `H` the one it keeps.
     fn guard_command(&self, go: RawFd) -> io::Result<std::process::Command> {
         let Some(first) = self.argv.first() else {
             return Err(io::Error::new(
@@ -115,13 +122,17 @@ impl Command {
                 .chain([first.clone(), OsString::from("lockrun")])
                 .chain(self.argv[1..].iter().cloned())
                 .collect();
-            cmd.args(guard::arguments(go, &argv));
+            cmd.args(guard::arguments(go, self.hold(), &argv));
         } else {
-            cmd.args(guard::arguments(go, &self.argv));
+            cmd.args(guard::arguments(go, self.hold(), &self.argv));
         }
         cmd.envs(self.env.iter().map(|(key, value)| (key, value)));
         cmd.process_group(0);
         Ok(cmd)
+    }
+
+    fn hold(&self) -> Option<RawFd> {
+        self.hold_fd.as_ref().map(|fd| fd.as_raw_fd())
     }
 }
 
@@ -246,7 +257,11 @@ impl Child {
         let mut guard = cmd.guard_command(go_read.as_raw_fd())?;
         // Listening before the fork means no exit can happen unnoticed.
         let sigchld = signal(SignalKind::child())?;
-        sys::arm_guard(&mut guard, go_read.as_raw_fd());
+        if let Some(hold) = &cmd.hold_fd {
+            // Only the guard may inherit it, and only through `arm_guard`.
+            sys::close_on_exec(hold)?;
+        }
+        sys::arm_guard(&mut guard, go_read.as_raw_fd(), cmd.hold());
         let pid = guard.spawn().map_err(|err| spawn_error(cmd, err))?.id();
         // std's Child neither waits nor kills on drop; we reap by pid. Our
         // copy of the read end goes, so a guard that is gone makes `start`
@@ -595,6 +610,7 @@ mod tests {
             shell: false,
             env: vec![],
             guard_exe: "/bin/lockrun".into(),
+            hold_fd: None,
         };
         assert_eq!(args(&cmd), ["__guard", "--go-fd", "3", "--", "echo", "a b"]);
         cmd.shell = true;

@@ -191,6 +191,7 @@ async fn round(
                 shell: config.child.shell,
                 env: Vec::new(),
                 guard_exe,
+                hold_fd: None,
             };
             Child::prepare(&command).map_err(|e| {
                 Failure::Internal(format!(
