@@ -227,6 +227,13 @@ impl Watch {
             if let Some(deadline) = current {
                 match deadline.step(clock::boottime(), signalled) {
                     Step::WaitUntil(at) => self.timer.set(at)?,
+                    // lockrun, running, sent it to the group (us included)
+                    // itself: a second one could cut the child's shutdown
+                    // short.
+                    Step::Signal(number) if sys::guard_survived(number) => {
+                        signalled = true;
+                        continue;
+                    }
                     Step::Signal(number) => {
                         say(format_args!(
                             "lockrun missed the lease's deadline; stopping the command"

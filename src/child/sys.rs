@@ -208,7 +208,21 @@ pub(super) fn arm_command(cmd: &mut std::process::Command) {
     }
 }
 
-extern "C" fn survive(_: libc::c_int) {}
+/// The signals the guard has survived, one bit per number: the guard's
+/// deadline ladder skips a kill signal lockrun has already sent the group.
+static SURVIVED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn survive(sig: libc::c_int) {
+    // A lock-free atomic store is async-signal-safe.
+    if (1..64).contains(&sig) {
+        SURVIVED.fetch_or(1 << sig, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// In the guard: whether signal `sig` has reached us since we started.
+pub(super) fn guard_survived(sig: i32) -> bool {
+    (1..64).contains(&sig) && SURVIVED.load(std::sync::atomic::Ordering::Relaxed) & (1 << sig) != 0
+}
 
 extern "C" fn on_parent_death(_: libc::c_int) {
     // SAFETY: kill is async-signal-safe. Pid 0 is our own process group,
