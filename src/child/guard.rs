@@ -234,10 +234,10 @@ impl Watch {
                         signalled = true;
                         continue;
                     }
+                    // Silently: stderr may be the very pipe nobody reads
+                    // that stalled lockrun, and a write would stall us too.
+                    // lockrun reports the loss once it runs again.
                     Step::Signal(number) => {
-                        say(format_args!(
-                            "lockrun missed the lease's deadline; stopping the command"
-                        ));
                         signal_own_group(number);
                         signalled = true;
                         continue;
@@ -310,10 +310,10 @@ fn end_group() {
         reap_children();
         let members = match sys::live_group_members(group) {
             Ok(members) => members,
-            Err(err) => {
+            Err(_) => {
                 // Without /proc we cannot tell who is left: SIGKILL all of
                 // us at once, which is what we did before holding anything.
-                say(format_args!("cannot list the command's processes ({err})"));
+                // Nothing on stderr first: a stalled reader would stall us.
                 signal_own_group(libc::SIGKILL);
                 return;
             }
