@@ -287,7 +287,12 @@ impl Watch {
             if let (true, Some(pipe)) = (message, channel.as_mut()) {
                 match deadline::read_available(pipe, &mut reader) {
                     // Once stopping, we finish the ladder we started.
-                    Ok(Some(Some(deadline))) if !signalled => current = Some(deadline),
+                    Ok(Some(Some(deadline))) if !signalled => {
+                        // A signal forwarded before this renewal (a HUP to
+                        // reload, say) is not lockrun stopping the child.
+                        sys::guard_forget_survived();
+                        current = Some(deadline);
+                    }
                     Ok(Some(_)) => {}
                     // lockrun closed its end or died (its death has its own
                     // signal); we keep the last deadline.

@@ -219,7 +219,14 @@ extern "C" fn survive(sig: libc::c_int) {
     }
 }
 
-/// In the guard: whether signal `sig` has reached us since we started.
+/// In the guard: forgets the signals survived so far, when a new deadline
+/// arrives, so that only a kill signal sent since counts as lockrun's.
+pub(super) fn guard_forget_survived() {
+    SURVIVED.store(0, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// In the guard: whether signal `sig` has reached us since we started, or
+/// since [`guard_forget_survived`].
 pub(super) fn guard_survived(sig: i32) -> bool {
     (1..64).contains(&sig) && SURVIVED.load(std::sync::atomic::Ordering::Relaxed) & (1 << sig) != 0
 }
