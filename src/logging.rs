@@ -399,12 +399,14 @@ mod tests {
 
     /// stderr as a pipe nobody reads, until the test says so.
     struct Stalled {
+        entered: mpsc::Sender<()>,
         open: mpsc::Receiver<()>,
         out: mpsc::Sender<Vec<u8>>,
     }
 
     impl Write for Stalled {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let _ = self.entered.send(());
             let _ = self.open.recv();
             let _ = self.out.send(buf.to_vec());
             Ok(buf.len())
@@ -423,33 +425,44 @@ mod tests {
         }))
     }
 
-    #[test]
-    fn a_stalled_reader_costs_lines_not_the_caller() {
+    /// A queue whose writer is stuck in its first write.
+    fn stalled() -> (
+        Queue,
+        mpsc::Sender<()>,
+        mpsc::Receiver<()>,
+        mpsc::Receiver<Vec<u8>>,
+    ) {
         let queue = queue();
+        let (entered, writing) = mpsc::channel();
         let (open, gate) = mpsc::channel();
         let (out, written) = mpsc::channel();
         let writer = queue.clone();
-        std::thread::spawn(move || writer.drain(Stalled { open: gate, out }, LogFormat::Text));
+        let stalled = Stalled {
+            entered,
+            open: gate,
+            out,
+        };
+        std::thread::spawn(move || writer.drain(stalled, LogFormat::Text));
+        (queue, open, writing, written)
+    }
 
-        // The writer takes the first line and blocks in write; everything
-        // else must return at once, filling the queue and then dropping.
-        let extra = 10;
-        let lines = CAPACITY + 1 + extra;
-        let started = Instant::now();
+    #[test]
+    fn a_stalled_reader_costs_lines_not_the_caller() {
+        let (queue, open, writing, written) = stalled();
         queue.clone().write_all(b"line 0\n").unwrap();
-        // Wait until the writer has taken it and is stuck in `write`.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !queue.state().lines.is_empty() {
-            assert!(Instant::now() < deadline, "the writer never took a line");
-            std::thread::yield_now();
-        }
+        writing.recv().unwrap();
+
+        // The writer is blocked in write: everything else must return at
+        // once, filling the queue and then dropping.
+        let extra = 10;
+        let lines = 1 + CAPACITY + extra;
+        let started = Instant::now();
         for n in 1..lines {
             let mut writer = queue.clone();
             writer.write_all(format!("line {n}\n").as_bytes()).unwrap();
         }
         assert!(started.elapsed() < Duration::from_secs(5));
-        let dropped = queue.state().dropped;
-        assert_eq!(dropped, extra as u64);
+        assert_eq!(queue.state().dropped, extra as u64);
 
         // The reader wakes up: every kept line, in order, then the count.
         for _ in 0..lines * 2 {
@@ -461,25 +474,22 @@ mod tests {
             .try_iter()
             .map(|b| String::from_utf8(b).unwrap())
             .collect();
-        let kept = lines - dropped as usize;
+        let kept = lines - extra;
         for (n, line) in text[..kept].iter().enumerate() {
             assert_eq!(line, &format!("line {n}\n"));
         }
         assert_eq!(
             text[kept],
-            format!("lockrun: warning: {dropped} log lines dropped: stderr was not being read\n")
+            format!("lockrun: warning: {extra} log lines dropped: stderr was not being read\n")
         );
         assert_eq!(text.len(), kept + 1);
     }
 
     #[test]
     fn flush_gives_up_after_its_patience() {
-        let queue = queue();
-        let (_open, gate) = mpsc::channel();
-        let (out, _written) = mpsc::channel();
-        let writer = queue.clone();
-        std::thread::spawn(move || writer.drain(Stalled { open: gate, out }, LogFormat::Text));
+        let (queue, _open, writing, _written) = stalled();
         queue.push(b"lockrun: fatal\n".to_vec(), true);
+        writing.recv().unwrap();
         let started = Instant::now();
         queue.flush(Duration::from_millis(200));
         let waited = started.elapsed();

@@ -54,22 +54,37 @@ pub async fn supervise(
     tokio::pin!(lost);
     let mut grace_ends: Option<Instant> = None;
     let mut forwarded = None;
+    // Once the lock is lost the child is being stopped; we keep listening
+    // for its exit and for signals, so that an INT or TERM from the user
+    // still means "now" during the stop ladder.
+    let mut gone: Option<Lost> = None;
+    let ending = |gone: Option<Lost>, exit, forwarded| match gone {
+        Some(why) => Ending::Lost(why, exit),
+        None => Ending::Exited { exit, forwarded },
+    };
     loop {
         let event = tokio::select! {
             // Order matters when several are ready in one turn: a child that
             // has already exited by itself reports its own status.
             biased;
             exit = child.wait() => Event::Exited(exit),
-            why = &mut lost => Event::Lost(why),
+            why = &mut lost, if gone.is_none() => Event::Lost(why),
             signal = signals.recv() => Event::Signal(signal),
             _ = sleep_until(grace_ends) => Event::GraceOver,
         };
         match event {
-            Event::Exited(exit) => return Ending::Exited { exit, forwarded },
+            Event::Exited(exit) => return ending(gone, exit, forwarded),
             Event::Lost(why) => {
                 tracing::warn!("lock lost: {why}; stopping the child");
-                let exit = child.stop(policy.signal, policy.grace).await;
-                return Ending::Lost(why, exit);
+                if policy.grace.is_zero() || policy.signal == Signal::Kill {
+                    return Ending::Lost(why, child.kill().await);
+                }
+                child.signal(policy.signal);
+                // A grace period already running (the user asked the child
+                // to stop) is not extended by the loss.
+                let ends = Instant::now() + policy.grace;
+                grace_ends = Some(grace_ends.map_or(ends, |at| at.min(ends)));
+                gone = Some(why);
             }
             Event::Signal(signal) => {
                 tracing::info!("forwarding {signal} to the child");
@@ -78,8 +93,7 @@ pub async fn supervise(
                 if is_shutdown(signal) {
                     if grace_ends.is_some() {
                         // A second request to stop means now.
-                        let exit = child.kill().await;
-                        return Ending::Exited { exit, forwarded };
+                        return ending(gone, child.kill().await, forwarded);
                     }
                     grace_ends = Some(Instant::now() + policy.grace);
                 }
@@ -89,8 +103,7 @@ pub async fn supervise(
                     "the child outlived --kill-timeout {}; sending SIGKILL",
                     crate::lease::fmt_duration(policy.grace)
                 );
-                let exit = child.kill().await;
-                return Ending::Exited { exit, forwarded };
+                return ending(gone, child.kill().await, forwarded);
             }
         }
     }

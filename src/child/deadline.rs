@@ -29,6 +29,9 @@ use std::time::Duration;
 
 use crate::signals::Signal;
 
+/// How much later than lockrun the guard sends the kill signal, at most.
+const SIGNAL_LAG: Duration = Duration::from_millis(100);
+
 /// The size of one record.
 pub(super) const RECORD: usize = 24;
 
@@ -44,14 +47,20 @@ pub struct Deadline {
 }
 
 impl Deadline {
-    /// The ladder lockrun itself would run from `stop_at`: `signal`, then
-    /// SIGKILL once `grace` has passed (at once for SIGKILL or no grace).
+    /// The ladder lockrun itself runs from `stop_at`: `signal`, then SIGKILL
+    /// once `grace` has passed (at once for SIGKILL or no grace). The guard
+    /// sends the signal a moment later than lockrun would, so that a lockrun
+    /// that runs gets there first and the guard, seeing the signal arrive,
+    /// does not send a second one; SIGKILL keeps its moment.
     pub fn new(stop_at: Duration, signal: Signal, grace: Duration) -> Deadline {
         let kill_at = if signal == Signal::Kill {
             stop_at
         } else {
             stop_at.saturating_add(grace)
         };
+        let stop_at = stop_at
+            .saturating_add((grace / 4).min(SIGNAL_LAG))
+            .min(kill_at);
         Deadline {
             stop_at,
             kill_at,
@@ -194,6 +203,7 @@ mod tests {
     #[test]
     fn records_round_trip() {
         let d = Deadline::new(Duration::from_nanos(123_456_789_012), Signal::Term, secs(5));
+        assert_eq!(d.stop_at, Duration::from_nanos(123_556_789_012));
         assert_eq!(d.kill_at, Duration::from_nanos(128_456_789_012));
         assert_eq!(Deadline::decode(&d.encode()), Some(d));
     }
@@ -208,10 +218,23 @@ mod tests {
     }
 
     #[test]
+    fn the_guard_signals_just_after_lockrun_and_kills_on_time() {
+        // A short grace period shrinks the lag, never the SIGKILL moment.
+        let d = Deadline::new(secs(100), Signal::Term, Duration::from_millis(200));
+        assert_eq!(d.stop_at, secs(100) + Duration::from_millis(50));
+        assert_eq!(d.kill_at, secs(100) + Duration::from_millis(200));
+        let d = Deadline::new(secs(100), Signal::Term, secs(60));
+        assert_eq!(d.stop_at, secs(100) + SIGNAL_LAG);
+        assert_eq!(d.kill_at, secs(160));
+    }
+
+    #[test]
     fn the_ladder_runs_signal_then_kill() {
         let d = Deadline::new(secs(100), Signal::Term, secs(2));
-        assert_eq!(d.step(secs(99), false), Step::WaitUntil(secs(100)));
-        assert_eq!(d.step(secs(100), false), Step::Signal(libc::SIGTERM));
+        let signal_at = secs(100) + SIGNAL_LAG;
+        assert_eq!(d.step(secs(99), false), Step::WaitUntil(signal_at));
+        assert_eq!(d.step(secs(100), false), Step::WaitUntil(signal_at));
+        assert_eq!(d.step(signal_at, false), Step::Signal(libc::SIGTERM));
         assert_eq!(d.step(secs(101), true), Step::WaitUntil(secs(102)));
         assert_eq!(d.step(secs(102), true), Step::Kill);
         // Woken long after both (a resume from suspend): straight to SIGKILL,

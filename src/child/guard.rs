@@ -36,7 +36,7 @@ use std::process::{ExitCode, ExitStatus};
 
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::signal::{SigSet, Signal as NixSignal};
+use nix::sys::signal::Signal as NixSignal;
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::Pid;
 
@@ -54,6 +54,10 @@ const SEPARATOR: &str = "--";
 /// before running COMMAND. Without it the guard runs COMMAND at once.
 const GO_FD: &str = "--go-fd";
 
+/// Keep this descriptor open until every other member of our group is dead
+/// (see [`end_group`]).
+const HOLD_FD: &str = "--hold-fd";
+
 /// Exit status when COMMAND was not found (as in sh, env and timeout).
 const NOT_FOUND: u8 = 127;
 /// Exit status when COMMAND was found but could not be executed.
@@ -62,24 +66,27 @@ const NOT_EXECUTABLE: u8 = 126;
 pub(super) const GUARD_FAILED: u8 = 125;
 
 /// The arguments that follow [`SUBCOMMAND`] to run `argv` once the go
-/// message arrives on descriptor `go`.
-pub(super) fn arguments(go: RawFd, argv: &[OsString]) -> impl Iterator<Item = OsString> + '_ {
-    [
-        OsString::from(GO_FD),
-        OsString::from(go.to_string()),
-        OsString::from(SEPARATOR),
-    ]
-    .into_iter()
-    .chain(argv.iter().cloned())
+/// message arrives on descriptor `go`, keeping descriptor `hold` if given.
+pub(super) fn arguments(
+    go: RawFd,
+    hold: Option<RawFd>,
+    argv: &[OsString],
+) -> impl Iterator<Item = OsString> + '_ {
+    let hold = hold.map(|fd| [OsString::from(HOLD_FD), OsString::from(fd.to_string())]);
+    [OsString::from(GO_FD), OsString::from(go.to_string())]
+        .into_iter()
+        .chain(hold.into_iter().flatten())
+        .chain([OsString::from(SEPARATOR)])
+        .chain(argv.iter().cloned())
 }
 
 /// The guard's entry point. `args` are the words after `__guard`:
-/// `[--go-fd N] -- PROGRAM [ARGS...]`.
+/// `[--go-fd N] [--hold-fd N] -- PROGRAM [ARGS...]`.
 pub fn main(args: Vec<OsString>) -> ExitCode {
-    let Some(Invocation { go, argv }) = parse(&args) else {
+    let Some(Invocation { go, hold, argv }) = parse(&args) else {
         say(format_args!(
             "`{SUBCOMMAND}` is for lockrun's own use: \
-             lockrun {SUBCOMMAND} [{GO_FD} N] -- COMMAND [ARGS...]"
+             lockrun {SUBCOMMAND} [{GO_FD} N] [{HOLD_FD} N] -- COMMAND [ARGS...]"
         ));
         return ExitCode::from(GUARD_FAILED);
     };
@@ -94,7 +101,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     // becomes close-on-exec before COMMAND exists, so COMMAND never holds it.
     let (env, channel) = match go {
         Some(fd) => {
-            let Ok(mut pipe) = sys::take_go_pipe(fd) else {
+            let Ok(mut pipe) = sys::take_inherited(fd) else {
                 return ExitCode::from(GUARD_FAILED);
             };
             let Some(env) = go::receive(&mut pipe) else {
@@ -108,10 +115,26 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         None => (Vec::new(), None),
     };
 
+    // The descriptor to hold: ours until we exit, never COMMAND's. As a
+    // subreaper we inherit the group's orphans, so that before we exit we
+    // can kill and reap every other member (`end_group`).
+    let held = match hold {
+        Some(fd) => match sys::take_inherited(fd) {
+            Ok(file) if sys::close_on_exec(&file).is_ok() => {
+                if nix::sys::prctl::set_child_subreaper(true).is_err() {
+                    return ExitCode::from(GUARD_FAILED);
+                }
+                Some(file)
+            }
+            _ => return ExitCode::from(GUARD_FAILED),
+        },
+        None => None,
+    };
+
     // COMMAND's exit must wake our poll below, so SIGCHLD arrives on a
     // descriptor; blocked before the spawn, none is missed. Without it we
     // can still wait for COMMAND, only not keep deadlines meanwhile.
-    let watch = Watch::new();
+    let watch = Watch::new(held.is_some());
     if let Err(err) = &watch {
         say(format_args!(
             "cannot watch the lease's deadline ({err}); the command runs under lockrun's watch alone"
@@ -133,14 +156,21 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
 
     let waited = match watch {
         Ok(watch) => watch.run(&mut child, channel),
-        Err(_) => child.wait(),
+        Err(_) => child.wait().map(Ending::Exited),
     };
+    if held.is_some() {
+        // Whatever ended us, the held descriptor closes only after the rest
+        // of the group is dead.
+        end_group();
+        drop(held);
+    }
     match waited {
-        Ok(status) => ExitCode::from(match (status.code(), status.signal()) {
+        Ok(Ending::Exited(status)) => ExitCode::from(match (status.code(), status.signal()) {
             (Some(code), _) => code as u8,
             (None, Some(signal)) => 128u8.saturating_add(signal as u8),
             (None, None) => GUARD_FAILED,
         }),
+        Ok(Ending::Killed) => ExitCode::from(128 + libc::SIGKILL as u8),
         Err(err) => {
             // We cannot tell whether COMMAND still runs; lockrun will sweep
             // the group when it sees us exit.
@@ -156,45 +186,63 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
 struct Watch {
     exits: SignalFd,
     timer: BootTimer,
+    /// Whether we hold a descriptor: then every end of the group goes
+    /// through `end_group`, lockrun's death included, so the parent-death
+    /// signal arrives here rather than at its handler.
+    orderly: bool,
+}
+
+/// How [`Watch::run`] ended.
+enum Ending {
+    /// COMMAND exited.
+    Exited(ExitStatus),
+    /// The group must die now: the last deadline passed its SIGKILL moment,
+    /// or lockrun died. Only when we hold a descriptor; otherwise we SIGKILL
+    /// the group, ourselves included, and never return.
+    Killed,
 }
 
 impl Watch {
-    fn new() -> io::Result<Watch> {
-        let mut mask = SigSet::empty();
-        mask.add(NixSignal::SIGCHLD);
+    fn new(orderly: bool) -> io::Result<Watch> {
+        let mask = sys::guard_watched_signals(orderly);
         mask.thread_block()?;
         let exits = SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)?;
         Ok(Watch {
             exits,
             timer: BootTimer::new()?,
+            orderly,
         })
     }
 
     /// Waits for COMMAND, running the stop ladder on our own group if the
     /// last deadline lockrun gave us passes with no newer one.
-    fn run(
-        self,
-        child: &mut std::process::Child,
-        mut channel: Option<File>,
-    ) -> io::Result<ExitStatus> {
+    fn run(self, child: &mut std::process::Child, mut channel: Option<File>) -> io::Result<Ending> {
         let mut reader = deadline::Reader::default();
         let mut current: Option<Deadline> = None;
         let mut signalled = false;
         loop {
             if let Some(status) = child.try_wait()? {
-                return Ok(status);
+                return Ok(Ending::Exited(status));
             }
             if let Some(deadline) = current {
                 match deadline.step(clock::boottime(), signalled) {
                     Step::WaitUntil(at) => self.timer.set(at)?,
+                    // lockrun, running, sent it to the group (us included)
+                    // itself: a second one could cut the child's shutdown
+                    // short.
+                    Step::Signal(number) if sys::guard_survived(number) => {
+                        signalled = true;
+                        continue;
+                    }
+                    // Silently: stderr may be the very pipe nobody reads
+                    // that stalled lockrun, and a write would stall us too.
+                    // lockrun reports the loss once it runs again.
                     Step::Signal(number) => {
-                        say(format_args!(
-                            "lockrun missed the lease's deadline; stopping the command"
-                        ));
                         signal_own_group(number);
                         signalled = true;
                         continue;
                     }
+                    Step::Kill if self.orderly => return Ok(Ending::Killed),
                     Step::Kill => {
                         // Ourselves included: this does not return.
                         signal_own_group(libc::SIGKILL);
@@ -225,7 +273,13 @@ impl Watch {
                 )
             };
             if exited {
-                while let Ok(Some(_)) = self.exits.read_signal() {}
+                let mut orphaned = false;
+                while let Ok(Some(info)) = self.exits.read_signal() {
+                    orphaned |= info.ssi_signo as i32 == sys::death_signal();
+                }
+                if orphaned {
+                    return Ok(Ending::Killed);
+                }
             }
             if fired {
                 self.timer.clear();
@@ -233,13 +287,63 @@ impl Watch {
             if let (true, Some(pipe)) = (message, channel.as_mut()) {
                 match deadline::read_available(pipe, &mut reader) {
                     // Once stopping, we finish the ladder we started.
-                    Ok(Some(Some(deadline))) if !signalled => current = Some(deadline),
+                    Ok(Some(Some(deadline))) if !signalled => {
+                        // A signal forwarded before this renewal (a HUP to
+                        // reload, say) is not lockrun stopping the child.
+                        sys::guard_forget_survived();
+                        current = Some(deadline);
+                    }
                     Ok(Some(_)) => {}
                     // lockrun closed its end or died (its death has its own
                     // signal); we keep the last deadline.
                     Ok(None) | Err(_) => channel = None,
                 }
             }
+        }
+    }
+}
+
+/// Kills every other member of our group and waits until none is alive,
+/// reaping those that are our children (as a subreaper, the group's orphans
+/// are). No time limit: a member stuck in the kernel keeps us, and so the
+/// descriptor we hold, alive, which is the side a lock must err on.
+fn end_group() {
+    let me = std::process::id();
+    let group = nix::unistd::getpgrp().as_raw() as u32;
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        reap_children();
+        let members = match sys::live_group_members(group) {
+            Ok(members) => members,
+            Err(_) => {
+                // Without /proc we cannot tell who is left: SIGKILL all of
+                // us at once, which is what we did before holding anything.
+                // Nothing on stderr first: a stalled reader would stall us.
+                signal_own_group(libc::SIGKILL);
+                return;
+            }
+        };
+        let others: Vec<u32> = members.into_iter().filter(|pid| *pid != me).collect();
+        if others.is_empty() {
+            break;
+        }
+        for pid in others {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), NixSignal::SIGKILL);
+        }
+        // Members that are not our children send us nothing when they die;
+        // the pause is short and grows to a bound, as in lockrun's sweep.
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(50));
+    }
+    reap_children();
+}
+
+/// Reaps every child of ours that has exited, never blocking.
+fn reap_children() {
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    while let Ok(status) = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+        if status == WaitStatus::StillAlive {
+            break;
         }
     }
 }
@@ -256,21 +360,31 @@ fn signal_own_group(number: i32) {
 struct Invocation<'a> {
     /// The go pipe's descriptor, if we are to wait for the go message.
     go: Option<RawFd>,
+    /// The descriptor to keep until the group is gone.
+    hold: Option<RawFd>,
     /// COMMAND, never empty.
     argv: &'a [OsString],
 }
 
 fn parse(args: &[OsString]) -> Option<Invocation<'_>> {
-    let (go, rest) = match args {
-        [option, fd, rest @ ..] if option == GO_FD => {
-            let fd = fd.to_str()?.parse::<RawFd>().ok().filter(|fd| *fd >= 0)?;
-            (Some(fd), rest)
+    let fd = |word: &OsString| word.to_str()?.parse::<RawFd>().ok().filter(|fd| *fd >= 0);
+    let (mut go, mut hold, mut rest) = (None, None, args);
+    loop {
+        match rest {
+            [option, value, tail @ ..] if option == GO_FD && go.is_none() => {
+                go = Some(fd(value)?);
+                rest = tail;
+            }
+            [option, value, tail @ ..] if option == HOLD_FD && hold.is_none() => {
+                hold = Some(fd(value)?);
+                rest = tail;
+            }
+            _ => break,
         }
-        _ => (None, args),
-    };
+    }
     match rest.split_first() {
         Some((separator, argv)) if separator == SEPARATOR && !argv.is_empty() => {
-            Some(Invocation { go, argv })
+            Some(Invocation { go, hold, argv })
         }
         _ => None,
     }
@@ -342,8 +456,13 @@ mod tests {
         assert_eq!(argv(&["--go-fd", "-1", "--", "a"]), None);
         assert_eq!(argv(&["--go-fd", "x", "--", "a"]), None);
         assert_eq!(argv(&["--go-fd", "--", "a"]), None);
-        let built: Vec<OsString> = arguments(4, &args(&["a", "b"])).collect();
+        let built: Vec<OsString> = arguments(4, None, &args(&["a", "b"])).collect();
         assert_eq!(built, args(&["--go-fd", "4", "--", "a", "b"]));
         assert_eq!(argv(&["--go-fd", "4", "--", "a", "b"]).unwrap().0, Some(4));
+        let built: Vec<OsString> = arguments(4, Some(9), &args(&["a"])).collect();
+        assert_eq!(built, args(&["--go-fd", "4", "--hold-fd", "9", "--", "a"]));
+        let parsed = parse(&built).unwrap();
+        assert_eq!((parsed.go, parsed.hold), (Some(4), Some(9)));
+        assert!(parse(&args(&["--hold-fd", "1", "--hold-fd", "2", "--", "a"])).is_none());
     }
 }

@@ -43,9 +43,10 @@ use std::ffi::OsString;
 use std::fmt;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use deadline::{Deadline, GuardDeadlines};
@@ -82,6 +83,11 @@ pub struct Command {
     pub env_remove: Vec<OsString>,
     /// The lockrun executable to run as the guard; see [`guard_exe`].
     pub guard_exe: PathBuf,
+    /// A descriptor the guard keeps open for as long as anything of the
+    /// child's group lives: a `flock`ed file, say, which the kernel then
+    /// releases only after the whole group is gone. COMMAND never inherits
+    /// it, nor does any other child of lockrun's.
+    pub hold_fd: Option<Arc<OwnedFd>>,
 }
 
 /// The executable to use as [`Command::guard_exe`]: this very program.
@@ -99,8 +105,9 @@ pub fn guard_exe() -> io::Result<PathBuf> {
 }
 
 impl Command {
-    /// The guard's command line: `lockrun __guard --go-fd GO -- PROGRAM
-    /// [ARGS...]`, where `GO` is the descriptor it waits on for the go message.
+    /// The guard's command line: `lockrun __guard --go-fd GO [--hold-fd H]
+    /// -- PROGRAM [ARGS...]`, where `GO` is the descriptor it waits on for the
+    /// go message and `H` the one it keeps.
     fn guard_command(&self, go: RawFd) -> io::Result<std::process::Command> {
         let Some(first) = self.argv.first() else {
             return Err(io::Error::new(
@@ -117,9 +124,9 @@ impl Command {
                 .chain([first.clone(), OsString::from("lockrun")])
                 .chain(self.argv[1..].iter().cloned())
                 .collect();
-            cmd.args(guard::arguments(go, &argv));
+            cmd.args(guard::arguments(go, self.hold(), &argv));
         } else {
-            cmd.args(guard::arguments(go, &self.argv));
+            cmd.args(guard::arguments(go, self.hold(), &self.argv));
         }
         for key in &self.env_remove {
             cmd.env_remove(key);
@@ -127,6 +134,10 @@ impl Command {
         cmd.envs(self.env.iter().map(|(key, value)| (key, value)));
         cmd.process_group(0);
         Ok(cmd)
+    }
+
+    fn hold(&self) -> Option<RawFd> {
+        self.hold_fd.as_ref().map(|fd| fd.as_raw_fd())
     }
 }
 
@@ -192,6 +203,10 @@ pub struct Child {
     state: State,
     sigchld: tokio::signal::unix::Signal,
     foreground: Option<terminal::Foreground>,
+    /// Set while members of the group may outlive the reaped guard: until
+    /// when we keep confirming they are gone. A `wait` cancelled during
+    /// that confirmation resumes it rather than skip it.
+    sweep_until: Option<Instant>,
     /// lockrun's end of the go pipe, kept after the go message to carry
     /// deadlines to the guard (see `deadline`), until the lease takes it.
     deadlines: Option<File>,
@@ -247,7 +262,11 @@ impl Child {
         let mut guard = cmd.guard_command(go_read.as_raw_fd())?;
         // Listening before the fork means no exit can happen unnoticed.
         let sigchld = signal(SignalKind::child())?;
-        sys::arm_guard(&mut guard, go_read.as_raw_fd());
+        if let Some(hold) = &cmd.hold_fd {
+            // Only the guard may inherit it, and only through `arm_guard`.
+            sys::close_on_exec(hold)?;
+        }
+        sys::arm_guard(&mut guard, go_read.as_raw_fd(), cmd.hold());
         let pid = guard.spawn().map_err(|err| spawn_error(cmd, err))?.id();
         // std's Child neither waits nor kills on drop; we reap by pid. Our
         // copy of the read end goes, so a guard that is gone makes `start`
@@ -293,6 +312,7 @@ impl Child {
     /// and reaps it. Cancel-safe: a later call picks up where this one was.
     pub async fn wait(&mut self) -> ChildExit {
         if let State::Reaped(exit) = self.state {
+            self.sweep().await;
             return self.finish(exit);
         }
         let exit = self.exited().await;
@@ -364,52 +384,57 @@ impl Child {
     /// are reparented to init, or to a container's pid 1), so no SIGCHLD or
     /// waitid tells us of their death. The loop is short and bounded.
     async fn sweep(&mut self) {
-        let State::Exited(exit) = self.state else {
-            return;
-        };
-        // The fast path, taken whenever COMMAND left nothing behind: one
-        // SIGKILL while the zombie guard pins the id, then reap the guard; if
-        // that emptied the group, there is nothing to confirm. Scanning /proc
-        // costs about a millisecond per handover on a busy host.
-        if let Err(err) = sys::kill_group(self.pid, Signal::Kill.number()) {
-            tracing::warn!("cannot kill the child's process group: {err}");
-        }
-        match sys::reap(self.pid) {
-            Ok(()) => self.state = State::Reaped(exit),
-            Err(err) => {
-                tracing::warn!("cannot reap the guard: {err}");
-                return;
-            }
-        }
-        if !sys::group_exists(self.pid) {
-            return;
-        }
-        // Members remain (alive, or zombies nobody reaps), and while any
-        // does, the group keeps its id: we may go on signalling it.
-        let deadline = Instant::now() + SWEEP_LIMIT;
-        let mut pause = Duration::from_millis(1);
-        loop {
+        if let State::Exited(exit) = self.state {
+            // The fast path, taken whenever COMMAND left nothing behind: one
+            // SIGKILL while the zombie guard pins the id, then reap the
+            // guard; if that emptied the group, there is nothing to confirm.
+            // Scanning /proc costs about a millisecond per handover on a
+            // busy host.
             if let Err(err) = sys::kill_group(self.pid, Signal::Kill.number()) {
                 tracing::warn!("cannot kill the child's process group: {err}");
             }
+            match sys::reap(self.pid) {
+                Ok(()) => self.state = State::Reaped(exit),
+                Err(err) => {
+                    tracing::warn!("cannot reap the guard: {err}");
+                    return;
+                }
+            }
+            if !sys::group_exists(self.pid) {
+                return;
+            }
+            self.sweep_until = Some(Instant::now() + SWEEP_LIMIT);
+        }
+        // Members remained (alive, or zombies nobody reaps) when we reaped
+        // the guard. We look before we signal: while any member is alive
+        // the group keeps its id, so the signal reaches only our group.
+        let Some(deadline) = self.sweep_until else {
+            return;
+        };
+        let mut pause = Duration::from_millis(1);
+        loop {
             match sys::live_group_members(self.pid) {
-                Ok(members) if members.is_empty() => return,
+                Ok(members) if members.is_empty() => break,
                 Ok(members) if Instant::now() >= deadline => {
                     tracing::warn!(
                         "processes {members:?} of the child's group are still alive {}s after SIGKILL",
                         SWEEP_LIMIT.as_secs()
                     );
-                    return;
+                    break;
                 }
                 Ok(_) => {}
                 Err(err) => {
                     tracing::warn!("cannot confirm the child's process group is gone: {err}");
-                    return;
+                    break;
                 }
+            }
+            if let Err(err) = sys::kill_group(self.pid, Signal::Kill.number()) {
+                tracing::warn!("cannot kill the child's process group: {err}");
             }
             sleep(pause).await;
             pause = (pause * 2).min(SWEEP_MAX_PAUSE);
         }
+        self.sweep_until = None;
     }
 
     /// Gives the terminal back and reaps the guard, if the sweep did not.
@@ -485,6 +510,7 @@ impl Prepared {
             state: State::Running,
             sigchld,
             foreground,
+            sweep_until: None,
             deadlines: Some(go),
         })
     }
@@ -590,6 +616,7 @@ mod tests {
             env: vec![],
             env_remove: vec![],
             guard_exe: "/bin/lockrun".into(),
+            hold_fd: None,
         };
         assert_eq!(args(&cmd), ["__guard", "--go-fd", "3", "--", "echo", "a b"]);
         cmd.shell = true;
@@ -613,5 +640,54 @@ mod tests {
             cmd.guard_command(3).unwrap_err().kind(),
             io::ErrorKind::InvalidInput
         );
+    }
+
+    /// Issue #12: a `wait` cancelled after the guard was reaped but before
+    /// the group was confirmed empty used to return at once when polled
+    /// again. We build that very state: a group whose leader is reaped and
+    /// one of whose members still runs.
+    #[test]
+    fn a_wait_resumed_after_a_cancelled_sweep_still_empties_the_group() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let mut leader = std::process::Command::new("/bin/sh")
+                .args(["-c", "sleep 600 & echo $!"])
+                .process_group(0)
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut line = String::new();
+            io::BufRead::read_line(
+                &mut io::BufReader::new(leader.stdout.take().unwrap()),
+                &mut line,
+            )
+            .unwrap();
+            let member: i32 = line.trim().parse().unwrap();
+            let pgid = leader.id();
+            leader.wait().unwrap();
+            assert_eq!(sys::live_group_members(pgid).unwrap(), [member as u32]);
+
+            let mut child = Child {
+                pid: pgid,
+                state: State::Reaped(ChildExit::Code(0)),
+                sigchld: signal(SignalKind::child()).unwrap(),
+                foreground: None,
+                sweep_until: Some(Instant::now() + SWEEP_LIMIT),
+                deadlines: None,
+            };
+            let exit = tokio::time::timeout(Duration::from_secs(60), child.wait())
+                .await
+                .unwrap();
+            assert_eq!(exit, ChildExit::Code(0));
+            let members = sys::live_group_members(pgid).unwrap();
+            if !members.is_empty() {
+                let _ = sys::kill_group(pgid, libc::SIGKILL);
+            }
+            assert!(members.is_empty(), "{members:?} outlived the wait");
+            assert!(child.sweep_until.is_none());
+        });
     }
 }

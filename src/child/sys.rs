@@ -88,8 +88,9 @@ pub(super) fn go_pipe() -> io::Result<(OwnedFd, File)> {
 /// 1. block the survivable signals, so a signal sent to the group before the
 ///    guard's handlers exist stays pending instead of killing it (the guard
 ///    relays what is pending to COMMAND once COMMAND exists);
-/// 2. let the guard keep `go`, the read end of the go pipe, across `exec`
-///    (lockrun's copy stays close-on-exec);
+/// 2. let the guard keep `go`, the read end of the go pipe, and `hold`, the
+///    descriptor it is to keep, across `exec` (lockrun's copies stay
+///    close-on-exec);
 /// 3. arm PR_SET_PDEATHSIG, then check the parent is still the lockrun that
 ///    spawned us: if it died before the prctl, no signal would ever come,
 ///    so we refuse to run at all.
@@ -97,7 +98,7 @@ pub(super) fn go_pipe() -> io::Result<(OwnedFd, File)> {
 /// The guard does not take the terminal's foreground here: a parked guard
 /// must leave it to lockrun, so that Ctrl-C while waiting for the lock
 /// reaches lockrun. lockrun hands it over before it sends the go message.
-pub(super) fn arm_guard(cmd: &mut std::process::Command, go: RawFd) {
+pub(super) fn arm_guard(cmd: &mut std::process::Command, go: RawFd, hold: Option<RawFd>) {
     let parent = std::process::id() as libc::pid_t;
     let death = death_signal();
     let blocked = SigSet::of(survivable());
@@ -107,8 +108,10 @@ pub(super) fn arm_guard(cmd: &mut std::process::Command, go: RawFd) {
         // descriptor's flags in this (the child's) table; it is
         // async-signal-safe. Clearing FD_CLOEXEC is all we ask of it.
         unsafe {
-            if libc::fcntl(go, libc::F_SETFD, 0) == -1 {
-                return Err(io::Error::last_os_error());
+            for fd in [Some(go), hold].into_iter().flatten() {
+                if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                    return Err(io::Error::last_os_error());
+                }
             }
         }
         // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number and touches
@@ -130,9 +133,10 @@ pub(super) fn arm_guard(cmd: &mut std::process::Command, go: RawFd) {
     }
 }
 
-/// In the guard: takes ownership of the go pipe's read end, descriptor `fd`,
-/// which lockrun let us inherit. Fails if no such descriptor is open.
-pub(super) fn take_go_pipe(fd: RawFd) -> io::Result<File> {
+/// In the guard: takes ownership of descriptor `fd` (the go pipe's read end,
+/// or the one to hold), which lockrun let us inherit. Fails if no such
+/// descriptor is open.
+pub(super) fn take_inherited(fd: RawFd) -> io::Result<File> {
     // SAFETY: fcntl(F_GETFD) only reads the descriptor's flags.
     if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
         return Err(io::Error::last_os_error());
@@ -143,10 +147,24 @@ pub(super) fn take_go_pipe(fd: RawFd) -> io::Result<File> {
     Ok(unsafe { File::from_raw_fd(fd) })
 }
 
-/// In the guard: makes the go pipe close-on-exec again, now that it carries
-/// deadlines and COMMAND is about to be spawned.
-pub(super) fn close_on_exec(pipe: &File) -> io::Result<()> {
-    fcntl(pipe, FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))?;
+/// In the guard: the signals its poll loop takes on a signalfd: SIGCHLD, and
+/// the parent-death signal if `orderly` (a real-time signal, which nix's
+/// `Signal` cannot name).
+pub(super) fn guard_watched_signals(orderly: bool) -> nix::sys::signal::SigSet {
+    let mut signals = vec![libc::SIGCHLD];
+    if orderly {
+        signals.push(death_signal());
+    }
+    let set = SigSet::of(signals);
+    // SAFETY: `SigSet::of` initialised the set with sigemptyset/sigaddset.
+    unsafe { nix::sys::signal::SigSet::from_sigset_t_unchecked(set.0) }
+}
+
+/// Makes `fd` close-on-exec: in the guard, the descriptors it inherited, so
+/// that COMMAND does not; in lockrun, the one it hands the guard, so that
+/// no other child inherits it.
+pub(super) fn close_on_exec(fd: impl std::os::fd::AsFd) -> io::Result<()> {
+    fcntl(fd, FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))?;
     Ok(())
 }
 
@@ -190,7 +208,28 @@ pub(super) fn arm_command(cmd: &mut std::process::Command) {
     }
 }
 
-extern "C" fn survive(_: libc::c_int) {}
+/// The signals the guard has survived, one bit per number: the guard's
+/// deadline ladder skips a kill signal lockrun has already sent the group.
+static SURVIVED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn survive(sig: libc::c_int) {
+    // A lock-free atomic store is async-signal-safe.
+    if (1..64).contains(&sig) {
+        SURVIVED.fetch_or(1 << sig, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// In the guard: forgets the signals survived so far, when a new deadline
+/// arrives, so that only a kill signal sent since counts as lockrun's.
+pub(super) fn guard_forget_survived() {
+    SURVIVED.store(0, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// In the guard: whether signal `sig` has reached us since we started, or
+/// since [`guard_forget_survived`].
+pub(super) fn guard_survived(sig: i32) -> bool {
+    (1..64).contains(&sig) && SURVIVED.load(std::sync::atomic::Ordering::Relaxed) & (1 << sig) != 0
+}
 
 extern "C" fn on_parent_death(_: libc::c_int) {
     // SAFETY: kill is async-signal-safe. Pid 0 is our own process group,

@@ -295,6 +295,7 @@ async fn round(
                     None => Vec::new(),
                 },
                 guard_exe,
+                hold_fd: None,
             };
             Child::prepare(&command).map_err(|e| {
                 Failure::Internal(format!(

@@ -54,6 +54,7 @@ fn direct<S: AsRef<OsStr>>(argv: &[S]) -> Command {
         env: vec![],
         env_remove: vec![],
         guard_exe: GUARD.into(),
+        hold_fd: None,
     }
 }
 
@@ -67,6 +68,7 @@ fn shell<S: AsRef<OsStr>>(script: &str, args: &[S]) -> Command {
         env: vec![],
         env_remove: vec![],
         guard_exe: GUARD.into(),
+        hold_fd: None,
     }
 }
 
@@ -912,4 +914,120 @@ fn helper_interactive() {
             "the terminal was not given back"
         );
     });
+}
+
+/// A locked file for `hold_fd`: the lock belongs to the open file
+/// description, which the returned descriptor is the only one to refer to.
+fn locked_file(path: &Path) -> std::os::fd::OwnedFd {
+    let file = File::create(path).expect("create the lock file");
+    #[allow(deprecated)] // Flock<T> would unlock on drop, for every holder.
+    nix::fcntl::flock(
+        std::os::fd::AsRawFd::as_raw_fd(&file),
+        nix::fcntl::FlockArg::LockExclusiveNonblock,
+    )
+    .expect("lock the file");
+    file.into()
+}
+
+/// Whether `flock -n` (util-linux) could take the lock right now.
+fn flock_free(path: &Path) -> bool {
+    std::process::Command::new("flock")
+        .args(["-n", "-E", "75"])
+        .arg(path)
+        .arg("true")
+        .status()
+        .expect("run flock(1)")
+        .success()
+}
+
+/// Waits until the lock is free and returns which of `pids` were alive at
+/// that moment, as seen right after.
+fn alive_when_released(lock: &Path, pids: &[u32]) -> Vec<u32> {
+    assert!(
+        wait_until(deadline(), || flock_free(lock)),
+        "the held lock was never released"
+    );
+    pids.iter().copied().filter(|pid| pid_alive(*pid)).collect()
+}
+
+/// The local backend's lock: the guard keeps the flocked descriptor until
+/// every other member of the group is dead, so when COMMAND exits and
+/// leaves a grandchild that ignores SIGTERM behind, the lock stays taken
+/// until the guard has killed and reaped it.
+#[test]
+fn a_held_lock_outlives_every_member_when_the_command_exits() {
+    let dir = tempdir();
+    let lock = dir.path().join("lock");
+    let grandchild_file = dir.path().join("grandchild");
+    let mut cmd = shell(
+        r#"(trap '' TERM; exec sleep 600) & echo $! > "$1"; exit 0"#,
+        &[&grandchild_file],
+    );
+    cmd.hold_fd = Some(Arc::new(locked_file(&lock)));
+    let mut groups = KillGroupsOnDrop::new();
+    block_on(async {
+        let mut child = spawn(&cmd, &mut groups);
+        // Only the guard holds the lock now.
+        drop(cmd);
+        assert!(!flock_free(&lock), "the guard holds the lock");
+        let grandchild = read_pid_file(&grandchild_file, deadline());
+        let alive = alive_when_released(&lock, &[grandchild, child.pid()]);
+        assert!(
+            alive.is_empty(),
+            "{alive:?} still ran when the lock was free"
+        );
+        assert_eq!(child.wait().await, ChildExit::Code(0));
+    });
+}
+
+/// The same when lockrun dies (the spawning thread exits): the guard ends
+/// the group in order instead of SIGKILLing itself with it. COMMAND never
+/// holds the descriptor itself.
+#[test]
+fn a_held_lock_outlives_every_member_when_lockrun_dies() {
+    let dir = tempdir();
+    let lock = dir.path().join("lock");
+    let (grandchild_file, shell_file) = (dir.path().join("grandchild"), dir.path().join("sh"));
+    let mut cmd = shell(
+        r#"(trap '' TERM; exec sleep 600) & echo $! > "$1"; echo $$ > "$2"; wait"#,
+        &[&grandchild_file, &shell_file],
+    );
+    cmd.hold_fd = Some(Arc::new(locked_file(&lock)));
+    let lock_name = lock.display().to_string();
+    let mut groups = KillGroupsOnDrop::new();
+    let (guard, command) = std::thread::spawn(move || {
+        runtime().block_on(async {
+            let child = Child::spawn_with(&cmd, Terminal::Never).expect("spawn the guard");
+            drop(cmd);
+            let command = read_pid_file(&shell_file, deadline());
+            let pid = child.pid();
+            // A lockrun that dies runs no destructors (ours would SIGKILL).
+            std::mem::forget(child);
+            (pid, command)
+        })
+    })
+    .join()
+    .expect("the spawning thread panicked");
+    groups.watch(guard);
+    let grandchild = read_pid_file(&grandchild_file, deadline());
+    let held_by_command = open_fds(command)
+        .into_iter()
+        .chain(open_fds(grandchild))
+        .filter(|(_, target)| *target == lock_name)
+        .collect::<Vec<_>>();
+    let alive = alive_when_released(&lock, &[grandchild, command, guard]);
+    assert!(
+        alive.is_empty(),
+        "{alive:?} still ran when the lock was free"
+    );
+    assert!(
+        held_by_command.is_empty(),
+        "COMMAND inherited {held_by_command:?}"
+    );
+    // The guard is our child; it exited on its own after ending the group.
+    let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(guard as i32), None).unwrap();
+    assert_eq!(
+        status,
+        nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(guard as i32), 137)
+    );
 }

@@ -577,6 +577,17 @@ fn a_stalled_stderr_costs_log_lines_not_the_lock() {
 /// could lead; lockrun, continued, finds the lock lost.
 #[test]
 fn a_stopped_lockrun_still_stops_its_child_before_a_rival_starts() {
+    stopped_lockrun(false);
+}
+
+/// The same with lockrun's stderr (which the guard and the child share) a
+/// pipe nobody reads: the guard must not stall on it either.
+#[test]
+fn a_stopped_lockrun_with_a_stalled_stderr_still_stops_its_child() {
+    stopped_lockrun(true);
+}
+
+fn stopped_lockrun(stall_stderr: bool) {
     let consul = TestConsul::start_fast();
     let key = consul.prefix("safety-sigstop") + "/leader";
     let ttl = consul.ttl_min();
@@ -598,12 +609,30 @@ fn a_stopped_lockrun_still_stops_its_child_before_a_rival_starts() {
         args.extend(child.iter().cloned());
         lockrun(&consul, args)
     };
+    // With `stall_stderr`, the child fills the stderr pipe it shares with
+    // lockrun and the guard, and keeps it full; its shell then writes its
+    // own stderr elsewhere, since a shell reports on stderr a command that
+    // a signal killed, and would block there before logging its end.
+    let fill = if stall_stderr {
+        "head -c 4194304 /dev/zero >&2 & exec 2>/dev/null; "
+    } else {
+        ""
+    };
     let holder_body = script(&logged_child(
         "holder",
         &log,
-        "while :; do sleep 0.05; done",
+        &format!("{fill}while :; do sleep 0.05; done"),
     ));
-    let holder = Running::spawn(&mut elect(&[holder_body, dir.path().display().to_string()]));
+    let (unread, stderr) = nix::unistd::pipe().unwrap();
+    let stderr = if stall_stderr {
+        stderr.into()
+    } else {
+        std::process::Stdio::piped()
+    };
+    let holder = Running::spawn_with_stderr(
+        &mut elect(&[holder_body, dir.path().display().to_string()]),
+        stderr,
+    );
     let child = read_pid_file(&dir.path().join("pid"), procs::deadline());
     wait_for_file(&dir.path().join("ready"));
     let rival = Running::spawn(&mut elect(&[logged_child("rival", &log, "true")]));
@@ -619,6 +648,7 @@ fn a_stopped_lockrun_still_stops_its_child_before_a_rival_starts() {
     );
     holder.signal(Signal::SIGCONT);
     let output = holder.finish();
+    drop(unread);
     assert_status(
         &output,
         124,
@@ -635,7 +665,7 @@ fn a_stopped_lockrun_still_stops_its_child_before_a_rival_starts() {
         "the holder's child ended before the rival's began:\n{text}"
     );
     eprintln!(
-        "sigstop: child stopped {} ms after SIGSTOP; rival started {} ms after (TTL {}, lock-delay 1s, kill-timeout 500ms)",
+        "sigstop (stalled stderr: {stall_stderr}): child stopped {} ms after SIGSTOP; rival started {} ms after (TTL {}, lock-delay 1s, kill-timeout 500ms)",
         (spans[0].2 - stopped_at) / 1_000_000,
         (spans[1].1 - stopped_at) / 1_000_000,
         ms(ttl)

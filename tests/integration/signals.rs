@@ -147,3 +147,40 @@ fn term_while_holding_ends_lockrun_by_term_after_releasing() {
     assert!(!pid_alive(pid));
     assert!(consul.api().kv_get(&key).is_none(), "released before dying");
 }
+
+/// Issue #12: once the lock was lost, lockrun stopped the child without
+/// listening: an interrupt during the grace period neither reached the child
+/// nor cut the grace short.
+#[test]
+fn an_interrupt_while_stopping_after_a_loss_kills_at_once() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("signals-after-loss") + "/leader";
+    let dir = scratch();
+    let d = dir.path().display().to_string();
+    let body = script_with(
+        &format!("trap 'echo term >> {d}/term' TERM; echo \"$LOCKRUN_SESSION\" > {d}/session;"),
+        "while :; do sleep 0.05; done",
+    );
+    // A grace period longer than the test waits for the run to end: only
+    // the interrupt can end it in time.
+    let running = elect_shell(&consul, &key, "61s", &body, &d);
+    wait_for_file(&dir.path().join("ready"));
+    let session = std::fs::read_to_string(dir.path().join("session")).unwrap();
+    let destroyed = consul
+        .api()
+        .put(&format!("/v1/session/destroy/{}", session.trim()), "");
+    assert_eq!(destroyed.status, 200, "{}", destroyed.text());
+    // The loss was noticed and the ladder started: the child got TERM.
+    assert!(
+        wait_until(procs::deadline(), || dir.path().join("term").exists()),
+        "the child was asked to stop after the loss"
+    );
+    running.signal(Signal::SIGINT);
+    let output = running.finish();
+    assert_status(
+        &output,
+        124,
+        "the lock was lost; the interrupt killed the child at once",
+        &consul,
+    );
+}
