@@ -400,9 +400,14 @@ const ENVIRONMENT: &[Block] = &[
     ),
     Item(
         "`LOCKRUN_LOCK_INDEX`",
-        "Consul's LockIndex of the key (for a semaphore, the ModifyIndex of *PREFIX*/.lock \
-         when the slot was taken). It grows with every new holder: with the key and session \
-         it is a sequencer COMMAND can hand to the services it writes to, for fencing.",
+        "A fencing number: the key's ModifyIndex when lockrun acquired it (for a semaphore, \
+         the ModifyIndex of *PREFIX*/.lock when the slot was taken). Within one Consul \
+         cluster it is greater than the number any earlier holder of the key was given, \
+         whoever that holder was (`consul lock` included) and however its hold ended \
+         (exit, release, expiry, deletion); Consul's LockIndex is not, since it restarts at \
+         1 whenever the key is deleted. A service that refuses writes carrying a number \
+         lower than the highest it has seen therefore refuses every stale holder. It does \
+         not survive a cluster that loses its state, whose indexes start again.",
     ),
     Item("`CONSUL_LOCK_HELD`", "`true`, as under `consul lock`."),
 ];

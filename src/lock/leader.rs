@@ -85,8 +85,8 @@ pub async fn acquire(
             }
         };
         if acquired {
-            // Read it back: the child is told the LockIndex, and the watch
-            // and release need the ModifyIndex.
+            // Read it back: the child is told the ModifyIndex, and the watch
+            // and release need it too.
             let (pair, returned) = match client.kv_get(key, Read::consistent()).await {
                 Ok(answer) => answer,
                 Err(e) => {
@@ -138,7 +138,11 @@ fn holding(key: &str, session: &SessionId, pair: &KvPair, index: QueryIndex) -> 
         held: Held {
             key: key.to_string(),
             session: session.clone(),
-            lock_index: pair.lock_index,
+            // The ModifyIndex, not the LockIndex: the LockIndex restarts at 1
+            // whenever the key is deleted (every clean release deletes it),
+            // while a Raft index only grows. The previous holder's every
+            // write precedes the release that let our acquire through.
+            lock_index: pair.modify_index,
         },
         modify_index: pair.modify_index,
         index,
