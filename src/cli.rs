@@ -185,7 +185,10 @@ pub struct SessionArgs {
     /// Session name shown in Consul [default: lockrun on HOST for KEY].
     #[arg(long, value_name = "NAME")]
     pub session_name: Option<String>,
-    /// Node health checks the session is bound to (comma-separated) [default: serfHealth].
+    /// Node health checks the session is bound to (comma-separated) [default: none].
+    /// A failing check ends the session at once, so the child must then be
+    /// dead within the lock-delay: renewals come more often and the grace
+    /// period must fit in the lock-delay. Not for semaphores.
     #[arg(
         long,
         value_delimiter = ',',
@@ -193,7 +196,8 @@ pub struct SessionArgs {
         conflicts_with = "no_checks"
     )]
     pub node_checks: Option<Vec<String>>,
-    /// Service health checks the session is bound to (comma-separated).
+    /// Service health checks the session is bound to (comma-separated;
+    /// Consul 1.7 or later). As --node-checks.
     #[arg(
         long,
         value_delimiter = ',',
@@ -201,7 +205,8 @@ pub struct SessionArgs {
         conflicts_with = "no_checks"
     )]
     pub service_checks: Vec<String>,
-    /// Bind the session to no health check: only the TTL ends it.
+    /// Bind the session to no health check, so that only the TTL ends it
+    /// (the default; sent to Consul explicitly, old and new fields alike).
     #[arg(long)]
     pub no_checks: bool,
 }
@@ -233,8 +238,10 @@ pub struct ChildArgs {
     #[arg(long, default_value = "TERM", value_name = "SIGNAL")]
     pub kill_signal: Signal,
     /// Grace period after the kill signal before SIGKILL [default: 5s for
-    /// elect, 2s for semaphore]. It must fit in the safety budget (lockrun
-    /// says by how much if it does not).
+    /// elect, 2s for semaphore, less if --ttl or --lock-delay leave less
+    /// room]. It must fit in the safety budget (lockrun says by how much if
+    /// it does not). When Consul reports the lock lost, only what the
+    /// lock-delay leaves is granted (none for a semaphore).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub kill_timeout: Option<Duration>,
     /// Value stored in the lock entry [default: this host's name].

@@ -16,6 +16,9 @@ use crate::signals::{Signal, Signals};
 pub struct StopPolicy {
     pub signal: Signal,
     pub grace: Duration,
+    /// The grace period when Consul reports the lock lost: what the
+    /// lock-delay leaves, zero without one.
+    pub loss_grace: Duration,
 }
 
 /// How a hold ended. The child is gone in every case.
@@ -62,8 +65,16 @@ pub async fn supervise(
         match event {
             Event::Exited(exit) => return Ending::Exited(exit),
             Event::Lost(why) => {
-                tracing::warn!("lock lost: {why}; stopping the child");
-                let exit = child.stop(policy.signal, policy.grace).await;
+                let grace = if why.is_verdict() {
+                    policy.loss_grace.min(policy.grace)
+                } else {
+                    policy.grace
+                };
+                tracing::warn!(
+                    "lock lost: {why}; stopping the child ({} grace)",
+                    crate::lease::fmt_duration(grace)
+                );
+                let exit = child.stop(policy.signal, grace).await;
                 return Ending::Lost(why, exit);
             }
             Event::Signal(signal) => {

@@ -174,10 +174,23 @@ impl Holding {
                     Some(h) => {
                         return Lost::Watch(format!("the lock is now held by session {h}"));
                     }
-                    None => return Lost::Watch("the lock was released by someone else".into()),
+                    None => return released(client, &self.held.session).await,
                 },
             }
         }
+    }
+}
+
+/// The key was released, not by us. If our session lives, someone released
+/// it by hand (no lock-delay is armed then); if not, Consul invalidated it,
+/// and the lock-delay is running from a moment already past.
+async fn released(client: &Client, session: &SessionId) -> Lost {
+    match client.session_info(session.as_str()).await {
+        Ok(Some(_)) => Lost::Released("the lock was released by someone else".into()),
+        Ok(None) => Lost::Watch("the lock was released: the session is gone".into()),
+        Err(e) => Lost::Watch(format!(
+            "the lock was released, and the session cannot be read ({e})"
+        )),
     }
 }
 

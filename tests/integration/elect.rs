@@ -447,3 +447,28 @@ fn the_fencing_number_grows_with_every_holder() {
         "LOCKRUN_LOCK_INDEX must strictly increase: {seen:?}"
     );
 }
+
+/// `--lock-delay 0s` alone runs: the default grace shrinks to fit, at `-v`.
+#[test]
+fn no_lock_delay_shrinks_the_default_kill_timeout() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("elect-shrunk-grace") + "/leader";
+    let output = run(&mut lockrun(
+        &consul,
+        [
+            "-v",
+            "elect",
+            "--lock-delay",
+            "0s",
+            key.as_str(),
+            "--",
+            "true",
+        ],
+    ));
+    assert_status(&output, 0, "the child's status", &consul);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--kill-timeout defaults to 2200ms to fit --ttl 15s and --lock-delay 0s"),
+        "{stderr}"
+    );
+}

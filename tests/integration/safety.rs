@@ -499,3 +499,136 @@ fn churn_never_breaks_mutual_exclusion() {
 fn churn_never_exceeds_the_semaphore_limit() {
     churn("semaphore", 3);
 }
+
+/// A child that ignores SIGTERM and logs `beat NAME ts` every 20 ms until
+/// it is killed, so its last beat bounds the moment it died.
+fn stubborn_child(name: &str, log: &Path) -> String {
+    let log = log.display();
+    crate::support::script_with(
+        "trap '' TERM;",
+        &format!("while :; do echo \"beat {name} $(date +%s%N)\" >> {log}; sleep 0.02; done"),
+    )
+}
+
+/// A rival child that logs its start and whether the holder's child (pid
+/// in `pidfile`) still runs at that moment (a zombie does not run).
+fn rival_child(log: &Path, pidfile: &Path) -> String {
+    let (log, pidfile) = (log.display(), pidfile.display());
+    format!(
+        "echo \"start rival $(date +%s%N)\" >> {log}; \
+         p=$(cat {pidfile}); \
+         if [ -r /proc/$p/stat ] && ! grep -q '^[0-9]* (.*) Z' /proc/$p/stat; then \
+           echo \"overlap rival $(date +%s%N)\" >> {log}; fi"
+    )
+}
+
+/// The holder's session is destroyed (an operator, or a graceful agent
+/// stop) while its child ignores SIGTERM: Consul arms only the lock-delay,
+/// so the child must be SIGKILLed within it, not after `--kill-timeout`.
+fn destroyed_session_kills_before_the_rival_runs(kind: &str) {
+    let consul = TestConsul::start();
+    let name = consul.prefix(&format!("safety-destroy-{kind}"));
+    let api = consul.api();
+    let dir = scratch();
+    let log = dir.path().join("log");
+    // 3 s of grace fits the TTL budget but not the 2 s lock-delay (and a
+    // semaphore slot has none): only the loss-bounded grace keeps order.
+    let args = |child: Vec<String>| {
+        let mut v: Vec<String> = match kind {
+            "elect" => vec!["elect".into(), name.clone() + "/leader"],
+            _ => vec![
+                "semaphore".into(),
+                "--limit".into(),
+                "1".into(),
+                name.clone(),
+            ],
+        };
+        let kill = if kind == "elect" { "3s" } else { "1s" };
+        v.extend(
+            [
+                "--ttl",
+                "10s",
+                "--lock-delay",
+                "2s",
+                "--kill-timeout",
+                kill,
+                "--shell",
+                "--",
+            ]
+            .map(String::from),
+        );
+        v.extend(child);
+        v
+    };
+    let holder = Running::spawn(&mut lockrun(
+        &consul,
+        args(vec![
+            stubborn_child("holder", &log),
+            dir.path().display().to_string(),
+        ]),
+    ));
+    wait_for_file(&dir.path().join("ready"));
+    let session = api
+        .session_list()
+        .into_iter()
+        .find(|s| {
+            s["Name"]
+                .as_str()
+                .is_some_and(|n| n.ends_with(&*name) || n.ends_with(&(name.clone() + "/leader")))
+        })
+        .and_then(|s| s["ID"].as_str().map(str::to_string))
+        .expect("the holder's session");
+    let rival = Running::spawn(&mut lockrun(
+        &consul,
+        args(vec![rival_child(&log, &dir.path().join("pid"))]),
+    ));
+    // The rival waits with a session of its own before we strike.
+    assert!(
+        wait_until(procs::deadline(), || {
+            crate::support::sessions_named_like(&api, &name)
+                + crate::support::sessions_named_like(&api, &(name.clone() + "/leader"))
+                >= 2
+        }),
+        "the rival is waiting"
+    );
+    let destroyed_at = now_ns();
+    api.session_destroy(&session);
+    assert_status(&holder.finish(), 124, "the holder lost the lock", &consul);
+    assert_status(&rival.finish(), 0, "the rival ran", &consul);
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let last_beat = text
+        .lines()
+        .filter(|l| l.starts_with("beat holder"))
+        .filter_map(|l| l.split_whitespace().nth(2)?.parse::<u128>().ok())
+        .max()
+        .expect("the holder's child beat");
+    let rival_start = text
+        .lines()
+        .find(|l| l.starts_with("start rival"))
+        .and_then(|l| l.split_whitespace().nth(2)?.parse::<u128>().ok())
+        .expect("the rival's child started");
+    assert!(
+        !text.contains("overlap"),
+        "the holder's child still ran when the rival's started:\n{text}"
+    );
+    assert!(
+        last_beat < rival_start,
+        "the holder's child beat after the rival's started:\n{text}"
+    );
+    eprintln!(
+        "{kind} destroy: child's last beat {} ms after the destroy; rival started {} ms after",
+        (last_beat.saturating_sub(destroyed_at)) / 1_000_000,
+        (rival_start - destroyed_at) / 1_000_000,
+    );
+}
+
+#[test]
+fn a_destroyed_session_kills_a_stubborn_child_before_the_rival_leads() {
+    destroyed_session_kills_before_the_rival_runs("elect");
+}
+
+#[test]
+fn a_destroyed_session_kills_a_stubborn_child_before_a_rival_takes_the_slot() {
+    destroyed_session_kills_before_the_rival_runs("semaphore");
+}

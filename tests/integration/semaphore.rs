@@ -309,3 +309,32 @@ fn a_contender_that_gives_up_leaves_no_entry() {
     assert_eq!(api.kv_list(&prefix).len(), 2, "record + holder only");
     holder.finish(&consul);
 }
+
+/// A TTL chosen without a kill timeout shrinks the default grace period to
+/// fit the budget instead of refusing the run, and says so at `-v`.
+#[test]
+fn a_short_ttl_shrinks_the_default_kill_timeout() {
+    let consul = TestConsul::start();
+    let prefix = consul.prefix("sem-shrunk-grace");
+    let output = run(&mut lockrun(
+        &consul,
+        [
+            "-v",
+            "semaphore",
+            "--limit",
+            "2",
+            "--ttl",
+            "10s",
+            prefix.as_str(),
+            "--",
+            "true",
+        ],
+    ));
+    assert_status(&output, 0, "the child's status", &consul);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // 10 s TTL: 2.5 s of room minus a 1 s margin.
+    assert!(
+        stderr.contains("--kill-timeout defaults to 1500ms to fit --ttl 10s"),
+        "{stderr}"
+    );
+}
