@@ -632,3 +632,131 @@ fn a_destroyed_session_kills_a_stubborn_child_before_the_rival_leads() {
 fn a_destroyed_session_kills_a_stubborn_child_before_a_rival_takes_the_slot() {
     destroyed_session_kills_before_the_rival_runs("semaphore");
 }
+
+/// The holder's agent dies (cut off from the servers, its `serfHealth`
+/// critical): Consul invalidates the health-checked session at once, and a
+/// rival leads after only the lock-delay. lockrun, hearing nothing, must
+/// have stopped the child within the lock-delay of its last renewal.
+#[test]
+fn a_failed_check_on_a_cut_off_holder_stops_the_child_before_the_rival_leads() {
+    let consul = TestConsul::start();
+    let Some(emulator) = crate::consul::needs_emulator(&consul) else {
+        return;
+    };
+    let key = consul.prefix("safety-check") + "/leader";
+    let link = Link::new(&consul.http_addr());
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let args = |extra: &[&str], child: &[String]| {
+        let mut v: Vec<String> = [
+            "elect",
+            "--ttl",
+            "10s",
+            "--lock-delay",
+            "5s",
+            "--kill-timeout",
+            "1s",
+            "--shell",
+        ]
+        .map(String::from)
+        .to_vec();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v.push(key.clone());
+        v.push("--".into());
+        v.extend_from_slice(child);
+        v
+    };
+    let holder_body = script(&logged_child(
+        "holder",
+        &log,
+        "while :; do sleep 0.05; done",
+    ));
+    let mut holder_cmd = lockrun(
+        &consul,
+        args(
+            &["--node-checks", "serfHealth"],
+            &[holder_body, dir.path().display().to_string()],
+        ),
+    );
+    holder_cmd.env("CONSUL_HTTP_ADDR", link.http_addr());
+    let holder = Running::spawn(&mut holder_cmd);
+    wait_for_file(&dir.path().join("ready"));
+    let rival = Running::spawn(&mut lockrun(
+        &consul,
+        args(&[], &[logged_child("rival", &log, "true")]),
+    ));
+    assert!(
+        wait_until(procs::deadline(), || {
+            crate::support::sessions_named_like(&consul.api(), &key) >= 2
+        }),
+        "the rival is waiting"
+    );
+    let failed_at = now_ns();
+    link.freeze();
+    emulator.fail_check("serfHealth");
+    assert_status(&holder.finish(), 124, "the cut-off holder", &consul);
+    assert_status(&rival.finish(), 0, "the rival ran", &consul);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let spans = intervals(&text);
+    assert_eq!(spans.len(), 2, "{text}");
+    assert_eq!(spans[0].0, "holder", "{text}");
+    assert!(
+        spans[0].2 < spans[1].1,
+        "the holder's child ended before the rival's began:\n{text}"
+    );
+    eprintln!(
+        "check failure: child stopped {} ms after; rival started {} ms after (TTL 10s, lock-delay 5s, kill-timeout 1s)",
+        spans[0].2.saturating_sub(failed_at) / 1_000_000,
+        (spans[1].1 - failed_at) / 1_000_000,
+    );
+}
+
+/// A server before 1.7 ignores `ServiceChecks`: the session it creates is
+/// not the one the budget is for, so lockrun refuses to run (125), destroys
+/// it, and writes no lock.
+#[test]
+fn a_server_that_drops_checks_is_refused() {
+    let consul = TestConsul::emulator_only(|b| b.pre_1_7());
+    let api = consul.api();
+    let key = consul.prefix("safety-old-server") + "/leader";
+    let output = crate::support::run(&mut lockrun(
+        &consul,
+        [
+            "elect",
+            "--service-checks",
+            "web",
+            key.as_str(),
+            "--",
+            "true",
+        ],
+    ));
+    assert_status(&output, 125, "dropped checks are refused", &consul);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("predates 1.7"), "{stderr}");
+    assert!(api.session_list().is_empty(), "the session was destroyed");
+    assert!(api.kv_get(&key).is_none(), "no lock was written");
+    // Without checks it runs, on a session with none: `Checks: []` is the
+    // field such a server honours.
+    let dir = scratch();
+    let body = format!(
+        "echo \"$LOCKRUN_SESSION\" > {}/session; sleep 30",
+        dir.path().display()
+    );
+    let running = Running::spawn(&mut lockrun(
+        &consul,
+        ["elect", "--shell", key.as_str(), "--", &body],
+    ));
+    assert!(wait_until(procs::deadline(), || {
+        std::fs::read_to_string(dir.path().join("session")).is_ok_and(|s| !s.trim().is_empty())
+    }));
+    // The check failing must not touch a session bound to none.
+    consul.emulator().unwrap().fail_check("serfHealth");
+    let session = std::fs::read_to_string(dir.path().join("session")).unwrap();
+    assert!(
+        api.session_info(session.trim()).is_some(),
+        "a session without checks survives a failing serfHealth"
+    );
+    running.signal(Signal::SIGTERM);
+    let _ = running.finish();
+}

@@ -525,6 +525,30 @@ impl State {
         Ok(self.sessions.get(&sid).cloned())
     }
 
+    /// A bound check turned critical: `checkSessionsTxn` invalidates every
+    /// session that names it, in one raft write.
+    pub fn fail_check(&mut self, check: &str, now: Instant) {
+        let bound: Vec<Vec<u8>> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| {
+                s.checks
+                    .iter()
+                    .chain(s.node_checks.iter().flatten())
+                    .any(|c| c == check)
+                    || s.service_checks.iter().flatten().any(|c| c.id == check)
+            })
+            .map(|(sid, _)| sid.clone())
+            .collect();
+        if bound.is_empty() {
+            return;
+        }
+        let idx = self.next_index();
+        for sid in bound {
+            self.delete_session(idx, &sid, now);
+        }
+    }
+
     /// Destroy, TTL expiry and check failure all end here: every key the
     /// session holds is released (or deleted) and gets the lock-delay,
     /// measured from `now`.
