@@ -84,7 +84,10 @@ Exit status: 0 held, 1 not held, 125 error.")]
     /// Force-release the lock on KEY (or semaphore slots), from any host.
     ///
     /// Works from any host. Prints whose lock it was; the holder's lockrun
-    /// notices within a blocking-query round trip and stops its child.
+    /// notices within a blocking-query round trip and stops its child with
+    /// its full --kill-timeout. A release arms no lock-delay, so a rival may
+    /// start while that child is still stopping: the one overlap lockrun
+    /// accepts, because an operator asked for it.
     #[command(after_help = "\
 Examples:
   lockrun release service/db/leader

@@ -338,3 +338,58 @@ fn a_short_ttl_shrinks_the_default_kill_timeout() {
         "{stderr}"
     );
 }
+
+/// SPEC §7 for slots: every new holder of a one-slot semaphore gets a
+/// greater `LOCKRUN_LOCK_INDEX`, after clean exits and after a holder whose
+/// session was destroyed under it.
+#[test]
+fn the_fencing_number_grows_with_every_slot_holder() {
+    let consul = TestConsul::start();
+    let prefix = consul.prefix("sem-fencing");
+    let api = consul.api();
+    let dir = scratch();
+    let out = dir.path().join("index");
+    let body = format!("echo \"$LOCKRUN_LOCK_INDEX\" >> {}", out.display());
+    let run_once = || {
+        let output = run(&mut semaphore(&consul, &prefix, 1, &["--shell"], &[&body]));
+        assert_status(&output, 0, "a clean run", &consul);
+    };
+    run_once();
+    run_once();
+    let held = scratch();
+    let holder = Running::spawn(&mut semaphore(
+        &consul,
+        &prefix,
+        1,
+        &["--shell"],
+        &[
+            &crate::support::script_with(
+                &format!("echo \"$LOCKRUN_LOCK_INDEX\" >> {};", out.display()),
+                "while :; do sleep 0.05; done",
+            ),
+            &held.path().display().to_string(),
+        ],
+    ));
+    wait_for_file(&held.path().join("ready"));
+    for session in api.session_list() {
+        if session["Name"]
+            .as_str()
+            .is_some_and(|n| n.ends_with(&*prefix))
+        {
+            api.session_destroy(session["ID"].as_str().unwrap());
+        }
+    }
+    assert_status(&holder.finish(), 124, "the destroyed holder", &consul);
+    run_once();
+    run_once();
+    let seen: Vec<u64> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().expect("a number"))
+        .collect();
+    assert_eq!(seen.len(), 5, "{seen:?}");
+    assert!(
+        seen.windows(2).all(|w| w[0] < w[1]),
+        "LOCKRUN_LOCK_INDEX must strictly increase: {seen:?}"
+    );
+}
