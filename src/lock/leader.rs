@@ -185,12 +185,22 @@ impl Holding {
 /// it by hand (no lock-delay is armed then); if not, Consul invalidated it,
 /// and the lock-delay is running from a moment already past.
 async fn released(client: &Client, session: &SessionId) -> Lost {
-    match client.session_info(session.as_str()).await {
-        Ok(Some(_)) => Lost::Released("the lock was released by someone else".into()),
-        Ok(None) => Lost::Watch("the lock was released: the session is gone".into()),
-        Err(e) => Lost::Watch(format!(
+    // The lock-delay may be running already: we ask briefly (well within
+    // the budget's margin) and treat no answer as the session gone.
+    let asked = tokio::time::timeout(
+        std::time::Duration::from_millis(500),
+        client.session_info(session.as_str()),
+    )
+    .await;
+    match asked {
+        Ok(Ok(Some(_))) => Lost::Released("the lock was released by someone else".into()),
+        Ok(Ok(None)) => Lost::Watch("the lock was released: the session is gone".into()),
+        Ok(Err(e)) => Lost::Watch(format!(
             "the lock was released, and the session cannot be read ({e})"
         )),
+        Err(_) => {
+            Lost::Watch("the lock was released, and the session could not be read in time".into())
+        }
     }
 }
 

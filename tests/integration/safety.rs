@@ -760,3 +760,46 @@ fn a_server_that_drops_checks_is_refused() {
     running.signal(Signal::SIGTERM);
     let _ = running.finish();
 }
+
+/// An operator's `lockrun release` arms no lock-delay and leaves the
+/// session alive: the child keeps its full, documented grace period, unlike
+/// a loss Consul reports.
+#[test]
+fn an_operators_release_keeps_the_full_grace_period() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("safety-release-grace") + "/leader";
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let holder = Running::spawn(&mut lockrun(
+        &consul,
+        [
+            "elect",
+            "--lock-delay",
+            "0s",
+            "--kill-timeout",
+            "2s",
+            "--shell",
+            key.as_str(),
+            "--",
+            &stubborn_child("holder", &log),
+            &dir.path().display().to_string(),
+        ],
+    ));
+    wait_for_file(&dir.path().join("ready"));
+    let released_at = now_ns();
+    let released = crate::support::run(&mut lockrun(&consul, ["release", key.as_str()]));
+    assert_status(&released, 0, "lockrun release", &consul);
+    assert_status(&holder.finish(), 124, "the released holder", &consul);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let last_beat = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2)?.parse::<u128>().ok())
+        .max()
+        .unwrap();
+    let lived = (last_beat.saturating_sub(released_at)) / 1_000_000;
+    // SIGKILL comes 2 s after SIGTERM; beats are 20 ms apart.
+    assert!(
+        lived >= 1_500,
+        "the child was killed {lived} ms after the release, before its grace period ended"
+    );
+}
