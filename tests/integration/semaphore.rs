@@ -340,8 +340,8 @@ fn a_short_ttl_shrinks_the_default_kill_timeout() {
 }
 
 /// SPEC §7 for slots: every new holder of a one-slot semaphore gets a
-/// greater `LOCKRUN_LOCK_INDEX`, after clean exits and after a holder whose
-/// session was destroyed under it.
+/// greater `LOCKRUN_LOCK_INDEX`, after clean exits, a holder whose session
+/// was destroyed under it, and a `consul lock -n` holder.
 #[test]
 fn the_fencing_number_grows_with_every_slot_holder() {
     let consul = TestConsul::start();
@@ -381,6 +381,25 @@ fn the_fencing_number_grows_with_every_slot_holder() {
     }
     assert_status(&holder.finish(), 124, "the destroyed holder", &consul);
     run_once();
+    // A `consul lock -n 1` holder: its contender entry, then the record
+    // rewritten with it as the one holder, then its entry deleted on exit.
+    let go = api.session_create(r#"{"LockDelay":"0s","TTL":"10s","Behavior":"delete"}"#);
+    assert!(kv_acquire(
+        &api,
+        &format!("{prefix}/{go}"),
+        &go,
+        SEMAPHORE_FLAG
+    ));
+    let record = api.kv_get(&format!("{prefix}/.lock"));
+    let cas = record.map_or(0, |r| r.modify_index);
+    let body = format!(r#"{{"Limit":1,"Holders":{{"{go}":true}}}}"#);
+    let path = format!(
+        "/v1/kv/{}?cas={cas}&flags={SEMAPHORE_FLAG}",
+        encode_key(&format!("{prefix}/.lock"))
+    );
+    assert_eq!(api.put(&path, body).body, b"true", "the Go holder joined");
+    api.kv_delete(&format!("{prefix}/{go}"));
+    api.session_destroy(&go);
     run_once();
     let seen: Vec<u64> = std::fs::read_to_string(&out)
         .unwrap()
