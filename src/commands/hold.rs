@@ -187,6 +187,16 @@ async fn round(
             tracing::warn!("session {session} vanished at once; creating another");
             return Ok(Round::Retry);
         }
+        Err(e) if campaign && e.is_transient() => {
+            // A daemon outlives an agent restart: start the round over.
+            tracing::warn!("cannot read session {session} back: {e}; retrying");
+            cleanup(client, target, &session, None, &config.value).await;
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                signal = signals.recv() => return Ok(Round::Done(interrupted(signal))),
+            }
+            return Ok(Round::Retry);
+        }
         Err(e) => Err(e.into()),
     };
     if let Err(failure) = verified {
