@@ -633,16 +633,35 @@ fn a_destroyed_session_kills_a_stubborn_child_before_a_rival_takes_the_slot() {
     destroyed_session_kills_before_the_rival_runs("semaphore");
 }
 
-/// The holder's agent dies (cut off from the servers, its `serfHealth`
+/// The holder's agent dies (cut off from the servers, its checks
 /// critical): Consul invalidates the health-checked session at once, and a
 /// rival leads after only the lock-delay. lockrun, hearing nothing, must
-/// have stopped the child within the lock-delay of its last renewal.
+/// have stopped the child within the lock-delay of its last renewal. We
+/// bind the session to a TTL check of our own and fail it through the agent
+/// API, which works on the emulator and a real agent alike.
 #[test]
 fn a_failed_check_on_a_cut_off_holder_stops_the_child_before_the_rival_leads() {
     let consul = TestConsul::start();
-    let Some(emulator) = crate::consul::needs_emulator(&consul) else {
-        return;
-    };
+    let api = consul.api();
+    let check = consul.prefix("check").replace('/', "-");
+    let registered = api.put(
+        "/v1/agent/check/register",
+        format!(r#"{{"ID":"{check}","Name":"{check}","TTL":"1h","Status":"passing"}}"#),
+    );
+    assert_eq!(registered.status, 200, "{}", registered.text());
+    let node = api.node_name();
+    assert!(
+        wait_until(procs::deadline(), || {
+            api.get(&format!("/v1/health/node/{node}"))
+                .json()
+                .as_array()
+                .is_some_and(|l| {
+                    l.iter()
+                        .any(|c| c["CheckID"] == check.as_str() && c["Status"] == "passing")
+                })
+        }),
+        "the check reached the catalog"
+    );
     let key = consul.prefix("safety-check") + "/leader";
     let link = Link::new(&consul.http_addr());
     let dir = scratch();
@@ -674,7 +693,7 @@ fn a_failed_check_on_a_cut_off_holder_stops_the_child_before_the_rival_leads() {
     let mut holder_cmd = lockrun(
         &consul,
         args(
-            &["--node-checks", "serfHealth"],
+            &["--node-checks", &check],
             &[holder_body, dir.path().display().to_string()],
         ),
     );
@@ -693,9 +712,11 @@ fn a_failed_check_on_a_cut_off_holder_stops_the_child_before_the_rival_leads() {
     );
     let failed_at = now_ns();
     link.freeze();
-    emulator.fail_check("serfHealth");
+    let failed = api.put(&format!("/v1/agent/check/fail/{check}"), "");
+    assert_eq!(failed.status, 200, "{}", failed.text());
     assert_status(&holder.finish(), 124, "the cut-off holder", &consul);
     assert_status(&rival.finish(), 0, "the rival ran", &consul);
+    api.put(&format!("/v1/agent/check/deregister/{check}"), "");
     let text = std::fs::read_to_string(&log).unwrap();
     let spans = intervals(&text);
     assert_eq!(spans.len(), 2, "{text}");

@@ -194,6 +194,8 @@ pub struct State {
     /// Key → end of its lock-delay. Lives in the leader's memory, not in
     /// raft: lost on restart, like the rest of a dev agent.
     lock_delays: HashMap<String, Instant>,
+    /// The node's health checks: ID → passing. `serfHealth` always exists.
+    checks: BTreeMap<String, bool>,
 }
 
 impl State {
@@ -207,6 +209,34 @@ impl State {
             sessions: BTreeMap::new(),
             sessions_index: 0,
             lock_delays: HashMap::new(),
+            checks: BTreeMap::from([(SERF_CHECK.to_string(), true)]),
+        }
+    }
+
+    /// The node's checks and whether each passes, for `/v1/health/node`.
+    pub fn node_checks(&self) -> Vec<(String, bool)> {
+        self.checks
+            .iter()
+            .map(|(id, ok)| (id.clone(), *ok))
+            .collect()
+    }
+
+    /// An agent check registered, or its status updated, as the agent
+    /// syncs it to the catalog. Turning critical invalidates every session
+    /// bound to it.
+    pub fn check_set(&mut self, id: &str, passing: bool, now: Instant) {
+        self.next_index();
+        self.checks.insert(id.to_string(), passing);
+        if !passing {
+            self.fail_check(id, now);
+        }
+    }
+
+    /// A deregistered check takes the sessions bound to it along.
+    pub fn check_deregister(&mut self, id: &str, now: Instant) {
+        self.fail_check(id, now);
+        if id != SERF_CHECK {
+            self.checks.remove(id);
         }
     }
 
@@ -482,11 +512,12 @@ impl State {
             }
         }
         check_ids.extend(new.service_checks.iter().flatten().map(|c| c.id.as_str()));
-        if let Some(missing) = check_ids
-            .iter()
-            .find(|c| !c.eq_ignore_ascii_case(SERF_CHECK))
-        {
-            return Err(format!("Missing check '{missing}' registration"));
+        for id in &check_ids {
+            match self.checks.get(*id) {
+                None => return Err(format!("Missing check '{id}' registration")),
+                Some(false) => return Err(format!("Check '{id}' is in critical state")),
+                Some(true) => {}
+            }
         }
         let sid = uuid_index_bytes(&new.id).map_err(lookup_error)?;
         let session = Session {
