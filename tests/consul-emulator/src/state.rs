@@ -817,6 +817,33 @@ mod tests {
     }
 
     #[test]
+    fn a_critical_check_invalidates_only_the_sessions_bound_to_it() {
+        let now = Instant::now();
+        let mut st = State::new("node");
+        st.check_set("c", true, now);
+        let mut bound = session(S1, 3, Behavior::Release, 0);
+        bound.node_checks = Some(vec!["c".to_string()]);
+        st.session_create(bound, now).unwrap();
+        let mut free = session(S2, 3, Behavior::Release, 0);
+        free.node_checks = Some(Vec::new());
+        st.session_create(free, now).unwrap();
+        put(&mut st, "k", "v", 0, KvOp::Lock(S1.into())).unwrap();
+        st.check_set("c", false, now);
+        assert_eq!(st.session_ids(), vec![S2.to_string()]);
+        assert_eq!(get(&st, "k").session, "");
+        assert!(st.lock_delay_active("k", now + Duration::from_millis(2900)));
+        // A critical check cannot be bound to; an unknown one neither.
+        let mut again = session(S1, 0, Behavior::Release, 0);
+        again.node_checks = Some(vec!["c".to_string()]);
+        let err = st.session_create(again, now).unwrap_err();
+        assert_eq!(err, "Check 'c' is in critical state");
+        let mut unknown = session(S1, 0, Behavior::Release, 0);
+        unknown.node_checks = Some(vec!["nope".to_string()]);
+        let err = st.session_create(unknown, now).unwrap_err();
+        assert_eq!(err, "Missing check 'nope' registration");
+    }
+
+    #[test]
     fn lock_delay_is_capped_at_sixty_seconds() {
         let now = Instant::now();
         let mut st = State::new("node");
