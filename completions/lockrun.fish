@@ -49,12 +49,12 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l lock-delay -d 
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l behavior -d 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]' -r -f -a "release\t''
 delete\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l session-name -d 'Session name shown in Consul [default: lockrun on HOST for KEY]' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l node-checks -d 'Node health checks the session is bound to (comma-separated) [default: serfHealth]' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l service-checks -d 'Service health checks the session is bound to (comma-separated)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l node-checks -d 'Node health checks the session is bound to (comma-separated) [default: none]. A failing check ends the session at once, so the child must then be dead within the lock-delay: renewals come more often and the grace period must fit in the lock-delay. Not for semaphores' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l service-checks -d 'Service health checks the session is bound to (comma-separated; Consul 1.7 or later). As --node-checks' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l timeout -d 'Give up after DURATION without the lock (exit 75)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s E -l conflict-exit-code -d 'Exit status when the lock was not acquired (like flock -E); 0 makes a conflict count as success, for cron jobs another host already ran' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l kill-signal -d 'Signal that asks the child to stop when the lock is lost' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l kill-timeout -d 'Grace period after the kill signal before SIGKILL [default: 5s for elect, 2s for semaphore]. It must fit in the safety budget (lockrun says by how much if it does not)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l kill-timeout -d 'Grace period after the kill signal before SIGKILL [default: 5s for elect, 2s for semaphore, less if --ttl or --lock-delay leave less room]. It must fit in the safety budget (lockrun says by how much if it does not). When Consul reports the lock lost, only what the lock-delay leaves is granted (none for a semaphore)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l value -d 'Value stored in the lock entry [default: this host\'s name]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l notify -d 'Speak systemd\'s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*' -r -f -a "start\t'At once: a standby is a healthy, started service'
 held\t'Only once the lock or slot is held: a standby stays "activating"'"
@@ -71,7 +71,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l namespace -d '
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l campaign -d 'After losing the lock, stop the child and campaign again instead of exiting 124 (for long-running daemons)'
-complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l no-checks -d 'Bind the session to no health check: only the TTL ends it'
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l no-checks -d 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s n -l no-wait -d 'Try once; if the lock is taken, exit 75 at once'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l shell -d 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
@@ -83,12 +83,12 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l lock-delay
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l behavior -d 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]' -r -f -a "release\t''
 delete\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l session-name -d 'Session name shown in Consul [default: lockrun on HOST for KEY]' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l node-checks -d 'Node health checks the session is bound to (comma-separated) [default: serfHealth]' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l service-checks -d 'Service health checks the session is bound to (comma-separated)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l node-checks -d 'Node health checks the session is bound to (comma-separated) [default: none]. A failing check ends the session at once, so the child must then be dead within the lock-delay: renewals come more often and the grace period must fit in the lock-delay. Not for semaphores' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l service-checks -d 'Service health checks the session is bound to (comma-separated; Consul 1.7 or later). As --node-checks' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l timeout -d 'Give up after DURATION without the lock (exit 75)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s E -l conflict-exit-code -d 'Exit status when the lock was not acquired (like flock -E); 0 makes a conflict count as success, for cron jobs another host already ran' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l kill-signal -d 'Signal that asks the child to stop when the lock is lost' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l kill-timeout -d 'Grace period after the kill signal before SIGKILL [default: 5s for elect, 2s for semaphore]. It must fit in the safety budget (lockrun says by how much if it does not)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l kill-timeout -d 'Grace period after the kill signal before SIGKILL [default: 5s for elect, 2s for semaphore, less if --ttl or --lock-delay leave less room]. It must fit in the safety budget (lockrun says by how much if it does not). When Consul reports the lock lost, only what the lock-delay leaves is granted (none for a semaphore)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l value -d 'Value stored in the lock entry [default: this host\'s name]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l notify -d 'Speak systemd\'s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*' -r -f -a "start\t'At once: a standby is a healthy, started service'
 held\t'Only once the lock or slot is held: a standby stays "activating"'"
@@ -104,7 +104,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l datacenter
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l namespace -d 'Enterprise namespace' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
-complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l no-checks -d 'Bind the session to no health check: only the TTL ends it'
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l no-checks -d 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s n -l no-wait -d 'Try once; if the lock is taken, exit 75 at once'
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l shell -d 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'

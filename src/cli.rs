@@ -85,7 +85,10 @@ Exit status: 0 held, 1 not held, 125 error.")]
     /// Force-release the lock on KEY (or semaphore slots), from any host.
     ///
     /// Works from any host. Prints whose lock it was; the holder's lockrun
-    /// notices within a blocking-query round trip and stops its child.
+    /// notices within a blocking-query round trip and stops its child with
+    /// its full --kill-timeout. A release arms no lock-delay, so a rival may
+    /// start while that child is still stopping: the one overlap lockrun
+    /// accepts, because an operator asked for it.
     #[command(after_help = "\
 Examples:
   lockrun release service/db/leader
@@ -186,7 +189,10 @@ pub struct SessionArgs {
     /// Session name shown in Consul [default: lockrun on HOST for KEY].
     #[arg(long, value_name = "NAME")]
     pub session_name: Option<String>,
-    /// Node health checks the session is bound to (comma-separated) [default: serfHealth].
+    /// Node health checks the session is bound to (comma-separated) [default: none].
+    /// A failing check ends the session at once, so the child must then be
+    /// dead within the lock-delay: renewals come more often and the grace
+    /// period must fit in the lock-delay. Not for semaphores.
     #[arg(
         long,
         value_delimiter = ',',
@@ -194,7 +200,8 @@ pub struct SessionArgs {
         conflicts_with = "no_checks"
     )]
     pub node_checks: Option<Vec<String>>,
-    /// Service health checks the session is bound to (comma-separated).
+    /// Service health checks the session is bound to (comma-separated;
+    /// Consul 1.7 or later). As --node-checks.
     #[arg(
         long,
         value_delimiter = ',',
@@ -202,7 +209,8 @@ pub struct SessionArgs {
         conflicts_with = "no_checks"
     )]
     pub service_checks: Vec<String>,
-    /// Bind the session to no health check: only the TTL ends it.
+    /// Bind the session to no health check, so that only the TTL ends it
+    /// (the default; sent to Consul explicitly, old and new fields alike).
     #[arg(long)]
     pub no_checks: bool,
 }
@@ -235,8 +243,10 @@ pub struct ChildArgs {
     #[arg(long, default_value = "TERM", value_name = "SIGNAL")]
     pub kill_signal: Signal,
     /// Grace period after the kill signal before SIGKILL [default: 5s for
-    /// elect, 2s for semaphore]. It must fit in the safety budget (lockrun
-    /// says by how much if it does not).
+    /// elect, 2s for semaphore, less if --ttl or --lock-delay leave less
+    /// room]. It must fit in the safety budget (lockrun says by how much if
+    /// it does not). When Consul reports the lock lost, only what the
+    /// lock-delay leaves is granted (none for a semaphore).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub kill_timeout: Option<Duration>,
     /// Value stored in the lock entry [default: this host's name].

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::cli::{self, ChildArgs, ConsulArgs, SessionArgs, WaitArgs};
 use crate::consul::{self, Behavior, ConsulConfig, SessionSpec, Token};
 use crate::error::Failure;
-use crate::lease::{fmt_duration, Budget};
+use crate::lease::{flag_duration, fmt_duration, Budget};
 use crate::signals::Signal;
 
 /// Consul's `session_ttl_min` default; servers can lower it, and so can
@@ -240,28 +240,71 @@ pub fn hold(
             fmt_duration(session.lock_delay)
         )));
     }
-    let kill_timeout = child.kill_timeout.unwrap_or(default_kill_timeout);
-    let budget = Budget {
+    // No checks unless asked for: a check lets Consul end the session at any
+    // moment, which leaves the child only the lock-delay (README, "Safety
+    // model").
+    let node_checks = if session.no_checks {
+        Vec::new()
+    } else {
+        session.node_checks.clone().unwrap_or_default()
+    };
+    if node_checks.iter().any(|c| c.trim().is_empty()) {
+        return Err(Failure::Usage(
+            "--node-checks has an empty check name".into(),
+        ));
+    }
+    if session.service_checks.iter().any(|c| c.trim().is_empty()) {
+        return Err(Failure::Usage(
+            "--service-checks has an empty check name".into(),
+        ));
+    }
+    let checks = !node_checks.is_empty() || !session.service_checks.is_empty();
+    if checks && !lock_delay_protects {
+        let flag = if node_checks.is_empty() {
+            "--service-checks"
+        } else {
+            "--node-checks"
+        };
+        return Err(Failure::Usage(format!(
+            "{flag} cannot be used with a semaphore: a failing check frees the slot for a rival at once, with no lock-delay to stop the child in; leave the checks out (or pass --no-checks) and let the TTL end the session"
+        )));
+    }
+    let mut budget = Budget {
         ttl: session.ttl,
         lock_delay: if lock_delay_protects {
             session.lock_delay
         } else {
             Duration::ZERO
         },
-        kill_timeout,
+        kill_timeout: child.kill_timeout.unwrap_or(default_kill_timeout),
+        checks,
     };
+    if child.kill_timeout.is_none() && budget.check().is_err() {
+        // The user chose the TTL or lock-delay, not the grace period: we
+        // shrink the default grace to what they leave room for.
+        if let Some(max) = budget.max_kill_timeout() {
+            tracing::info!(
+                "--kill-timeout defaults to {} to fit --ttl {} and --lock-delay {}",
+                flag_duration(max),
+                flag_duration(session.ttl),
+                flag_duration(session.lock_delay)
+            );
+            budget.kill_timeout = max;
+        }
+    }
     budget.check().map_err(|message| {
         if lock_delay_protects {
             Failure::Usage(message)
         } else {
             Failure::Usage(format!(
                 "--kill-timeout {} is too long for --ttl {}: a rival takes a semaphore slot as soon as the session expires, so the child must be dead by then; use --kill-timeout {} or less, or a longer --ttl",
-                fmt_duration(kill_timeout),
-                fmt_duration(session.ttl),
-                fmt_duration(budget.max_kill_timeout()),
+                flag_duration(budget.kill_timeout),
+                flag_duration(session.ttl),
+                flag_duration(budget.max_kill_timeout().unwrap_or_default()),
             ))
         }
     })?;
+    let kill_timeout = budget.kill_timeout;
     let patience = match (wait.no_wait, wait.timeout) {
         (true, _) => Patience::Once,
         (false, Some(timeout)) => Patience::For(timeout),
@@ -269,23 +312,6 @@ pub fn hold(
     };
     let host = hostname();
     let value = child.value.clone().unwrap_or_else(|| host.clone());
-    let node_checks = if session.no_checks {
-        Some(Vec::new())
-    } else {
-        session.node_checks.clone()
-    };
-    if let Some(checks) = &node_checks {
-        if checks.iter().any(|c| c.trim().is_empty()) {
-            return Err(Failure::Usage(
-                "--node-checks has an empty check name".into(),
-            ));
-        }
-    }
-    if session.service_checks.iter().any(|c| c.trim().is_empty()) {
-        return Err(Failure::Usage(
-            "--service-checks has an empty check name".into(),
-        ));
-    }
     let spec = SessionSpec {
         name: session
             .session_name

@@ -400,9 +400,14 @@ const ENVIRONMENT: &[Block] = &[
     ),
     Item(
         "`LOCKRUN_LOCK_INDEX`",
-        "Consul's LockIndex of the key (for a semaphore, the ModifyIndex of *PREFIX*/.lock \
-         when the slot was taken). It grows with every new holder: with the key and session \
-         it is a sequencer COMMAND can hand to the services it writes to, for fencing.",
+        "A fencing number: the key's ModifyIndex when lockrun acquired it (for a semaphore, \
+         the ModifyIndex of *PREFIX*/.lock when the slot was taken). Within one Consul \
+         cluster it is greater than the number any earlier holder of the key was given, \
+         whoever that holder was (`consul lock` included) and however its hold ended \
+         (exit, release, expiry, deletion); Consul's LockIndex is not, since it restarts at \
+         1 whenever the key is deleted. A service that refuses writes carrying a number \
+         lower than the highest it has seen therefore refuses every stale holder. It does \
+         not survive a cluster that loses its state, whose indexes start again.",
     ),
     Item("`CONSUL_LOCK_HELD`", "`true`, as under `consul lock`."),
 ];
@@ -453,11 +458,24 @@ const SAFETY: &[Block] = &[
          `--lock-delay`, so lockrun starts stopping COMMAND early enough that SIGKILL has \
          landed before TTL + lock-delay after the last confirmed renewal was sent, \
          `--kill-timeout` and a margin included. Settings that leave no room for that are \
-         refused, with the reason.",
+         refused, with the reason. The session is read back after it is created: checks, \
+         TTL or lock-delay other than those asked for end the run (status 125).",
+    ),
+    Item(
+        "Health checks",
+        "Sessions have no health checks unless `--node-checks` or `--service-checks` asks \
+         for some (lockrun sends the old `Checks` field too, which Consul before 1.7 \
+         honours). A check can turn critical right after a renewal and Consul then \
+         invalidates the session at once, so with checks SIGKILL must land within \
+         `--lock-delay` of the last confirmed renewal: lockrun renews more often and stops \
+         COMMAND earlier. Failover is faster (the lock-delay instead of TTL + lock-delay).",
     ),
     Item(
         "Semaphores",
-        "A slot is an entry in a record that no session holds, so a lock-delay does not keep          rivals out of it: once the holder's session is gone, a waiter prunes it at once. For          `semaphore` the budget therefore counts no lock-delay, and the default          `--kill-timeout` is 2s.",
+        "A slot is an entry in a record that no session holds, so a lock-delay does not keep \
+         rivals out of it: once the holder's session is gone, a waiter prunes it at once. For \
+         `semaphore` the budget therefore counts no lock-delay, the default `--kill-timeout` \
+         is 2s, and health checks are refused.",
     ),
     Item(
         "Transient errors",
@@ -469,7 +487,9 @@ const SAFETY: &[Block] = &[
         "Consul's verdicts",
         "A renewal answered 404, the key showing another session or none, or the session \
          destroyed by an operator end the hold at once: COMMAND is stopped and lockrun exits \
-         124, or campaigns again with `--campaign`.",
+         124, or campaigns again with `--campaign`. Only the lock-delay, already running, \
+         keeps a rival out then, so COMMAND's grace period is cut to what it leaves (the \
+         lock-delay less a tenth of the TTL), and a semaphore's COMMAND is SIGKILLed at once.",
     ),
     Item(
         "Process group",
@@ -500,8 +520,9 @@ const SAFETY: &[Block] = &[
     Item(
         "Operator release",
         "`lockrun release` frees the lock at once, with no lock-delay. The old holder's \
-         lockrun notices within a blocking-query round trip, but its COMMAND may still run \
-         for up to its `--kill-timeout` while a new holder starts.",
+         lockrun notices within a blocking-query round trip and, the session being alive, \
+         gives COMMAND its full `--kill-timeout`, as documented: COMMAND may still run for \
+         that long while a new holder starts.",
     ),
     P(
         "Where any overlap would do harm, fence: have COMMAND pass `LOCKRUN_LOCK_INDEX` (with \

@@ -49,6 +49,18 @@ pub enum Lost {
     SessionGone(String),
     /// The watch saw the lock change hands, vanish or drop us.
     Watch(String),
+    /// Someone released the key while our session lives (an operator's
+    /// `lockrun release`): no lock-delay was armed, so a rival may already
+    /// hold it, and the child keeps its full grace period as documented.
+    Released(String),
+}
+
+impl Lost {
+    /// Whether Consul reported the lock gone, so that only the lock-delay
+    /// armed by the invalidation keeps a rival out.
+    pub fn is_verdict(&self) -> bool {
+        matches!(self, Lost::SessionGone(_) | Lost::Watch(_))
+    }
 }
 
 impl fmt::Display for Lost {
@@ -63,7 +75,7 @@ impl fmt::Display for Lost {
                 humantime::format_duration(round_ms(*unconfirmed_for))
             ),
             Lost::SessionGone(why) => write!(f, "the session is gone ({why})"),
-            Lost::Watch(why) => f.write_str(why),
+            Lost::Watch(why) | Lost::Released(why) => f.write_str(why),
         }
     }
 }
@@ -76,9 +88,18 @@ fn round_ms(d: Duration) -> Duration {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
     pub ttl: Duration,
+    /// The lock-delay that keeps rivals out after an invalidation (zero for
+    /// a semaphore slot, which no lock-delay protects).
     pub lock_delay: Duration,
     pub kill_timeout: Duration,
+    /// Whether the session is bound to health checks, which Consul may find
+    /// critical at any moment, not only a TTL after the last renewal.
+    pub checks: bool,
 }
+
+/// The shortest stop window we accept with health checks: one renewal and
+/// a retry must fit in it on a loaded host.
+const MIN_CHECKED_WINDOW: Duration = Duration::from_secs(1);
 
 impl Budget {
     /// Slack we keep for timer latency, scheduling on a loaded host and the
@@ -87,13 +108,24 @@ impl Budget {
         self.ttl / 10
     }
 
+    /// The earliest moment, after the send time of the last confirmed
+    /// renewal, a rival could hold the lock. Without checks Consul waits at
+    /// least the TTL before invalidating, then the lock-delay runs; a check
+    /// can turn critical right after our renewal, leaving only the delay.
+    pub fn rival_after(&self) -> Duration {
+        if self.checks {
+            self.lock_delay
+        } else {
+            self.ttl + self.lock_delay
+        }
+    }
+
     /// How long after a confirmed renewal was *sent* we must start stopping
     /// the child: when the lease runs out, or earlier if the grace period
     /// would otherwise reach past the earliest moment a rival could lead.
     pub fn stop_after(&self) -> Duration {
         let need = self.kill_timeout + self.margin();
-        let overshoot = need.saturating_sub(self.lock_delay);
-        self.ttl.saturating_sub(overshoot)
+        self.ttl.min(self.rival_after().saturating_sub(need))
     }
 
     /// Renew often enough that a failed attempt can be retried before the
@@ -102,24 +134,79 @@ impl Budget {
         self.stop_after() / 2
     }
 
-    /// The longest kill timeout these settings allow.
-    pub fn max_kill_timeout(&self) -> Duration {
-        (self.lock_delay + self.ttl / 4).saturating_sub(self.margin())
+    /// The shortest stop window these settings accept.
+    fn min_window(&self) -> Duration {
+        if self.checks {
+            (self.lock_delay / 2).max(MIN_CHECKED_WINDOW)
+        } else {
+            self.ttl * 3 / 4
+        }
+    }
+
+    /// The longest kill timeout these settings allow, rounded down to a
+    /// tenth of a second so that it reads (and pastes) cleanly. `None` when
+    /// not even SIGKILL at once would fit.
+    pub fn max_kill_timeout(&self) -> Option<Duration> {
+        let room = self
+            .rival_after()
+            .checked_sub(self.margin() + self.min_window())?;
+        Some(Duration::from_millis(room.as_millis() as u64 / 100 * 100))
+    }
+
+    /// The grace period when Consul reports the lock lost (the session
+    /// invalidated or destroyed, the key taken or deleted): the session's
+    /// lock-delay, counted from a moment already past, is all that keeps a
+    /// rival out, so SIGKILL must land within it; with none it lands at once.
+    pub fn loss_grace(&self) -> Duration {
+        self.kill_timeout
+            .min(self.lock_delay.saturating_sub(self.margin()))
     }
 
     /// Refuses settings whose stop window is too short to renew even once
-    /// with a retry: the child would be stopped on every hiccup.
+    /// with a retry: the child would be stopped on every hiccup, or could
+    /// outlive the moment a rival may take over.
     pub fn check(&self) -> Result<(), String> {
-        if self.stop_after() * 4 < self.ttl * 3 {
-            return Err(format!(
-                "--kill-timeout {} is too long for --ttl {} and --lock-delay {}: a rival could take the lock before the child is killed; use --kill-timeout {} or less, or a longer --lock-delay",
-                fmt_duration(self.kill_timeout),
-                fmt_duration(self.ttl),
-                fmt_duration(self.lock_delay),
-                fmt_duration(self.max_kill_timeout()),
-            ));
+        if self.stop_after() < self.min_window() {
+            let why = if self.checks {
+                "a health check can end the session right after a renewal, leaving only the lock-delay to kill the child"
+            } else {
+                "a rival could take the lock before the child is killed"
+            };
+            return Err(match self.max_kill_timeout() {
+                Some(max) => format!(
+                    "--kill-timeout {} is too long for --ttl {} and --lock-delay {}: {why}; use --kill-timeout {} or less, or a longer --lock-delay",
+                    flag_duration(self.kill_timeout),
+                    flag_duration(self.ttl),
+                    flag_duration(self.lock_delay),
+                    flag_duration(max),
+                ),
+                None => format!(
+                    "--lock-delay {} is too short for --ttl {} with health checks: {why}; use --lock-delay {} or more, or --no-checks",
+                    flag_duration(self.lock_delay),
+                    flag_duration(self.ttl),
+                    flag_duration(self.min_checked_lock_delay()),
+                ),
+            });
         }
         Ok(())
+    }
+
+    /// The shortest lock-delay that leaves room for SIGKILL at once with
+    /// health checks, in whole seconds.
+    fn min_checked_lock_delay(&self) -> Duration {
+        let m = self.margin();
+        let need = (m * 2).max(m + MIN_CHECKED_WINDOW);
+        Duration::from_secs(need.as_secs() + u64::from(need.subsec_nanos() > 0))
+    }
+}
+
+/// A duration as the user would type it after a flag: one word that
+/// `--kill-timeout` and friends accept (`2500ms`, never `2s 500ms`).
+pub fn flag_duration(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
     }
 }
 
@@ -304,6 +391,14 @@ mod tests {
             ttl: Duration::from_secs(ttl),
             lock_delay: Duration::from_secs(lock_delay),
             kill_timeout: Duration::from_secs(kill),
+            checks: false,
+        }
+    }
+
+    fn checked(ttl: u64, lock_delay: u64, kill: u64) -> Budget {
+        Budget {
+            checks: true,
+            ..budget(ttl, lock_delay, kill)
         }
     }
 
@@ -323,16 +418,21 @@ mod tests {
         assert!(b.check().is_ok());
     }
 
+    const SETTINGS: [(u64, u64, u64); 9] = [
+        (15, 15, 5),
+        (10, 0, 1),
+        (15, 5, 7),
+        (60, 60, 60),
+        (10, 1, 2),
+        (10, 10, 2),
+        (15, 15, 6),
+        (30, 20, 3),
+        (10, 3, 0),
+    ];
+
     #[test]
     fn the_child_is_killed_before_a_rival_could_lead() {
-        for (ttl, delay, kill) in [
-            (15, 15, 5),
-            (10, 0, 1),
-            (15, 5, 7),
-            (60, 60, 60),
-            (10, 1, 2),
-        ] {
-            let b = budget(ttl, delay, kill);
+        for b in SETTINGS.map(|(t, d, k)| budget(t, d, k)) {
             if b.check().is_err() {
                 continue;
             }
@@ -343,10 +443,80 @@ mod tests {
     }
 
     #[test]
+    fn with_checks_the_child_is_killed_within_the_lock_delay() {
+        let mut accepted = 0;
+        for b in SETTINGS.map(|(t, d, k)| checked(t, d, k)) {
+            if b.check().is_err() {
+                continue;
+            }
+            accepted += 1;
+            // A check may fail the instant after the renewal was processed.
+            let sigkill_at = b.stop_after() + b.kill_timeout;
+            assert!(sigkill_at + b.margin() <= b.lock_delay, "{b:?}");
+            assert!(b.renew_every() >= Duration::from_millis(500), "{b:?}");
+        }
+        assert!(accepted >= 3, "too few settings accepted with checks");
+    }
+
+    #[test]
+    fn defaults_with_checks_renew_within_the_lock_delay() {
+        let b = checked(15, 15, 5);
+        // 15 s delay - 5 s grace - 1.5 s margin.
+        assert_eq!(b.stop_after(), Duration::from_millis(8500));
+        assert_eq!(b.renew_every(), Duration::from_millis(4250));
+        assert!(b.check().is_ok());
+    }
+
+    #[test]
+    fn the_suggested_kill_timeout_is_accepted_and_a_tenth_more_is_not() {
+        for (t, d, k) in SETTINGS {
+            for b in [budget(t, d, k), checked(t, d, k)] {
+                let Some(max) = b.max_kill_timeout() else {
+                    continue;
+                };
+                let at = Budget {
+                    kill_timeout: max,
+                    ..b
+                };
+                assert!(at.check().is_ok(), "{at:?}");
+                let over = Budget {
+                    kill_timeout: max + Duration::from_millis(200),
+                    ..b
+                };
+                assert!(over.check().is_err(), "{over:?}");
+            }
+        }
+    }
+
+    #[test]
     fn settings_that_cannot_keep_the_promise_are_refused() {
         let err = budget(15, 0, 10).check().unwrap_err();
         assert!(err.contains("--kill-timeout 10s is too long"), "{err}");
-        assert!(err.contains("or less"), "{err}");
+        // 0 s delay + 3.75 s - 1.5 s margin, rounded down to pasteable form.
+        assert!(err.contains("use --kill-timeout 2200ms or less"), "{err}");
+    }
+
+    #[test]
+    fn checks_with_too_short_a_lock_delay_ask_for_a_longer_one() {
+        let err = checked(15, 2, 0).check().unwrap_err();
+        assert!(err.contains("--lock-delay 2s is too short"), "{err}");
+        assert!(err.contains("use --lock-delay 3s or more"), "{err}");
+        assert!(checked(15, 3, 0).check().is_ok());
+    }
+
+    #[test]
+    fn a_reported_loss_gets_only_what_the_lock_delay_leaves() {
+        assert_eq!(budget(15, 15, 5).loss_grace(), Duration::from_secs(5));
+        assert_eq!(budget(10, 2, 5).loss_grace(), Duration::from_secs(1));
+        // A semaphore slot: no lock-delay, SIGKILL at once.
+        assert_eq!(budget(10, 0, 2).loss_grace(), Duration::ZERO);
+    }
+
+    #[test]
+    fn flag_durations_are_one_word() {
+        assert_eq!(flag_duration(Duration::from_millis(16500)), "16500ms");
+        assert_eq!(flag_duration(Duration::from_secs(16)), "16s");
+        assert_eq!(flag_duration(Duration::ZERO), "0s");
     }
 
     struct Script(RefCell<VecDeque<Renewal>>);

@@ -16,6 +16,9 @@ use crate::signals::{Signal, Signals};
 pub struct StopPolicy {
     pub signal: Signal,
     pub grace: Duration,
+    /// The grace period when Consul reports the lock lost: what the
+    /// lock-delay leaves, zero without one.
+    pub loss_grace: Duration,
 }
 
 /// How a hold ended. The child is gone in every case.
@@ -75,14 +78,22 @@ pub async fn supervise(
         match event {
             Event::Exited(exit) => return ending(gone, exit, forwarded),
             Event::Lost(why) => {
-                tracing::warn!("lock lost: {why}; stopping the child");
-                if policy.grace.is_zero() || policy.signal == Signal::Kill {
+                let grace = if why.is_verdict() {
+                    policy.loss_grace.min(policy.grace)
+                } else {
+                    policy.grace
+                };
+                tracing::warn!(
+                    "lock lost: {why}; stopping the child ({} grace)",
+                    crate::lease::fmt_duration(grace)
+                );
+                if grace.is_zero() || policy.signal == Signal::Kill {
                     return Ending::Lost(why, child.kill().await);
                 }
                 child.signal(policy.signal);
                 // A grace period already running (the user asked the child
                 // to stop) is not extended by the loss.
-                let ends = Instant::now() + policy.grace;
+                let ends = Instant::now() + grace;
                 grace_ends = Some(grace_ends.map_or(ends, |at| at.min(ends)));
                 gone = Some(why);
             }

@@ -279,6 +279,30 @@ async fn round(
             Err(exit) => return Ok(Round::Done(exit)),
         };
     tracing::info!(lock = target.name(), session = %session, "session created");
+    // The budget holds only for the session we asked for: read it back
+    // before anything depends on it.
+    let verified = match client.session_info(session.as_str()).await {
+        Ok(Some(info)) => info.verify(&config.session).map_err(Failure::Config),
+        Ok(None) => {
+            tracing::warn!("session {session} vanished at once; creating another");
+            return Ok(Round::Retry);
+        }
+        Err(e) if campaign && e.is_transient() => {
+            // A daemon outlives an agent restart: start the round over.
+            tracing::warn!("cannot read session {session} back: {e}; retrying");
+            cleanup(client, target, &session, None, &config.value).await;
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                signal = signals.recv() => return Ok(Round::Done(interrupted(signal))),
+            }
+            return Ok(Round::Retry);
+        }
+        Err(e) => Err(e.into()),
+    };
+    if let Err(failure) = verified {
+        cleanup(client, target, &session, None, &config.value).await;
+        return Err(failure);
+    }
     // The guard starts now, parked, so that its start-up overlaps the wait
     // instead of delaying COMMAND once the lock is ours. It runs nothing
     // until `start`; every path below that does not start it drops it, which
@@ -412,6 +436,7 @@ async fn round(
     let policy = StopPolicy {
         signal: config.child.kill_signal,
         grace: config.child.kill_timeout,
+        loss_grace: config.budget.loss_grace(),
     };
     if let Some(deadlines) = child.deadlines(policy.signal, policy.grace) {
         lease.hand_to_guard(deadlines);

@@ -92,8 +92,8 @@ pub async fn acquire(
             }
         };
         if acquired {
-            // Read it back: the child is told the LockIndex, and the watch
-            // and release need the ModifyIndex.
+            // Read it back: the child is told the ModifyIndex, and the watch
+            // and release need it too.
             let (pair, returned) = match client.kv_get(key, Read::consistent()).await {
                 Ok(answer) => answer,
                 Err(e) => {
@@ -145,7 +145,11 @@ fn holding(key: &str, session: &SessionId, pair: &KvPair, index: QueryIndex) -> 
         held: Held {
             key: key.to_string(),
             session: session.clone(),
-            lock_index: pair.lock_index,
+            // The ModifyIndex, not the LockIndex: the LockIndex restarts at 1
+            // whenever the key is deleted (every clean release deletes it),
+            // while a Raft index only grows. The previous holder's every
+            // write precedes the release that let our acquire through.
+            lock_index: pair.modify_index,
         },
         modify_index: pair.modify_index,
         index,
@@ -177,9 +181,32 @@ impl Holding {
                     Some(h) => {
                         return Lost::Watch(format!("the lock is now held by session {h}"));
                     }
-                    None => return Lost::Watch("the lock was released by someone else".into()),
+                    None => return released(client, &self.held.session).await,
                 },
             }
+        }
+    }
+}
+
+/// The key was released, not by us. If our session lives, someone released
+/// it by hand (no lock-delay is armed then); if not, Consul invalidated it,
+/// and the lock-delay is running from a moment already past.
+async fn released(client: &Client, session: &SessionId) -> Lost {
+    // The lock-delay may be running already: we ask briefly (well within
+    // the budget's margin) and treat no answer as the session gone.
+    let asked = tokio::time::timeout(
+        std::time::Duration::from_millis(500),
+        client.session_info(session.as_str()),
+    )
+    .await;
+    match asked {
+        Ok(Ok(Some(_))) => Lost::Released("the lock was released by someone else".into()),
+        Ok(Ok(None)) => Lost::Watch("the lock was released: the session is gone".into()),
+        Ok(Err(e)) => Lost::Watch(format!(
+            "the lock was released, and the session cannot be read ({e})"
+        )),
+        Err(_) => {
+            Lost::Watch("the lock was released, and the session could not be read in time".into())
         }
     }
 }

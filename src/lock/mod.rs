@@ -26,7 +26,8 @@ pub const WATCH_WAIT: Duration = Duration::from_secs(60);
 pub struct Held {
     pub key: String,
     pub session: SessionId,
-    /// Consul's LockIndex: with key and session, a sequencer for fencing.
+    /// The fencing number: the key's ModifyIndex at acquisition (for a
+    /// semaphore, the record's), which grows with every new holder.
     pub lock_index: u64,
 }
 

@@ -293,7 +293,9 @@ impl Holding {
             match &view.record {
                 None => return Lost::Watch(format!("`{}` was deleted", record_key(&self.prefix))),
                 Some((record, _)) if !record.holders.contains(&me) => {
-                    return Lost::Watch(
+                    // Our entry is still held by our live session, so this
+                    // was a hand edit (`lockrun release`), not a verdict.
+                    return Lost::Released(
                         "our slot was taken away (removed from the holders)".into(),
                     );
                 }

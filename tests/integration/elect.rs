@@ -119,7 +119,7 @@ fn the_child_sees_the_lock_and_consul_shows_the_value() {
     assert!(env.contains(&format!("LOCKRUN_KEY={key}")), "{env}");
     assert!(env.contains(&format!("LOCKRUN_SESSION={session}")), "{env}");
     assert!(
-        env.contains(&format!("LOCKRUN_LOCK_INDEX={}", entry.lock_index)),
+        env.contains(&format!("LOCKRUN_LOCK_INDEX={}", entry.modify_index)),
         "{env}"
     );
     std::fs::write(dir.path().join("go"), "").unwrap();
@@ -391,4 +391,92 @@ fn a_lock_delay_is_waited_out_and_then_the_lock_is_taken() {
     assert_status(&output, 75, "--no-wait inside the lock-delay", &consul);
     let output = run(&mut elect(&consul, &key, &["-v"], &["true"]));
     assert_status(&output, 0, "acquired once the lock-delay ran out", &consul);
+}
+
+/// SPEC §7: the fencing number grows with every new holder, however the one
+/// before ended: a clean exit (which deletes the key, restarting Consul's
+/// LockIndex), an operator's release, an expiry, or a `consul lock` holder.
+#[test]
+fn the_fencing_number_grows_with_every_holder() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("elect-fencing") + "/leader";
+    let api = consul.api();
+    let dir = scratch();
+    let out = dir.path().join("index");
+    let body = format!("echo \"$LOCKRUN_LOCK_INDEX\" >> {}", out.display());
+    let run_once = || {
+        let output = run(&mut elect(&consul, &key, &["--shell"], &[&body]));
+        assert_status(&output, 0, "a clean run", &consul);
+    };
+    run_once();
+    run_once();
+    // An operator's release: the key stays, released, and LockIndex is kept.
+    let held = scratch();
+    let holder = Running::spawn(&mut elect(
+        &consul,
+        &key,
+        &["--shell"],
+        &[
+            &script_with(
+                &format!("echo \"$LOCKRUN_LOCK_INDEX\" >> {};", out.display()),
+                "while :; do sleep 0.05; done",
+            ),
+            &held.path().display().to_string(),
+        ],
+    ));
+    wait_for_file(&held.path().join("ready"));
+    let released = run(&mut lockrun(&consul, ["release", key.as_str()]));
+    assert_status(&released, 0, "lockrun release", &consul);
+    assert_status(&holder.finish(), 124, "the released holder", &consul);
+    run_once();
+    // A `consul lock` holder: acquire with the Go API's flag, then release
+    // and delete the key as it does on exit.
+    let go = api.session_create(r#"{"LockDelay":"0s","TTL":"10s"}"#);
+    assert!(kv_acquire(&api, &key, &go, LOCK_FLAG));
+    assert!(kv_release(&api, &key, &go, LOCK_FLAG));
+    api.kv_delete(&key);
+    api.session_destroy(&go);
+    run_once();
+    // An expiry: the session ends while it holds the key (behavior release,
+    // no lock-delay), leaving the key with its LockIndex.
+    let gone = api.session_create(r#"{"LockDelay":"0s","TTL":"10s"}"#);
+    assert!(kv_acquire(&api, &key, &gone, LOCK_FLAG));
+    api.session_destroy(&gone);
+    run_once();
+    run_once();
+    let seen: Vec<u64> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().expect("a number"))
+        .collect();
+    assert_eq!(seen.len(), 7, "{seen:?}");
+    assert!(
+        seen.windows(2).all(|w| w[0] < w[1]),
+        "LOCKRUN_LOCK_INDEX must strictly increase: {seen:?}"
+    );
+}
+
+/// `--lock-delay 0s` alone runs: the default grace shrinks to fit, at `-v`.
+#[test]
+fn no_lock_delay_shrinks_the_default_kill_timeout() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("elect-shrunk-grace") + "/leader";
+    let output = run(&mut lockrun(
+        &consul,
+        [
+            "-v",
+            "elect",
+            "--lock-delay",
+            "0s",
+            key.as_str(),
+            "--",
+            "true",
+        ],
+    ));
+    assert_status(&output, 0, "the child's status", &consul);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--kill-timeout defaults to 2200ms to fit --ttl 15s and --lock-delay 0s"),
+        "{stderr}"
+    );
 }

@@ -75,7 +75,36 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
                 "true",
             ],
             2,
-            "--kill-timeout 30s is too long",
+            // A suggestion that pastes: one word, within the budget.
+            "--kill-timeout 30s is too long for --ttl 15s and --lock-delay 0s: a rival could take the lock before the child is killed; use --kill-timeout 2200ms or less",
+        ),
+        case(
+            &[
+                "semaphore",
+                "--limit",
+                "1",
+                "--node-checks",
+                "serfHealth",
+                k,
+                "--",
+                "true",
+            ],
+            2,
+            "--node-checks cannot be used with a semaphore",
+        ),
+        case(
+            &[
+                "elect",
+                "--node-checks",
+                "serfHealth",
+                "--lock-delay",
+                "2s",
+                k,
+                "--",
+                "true",
+            ],
+            2,
+            "--lock-delay 2s is too short for --ttl 15s with health checks",
         ),
         case(
             &[

@@ -500,6 +500,331 @@ fn churn_never_exceeds_the_semaphore_limit() {
     churn("semaphore", 3);
 }
 
+/// A child that ignores SIGTERM and logs `beat NAME ts` every 20 ms until
+/// it is killed, so its last beat bounds the moment it died.
+fn stubborn_child(name: &str, log: &Path) -> String {
+    let log = log.display();
+    crate::support::script_with(
+        "trap '' TERM;",
+        &format!("while :; do echo \"beat {name} $(date +%s%N)\" >> {log}; sleep 0.02; done"),
+    )
+}
+
+/// A rival child that logs its start and whether the holder's child (pid
+/// in `pidfile`) still runs at that moment (a zombie does not run).
+fn rival_child(log: &Path, pidfile: &Path) -> String {
+    let (log, pidfile) = (log.display(), pidfile.display());
+    format!(
+        "echo \"start rival $(date +%s%N)\" >> {log}; \
+         p=$(cat {pidfile}); \
+         if [ -r /proc/$p/stat ] && ! grep -q '^[0-9]* (.*) Z' /proc/$p/stat; then \
+           echo \"overlap rival $(date +%s%N)\" >> {log}; fi"
+    )
+}
+
+/// The holder's session is destroyed (an operator, or a graceful agent
+/// stop) while its child ignores SIGTERM: Consul arms only the lock-delay,
+/// so the child must be SIGKILLed within it, not after `--kill-timeout`.
+fn destroyed_session_kills_before_the_rival_runs(kind: &str) {
+    let consul = TestConsul::start();
+    let name = consul.prefix(&format!("safety-destroy-{kind}"));
+    let api = consul.api();
+    let dir = scratch();
+    let log = dir.path().join("log");
+    // 3 s of grace fits the TTL budget but not the 2 s lock-delay (and a
+    // semaphore slot has none): only the loss-bounded grace keeps order.
+    let args = |child: Vec<String>| {
+        let mut v: Vec<String> = match kind {
+            "elect" => vec!["elect".into(), name.clone() + "/leader"],
+            _ => vec![
+                "semaphore".into(),
+                "--limit".into(),
+                "1".into(),
+                name.clone(),
+            ],
+        };
+        let kill = if kind == "elect" { "3s" } else { "1s" };
+        v.extend(
+            [
+                "--ttl",
+                "10s",
+                "--lock-delay",
+                "2s",
+                "--kill-timeout",
+                kill,
+                "--shell",
+                "--",
+            ]
+            .map(String::from),
+        );
+        v.extend(child);
+        v
+    };
+    let holder = Running::spawn(&mut lockrun(
+        &consul,
+        args(vec![
+            stubborn_child("holder", &log),
+            dir.path().display().to_string(),
+        ]),
+    ));
+    wait_for_file(&dir.path().join("ready"));
+    let session = api
+        .session_list()
+        .into_iter()
+        .find(|s| {
+            s["Name"]
+                .as_str()
+                .is_some_and(|n| n.ends_with(&*name) || n.ends_with(&(name.clone() + "/leader")))
+        })
+        .and_then(|s| s["ID"].as_str().map(str::to_string))
+        .expect("the holder's session");
+    let rival = Running::spawn(&mut lockrun(
+        &consul,
+        args(vec![rival_child(&log, &dir.path().join("pid"))]),
+    ));
+    // The rival waits with a session of its own before we strike.
+    assert!(
+        wait_until(procs::deadline(), || {
+            crate::support::sessions_named_like(&api, &name)
+                + crate::support::sessions_named_like(&api, &(name.clone() + "/leader"))
+                >= 2
+        }),
+        "the rival is waiting"
+    );
+    let destroyed_at = now_ns();
+    api.session_destroy(&session);
+    assert_status(&holder.finish(), 124, "the holder lost the lock", &consul);
+    assert_status(&rival.finish(), 0, "the rival ran", &consul);
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let last_beat = text
+        .lines()
+        .filter(|l| l.starts_with("beat holder"))
+        .filter_map(|l| l.split_whitespace().nth(2)?.parse::<u128>().ok())
+        .max()
+        .expect("the holder's child beat");
+    let rival_start = text
+        .lines()
+        .find(|l| l.starts_with("start rival"))
+        .and_then(|l| l.split_whitespace().nth(2)?.parse::<u128>().ok())
+        .expect("the rival's child started");
+    assert!(
+        !text.contains("overlap"),
+        "the holder's child still ran when the rival's started:\n{text}"
+    );
+    assert!(
+        last_beat < rival_start,
+        "the holder's child beat after the rival's started:\n{text}"
+    );
+    eprintln!(
+        "{kind} destroy: child's last beat {} ms after the destroy; rival started {} ms after",
+        (last_beat.saturating_sub(destroyed_at)) / 1_000_000,
+        (rival_start - destroyed_at) / 1_000_000,
+    );
+}
+
+#[test]
+fn a_destroyed_session_kills_a_stubborn_child_before_the_rival_leads() {
+    destroyed_session_kills_before_the_rival_runs("elect");
+}
+
+#[test]
+fn a_destroyed_session_kills_a_stubborn_child_before_a_rival_takes_the_slot() {
+    destroyed_session_kills_before_the_rival_runs("semaphore");
+}
+
+/// The holder's agent dies (cut off from the servers, its checks
+/// critical): Consul invalidates the health-checked session at once, and a
+/// rival leads after only the lock-delay. lockrun, hearing nothing, must
+/// have stopped the child within the lock-delay of its last renewal. We
+/// bind the session to a TTL check of our own and fail it through the agent
+/// API, which works on the emulator and a real agent alike.
+#[test]
+fn a_failed_check_on_a_cut_off_holder_stops_the_child_before_the_rival_leads() {
+    let consul = TestConsul::start();
+    let api = consul.api();
+    let check = consul.prefix("check").replace('/', "-");
+    let registered = api.put(
+        "/v1/agent/check/register",
+        format!(r#"{{"ID":"{check}","Name":"{check}","TTL":"1h","Status":"passing"}}"#),
+    );
+    assert_eq!(registered.status, 200, "{}", registered.text());
+    let node = api.node_name();
+    assert!(
+        wait_until(procs::deadline(), || {
+            api.get(&format!("/v1/health/node/{node}"))
+                .json()
+                .as_array()
+                .is_some_and(|l| {
+                    l.iter()
+                        .any(|c| c["CheckID"] == check.as_str() && c["Status"] == "passing")
+                })
+        }),
+        "the check reached the catalog"
+    );
+    let key = consul.prefix("safety-check") + "/leader";
+    let link = Link::new(&consul.http_addr());
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let args = |extra: &[&str], child: &[String]| {
+        let mut v: Vec<String> = [
+            "elect",
+            "--ttl",
+            "10s",
+            "--lock-delay",
+            "5s",
+            "--kill-timeout",
+            "1s",
+            "--shell",
+        ]
+        .map(String::from)
+        .to_vec();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v.push(key.clone());
+        v.push("--".into());
+        v.extend_from_slice(child);
+        v
+    };
+    let holder_body = script(&logged_child(
+        "holder",
+        &log,
+        "while :; do sleep 0.05; done",
+    ));
+    let mut holder_cmd = lockrun(
+        &consul,
+        args(
+            &["--node-checks", &check],
+            &[holder_body, dir.path().display().to_string()],
+        ),
+    );
+    holder_cmd.env("CONSUL_HTTP_ADDR", link.http_addr());
+    let holder = Running::spawn(&mut holder_cmd);
+    wait_for_file(&dir.path().join("ready"));
+    let rival = Running::spawn(&mut lockrun(
+        &consul,
+        args(&[], &[logged_child("rival", &log, "true")]),
+    ));
+    assert!(
+        wait_until(procs::deadline(), || {
+            crate::support::sessions_named_like(&consul.api(), &key) >= 2
+        }),
+        "the rival is waiting"
+    );
+    let failed_at = now_ns();
+    link.freeze();
+    let failed = api.put(&format!("/v1/agent/check/fail/{check}"), "");
+    assert_eq!(failed.status, 200, "{}", failed.text());
+    assert_status(&holder.finish(), 124, "the cut-off holder", &consul);
+    assert_status(&rival.finish(), 0, "the rival ran", &consul);
+    api.put(&format!("/v1/agent/check/deregister/{check}"), "");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let spans = intervals(&text);
+    assert_eq!(spans.len(), 2, "{text}");
+    assert_eq!(spans[0].0, "holder", "{text}");
+    assert!(
+        spans[0].2 < spans[1].1,
+        "the holder's child ended before the rival's began:\n{text}"
+    );
+    eprintln!(
+        "check failure: child stopped {} ms after; rival started {} ms after (TTL 10s, lock-delay 5s, kill-timeout 1s)",
+        spans[0].2.saturating_sub(failed_at) / 1_000_000,
+        (spans[1].1 - failed_at) / 1_000_000,
+    );
+}
+
+/// A server before 1.7 ignores `ServiceChecks`: the session it creates is
+/// not the one the budget is for, so lockrun refuses to run (125), destroys
+/// it, and writes no lock.
+#[test]
+fn a_server_that_drops_checks_is_refused() {
+    let consul = TestConsul::emulator_only(|b| b.pre_1_7());
+    let api = consul.api();
+    let key = consul.prefix("safety-old-server") + "/leader";
+    let output = crate::support::run(&mut lockrun(
+        &consul,
+        [
+            "elect",
+            "--service-checks",
+            "web",
+            key.as_str(),
+            "--",
+            "true",
+        ],
+    ));
+    assert_status(&output, 125, "dropped checks are refused", &consul);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("predates 1.7"), "{stderr}");
+    assert!(api.session_list().is_empty(), "the session was destroyed");
+    assert!(api.kv_get(&key).is_none(), "no lock was written");
+    // Without checks it runs, on a session with none: `Checks: []` is the
+    // field such a server honours.
+    let dir = scratch();
+    let body = format!(
+        "echo \"$LOCKRUN_SESSION\" > {}/session; sleep 30",
+        dir.path().display()
+    );
+    let running = Running::spawn(&mut lockrun(
+        &consul,
+        ["elect", "--shell", key.as_str(), "--", &body],
+    ));
+    assert!(wait_until(procs::deadline(), || {
+        std::fs::read_to_string(dir.path().join("session")).is_ok_and(|s| !s.trim().is_empty())
+    }));
+    // The check failing must not touch a session bound to none.
+    consul.emulator().unwrap().fail_check("serfHealth");
+    let session = std::fs::read_to_string(dir.path().join("session")).unwrap();
+    assert!(
+        api.session_info(session.trim()).is_some(),
+        "a session without checks survives a failing serfHealth"
+    );
+    running.signal(Signal::SIGTERM);
+    let _ = running.finish();
+}
+
+/// An operator's `lockrun release` arms no lock-delay and leaves the
+/// session alive: the child keeps its full, documented grace period, unlike
+/// a loss Consul reports.
+#[test]
+fn an_operators_release_keeps_the_full_grace_period() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("safety-release-grace") + "/leader";
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let holder = Running::spawn(&mut lockrun(
+        &consul,
+        [
+            "elect",
+            "--lock-delay",
+            "0s",
+            "--kill-timeout",
+            "2s",
+            "--shell",
+            key.as_str(),
+            "--",
+            &stubborn_child("holder", &log),
+            &dir.path().display().to_string(),
+        ],
+    ));
+    wait_for_file(&dir.path().join("ready"));
+    let released_at = now_ns();
+    let released = crate::support::run(&mut lockrun(&consul, ["release", key.as_str()]));
+    assert_status(&released, 0, "lockrun release", &consul);
+    assert_status(&holder.finish(), 124, "the released holder", &consul);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let last_beat = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2)?.parse::<u128>().ok())
+        .max()
+        .unwrap();
+    let lived = (last_beat.saturating_sub(released_at)) / 1_000_000;
+    // SIGKILL comes 2 s after SIGTERM; beats are 20 ms apart.
+    assert!(
+        lived >= 1_500,
+        "the child was killed {lived} ms after the release, before its grace period ended"
+    );
+}
+
 /// Issue #11: `lockrun -vv` with stderr into a pipe nobody reads blocked its
 /// only thread in a log write; renewals stopped, a rival ran beside the old
 /// child. A stalled stderr must cost log lines, never the lock.

@@ -314,3 +314,106 @@ fn a_contender_that_gives_up_leaves_no_entry() {
     assert_eq!(api.kv_list(&prefix).len(), 2, "record + holder only");
     holder.finish(&consul);
 }
+
+/// A TTL chosen without a kill timeout shrinks the default grace period to
+/// fit the budget instead of refusing the run, and says so at `-v`.
+#[test]
+fn a_short_ttl_shrinks_the_default_kill_timeout() {
+    let consul = TestConsul::start();
+    let prefix = consul.prefix("sem-shrunk-grace");
+    let output = run(&mut lockrun(
+        &consul,
+        [
+            "-v",
+            "semaphore",
+            "--limit",
+            "2",
+            "--ttl",
+            "10s",
+            prefix.as_str(),
+            "--",
+            "true",
+        ],
+    ));
+    assert_status(&output, 0, "the child's status", &consul);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // 10 s TTL: 2.5 s of room minus a 1 s margin.
+    assert!(
+        stderr.contains("--kill-timeout defaults to 1500ms to fit --ttl 10s"),
+        "{stderr}"
+    );
+}
+
+/// SPEC §7 for slots: every new holder of a one-slot semaphore gets a
+/// greater `LOCKRUN_LOCK_INDEX`, after clean exits, a holder whose session
+/// was destroyed under it, and a `consul lock -n` holder.
+#[test]
+fn the_fencing_number_grows_with_every_slot_holder() {
+    let consul = TestConsul::start();
+    let prefix = consul.prefix("sem-fencing");
+    let api = consul.api();
+    let dir = scratch();
+    let out = dir.path().join("index");
+    let body = format!("echo \"$LOCKRUN_LOCK_INDEX\" >> {}", out.display());
+    let run_once = || {
+        let output = run(&mut semaphore(&consul, &prefix, 1, &["--shell"], &[&body]));
+        assert_status(&output, 0, "a clean run", &consul);
+    };
+    run_once();
+    run_once();
+    let held = scratch();
+    let holder = Running::spawn(&mut semaphore(
+        &consul,
+        &prefix,
+        1,
+        &["--shell"],
+        &[
+            &crate::support::script_with(
+                &format!("echo \"$LOCKRUN_LOCK_INDEX\" >> {};", out.display()),
+                "while :; do sleep 0.05; done",
+            ),
+            &held.path().display().to_string(),
+        ],
+    ));
+    wait_for_file(&held.path().join("ready"));
+    for session in api.session_list() {
+        if session["Name"]
+            .as_str()
+            .is_some_and(|n| n.ends_with(&*prefix))
+        {
+            api.session_destroy(session["ID"].as_str().unwrap());
+        }
+    }
+    assert_status(&holder.finish(), 124, "the destroyed holder", &consul);
+    run_once();
+    // A `consul lock -n 1` holder: its contender entry, then the record
+    // rewritten with it as the one holder, then its entry deleted on exit.
+    let go = api.session_create(r#"{"LockDelay":"0s","TTL":"10s","Behavior":"delete"}"#);
+    assert!(kv_acquire(
+        &api,
+        &format!("{prefix}/{go}"),
+        &go,
+        SEMAPHORE_FLAG
+    ));
+    let record = api.kv_get(&format!("{prefix}/.lock"));
+    let cas = record.map_or(0, |r| r.modify_index);
+    let body = format!(r#"{{"Limit":1,"Holders":{{"{go}":true}}}}"#);
+    let path = format!(
+        "/v1/kv/{}?cas={cas}&flags={SEMAPHORE_FLAG}",
+        encode_key(&format!("{prefix}/.lock"))
+    );
+    assert_eq!(api.put(&path, body).body, b"true", "the Go holder joined");
+    api.kv_delete(&format!("{prefix}/{go}"));
+    api.session_destroy(&go);
+    run_once();
+    let seen: Vec<u64> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().expect("a number"))
+        .collect();
+    assert_eq!(seen.len(), 5, "{seen:?}");
+    assert!(
+        seen.windows(2).all(|w| w[0] < w[1]),
+        "LOCKRUN_LOCK_INDEX must strictly increase: {seen:?}"
+    );
+}

@@ -277,6 +277,8 @@ enum Route {
     SessionNode,
     SessionList,
     AgentSelf,
+    AgentCheck,
+    HealthNode,
     StatusLeader,
 }
 
@@ -295,6 +297,7 @@ impl Route {
             (Route::SessionNode, _) => Endpoint::SessionNode,
             (Route::SessionList, _) => Endpoint::SessionList,
             (Route::AgentSelf, _) => Endpoint::AgentSelf,
+            (Route::AgentCheck | Route::HealthNode, _) => Endpoint::Other,
             (Route::StatusLeader, _) => Endpoint::StatusLeader,
         }
     }
@@ -311,6 +314,10 @@ fn find_route(path: &str) -> Option<(Route, &'static [&'static str])> {
         ("/v1/session/renew/", Route::SessionRenew, PUT),
         ("/v1/session/info/", Route::SessionInfo, GET),
         ("/v1/session/node/", Route::SessionNode, GET),
+        ("/v1/agent/check/pass/", Route::AgentCheck, PUT),
+        ("/v1/agent/check/fail/", Route::AgentCheck, PUT),
+        ("/v1/agent/check/deregister/", Route::AgentCheck, PUT),
+        ("/v1/health/node/", Route::HealthNode, GET),
     ];
     if let Some(&(_, r, m)) = subtrees.iter().find(|(p, _, _)| path.starts_with(p)) {
         return Some((r, m));
@@ -319,6 +326,7 @@ fn find_route(path: &str) -> Option<(Route, &'static [&'static str])> {
         "/v1/session/create" => Some((Route::SessionCreate, PUT)),
         "/v1/session/list" => Some((Route::SessionList, GET)),
         "/v1/agent/self" => Some((Route::AgentSelf, GET)),
+        "/v1/agent/check/register" => Some((Route::AgentCheck, PUT)),
         "/v1/status/leader" => Some((Route::StatusLeader, GET)),
         _ => None,
     }
@@ -400,6 +408,8 @@ async fn route(shared: &Shared, parts: hyper::http::request::Parts, body: Bytes)
             Route::SessionNode => session::node(shared, &req).await,
             Route::SessionList => session::list(shared, &req).await,
             Route::AgentSelf => agent_self(shared, &req),
+            Route::AgentCheck => agent_check(shared, &req),
+            Route::HealthNode => health_node(shared, &req),
             Route::StatusLeader => status_leader(shared, &req),
         }
     };
@@ -682,6 +692,74 @@ fn agent_self(shared: &Shared, req: &Request) -> Outcome {
         meta: BTreeMap::from([("consul-network-segment", "")]),
     };
     Answer::json(&body, req).into()
+}
+
+/// TTL checks on the one node, enough to fail a check a session is bound
+/// to: register (`ID` or `Name`, `Status`, default critical as Consul's TTL
+/// checks start), pass, fail, deregister. The agent's catalog sync is
+/// immediate here.
+fn agent_check(shared: &Shared, req: &Request) -> Outcome {
+    let authz = match acl::resolve(shared.config.acl_tokens.as_ref(), req) {
+        Ok(a) => a,
+        Err(a) => return a.into(),
+    };
+    if !authz.session_write() {
+        return acl::denied().into();
+    }
+    let path = req.path.trim_start_matches("/v1/agent/check/");
+    let (verb, id) = path.split_once('/').unwrap_or((path, ""));
+    match verb {
+        "register" => {
+            let body: serde_json::Value = match serde_json::from_slice(&req.body) {
+                Ok(v) => v,
+                Err(e) => return Answer::text(400, format!("Request decode failed: {e}")).into(),
+            };
+            let field = |name: &str| body[name].as_str().unwrap_or_default().to_string();
+            let id = Some(field("ID"))
+                .filter(|i| !i.is_empty())
+                .unwrap_or_else(|| field("Name"));
+            if id.is_empty() {
+                return Answer::text(400, "Missing check name").into();
+            }
+            let passing = field("Status") == "passing";
+            shared.mutate(|st, now| st.check_set(&id, passing, now));
+        }
+        "pass" | "fail" => {
+            let known = shared.state().node_checks().iter().any(|(c, _)| c == id);
+            if !known {
+                return Answer::text(404, format!("Unknown check ID \"{id}\"")).into();
+            }
+            shared.mutate(|st, now| st.check_set(id, verb == "pass", now));
+        }
+        _ => {
+            shared.mutate(|st, now| st.check_deregister(id, now));
+        }
+    }
+    shared.record.count_write();
+    Answer::empty(200).into()
+}
+
+/// `/v1/health/node/:node`: the node's checks with their status.
+fn health_node(shared: &Shared, req: &Request) -> Outcome {
+    let node = req.path.trim_start_matches("/v1/health/node/");
+    let checks: Vec<serde_json::Value> = if node == shared.config.node_name {
+        shared
+            .state()
+            .node_checks()
+            .into_iter()
+            .map(|(id, ok)| {
+                serde_json::json!({
+                    "Node": node,
+                    "CheckID": id,
+                    "Name": id,
+                    "Status": if ok { "passing" } else { "critical" },
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Answer::json(&checks, req).into()
 }
 
 fn status_leader(shared: &Shared, req: &Request) -> Outcome {

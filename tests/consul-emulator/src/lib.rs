@@ -57,6 +57,8 @@ pub(crate) struct Config {
     pub acl_tokens: Option<HashMap<String, AclPolicy>>,
     pub default_query_time: Duration,
     pub max_query_time: Duration,
+    /// Imitate Consul before 1.7: sessions know only `Checks`.
+    pub pre_1_7: bool,
 }
 
 /// Everything the server tasks and the [`Emulator`] handle share.
@@ -104,6 +106,7 @@ impl Default for Builder {
                 acl_tokens: None,
                 default_query_time: Duration::from_secs(300),
                 max_query_time: Duration::from_secs(600),
+                pre_1_7: false,
             },
         }
     }
@@ -168,6 +171,16 @@ impl Builder {
 
     /// Binds `127.0.0.1:0` and starts serving. Panics if the port cannot be
     /// bound or the runtime cannot start, which only a broken machine does.
+    /// Imitates a Consul server before 1.7 (1.6.2 observed, CONSUL_API Part
+    /// A2): session create ignores `NodeChecks` and `ServiceChecks` and
+    /// knows only `Checks` (default `[serfHealth]`, `[]` for none); session
+    /// reads have no `NodeChecks`/`ServiceChecks` fields and show
+    /// `"Checks": null` whatever the checks are.
+    pub fn pre_1_7(mut self) -> Builder {
+        self.config.pre_1_7 = true;
+        self
+    }
+
     pub fn start(self) -> Emulator {
         let listener =
             std::net::TcpListener::bind("127.0.0.1:0").expect("emulator: bind 127.0.0.1:0");
@@ -302,6 +315,14 @@ impl Emulator {
     pub fn invalidate_session(&self, id: &str) {
         // An ID that cannot name a session invalidates nothing.
         let _ = self.shared.mutate(|st, now| st.session_destroy(id, now));
+    }
+
+    /// Turns a node check critical, as a crashed, frozen or cut-off agent's
+    /// `serfHealth` does: every session bound to it is invalidated at once
+    /// (keys released or deleted, lock-delay armed), as Consul does. The
+    /// check passes again right after, so new sessions can bind to it.
+    pub fn fail_check(&self, check: &str) {
+        self.shared.mutate(|st, now| st.fail_check(check, now));
     }
 
     /// The IDs of the live sessions (readable during a partition).

@@ -24,10 +24,14 @@ struct SessionJson<'a> {
     behavior: &'static str,
     #[serde(rename = "TTL")]
     ttl: &'a str,
-    node_checks: &'a Option<Vec<String>>,
-    service_checks: Option<Vec<ServiceCheckJson<'a>>>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    checks: &'a [String],
+    /// Absent before 1.7, like `ServiceChecks`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node_checks: Option<&'a Option<Vec<String>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service_checks: Option<Option<Vec<ServiceCheckJson<'a>>>>,
+    /// Omitted on 1.7+ when empty; `null` always before 1.7.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    checks: Option<Option<&'a [String]>>,
     create_index: u64,
     modify_index: u64,
 }
@@ -40,8 +44,16 @@ struct ServiceCheckJson<'a> {
     namespace: &'a str,
 }
 
-impl<'a> From<&'a Session> for SessionJson<'a> {
-    fn from(s: &'a Session) -> SessionJson<'a> {
+impl<'a> SessionJson<'a> {
+    fn new(s: &'a Session, pre_1_7: bool) -> SessionJson<'a> {
+        if pre_1_7 {
+            return SessionJson {
+                node_checks: None,
+                service_checks: None,
+                checks: Some(None),
+                ..SessionJson::new(s, false)
+            };
+        }
         SessionJson {
             id: &s.id,
             name: &s.name,
@@ -49,24 +61,24 @@ impl<'a> From<&'a Session> for SessionJson<'a> {
             lock_delay: s.lock_delay_ns,
             behavior: s.behavior.as_str(),
             ttl: &s.ttl,
-            node_checks: &s.node_checks,
-            service_checks: s.service_checks.as_ref().map(|list| {
+            node_checks: Some(&s.node_checks),
+            service_checks: Some(s.service_checks.as_ref().map(|list| {
                 list.iter()
                     .map(|c| ServiceCheckJson {
                         id: &c.id,
                         namespace: &c.namespace,
                     })
                     .collect()
-            }),
-            checks: &s.checks,
+            })),
+            checks: (!s.checks.is_empty()).then_some(Some(&s.checks[..])),
             create_index: s.create_index,
             modify_index: s.modify_index,
         }
     }
 }
 
-fn sessions_json(list: &[Session]) -> Vec<SessionJson<'_>> {
-    list.iter().map(SessionJson::from).collect()
+fn sessions_json(list: &[Session], pre_1_7: bool) -> Vec<SessionJson<'_>> {
+    list.iter().map(|s| SessionJson::new(s, pre_1_7)).collect()
 }
 
 /// The create request after Consul's defaults and JSON decoding.
@@ -274,7 +286,16 @@ pub fn create(shared: &Shared, req: &Request) -> Outcome {
             return Answer::text(400, format!("Request decode failed: {e}")).into();
         }
     }
-    fixup_checks(&mut body);
+    if shared.config.pre_1_7 {
+        // Fields it does not know are ignored; only `Checks` binds.
+        body.node_checks = None;
+        body.service_checks = None;
+        if body.checks.as_ref().map_or(true, Vec::is_empty) {
+            body.checks = Some(Vec::new());
+        }
+    } else {
+        fixup_checks(&mut body);
+    }
     let authz = match http::rpc_gate(shared, req, false) {
         Ok(a) => a,
         Err(a) => return a.into(),
@@ -398,7 +419,7 @@ pub fn renew(shared: &Shared, req: &Request) -> Outcome {
     }
     shared.record.count_write();
     match shared.mutate(|st, now| st.session_renew(id, now)) {
-        Ok(Some(s)) => Answer::json(&[SessionJson::from(&s)], req).into(),
+        Ok(Some(s)) => Answer::json(&[SessionJson::new(&s, shared.config.pre_1_7)], req).into(),
         // Expired between the two looks.
         Ok(None) => Answer::text(404, format!("Session id '{id}' not found")).into(),
         Err(e) => Answer::text(500, e).into(),
@@ -438,7 +459,7 @@ async fn read(
     .await;
     match result {
         Ok((index, list)) => http::with_meta(
-            Answer::json(&sessions_json(&list), req),
+            Answer::json(&sessions_json(&list, shared.config.pre_1_7), req),
             index,
             opts,
             shared,

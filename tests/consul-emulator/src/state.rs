@@ -194,6 +194,8 @@ pub struct State {
     /// Key → end of its lock-delay. Lives in the leader's memory, not in
     /// raft: lost on restart, like the rest of a dev agent.
     lock_delays: HashMap<String, Instant>,
+    /// The node's health checks: ID → passing. `serfHealth` always exists.
+    checks: BTreeMap<String, bool>,
 }
 
 impl State {
@@ -207,6 +209,34 @@ impl State {
             sessions: BTreeMap::new(),
             sessions_index: 0,
             lock_delays: HashMap::new(),
+            checks: BTreeMap::from([(SERF_CHECK.to_string(), true)]),
+        }
+    }
+
+    /// The node's checks and whether each passes, for `/v1/health/node`.
+    pub fn node_checks(&self) -> Vec<(String, bool)> {
+        self.checks
+            .iter()
+            .map(|(id, ok)| (id.clone(), *ok))
+            .collect()
+    }
+
+    /// An agent check registered, or its status updated, as the agent
+    /// syncs it to the catalog. Turning critical invalidates every session
+    /// bound to it.
+    pub fn check_set(&mut self, id: &str, passing: bool, now: Instant) {
+        self.next_index();
+        self.checks.insert(id.to_string(), passing);
+        if !passing {
+            self.fail_check(id, now);
+        }
+    }
+
+    /// A deregistered check takes the sessions bound to it along.
+    pub fn check_deregister(&mut self, id: &str, now: Instant) {
+        self.fail_check(id, now);
+        if id != SERF_CHECK {
+            self.checks.remove(id);
         }
     }
 
@@ -482,11 +512,12 @@ impl State {
             }
         }
         check_ids.extend(new.service_checks.iter().flatten().map(|c| c.id.as_str()));
-        if let Some(missing) = check_ids
-            .iter()
-            .find(|c| !c.eq_ignore_ascii_case(SERF_CHECK))
-        {
-            return Err(format!("Missing check '{missing}' registration"));
+        for id in &check_ids {
+            match self.checks.get(*id) {
+                None => return Err(format!("Missing check '{id}' registration")),
+                Some(false) => return Err(format!("Check '{id}' is in critical state")),
+                Some(true) => {}
+            }
         }
         let sid = uuid_index_bytes(&new.id).map_err(lookup_error)?;
         let session = Session {
@@ -523,6 +554,30 @@ impl State {
         let sid = uuid_index_bytes(id).map_err(lookup_error)?;
         self.arm_timer(&sid, now);
         Ok(self.sessions.get(&sid).cloned())
+    }
+
+    /// A bound check turned critical: `checkSessionsTxn` invalidates every
+    /// session that names it, in one raft write.
+    pub fn fail_check(&mut self, check: &str, now: Instant) {
+        let bound: Vec<Vec<u8>> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| {
+                s.checks
+                    .iter()
+                    .chain(s.node_checks.iter().flatten())
+                    .any(|c| c == check)
+                    || s.service_checks.iter().flatten().any(|c| c.id == check)
+            })
+            .map(|(sid, _)| sid.clone())
+            .collect();
+        if bound.is_empty() {
+            return;
+        }
+        let idx = self.next_index();
+        for sid in bound {
+            self.delete_session(idx, &sid, now);
+        }
     }
 
     /// Destroy, TTL expiry and check failure all end here: every key the
@@ -759,6 +814,33 @@ mod tests {
         assert!(!st.lock_delay_active("k", now + Duration::from_secs(3)));
         assert_eq!(st.kv_table_index(), e.modify_index);
         assert_eq!(st.sessions_table_index(), e.modify_index);
+    }
+
+    #[test]
+    fn a_critical_check_invalidates_only_the_sessions_bound_to_it() {
+        let now = Instant::now();
+        let mut st = State::new("node");
+        st.check_set("c", true, now);
+        let mut bound = session(S1, 3, Behavior::Release, 0);
+        bound.node_checks = Some(vec!["c".to_string()]);
+        st.session_create(bound, now).unwrap();
+        let mut free = session(S2, 3, Behavior::Release, 0);
+        free.node_checks = Some(Vec::new());
+        st.session_create(free, now).unwrap();
+        put(&mut st, "k", "v", 0, KvOp::Lock(S1.into())).unwrap();
+        st.check_set("c", false, now);
+        assert_eq!(st.session_ids(), vec![S2.to_string()]);
+        assert_eq!(get(&st, "k").session, "");
+        assert!(st.lock_delay_active("k", now + Duration::from_millis(2900)));
+        // A critical check cannot be bound to; an unknown one neither.
+        let mut again = session(S1, 0, Behavior::Release, 0);
+        again.node_checks = Some(vec!["c".to_string()]);
+        let err = st.session_create(again, now).unwrap_err();
+        assert_eq!(err, "Check 'c' is in critical state");
+        let mut unknown = session(S1, 0, Behavior::Release, 0);
+        unknown.node_checks = Some(vec!["nope".to_string()]);
+        let err = st.session_create(unknown, now).unwrap_err();
+        assert_eq!(err, "Missing check 'nope' registration");
     }
 
     #[test]
