@@ -93,6 +93,18 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
     })
 }
 
+/// Writes to stdout, false once nobody reads it. A reader that went away
+/// (`lockrun leader K | head -0`) is not our failure: like ripgrep we stop
+/// writing, quietly, and the status stays what the work earned.
+fn write_stdout(bytes: &[u8]) -> bool {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(bytes)
+        .and_then(|()| stdout.flush())
+        .is_ok()
+}
+
 enum Job {
     Elect(elect::Job),
     Semaphore(semaphore::Job),

@@ -179,6 +179,50 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
             125,
             "client",
         ),
+        case(
+            &["elect", "--ttl", "-5s", k, "--", "true"],
+            2,
+            "`-5s` is negative",
+        ),
+        case(
+            &[
+                "elect",
+                "--kill-timeout",
+                "18446744073709551615s",
+                k,
+                "--",
+                "true",
+            ],
+            2,
+            "from 0s to 365d",
+        ),
+        case(
+            &[
+                "elect",
+                "--timeout",
+                "18446744073709551615s",
+                k,
+                "--",
+                "true",
+            ],
+            2,
+            "from 0s to 365d",
+        ),
+        case(
+            &["elect", "--timeout", "500000000000y", k, "--", "true"],
+            2,
+            "from 0s to 365d",
+        ),
+        case(
+            &["semaphore", "-l", "1", "--timeout", "366d", k, "--", "true"],
+            2,
+            "from 0s to 365d",
+        ),
+        case(
+            &["leader", "--wait", "--timeout", "500000000000y", k],
+            2,
+            "from 0s to 365d",
+        ),
         case(&["release", "--session", "nope", k], 2, "not a session ID"),
         case(&["leader", "--timeout", "1s", k], 2, "--wait"),
         case(&["leader", "a//b"], 2, "`//`"),
@@ -280,4 +324,59 @@ fn the_token_never_appears_in_any_output() {
             assert!(all.contains("ACL not found"), "says why:\n{all}");
         }
     }
+}
+
+/// A closed stdout ends the output quietly (as ripgrep does), never in a
+/// panic: the status is what the work earned.
+#[test]
+fn a_closed_stdout_never_panics() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("errors-stdout") + "/leader";
+    let api = consul.api();
+    let hold = |value: &str| {
+        let session = api.session_create(r#"{"TTL": "60s", "Checks": []}"#);
+        assert!(api.kv_acquire(&key, &session, value));
+        session
+    };
+    let closed = |args: &[&str]| {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let mut cmd = lockrun(&consul, args);
+        cmd.stdout(writer);
+        let output = cmd.output().unwrap();
+        let what = describe(&cmd, &output, Some(&consul));
+        assert!(
+            !String::from_utf8_lossy(&output.stderr).contains("panicked"),
+            "{what}"
+        );
+        (output.status.code(), what)
+    };
+    let holder = hold("first-holder");
+    for args in [
+        &["leader", key.as_str()][..],
+        &["leader", "--json", &key][..],
+        &["leader", "--wait", &key][..],
+        &["leader", "--watch", &key][..],
+        &["--help"][..],
+        &["--version"][..],
+        &["elect", "--help"][..],
+    ] {
+        let (code, what) = closed(args);
+        assert_eq!(code, Some(0), "{what}");
+    }
+    let (code, what) = closed(&["release", &key]);
+    assert_eq!(code, Some(0), "{what}");
+    assert_eq!(
+        api.kv_get(&key).and_then(|e| e.session),
+        None,
+        "released although nobody read the line\n{what}"
+    );
+    api.session_destroy(&holder);
+    let holder = hold("second-holder");
+    let (code, what) = closed(&["release", "--destroy-session", &key]);
+    assert_eq!(code, Some(0), "{what}");
+    assert!(api.session_info(&holder).is_none(), "{what}");
+    let fresh = format!("{key}-elect");
+    let (code, what) = closed(&["elect", "--no-wait", &fresh, "--", "true"]);
+    assert_eq!(code, Some(0), "{what}");
 }
