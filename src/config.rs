@@ -118,9 +118,13 @@ pub fn consul(args: &ConsulArgs, env: &dyn Env) -> Result<ConsulConfig, Failure>
 /// The token: `--token-file`, else `CONSUL_HTTP_TOKEN_FILE`, else
 /// `CONSUL_HTTP_TOKEN` (the consul CLI's precedence).
 fn token(flag_file: Option<&Path>, env: &dyn Env) -> Result<Option<Token>, Failure> {
-    let file = flag_file
-        .map(Path::to_path_buf)
-        .or_else(|| env.var("CONSUL_HTTP_TOKEN_FILE").map(PathBuf::from));
+    let (file, source) = match flag_file {
+        Some(file) => (Some(file.to_path_buf()), "--token-file"),
+        None => (
+            env.var("CONSUL_HTTP_TOKEN_FILE").map(PathBuf::from),
+            "CONSUL_HTTP_TOKEN_FILE",
+        ),
+    };
     if let Some(file) = file {
         let text = std::fs::read_to_string(&file).map_err(|e| {
             Failure::Config(format!(
@@ -129,6 +133,8 @@ fn token(flag_file: Option<&Path>, env: &dyn Env) -> Result<Option<Token>, Failu
                 io_reason(&e)
             ))
         })?;
+        // The consul CLI trims the file, so an editor's final newline is
+        // not part of the token.
         let secret = text.trim();
         if secret.is_empty() {
             return Err(Failure::Config(format!(
@@ -136,11 +142,29 @@ fn token(flag_file: Option<&Path>, env: &dyn Env) -> Result<Option<Token>, Failu
                 file.display()
             )));
         }
-        return Ok(Some(Token::new(secret.to_string())));
+        let shown = format!("{source} `{}`", file.display());
+        return sendable_token(secret, &shown).map(Some);
     }
-    Ok(env
-        .var("CONSUL_HTTP_TOKEN")
-        .map(|t| Token::new(t.trim().to_string())))
+    env.var("CONSUL_HTTP_TOKEN")
+        .map(|t| sendable_token(t.trim(), "CONSUL_HTTP_TOKEN"))
+        .transpose()
+}
+
+/// A token travels in an HTTP header, which carries visible ASCII, spaces
+/// and tabs only. Anything else cannot be sent as it is, and sending
+/// something else instead (the agent's anonymous token, say) would act
+/// with rights the user never gave; so we refuse, naming the source and
+/// never the token.
+fn sendable_token(secret: &str, source: &str) -> Result<Token, Failure> {
+    if secret
+        .bytes()
+        .all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
+    {
+        return Ok(Token::new(secret.to_string()));
+    }
+    Err(Failure::Config(format!(
+        "the token from {source} contains a character an HTTP header cannot carry (a line break, control character or non-ASCII); write the token on one line"
+    )))
 }
 
 fn readable_file(what: &str, path: &Path) -> Result<(), Failure> {

@@ -59,9 +59,28 @@ fn clap_error(e: clap::Error) -> ExitCode {
                 .collect();
             let message = first.join(" ");
             let message = message.trim_start_matches("error: ");
-            logging::fatal(None, &format!("{message}; see `lockrun --help`"));
+            logging::fatal(
+                None,
+                &format!("{message}{}; see `lockrun --help`", hyphen_hint(&e)),
+            );
             Exit::Usage.into()
         }
+    }
+}
+
+/// A KEY that starts with `-` reads as a flag, and after `--` everything
+/// is COMMAND; we say so, rather than leave "unexpected argument '-c'" to
+/// puzzle over. A typo of a long flag keeps clap's suggestion alone.
+fn hyphen_hint(e: &clap::Error) -> &'static str {
+    use clap::error::{ContextKind, ContextValue};
+    let unknown = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(arg)) if e.kind() == ErrorKind::UnknownArgument => arg,
+        _ => return "",
+    };
+    if unknown.starts_with('-') && !unknown.starts_with("--") {
+        "; if it is meant as KEY, lockrun cannot take a key starting with `-` (flags come before KEY, COMMAND after `--`)"
+    } else {
+        ""
     }
 }
 

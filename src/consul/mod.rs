@@ -29,7 +29,10 @@ pub struct Client {
     base: Url,
     /// The address as the user gave it, for messages.
     shown_addr: String,
-    token: Option<Token>,
+    /// The token as a sensitive header value: built once, so a token that
+    /// cannot travel in a header fails here instead of being sent as
+    /// something else.
+    token: Option<reqwest::header::HeaderValue>,
     datacenter: Option<String>,
     namespace: Option<String>,
     partition: Option<String>,
@@ -43,13 +46,23 @@ pub(crate) struct Answer {
     pub index: Option<u64>,
 }
 
+fn token_header(token: &Token) -> Result<reqwest::header::HeaderValue> {
+    let mut value = reqwest::header::HeaderValue::from_str(token.secret()).map_err(|_| {
+        anyhow::anyhow!(
+            "the ACL token cannot be sent in an HTTP header; write it on one line of visible ASCII"
+        )
+    })?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
 impl Client {
     pub fn new(config: &ConsulConfig) -> Result<Client> {
         Ok(Client {
             http: connect::http_client(config)?,
             base: connect::effective_base(config)?,
             shown_addr: config.base.as_str().trim_end_matches('/').to_string(),
-            token: config.token.clone(),
+            token: config.token.as_ref().map(token_header).transpose()?,
             datacenter: config.datacenter.clone(),
             namespace: config.namespace.clone(),
             partition: config.partition.clone(),
@@ -101,10 +114,7 @@ impl Client {
             .request(method.clone(), url.clone())
             .timeout(timeout);
         if let Some(token) = &self.token {
-            let mut value = reqwest::header::HeaderValue::from_str(token.secret())
-                .unwrap_or_else(|_| reqwest::header::HeaderValue::from_static(""));
-            value.set_sensitive(true);
-            request = request.header("X-Consul-Token", value);
+            request = request.header("X-Consul-Token", token.clone());
         }
         if let Some(body) = body {
             request = request.body(body);

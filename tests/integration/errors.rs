@@ -39,7 +39,11 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
     std::fs::write(&bad_ca, "not a certificate").unwrap();
     let not_exec = dir.path().join("script.sh");
     std::fs::write(&not_exec, "#!/bin/sh\n").unwrap();
+    let two_line_token = dir.path().join("two-line-token");
+    std::fs::write(&two_line_token, "abc\ndef\n").unwrap();
     let k = key.as_str();
+    let line_sep = format!("{prefix}/a\u{2028}b");
+    let bom = format!("{prefix}/\u{FEFF}leader");
     let cases = vec![
         case(&["elect", "", "--", "true"], 2, "key is empty"),
         case(&["elect", "/abs/key", "--", "true"], 2, "starts with `/`"),
@@ -101,6 +105,8 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
         case(&["elect", k, "--"], 2, "COMMAND"),
         case(&["elect", "--bogus", k, "--", "true"], 2, "--bogus"),
         case(&["frobnicate"], 2, "frobnicate"),
+        case(&["elect", "-c", "--", "true"], 2, "a key starting with `-`"),
+        case(&["leader", "-x/y"], 2, "a key starting with `-`"),
         case(
             &["elect", "--no-wait", "--timeout", "1s", k, "--", "true"],
             2,
@@ -224,6 +230,48 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
             "from 0s to 365d",
         ),
         case(&["release", "--session", "nope", k], 2, "not a session ID"),
+        case(&["elect", &line_sep, "--", "true"], 2, "U+2028"),
+        case(&["semaphore", "-l", "2", &bom, "--", "true"], 2, "U+FEFF"),
+        case(&["leader", &line_sep], 2, "U+2028"),
+        case(&["release", &bom], 2, "U+FEFF"),
+        with_env(
+            case(
+                &["elect", k, "--", "true"],
+                125,
+                "from CONSUL_HTTP_TOKEN contains",
+            ),
+            "CONSUL_HTTP_TOKEN",
+            "abc\u{1}def",
+        ),
+        with_env(
+            case(&["release", k], 125, "from CONSUL_HTTP_TOKEN contains"),
+            "CONSUL_HTTP_TOKEN",
+            "abcdéf",
+        ),
+        case(
+            &[
+                "leader",
+                "--token-file",
+                two_line_token.to_str().unwrap(),
+                k,
+            ],
+            125,
+            "from --token-file",
+        ),
+        with_env(
+            case(
+                &["elect", k, "--", "true"],
+                125,
+                "from CONSUL_HTTP_TOKEN_FILE",
+            ),
+            "CONSUL_HTTP_TOKEN_FILE",
+            two_line_token.to_str().unwrap(),
+        ),
+        with_env(
+            case(&["elect", k, "--", "true"], 125, "use `127.0.0.1:8500`"),
+            "CONSUL_HTTP_ADDR",
+            "127.0.0.1:8500/v1",
+        ),
         case(&["leader", "--timeout", "1s", k], 2, "--wait"),
         case(&["leader", "a//b"], 2, "`//`"),
         with_env(
