@@ -21,6 +21,11 @@ const LOCK_DELAY_MAX: Duration = Duration::from_secs(60);
 /// An environment to read variables from (the process's, or a test's).
 pub trait Env {
     fn var(&self, name: &str) -> Option<String>;
+
+    /// PATH exactly as the child inherits it: unset and empty differ.
+    fn path(&self) -> Option<OsString> {
+        self.var("PATH").map(OsString::from)
+    }
 }
 
 pub struct ProcessEnv;
@@ -28,6 +33,10 @@ pub struct ProcessEnv;
 impl Env for ProcessEnv {
     fn var(&self, name: &str) -> Option<String> {
         std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+
+    fn path(&self) -> Option<OsString> {
+        std::env::var_os("PATH")
     }
 }
 
@@ -355,12 +364,13 @@ fn check_command(child: &ChildConfig, env: &dyn Env) -> Result<(), Failure> {
         return Ok(());
     }
     let shown = program.to_string_lossy();
-    let candidates: Vec<PathBuf> = if program.to_string_lossy().contains('/') {
+    // The search execvp makes with the PATH the child inherits: glibc's
+    // default when it is unset, and an empty entry (or an empty PATH) is
+    // the working directory.
+    let candidates: Vec<PathBuf> = if shown.contains('/') {
         vec![PathBuf::from(program)]
     } else {
-        let path = env
-            .var("PATH")
-            .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+        let path = env.path().unwrap_or_else(|| "/bin:/usr/bin".into());
         std::env::split_paths(&path)
             .map(|dir| dir.join(program))
             .collect()
@@ -370,7 +380,7 @@ fn check_command(child: &ChildConfig, env: &dyn Env) -> Result<(), Failure> {
         match std::fs::metadata(&candidate) {
             Ok(meta) if meta.is_file() => {
                 if is_executable(&candidate) {
-                    return Ok(());
+                    return check_format(&shown, &candidate);
                 }
                 found_unexecutable.get_or_insert(candidate);
             }
@@ -389,6 +399,60 @@ fn check_command(child: &ChildConfig, env: &dyn Env) -> Result<(), Failure> {
             "cannot run `{shown}`: command not found; check the name and PATH"
         ))),
     }
+}
+
+/// What the kernel would say when executing `path`: a script whose `#!`
+/// interpreter is missing fails as "not found" (127), and a file in no
+/// executable format fails with ENOEXEC (126), which execvp would hide by
+/// handing the file to /bin/sh. A file we cannot read, or a machine with
+/// binfmt_misc handlers that may know the format, is left to exec.
+fn check_format(shown: &str, path: &Path) -> Result<(), Failure> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let Ok(len) = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)) else {
+        return Ok(());
+    };
+    let head = &head[..len];
+    if head.starts_with(b"\x7fELF") {
+        return Ok(());
+    }
+    if let Some(line) = head.strip_prefix(b"#!") {
+        let line = line.split(|&b| b == b'\n').next().unwrap_or_default();
+        let interpreter = String::from_utf8_lossy(line);
+        let Some(interpreter) = interpreter.split([' ', '\t']).find(|w| !w.is_empty()) else {
+            return Err(Failure::CommandNotExecutable(format!(
+                "cannot run `{shown}`: its `#!` line names no interpreter; write one, e.g. `#!/bin/sh`"
+            )));
+        };
+        return match std::fs::metadata(interpreter) {
+            Err(_) => Err(Failure::CommandNotFound(format!(
+                "cannot run `{shown}`: its interpreter `{interpreter}` is missing; install it or fix the `#!` line"
+            ))),
+            Ok(meta) if !meta.is_file() || !is_executable(Path::new(interpreter)) => {
+                Err(Failure::CommandNotExecutable(format!(
+                    "cannot run `{shown}`: its interpreter `{interpreter}` is not an executable file; fix the `#!` line"
+                )))
+            }
+            Ok(_) => Ok(()),
+        };
+    }
+    if binfmt_misc_handlers() {
+        return Ok(());
+    }
+    Err(Failure::CommandNotExecutable(format!(
+        "cannot run `{shown}`: `{}` is not in an executable format; give a script a `#!` line, or use --shell",
+        path.display()
+    )))
+}
+
+/// Whether the kernel has extra binary formats registered (Java, Wine,
+/// QEMU...), any of which might run a file we do not recognise.
+fn binfmt_misc_handlers() -> bool {
+    std::fs::read_dir("/proc/sys/fs/binfmt_misc").is_ok_and(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .any(|e| e.file_name() != "register" && e.file_name() != "status")
+    })
 }
 
 fn is_executable(path: &Path) -> bool {

@@ -26,6 +26,24 @@ fn with_env(mut c: Case, name: &'static str, value: &str) -> Case {
     c
 }
 
+/// An executable file in `dir` holding `text`; its path.
+fn executable(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// Whether the kernel may run files lockrun does not recognise.
+fn binfmt_misc_handlers() -> bool {
+    std::fs::read_dir("/proc/sys/fs/binfmt_misc").is_ok_and(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .any(|e| e.file_name() != "register" && e.file_name() != "status")
+    })
+}
+
 #[test]
 fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
     let consul = TestConsul::start();
@@ -41,10 +59,12 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
     std::fs::write(&not_exec, "#!/bin/sh\n").unwrap();
     let two_line_token = dir.path().join("two-line-token");
     std::fs::write(&two_line_token, "abc\ndef\n").unwrap();
+    let no_interpreter = executable(&dir, "no-interpreter", "#!/nonexistent/python9\necho hi\n");
+    let plain_text = executable(&dir, "plain-text", "echo hi\n");
     let k = key.as_str();
     let line_sep = format!("{prefix}/a\u{2028}b");
     let bom = format!("{prefix}/\u{FEFF}leader");
-    let cases = vec![
+    let mut cases = vec![
         case(&["elect", "", "--", "true"], 2, "key is empty"),
         case(&["elect", "/abs/key", "--", "true"], 2, "starts with `/`"),
         case(&["elect", "a//b", "--", "true"], 2, "`//`"),
@@ -136,6 +156,16 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
             &["elect", k, "--", not_exec.to_str().unwrap()],
             126,
             "not an executable",
+        ),
+        with_env(
+            case(&["elect", k, "--", "true"], 127, "command not found"),
+            "PATH",
+            "",
+        ),
+        case(
+            &["semaphore", "-l", "1", k, "--", &no_interpreter],
+            127,
+            "interpreter `/nonexistent/python9` is missing",
         ),
         case(
             &[
@@ -295,6 +325,15 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
             "soon",
         ),
     ];
+    if binfmt_misc_handlers() {
+        eprintln!("not checked: a file in no executable format (binfmt_misc handlers may run it)");
+    } else {
+        cases.push(case(
+            &["elect", k, "--", &plain_text],
+            126,
+            "not in an executable format",
+        ));
+    }
     assert!(cases.len() >= 25);
     let writes = consul.emulator().map(|e| e.write_count());
     for c in &cases {
