@@ -102,6 +102,10 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
         .enable_all()
         .build()
         .map_err(|e| Failure::Internal(format!("cannot start the runtime ({e})")))?;
+    if matches!(job, Job::Leader(_) | Job::Release(_)) {
+        // These handle no signal: an early one ends them as it always would.
+        crate::signals::release_held();
+    }
     runtime.block_on(async move {
         match job {
             Job::Elect(job) => elect::run(&client, job).await,
