@@ -98,19 +98,8 @@ pub async fn run(
     let mut signals =
         Signals::new().map_err(|e| Failure::Internal(format!("cannot handle signals ({e})")))?;
     let patience = crate::config::deadline(config.patience);
-    let mut attempt = 0u32;
     loop {
-        match round(
-            client,
-            target,
-            config,
-            patience,
-            campaign,
-            &mut signals,
-            &mut attempt,
-        )
-        .await?
-        {
+        match round(client, target, config, patience, campaign, &mut signals).await? {
             Round::Done(exit) => return Ok(exit),
             Round::Lost if campaign => {
                 tracing::info!(lock = target.name(), "campaigning again");
@@ -125,15 +114,22 @@ fn interrupted(signal: Signal) -> Exit {
     Exit::Interrupted(128u8.saturating_add(signal.number() as u8))
 }
 
-/// Creates the session, retrying transient failures only in campaign mode
-/// (a daemon outlives an agent restart; a one-off run reports it at once).
+/// Creates the session, retrying transient failures within the patience
+/// the user gave (for ever in campaign mode: a daemon outlives an agent
+/// restart), so that a blip costs time, not the run.
 async fn create_session(
     client: &Client,
     config: &HoldConfig,
+    patience: Patience,
     campaign: bool,
     signals: &mut Signals,
-    attempt: &mut u32,
 ) -> Result<Result<(SessionId, Instant), Exit>, Failure> {
+    let mut retry = lock::Retry::new(if campaign {
+        Patience::Forever
+    } else {
+        patience
+    });
+    let mut first = true;
     loop {
         let sent = Instant::now();
         let created = tokio::select! {
@@ -141,24 +137,17 @@ async fn create_session(
             signal = signals.recv() => return Ok(Err(interrupted(signal))),
         };
         match created {
-            Ok(id) => {
-                *attempt = 0;
-                return Ok(Ok((id, sent)));
-            }
-            Err(e) if campaign && e.is_transient() => {
-                let pause =
-                    Duration::from_millis(200u64 << (*attempt).min(5)).min(Duration::from_secs(5));
-                *attempt += 1;
-                tracing::warn!(
-                    "cannot create a session: {e}; retrying in {}",
-                    fmt_duration(pause)
-                );
+            Ok(id) => return Ok(Ok((id, sent))),
+            // No agent at all at the first contact is a wrong address far
+            // more often than a blip: a one-off run says so at once.
+            Err(e @ ConsulError::Unreachable { .. }) if first && !campaign => return Err(e.into()),
+            Err(e) => {
+                first = false;
                 tokio::select! {
-                    _ = tokio::time::sleep(pause) => {}
+                    retried = retry.pause("creating a session", e) => retried?,
                     signal = signals.recv() => return Ok(Err(interrupted(signal))),
                 }
             }
-            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -171,10 +160,9 @@ async fn round(
     patience: Patience,
     campaign: bool,
     signals: &mut Signals,
-    attempt: &mut u32,
 ) -> Result<Round, Failure> {
     let (session, created_at) =
-        match create_session(client, config, campaign, signals, attempt).await? {
+        match create_session(client, config, patience, campaign, signals).await? {
             Ok(created) => created,
             Err(exit) => return Ok(Round::Done(exit)),
         };

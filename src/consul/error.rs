@@ -66,6 +66,11 @@ pub enum ConsulError {
     Server { op: Op, status: u16, body: String },
     /// An answer we could not understand.
     Decode { op: Op, cause: String },
+    /// A transient failure that outlasted the patience the user gave.
+    GaveUp {
+        step: String,
+        last: Box<ConsulError>,
+    },
 }
 
 impl ConsulError {
@@ -83,7 +88,8 @@ impl ConsulError {
             ConsulError::Forbidden { .. }
             | ConsulError::NotFound { .. }
             | ConsulError::Rejected { .. }
-            | ConsulError::Decode { .. } => false,
+            | ConsulError::Decode { .. }
+            | ConsulError::GaveUp { .. } => false,
         }
     }
 }
@@ -110,7 +116,7 @@ impl fmt::Display for ConsulError {
             ConsulError::Timeout { addr, after } => write!(
                 f,
                 "Consul at {addr} did not answer within {}",
-                humantime::format_duration(*after)
+                crate::lease::fmt_duration(*after)
             ),
             ConsulError::Broken { addr, cause } => {
                 write!(f, "the connection to Consul at {addr} broke ({cause})")
@@ -143,6 +149,9 @@ impl fmt::Display for ConsulError {
             }
             ConsulError::Decode { op, cause } => {
                 write!(f, "unexpected answer from Consul {op} ({cause})")
+            }
+            ConsulError::GaveUp { step, last } => {
+                write!(f, "{step}: {last}; gave up retrying")
             }
         }
     }
