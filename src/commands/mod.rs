@@ -106,7 +106,13 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
         // These handle no signal: an early one ends them as it always would.
         crate::signals::release_held();
     }
+    let namespace = consul.namespace.is_some();
     runtime.block_on(async move {
+        // Namespaces on an agent without them: said before anything is
+        // written (an older agent would ignore `?ns=` and work elsewhere).
+        if namespace && client.lacks_namespaces().await {
+            return Err(Failure::Config(crate::consul::error::NO_NAMESPACES.into()));
+        }
         match job {
             Job::Elect(job) => elect::run(&client, job).await,
             Job::Semaphore(job) => semaphore::run(&client, job).await,

@@ -94,6 +94,18 @@ impl ConsulError {
     }
 }
 
+const NAMESPACE_REFUSAL: &str = "Namespaces are a Consul Enterprise feature";
+
+/// What to say when the agent has no namespaces.
+pub const NO_NAMESPACES: &str = "namespaces need Consul Enterprise, and this agent is the community edition; drop --namespace and CONSUL_NAMESPACE";
+
+impl ConsulError {
+    /// Consul's community edition refusing `?ns=`.
+    pub fn is_namespace_refusal(&self) -> bool {
+        matches!(self, ConsulError::Rejected { body, .. } if body.contains(NAMESPACE_REFUSAL))
+    }
+}
+
 fn one_line(body: &str) -> String {
     let line = body.trim().lines().next().unwrap_or("").trim();
     if line.is_empty() {
@@ -141,6 +153,9 @@ impl fmt::Display for ConsulError {
             ConsulError::NotFound { op, body } => {
                 write!(f, "Consul answered 404 {op} ({})", one_line(body))
             }
+            ConsulError::Rejected { .. } if self.is_namespace_refusal() => {
+                f.write_str(NO_NAMESPACES)
+            }
             ConsulError::Rejected { op, status, body } => {
                 write!(f, "Consul refused {op} ({status}: {})", one_line(body))
             }
@@ -158,3 +173,31 @@ impl fmt::Display for ConsulError {
 }
 
 impl std::error::Error for ConsulError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_namespace_says_it_needs_enterprise() {
+        let e = ConsulError::Rejected {
+            op: Op::SessionCreate,
+            status: 400,
+            body: "Invalid query parameter: \"ns\" - Namespaces are a Consul Enterprise feature"
+                .into(),
+        };
+        assert_eq!(e.to_string(), NO_NAMESPACES);
+    }
+
+    #[test]
+    fn durations_in_messages_are_whole_milliseconds() {
+        let e = ConsulError::Timeout {
+            addr: "http://127.0.0.1:8500".into(),
+            after: Duration::new(3, 998_025_657),
+        };
+        assert_eq!(
+            e.to_string(),
+            "Consul at http://127.0.0.1:8500 did not answer within 3s 998ms"
+        );
+    }
+}

@@ -69,6 +69,26 @@ impl Client {
         })
     }
 
+    /// Whether the agent is known to lack namespaces: a community-edition
+    /// agent, by the version `agent/self` reports (Enterprise builds end in
+    /// `+ent`), or by its refusal of `?ns=`. `false` when we cannot tell
+    /// (the token may lack agent:read); the first real request then says.
+    pub async fn lacks_namespaces(&self) -> bool {
+        let op = Op::AgentRead;
+        let url = self.url(&["agent", "self"], "");
+        let answer = match self
+            .send(Method::GET, url, None, REQUEST_TIMEOUT, &op, &[])
+            .await
+        {
+            Ok(answer) => answer,
+            Err(e) => return e.is_namespace_refusal(),
+        };
+        let version = serde_json::from_slice::<serde_json::Value>(&answer.body)
+            .ok()
+            .and_then(|v| v["Config"]["Version"].as_str().map(str::to_string));
+        version.is_some_and(|v| !v.contains("+ent"))
+    }
+
     /// The address requests go to, as shown in messages.
     pub fn addr(&self) -> &str {
         &self.shown_addr

@@ -298,6 +298,20 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
             two_line_token.to_str().unwrap(),
         ),
         with_env(
+            case(
+                &["elect", k, "--", "true"],
+                125,
+                "namespaces need Consul Enterprise",
+            ),
+            "CONSUL_NAMESPACE",
+            "team-a",
+        ),
+        case(
+            &["release", "--namespace", "team-a", k],
+            125,
+            "namespaces need Consul Enterprise",
+        ),
+        with_env(
             case(&["elect", k, "--", "true"], 125, "use `127.0.0.1:8500`"),
             "CONSUL_HTTP_ADDR",
             "127.0.0.1:8500/v1",
