@@ -213,7 +213,8 @@ pub struct WaitArgs {
     /// Give up after DURATION without the lock (exit 75).
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION", conflicts_with = "no_wait")]
     pub timeout: Option<Duration>,
-    /// Try once; if the lock is taken, exit 75 at once.
+    /// Try once; if the lock is taken, exit 75 at once (a network blip is
+    /// retried for up to 500ms).
     #[arg(short = 'n', long)]
     pub no_wait: bool,
     /// Exit status when the lock was not acquired (like flock -E).

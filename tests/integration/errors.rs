@@ -480,4 +480,6 @@ fn a_closed_stdout_never_panics() {
     let fresh = format!("{key}-elect");
     let (code, what) = closed(&["elect", "--no-wait", &fresh, "--", "true"]);
     assert_eq!(code, Some(0), "{what}");
+    let (code, what) = closed(&["semaphore", "-l", "1", "--no-wait", &fresh, "--", "true"]);
+    assert_eq!(code, Some(0), "{what}");
 }
