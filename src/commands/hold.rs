@@ -138,9 +138,14 @@ async fn create_session(
         };
         match created {
             Ok(id) => return Ok(Ok((id, sent))),
-            // No agent at all at the first contact is a wrong address far
-            // more often than a blip: a one-off run says so at once.
-            Err(e @ ConsulError::Unreachable { .. }) if first && !campaign => return Err(e.into()),
+            // No agent, or TLS refused, at the first contact is a wrong
+            // address or certificate far more often than a blip: a one-off
+            // run says so at once.
+            Err(e @ (ConsulError::Unreachable { .. } | ConsulError::Tls { .. }))
+                if first && !campaign =>
+            {
+                return Err(e.into())
+            }
             Err(e) => {
                 first = false;
                 tokio::select! {
