@@ -72,7 +72,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l log-format -d 
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l campaign -d 'After losing the lock, stop the child and campaign again instead of exiting 124 (for long-running daemons)'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l no-checks -d 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
-complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s n -l no-wait -d 'Try once; if the lock is taken, exit 75 at once'
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s n -l no-wait -d 'Try once; if the lock is taken, exit 75 at once (a network blip is retried for up to 500ms)'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l shell -d 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s q -l quiet -d 'Nothing on stderr but fatal errors'
@@ -105,7 +105,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l namespace 
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l no-checks -d 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
-complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s n -l no-wait -d 'Try once; if the lock is taken, exit 75 at once'
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s n -l no-wait -d 'Try once; if the lock is taken, exit 75 at once (a network blip is retried for up to 500ms)'
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l shell -d 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s q -l quiet -d 'Nothing on stderr but fatal errors'

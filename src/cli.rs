@@ -176,11 +176,11 @@ pub enum LogFormat {
 #[command(next_help_heading = "Session")]
 pub struct SessionArgs {
     /// Session TTL; Consul allows 10s to 24h. Shorter notices a dead host sooner.
-    #[arg(long, value_parser = parse_duration, default_value = "15s", value_name = "DURATION")]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "15s", value_name = "DURATION")]
     pub ttl: Duration,
     /// How long Consul keeps the lock from a new holder after the session is
     /// invalidated (0s to 60s). It is the child's grace window on a partition.
-    #[arg(long, value_parser = parse_duration, default_value = "15s", value_name = "DURATION")]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "15s", value_name = "DURATION")]
     pub lock_delay: Duration,
     /// What Consul does with held keys when the session is invalidated
     /// [default: release for elect, delete for semaphore].
@@ -220,9 +220,10 @@ pub struct SessionArgs {
 #[command(next_help_heading = "Waiting")]
 pub struct WaitArgs {
     /// Give up after DURATION without the lock (exit 75).
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION", conflicts_with = "no_wait")]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION", conflicts_with = "no_wait")]
     pub timeout: Option<Duration>,
-    /// Try once; if the lock is taken, exit 75 at once.
+    /// Try once; if the lock is taken, exit 75 at once (a network blip is
+    /// retried for up to 500ms).
     #[arg(short = 'n', long)]
     pub no_wait: bool,
     /// Exit status when the lock was not acquired (like flock -E); 0 makes a
@@ -247,7 +248,7 @@ pub struct ChildArgs {
     /// room]. It must fit in the safety budget (lockrun says by how much if
     /// it does not). When Consul reports the lock lost, only what the
     /// lock-delay leaves is granted (none for a semaphore).
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     pub kill_timeout: Option<Duration>,
     /// Value stored in the lock entry [default: this host's name].
     #[arg(long, value_name = "VALUE")]
@@ -324,7 +325,7 @@ pub struct LeaderArgs {
     #[arg(long, conflicts_with = "watch")]
     pub wait: bool,
     /// With --wait: give up after DURATION (exit 1).
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION", requires = "wait")]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION", requires = "wait")]
     pub timeout: Option<Duration>,
     /// Print a line at every change of holder until interrupted.
     #[arg(long)]
@@ -347,15 +348,35 @@ pub struct ReleaseArgs {
     pub all: bool,
 }
 
+/// The longest duration any flag takes. Far beyond any useful timeout, and
+/// far enough from the clock's limits that adding it to "now" or to a
+/// budget can never overflow.
+pub const DURATION_MAX: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// Durations in humantime form: `500ms`, `15s`, `2m`, `1h 30m`; a bare `0`
-/// means zero.
+/// means zero. Bounded to [`DURATION_MAX`].
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if text == "0" {
         return Ok(Duration::ZERO);
     }
-    humantime::parse_duration(text)
-        .map_err(|e| format!("`{text}` is not a duration ({e}); use a form like 500ms, 15s or 2m"))
+    if text.starts_with('-') {
+        return Err(format!(
+            "`{text}` is negative; durations run from 0s to 365d, e.g. 15s"
+        ));
+    }
+    let parsed = humantime::parse_duration(text).map_err(|e| match e {
+        humantime::DurationError::NumberOverflow => {
+            format!("`{text}` is too long; use a duration from 0s to 365d")
+        }
+        e => format!("`{text}` is not a duration ({e}); use a form like 500ms, 15s or 2m"),
+    })?;
+    if parsed > DURATION_MAX {
+        return Err(format!(
+            "`{text}` is too long; use a duration from 0s to 365d"
+        ));
+    }
+    Ok(parsed)
 }
 
 #[cfg(test)]
@@ -384,5 +405,9 @@ mod tests {
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
         assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
         assert!(parse_duration("fast").is_err());
+        assert_eq!(parse_duration("365d").unwrap(), DURATION_MAX);
+        for text in ["366d", "18446744073709551615s", "500000000000y", "-5s"] {
+            assert!(parse_duration(text).is_err(), "{text}");
+        }
     }
 }

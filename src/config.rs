@@ -21,6 +21,11 @@ const LOCK_DELAY_MAX: Duration = Duration::from_secs(60);
 /// An environment to read variables from (the process's, or a test's).
 pub trait Env {
     fn var(&self, name: &str) -> Option<String>;
+
+    /// PATH exactly as the child inherits it: unset and empty differ.
+    fn path(&self) -> Option<OsString> {
+        self.var("PATH").map(OsString::from)
+    }
 }
 
 pub struct ProcessEnv;
@@ -28,6 +33,10 @@ pub struct ProcessEnv;
 impl Env for ProcessEnv {
     fn var(&self, name: &str) -> Option<String> {
         std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+
+    fn path(&self) -> Option<OsString> {
+        std::env::var_os("PATH")
     }
 }
 
@@ -118,9 +127,13 @@ pub fn consul(args: &ConsulArgs, env: &dyn Env) -> Result<ConsulConfig, Failure>
 /// The token: `--token-file`, else `CONSUL_HTTP_TOKEN_FILE`, else
 /// `CONSUL_HTTP_TOKEN` (the consul CLI's precedence).
 fn token(flag_file: Option<&Path>, env: &dyn Env) -> Result<Option<Token>, Failure> {
-    let file = flag_file
-        .map(Path::to_path_buf)
-        .or_else(|| env.var("CONSUL_HTTP_TOKEN_FILE").map(PathBuf::from));
+    let (file, source) = match flag_file {
+        Some(file) => (Some(file.to_path_buf()), "--token-file"),
+        None => (
+            env.var("CONSUL_HTTP_TOKEN_FILE").map(PathBuf::from),
+            "CONSUL_HTTP_TOKEN_FILE",
+        ),
+    };
     if let Some(file) = file {
         let text = std::fs::read_to_string(&file).map_err(|e| {
             Failure::Config(format!(
@@ -129,6 +142,8 @@ fn token(flag_file: Option<&Path>, env: &dyn Env) -> Result<Option<Token>, Failu
                 io_reason(&e)
             ))
         })?;
+        // The consul CLI trims the file, so an editor's final newline is
+        // not part of the token.
         let secret = text.trim();
         if secret.is_empty() {
             return Err(Failure::Config(format!(
@@ -136,11 +151,29 @@ fn token(flag_file: Option<&Path>, env: &dyn Env) -> Result<Option<Token>, Failu
                 file.display()
             )));
         }
-        return Ok(Some(Token::new(secret.to_string())));
+        let shown = format!("{source} `{}`", file.display());
+        return sendable_token(secret, &shown).map(Some);
     }
-    Ok(env
-        .var("CONSUL_HTTP_TOKEN")
-        .map(|t| Token::new(t.trim().to_string())))
+    env.var("CONSUL_HTTP_TOKEN")
+        .map(|t| sendable_token(t.trim(), "CONSUL_HTTP_TOKEN"))
+        .transpose()
+}
+
+/// A token travels in an HTTP header, which carries visible ASCII, spaces
+/// and tabs only. Anything else cannot be sent as it is, and sending
+/// something else instead (the agent's anonymous token, say) would act
+/// with rights the user never gave; so we refuse, naming the source and
+/// never the token.
+fn sendable_token(secret: &str, source: &str) -> Result<Token, Failure> {
+    if secret
+        .bytes()
+        .all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
+    {
+        return Ok(Token::new(secret.to_string()));
+    }
+    Err(Failure::Config(format!(
+        "the token from {source} contains a character an HTTP header cannot carry (a line break, control character or non-ASCII); write the token on one line"
+    )))
 }
 
 fn readable_file(what: &str, path: &Path) -> Result<(), Failure> {
@@ -357,12 +390,13 @@ fn check_command(child: &ChildConfig, env: &dyn Env) -> Result<(), Failure> {
         return Ok(());
     }
     let shown = program.to_string_lossy();
-    let candidates: Vec<PathBuf> = if program.to_string_lossy().contains('/') {
+    // The search execvp makes with the PATH the child inherits: glibc's
+    // default when it is unset, and an empty entry (or an empty PATH) is
+    // the working directory.
+    let candidates: Vec<PathBuf> = if shown.contains('/') {
         vec![PathBuf::from(program)]
     } else {
-        let path = env
-            .var("PATH")
-            .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+        let path = env.path().unwrap_or_else(|| "/bin:/usr/bin".into());
         std::env::split_paths(&path)
             .map(|dir| dir.join(program))
             .collect()
@@ -372,7 +406,7 @@ fn check_command(child: &ChildConfig, env: &dyn Env) -> Result<(), Failure> {
         match std::fs::metadata(&candidate) {
             Ok(meta) if meta.is_file() => {
                 if is_executable(&candidate) {
-                    return Ok(());
+                    return check_format(&shown, &candidate);
                 }
                 found_unexecutable.get_or_insert(candidate);
             }
@@ -391,6 +425,60 @@ fn check_command(child: &ChildConfig, env: &dyn Env) -> Result<(), Failure> {
             "cannot run `{shown}`: command not found; check the name and PATH"
         ))),
     }
+}
+
+/// What the kernel would say when executing `path`: a script whose `#!`
+/// interpreter is missing fails as "not found" (127), and a file in no
+/// executable format fails with ENOEXEC (126), which execvp would hide by
+/// handing the file to /bin/sh. A file we cannot read, or a machine with
+/// binfmt_misc handlers that may know the format, is left to exec.
+fn check_format(shown: &str, path: &Path) -> Result<(), Failure> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let Ok(len) = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)) else {
+        return Ok(());
+    };
+    let head = &head[..len];
+    if head.starts_with(b"\x7fELF") {
+        return Ok(());
+    }
+    if let Some(line) = head.strip_prefix(b"#!") {
+        let line = line.split(|&b| b == b'\n').next().unwrap_or_default();
+        let interpreter = String::from_utf8_lossy(line);
+        let Some(interpreter) = interpreter.split([' ', '\t']).find(|w| !w.is_empty()) else {
+            return Err(Failure::CommandNotExecutable(format!(
+                "cannot run `{shown}`: its `#!` line names no interpreter; write one, e.g. `#!/bin/sh`"
+            )));
+        };
+        return match std::fs::metadata(interpreter) {
+            Err(_) => Err(Failure::CommandNotFound(format!(
+                "cannot run `{shown}`: its interpreter `{interpreter}` is missing; install it or fix the `#!` line"
+            ))),
+            Ok(meta) if !meta.is_file() || !is_executable(Path::new(interpreter)) => {
+                Err(Failure::CommandNotExecutable(format!(
+                    "cannot run `{shown}`: its interpreter `{interpreter}` is not an executable file; fix the `#!` line"
+                )))
+            }
+            Ok(_) => Ok(()),
+        };
+    }
+    if binfmt_misc_handlers() {
+        return Ok(());
+    }
+    Err(Failure::CommandNotExecutable(format!(
+        "cannot run `{shown}`: `{}` is not in an executable format; give a script a `#!` line, or use --shell",
+        path.display()
+    )))
+}
+
+/// Whether the kernel has extra binary formats registered (Java, Wine,
+/// QEMU...), any of which might run a file we do not recognise.
+fn binfmt_misc_handlers() -> bool {
+    std::fs::read_dir("/proc/sys/fs/binfmt_misc").is_ok_and(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .any(|e| e.file_name() != "register" && e.file_name() != "status")
+    })
 }
 
 fn is_executable(path: &Path) -> bool {

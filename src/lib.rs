@@ -45,5 +45,6 @@ pub fn main() -> ExitCode {
     if args.get(1).is_some_and(|a| a == "__guard") {
         return child::guard::main(args.into_iter().skip(2).collect());
     }
+    signals::hold_until_handled();
     commands::main(args)
 }

@@ -193,8 +193,35 @@ impl SignalSender {
     }
 }
 
+/// The forwarded signals as a set for `sigprocmask`.
+fn forwarded_set() -> nix::sys::signal::SigSet {
+    let mut set = nix::sys::signal::SigSet::empty();
+    for sig in Signal::FORWARDED {
+        if let Ok(sig) = nix::sys::signal::Signal::try_from(sig.number()) {
+            set.add(sig);
+        }
+    }
+    set
+}
+
+/// Holds the forwarded signals back, pending, from the first instruction
+/// of `main` until [`Signals::new`] has handlers for them (or
+/// [`release_held`] gives them their default action): a HUP in lockrun's
+/// first millisecond is then answered like any later one (129), instead of
+/// killing lockrun by the default action before the handlers exist.
+pub fn hold_until_handled() {
+    let _ = forwarded_set().thread_block();
+}
+
+/// Lets the signals [`hold_until_handled`] held back through, pending ones
+/// first.
+pub fn release_held() {
+    let _ = forwarded_set().thread_unblock();
+}
+
 impl Signals {
-    /// Registers handlers for INT, TERM, HUP, QUIT, USR1 and USR2.
+    /// Registers handlers for INT, TERM, HUP, QUIT, USR1 and USR2, then
+    /// lets through those start-up held back, which now reach the handlers.
     ///
     /// Call it once, early, from within the tokio runtime: from then on these
     /// signals no longer terminate lockrun (see the module docs).
@@ -203,6 +230,7 @@ impl Signals {
             .into_iter()
             .map(|sig| Ok((sig, signal(sig.kind())?)))
             .collect::<io::Result<Vec<_>>>()?;
+        release_held();
         Ok(Signals {
             source: Source::Os { streams, next: 0 },
         })

@@ -157,7 +157,6 @@ pub async fn run(
     let mut signals =
         Signals::new().map_err(|e| Failure::Internal(format!("cannot handle signals ({e})")))?;
     let patience = crate::config::deadline(config.patience);
-    let mut attempt = 0u32;
     let ready_sent = Cell::new(false);
     let waiting = format!("waiting for `{}`", target.name());
     match &service.notify {
@@ -178,7 +177,6 @@ pub async fn run(
             patience,
             campaign,
             &mut signals,
-            &mut attempt,
         );
         let round = tokio::select! {
             round = round => round?,
@@ -221,16 +219,23 @@ fn child_ended(exit: ChildExit, forwarded: Option<Signal>) -> Exit {
     }
 }
 
-/// Creates the session, retrying transient failures only in campaign mode
-/// (a daemon outlives an agent restart; a one-off run reports it at once).
+/// Creates the session, retrying transient failures within the patience
+/// the user gave (for ever in campaign mode: a daemon outlives an agent
+/// restart), so that a blip costs time, not the run.
 async fn create_session(
     client: &Client,
     config: &HoldConfig,
     service: &Service,
+    patience: Patience,
     campaign: bool,
     signals: &mut Signals,
-    attempt: &mut u32,
 ) -> Result<Result<(SessionId, Instant), Exit>, Failure> {
+    let mut retry = lock::Retry::new(if campaign {
+        Patience::Forever
+    } else {
+        patience
+    });
+    let mut first = true;
     loop {
         let sent = Instant::now();
         let created = tokio::select! {
@@ -238,25 +243,25 @@ async fn create_session(
             signal = signals.recv() => return Ok(Err(interrupted(signal))),
         };
         match created {
-            Ok(id) => {
-                *attempt = 0;
-                return Ok(Ok((id, sent)));
+            Ok(id) => return Ok(Ok((id, sent))),
+            // No agent, or TLS refused, at the first contact is a wrong
+            // address or certificate far more often than a blip: a one-off
+            // run says so at once.
+            Err(e @ (ConsulError::Unreachable { .. } | ConsulError::Tls { .. }))
+                if first && !campaign =>
+            {
+                return Err(e.into())
             }
-            Err(e) if campaign && e.is_transient() => {
-                let pause =
-                    Duration::from_millis(200u64 << (*attempt).min(5)).min(Duration::from_secs(5));
-                *attempt += 1;
-                tracing::info!(
-                    "cannot create a session: {e}; retrying in {}",
-                    fmt_duration(pause)
-                );
-                service.status(&format!("engine unreachable, retrying: {e}"));
+            Err(e) => {
+                first = false;
+                if e.is_transient() {
+                    service.status(&format!("engine unreachable, retrying: {e}"));
+                }
                 tokio::select! {
-                    _ = tokio::time::sleep(pause) => {}
+                    retried = retry.pause("creating a session", e) => retried?,
                     signal = signals.recv() => return Ok(Err(interrupted(signal))),
                 }
             }
-            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -271,10 +276,9 @@ async fn round(
     patience: Patience,
     campaign: bool,
     signals: &mut Signals,
-    attempt: &mut u32,
 ) -> Result<Round, Failure> {
     let (session, created_at) =
-        match create_session(client, config, service, campaign, signals, attempt).await? {
+        match create_session(client, config, service, patience, campaign, signals).await? {
             Ok(created) => created,
             Err(exit) => return Ok(Round::Done(exit)),
         };

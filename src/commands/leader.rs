@@ -2,7 +2,6 @@
 
 use base64::Engine;
 use serde_json::{json, Value};
-use std::io::Write;
 use tokio::time::Instant;
 
 use crate::cli::LeaderArgs;
@@ -162,18 +161,12 @@ async fn print_state(
             }
         }
     }
-    write_stdout(&out);
+    super::write_stdout(&out);
     Ok(if state.held() {
         Exit::Success
     } else {
         Exit::NotHeld
     })
-}
-
-fn write_stdout(bytes: &[u8]) {
-    let mut stdout = std::io::stdout().lock();
-    // A closed pipe (`lockrun leader K | head -0`) is not our failure.
-    let _ = stdout.write_all(bytes).and_then(|()| stdout.flush());
 }
 
 /// The entry and its holder's session facts as one JSON object.
@@ -252,12 +245,7 @@ async fn watch(client: &Client, key: &str, json: bool) -> Result<Exit, Failure> 
             line.push(b'\n');
             line
         };
-        let mut stdout = std::io::stdout().lock();
-        if stdout
-            .write_all(&line)
-            .and_then(|()| stdout.flush())
-            .is_err()
-        {
+        if !super::write_stdout(&line) {
             return Ok(Exit::Success);
         }
     }

@@ -72,9 +72,28 @@ fn clap_error(e: clap::Error) -> ExitCode {
                 .collect();
             let message = first.join(" ");
             let message = message.trim_start_matches("error: ");
-            logging::fatal(None, &format!("{message}; see `lockrun --help`"));
+            logging::fatal(
+                None,
+                &format!("{message}{}; see `lockrun --help`", hyphen_hint(&e)),
+            );
             Exit::Usage.into()
         }
+    }
+}
+
+/// A KEY that starts with `-` reads as a flag, and after `--` everything
+/// is COMMAND; we say so, rather than leave "unexpected argument '-c'" to
+/// puzzle over. A typo of a long flag keeps clap's suggestion alone.
+fn hyphen_hint(e: &clap::Error) -> &'static str {
+    use clap::error::{ContextKind, ContextValue};
+    let unknown = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(arg)) if e.kind() == ErrorKind::UnknownArgument => arg,
+        _ => return "",
+    };
+    if unknown.starts_with('-') && !unknown.starts_with("--") {
+        "; if it is meant as KEY, lockrun cannot take a key starting with `-` (flags come before KEY, COMMAND after `--`)"
+    } else {
+        ""
     }
 }
 
@@ -96,7 +115,17 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
         .enable_all()
         .build()
         .map_err(|e| Failure::Internal(format!("cannot start the runtime ({e})")))?;
+    if matches!(job, Job::Leader(_) | Job::Release(_)) {
+        // These handle no signal: an early one ends them as it always would.
+        crate::signals::release_held();
+    }
+    let namespace = consul.namespace.is_some();
     runtime.block_on(async move {
+        // Namespaces on an agent without them: said before anything is
+        // written (an older agent would ignore `?ns=` and work elsewhere).
+        if namespace && client.lacks_namespaces().await {
+            return Err(Failure::Config(crate::consul::error::NO_NAMESPACES.into()));
+        }
         match job {
             Job::Elect(job) => elect::run(&client, job).await,
             Job::Semaphore(job) => semaphore::run(&client, job).await,
@@ -104,6 +133,18 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
             Job::Release(job) => release::run(&client, job).await,
         }
     })
+}
+
+/// Writes to stdout, false once nobody reads it. A reader that went away
+/// (`lockrun leader K | head -0`) is not our failure: like ripgrep we stop
+/// writing, quietly, and the status stays what the work earned.
+fn write_stdout(bytes: &[u8]) -> bool {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(bytes)
+        .and_then(|()| stdout.flush())
+        .is_ok()
 }
 
 enum Job {

@@ -83,7 +83,8 @@ async fn release_lock(client: &Client, job: &Job, pair: KvPair) -> Result<Exit, 
             .await?;
         line.push_str("; session destroyed");
     }
-    println!("{line}");
+    // The lock is released whether or not anyone reads this line.
+    super::write_stdout(format!("{line}\n").as_bytes());
     Ok(Exit::Success)
 }
 
@@ -146,7 +147,7 @@ async fn release_slots(client: &Client, job: &Job) -> Result<Exit, Failure> {
                 client.session_destroy(&SessionId::new(id.clone())).await?;
                 line.push_str("; session destroyed");
             }
-            println!("{line}");
+            super::write_stdout(format!("{line}\n").as_bytes());
         }
         return Ok(Exit::Success);
     }

@@ -85,6 +85,22 @@ pub fn parse_addr(addr: &str, use_tls: bool) -> Result<Url> {
     if url.query().is_some() || url.fragment().is_some() {
         bail!("Consul address `{addr}` must not carry a query or fragment");
     }
+    // A path is kept as a reverse proxy's prefix, but `/v1` is ours to add:
+    // with it there, every request would go to `/v1/v1/...` and answer 404.
+    if url
+        .path_segments()
+        .is_some_and(|mut s| s.any(|s| s == "v1"))
+    {
+        let mut fixed = url.clone();
+        fixed.set_path("");
+        let fixed = fixed.as_str().trim_end_matches('/').to_string();
+        let fixed = if addr.contains("://") {
+            fixed
+        } else {
+            fixed.trim_start_matches("http://").to_string()
+        };
+        bail!("Consul address `{addr}` must not contain the API path `/v1` (lockrun adds it); use `{fixed}`");
+    }
     if use_tls && url.scheme() == "http" {
         url.set_scheme("https")
             .map_err(|()| anyhow!("cannot switch `{addr}` to https"))?;

@@ -66,6 +66,11 @@ pub enum ConsulError {
     Server { op: Op, status: u16, body: String },
     /// An answer we could not understand.
     Decode { op: Op, cause: String },
+    /// A transient failure that outlasted the patience the user gave.
+    GaveUp {
+        step: String,
+        last: Box<ConsulError>,
+    },
 }
 
 impl ConsulError {
@@ -83,8 +88,21 @@ impl ConsulError {
             ConsulError::Forbidden { .. }
             | ConsulError::NotFound { .. }
             | ConsulError::Rejected { .. }
-            | ConsulError::Decode { .. } => false,
+            | ConsulError::Decode { .. }
+            | ConsulError::GaveUp { .. } => false,
         }
+    }
+}
+
+const NAMESPACE_REFUSAL: &str = "Namespaces are a Consul Enterprise feature";
+
+/// What to say when the agent has no namespaces.
+pub const NO_NAMESPACES: &str = "namespaces need Consul Enterprise, and this agent is the community edition; drop --namespace and CONSUL_NAMESPACE";
+
+impl ConsulError {
+    /// Consul's community edition refusing `?ns=`.
+    pub fn is_namespace_refusal(&self) -> bool {
+        matches!(self, ConsulError::Rejected { body, .. } if body.contains(NAMESPACE_REFUSAL))
     }
 }
 
@@ -110,7 +128,7 @@ impl fmt::Display for ConsulError {
             ConsulError::Timeout { addr, after } => write!(
                 f,
                 "Consul at {addr} did not answer within {}",
-                humantime::format_duration(*after)
+                crate::lease::fmt_duration(*after)
             ),
             ConsulError::Broken { addr, cause } => {
                 write!(f, "the connection to Consul at {addr} broke ({cause})")
@@ -135,6 +153,9 @@ impl fmt::Display for ConsulError {
             ConsulError::NotFound { op, body } => {
                 write!(f, "Consul answered 404 {op} ({})", one_line(body))
             }
+            ConsulError::Rejected { .. } if self.is_namespace_refusal() => {
+                f.write_str(NO_NAMESPACES)
+            }
             ConsulError::Rejected { op, status, body } => {
                 write!(f, "Consul refused {op} ({status}: {})", one_line(body))
             }
@@ -144,8 +165,39 @@ impl fmt::Display for ConsulError {
             ConsulError::Decode { op, cause } => {
                 write!(f, "unexpected answer from Consul {op} ({cause})")
             }
+            ConsulError::GaveUp { step, last } => {
+                write!(f, "{step}: {last}; gave up retrying")
+            }
         }
     }
 }
 
 impl std::error::Error for ConsulError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_namespace_says_it_needs_enterprise() {
+        let e = ConsulError::Rejected {
+            op: Op::SessionCreate,
+            status: 400,
+            body: "Invalid query parameter: \"ns\" - Namespaces are a Consul Enterprise feature"
+                .into(),
+        };
+        assert_eq!(e.to_string(), NO_NAMESPACES);
+    }
+
+    #[test]
+    fn durations_in_messages_are_whole_milliseconds() {
+        let e = ConsulError::Timeout {
+            addr: "http://127.0.0.1:8500".into(),
+            after: Duration::new(3, 998_025_657),
+        };
+        assert_eq!(
+            e.to_string(),
+            "Consul at http://127.0.0.1:8500 did not answer within 3s 998ms"
+        );
+    }
+}

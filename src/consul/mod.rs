@@ -29,7 +29,10 @@ pub struct Client {
     base: Url,
     /// The address as the user gave it, for messages.
     shown_addr: String,
-    token: Option<Token>,
+    /// The token as a sensitive header value: built once, so a token that
+    /// cannot travel in a header fails here instead of being sent as
+    /// something else.
+    token: Option<reqwest::header::HeaderValue>,
     datacenter: Option<String>,
     namespace: Option<String>,
     partition: Option<String>,
@@ -43,17 +46,47 @@ pub(crate) struct Answer {
     pub index: Option<u64>,
 }
 
+fn token_header(token: &Token) -> Result<reqwest::header::HeaderValue> {
+    let mut value = reqwest::header::HeaderValue::from_str(token.secret()).map_err(|_| {
+        anyhow::anyhow!(
+            "the ACL token cannot be sent in an HTTP header; write it on one line of visible ASCII"
+        )
+    })?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
 impl Client {
     pub fn new(config: &ConsulConfig) -> Result<Client> {
         Ok(Client {
             http: connect::http_client(config)?,
             base: connect::effective_base(config)?,
             shown_addr: config.base.as_str().trim_end_matches('/').to_string(),
-            token: config.token.clone(),
+            token: config.token.as_ref().map(token_header).transpose()?,
             datacenter: config.datacenter.clone(),
             namespace: config.namespace.clone(),
             partition: config.partition.clone(),
         })
+    }
+
+    /// Whether the agent is known to lack namespaces: a community-edition
+    /// agent, by the version `agent/self` reports (Enterprise builds end in
+    /// `+ent`), or by its refusal of `?ns=`. `false` when we cannot tell
+    /// (the token may lack agent:read); the first real request then says.
+    pub async fn lacks_namespaces(&self) -> bool {
+        let op = Op::AgentRead;
+        let url = self.url(&["agent", "self"], "");
+        let answer = match self
+            .send(Method::GET, url, None, REQUEST_TIMEOUT, &op, &[])
+            .await
+        {
+            Ok(answer) => answer,
+            Err(e) => return e.is_namespace_refusal(),
+        };
+        let version = serde_json::from_slice::<serde_json::Value>(&answer.body)
+            .ok()
+            .and_then(|v| v["Config"]["Version"].as_str().map(str::to_string));
+        version.is_some_and(|v| !v.contains("+ent"))
     }
 
     /// The address requests go to, as shown in messages.
@@ -120,10 +153,7 @@ impl Client {
             .request(method.clone(), url.clone())
             .timeout(timeout);
         if let Some(token) = &self.token {
-            let mut value = reqwest::header::HeaderValue::from_str(token.secret())
-                .unwrap_or_else(|_| reqwest::header::HeaderValue::from_static(""));
-            value.set_sensitive(true);
-            request = request.header("X-Consul-Token", value);
+            request = request.header("X-Consul-Token", token.clone());
         }
         if let Some(body) = body {
             request = request.body(body);

@@ -29,10 +29,11 @@ pub fn check_key(key: &str) -> Result<(), String> {
             "key `{key}` has a `.` or `..` segment; URLs fold those away, rename the key"
         ));
     }
-    if key.chars().any(char::is_control) {
+    if let Some(c) = key.chars().find(|&c| !printable(c)) {
         return Err(format!(
-            "key `{}` contains a control character; Consul rejects those",
-            key.escape_debug()
+            "key `{}` contains U+{:04X}, which Consul refuses in a key; use printable characters only",
+            key.escape_debug(),
+            c as u32,
         ));
     }
     if key.trim() != key {
@@ -44,6 +45,46 @@ pub fn check_key(key: &str) -> Result<(), String> {
         return Err("the key is longer than 4096 bytes; use a shorter key".into());
     }
     Ok(())
+}
+
+/// Go's `unicode.IsPrint`, which Consul's HTTP server applies to the
+/// decoded path: letters, marks, numbers, punctuation, symbols and the ASCII
+/// space. Without Unicode tables we refuse what falls outside: control
+/// characters, white space other than the space (U+2028 among them), the
+/// invisible format characters (U+FEFF, bidi marks...), private use and
+/// noncharacters.
+fn printable(c: char) -> bool {
+    if c == ' ' {
+        return true;
+    }
+    if c.is_control() || c.is_whitespace() {
+        return false;
+    }
+    let format = matches!(
+        c,
+        '\u{AD}'
+            | '\u{600}'..='\u{605}'
+            | '\u{61C}'
+            | '\u{6DD}'
+            | '\u{70F}'
+            | '\u{890}'..='\u{891}'
+            | '\u{8E2}'
+            | '\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}'
+            | '\u{FEFF}'
+            | '\u{FFF9}'..='\u{FFFB}'
+            | '\u{110BD}'
+            | '\u{110CD}'
+            | '\u{13430}'..='\u{1343F}'
+            | '\u{1BCA0}'..='\u{1BCA3}'
+            | '\u{1D173}'..='\u{1D17A}'
+            | '\u{E0001}'..='\u{E007F}'
+    );
+    let private = matches!(c, '\u{E000}'..='\u{F8FF}' | '\u{F0000}'..);
+    let nonchar = matches!(c, '\u{FDD0}'..='\u{FDEF}') || (c as u32 & 0xFFFE) == 0xFFFE;
+    !(format || private || nonchar)
 }
 
 /// Appends `segments` and then each `/`-separated part of `key` to `base`'s
@@ -88,7 +129,22 @@ mod tests {
     #[test]
     fn bad_keys_are_refused() {
         for key in [
-            "", "/a", "a/", "a//b", "a/../b", ".", "a/./b", "a\nb", " a", "a ",
+            "",
+            "/a",
+            "a/",
+            "a//b",
+            "a/../b",
+            ".",
+            "a/./b",
+            "a\nb",
+            " a",
+            "a ",
+            "a\u{2028}b",
+            "\u{FEFF}a",
+            "a\u{200B}",
+            "a\u{A0}b",
+            "a\u{E000}",
+            "a\tb",
         ] {
             assert!(check_key(key).is_err(), "{key:?} should be refused");
         }

@@ -120,11 +120,58 @@ impl Default for DelayBackoff {
     }
 }
 
-/// Backoff after a transient Consul error while waiting or watching.
-pub async fn transient_pause(attempt: &mut u32) {
-    let ms = 100u64 << (*attempt).min(4);
-    *attempt += 1;
-    tokio::time::sleep(Duration::from_millis(ms.min(1000))).await;
+/// How long a `--no-wait` run keeps retrying a transient failure (a reset
+/// connection, a 500 during a leader election): long enough to ride out a
+/// blip, short enough that "try once" still answers at once.
+pub const ONCE_GRACE: Duration = Duration::from_millis(500);
+
+/// Retries of transient failures within the patience the user gave: for
+/// ever, until `--timeout`, or [`ONCE_GRACE`] for `--no-wait`.
+#[derive(Debug)]
+pub struct Retry {
+    until: Option<Instant>,
+    errors: u32,
+}
+
+impl Retry {
+    pub fn new(patience: Patience) -> Retry {
+        let until = match patience {
+            Patience::Once => Some(Instant::now() + ONCE_GRACE),
+            Patience::Until(at) => Some(at),
+            Patience::Forever => None,
+        };
+        Retry { until, errors: 0 }
+    }
+
+    /// Pauses after `error` and returns `Ok` when it is worth another try;
+    /// otherwise the error, named by `step`, for the user.
+    pub async fn pause(&mut self, step: &str, error: ConsulError) -> Result<(), ConsulError> {
+        if !error.is_transient() {
+            return Err(error);
+        }
+        let pause = Duration::from_millis(100u64 << self.errors.min(4)).min(Duration::from_secs(1));
+        if self
+            .until
+            .is_some_and(|until| Instant::now() + pause >= until)
+        {
+            return Err(ConsulError::GaveUp {
+                step: step.to_string(),
+                last: Box::new(error),
+            });
+        }
+        self.errors += 1;
+        tracing::info!(
+            "{step}: {error}; retrying in {}",
+            crate::lease::fmt_duration(pause)
+        );
+        tokio::time::sleep(pause).await;
+        Ok(())
+    }
+
+    /// A success: the next failure starts the backoff afresh.
+    pub fn succeeded(&mut self) {
+        self.errors = 0;
+    }
 }
 
 /// The loop state of a wait or a watch on Consul: the index to block on,
@@ -135,7 +182,7 @@ pub async fn transient_pause(attempt: &mut u32) {
 pub struct Waiter {
     index: QueryIndex,
     block: bool,
-    errors: u32,
+    retry: Retry,
     rate: RateLimit,
     patience: Patience,
     consistent: bool,
@@ -147,7 +194,7 @@ impl Waiter {
         Waiter {
             index: QueryIndex::NONE,
             block: false,
-            errors: 0,
+            retry: Retry::new(patience),
             rate: RateLimit::new(5, 20),
             patience,
             consistent: false,
@@ -161,7 +208,7 @@ impl Waiter {
         Waiter {
             index,
             block: true,
-            errors: 0,
+            retry: Retry::new(Patience::Forever),
             rate: RateLimit::new(5, 20),
             patience: Patience::Forever,
             consistent: true,
@@ -198,19 +245,17 @@ impl Waiter {
     ) -> Result<Option<T>, ConsulError> {
         match result {
             Ok((value, returned)) => {
-                self.errors = 0;
+                self.retry.succeeded();
                 self.index = self.index.after(returned);
                 Ok(Some(value))
             }
-            Err(e) if e.is_transient() && !matches!(self.patience, Patience::Once) => {
-                tracing::info!("{what}: {e}; retrying");
-                transient_pause(&mut self.errors).await;
+            Err(e) => {
+                self.retry.pause(what, e).await?;
                 // The connection may have been cut mid-wait, or the agent
                 // restarted with a lower index: read afresh.
                 self.index = QueryIndex::NONE;
                 Ok(None)
             }
-            Err(e) => Err(e),
         }
     }
 

@@ -153,15 +153,24 @@ pub async fn acquire(
     patience: Patience,
 ) -> Result<Acquired<Holding>, AcquireError> {
     let contender = contender_key(prefix, session);
-    if !client
-        .kv_acquire(&contender, session, value, SEMAPHORE_FLAG)
-        .await?
-    {
-        return Err(AcquireError::Conflict(format!(
-            "could not take the contender entry `{contender}`"
-        )));
-    }
     let mut waiter = Waiter::acquiring(patience);
+    loop {
+        match client
+            .kv_acquire(&contender, session, value, SEMAPHORE_FLAG)
+            .await
+        {
+            Ok(true) => break,
+            Ok(false) => {
+                return Err(AcquireError::Conflict(format!(
+                    "could not take the contender entry `{contender}`"
+                )))
+            }
+            Err(e) => {
+                let step = format!("joining the semaphore `{prefix}`");
+                waiter.retry(&step, e).await?;
+            }
+        }
+    }
     let mut announced = false;
     loop {
         let Some(read) = waiter.next_read().await else {

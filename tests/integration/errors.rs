@@ -26,6 +26,24 @@ fn with_env(mut c: Case, name: &'static str, value: &str) -> Case {
     c
 }
 
+/// An executable file in `dir` holding `text`; its path.
+fn executable(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// Whether the kernel may run files lockrun does not recognise.
+fn binfmt_misc_handlers() -> bool {
+    std::fs::read_dir("/proc/sys/fs/binfmt_misc").is_ok_and(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .any(|e| e.file_name() != "register" && e.file_name() != "status")
+    })
+}
+
 #[test]
 fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
     let consul = TestConsul::start();
@@ -39,8 +57,14 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
     std::fs::write(&bad_ca, "not a certificate").unwrap();
     let not_exec = dir.path().join("script.sh");
     std::fs::write(&not_exec, "#!/bin/sh\n").unwrap();
+    let two_line_token = dir.path().join("two-line-token");
+    std::fs::write(&two_line_token, "abc\ndef\n").unwrap();
+    let no_interpreter = executable(&dir, "no-interpreter", "#!/nonexistent/python9\necho hi\n");
+    let plain_text = executable(&dir, "plain-text", "echo hi\n");
     let k = key.as_str();
-    let cases = vec![
+    let line_sep = format!("{prefix}/a\u{2028}b");
+    let bom = format!("{prefix}/\u{FEFF}leader");
+    let mut cases = vec![
         case(&["elect", "", "--", "true"], 2, "key is empty"),
         case(&["elect", "/abs/key", "--", "true"], 2, "starts with `/`"),
         case(&["elect", "a//b", "--", "true"], 2, "`//`"),
@@ -130,6 +154,8 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
         case(&["elect", k, "--"], 2, "COMMAND"),
         case(&["elect", "--bogus", k, "--", "true"], 2, "--bogus"),
         case(&["frobnicate"], 2, "frobnicate"),
+        case(&["elect", "-c", "--", "true"], 2, "a key starting with `-`"),
+        case(&["leader", "-x/y"], 2, "a key starting with `-`"),
         case(
             &["elect", "--no-wait", "--timeout", "1s", k, "--", "true"],
             2,
@@ -159,6 +185,16 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
             &["elect", k, "--", not_exec.to_str().unwrap()],
             126,
             "not an executable",
+        ),
+        with_env(
+            case(&["elect", k, "--", "true"], 127, "command not found"),
+            "PATH",
+            "",
+        ),
+        case(
+            &["semaphore", "-l", "1", k, "--", &no_interpreter],
+            127,
+            "interpreter `/nonexistent/python9` is missing",
         ),
         case(
             &[
@@ -208,7 +244,107 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
             125,
             "client",
         ),
+        case(
+            &["elect", "--ttl", "-5s", k, "--", "true"],
+            2,
+            "`-5s` is negative",
+        ),
+        case(
+            &[
+                "elect",
+                "--kill-timeout",
+                "18446744073709551615s",
+                k,
+                "--",
+                "true",
+            ],
+            2,
+            "from 0s to 365d",
+        ),
+        case(
+            &[
+                "elect",
+                "--timeout",
+                "18446744073709551615s",
+                k,
+                "--",
+                "true",
+            ],
+            2,
+            "from 0s to 365d",
+        ),
+        case(
+            &["elect", "--timeout", "500000000000y", k, "--", "true"],
+            2,
+            "from 0s to 365d",
+        ),
+        case(
+            &["semaphore", "-l", "1", "--timeout", "366d", k, "--", "true"],
+            2,
+            "from 0s to 365d",
+        ),
+        case(
+            &["leader", "--wait", "--timeout", "500000000000y", k],
+            2,
+            "from 0s to 365d",
+        ),
         case(&["release", "--session", "nope", k], 2, "not a session ID"),
+        case(&["elect", &line_sep, "--", "true"], 2, "U+2028"),
+        case(&["semaphore", "-l", "2", &bom, "--", "true"], 2, "U+FEFF"),
+        case(&["leader", &line_sep], 2, "U+2028"),
+        case(&["release", &bom], 2, "U+FEFF"),
+        with_env(
+            case(
+                &["elect", k, "--", "true"],
+                125,
+                "from CONSUL_HTTP_TOKEN contains",
+            ),
+            "CONSUL_HTTP_TOKEN",
+            "abc\u{1}def",
+        ),
+        with_env(
+            case(&["release", k], 125, "from CONSUL_HTTP_TOKEN contains"),
+            "CONSUL_HTTP_TOKEN",
+            "abcdéf",
+        ),
+        case(
+            &[
+                "leader",
+                "--token-file",
+                two_line_token.to_str().unwrap(),
+                k,
+            ],
+            125,
+            "from --token-file",
+        ),
+        with_env(
+            case(
+                &["elect", k, "--", "true"],
+                125,
+                "from CONSUL_HTTP_TOKEN_FILE",
+            ),
+            "CONSUL_HTTP_TOKEN_FILE",
+            two_line_token.to_str().unwrap(),
+        ),
+        with_env(
+            case(
+                &["elect", k, "--", "true"],
+                125,
+                "namespaces need Consul Enterprise",
+            ),
+            "CONSUL_NAMESPACE",
+            "team-a",
+        ),
+        case(
+            &["release", "--namespace", "team-a", k],
+            125,
+            "namespaces need Consul Enterprise",
+        ),
+        with_env(
+            case(&["elect", k, "--", "true"], 125, "use `127.0.0.1:8500`"),
+            "CONSUL_HTTP_ADDR",
+            "127.0.0.1:8500/v1",
+        ),
         case(&["leader", "--timeout", "1s", k], 2, "--wait"),
         case(&["leader", "a//b"], 2, "`//`"),
         with_env(
@@ -232,6 +368,15 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
             "soon",
         ),
     ];
+    if binfmt_misc_handlers() {
+        eprintln!("not checked: a file in no executable format (binfmt_misc handlers may run it)");
+    } else {
+        cases.push(case(
+            &["elect", k, "--", &plain_text],
+            126,
+            "not in an executable format",
+        ));
+    }
     assert!(cases.len() >= 25);
     let writes = consul.emulator().map(|e| e.write_count());
     for c in &cases {
@@ -309,4 +454,61 @@ fn the_token_never_appears_in_any_output() {
             assert!(all.contains("ACL not found"), "says why:\n{all}");
         }
     }
+}
+
+/// A closed stdout ends the output quietly (as ripgrep does), never in a
+/// panic: the status is what the work earned.
+#[test]
+fn a_closed_stdout_never_panics() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("errors-stdout") + "/leader";
+    let api = consul.api();
+    let hold = |value: &str| {
+        let session = api.session_create(r#"{"TTL": "60s", "Checks": []}"#);
+        assert!(api.kv_acquire(&key, &session, value));
+        session
+    };
+    let closed = |args: &[&str]| {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let mut cmd = lockrun(&consul, args);
+        cmd.stdout(writer);
+        let output = cmd.output().unwrap();
+        let what = describe(&cmd, &output, Some(&consul));
+        assert!(
+            !String::from_utf8_lossy(&output.stderr).contains("panicked"),
+            "{what}"
+        );
+        (output.status.code(), what)
+    };
+    let holder = hold("first-holder");
+    for args in [
+        &["leader", key.as_str()][..],
+        &["leader", "--json", &key][..],
+        &["leader", "--wait", &key][..],
+        &["leader", "--watch", &key][..],
+        &["--help"][..],
+        &["--version"][..],
+        &["elect", "--help"][..],
+    ] {
+        let (code, what) = closed(args);
+        assert_eq!(code, Some(0), "{what}");
+    }
+    let (code, what) = closed(&["release", &key]);
+    assert_eq!(code, Some(0), "{what}");
+    assert_eq!(
+        api.kv_get(&key).and_then(|e| e.session),
+        None,
+        "released although nobody read the line\n{what}"
+    );
+    api.session_destroy(&holder);
+    let holder = hold("second-holder");
+    let (code, what) = closed(&["release", "--destroy-session", &key]);
+    assert_eq!(code, Some(0), "{what}");
+    assert!(api.session_info(&holder).is_none(), "{what}");
+    let fresh = format!("{key}-elect");
+    let (code, what) = closed(&["elect", "--no-wait", &fresh, "--", "true"]);
+    assert_eq!(code, Some(0), "{what}");
+    let (code, what) = closed(&["semaphore", "-l", "1", "--no-wait", &fresh, "--", "true"]);
+    assert_eq!(code, Some(0), "{what}");
 }

@@ -32,6 +32,8 @@ mod signals;
 mod service;
 // The safety model under faults: partitions, restarts, kills, churn.
 mod safety;
+// One blip at any step of a run costs time, not the run (emulator only).
+mod blips;
 // Every bad input: one line, the documented status, nothing written.
 mod errors;
 // lockrun over TLS: CA file and directory, server name, client certificates.

@@ -184,3 +184,49 @@ fn an_interrupt_while_stopping_after_a_loss_kills_at_once() {
         &consul,
     );
 }
+
+/// A signal that arrives before lockrun has its handlers (here: pending
+/// when lockrun starts, which `env --block-signal` and `exec` arrange
+/// without a race) is answered like a later one: death by it, nothing held.
+#[test]
+fn a_signal_during_start_up_is_honoured() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("signals-start-up") + "/leader";
+    let supported = std::process::Command::new("env")
+        .args(["--block-signal=HUP", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !supported {
+        eprintln!("skipped: needs env --block-signal (GNU coreutils 8.31 or later)");
+        return;
+    }
+    let lockrun_cmd = lockrun(&consul, ["elect", &key, "--", "true"]);
+    let mut cmd = std::process::Command::new("env");
+    cmd.args([
+        "--block-signal=HUP",
+        "sh",
+        "-c",
+        r#"kill -HUP $$; exec "$0" "$@""#,
+    ])
+    .arg(lockrun_cmd.get_program())
+    .args(lockrun_cmd.get_args());
+    for (name, value) in lockrun_cmd.get_envs() {
+        match value {
+            Some(value) => cmd.env(name, value),
+            None => cmd.env_remove(name),
+        };
+    }
+    let output = crate::support::run(&mut cmd);
+    let what = crate::support::describe(&cmd, &output, Some(&consul));
+    // Ended by the signal itself, as a shell reports with 129.
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        output.status.signal(),
+        Some(Signal::SIGHUP as i32),
+        "{what}"
+    );
+    assert!(
+        consul.api().kv_get(&key).and_then(|e| e.session).is_none(),
+        "{what}"
+    );
+}

@@ -60,3 +60,41 @@ pub async fn interrupts(mut faults: watch::Receiver<Faults>, needs_leader: bool)
         }
     }
 }
+
+/// What a blip does to the one request it hits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlipKind {
+    /// The connection is closed without an answer (a reset); the request is
+    /// not applied.
+    Drop,
+    /// 500 `No cluster leader`, as during an election; not applied.
+    NoLeader,
+}
+
+/// A one-off fault: the `nth` request (from 1) whose method is `method` and
+/// whose request target (path and query, as sent) contains `needle`.
+#[derive(Clone, Debug)]
+pub struct Blip {
+    pub method: &'static str,
+    pub needle: String,
+    pub nth: u32,
+    pub kind: BlipKind,
+}
+
+impl Blip {
+    /// Counts a request against the blip; true when this one is hit.
+    pub fn hits(&mut self, method: &str, target: &str) -> bool {
+        if method != self.method || !target.contains(&self.needle) {
+            return false;
+        }
+        self.nth = self.nth.saturating_sub(1);
+        self.nth == 0
+    }
+
+    pub fn outcome(&self) -> Outcome {
+        match self.kind {
+            BlipKind::Drop => Outcome::Drop,
+            BlipKind::NoLeader => Outcome::Answer(Answer::text(500, NO_LEADER)),
+        }
+    }
+}

@@ -37,6 +37,7 @@ mod state;
 pub use acl::AclPolicy;
 pub use record::{Endpoint, LoggedRequest};
 
+pub use faults::BlipKind;
 use faults::Faults;
 use state::State;
 use std::collections::HashMap;
@@ -73,6 +74,8 @@ pub(crate) struct Shared {
     /// Bumped to drop every open connection (restart).
     pub connections: watch::Sender<u64>,
     pub record: record::Recorder,
+    /// One-off faults still waiting for their request.
+    pub blips: Mutex<Vec<faults::Blip>>,
 }
 
 impl Shared {
@@ -197,6 +200,7 @@ impl Builder {
             reaper: Notify::new(),
             connections: watch::Sender::new(0),
             record: record::Recorder::new(Instant::now()),
+            blips: Mutex::new(Vec::new()),
         });
         let (stop, stopped) = oneshot::channel();
         let server = Arc::clone(&shared);
@@ -293,6 +297,34 @@ impl Emulator {
     /// answer (and is not applied).
     pub fn set_drop_connections(&self, on: bool) {
         self.shared.faults.send_modify(|f| f.drop_connections = on);
+    }
+
+    /// Hits the `nth` request (from 1) with method `method` whose target
+    /// (path and query, as sent) contains `needle`, once: its connection is
+    /// reset, or it answers 500 `No cluster leader`; either way it is not
+    /// applied. Returns at once; [`Emulator::blips_pending`] tells whether
+    /// the request came.
+    pub fn blip(&self, method: &'static str, needle: &str, nth: u32, kind: BlipKind) {
+        assert!(nth >= 1, "requests count from 1");
+        self.shared
+            .blips
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(faults::Blip {
+                method,
+                needle: needle.to_string(),
+                nth,
+                kind,
+            });
+    }
+
+    /// How many blips have not met their request yet.
+    pub fn blips_pending(&self) -> usize {
+        self.shared
+            .blips
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
     }
 
     /// A delay before each request is handled.
