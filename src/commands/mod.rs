@@ -23,7 +23,7 @@ use crate::logging;
 pub fn main(args: Vec<OsString>) -> ExitCode {
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        Err(e) => return clap_error(e),
+        Err(e) => return clap_error(&args, e),
     };
     let logging = logging::init(cli.output.verbose, cli.output.quiet, cli.output.log_format);
     match run(cli) {
@@ -37,9 +37,13 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
 
 /// Help and version go to stdout with status 0; a usage error becomes one
 /// line on stderr with status 2.
-fn clap_error(e: clap::Error) -> ExitCode {
+fn clap_error(args: &[OsString], e: clap::Error) -> ExitCode {
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            if let Some(message) = crate::usage::mistaken_help(args) {
+                logging::fatal(None, &message);
+                return Exit::Usage.into();
+            }
             let _ = e.print();
             ExitCode::SUCCESS
         }
@@ -48,18 +52,7 @@ fn clap_error(e: clap::Error) -> ExitCode {
             Exit::Usage.into()
         }
         _ => {
-            // clap's first paragraph says what is wrong (a list of missing
-            // arguments spans several lines); usage and tips follow.
-            let rendered = e.render().to_string();
-            let first: Vec<&str> = rendered
-                .trim_start()
-                .lines()
-                .take_while(|l| !l.trim().is_empty())
-                .map(str::trim)
-                .collect();
-            let message = first.join(" ");
-            let message = message.trim_start_matches("error: ");
-            logging::fatal(None, &format!("{message}; see `lockrun --help`"));
+            logging::fatal(None, &crate::usage::explain(args, &e));
             Exit::Usage.into()
         }
     }
