@@ -29,7 +29,7 @@ Exit status: the child's own; 1 no holder / nothing released; 2 usage;
 /// holding it can no longer be guaranteed: the child never runs at a moment
 /// when another holder could have acquired the lock.
 #[derive(Debug, Parser)]
-#[command(name = "lockrun", version, after_help = AFTER_HELP, max_term_width = 100, args_override_self = true)]
+#[command(name = "lockrun", version = env!("LOCKRUN_VERSION"), after_help = AFTER_HELP, max_term_width = 100, args_override_self = true)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -93,6 +93,40 @@ Examples:
 
 Exit status: 0 released, 1 nothing was held, 125 error.")]
     Release(ReleaseArgs),
+    /// Print the completion script for SHELL on stdout.
+    ///
+    /// The script completes subcommands, flags, signal names and, after `--`,
+    /// the wrapped command. Write it where your shell looks for completions.
+    #[command(after_help = "\
+Examples:
+  lockrun completions bash > ~/.local/share/bash-completion/completions/lockrun
+  lockrun completions zsh > ~/.zfunc/_lockrun  # with fpath+=(~/.zfunc) before compinit
+  lockrun completions fish > ~/.config/fish/completions/lockrun.fish")]
+    Completions(CompletionsArgs),
+    /// Write the man pages into DIR: lockrun(1) and one page per subcommand.
+    ///
+    /// Writes lockrun.1 and every lockrun-SUBCOMMAND.1 it refers to, replacing
+    /// files of the same name; DIR is created if missing. Point DIR at a man1
+    /// directory on man's search path.
+    #[command(after_help = "\
+Examples:
+  lockrun man --dir ~/.local/share/man/man1
+  sudo lockrun man --dir /usr/local/share/man/man1")]
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Directory to write the pages into, e.g. /usr/local/share/man/man1.
+    #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub dir: PathBuf,
 }
 
 /// Where Consul is and how to authenticate; flags override the consul CLI's

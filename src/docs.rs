@@ -13,7 +13,7 @@
 
 use std::fs;
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use clap::CommandFactory;
 use clap_complete::Shell;
@@ -27,14 +27,14 @@ use crate::exit::Exit;
 /// stale every day; bump this by hand when a page changes in substance.
 pub const DATE: &str = "2026-11-22";
 
-/// Where [`write_all`] puts the man pages, relative to the repository root.
+/// Where the committed man pages are, relative to the repository root.
 pub const MAN_DIR: &str = "man";
 
-/// Where [`write_all`] puts the completion scripts.
+/// Where the committed completion scripts are.
 pub const COMPLETIONS_DIR: &str = "completions";
 
 /// The shells we ship completions for, in file order.
-const SHELLS: [Shell; 5] = [
+pub const SHELLS: [Shell; 5] = [
     Shell::Bash,
     Shell::Zsh,
     Shell::Fish,
@@ -64,26 +64,36 @@ pub fn man_pages() -> Vec<(String, Vec<u8>)> {
 pub fn completions() -> Vec<(String, Vec<u8>)> {
     SHELLS
         .iter()
-        .map(|&shell| {
-            let mut cli = Cli::command();
-            let bin = cli.get_name().to_string();
-            let mut script = Vec::new();
-            clap_complete::generate(shell, &mut cli, &bin, &mut script);
-            (clap_complete::Generator::file_name(&shell, &bin), script)
-        })
+        .map(|&shell| (completion_file(shell), completion(shell)))
         .collect()
 }
 
-/// Writes every page to `root/man/` and every script to `root/completions/`.
-pub fn write_all(root: &Path) -> io::Result<()> {
-    for (dir, files) in [(MAN_DIR, man_pages()), (COMPLETIONS_DIR, completions())] {
-        let dir = root.join(dir);
-        fs::create_dir_all(&dir)?;
-        for (name, contents) in files {
-            fs::write(dir.join(name), contents)?;
-        }
-    }
-    Ok(())
+/// The name `shell` expects the script to have, e.g. `_lockrun` for zsh.
+pub fn completion_file(shell: Shell) -> String {
+    clap_complete::Generator::file_name(&shell, Cli::command().get_name())
+}
+
+/// The completion script for `shell`.
+pub fn completion(shell: Shell) -> Vec<u8> {
+    let mut cli = Cli::command();
+    let bin = cli.get_name().to_string();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cli, &bin, &mut script);
+    script
+}
+
+/// Writes every man page into `dir`, creating it if needed; returns the
+/// paths written.
+pub fn write_man(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    fs::create_dir_all(dir)?;
+    man_pages()
+        .into_iter()
+        .map(|(name, contents)| {
+            let path = dir.join(name);
+            fs::write(&path, contents)?;
+            Ok(path)
+        })
+        .collect()
 }
 
 /// A page being assembled from clap_mangen's sections and ours.
@@ -543,6 +553,7 @@ const SUBCOMMAND_SEE_ALSO: &[Block] = &[P(
 )];
 
 const SEE_ALSO: &[Block] = &[P(
-    "lockrun-elect(1), lockrun-semaphore(1), lockrun-leader(1), lockrun-release(1), consul(1) \
+    "lockrun-elect(1), lockrun-semaphore(1), lockrun-leader(1), lockrun-release(1), lockrun-completions(1), lockrun-man(1), \
+     consul(1) \
      (`consul lock`, which lockrun interoperates with), flock(1), timeout(1).",
 )];

@@ -3,6 +3,7 @@
 
 mod elect;
 mod hold;
+mod install;
 mod leader;
 mod release;
 mod semaphore;
@@ -60,7 +61,6 @@ fn clap_error(args: &[OsString], e: clap::Error) -> ExitCode {
 
 fn run(cli: Cli) -> Result<Exit, Failure> {
     let env = ProcessEnv;
-    let consul = config::consul(&cli.consul, &env)?;
     // Everything the user typed is checked before the runtime, the client
     // or any request exists.
     let job = match cli.command {
@@ -68,7 +68,11 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Semaphore(args) => Job::Semaphore(semaphore::prepare(args, &env)?),
         Command::Leader(args) => Job::Leader(leader::prepare(args)?),
         Command::Release(args) => Job::Release(release::prepare(args)?),
+        // Installing needs no Consul, so no Consul setting can stand in its way.
+        Command::Completions(args) => return install::completions(&args),
+        Command::Man(args) => return install::man(&args),
     };
+    let consul = config::consul(&cli.consul, &env)?;
     let client = Client::new(&consul).map_err(|e| Failure::Config(format!("{e:#}")))?;
     // One thread: every child is forked from the main thread, which lives as
     // long as lockrun does, so the parent-death signal is reliable.

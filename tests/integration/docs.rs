@@ -23,15 +23,36 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Every generated file, relative to the repository root.
+/// Every generated file, relative to the repository root, as the binary's
+/// own `man --dir` and `completions SHELL` write them: what we commit is what
+/// a user installs.
 fn rendered() -> Vec<(PathBuf, Vec<u8>)> {
-    let man = docs::man_pages()
-        .into_iter()
-        .map(|(name, text)| (Path::new(docs::MAN_DIR).join(name), text));
-    let completions = docs::completions()
-        .into_iter()
-        .map(|(name, text)| (Path::new(docs::COMPLETIONS_DIR).join(name), text));
-    man.chain(completions).collect()
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = lockrun(["man", "--dir"]);
+    cmd.arg(dir.path());
+    let output = run(&mut cmd);
+    assert!(output.status.success(), "{}", describe(&cmd, &output));
+    let mut files: Vec<(PathBuf, Vec<u8>)> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_owned();
+            (
+                Path::new(docs::MAN_DIR).join(name),
+                fs::read(&path).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    for shell in docs::SHELLS {
+        let mut cmd = lockrun(["completions", &shell.to_string()]);
+        let output = run(&mut cmd);
+        assert!(output.status.success(), "{}", describe(&cmd, &output));
+        assert!(output.stderr.is_empty(), "{}", describe(&cmd, &output));
+        let path = Path::new(docs::COMPLETIONS_DIR).join(docs::completion_file(shell));
+        files.push((path, output.stdout));
+    }
+    files
 }
 
 #[test]
@@ -48,7 +69,10 @@ fn committed_files_match_the_clap_definition() {
         .collect();
 
     if std::env::var_os(BLESS).is_some_and(|v| v == "1") {
-        docs::write_all(root()).expect("writing man/ and completions/");
+        for (path, contents) in &files {
+            fs::create_dir_all(root().join(path).parent().unwrap()).unwrap();
+            fs::write(root().join(path), contents).expect("writing man/ and completions/");
+        }
         for path in extra {
             fs::remove_file(root().join(&path)).expect("removing a stale file");
         }
@@ -278,7 +302,7 @@ fn command_of(line: &str) -> &str {
 }
 
 /// Splits a command line as sh would, as far as our examples need: quotes,
-/// backslashes, and an end at `#`, `|`, `;` or `&` outside quotes.
+/// backslashes, and an end at `#`, `|`, `;`, `&` or `>` outside quotes.
 fn shell_words(line: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut word: Option<String> = None;
@@ -317,7 +341,7 @@ fn shell_words(line: &str) -> Vec<String> {
                 }
             }
             '#' if word.is_none() => break,
-            '|' | ';' | '&' => break,
+            '|' | ';' | '&' | '>' => break,
             c if c.is_whitespace() => words.extend(word.take()),
             c => word.get_or_insert_with(String::new).push(c),
         }
@@ -385,9 +409,21 @@ fn version_is_printed() {
     let mut cmd = lockrun(["--version"]);
     let output = run(&mut cmd);
     assert!(output.status.success(), "{}", describe(&cmd, &output));
+    // Built from a checkout, the version names the commit.
+    let commit = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(root())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let want = match commit {
+        Some(commit) => format!("lockrun {} ({commit})\n", env!("CARGO_PKG_VERSION")),
+        None => format!("lockrun {}\n", env!("CARGO_PKG_VERSION")),
+    };
     assert_eq!(
         String::from_utf8_lossy(&output.stdout),
-        format!("lockrun {}\n", env!("CARGO_PKG_VERSION")),
+        want,
         "{}",
         describe(&cmd, &output)
     );
@@ -444,5 +480,61 @@ fn json_logs_are_json_and_never_show_the_token() {
                 .unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}\n{context}"));
             assert!(value.is_object(), "not a JSON object: {line:?}\n{context}");
         }
+    }
+}
+
+/// `lockrun man --dir` writes pages that man renders without a warning, one
+/// for every `lockrun-SUB(1)` the main page refers to.
+#[test]
+fn man_dir_pages_render() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = lockrun(["man", "--dir"]);
+    cmd.arg(dir.path().join("man1"));
+    let output = run(&mut cmd);
+    assert!(output.status.success(), "{}", describe(&cmd, &output));
+    let main = fs::read_to_string(dir.path().join("man1/lockrun.1")).unwrap();
+    for sub in Cli::command().get_subcommands() {
+        if sub.get_name() == "help" {
+            continue;
+        }
+        let page = format!("lockrun-{}", sub.get_name());
+        assert!(
+            main.contains(&format!("{}(1)", page.replace('-', r"\-"))),
+            "lockrun.1 does not refer to {page}(1)"
+        );
+        assert!(
+            dir.path().join("man1").join(format!("{page}.1")).is_file(),
+            "{page}.1 was not written"
+        );
+    }
+    let renderer = if Command::new("man").arg("--version").output().is_ok() {
+        ["man", "-l", "-P", "cat"]
+    } else if Command::new("groff").arg("--version").output().is_ok() {
+        ["groff", "-man", "-Tutf8", "-ww"]
+    } else {
+        eprintln!("neither man nor groff is installed: the pages were written but not rendered");
+        return;
+    };
+    for entry in fs::read_dir(dir.path().join("man1")).unwrap() {
+        let path = entry.unwrap().path();
+        let mut render = Command::new(renderer[0]);
+        render.args(&renderer[1..]).arg(&path).env("MANWIDTH", "80");
+        let output = run(&mut render);
+        // Without a terminal, man still makes bold by overstriking: `N\bN`.
+        let mut stdout = String::new();
+        for c in String::from_utf8_lossy(&output.stdout).chars() {
+            if c == '\u{8}' {
+                stdout.pop();
+            } else {
+                stdout.push(c);
+            }
+        }
+        let what = format!("{}: {}", path.display(), describe(&render, &output));
+        assert!(output.status.success(), "{what}");
+        assert!(output.stderr.is_empty(), "warnings\n{what}");
+        assert!(
+            stdout.contains("NAME") && stdout.contains("lockrun"),
+            "{what}"
+        );
     }
 }
