@@ -66,6 +66,9 @@ fn committed_files_match_the_clap_definition() {
         .filter_map(|entry| entry.ok())
         .map(|entry| entry.path().strip_prefix(root()).unwrap().to_path_buf())
         .filter(|path| !expected.contains(path))
+        // Hand-written examples the Debian package installs live beside
+        // the pages; `packaged_files_exist` checks them.
+        .filter(|path| !path.to_string_lossy().ends_with(".example"))
         .collect();
 
     if std::env::var_os(BLESS).is_some_and(|v| v == "1") {
@@ -537,4 +540,52 @@ fn man_dir_pages_render() {
             "{what}"
         );
     }
+}
+
+/// Every file the Debian package (`[package.metadata.deb]` in Cargo.toml)
+/// installs exists, and its example unit is the README's, word for word.
+#[test]
+fn packaged_files_exist() {
+    let manifest = fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let deb = manifest
+        .split("[package.metadata.deb]")
+        .nth(1)
+        .expect("Cargo.toml has [package.metadata.deb]");
+    let sources: Vec<&str> = deb
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("[\""))
+        .filter_map(|rest| rest.split('"').next())
+        .collect();
+    assert!(sources.len() >= 6, "too few assets: {sources:?}");
+    for source in sources {
+        if source.starts_with("target/") {
+            continue;
+        }
+        match source.split_once("*") {
+            Some((dir_and_stem, suffix)) => {
+                let (dir, stem) = dir_and_stem.rsplit_once('/').unwrap();
+                let matches = fs::read_dir(root().join(dir))
+                    .unwrap()
+                    .filter_map(|e| e.ok())
+                    .filter(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        name.starts_with(stem) && name.ends_with(suffix)
+                    })
+                    .count();
+                assert!(matches >= 5, "{source} matches {matches} files");
+            }
+            None => assert!(root().join(source).is_file(), "{source} is missing"),
+        }
+    }
+    let readme = fs::read_to_string(root().join("README.md")).unwrap();
+    let unit = readme
+        .split("```ini\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("README.md shows a unit in an ini block");
+    assert_eq!(
+        fs::read_to_string(root().join("man/db-primary.service.example")).unwrap(),
+        unit,
+        "man/db-primary.service.example differs from the README's unit"
+    );
 }
