@@ -1,6 +1,19 @@
 _lockrun() {
     local i cur prev opts cmd
     COMPREPLY=()
+    # After `--` comes the wrapped command: complete it, not lockrun's flags.
+    for (( i = 1; i < COMP_CWORD; i++ )); do
+        if [[ "${COMP_WORDS[i]}" == "--" ]]; then
+            if declare -F _command_offset >/dev/null; then
+                _command_offset $(( i + 1 ))
+            elif (( COMP_CWORD == i + 1 )); then
+                COMPREPLY=( $(compgen -c -- "${COMP_WORDS[COMP_CWORD]}") )
+            else
+                COMPREPLY=( $(compgen -f -- "${COMP_WORDS[COMP_CWORD]}") )
+            fi
+            return 0
+        fi
+    done
     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
         cur="$2"
     else
@@ -310,7 +323,7 @@ _lockrun() {
                     return 0
                     ;;
                 --kill-signal)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "HUP INT QUIT ABRT KILL USR1 USR2 ALRM TERM" -- "${cur}"))
                     return 0
                     ;;
                 --kill-timeout)
@@ -897,7 +910,7 @@ _lockrun() {
                     return 0
                     ;;
                 --kill-signal)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=($(compgen -W "HUP INT QUIT ABRT KILL USR1 USR2 ALRM TERM" -- "${cur}"))
                     return 0
                     ;;
                 --kill-timeout)

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::consul::Behavior;
-use crate::signals::Signal;
+use crate::signals::{Signal, SignalParser};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -264,7 +264,7 @@ pub struct ChildArgs {
     #[arg(long)]
     pub shell: bool,
     /// Signal that asks the child to stop when the lock is lost.
-    #[arg(long, default_value = "TERM", value_name = "SIGNAL")]
+    #[arg(long, default_value = "TERM", value_name = "SIGNAL", value_parser = SignalParser)]
     pub kill_signal: Signal,
     /// Grace period after the kill signal before SIGKILL [default: 5s for
     /// elect, 2s for semaphore]. It must fit in the safety budget (lockrun

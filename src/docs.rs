@@ -79,7 +79,42 @@ pub fn completion(shell: Shell) -> Vec<u8> {
     let bin = cli.get_name().to_string();
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut cli, &bin, &mut script);
+    if shell == Shell::Bash {
+        script = bash_after_separator(script);
+    }
     script
+}
+
+/// clap_complete's bash script knows nothing of `--`: after it, it offers
+/// lockrun's flags again. What follows `--` is the wrapped command, so there
+/// we complete it as sudo's completion does, with bash-completion's
+/// `_command_offset` when it is loaded, else command names, then file names.
+fn bash_after_separator(script: Vec<u8>) -> Vec<u8> {
+    const START: &str = "    COMPREPLY=()\n";
+    const AFTER_SEPARATOR: &str = r#"    # After `--` comes the wrapped command: complete it, not lockrun's flags.
+    for (( i = 1; i < COMP_CWORD; i++ )); do
+        if [[ "${COMP_WORDS[i]}" == "--" ]]; then
+            if declare -F _command_offset >/dev/null; then
+                _command_offset $(( i + 1 ))
+            elif (( COMP_CWORD == i + 1 )); then
+                COMPREPLY=( $(compgen -c -- "${COMP_WORDS[COMP_CWORD]}") )
+            else
+                COMPREPLY=( $(compgen -f -- "${COMP_WORDS[COMP_CWORD]}") )
+            fi
+            return 0
+        fi
+    done
+"#;
+    let script = String::from_utf8(script).expect("clap_complete writes UTF-8");
+    let at = script
+        .find(START)
+        .expect("clap_complete's bash script clears COMPREPLY")
+        + START.len();
+    let mut out = String::with_capacity(script.len() + AFTER_SEPARATOR.len());
+    out.push_str(&script[..at]);
+    out.push_str(AFTER_SEPARATOR);
+    out.push_str(&script[at..]);
+    out.into_bytes()
 }
 
 /// Writes every man page into `dir`, creating it if needed; returns the

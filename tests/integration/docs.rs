@@ -589,3 +589,62 @@ fn packaged_files_exist() {
         "man/db-primary.service.example differs from the README's unit"
     );
 }
+
+/// What bash offers for the line `words` (the last word being completed),
+/// with the committed script and without bash-completion loaded.
+fn bash_completes(words: &[&str]) -> Vec<String> {
+    let script = root().join("completions/lockrun.bash");
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let cword = words.len() - 1;
+    let program = format!(
+        "source '{}'\n\
+         COMP_WORDS=({})\n\
+         COMP_CWORD={cword}\n\
+         COMP_LINE=\"${{COMP_WORDS[*]}}\"\n\
+         COMP_POINT=${{#COMP_LINE}}\n\
+         _lockrun lockrun '{}' '{}'\n\
+         printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        script.display(),
+        quoted.join(" "),
+        words[cword],
+        words[cword - 1],
+    );
+    let mut cmd = Command::new("bash");
+    cmd.args(["--norc", "--noprofile", "-c", &program]);
+    let output = run(&mut cmd);
+    assert!(output.status.success(), "{}", describe(&cmd, &output));
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn bash_completes_the_wrapped_command_and_signal_names() {
+    if Command::new("bash").arg("--version").output().is_err() {
+        eprintln!("bash is not installed: its completion script was not tried");
+        return;
+    }
+    // Before `--`: lockrun's flags.
+    let flags = bash_completes(&["lockrun", "elect", "--ti"]);
+    assert!(flags.iter().any(|w| w == "--timeout"), "{flags:?}");
+    // After `--`: commands, then the command's arguments, never our flags.
+    let commands = bash_completes(&["lockrun", "elect", "k", "--", "ech"]);
+    assert!(commands.iter().any(|w| w == "echo"), "{commands:?}");
+    let arguments = bash_completes(&["lockrun", "elect", "k", "--", "ls", "--ti"]);
+    assert!(
+        !arguments.iter().any(|w| w.starts_with("--")),
+        "{arguments:?}"
+    );
+    // --kill-signal: signal names, not file names.
+    let signals = bash_completes(&["lockrun", "semaphore", "--kill-signal", ""]);
+    for name in ["TERM", "INT", "HUP", "KILL"] {
+        assert!(signals.iter().any(|w| w == name), "{signals:?}");
+    }
+    assert!(
+        signals.iter().all(|w| w
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())),
+        "{signals:?}"
+    );
+}
