@@ -127,7 +127,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --datacenter 'Datacenter to use (default: the agent''s)'
             cand --namespace 'Enterprise namespace'
             cand --log-format 'Format of lockrun''s own messages on stderr'
-            cand --json 'Print one JSON object: the entry and the holder''s session'
+            cand --json 'Print one JSON object, the same for a key and a semaphore: {"key", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [{"key", "value", "value_base64", "flags", "session", "session_name", "node", "ttl", "lock_index", "create_index", "modify_index"}]}; with --watch, one per line'
             cand --wait 'Wait until there is a holder'
             cand --watch 'Print a line at every change of holder until interrupted'
             cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'

@@ -70,7 +70,9 @@ Examples:
     /// Print who holds the lock on KEY (or the semaphore PREFIX).
     ///
     /// Prints the holder's value on stdout and exits 0, or exits 1 if nobody
-    /// holds it. For a semaphore prefix, prints one live holder per line.
+    /// holds it. For a semaphore prefix, prints one live holder per line. A
+    /// holder that stores no value (`consul lock`, the Go API) is shown by its
+    /// session as `NAME (node NODE)`.
     #[command(after_help = "\
 Examples:
   leader=$(lockrun leader service/db/leader) || echo \"no leader\"
@@ -317,7 +319,11 @@ pub struct LeaderArgs {
     /// The lock key, or a semaphore prefix.
     #[arg(value_name = "KEY")]
     pub key: String,
-    /// Print one JSON object: the entry and the holder's session.
+    /// Print one JSON object, the same for a key and a semaphore: {"key",
+    /// "kind": "lock"|"semaphore", "held", "limit" (null for a lock),
+    /// "holders": [{"key", "value", "value_base64", "flags", "session",
+    /// "session_name", "node", "ttl", "lock_index", "create_index",
+    /// "modify_index"}]}; with --watch, one per line.
     #[arg(long)]
     pub json: bool,
     /// Wait until there is a holder.
