@@ -18,9 +18,10 @@ Examples:
   leader=$(lockrun leader service/db/leader) || echo \"no leader\"
   lockrun release service/db/leader
 
-Exit status: the child's own; 1 no holder / nothing released; 2 usage;
-75 not acquired; 124 lock lost, child stopped; 125 lockrun failed;
-126/127 COMMAND not executable / not found. See lockrun(1).";
+Exit status: the child's own; 0 held / released; 1 no holder / nothing
+released; 2 usage; 75 not acquired; 124 lock lost, child stopped; 125 lockrun
+failed; 126/127 COMMAND not executable / not found; 128+N signal N while
+waiting. See lockrun(1).";
 
 /// Run a command only while holding a Consul lock or semaphore slot.
 ///

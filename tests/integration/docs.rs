@@ -225,6 +225,53 @@ fn man_page_exit_table_matches_exit_rs() {
     );
 }
 
+/// README's "Exit status" table is Exit::TABLE, row for row.
+#[test]
+fn readme_exit_table_matches_exit_rs() {
+    let readme = fs::read_to_string(root().join("README.md")).unwrap();
+    let rows: Vec<(String, String)> = readme
+        .lines()
+        .skip_while(|line| *line != "## Exit status")
+        .skip(1)
+        .take_while(|line| !line.starts_with("## "))
+        .filter(|line| line.starts_with("| ") && !line.starts_with("| status |"))
+        .map(|line| {
+            let cells: Vec<&str> = line.trim_matches('|').split(" | ").collect();
+            assert_eq!(cells.len(), 2, "a row of two cells: {line}");
+            (cells[0].trim().to_string(), cells[1].trim().to_string())
+        })
+        .collect();
+    let want: Vec<(String, String)> = Exit::TABLE
+        .iter()
+        .map(|(status, meaning)| (status.to_string(), meaning.to_string()))
+        .collect();
+    assert_eq!(rows, want, "README's exit table differs from Exit::TABLE");
+}
+
+/// `lockrun --help` names every status of Exit::TABLE in its summary.
+#[test]
+fn help_names_every_exit_status() {
+    let help = Cli::command().get_after_help().unwrap().to_string();
+    let summary: String = help
+        .split("Exit status:")
+        .nth(1)
+        .expect("--help has an exit status summary")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for (status, _) in Exit::TABLE {
+        let named = if status.starts_with(|c: char| c.is_ascii_digit()) {
+            summary.split([' ', ';', '/']).any(|word| word == *status)
+        } else {
+            summary.contains("the child's own")
+        };
+        assert!(
+            named,
+            "`lockrun --help` does not name exit status {status}: {summary}"
+        );
+    }
+}
+
 /// The text a roff line shows, for the few escapes our pages use.
 fn plain(roff: &str) -> String {
     roff.replace(r"\fB", "")
