@@ -19,10 +19,12 @@ const RUNNERS: [&str; 2] = ["elect", "semaphore"];
 pub fn explain(args: &[OsString], error: &clap::Error) -> String {
     let words = words(args);
     let ours = ours(&words);
-    let sub = subcommand(ours);
-    let what = habit(ours, sub.map(|(_, name)| name))
-        .or_else(|| missing_separator(&words, sub, error))
-        .unwrap_or_else(|| clap_message(error));
+    let sub = subcommand(ours).map(|(_, name)| name);
+    if let Some((what, help)) = habit(ours, sub) {
+        return format!("{what}; {}", help_of(help.or(sub)));
+    }
+    let what =
+        missing_separator(&words, subcommand(ours), error).unwrap_or_else(|| clap_message(error));
     format!("{what}; {}", help_of(sub))
 }
 
@@ -36,9 +38,9 @@ pub fn mistaken_help(args: &[OsString]) -> Option<String> {
     if ours.iter().any(|w| asked.contains(&w.as_str())) {
         return None;
     }
-    let sub = subcommand(ours);
-    let what = habit(ours, sub.map(|(_, name)| name))?;
-    Some(format!("{what}; {}", help_of(sub)))
+    let sub = subcommand(ours).map(|(_, name)| name);
+    let (what, help) = habit(ours, sub)?;
+    Some(format!("{what}; {}", help_of(help.or(sub))))
 }
 
 fn words(args: &[OsString]) -> Vec<String> {
@@ -67,16 +69,17 @@ fn subcommand(ours: &[String]) -> Option<(usize, &str)> {
         .map(|i| (i, ours[i].as_str()))
 }
 
-fn help_of(sub: Option<(usize, &str)>) -> String {
+fn help_of(sub: Option<&str>) -> String {
     match sub {
-        Some((_, name)) => format!("see `lockrun {name} --help`"),
+        Some(name) => format!("see `lockrun {name} --help`"),
         None => "see `lockrun --help`".to_string(),
     }
 }
 
 /// A flag of `consul lock` (or a lockrun flag with one dash), answered with
-/// lockrun's equivalent.
-fn habit(ours: &[String], sub: Option<&str>) -> Option<String> {
+/// lockrun's equivalent, and the subcommand whose help to point at when it
+/// is not the one on the line.
+fn habit(ours: &[String], sub: Option<&str>) -> Option<(String, Option<&'static str>)> {
     let long_flags = long_flags();
     for (i, word) in ours.iter().enumerate() {
         let Some(flag) = word.strip_prefix('-') else {
@@ -89,12 +92,13 @@ fn habit(ours: &[String], sub: Option<&str>) -> Option<String> {
         let next = inline_value.or(ours.get(i + 1).map(String::as_str));
         if name == "token" {
             // We never echo what follows: it is a secret.
-            return Some(format!(
+            let what = format!(
                 "lockrun has no `{}`: a token on the command line is visible to \
                  every user through ps; put it in a file and pass `--token-file FILE`, \
                  or set CONSUL_HTTP_TOKEN_FILE (or CONSUL_HTTP_TOKEN)",
                 word.split_once('=').map_or(word.as_str(), |(f, _)| f)
-            ));
+            );
+            return Some((what, None));
         }
         if double {
             continue;
@@ -105,13 +109,19 @@ fn habit(ours: &[String], sub: Option<&str>) -> Option<String> {
                 continue;
             };
             return Some(match sub {
-                Some("semaphore") => format!(
-                    "`-n` is `--no-wait` here; for {n} slots, as `consul lock -n {n}` means, \
-                     use `--limit {n}`"
+                Some("semaphore") => (
+                    format!(
+                        "`-n` is `--no-wait` here; for {n} slots, as `consul lock -n {n}` \
+                         means, use `--limit {n}`"
+                    ),
+                    None,
                 ),
-                _ => format!(
-                    "`-n` is `--no-wait` here; for {n} slots, as `consul lock -n {n}` means, \
-                     use `lockrun semaphore --limit {n} PREFIX -- COMMAND`"
+                _ => (
+                    format!(
+                        "`-n` is `--no-wait` here; for {n} slots, as `consul lock -n {n}` \
+                         means, use `lockrun semaphore --limit {n} PREFIX -- COMMAND`"
+                    ),
+                    Some("semaphore"),
                 ),
             });
         }
@@ -144,7 +154,7 @@ fn habit(ours: &[String], sub: Option<&str>) -> Option<String> {
             }
             _ => continue,
         };
-        return Some(answer);
+        return Some((answer, None));
     }
     None
 }

@@ -309,7 +309,7 @@ fn usage_errors_say_what_to_type_instead() {
         (
             "elect -n 2 demo/leader -- true",
             "`-n` is `--no-wait` here; for 2 slots, as `consul lock -n 2` means, \
-             use `lockrun semaphore --limit 2 PREFIX -- COMMAND`; see `lockrun elect --help`",
+             use `lockrun semaphore --limit 2 PREFIX -- COMMAND`; see `lockrun semaphore --help`",
         ),
         (
             "elect -timeout 5s demo/leader -- true",
