@@ -40,6 +40,8 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand semaphore 'Run COMMAND while holding one of N slots of the semaphore PREFIX'
             cand leader 'Print who holds the lock on KEY (or the semaphore PREFIX)'
             cand release 'Force-release the lock on KEY (or semaphore slots), from any host'
+            cand completions 'Print the completion script for SHELL on stdout'
+            cand man 'Write the man pages into DIR: lockrun(1) and one page per subcommand'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'lockrun;elect'= {
@@ -129,7 +131,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --datacenter 'Datacenter to use (default: the agent''s)'
             cand --namespace 'Enterprise namespace'
             cand --log-format 'Format of lockrun''s own messages on stderr'
-            cand --json 'Print one JSON object: the entry and the holder''s session'
+            cand --json 'Print one JSON object, the same for a key and a semaphore: {"key", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [{"key", "value", "value_base64", "flags", "session", "session_name", "node", "ttl", "lock_index", "create_index", "modify_index"}]}; with --watch, one per line'
             cand --wait 'Wait until there is a holder'
             cand --watch 'Print a line at every change of holder until interrupted'
             cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
@@ -160,11 +162,50 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
         }
+        &'lockrun;completions'= {
+            cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port'
+            cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
+            cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
+            cand --ca-path 'Directory of CA certificates'
+            cand --client-cert 'Client certificate for Consul''s verify_incoming'
+            cand --client-key 'Client key for Consul''s verify_incoming'
+            cand --tls-server-name 'Server name to verify Consul''s certificate against (SNI)'
+            cand --datacenter 'Datacenter to use (default: the agent''s)'
+            cand --namespace 'Enterprise namespace'
+            cand --log-format 'Format of lockrun''s own messages on stderr'
+            cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+            cand --verbose 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+            cand -q 'Nothing on stderr but fatal errors'
+            cand --quiet 'Nothing on stderr but fatal errors'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'lockrun;man'= {
+            cand --dir 'Directory to write the pages into, e.g. /usr/local/share/man/man1'
+            cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port'
+            cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
+            cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
+            cand --ca-path 'Directory of CA certificates'
+            cand --client-cert 'Client certificate for Consul''s verify_incoming'
+            cand --client-key 'Client key for Consul''s verify_incoming'
+            cand --tls-server-name 'Server name to verify Consul''s certificate against (SNI)'
+            cand --datacenter 'Datacenter to use (default: the agent''s)'
+            cand --namespace 'Enterprise namespace'
+            cand --log-format 'Format of lockrun''s own messages on stderr'
+            cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+            cand --verbose 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+            cand -q 'Nothing on stderr but fatal errors'
+            cand --quiet 'Nothing on stderr but fatal errors'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
         &'lockrun;help'= {
             cand elect 'Run COMMAND while holding the leader lock on KEY'
             cand semaphore 'Run COMMAND while holding one of N slots of the semaphore PREFIX'
             cand leader 'Print who holds the lock on KEY (or the semaphore PREFIX)'
             cand release 'Force-release the lock on KEY (or semaphore slots), from any host'
+            cand completions 'Print the completion script for SHELL on stdout'
+            cand man 'Write the man pages into DIR: lockrun(1) and one page per subcommand'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'lockrun;help;elect'= {
@@ -174,6 +215,10 @@ set edit:completion:arg-completer[lockrun] = {|@words|
         &'lockrun;help;leader'= {
         }
         &'lockrun;help;release'= {
+        }
+        &'lockrun;help;completions'= {
+        }
+        &'lockrun;help;man'= {
         }
         &'lockrun;help;help'= {
         }

@@ -43,6 +43,8 @@ complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "elect" -d 'Run COMM
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "semaphore" -d 'Run COMMAND while holding one of N slots of the semaphore PREFIX'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "leader" -d 'Print who holds the lock on KEY (or the semaphore PREFIX)'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "release" -d 'Force-release the lock on KEY (or semaphore slots), from any host'
+complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "completions" -d 'Print the completion script for SHELL on stdout'
+complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "man" -d 'Write the man pages into DIR: lockrun(1) and one page per subcommand'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l ttl -d 'Session TTL; Consul allows 10s to 24h. Shorter notices a dead host sooner' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l lock-delay -d 'How long Consul keeps the lock from a new holder after the session is invalidated (0s to 60s). It is the child\'s grace window on a partition' -r
@@ -53,7 +55,15 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l node-checks -d
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l service-checks -d 'Service health checks the session is bound to (comma-separated; Consul 1.7 or later). As --node-checks' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l timeout -d 'Give up after DURATION without the lock (exit 75)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s E -l conflict-exit-code -d 'Exit status when the lock was not acquired (like flock -E); 0 makes a conflict count as success, for cron jobs another host already ran' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l kill-signal -d 'Signal that asks the child to stop when the lock is lost' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l kill-signal -d 'Signal that asks the child to stop when the lock is lost' -r -f -a "HUP\t''
+INT\t''
+QUIT\t''
+ABRT\t''
+KILL\t''
+USR1\t''
+USR2\t''
+ALRM\t''
+TERM\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l kill-timeout -d 'Grace period after the kill signal before SIGKILL [default: 5s for elect, 2s for semaphore, less if --ttl or --lock-delay leave less room]. It must fit in the safety budget (lockrun says by how much if it does not). When Consul reports the lock lost, only what the lock-delay leaves is granted (none for a semaphore)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l value -d 'Value stored in the lock entry [default: this host\'s name]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l notify -d 'Speak systemd\'s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*' -r -f -a "start\t'At once: a standby is a healthy, started service'
@@ -87,7 +97,15 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l node-check
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l service-checks -d 'Service health checks the session is bound to (comma-separated; Consul 1.7 or later). As --node-checks' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l timeout -d 'Give up after DURATION without the lock (exit 75)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s E -l conflict-exit-code -d 'Exit status when the lock was not acquired (like flock -E); 0 makes a conflict count as success, for cron jobs another host already ran' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l kill-signal -d 'Signal that asks the child to stop when the lock is lost' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l kill-signal -d 'Signal that asks the child to stop when the lock is lost' -r -f -a "HUP\t''
+INT\t''
+QUIT\t''
+ABRT\t''
+KILL\t''
+USR1\t''
+USR2\t''
+ALRM\t''
+TERM\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l kill-timeout -d 'Grace period after the kill signal before SIGKILL [default: 5s for elect, 2s for semaphore, less if --ttl or --lock-delay leave less room]. It must fit in the safety budget (lockrun says by how much if it does not). When Consul reports the lock lost, only what the lock-delay leaves is granted (none for a semaphore)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l value -d 'Value stored in the lock entry [default: this host\'s name]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l notify -d 'Speak systemd\'s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*' -r -f -a "start\t'At once: a standby is a healthy, started service'
@@ -122,7 +140,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l datacenter -d
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l namespace -d 'Enterprise namespace' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
-complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l json -d 'Print one JSON object: the entry and the holder\'s session'
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l json -d 'Print one JSON object, the same for a key and a semaphore: {"key", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [{"key", "value", "value_base64", "flags", "session", "session_name", "node", "ttl", "lock_index", "create_index", "modify_index"}]}; with --watch, one per line'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l wait -d 'Wait until there is a holder'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l watch -d 'Print a line at every change of holder until interrupted'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
@@ -145,8 +163,39 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l all -d 'Sema
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release help" -f -a "elect" -d 'Run COMMAND while holding the leader lock on KEY'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release help" -f -a "semaphore" -d 'Run COMMAND while holding one of N slots of the semaphore PREFIX'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release help" -f -a "leader" -d 'Print who holds the lock on KEY (or the semaphore PREFIX)'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release help" -f -a "release" -d 'Force-release the lock on KEY (or semaphore slots), from any host'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l ca-path -d 'Directory of CA certificates' -r -f -a "(__fish_complete_directories)"
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l client-cert -d 'Client certificate for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l client-key -d 'Client key for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l tls-server-name -d 'Server name to verify Consul\'s certificate against (SNI)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l datacenter -d 'Datacenter to use (default: the agent\'s)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l namespace -d 'Enterprise namespace' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
+json\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -s q -l quiet -d 'Nothing on stderr but fatal errors'
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l dir -d 'Directory to write the pages into, e.g. /usr/local/share/man/man1' -r -f -a "(__fish_complete_directories)"
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l ca-path -d 'Directory of CA certificates' -r -f -a "(__fish_complete_directories)"
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l client-cert -d 'Client certificate for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l client-key -d 'Client key for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l tls-server-name -d 'Server name to verify Consul\'s certificate against (SNI)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l datacenter -d 'Datacenter to use (default: the agent\'s)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l namespace -d 'Enterprise namespace' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
+json\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -s q -l quiet -d 'Nothing on stderr but fatal errors'
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man help" -f -a "elect" -d 'Run COMMAND while holding the leader lock on KEY'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man help" -f -a "semaphore" -d 'Run COMMAND while holding one of N slots of the semaphore PREFIX'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man help" -f -a "leader" -d 'Print who holds the lock on KEY (or the semaphore PREFIX)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man help" -f -a "release" -d 'Force-release the lock on KEY (or semaphore slots), from any host'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man help" -f -a "completions" -d 'Print the completion script for SHELL on stdout'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man help" -f -a "man" -d 'Write the man pages into DIR: lockrun(1) and one page per subcommand'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

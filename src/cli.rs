@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::consul::Behavior;
 use crate::notify::Ready;
-use crate::signals::Signal;
+use crate::signals::{Signal, SignalParser};
 
 const AFTER_HELP: &str = "\
 Examples:
@@ -19,9 +19,10 @@ Examples:
   leader=$(lockrun leader service/db/leader) || echo \"no leader\"
   lockrun release service/db/leader
 
-Exit status: the child's own; 1 no holder / nothing released; 2 usage;
-75 not acquired; 124 lock lost, child stopped; 125 lockrun failed;
-126/127 COMMAND not executable / not found. See lockrun(1).";
+Exit status: the child's own; 0 held / released; 1 no holder / nothing
+released; 2 usage; 75 not acquired; 124 lock lost, child stopped; 125 lockrun
+failed; 126/127 COMMAND not executable / not found; 128+N signal N while
+waiting. See lockrun(1).";
 
 /// Run a command only while holding a Consul lock or semaphore slot.
 ///
@@ -30,7 +31,7 @@ Exit status: the child's own; 1 no holder / nothing released; 2 usage;
 /// holding it can no longer be guaranteed: the child never runs at a moment
 /// when another holder could have acquired the lock.
 #[derive(Debug, Parser)]
-#[command(name = "lockrun", version, after_help = AFTER_HELP, max_term_width = 100, args_override_self = true)]
+#[command(name = "lockrun", version = env!("LOCKRUN_VERSION"), after_help = AFTER_HELP, max_term_width = 100, args_override_self = true)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -71,7 +72,9 @@ Examples:
     /// Print who holds the lock on KEY (or the semaphore PREFIX).
     ///
     /// Prints the holder's value on stdout and exits 0, or exits 1 if nobody
-    /// holds it. For a semaphore prefix, prints one live holder per line.
+    /// holds it. For a semaphore prefix, prints one live holder per line. A
+    /// holder that stores no value (`consul lock`, the Go API) is shown by its
+    /// session as `NAME (node NODE)`.
     #[command(after_help = "\
 Examples:
   leader=$(lockrun leader service/db/leader) || echo \"no leader\"
@@ -97,6 +100,40 @@ Examples:
 
 Exit status: 0 released, 1 nothing was held, 125 error.")]
     Release(ReleaseArgs),
+    /// Print the completion script for SHELL on stdout.
+    ///
+    /// The script completes subcommands, flags, signal names and, after `--`,
+    /// the wrapped command. Write it where your shell looks for completions.
+    #[command(after_help = "\
+Examples:
+  lockrun completions bash > ~/.local/share/bash-completion/completions/lockrun
+  lockrun completions zsh > ~/.zfunc/_lockrun  # with fpath+=(~/.zfunc) before compinit
+  lockrun completions fish > ~/.config/fish/completions/lockrun.fish")]
+    Completions(CompletionsArgs),
+    /// Write the man pages into DIR: lockrun(1) and one page per subcommand.
+    ///
+    /// Writes lockrun.1 and every lockrun-SUBCOMMAND.1 it refers to, replacing
+    /// files of the same name; DIR is created if missing. Point DIR at a man1
+    /// directory on man's search path.
+    #[command(after_help = "\
+Examples:
+  lockrun man --dir ~/.local/share/man/man1
+  sudo lockrun man --dir /usr/local/share/man/man1")]
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Directory to write the pages into, e.g. /usr/local/share/man/man1.
+    #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub dir: PathBuf,
 }
 
 /// Where Consul is and how to authenticate; flags override the consul CLI's
@@ -241,7 +278,7 @@ pub struct ChildArgs {
     #[arg(long)]
     pub shell: bool,
     /// Signal that asks the child to stop when the lock is lost.
-    #[arg(long, default_value = "TERM", value_name = "SIGNAL")]
+    #[arg(long, default_value = "TERM", value_name = "SIGNAL", value_parser = SignalParser)]
     pub kill_signal: Signal,
     /// Grace period after the kill signal before SIGKILL [default: 5s for
     /// elect, 2s for semaphore, less if --ttl or --lock-delay leave less
@@ -318,7 +355,11 @@ pub struct LeaderArgs {
     /// The lock key, or a semaphore prefix.
     #[arg(value_name = "KEY")]
     pub key: String,
-    /// Print one JSON object: the entry and the holder's session.
+    /// Print one JSON object, the same for a key and a semaphore: {"key",
+    /// "kind": "lock"|"semaphore", "held", "limit" (null for a lock),
+    /// "holders": [{"key", "value", "value_base64", "flags", "session",
+    /// "session_name", "node", "ttl", "lock_index", "create_index",
+    /// "modify_index"}]}; with --watch, one per line.
     #[arg(long)]
     pub json: bool,
     /// Wait until there is a holder.

@@ -13,7 +13,7 @@
 
 use std::fs;
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use clap::CommandFactory;
 use clap_complete::Shell;
@@ -27,14 +27,14 @@ use crate::exit::Exit;
 /// stale every day; bump this by hand when a page changes in substance.
 pub const DATE: &str = "2026-11-22";
 
-/// Where [`write_all`] puts the man pages, relative to the repository root.
+/// Where the committed man pages are, relative to the repository root.
 pub const MAN_DIR: &str = "man";
 
-/// Where [`write_all`] puts the completion scripts.
+/// Where the committed completion scripts are.
 pub const COMPLETIONS_DIR: &str = "completions";
 
 /// The shells we ship completions for, in file order.
-const SHELLS: [Shell; 5] = [
+pub const SHELLS: [Shell; 5] = [
     Shell::Bash,
     Shell::Zsh,
     Shell::Fish,
@@ -64,26 +64,71 @@ pub fn man_pages() -> Vec<(String, Vec<u8>)> {
 pub fn completions() -> Vec<(String, Vec<u8>)> {
     SHELLS
         .iter()
-        .map(|&shell| {
-            let mut cli = Cli::command();
-            let bin = cli.get_name().to_string();
-            let mut script = Vec::new();
-            clap_complete::generate(shell, &mut cli, &bin, &mut script);
-            (clap_complete::Generator::file_name(&shell, &bin), script)
-        })
+        .map(|&shell| (completion_file(shell), completion(shell)))
         .collect()
 }
 
-/// Writes every page to `root/man/` and every script to `root/completions/`.
-pub fn write_all(root: &Path) -> io::Result<()> {
-    for (dir, files) in [(MAN_DIR, man_pages()), (COMPLETIONS_DIR, completions())] {
-        let dir = root.join(dir);
-        fs::create_dir_all(&dir)?;
-        for (name, contents) in files {
-            fs::write(dir.join(name), contents)?;
-        }
+/// The name `shell` expects the script to have, e.g. `_lockrun` for zsh.
+pub fn completion_file(shell: Shell) -> String {
+    clap_complete::Generator::file_name(&shell, Cli::command().get_name())
+}
+
+/// The completion script for `shell`.
+pub fn completion(shell: Shell) -> Vec<u8> {
+    let mut cli = Cli::command();
+    let bin = cli.get_name().to_string();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cli, &bin, &mut script);
+    if shell == Shell::Bash {
+        script = bash_after_separator(script);
     }
-    Ok(())
+    script
+}
+
+/// clap_complete's bash script knows nothing of `--`: after it, it offers
+/// lockrun's flags again. What follows `--` is the wrapped command, so there
+/// we complete it as sudo's completion does, with bash-completion's
+/// `_command_offset` when it is loaded, else command names, then file names.
+fn bash_after_separator(script: Vec<u8>) -> Vec<u8> {
+    const START: &str = "    COMPREPLY=()\n";
+    const AFTER_SEPARATOR: &str = r#"    # After `--` comes the wrapped command: complete it, not lockrun's flags.
+    for (( i = 1; i < COMP_CWORD; i++ )); do
+        if [[ "${COMP_WORDS[i]}" == "--" ]]; then
+            if declare -F _command_offset >/dev/null; then
+                _command_offset $(( i + 1 ))
+            elif (( COMP_CWORD == i + 1 )); then
+                COMPREPLY=( $(compgen -c -- "${COMP_WORDS[COMP_CWORD]}") )
+            else
+                COMPREPLY=( $(compgen -f -- "${COMP_WORDS[COMP_CWORD]}") )
+            fi
+            return 0
+        fi
+    done
+"#;
+    let script = String::from_utf8(script).expect("clap_complete writes UTF-8");
+    let at = script
+        .find(START)
+        .expect("clap_complete's bash script clears COMPREPLY")
+        + START.len();
+    let mut out = String::with_capacity(script.len() + AFTER_SEPARATOR.len());
+    out.push_str(&script[..at]);
+    out.push_str(AFTER_SEPARATOR);
+    out.push_str(&script[at..]);
+    out.into_bytes()
+}
+
+/// Writes every man page into `dir`, creating it if needed; returns the
+/// paths written.
+pub fn write_man(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    fs::create_dir_all(dir)?;
+    man_pages()
+        .into_iter()
+        .map(|(name, contents)| {
+            let path = dir.join(name);
+            fs::write(&path, contents)?;
+            Ok(path)
+        })
+        .collect()
 }
 
 /// A page being assembled from clap_mangen's sections and ours.
@@ -566,6 +611,7 @@ const SUBCOMMAND_SEE_ALSO: &[Block] = &[P(
 )];
 
 const SEE_ALSO: &[Block] = &[P(
-    "lockrun-elect(1), lockrun-semaphore(1), lockrun-leader(1), lockrun-release(1), consul(1) \
+    "lockrun-elect(1), lockrun-semaphore(1), lockrun-leader(1), lockrun-release(1), lockrun-completions(1), lockrun-man(1), \
+     consul(1) \
      (`consul lock`, which lockrun interoperates with), flock(1), timeout(1).",
 )];

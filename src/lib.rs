@@ -35,6 +35,8 @@ pub mod notify;
 pub mod signals;
 /// The hold-and-run loop shared by `elect` and `semaphore`.
 pub mod supervisor;
+/// Usage errors: what went wrong and what to type instead.
+pub mod usage;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

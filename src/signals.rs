@@ -164,6 +164,36 @@ impl FromStr for Signal {
     }
 }
 
+/// `--kill-signal`'s parser: [`Signal`]'s `FromStr` (names and numbers, with
+/// its messages), which also tells clap the names, so that the completions
+/// offer signals rather than file names.
+#[derive(Debug, Clone, Copy)]
+pub struct SignalParser;
+
+impl clap::builder::TypedValueParser for SignalParser {
+    type Value = Signal;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Signal, clap::Error> {
+        let parse = |text: &str| text.parse::<Signal>();
+        parse.parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            Signal::ALL
+                .iter()
+                .map(|sig| clap::builder::PossibleValue::new(sig.name())),
+        ))
+    }
+}
+
 /// The forwarded signals as they arrive at lockrun.
 ///
 /// Besides the real thing ([`Signals::new`]) there is a source fed by hand

@@ -23,40 +23,31 @@ pub fn prepare(args: LeaderArgs) -> Result<Job, Failure> {
 }
 
 /// What a key holds right now: a lock's holder, or a semaphore's holders.
-enum State {
-    Lock(Option<KvPair>),
-    Semaphore(Vec<KvPair>),
+struct State {
+    semaphore: bool,
+    /// A semaphore's slot count, as its record says.
+    limit: Option<u64>,
+    /// The entries held by a session: one at most for a lock.
+    holders: Vec<KvPair>,
 }
 
 impl State {
     fn held(&self) -> bool {
-        match self {
-            State::Lock(pair) => pair.as_ref().and_then(KvPair::holder).is_some(),
-            State::Semaphore(holders) => !holders.is_empty(),
-        }
+        !self.holders.is_empty()
     }
 
     /// What identifies the holder(s), to tell a change of holder from any
     /// other write.
     fn identity(&self) -> Vec<(String, Vec<u8>)> {
-        match self {
-            State::Lock(pair) => pair
-                .iter()
-                .filter_map(|p| {
-                    p.holder()
-                        .map(|h| (h.to_string(), p.value_bytes().to_vec()))
-                })
-                .collect(),
-            State::Semaphore(holders) => holders
-                .iter()
-                .map(|p| {
-                    (
-                        p.holder().unwrap_or_default().to_string(),
-                        p.value_bytes().to_vec(),
-                    )
-                })
-                .collect(),
-        }
+        self.holders
+            .iter()
+            .map(|p| {
+                (
+                    p.holder().unwrap_or_default().to_string(),
+                    p.value_bytes().to_vec(),
+                )
+            })
+            .collect()
     }
 }
 
@@ -93,7 +84,11 @@ pub async fn run(client: &Client, job: Job) -> Result<Exit, Failure> {
         waiter.block();
     }
     // --timeout ran out with no holder.
-    let state = last.unwrap_or(State::Lock(None));
+    let state = last.unwrap_or(State {
+        semaphore: false,
+        limit: None,
+        holders: Vec::new(),
+    });
     print_state(client, &key, &state, job.args.json).await
 }
 
@@ -101,9 +96,16 @@ pub async fn run(client: &Client, job: Job) -> Result<Exit, Failure> {
 /// itself, and whether it is a semaphore prefix (`KEY/.lock` with the
 /// semaphore flag).
 fn state_of(key: &str, pairs: Vec<KvPair>) -> Result<State, Failure> {
-    let lock = pairs.iter().find(|p| p.key == key).cloned();
-    if lock.as_ref().and_then(KvPair::holder).is_some() {
-        return Ok(State::Lock(lock));
+    let lock = pairs
+        .iter()
+        .find(|p| p.key == key && p.holder().is_some())
+        .cloned();
+    if let Some(lock) = lock {
+        return Ok(State {
+            semaphore: false,
+            limit: None,
+            holders: vec![lock],
+        });
     }
     let record_key = semaphore::record_key(key);
     let under: Vec<KvPair> = pairs
@@ -114,16 +116,25 @@ fn state_of(key: &str, pairs: Vec<KvPair>) -> Result<State, Failure> {
         .iter()
         .any(|p| p.key == record_key && p.flags == crate::lock::SEMAPHORE_FLAG);
     if !is_semaphore {
-        return Ok(State::Lock(lock));
+        return Ok(State {
+            semaphore: false,
+            limit: None,
+            holders: Vec::new(),
+        });
     }
     let view = View::read(key, under).map_err(Failure::Conflict)?;
     let live = view.live_holders();
+    let limit = view.record.as_ref().map(|(record, _)| record.limit);
     let holders = view
         .contenders
         .into_iter()
         .filter(|p| p.holder().is_some_and(|h| live.contains(h)))
         .collect();
-    Ok(State::Semaphore(holders))
+    Ok(State {
+        semaphore: true,
+        limit,
+        holders,
+    })
 }
 
 async fn print_state(
@@ -134,31 +145,11 @@ async fn print_state(
 ) -> Result<Exit, Failure> {
     let mut out = Vec::new();
     if json {
-        let value = match state {
-            State::Lock(pair) => entry_json(client, key, pair.as_ref()).await?,
-            State::Semaphore(holders) => {
-                let mut list = Vec::new();
-                for pair in holders {
-                    list.push(entry_json(client, &pair.key, Some(pair)).await?);
-                }
-                Value::Array(list)
-            }
-        };
-        out.extend(serde_json::to_vec(&value).expect("JSON serialises"));
-        out.push(b'\n');
+        out = json_line(client, key, state).await?;
     } else {
-        match state {
-            State::Lock(Some(pair)) if pair.holder().is_some() => {
-                out.extend_from_slice(pair.value_bytes());
-                out.push(b'\n');
-            }
-            State::Lock(_) => {}
-            State::Semaphore(holders) => {
-                for pair in holders {
-                    out.extend_from_slice(pair.value_bytes());
-                    out.push(b'\n');
-                }
-            }
+        for pair in &state.holders {
+            out.extend(label(client, pair).await?);
+            out.push(b'\n');
         }
     }
     super::write_stdout(&out);
@@ -169,13 +160,43 @@ async fn print_state(
     })
 }
 
-/// The entry and its holder's session facts as one JSON object.
-async fn entry_json(client: &Client, key: &str, pair: Option<&KvPair>) -> Result<Value, Failure> {
-    let Some(pair) = pair else {
-        return Ok(
-            json!({ "key": key, "held": false, "value": null, "value_base64": null, "session": null }),
-        );
-    };
+/// How a holder is shown: its value, or, for a holder that stores none (as
+/// `consul lock` and the Go API's do), its session's name and node, so that
+/// a held lock never prints as an empty line.
+async fn label(client: &Client, pair: &KvPair) -> Result<Vec<u8>, Failure> {
+    if !pair.value_bytes().is_empty() {
+        return Ok(pair.value_bytes().to_vec());
+    }
+    let id = pair.holder().unwrap_or_default();
+    Ok(match client.session_info(id).await? {
+        Some(session) => format!("{} (node {})", session.name, session.node),
+        // The session ended between the two reads.
+        None => format!("session {id}"),
+    }
+    .into_bytes())
+}
+
+/// The one JSON shape of `--json` and `--json --watch`, for a key and for a
+/// semaphore alike, as a line.
+async fn json_line(client: &Client, key: &str, state: &State) -> Result<Vec<u8>, Failure> {
+    let mut holders = Vec::new();
+    for pair in &state.holders {
+        holders.push(holder_json(client, pair).await?);
+    }
+    let value = json!({
+        "key": key,
+        "kind": if state.semaphore { "semaphore" } else { "lock" },
+        "held": state.held(),
+        "limit": state.limit,
+        "holders": holders,
+    });
+    let mut line = serde_json::to_vec(&value).expect("JSON serialises");
+    line.push(b'\n');
+    Ok(line)
+}
+
+/// A held entry and its holder's session facts as one JSON object.
+async fn holder_json(client: &Client, pair: &KvPair) -> Result<Value, Failure> {
     let session = match pair.holder() {
         Some(id) => client.session_info(id).await?,
         None => None,
@@ -183,7 +204,6 @@ async fn entry_json(client: &Client, key: &str, pair: Option<&KvPair>) -> Result
     let value = pair.value.as_ref();
     Ok(json!({
         "key": pair.key,
-        "held": pair.holder().is_some(),
         "value": value.and_then(|v| std::str::from_utf8(v).ok()),
         "value_base64": value.map(|v| base64::engine::general_purpose::STANDARD.encode(v)),
         "flags": pair.flags,
@@ -214,34 +234,15 @@ async fn watch(client: &Client, key: &str, json: bool) -> Result<Exit, Failure> 
         }
         last = Some(identity);
         let line = if json {
-            let value = match &state {
-                State::Lock(pair) => entry_json(client, key, pair.as_ref()).await?,
-                State::Semaphore(holders) => {
-                    let mut list = Vec::new();
-                    for pair in holders {
-                        list.push(entry_json(client, &pair.key, Some(pair)).await?);
-                    }
-                    json!({ "key": key, "held": !holders.is_empty(), "holders": list })
-                }
-            };
-            let mut line = serde_json::to_vec(&value).expect("JSON serialises");
-            line.push(b'\n');
-            line
+            json_line(client, key, &state).await?
         } else {
-            // One line per change: the holder's value, holders' values joined
-            // by spaces for a semaphore, or an empty line for "no holder".
-            let mut line = match &state {
-                State::Lock(pair) => pair
-                    .as_ref()
-                    .filter(|p| p.holder().is_some())
-                    .map(|p| p.value_bytes().to_vec())
-                    .unwrap_or_default(),
-                State::Semaphore(holders) => holders
-                    .iter()
-                    .map(|p| p.value_bytes().to_vec())
-                    .collect::<Vec<_>>()
-                    .join(&b' '),
-            };
+            // One line per change: the holders' labels joined by spaces, or
+            // an empty line for "no holder".
+            let mut labels = Vec::new();
+            for pair in &state.holders {
+                labels.push(label(client, pair).await?);
+            }
+            let mut line = labels.join(&b' ');
             line.push(b'\n');
             line
         };

@@ -3,6 +3,7 @@
 
 mod elect;
 mod hold;
+mod install;
 mod leader;
 mod release;
 mod semaphore;
@@ -23,7 +24,7 @@ use crate::logging;
 pub fn main(args: Vec<OsString>) -> ExitCode {
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        Err(e) => return clap_error(e),
+        Err(e) => return clap_error(&args, e),
     };
     let daemon = match &cli.command {
         Command::Elect(args) => args.campaign || args.service.notify.is_some(),
@@ -50,9 +51,13 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
 
 /// Help and version go to stdout with status 0; a usage error becomes one
 /// line on stderr with status 2.
-fn clap_error(e: clap::Error) -> ExitCode {
+fn clap_error(args: &[OsString], e: clap::Error) -> ExitCode {
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            if let Some(message) = crate::usage::mistaken_help(args) {
+                logging::fatal(None, &message);
+                return Exit::Usage.into();
+            }
             let _ = e.print();
             ExitCode::SUCCESS
         }
@@ -61,21 +66,13 @@ fn clap_error(e: clap::Error) -> ExitCode {
             Exit::Usage.into()
         }
         _ => {
-            // clap's first paragraph says what is wrong (a list of missing
-            // arguments spans several lines); usage and tips follow.
-            let rendered = e.render().to_string();
-            let first: Vec<&str> = rendered
-                .trim_start()
-                .lines()
-                .take_while(|l| !l.trim().is_empty())
-                .map(str::trim)
-                .collect();
-            let message = first.join(" ");
-            let message = message.trim_start_matches("error: ");
-            logging::fatal(
-                None,
-                &format!("{message}{}; see `lockrun --help`", hyphen_hint(&e)),
-            );
+            let mut line = crate::usage::explain(args, &e);
+            // A generic "unexpected argument" for a short flag may be a key
+            // that starts with `-`: say why that cannot work.
+            if line.starts_with("unknown flag `-") && !line.starts_with("unknown flag `--") {
+                line.push_str(hyphen_hint(&e));
+            }
+            logging::fatal(None, &line);
             Exit::Usage.into()
         }
     }
@@ -99,7 +96,6 @@ fn hyphen_hint(e: &clap::Error) -> &'static str {
 
 fn run(cli: Cli) -> Result<Exit, Failure> {
     let env = ProcessEnv;
-    let consul = config::consul(&cli.consul, &env)?;
     // Everything the user typed is checked before the runtime, the client
     // or any request exists.
     let job = match cli.command {
@@ -107,7 +103,11 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
         Command::Semaphore(args) => Job::Semaphore(semaphore::prepare(args, &env)?),
         Command::Leader(args) => Job::Leader(leader::prepare(args)?),
         Command::Release(args) => Job::Release(release::prepare(args)?),
+        // Installing needs no Consul, so no Consul setting can stand in its way.
+        Command::Completions(args) => return install::completions(&args),
+        Command::Man(args) => return install::man(&args),
     };
+    let consul = config::consul(&cli.consul, &env)?;
     let client = Client::new(&consul).map_err(|e| Failure::Config(format!("{e:#}")))?;
     // One thread: every child is forked from the main thread, which lives as
     // long as lockrun does, so the parent-death signal is reliable.

@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
+use base64::Engine;
 use reqwest::Url;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 /// An ACL token. It prints as `***` everywhere, so it cannot leak into logs
 /// or error messages by accident.
@@ -178,36 +181,36 @@ fn identity(cert: &Path, key: &Path) -> Result<reqwest::Identity> {
         .with_context(|| format!("cannot read client certificate `{}`", cert.display()))?;
     let key_pem = std::fs::read(key)
         .with_context(|| format!("cannot read client key `{}`", key.display()))?;
-    let cert_pem = String::from_utf8_lossy(&cert_pem);
-    let key_pem = String::from_utf8_lossy(&key_pem);
-    let certificates: Vec<&str> = pem_blocks(&cert_pem)
-        .into_iter()
-        .filter(|(label, _)| *label == "CERTIFICATE")
-        .map(|(_, block)| block)
-        .collect();
+    let certificates = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            anyhow!(
+                "the client certificate `{}` is not valid PEM ({e})",
+                cert.display()
+            )
+        })?;
     if certificates.is_empty() {
         bail!(
             "the client certificate `{}` holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
             cert.display()
         );
     }
-    let blocks = pem_blocks(&key_pem);
     // PKCS#8 encrypts as its own label; OpenSSL's older PKCS#1 and SEC1
-    // encryption keeps the label and adds a `Proc-Type` header.
-    if blocks.iter().any(|(label, block)| {
-        *label == "ENCRYPTED PRIVATE KEY" || block.contains("Proc-Type: 4,ENCRYPTED")
-    }) {
+    // encryption keeps the label and adds a `Proc-Type` header. The PEM
+    // parser knows neither, so we look for them first.
+    let key_text = String::from_utf8_lossy(&key_pem);
+    if key_text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----")
+        || key_text.contains("Proc-Type: 4,ENCRYPTED")
+    {
         bail!(
             "the client key `{}` is encrypted, and lockrun cannot ask for its passphrase; decrypt it (openssl pkey -in KEY -out PLAIN) and give the plain key",
             key.display()
         );
     }
-    let keys: Vec<&str> = blocks
-        .into_iter()
-        .filter(|(label, _)| ["PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY"].contains(label))
-        .map(|(_, block)| block)
-        .collect();
-    let private_key = match keys[..] {
+    let keys = PrivateKeyDer::pem_slice_iter(&key_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow!("the client key `{}` is not valid PEM ({e})", key.display()))?;
+    let private_key = match &keys[..] {
         [one] => one,
         [] => bail!(
             "the client key `{}` holds no PEM private key (-----BEGIN PRIVATE KEY-----, RSA PRIVATE KEY or EC PRIVATE KEY)",
@@ -220,7 +223,17 @@ fn identity(cert: &Path, key: &Path) -> Result<reqwest::Identity> {
             cert.display()
         ),
     };
-    let pem = format!("{}\n{private_key}\n", certificates.join("\n"));
+    // reqwest takes the identity as one PEM buffer only.
+    let label = match private_key {
+        PrivateKeyDer::Pkcs1(_) => "RSA PRIVATE KEY",
+        PrivateKeyDer::Sec1(_) => "EC PRIVATE KEY",
+        _ => "PRIVATE KEY",
+    };
+    let mut pem: String = certificates
+        .iter()
+        .map(|c| pem_block("CERTIFICATE", c))
+        .collect();
+    pem.push_str(&pem_block(label, private_key.secret_der()));
     let identity = reqwest::Identity::from_pem(pem.as_bytes()).map_err(|e| {
         anyhow!(
             "the client certificate `{}` or key `{}` is not valid PEM ({})",
@@ -256,28 +269,16 @@ fn identity(cert: &Path, key: &Path) -> Result<reqwest::Identity> {
     Ok(identity)
 }
 
-/// The PEM blocks in `text`: each one's label and its whole text, from
-/// `-----BEGIN` to the matching `-----END ...-----`.
-fn pem_blocks(text: &str) -> Vec<(&str, &str)> {
-    const BEGIN: &str = "-----BEGIN ";
-    let mut blocks = Vec::new();
-    let mut offset = 0;
-    while let Some(found) = text[offset..].find(BEGIN) {
-        let start = offset + found;
-        let after = &text[start + BEGIN.len()..];
-        let Some(label_len) = after.find("-----") else {
-            break;
-        };
-        let label = &after[..label_len];
-        let end_line = format!("-----END {label}-----");
-        let Some(end) = after.find(&end_line) else {
-            break;
-        };
-        let stop = start + BEGIN.len() + end + end_line.len();
-        blocks.push((label, &text[start..stop]));
-        offset = stop;
+/// One PEM block: `der` in base64, 64 columns, between the `label` lines.
+fn pem_block(label: &str, der: &[u8]) -> String {
+    let base64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut block = format!("-----BEGIN {label}-----\n");
+    for line in base64.as_bytes().chunks(64) {
+        block.push_str(std::str::from_utf8(line).expect("base64 is ASCII"));
+        block.push('\n');
     }
-    blocks
+    block.push_str(&format!("-----END {label}-----\n"));
+    block
 }
 
 /// The innermost cause of `error`: reqwest's own text is only "builder
@@ -366,17 +367,12 @@ mod tests {
     }
 
     #[test]
-    fn pem_blocks_by_label() {
-        let text = "junk\n-----BEGIN EC PARAMETERS-----\nBggq\n-----END EC PARAMETERS-----\n\
-                    -----BEGIN EC PRIVATE KEY-----\nMHcC\n-----END EC PRIVATE KEY-----\n\
-                    -----BEGIN CERTIFICATE-----\nno end";
-        let blocks = pem_blocks(text);
-        let labels: Vec<&str> = blocks.iter().map(|(label, _)| *label).collect();
-        assert_eq!(labels, ["EC PARAMETERS", "EC PRIVATE KEY"]);
-        assert_eq!(
-            blocks[1].1,
-            "-----BEGIN EC PRIVATE KEY-----\nMHcC\n-----END EC PRIVATE KEY-----"
-        );
+    fn pem_blocks_round_trip_through_the_parser() {
+        let der: Vec<u8> = (0..=200).collect();
+        let block = pem_block("CERTIFICATE", &der);
+        assert!(block.lines().all(|line| line.len() <= 64));
+        let parsed = CertificateDer::from_pem_slice(block.as_bytes()).unwrap();
+        assert_eq!(parsed.as_ref(), der.as_slice());
     }
 
     #[test]

@@ -23,15 +23,36 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Every generated file, relative to the repository root.
+/// Every generated file, relative to the repository root, as the binary's
+/// own `man --dir` and `completions SHELL` write them: what we commit is what
+/// a user installs.
 fn rendered() -> Vec<(PathBuf, Vec<u8>)> {
-    let man = docs::man_pages()
-        .into_iter()
-        .map(|(name, text)| (Path::new(docs::MAN_DIR).join(name), text));
-    let completions = docs::completions()
-        .into_iter()
-        .map(|(name, text)| (Path::new(docs::COMPLETIONS_DIR).join(name), text));
-    man.chain(completions).collect()
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = lockrun(["man", "--dir"]);
+    cmd.arg(dir.path());
+    let output = run(&mut cmd);
+    assert!(output.status.success(), "{}", describe(&cmd, &output));
+    let mut files: Vec<(PathBuf, Vec<u8>)> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_owned();
+            (
+                Path::new(docs::MAN_DIR).join(name),
+                fs::read(&path).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    for shell in docs::SHELLS {
+        let mut cmd = lockrun(["completions", &shell.to_string()]);
+        let output = run(&mut cmd);
+        assert!(output.status.success(), "{}", describe(&cmd, &output));
+        assert!(output.stderr.is_empty(), "{}", describe(&cmd, &output));
+        let path = Path::new(docs::COMPLETIONS_DIR).join(docs::completion_file(shell));
+        files.push((path, output.stdout));
+    }
+    files
 }
 
 #[test]
@@ -45,10 +66,16 @@ fn committed_files_match_the_clap_definition() {
         .filter_map(|entry| entry.ok())
         .map(|entry| entry.path().strip_prefix(root()).unwrap().to_path_buf())
         .filter(|path| !expected.contains(path))
+        // Hand-written examples the Debian package installs live beside
+        // the pages; `packaged_files_exist` checks them.
+        .filter(|path| !path.to_string_lossy().ends_with(".example"))
         .collect();
 
     if std::env::var_os(BLESS).is_some_and(|v| v == "1") {
-        docs::write_all(root()).expect("writing man/ and completions/");
+        for (path, contents) in &files {
+            fs::create_dir_all(root().join(path).parent().unwrap()).unwrap();
+            fs::write(root().join(path), contents).expect("writing man/ and completions/");
+        }
         for path in extra {
             fs::remove_file(root().join(&path)).expect("removing a stale file");
         }
@@ -198,6 +225,53 @@ fn man_page_exit_table_matches_exit_rs() {
     );
 }
 
+/// README's "Exit status" table is Exit::TABLE, row for row.
+#[test]
+fn readme_exit_table_matches_exit_rs() {
+    let readme = fs::read_to_string(root().join("README.md")).unwrap();
+    let rows: Vec<(String, String)> = readme
+        .lines()
+        .skip_while(|line| *line != "## Exit status")
+        .skip(1)
+        .take_while(|line| !line.starts_with("## "))
+        .filter(|line| line.starts_with("| ") && !line.starts_with("| status |"))
+        .map(|line| {
+            let cells: Vec<&str> = line.trim_matches('|').split(" | ").collect();
+            assert_eq!(cells.len(), 2, "a row of two cells: {line}");
+            (cells[0].trim().to_string(), cells[1].trim().to_string())
+        })
+        .collect();
+    let want: Vec<(String, String)> = Exit::TABLE
+        .iter()
+        .map(|(status, meaning)| (status.to_string(), meaning.to_string()))
+        .collect();
+    assert_eq!(rows, want, "README's exit table differs from Exit::TABLE");
+}
+
+/// `lockrun --help` names every status of Exit::TABLE in its summary.
+#[test]
+fn help_names_every_exit_status() {
+    let help = Cli::command().get_after_help().unwrap().to_string();
+    let summary: String = help
+        .split("Exit status:")
+        .nth(1)
+        .expect("--help has an exit status summary")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for (status, _) in Exit::TABLE {
+        let named = if status.starts_with(|c: char| c.is_ascii_digit()) {
+            summary.split([' ', ';', '/']).any(|word| word == *status)
+        } else {
+            summary.contains("the child's own")
+        };
+        assert!(
+            named,
+            "`lockrun --help` does not name exit status {status}: {summary}"
+        );
+    }
+}
+
 /// The text a roff line shows, for the few escapes our pages use.
 fn plain(roff: &str) -> String {
     roff.replace(r"\fB", "")
@@ -278,7 +352,7 @@ fn command_of(line: &str) -> &str {
 }
 
 /// Splits a command line as sh would, as far as our examples need: quotes,
-/// backslashes, and an end at `#`, `|`, `;` or `&` outside quotes.
+/// backslashes, and an end at `#`, `|`, `;`, `&` or `>` outside quotes.
 fn shell_words(line: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut word: Option<String> = None;
@@ -317,7 +391,7 @@ fn shell_words(line: &str) -> Vec<String> {
                 }
             }
             '#' if word.is_none() => break,
-            '|' | ';' | '&' => break,
+            '|' | ';' | '&' | '>' => break,
             c if c.is_whitespace() => words.extend(word.take()),
             c => word.get_or_insert_with(String::new).push(c),
         }
@@ -385,9 +459,21 @@ fn version_is_printed() {
     let mut cmd = lockrun(["--version"]);
     let output = run(&mut cmd);
     assert!(output.status.success(), "{}", describe(&cmd, &output));
+    // Built from a checkout, the version names the commit.
+    let commit = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(root())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let want = match commit {
+        Some(commit) => format!("lockrun {} ({commit})\n", env!("CARGO_PKG_VERSION")),
+        None => format!("lockrun {}\n", env!("CARGO_PKG_VERSION")),
+    };
     assert_eq!(
         String::from_utf8_lossy(&output.stdout),
-        format!("lockrun {}\n", env!("CARGO_PKG_VERSION")),
+        want,
         "{}",
         describe(&cmd, &output)
     );
@@ -445,4 +531,167 @@ fn json_logs_are_json_and_never_show_the_token() {
             assert!(value.is_object(), "not a JSON object: {line:?}\n{context}");
         }
     }
+}
+
+/// `lockrun man --dir` writes pages that man renders without a warning, one
+/// for every `lockrun-SUB(1)` the main page refers to.
+#[test]
+fn man_dir_pages_render() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = lockrun(["man", "--dir"]);
+    cmd.arg(dir.path().join("man1"));
+    let output = run(&mut cmd);
+    assert!(output.status.success(), "{}", describe(&cmd, &output));
+    let main = fs::read_to_string(dir.path().join("man1/lockrun.1")).unwrap();
+    for sub in Cli::command().get_subcommands() {
+        if sub.get_name() == "help" {
+            continue;
+        }
+        let page = format!("lockrun-{}", sub.get_name());
+        assert!(
+            main.contains(&format!("{}(1)", page.replace('-', r"\-"))),
+            "lockrun.1 does not refer to {page}(1)"
+        );
+        assert!(
+            dir.path().join("man1").join(format!("{page}.1")).is_file(),
+            "{page}.1 was not written"
+        );
+    }
+    let renderer = if Command::new("man").arg("--version").output().is_ok() {
+        ["man", "-l", "-P", "cat"]
+    } else if Command::new("groff").arg("--version").output().is_ok() {
+        ["groff", "-man", "-Tutf8", "-ww"]
+    } else {
+        eprintln!("neither man nor groff is installed: the pages were written but not rendered");
+        return;
+    };
+    for entry in fs::read_dir(dir.path().join("man1")).unwrap() {
+        let path = entry.unwrap().path();
+        let mut render = Command::new(renderer[0]);
+        render.args(&renderer[1..]).arg(&path).env("MANWIDTH", "80");
+        let output = run(&mut render);
+        // Without a terminal, man still makes bold by overstriking: `N\bN`.
+        let mut stdout = String::new();
+        for c in String::from_utf8_lossy(&output.stdout).chars() {
+            if c == '\u{8}' {
+                stdout.pop();
+            } else {
+                stdout.push(c);
+            }
+        }
+        let what = format!("{}: {}", path.display(), describe(&render, &output));
+        assert!(output.status.success(), "{what}");
+        assert!(output.stderr.is_empty(), "warnings\n{what}");
+        assert!(
+            stdout.contains("NAME") && stdout.contains("lockrun"),
+            "{what}"
+        );
+    }
+}
+
+/// Every file the Debian package (`[package.metadata.deb]` in Cargo.toml)
+/// installs exists, and its example unit is the README's, word for word.
+#[test]
+fn packaged_files_exist() {
+    let manifest = fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let deb = manifest
+        .split("[package.metadata.deb]")
+        .nth(1)
+        .expect("Cargo.toml has [package.metadata.deb]");
+    let sources: Vec<&str> = deb
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("[\""))
+        .filter_map(|rest| rest.split('"').next())
+        .collect();
+    assert!(sources.len() >= 6, "too few assets: {sources:?}");
+    for source in sources {
+        if source.starts_with("target/") {
+            continue;
+        }
+        match source.split_once("*") {
+            Some((dir_and_stem, suffix)) => {
+                let (dir, stem) = dir_and_stem.rsplit_once('/').unwrap();
+                let matches = fs::read_dir(root().join(dir))
+                    .unwrap()
+                    .filter_map(|e| e.ok())
+                    .filter(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        name.starts_with(stem) && name.ends_with(suffix)
+                    })
+                    .count();
+                assert!(matches >= 5, "{source} matches {matches} files");
+            }
+            None => assert!(root().join(source).is_file(), "{source} is missing"),
+        }
+    }
+    let readme = fs::read_to_string(root().join("README.md")).unwrap();
+    let unit = readme
+        .split("```ini\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("README.md shows a unit in an ini block");
+    assert_eq!(
+        fs::read_to_string(root().join("man/db-primary.service.example")).unwrap(),
+        unit,
+        "man/db-primary.service.example differs from the README's unit"
+    );
+}
+
+/// What bash offers for the line `words` (the last word being completed),
+/// with the committed script and without bash-completion loaded.
+fn bash_completes(words: &[&str]) -> Vec<String> {
+    let script = root().join("completions/lockrun.bash");
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let cword = words.len() - 1;
+    let program = format!(
+        "source '{}'\n\
+         COMP_WORDS=({})\n\
+         COMP_CWORD={cword}\n\
+         COMP_LINE=\"${{COMP_WORDS[*]}}\"\n\
+         COMP_POINT=${{#COMP_LINE}}\n\
+         _lockrun lockrun '{}' '{}'\n\
+         printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        script.display(),
+        quoted.join(" "),
+        words[cword],
+        words[cword - 1],
+    );
+    let mut cmd = Command::new("bash");
+    cmd.args(["--norc", "--noprofile", "-c", &program]);
+    let output = run(&mut cmd);
+    assert!(output.status.success(), "{}", describe(&cmd, &output));
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn bash_completes_the_wrapped_command_and_signal_names() {
+    if Command::new("bash").arg("--version").output().is_err() {
+        eprintln!("bash is not installed: its completion script was not tried");
+        return;
+    }
+    // Before `--`: lockrun's flags.
+    let flags = bash_completes(&["lockrun", "elect", "--ti"]);
+    assert!(flags.iter().any(|w| w == "--timeout"), "{flags:?}");
+    // After `--`: commands, then the command's arguments, never our flags.
+    let commands = bash_completes(&["lockrun", "elect", "k", "--", "ech"]);
+    assert!(commands.iter().any(|w| w == "echo"), "{commands:?}");
+    let arguments = bash_completes(&["lockrun", "elect", "k", "--", "ls", "--ti"]);
+    assert!(
+        !arguments.iter().any(|w| w.starts_with("--")),
+        "{arguments:?}"
+    );
+    // --kill-signal: signal names, not file names.
+    let signals = bash_completes(&["lockrun", "semaphore", "--kill-signal", ""]);
+    for name in ["TERM", "INT", "HUP", "KILL"] {
+        assert!(signals.iter().any(|w| w == name), "{signals:?}");
+    }
+    assert!(
+        signals.iter().all(|w| w
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())),
+        "{signals:?}"
+    );
 }

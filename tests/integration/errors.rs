@@ -512,3 +512,83 @@ fn a_closed_stdout_never_panics() {
     let (code, what) = closed(&["semaphore", "-l", "1", "--no-wait", &fresh, "--", "true"]);
     assert_eq!(code, Some(0), "{what}");
 }
+
+/// Usage errors keep clap's suggestion, point at the subcommand's own help,
+/// name a missing `--` with the corrected line and translate `consul lock`
+/// habits; each is the exact line a user sees, with status 2.
+#[test]
+fn usage_errors_say_what_to_type_instead() {
+    let cases: [(&str, &str); 12] = [
+        (
+            "semaphore --limt 2 jobs/x -- true",
+            "unknown flag `--limt` (did you mean `--limit`?); see `lockrun semaphore --help`",
+        ),
+        (
+            "ellect demo/leader -- true",
+            "unknown subcommand `ellect` (did you mean `elect`?); see `lockrun --help`",
+        ),
+        (
+            "elect demo/leader echo hi",
+            "COMMAND must follow `--`, so that its flags are not taken for lockrun's: \
+             `lockrun elect demo/leader -- echo hi`; see `lockrun elect --help`",
+        ),
+        (
+            "semaphore -n 2 jobs/x -- true",
+            "`-n` is `--no-wait` here; for 2 slots, as `consul lock -n 2` means, \
+             use `--limit 2`; see `lockrun semaphore --help`",
+        ),
+        (
+            "elect -n 2 demo/leader -- true",
+            "`-n` is `--no-wait` here; for 2 slots, as `consul lock -n 2` means, \
+             use `lockrun semaphore --limit 2 PREFIX -- COMMAND`; see `lockrun semaphore --help`",
+        ),
+        (
+            "elect -timeout 5s demo/leader -- true",
+            "`-timeout` is `--timeout 5s` in lockrun; see `lockrun elect --help`",
+        ),
+        (
+            "elect -child-exit-code demo/leader -- true",
+            "lockrun always exits with the child's status, so `-child-exit-code` is not \
+             needed; drop it; see `lockrun elect --help`",
+        ),
+        (
+            "elect -verbose demo/leader -- true",
+            "`-verbose` is `-v` (or `--verbose`) in lockrun; see `lockrun elect --help`",
+        ),
+        (
+            "elect --token s3cret demo/leader -- true",
+            "lockrun has no `--token`: a token on the command line is visible to every \
+             user through ps; put it in a file and pass `--token-file FILE`, or set \
+             CONSUL_HTTP_TOKEN_FILE (or CONSUL_HTTP_TOKEN); see `lockrun elect --help`",
+        ),
+        (
+            "elect -token=s3cret demo/leader -- true",
+            "lockrun has no `-token`: a token on the command line is visible to every \
+             user through ps; put it in a file and pass `--token-file FILE`, or set \
+             CONSUL_HTTP_TOKEN_FILE (or CONSUL_HTTP_TOKEN); see `lockrun elect --help`",
+        ),
+        (
+            // clap alone would read `-h` here and print the help with status 0.
+            "-http-addr 127.0.0.1:1 elect demo/leader -- true",
+            "long flags take two dashes: `--http-addr`, not `-http-addr`; \
+             see `lockrun elect --help`",
+        ),
+        (
+            "semaphore jobs/x -- true",
+            "the following required arguments were not provided: --limit <N>; \
+             see `lockrun semaphore --help`",
+        ),
+    ];
+    for (args, line) in cases {
+        let mut cmd = bare(args.split_whitespace());
+        let output = run(&mut cmd);
+        let what = describe(&cmd, &output, None);
+        assert_eq!(output.status.code(), Some(2), "wrong status\n{what}");
+        assert_eq!(
+            String::from_utf8_lossy(&output.stderr),
+            format!("lockrun: {line}\n"),
+            "{what}"
+        );
+        assert!(output.stdout.is_empty(), "{what}");
+    }
+}

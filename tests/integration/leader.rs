@@ -62,16 +62,31 @@ fn json_has_the_entry_and_the_session() {
     assert_status(&output, 0, "held", &consul);
     let value: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
     assert_eq!(value["key"], key);
+    assert_eq!(value["kind"], "lock");
     assert_eq!(value["held"], true);
-    assert_eq!(value["value"], "node-a");
-    assert_eq!(value["value_base64"], "bm9kZS1h");
-    assert_eq!(value["session"], session);
-    assert_eq!(value["session_name"], "test holder");
-    assert_eq!(value["ttl"], "30s");
-    assert_eq!(value["lock_index"], 1);
-    assert!(value["node"].as_str().is_some_and(|n| !n.is_empty()));
-    assert!(value["modify_index"].as_u64().is_some_and(|i| i > 0));
-    assert!(value["create_index"].as_u64().is_some_and(|i| i > 0));
+    assert_eq!(value["limit"], serde_json::Value::Null);
+    let holders = value["holders"].as_array().expect("holders is an array");
+    assert_eq!(holders.len(), 1, "{value}");
+    let holder = &holders[0];
+    assert_eq!(holder["key"], key);
+    assert_eq!(holder["value"], "node-a");
+    assert_eq!(holder["value_base64"], "bm9kZS1h");
+    assert_eq!(holder["session"], session);
+    assert_eq!(holder["session_name"], "test holder");
+    assert_eq!(holder["ttl"], "30s");
+    assert_eq!(holder["lock_index"], 1);
+    assert!(holder["node"].as_str().is_some_and(|n| !n.is_empty()));
+    assert!(holder["modify_index"].as_u64().is_some_and(|i| i > 0));
+    assert!(holder["create_index"].as_u64().is_some_and(|i| i > 0));
+    // Nobody: the same shape, with no holder.
+    let free = consul.prefix("leader-json") + "/free";
+    let output = run(&mut lockrun(&consul, ["leader", "--json", free.as_str()]));
+    assert_status(&output, 1, "not held", &consul);
+    let value: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    assert_eq!(
+        value,
+        serde_json::json!({"key": free, "kind": "lock", "held": false, "limit": null, "holders": []})
+    );
     consul.api().session_destroy(&session);
 }
 
@@ -240,6 +255,22 @@ fn a_semaphore_prefix_lists_its_live_holders() {
         .collect();
     lines.sort();
     assert_eq!(lines, ["web-1", "web-2"]);
+    // --json: the lock's shape, with the slots and every holder.
+    let output = run(&mut lockrun(&consul, ["leader", "--json", prefix.as_str()]));
+    assert_status(&output, 0, "semaphore holders as JSON", &consul);
+    let value: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    assert_eq!(value["key"], prefix);
+    assert_eq!(value["kind"], "semaphore");
+    assert_eq!(value["held"], true);
+    assert_eq!(value["limit"], 3);
+    let mut values: Vec<&str> = value["holders"]
+        .as_array()
+        .expect("holders is an array")
+        .iter()
+        .map(|h| h["value"].as_str().unwrap())
+        .collect();
+    values.sort();
+    assert_eq!(values, ["web-1", "web-2"]);
     let output = run(&mut lockrun(&consul, ["release", "--all", prefix.as_str()]));
     assert_status(&output, 0, "free all slots", &consul);
     let output = run(&mut lockrun(&consul, ["leader", prefix.as_str()]));
@@ -276,4 +307,61 @@ fn quiet_silences_notes_but_not_answers_or_fatal_errors() {
         "fatal errors are still printed"
     );
     consul.api().session_destroy(&session);
+}
+
+/// `consul lock` and the Go API's `api.Lock` store no value: such a holder is
+/// shown by its session's name and node, by `leader` and by `--watch`, never
+/// as the empty line that means "nobody".
+#[test]
+fn a_holder_without_a_value_is_shown_by_its_session() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("leader-goapi") + "/.lock";
+    let api = consul.api();
+    let mut cmd = lockrun(&consul, ["leader", "--watch", key.as_str()]);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut watcher = cmd.spawn().expect("start the watcher");
+    let stdout = watcher.stdout.take().unwrap();
+    let (lines, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if lines.send(line.unwrap_or_default()).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || {
+        rx.recv_timeout(procs::PATIENCE)
+            .expect("a line from --watch")
+    };
+    assert_eq!(next(), "", "no holder at first");
+    let name = "Consul lock for 'sleep 60' at 'jobs/nightly'";
+    let session = api.session_create(&format!(
+        r#"{{"Name":"{name}","TTL":"30s","LockDelay":"0s"}}"#
+    ));
+    let node = api.session_info(&session).expect("the session exists")["Node"]
+        .as_str()
+        .expect("a node name")
+        .to_string();
+    let path = format!(
+        "/v1/kv/{}?acquire={session}&flags={LOCK_FLAG}",
+        crate::support::encode_key(&key)
+    );
+    assert_eq!(api.put(&path, b"").body, b"true");
+    let shown = format!("{name} (node {node})");
+    assert_eq!(next(), shown, "--watch shows the arrival");
+    let output = run(&mut lockrun(&consul, ["leader", key.as_str()]));
+    assert_status(&output, 0, "held without a value", &consul);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        format!("{shown}\n")
+    );
+    let path = format!(
+        "/v1/kv/{}?release={session}&flags={LOCK_FLAG}",
+        crate::support::encode_key(&key)
+    );
+    assert_eq!(api.put(&path, b"").body, b"true");
+    assert_eq!(next(), "", "--watch shows the departure as nobody");
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+    api.session_destroy(&session);
 }

@@ -192,6 +192,8 @@ fn readme_block(marker: &str) -> String {
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     readme
         .split("```")
+        .skip(1)
+        .step_by(2)
         .find(|block| block.contains(marker))
         .unwrap_or_else(|| panic!("README has no block with {marker}"))
         .to_string()

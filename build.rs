@@ -1,0 +1,49 @@
+//! `lockrun --version` names the commit it was built from, when it was built
+//! from a git checkout; a source tarball gives the version alone.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn main() {
+    let version = env!("CARGO_PKG_VERSION");
+    // Only our own repository counts: a tarball unpacked inside another
+    // checkout must not claim that checkout's commit.
+    let ours = git(&["rev-parse", "--show-toplevel"])
+        .and_then(|top| std::fs::canonicalize(top).ok())
+        == std::fs::canonicalize(env!("CARGO_MANIFEST_DIR")).ok();
+    let commit = ours
+        .then(|| git(&["rev-parse", "--short", "HEAD"]))
+        .flatten();
+    match commit {
+        Some(commit) => {
+            println!("cargo:rustc-env=LOCKRUN_VERSION={version} ({commit})");
+            // A new commit moves HEAD or the branch it points to; in a
+            // worktree HEAD and the refs live in different directories.
+            for (flag, files) in [
+                ("--git-dir", &["HEAD"][..]),
+                ("--git-common-dir", &["refs/heads", "packed-refs"][..]),
+            ] {
+                if let Some(dir) = git(&["rev-parse", flag]) {
+                    for file in files {
+                        let path = PathBuf::from(&dir).join(file);
+                        if path.exists() {
+                            println!("cargo:rerun-if-changed={}", path.display());
+                        }
+                    }
+                }
+            }
+        }
+        None => {
+            println!("cargo:rustc-env=LOCKRUN_VERSION={version}");
+            println!("cargo:rerun-if-changed=build.rs");
+        }
+    }
+}
+
+/// The trimmed output of a successful git command, or None (no git, no
+/// repository).
+fn git(args: &[&str]) -> Option<String> {
+    let output = Command::new("git").args(args).output().ok()?;
+    let text = String::from_utf8(output.stdout).ok()?.trim().to_string();
+    (output.status.success() && !text.is_empty()).then_some(text)
+}
