@@ -4,7 +4,8 @@
 //! By default each test gets a fresh emulator. With
 //! `LOCKRUN_TEST_CONSUL_ADDR=host:port` the tests run against that (real)
 //! agent instead, each under its own key prefix so they can share it; tests
-//! that need fault injection skip themselves there.
+//! that need the emulator are ignored there (the `real_consul` cfg, set by
+//! build.rs).
 //!
 //! The client speaks HTTP/1.1 over a plain `TcpStream`, one connection per
 //! request: nothing to share between tests, no runtime, and a connection
@@ -48,7 +49,7 @@ impl TestConsul {
     /// for tests that wait for expiries. (A real agent keeps its own
     /// minimum: read [`TestConsul::ttl_min`].)
     pub fn start_fast() -> TestConsul {
-        Self::with(|b| b.session_ttl_min(Duration::from_secs(1)))
+        Self::with(fast)
     }
 
     /// An emulator built by `configure`, or the real agent.
@@ -139,13 +140,12 @@ impl TestConsul {
     }
 }
 
-/// Prints why a test that needs the emulator does nothing on a real agent.
-/// Use: `let Some(emu) = needs_emulator(&consul) else { return };`
-pub fn needs_emulator(consul: &TestConsul) -> Option<&Emulator> {
-    if consul.emulator().is_none() {
-        eprintln!("skipped: needs the emulator");
-    }
-    consul.emulator()
+/// The emulator of [`TestConsul::start_fast`]: TTLs down to 1 s. A test
+/// that needs the emulator itself takes `TestConsul::emulator_only(fast)`
+/// and `#[cfg_attr(real_consul, ignore = "needs the emulator: ...")]`, so a
+/// run against a real agent lists it as ignored rather than passed.
+pub fn fast(b: consul_emulator::Builder) -> consul_emulator::Builder {
+    b.session_ttl_min(Duration::from_secs(1))
 }
 
 pub fn random_u64() -> u64 {
