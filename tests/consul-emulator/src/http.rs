@@ -57,7 +57,7 @@ impl Answer {
         Answer {
             status: 200,
             headers: vec![("content-type", "application/json".to_string())],
-            body: gojson::to_vec(value, req.query.has("pretty")),
+            body: gojson::to_vec(value, req.pretty),
         }
     }
 
@@ -93,6 +93,10 @@ pub struct Request {
     pub body: Bytes,
     /// The `Content-Length` header; Consul decides on it, not on the body.
     pub content_length: Option<u64>,
+    /// `?pretty`, or always on a 1.6 dev agent.
+    pub pretty: bool,
+    /// Imitating Consul 1.6 ([`crate::Builder::version`]).
+    pub legacy_1_6: bool,
 }
 
 pub async fn serve(
@@ -365,13 +369,16 @@ async fn route(shared: &Shared, parts: hyper::http::request::Parts, body: Bytes)
         .get("content-length")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse().ok());
+    let legacy_1_6 = shared.config.legacy_1_6;
     let req = Request {
         method: parts.method,
         path,
+        pretty: legacy_1_6 || query.has("pretty"),
         query,
         headers: parts.headers,
         body,
         content_length,
+        legacy_1_6,
     };
     let policy = if shared.config.acl_tokens.is_some() {
         "deny"
@@ -506,8 +513,13 @@ pub fn parse_read_opts(q: &Query) -> Result<ReadOpts, Answer> {
 }
 
 /// OSS Consul's `parseEntMeta`: namespaces are refused (1.10 knows nothing
-/// of partitions and ignores `?partition=`).
+/// of partitions and ignores `?partition=`). Consul 1.6 predates
+/// namespaces and ignores them (a missing key read with `?ns=` is the 404
+/// Part A2 records).
 pub fn refuse_namespace(req: &Request) -> Result<(), Answer> {
+    if req.legacy_1_6 {
+        return Ok(());
+    }
     if req
         .headers
         .get("x-consul-namespace")
@@ -618,7 +630,7 @@ struct AgentConfig<'a> {
     node_id: &'a str,
     revision: &'static str,
     server: bool,
-    version: &'static str,
+    version: &'a str,
 }
 
 #[derive(Serialize)]
@@ -637,7 +649,8 @@ struct Member<'a> {
     delegate_cur: u8,
 }
 
-const VERSION: &str = "1.10.12";
+/// The version imitated unless [`crate::Builder::version`] says otherwise.
+pub const VERSION: &str = "1.10.12";
 
 fn agent_self(shared: &Shared, req: &Request) -> Outcome {
     let authz = match acl::resolve(shared.config.acl_tokens.as_ref(), req) {
@@ -649,7 +662,7 @@ fn agent_self(shared: &Shared, req: &Request) -> Outcome {
     }
     let c = &shared.config;
     let tags = BTreeMap::from([
-        ("build", format!("{VERSION}:emulator")),
+        ("build", format!("{}:emulator", c.version)),
         ("dc", c.datacenter.clone()),
         ("id", c.node_id.clone()),
         ("port", "8300".to_string()),
@@ -664,7 +677,7 @@ fn agent_self(shared: &Shared, req: &Request) -> Outcome {
             node_id: &c.node_id,
             revision: "emulator",
             server: true,
-            version: VERSION,
+            version: &c.version,
         },
         member: Member {
             name: &c.node_name,

@@ -236,6 +236,7 @@ fn put(shared: &Shared, req: &Request, key: &str) -> Outcome {
             shared.record.count_write();
             match result {
                 Ok(ok) => ok,
+                Err(e) if req.legacy_1_6 => return Answer::text(500, e).into(),
                 Err(e) => return Answer::text(500, format!("raft apply failed: {e}")).into(),
             }
         }

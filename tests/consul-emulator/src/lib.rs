@@ -57,6 +57,10 @@ pub(crate) struct Config {
     pub acl_tokens: Option<HashMap<String, AclPolicy>>,
     pub default_query_time: Duration,
     pub max_query_time: Duration,
+    /// What `agent/self` reports as `Config.Version`.
+    pub version: String,
+    /// Answer as a Consul 1.6 dev agent does where it differs from 1.10.
+    pub legacy_1_6: bool,
 }
 
 /// Everything the server tasks and the [`Emulator`] handle share.
@@ -104,6 +108,8 @@ impl Default for Builder {
                 acl_tokens: None,
                 default_query_time: Duration::from_secs(300),
                 max_query_time: Duration::from_secs(600),
+                version: http::VERSION.to_string(),
+                legacy_1_6: false,
             },
         }
     }
@@ -163,6 +169,26 @@ impl Builder {
     /// The cap on a blocking query's wait (Consul: 10 min).
     pub fn max_query_time(mut self, d: Duration) -> Builder {
         self.config.max_query_time = d;
+        self
+    }
+
+    /// The Consul version to imitate: `1.10.x` (the default, 1.10.12) or
+    /// `1.6.x`. A 1.6 agent (observed on a 1.6.2 dev agent, CONSUL_API.md
+    /// Part A2) pretty-prints every JSON answer (so a KV write answers
+    /// `true\n`), words an acquire by an unknown session without the
+    /// `raft apply failed: ` prefix, knows no `NodeChecks`/`ServiceChecks`
+    /// (a session shows `"Checks": null`), and ignores `?ns=`.
+    /// Panics on any other version: we imitate only what was observed.
+    pub fn version(mut self, version: &str) -> Builder {
+        let legacy = if version.starts_with("1.6.") {
+            true
+        } else if version.starts_with("1.10.") {
+            false
+        } else {
+            panic!("emulator: cannot imitate Consul {version}; 1.6.x and 1.10.x only")
+        };
+        self.config.version = version.to_string();
+        self.config.legacy_1_6 = legacy;
         self
     }
 

@@ -24,10 +24,14 @@ struct SessionJson<'a> {
     behavior: &'static str,
     #[serde(rename = "TTL")]
     ttl: &'a str,
-    node_checks: &'a Option<Vec<String>>,
-    service_checks: Option<Vec<ServiceCheckJson<'a>>>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    checks: &'a [String],
+    /// `None` (absent) on 1.6, which predates the field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node_checks: Option<&'a Option<Vec<String>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service_checks: Option<Option<Vec<ServiceCheckJson<'a>>>>,
+    /// Absent on 1.10 when empty; `Some(None)` is 1.6's `null`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    checks: Option<Option<&'a [String]>>,
     create_index: u64,
     modify_index: u64,
 }
@@ -40,8 +44,18 @@ struct ServiceCheckJson<'a> {
     namespace: &'a str,
 }
 
-impl<'a> From<&'a Session> for SessionJson<'a> {
-    fn from(s: &'a Session) -> SessionJson<'a> {
+impl<'a> SessionJson<'a> {
+    fn new(s: &'a Session, legacy_1_6: bool) -> SessionJson<'a> {
+        if legacy_1_6 {
+            // Observed on 1.6.2: `null` for default checks and for `[]`;
+            // our node has no check but serfHealth, so it is always null.
+            return SessionJson {
+                node_checks: None,
+                service_checks: None,
+                checks: Some(None),
+                ..SessionJson::new(s, false)
+            };
+        }
         SessionJson {
             id: &s.id,
             name: &s.name,
@@ -49,24 +63,26 @@ impl<'a> From<&'a Session> for SessionJson<'a> {
             lock_delay: s.lock_delay_ns,
             behavior: s.behavior.as_str(),
             ttl: &s.ttl,
-            node_checks: &s.node_checks,
-            service_checks: s.service_checks.as_ref().map(|list| {
+            node_checks: Some(&s.node_checks),
+            service_checks: Some(s.service_checks.as_ref().map(|list| {
                 list.iter()
                     .map(|c| ServiceCheckJson {
                         id: &c.id,
                         namespace: &c.namespace,
                     })
                     .collect()
-            }),
-            checks: &s.checks,
+            })),
+            checks: (!s.checks.is_empty()).then_some(Some(&s.checks[..])),
             create_index: s.create_index,
             modify_index: s.modify_index,
         }
     }
 }
 
-fn sessions_json(list: &[Session]) -> Vec<SessionJson<'_>> {
-    list.iter().map(SessionJson::from).collect()
+fn sessions_json(list: &[Session], legacy_1_6: bool) -> Vec<SessionJson<'_>> {
+    list.iter()
+        .map(|s| SessionJson::new(s, legacy_1_6))
+        .collect()
 }
 
 /// The create request after Consul's defaults and JSON decoding.
@@ -102,7 +118,9 @@ impl CreateBody {
 /// (but empties a list), a type mismatch is an error, unknown fields are
 /// ignored, and `LockDelay` is a duration string or a number where anything
 /// under 1000 means seconds (for strings too: `"20ns"` is 20 s).
-fn decode(body: &[u8], into: &mut CreateBody) -> Result<(), String> {
+/// Consul 1.6 (`legacy_1_6`) knows no `NodeChecks` or `ServiceChecks` and
+/// ignores them.
+fn decode(body: &[u8], into: &mut CreateBody, legacy_1_6: bool) -> Result<(), String> {
     let range = gojson::first_value(body)?;
     let text = String::from_utf8_lossy(&body[range]);
     let value: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
@@ -135,6 +153,9 @@ fn decode(body: &[u8], into: &mut CreateBody) -> Result<(), String> {
         let Some(field) = known.into_iter().find(|k| k.eq_ignore_ascii_case(&name)) else {
             continue;
         };
+        if legacy_1_6 && matches!(field, "NodeChecks" | "ServiceChecks") {
+            continue;
+        }
         let result = match field {
             "LockDelay" => {
                 lock_delay = Some(value);
@@ -270,7 +291,7 @@ pub fn create(shared: &Shared, req: &Request) -> Outcome {
     let mut body = CreateBody::defaults(&shared.config.node_name);
     // Consul decodes the body only when Content-Length says there is one.
     if req.content_length.unwrap_or(0) > 0 {
-        if let Err(e) = decode(&req.body, &mut body) {
+        if let Err(e) = decode(&req.body, &mut body, req.legacy_1_6) {
             return Answer::text(400, format!("Request decode failed: {e}")).into();
         }
     }
@@ -398,7 +419,7 @@ pub fn renew(shared: &Shared, req: &Request) -> Outcome {
     }
     shared.record.count_write();
     match shared.mutate(|st, now| st.session_renew(id, now)) {
-        Ok(Some(s)) => Answer::json(&[SessionJson::from(&s)], req).into(),
+        Ok(Some(s)) => Answer::json(&[SessionJson::new(&s, req.legacy_1_6)], req).into(),
         // Expired between the two looks.
         Ok(None) => Answer::text(404, format!("Session id '{id}' not found")).into(),
         Err(e) => Answer::text(500, e).into(),
@@ -438,7 +459,7 @@ async fn read(
     .await;
     match result {
         Ok((index, list)) => http::with_meta(
-            Answer::json(&sessions_json(&list), req),
+            Answer::json(&sessions_json(&list, req.legacy_1_6), req),
             index,
             opts,
             shared,
@@ -498,7 +519,7 @@ mod tests {
 
     fn decoded(json: &str) -> Result<CreateBody, String> {
         let mut b = CreateBody::defaults("n");
-        decode(json.as_bytes(), &mut b)?;
+        decode(json.as_bytes(), &mut b, false)?;
         fixup_checks(&mut b);
         Ok(b)
     }
