@@ -8,7 +8,7 @@ use crate::faults::{self, NO_LEADER};
 use crate::query::{self, Query};
 use crate::record::Endpoint;
 use crate::state::State;
-use crate::{duration, gojson, kv, random_u64, session, Shared};
+use crate::{duration, gojson, kv, random_u64, session, txn, Shared};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
@@ -282,6 +282,7 @@ enum Route {
     SessionList,
     AgentSelf,
     StatusLeader,
+    Txn,
 }
 
 impl Route {
@@ -300,6 +301,7 @@ impl Route {
             (Route::SessionList, _) => Endpoint::SessionList,
             (Route::AgentSelf, _) => Endpoint::AgentSelf,
             (Route::StatusLeader, _) => Endpoint::StatusLeader,
+            (Route::Txn, _) => Endpoint::Txn,
         }
     }
 }
@@ -324,6 +326,7 @@ fn find_route(path: &str) -> Option<(Route, &'static [&'static str])> {
         "/v1/session/list" => Some((Route::SessionList, GET)),
         "/v1/agent/self" => Some((Route::AgentSelf, GET)),
         "/v1/status/leader" => Some((Route::StatusLeader, GET)),
+        "/v1/txn" => Some((Route::Txn, PUT)),
         _ => None,
     }
 }
@@ -408,6 +411,7 @@ async fn route(shared: &Shared, parts: hyper::http::request::Parts, body: Bytes)
             Route::SessionList => session::list(shared, &req).await,
             Route::AgentSelf => agent_self(shared, &req),
             Route::StatusLeader => status_leader(shared, &req),
+            Route::Txn => txn::handle(shared, &req),
         }
     };
     match outcome {

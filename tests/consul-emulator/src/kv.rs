@@ -17,7 +17,7 @@ const MAX_VALUE_SIZE: u64 = 512 * 1024;
 /// omitted when empty, `Value` null for an empty value.
 #[derive(Serialize)]
 #[serde(rename_all = "PascalCase")]
-struct EntryJson<'a> {
+pub(crate) struct EntryJson<'a> {
     lock_index: u64,
     key: &'a str,
     flags: u64,

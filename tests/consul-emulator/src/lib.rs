@@ -1,6 +1,8 @@
 //! An in-process emulator of the Consul 1.10 HTTP API subset lockrun uses:
-//! KV (locks, CAS, blocking reads), sessions (TTL, lock-delay, behaviors),
-//! `agent/self`, `status/leader`, plus ACLs and fault injection.
+//! KV (locks, CAS, blocking reads), KV transactions (`/v1/txn`), sessions
+//! (TTL, lock-delay, behaviors), `agent/self`, `status/leader`, plus ACLs and
+//! fault injection. It imitates 1.10 unless told to imitate 1.6
+//! ([`Builder::version`]).
 //!
 //! It copies what a real agent does, quirks included (see
 //! `shared/CONSUL_API.md` and the recorded transcript in `testdata/`), so that
@@ -20,6 +22,9 @@
 //! - every consistency mode reads the same (there are no followers);
 //! - tombstones are never reaped (tests are shorter than Consul's GC);
 //! - two ACL policies only ([`AclPolicy`]);
+//! - `/v1/txn` takes KV ops only, with the verbs `set`, `cas`, `lock`,
+//!   `unlock`, `get`, `delete` and `delete-cas`; anything else is a 400
+//!   saying so;
 //! - type errors in a session-create body are worded after Go's decoder but
 //!   not guaranteed identical; syntax errors are.
 
@@ -33,6 +38,7 @@ mod query;
 mod record;
 mod session;
 mod state;
+mod txn;
 
 pub use acl::AclPolicy;
 pub use record::{Endpoint, LoggedRequest};
