@@ -808,6 +808,52 @@ mod tests {
         assert!(st.kv_get("k").1.is_none());
     }
 
+    fn txn_op(verb: TxnVerb, key: &str, session: &str) -> TxnOp {
+        TxnOp {
+            verb,
+            key: key.to_string(),
+            value: b"v".to_vec(),
+            flags: 7,
+            index: 0,
+            session: session.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_txn_applies_at_one_index_or_rolls_back_and_spends_it() {
+        let mut st = with_sessions(Instant::now());
+        let results = st
+            .kv_txn(vec![
+                txn_op(TxnVerb::Lock, "a", S1),
+                txn_op(TxnVerb::Set, "b", ""),
+                txn_op(TxnVerb::Get, "a", ""),
+                txn_op(TxnVerb::Delete, "gone", ""),
+            ])
+            .unwrap();
+        let idx = st.raft_index();
+        // Writes answer without the value; `get` with it; delete not at all.
+        assert_eq!(results.len(), 3);
+        assert!(results[0].value.is_empty() && results[1].value.is_empty());
+        assert_eq!(results[2].value, b"v");
+        assert!(results.iter().all(|e| e.modify_index == idx));
+        assert_eq!((results[0].lock_index, results[0].flags), (1, 7));
+        let before = st.kv_get("b").1.cloned();
+        let failed = st.kv_txn(vec![
+            txn_op(TxnVerb::Set, "b", ""),
+            txn_op(TxnVerb::Lock, "a", S2),
+        ]);
+        assert_eq!(
+            failed,
+            Err((1, "failed to lock key \"a\", lock is already held".into()))
+        );
+        assert_eq!(st.kv_get("b").1.cloned(), before);
+        assert_eq!(st.raft_index(), idx + 1, "a failed apply is a log entry");
+        assert_eq!(
+            st.kv_txn(vec![txn_op(TxnVerb::Get, "nope", "")]),
+            Err((0, "key \"nope\" doesn't exist".into()))
+        );
+    }
+
     #[test]
     fn plain_put_keeps_the_holder_and_zeroes_lock_index() {
         let mut st = with_sessions(Instant::now());
