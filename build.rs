@@ -1,10 +1,19 @@
 //! `lockrun --version` names the commit it was built from, when it was built
-//! from a git checkout; a source tarball gives the version alone.
+//! from a git checkout; a source tarball gives the version alone. And the
+//! `real_consul` cfg, set when the integration suite is built to run against
+//! a real agent, so that tests needing the emulator show as ignored there
+//! instead of passing without having checked anything.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
+    println!("cargo:rerun-if-env-changed=LOCKRUN_TEST_CONSUL_ADDR");
+    println!("cargo:rustc-check-cfg=cfg(real_consul)");
+    let real = std::env::var("LOCKRUN_TEST_CONSUL_ADDR").is_ok_and(|a| !a.trim().is_empty());
+    if real {
+        println!("cargo:rustc-cfg=real_consul");
+    }
     let version = env!("CARGO_PKG_VERSION");
     // Only our own repository counts: a tarball unpacked inside another
     // checkout must not claim that checkout's commit.

@@ -6,7 +6,7 @@
 
 use consul_emulator::BlipKind;
 
-use crate::consul::{needs_emulator, TestConsul};
+use crate::consul::TestConsul;
 use crate::support::{describe, lockrun, run};
 
 /// A step of a run, as the request that carries it: method, a fragment of
@@ -30,9 +30,7 @@ fn step(name: &'static str, method: &'static str, needle: String) -> Step {
 /// Runs `args` with one blip of each kind at each step, under each kind of
 /// patience, and expects the child's own status every time.
 fn survives(consul: &TestConsul, steps: &[Step], args: impl Fn(&str) -> Vec<String>) {
-    let Some(emu) = needs_emulator(consul) else {
-        return;
-    };
+    let emu = consul.emulator().expect("blips need the emulator");
     for patience in [&[][..], &["--timeout", "60s"][..], &["--no-wait"][..]] {
         for kind in [BlipKind::Drop, BlipKind::NoLeader] {
             for s in steps {
@@ -58,8 +56,9 @@ fn survives(consul: &TestConsul, steps: &[Step], args: impl Fn(&str) -> Vec<Stri
 }
 
 #[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: blips are injected faults")]
 fn a_blip_at_any_step_of_elect_costs_time_not_the_run() {
-    let consul = TestConsul::start();
+    let consul = TestConsul::emulator_only(|b| b);
     let prefix = consul.prefix("blips-elect");
     let steps = [
         step("session", "PUT", "/v1/session/create".into()),
@@ -93,8 +92,9 @@ fn a_blip_at_any_step_of_elect_costs_time_not_the_run() {
 }
 
 #[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: blips are injected faults")]
 fn a_blip_at_any_step_of_semaphore_costs_time_not_the_run() {
-    let consul = TestConsul::start();
+    let consul = TestConsul::emulator_only(|b| b);
     let prefix = consul.prefix("blips-semaphore");
     let steps = [
         step("session", "PUT", "/v1/session/create".into()),
@@ -125,11 +125,10 @@ fn a_blip_at_any_step_of_semaphore_costs_time_not_the_run() {
 /// A failure that outlasts the patience ends the run with lockrun's status
 /// and a last line naming the step, soon after the patience ran out.
 #[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: blips are injected faults")]
 fn a_failure_longer_than_the_patience_names_its_step() {
-    let consul = TestConsul::start();
-    let Some(emu) = needs_emulator(&consul) else {
-        return;
-    };
+    let consul = TestConsul::emulator_only(|b| b);
+    let emu = consul.emulator().expect("blips need the emulator");
     let key = consul.prefix("blips-gave-up") + "/leader";
     emu.set_drop_connections(true);
     for (patience, within) in [("--no-wait", 5), ("--timeout=2s", 10)] {

@@ -1,6 +1,6 @@
 //! One test per fact in `shared/CONSUL_API.md` that lockrun relies on,
 //! checked over plain HTTP. They must pass on the emulator and on a real
-//! Consul 1.10 agent (`LOCKRUN_TEST_CONSUL_ADDR`): TTLs are at least the
+//! Consul 1.6 or 1.10 agent (`LOCKRUN_TEST_CONSUL_ADDR`): TTLs are at least the
 //! agent's minimum, lock-delays short, keys under a private prefix that is
 //! removed afterwards.
 
@@ -167,8 +167,13 @@ fn session_info_is_an_array_with_consul_defaults() {
     );
     assert_eq!(info["Behavior"], "release");
     assert_eq!(info["TTL"], "");
-    assert_eq!(info["NodeChecks"], json!(["serfHealth"]));
-    assert_eq!(info["ServiceChecks"], Value::Null);
+    if s.api.is_pre_1_7() {
+        // 1.6 predates NodeChecks/ServiceChecks; default checks show null.
+        assert_eq!(info["Checks"], Value::Null, "{info}");
+    } else {
+        assert_eq!(info["NodeChecks"], json!(["serfHealth"]));
+        assert_eq!(info["ServiceChecks"], Value::Null);
+    }
     assert!(info["CreateIndex"].as_u64().is_some_and(|i| i > 0));
     assert_eq!(info["CreateIndex"], info["ModifyIndex"]);
 }
@@ -201,6 +206,14 @@ fn lock_delay_above_60s_is_stored_unclamped() {
 #[test]
 fn empty_node_checks_make_a_session_without_checks() {
     let s = scratch("no-checks");
+    if s.api.is_pre_1_7() {
+        // 1.6 knows only `Checks`, and shows an empty list as null.
+        let id = s.session(json!({ "Checks": [], "LockDelay": "0s" }));
+        let info = s.api.session_info(&id).unwrap();
+        assert_eq!(info["Checks"], Value::Null, "{info}");
+        assert_eq!(info["LockDelay"], 0);
+        return;
+    }
     let id = s.session(json!({ "NodeChecks": [], "LockDelay": "0s" }));
     let info = s.api.session_info(&id).unwrap();
     assert_eq!(info["NodeChecks"], json!([]));
@@ -213,6 +226,15 @@ fn unknown_node_check_is_a_500() {
     let resp = s
         .api
         .put("/v1/session/create", r#"{"NodeChecks":["no-such-check"]}"#);
+    if s.api.is_pre_1_7() {
+        // 1.6 ignores the field it does not know: a session with the
+        // default checks.
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        let id = resp.json()["ID"].as_str().unwrap().to_string();
+        s.sessions.borrow_mut().push(id.clone());
+        assert_eq!(s.api.session_info(&id).unwrap()["Checks"], Value::Null);
+        return;
+    }
     assert_eq!(resp.status, 500);
     assert_eq!(
         resp.text(),
@@ -483,9 +505,13 @@ fn acquire_with_an_unknown_or_malformed_session_is_a_500() {
     let s = scratch("bad-session");
     let resp = s.api.put(&format!("{}?acquire={ZERO}", s.kv("k")), "v");
     assert_eq!(resp.status, 500);
-    assert_eq!(
-        resp.text(),
-        format!("raft apply failed: invalid session \"{ZERO}\"")
+    // 1.10 prefixes `raft apply failed: `, 1.6 does not: the stable part is
+    // the end.
+    assert!(
+        resp.text()
+            .ends_with(&format!("invalid session \"{ZERO}\"")),
+        "{}",
+        resp.text()
     );
     let resp = s.api.put(&format!("{}?acquire=nope", s.kv("k")), "v");
     assert_eq!(resp.status, 500);
@@ -522,9 +548,11 @@ fn flags_above_i64_max_round_trip_exactly() {
     let s = scratch("big-flags");
     s.put(&format!("{}?flags={SEMAPHORE_FLAGS}", s.kv("f")), "f");
     let resp = s.api.get(&s.kv("f"));
+    // The number as written, digit for digit (an f64 would round it); 1.6
+    // pretty-prints, so the space after the colon is optional.
+    let text = resp.text().replace(": ", ":");
     assert!(
-        resp.text()
-            .contains(&format!("\"Flags\":{SEMAPHORE_FLAGS}")),
+        text.contains(&format!("\"Flags\":{SEMAPHORE_FLAGS}")),
         "{}",
         resp.text()
     );
@@ -758,6 +786,12 @@ fn a_wrong_method_is_a_405() {
 fn oss_consul_refuses_a_namespace_with_a_400() {
     let s = scratch("namespace");
     let resp = s.api.get(&format!("{}?ns=team", s.kv("k")));
+    if s.api.is_pre_1_7() {
+        // 1.6 knows no namespaces and ignores `ns`: a missing key is a 404
+        // as without it.
+        assert_eq!(resp.status, 404, "{}", resp.text());
+        return;
+    }
     assert_eq!(resp.status, 400);
     assert_eq!(
         resp.text(),
@@ -765,4 +799,229 @@ fn oss_consul_refuses_a_namespace_with_a_400() {
     );
     let resp = s.api.put("/v1/session/create?ns=team", "{}");
     assert_eq!(resp.status, 400);
+}
+
+// ---- Transactions (CONSUL_API.md Part A2) ----
+
+fn b64(s: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+impl Scratch {
+    /// `PUT /v1/txn` with `ops`; the status and the parsed body.
+    fn txn(&self, ops: Value) -> (u16, Value, crate::consul::Resp) {
+        let resp = self.api.put("/v1/txn", ops.to_string());
+        assert!(
+            matches!(resp.status, 200 | 409),
+            "txn {ops}: {} {}\n{}",
+            resp.status,
+            resp.text(),
+            self.log()
+        );
+        (resp.status, resp.json(), resp)
+    }
+
+    fn lock_op(&self, name: &str, session: &str, value: &str) -> Value {
+        json!({ "KV": {
+            "Verb": "lock",
+            "Key": self.key(name),
+            "Value": b64(value),
+            "Flags": LOCK_FLAGS,
+            "Session": session,
+        }})
+    }
+
+    /// A refused transaction's one error: its op index and text.
+    fn txn_refused(&self, ops: Value) -> (u64, String) {
+        let (status, body, _) = self.txn(ops);
+        assert_eq!(status, 409, "{body}");
+        assert_eq!(body["Results"], Value::Null, "{body}");
+        let errors = body["Errors"].as_array().expect("an error list");
+        assert_eq!(errors.len(), 1, "{body}");
+        (
+            errors[0]["OpIndex"].as_u64().expect("OpIndex"),
+            errors[0]["What"].as_str().expect("What").to_string(),
+        )
+    }
+}
+
+#[test]
+fn txn_lock_on_a_free_key_answers_the_entry_with_its_indexes_but_no_value() {
+    let s = scratch("txn-lock");
+    let id = s.session(json!({ "TTL": go_duration(s.consul.ttl_min()), "LockDelay": "0s" }));
+    let get = json!({ "KV": { "Verb": "get", "Key": s.key("k") } });
+    let (status, body, resp) = s.txn(json!([s.lock_op("k", &id, "node-a"), get]));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["Errors"], Value::Null, "{body}");
+    assert_eq!(resp.index(), None, "a txn write sends no X-Consul-Index");
+    let results = body["Results"].as_array().expect("a result list");
+    assert_eq!(results.len(), 2, "{body}");
+    let locked = &results[0]["KV"];
+    assert_eq!(locked["Key"], s.key("k"));
+    assert_eq!(locked["LockIndex"], 1);
+    assert_eq!(locked["Flags"], LOCK_FLAGS);
+    assert_eq!(locked["Session"], id.as_str());
+    assert_eq!(locked["Value"], Value::Null, "lock omits the value: {body}");
+    let modify = locked["ModifyIndex"].as_u64().expect("ModifyIndex");
+    assert!(modify > 0);
+    assert_eq!(locked["CreateIndex"], modify);
+    // `get` answers the same entry, with the value.
+    let got = &results[1]["KV"];
+    assert_eq!(got["Value"], b64("node-a"));
+    assert_eq!(got["ModifyIndex"], modify);
+    assert_eq!(got["LockIndex"], 1);
+    let entry = s.get("k").expect("the lock was written");
+    assert_eq!(entry.session.as_deref(), Some(id.as_str()));
+    assert_eq!(entry.value, b"node-a");
+    assert_eq!(entry.modify_index, modify);
+}
+
+#[test]
+fn txn_lock_by_the_holder_keeps_lock_index_and_bumps_modify_index() {
+    let s = scratch("txn-relock");
+    let id = s.session(json!({ "TTL": go_duration(s.consul.ttl_min()), "LockDelay": "0s" }));
+    let (_, first, _) = s.txn(json!([s.lock_op("k", &id, "one")]));
+    let (status, again, _) = s.txn(json!([s.lock_op("k", &id, "two")]));
+    assert_eq!(status, 200, "{again}");
+    let (first, again) = (&first["Results"][0]["KV"], &again["Results"][0]["KV"]);
+    assert_eq!(again["LockIndex"], first["LockIndex"]);
+    assert!(again["ModifyIndex"].as_u64() > first["ModifyIndex"].as_u64());
+}
+
+#[test]
+fn txn_lock_held_by_another_session_is_a_409_saying_so() {
+    let s = scratch("txn-held");
+    let ttl = go_duration(s.consul.ttl_min());
+    let holder = s.session(json!({ "TTL": ttl, "LockDelay": "0s" }));
+    let rival = s.session(json!({ "TTL": ttl, "LockDelay": "0s" }));
+    assert_eq!(s.txn(json!([s.lock_op("k", &holder, "h")])).0, 200);
+    let (op, what) = s.txn_refused(json!([s.lock_op("k", &rival, "r")]));
+    assert_eq!(op, 0);
+    assert!(what.contains("lock is already held"), "{what}");
+    assert!(what.contains(&format!("{:?}", s.key("k"))), "{what}");
+    assert_eq!(
+        s.get("k").unwrap().session.as_deref(),
+        Some(holder.as_str())
+    );
+}
+
+#[test]
+fn txn_lock_during_a_lock_delay_is_a_409_saying_so_where_acquire_says_false() {
+    let s = scratch("txn-delay");
+    let ttl = go_duration(s.consul.ttl_min());
+    let dies = s.session(json!({ "TTL": ttl, "LockDelay": "15s" }));
+    let rival = s.session(json!({ "TTL": ttl, "LockDelay": "0s" }));
+    assert!(s.api.kv_acquire(&s.key("k"), &dies, "d"));
+    s.api.session_destroy(&dies);
+    let (op, what) = s.txn_refused(json!([s.lock_op("k", &rival, "r")]));
+    assert_eq!(op, 0);
+    assert!(what.contains("lock delay"), "{what}");
+    assert!(what.contains(&format!("{:?}", s.key("k"))), "{what}");
+    // The plain acquire cannot tell this from a lost race.
+    assert!(!s.api.kv_acquire(&s.key("k"), &rival, "r"));
+    assert!(s.get("k").unwrap().session.is_none());
+}
+
+#[test]
+fn txn_lock_with_an_unknown_session_is_a_409() {
+    let s = scratch("txn-bad-session");
+    let (op, what) = s.txn_refused(json!([s.lock_op("k", ZERO, "v")]));
+    assert_eq!(op, 0);
+    assert!(
+        what.contains(&format!("invalid session \"{ZERO}\"")),
+        "{what}"
+    );
+    assert!(s.get("k").is_none());
+}
+
+#[test]
+fn txn_applies_all_ops_at_one_index_or_none() {
+    let s = scratch("txn-atomic");
+    let ttl = go_duration(s.consul.ttl_min());
+    let holder = s.session(json!({ "TTL": ttl, "LockDelay": "0s" }));
+    let rival = s.session(json!({ "TTL": ttl, "LockDelay": "0s" }));
+    let set = |name: &str, value: &str| json!({ "KV": { "Verb": "set", "Key": s.key(name), "Value": b64(value) } });
+    let (status, body, _) = s.txn(json!([set("a", "1"), set("b", "2")]));
+    assert_eq!(status, 200, "{body}");
+    let (a, b) = (s.get("a").unwrap(), s.get("b").unwrap());
+    assert_eq!(
+        (a.value.as_slice(), b.value.as_slice()),
+        (&b"1"[..], &b"2"[..])
+    );
+    assert_eq!(a.modify_index, b.modify_index, "one raft index");
+    assert_eq!(body["Results"][0]["KV"]["ModifyIndex"], a.modify_index);
+    // The second op fails: the first is not applied either.
+    assert_eq!(s.txn(json!([s.lock_op("held", &holder, "h")])).0, 200);
+    let (op, what) = s.txn_refused(json!([set("a", "changed"), s.lock_op("held", &rival, "r")]));
+    assert_eq!(op, 1);
+    assert!(what.contains("lock is already held"), "{what}");
+    assert_eq!(s.get("a").unwrap().value, b"1");
+    assert_eq!(s.get("a").unwrap().modify_index, a.modify_index);
+}
+
+#[test]
+fn txn_unlock_cas_and_delete_cas_refuse_with_a_409() {
+    let s = scratch("txn-verbs");
+    let ttl = go_duration(s.consul.ttl_min());
+    let holder = s.session(json!({ "TTL": ttl, "LockDelay": "0s" }));
+    let rival = s.session(json!({ "TTL": ttl, "LockDelay": "0s" }));
+    let (_, locked, _) = s.txn(json!([s.lock_op("k", &holder, "h")]));
+    let index = locked["Results"][0]["KV"]["ModifyIndex"].as_u64().unwrap();
+    let op = |verb: &str, extra: Value| {
+        let mut kv = json!({ "Verb": verb, "Key": s.key("k") });
+        kv.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        json!([{ "KV": kv }])
+    };
+    let (_, what) = s.txn_refused(op("unlock", json!({ "Session": rival })));
+    assert!(what.contains("lock isn't held"), "{what}");
+    let (_, what) = s.txn_refused(op("cas", json!({ "Index": index + 1000 })));
+    assert!(what.contains("index is stale"), "{what}");
+    let (_, what) = s.txn_refused(op("delete-cas", json!({ "Index": index + 1000 })));
+    assert!(what.contains("index is stale"), "{what}");
+    assert_eq!(
+        s.get("k").unwrap().session.as_deref(),
+        Some(holder.as_str())
+    );
+    // The holder's unlock releases and keeps the lock index.
+    let (status, body, _) = s.txn(op("unlock", json!({ "Session": holder })));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["Results"][0]["KV"]["LockIndex"], 1);
+    assert!(s.get("k").unwrap().session.is_none());
+    // A matching delete-cas deletes, and a delete has no result.
+    let index = s.get("k").unwrap().modify_index;
+    let (status, body, _) = s.txn(op("delete-cas", json!({ "Index": index })));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["Results"], json!([]), "{body}");
+    assert!(s.get("k").is_none());
+}
+
+#[test]
+fn txn_write_wakes_a_blocking_read() {
+    let s = scratch("txn-wakes");
+    s.put(&s.kv("k"), "before");
+    let index = s.api.get(&s.kv("k")).index().unwrap();
+    let api = s.api.clone();
+    let path = format!("{}?index={index}&wait=60s", s.kv("k"));
+    let sent = path.clone();
+    let started = Instant::now();
+    let waiter = std::thread::spawn(move || api.get(&sent));
+    if let Some(emu) = s.consul.emulator() {
+        // Here we can be sure the read is parked before the write.
+        assert!(emu
+            .wait_for_request(Duration::from_secs(10), |r| r.path == path)
+            .is_some());
+    }
+    let set = json!([{ "KV": { "Verb": "set", "Key": s.key("k"), "Value": b64("after") } }]);
+    assert_eq!(s.txn(set).0, 200);
+    let resp = waiter.join().expect("blocking read thread");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "woke on the txn write\n{}",
+        s.log()
+    );
+    assert!(resp.index().unwrap() > index);
+    assert_eq!(KvEntry::from_json(&resp.json()[0]).value, b"after");
 }

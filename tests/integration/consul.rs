@@ -4,7 +4,8 @@
 //! By default each test gets a fresh emulator. With
 //! `LOCKRUN_TEST_CONSUL_ADDR=host:port` the tests run against that (real)
 //! agent instead, each under its own key prefix so they can share it; tests
-//! that need fault injection skip themselves there.
+//! that need the emulator are ignored there (the `real_consul` cfg, set by
+//! build.rs).
 //!
 //! The client speaks HTTP/1.1 over a plain `TcpStream`, one connection per
 //! request: nothing to share between tests, no runtime, and a connection
@@ -20,8 +21,20 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-/// Set to `host:port` of a Consul 1.10 agent to run the suite against it.
+/// Set to `host:port` of a Consul 1.6 or 1.10 agent to run the suite
+/// against it.
 pub const REAL_AGENT_ENV: &str = "LOCKRUN_TEST_CONSUL_ADDR";
+/// Set to `1.6.2` to have the emulator imitate Consul 1.6 where its answers
+/// differ, so both branches of a version-dependent assertion run here.
+pub const EMULATOR_VERSION_ENV: &str = "LOCKRUN_TEST_EMULATOR_VERSION";
+
+/// An emulator builder imitating [`EMULATOR_VERSION_ENV`]'s version.
+fn builder() -> consul_emulator::Builder {
+    match std::env::var(EMULATOR_VERSION_ENV) {
+        Ok(v) if !v.trim().is_empty() => Emulator::builder().version(v.trim()),
+        _ => Emulator::builder(),
+    }
+}
 
 /// The Consul under test. Dropping it stops the emulator, if there is one.
 pub struct TestConsul {
@@ -48,7 +61,7 @@ impl TestConsul {
     /// for tests that wait for expiries. (A real agent keeps its own
     /// minimum: read [`TestConsul::ttl_min`].)
     pub fn start_fast() -> TestConsul {
-        Self::with(|b| b.session_ttl_min(Duration::from_secs(1)))
+        Self::with(fast)
     }
 
     /// An emulator built by `configure`, or the real agent.
@@ -62,7 +75,7 @@ impl TestConsul {
                 ttl_min: Duration::from_secs(10),
             };
         }
-        let emulator = configure(Emulator::builder()).start();
+        let emulator = configure(builder()).start();
         TestConsul {
             addr: emulator.http_addr(),
             ttl_min: emulator.session_ttl_min(),
@@ -75,7 +88,7 @@ impl TestConsul {
     pub fn emulator_only(
         configure: impl FnOnce(consul_emulator::Builder) -> consul_emulator::Builder,
     ) -> TestConsul {
-        let emulator = configure(Emulator::builder()).start();
+        let emulator = configure(builder()).start();
         TestConsul {
             addr: emulator.http_addr(),
             ttl_min: emulator.session_ttl_min(),
@@ -139,13 +152,12 @@ impl TestConsul {
     }
 }
 
-/// Prints why a test that needs the emulator does nothing on a real agent.
-/// Use: `let Some(emu) = needs_emulator(&consul) else { return };`
-pub fn needs_emulator(consul: &TestConsul) -> Option<&Emulator> {
-    if consul.emulator().is_none() {
-        eprintln!("skipped: needs the emulator");
-    }
-    consul.emulator()
+/// The emulator of [`TestConsul::start_fast`]: TTLs down to 1 s. A test
+/// that needs the emulator itself takes `TestConsul::emulator_only(fast)`
+/// and `#[cfg_attr(real_consul, ignore = "needs the emulator: ...")]`, so a
+/// run against a real agent lists it as ignored rather than passed.
+pub fn fast(b: consul_emulator::Builder) -> consul_emulator::Builder {
+    b.session_ttl_min(Duration::from_secs(1))
 }
 
 pub fn random_u64() -> u64 {
@@ -183,6 +195,12 @@ impl Resp {
 
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The body without trailing whitespace: Consul 1.6 ends `true` and
+    /// JSON with a newline, 1.10 does not.
+    pub fn trimmed(&self) -> String {
+        self.text().trim_end().to_string()
     }
 
     /// The body as JSON; panics with the body when it is not.
@@ -434,6 +452,25 @@ impl Api {
             .as_str()
             .unwrap_or_default()
             .to_string()
+    }
+
+    /// The agent's `Config.Version`, e.g. `1.6.2`.
+    pub fn version(&self) -> String {
+        let resp = Self::expect(self.get("/v1/agent/self"), "agent self");
+        resp.json()["Config"]["Version"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// Whether the agent predates 1.7. Where Consul's answers differ by
+    /// version (CONSUL_API.md Part A2) a test asserts the agent's own.
+    pub fn is_pre_1_7(&self) -> bool {
+        let version = self.version();
+        let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        assert!(major > 0, "agent/self reports no version: {version:?}");
+        (major, minor) < (1, 7)
     }
 }
 

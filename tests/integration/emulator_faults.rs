@@ -1,7 +1,8 @@
 //! The emulator's fault injection and bookkeeping, which lockrun's failure
-//! tests lean on. Emulator only: each test skips itself on a real agent.
+//! tests lean on. Emulator only: on a real agent every test here shows as
+//! ignored.
 
-use crate::consul::{needs_emulator, Api, TestConsul};
+use crate::consul::{fast, Api, TestConsul};
 use consul_emulator::{AclPolicy, Endpoint};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -37,11 +38,10 @@ fn blocking_read(
 }
 
 #[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn partition_hangs_requests_and_applies_nothing() {
-    let consul = TestConsul::start_fast();
-    let Some(emu) = needs_emulator(&consul) else {
-        return;
-    };
+    let consul = TestConsul::emulator_only(fast);
+    let emu = consul.emulator().expect("an emulator");
     let api = consul.api();
     emu.set_partitioned(true);
     let writes = emu.write_count();
@@ -68,11 +68,10 @@ fn partition_hangs_requests_and_applies_nothing() {
 }
 
 #[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn sessions_expire_during_a_partition() {
-    let consul = TestConsul::start_fast();
-    let Some(emu) = needs_emulator(&consul) else {
-        return;
-    };
+    let consul = TestConsul::emulator_only(fast);
+    let emu = consul.emulator().expect("an emulator");
     let api = consul.api();
     let created = Instant::now();
     let id = api.session_create(r#"{"TTL":"1s","LockDelay":"0s"}"#);
@@ -91,11 +90,10 @@ fn sessions_expire_during_a_partition() {
 }
 
 #[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn a_blocking_read_caught_by_a_partition_is_never_answered() {
-    let consul = TestConsul::start_fast();
-    let Some(emu) = needs_emulator(&consul) else {
-        return;
-    };
+    let consul = TestConsul::emulator_only(fast);
+    let emu = consul.emulator().expect("an emulator");
     let api = consul.api();
     let id = api.session_create(r#"{"LockDelay":"0s"}"#);
     assert!(api.kv_acquire("p/lock", &id, "v"));
@@ -115,11 +113,10 @@ fn a_blocking_read_caught_by_a_partition_is_never_answered() {
 }
 
 #[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn no_leader_fails_server_requests_with_500_and_applies_nothing() {
-    let consul = TestConsul::start_fast();
-    let Some(emu) = needs_emulator(&consul) else {
-        return;
-    };
+    let consul = TestConsul::emulator_only(fast);
+    let emu = consul.emulator().expect("an emulator");
     let api = consul.api();
     emu.set_no_leader(true);
     for resp in [
@@ -144,11 +141,10 @@ fn no_leader_fails_server_requests_with_500_and_applies_nothing() {
 }
 
 #[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn losing_the_leader_ends_waiting_blocking_reads_with_500() {
-    let consul = TestConsul::start_fast();
-    let Some(emu) = needs_emulator(&consul) else {
-        return;
-    };
+    let consul = TestConsul::emulator_only(fast);
+    let emu = consul.emulator().expect("an emulator");
     let api = consul.api();
     api.kv_put("p/k", "v");
     let index = api.get("/v1/kv/p/k").index().unwrap();
@@ -164,11 +160,10 @@ fn losing_the_leader_ends_waiting_blocking_reads_with_500() {
 }
 
 #[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn dropped_connections_get_no_answer_and_apply_nothing() {
-    let consul = TestConsul::start_fast();
-    let Some(emu) = needs_emulator(&consul) else {
-        return;
-    };
+    let consul = TestConsul::emulator_only(fast);
+    let emu = consul.emulator().expect("an emulator");
     let api = consul.api();
     emu.set_drop_connections(true);
     let result = api.try_request("PUT", "/v1/kv/p/k", Some(b"v"), &[]);
@@ -184,11 +179,10 @@ fn dropped_connections_get_no_answer_and_apply_nothing() {
 }
 
 #[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn restart_loses_all_state_and_the_index_goes_down() {
-    let consul = TestConsul::start_fast();
-    let Some(emu) = needs_emulator(&consul) else {
-        return;
-    };
+    let consul = TestConsul::emulator_only(fast);
+    let emu = consul.emulator().expect("an emulator");
     let api = consul.api();
     for i in 0..20 {
         api.kv_put(&format!("p/k{i}"), "v");
@@ -216,11 +210,10 @@ fn restart_loses_all_state_and_the_index_goes_down() {
 }
 
 #[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn restart_drops_waiting_blocking_reads() {
-    let consul = TestConsul::start_fast();
-    let Some(emu) = needs_emulator(&consul) else {
-        return;
-    };
+    let consul = TestConsul::emulator_only(fast);
+    let emu = consul.emulator().expect("an emulator");
     let api = consul.api().with_timeout(Duration::from_secs(20));
     api.kv_put("p/k", "v");
     let index = api.get("/v1/kv/p/k").index().unwrap();
@@ -236,11 +229,10 @@ fn restart_drops_waiting_blocking_reads() {
 }
 
 #[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn latency_delays_every_answer() {
-    let consul = TestConsul::start_fast();
-    let Some(emu) = needs_emulator(&consul) else {
-        return;
-    };
+    let consul = TestConsul::emulator_only(fast);
+    let emu = consul.emulator().expect("an emulator");
     let api = consul.api();
     emu.set_latency(Duration::from_millis(300));
     let started = Instant::now();
@@ -250,14 +242,12 @@ fn latency_delays_every_answer() {
 }
 
 #[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn acl_tokens_are_enforced_with_consuls_messages() {
-    let consul = TestConsul::with(|b| {
+    let consul = TestConsul::emulator_only(|b| {
         b.acl_token("root", AclPolicy::Full)
             .acl_token("kv-only", AclPolicy::KvWriteOnly)
     });
-    let Some(_) = needs_emulator(&consul) else {
-        return;
-    };
     let anonymous = consul.api();
     let denied = |resp: crate::consul::Resp, text: &str| {
         assert_eq!((resp.status, resp.text().as_str()), (403, text));
@@ -306,11 +296,10 @@ fn acl_tokens_are_enforced_with_consuls_messages() {
 }
 
 #[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn counters_count_requests_per_endpoint_and_writes() {
-    let consul = TestConsul::start_fast();
-    let Some(emu) = needs_emulator(&consul) else {
-        return;
-    };
+    let consul = TestConsul::emulator_only(fast);
+    let emu = consul.emulator().expect("an emulator");
     let api = consul.api();
     let id = api.session_create("{}");
     api.session_renew(&id);
@@ -336,11 +325,10 @@ fn counters_count_requests_per_endpoint_and_writes() {
 }
 
 #[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn invalidate_session_releases_held_keys_and_arms_the_lock_delay() {
-    let consul = TestConsul::start_fast();
-    let Some(emu) = needs_emulator(&consul) else {
-        return;
-    };
+    let consul = TestConsul::emulator_only(fast);
+    let emu = consul.emulator().expect("an emulator");
     let api = consul.api();
     let holder = api.session_create(r#"{"LockDelay":"30s"}"#);
     let rival = api.session_create(r#"{"LockDelay":"0s"}"#);
@@ -356,11 +344,10 @@ fn invalidate_session_releases_held_keys_and_arms_the_lock_delay() {
 }
 
 #[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn a_ttl_session_expires_after_twice_its_ttl_unless_renewed() {
-    let consul = TestConsul::start_fast();
-    let Some(emu) = needs_emulator(&consul) else {
-        return;
-    };
+    let consul = TestConsul::emulator_only(fast);
+    let emu = consul.emulator().expect("an emulator");
     let api = consul.api();
     let created = Instant::now();
     let lapsing = api.session_create(r#"{"TTL":"1s","LockDelay":"0s","Behavior":"delete"}"#);
@@ -390,11 +377,9 @@ fn a_ttl_session_expires_after_twice_its_ttl_unless_renewed() {
 }
 
 #[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn the_node_name_and_datacenter_are_configurable() {
-    let consul = TestConsul::with(|b| b.node_name("node-7").datacenter("east"));
-    let Some(_) = needs_emulator(&consul) else {
-        return;
-    };
+    let consul = TestConsul::emulator_only(|b| b.node_name("node-7").datacenter("east"));
     let api = consul.api();
     let me = api.get("/v1/agent/self").json();
     assert_eq!(me["Config"]["NodeName"], "node-7");

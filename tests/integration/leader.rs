@@ -20,7 +20,7 @@ fn hold(consul: &TestConsul, key: &str, value: &str) -> String {
         "/v1/kv/{}?acquire={session}&flags={LOCK_FLAG}",
         crate::support::encode_key(key)
     );
-    assert_eq!(api.put(&path, value.as_bytes()).body, b"true");
+    assert_eq!(api.put(&path, value.as_bytes()).trimmed(), "true");
     session
 }
 
@@ -46,7 +46,7 @@ fn a_holder_is_printed_and_a_released_key_is_not() {
         "/v1/kv/{}?release={session}&flags={LOCK_FLAG}",
         crate::support::encode_key(&key)
     );
-    assert_eq!(api.put(&path, b"db-2.example:5432").body, b"true");
+    assert_eq!(api.put(&path, b"db-2.example:5432").trimmed(), "true");
     let output = run(&mut lockrun(&consul, ["leader", key.as_str()]));
     assert_status(&output, 1, "released key", &consul);
     assert!(output.stdout.is_empty());
@@ -163,14 +163,14 @@ fn watch_prints_each_change_of_holder_in_order() {
         "/v1/kv/{}?release={first}&flags={LOCK_FLAG}",
         crate::support::encode_key(&key)
     );
-    assert_eq!(api.put(&path, b"alpha").body, b"true");
+    assert_eq!(api.put(&path, b"alpha").trimmed(), "true");
     assert_eq!(next(), "", "released");
     let second = api.session_create(r#"{"Name":"second","TTL":"30s","LockDelay":"0s"}"#);
     let path = format!(
         "/v1/kv/{}?acquire={second}&flags={LOCK_FLAG}",
         crate::support::encode_key(&key)
     );
-    assert_eq!(api.put(&path, b"beta").body, b"true");
+    assert_eq!(api.put(&path, b"beta").trimmed(), "true");
     assert_eq!(next(), "beta");
     let _ = watcher.kill();
     let _ = watcher.wait();
@@ -235,7 +235,7 @@ fn a_semaphore_prefix_lists_its_live_holders() {
             "/v1/kv/{}?acquire={s}&flags={SEMAPHORE_FLAG}",
             crate::support::encode_key(&format!("{prefix}/{s}"))
         );
-        assert_eq!(api.put(&path, value.as_bytes()).body, b"true");
+        assert_eq!(api.put(&path, value.as_bytes()).trimmed(), "true");
         holders.push(s);
     }
     let record = format!(
@@ -246,7 +246,7 @@ fn a_semaphore_prefix_lists_its_live_holders() {
         "/v1/kv/{}?cas=0&flags={SEMAPHORE_FLAG}",
         crate::support::encode_key(&format!("{prefix}/.lock"))
     );
-    assert_eq!(api.put(&path, record.as_bytes()).body, b"true");
+    assert_eq!(api.put(&path, record.as_bytes()).trimmed(), "true");
     let output = run(&mut lockrun(&consul, ["leader", prefix.as_str()]));
     assert_status(&output, 0, "semaphore holders", &consul);
     let mut lines: Vec<String> = String::from_utf8_lossy(&output.stdout)

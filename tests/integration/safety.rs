@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::consul::TestConsul;
+use crate::consul::{fast, TestConsul};
 use crate::link::Link;
 use crate::procs::{self, pid_alive, read_pid_file, wait_until};
 use crate::support::{assert_status, lockrun, scratch, script, wait_for_file, Running};
@@ -155,12 +155,10 @@ fn a_partitioned_holder_stops_its_child_before_a_rival_starts() {
 }
 
 #[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn brief_trouble_does_not_stop_the_child() {
-    let consul = TestConsul::start_fast();
-    let Some(emulator) = consul.emulator() else {
-        eprintln!("skipped: needs the emulator's fault injection");
-        return;
-    };
+    let consul = TestConsul::emulator_only(fast);
+    let emulator = consul.emulator().expect("an emulator");
     let key = consul.prefix("safety-transient") + "/leader";
     let dir = scratch();
     let body =
@@ -211,12 +209,10 @@ fn brief_trouble_does_not_stop_the_child() {
 }
 
 #[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: restarts Consul")]
 fn a_restarted_consul_ends_the_lock_and_campaign_leads_again() {
-    let consul = TestConsul::start_fast();
-    let Some(emulator) = consul.emulator() else {
-        eprintln!("skipped: needs the emulator to restart Consul");
-        return;
-    };
+    let consul = TestConsul::emulator_only(fast);
+    let emulator = consul.emulator().expect("an emulator");
     let key = consul.prefix("safety-restart") + "/leader";
     let dir = scratch();
     let log = dir.path().join("log");

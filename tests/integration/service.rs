@@ -413,12 +413,13 @@ fn text_lines_carry_a_timestamp_and_one_off_runs_stay_quiet() {
 /// A daemon says once that the engine is unreachable (not at every retry)
 /// and once that it answers again.
 #[test]
+#[cfg_attr(
+    real_consul,
+    ignore = "needs the emulator: an outage is an injected fault"
+)]
 fn a_daemon_reports_an_outage_once_and_the_recovery() {
-    let consul = TestConsul::start();
-    let Some(emulator) = consul.emulator() else {
-        eprintln!("skipped: needs the emulator's fault injection");
-        return;
-    };
+    let consul = TestConsul::emulator_only(|b| b);
+    let emulator = consul.emulator().expect("an emulator");
     let key = consul.prefix("service-outage") + "/leader";
     let holder = Holder::spawn(|child| {
         let mut args = vec!["elect", "--shell", &key, "--"];

@@ -243,13 +243,13 @@ pub fn wait_for_file(path: &Path) {
 /// `?acquire=` with an empty body, as a Go API client would.
 pub fn kv_acquire(api: &Api, key: &str, session: &str, flags: u64) -> bool {
     let path = format!("/v1/kv/{}?acquire={session}&flags={flags}", encode_key(key));
-    api.put(&path, b"").body == b"true"
+    api.put(&path, b"").trimmed() == "true"
 }
 
 /// `?release=` with an empty body, as a Go API client would.
 pub fn kv_release(api: &Api, key: &str, session: &str, flags: u64) -> bool {
     let path = format!("/v1/kv/{}?release={session}&flags={flags}", encode_key(key));
-    api.put(&path, b"").body == b"true"
+    api.put(&path, b"").trimmed() == "true"
 }
 
 /// Percent-encodes each segment of a key for a URL path.

@@ -243,8 +243,14 @@ impl Replay {
 fn emulator(
     configure: impl FnOnce(consul_emulator::Builder) -> consul_emulator::Builder,
 ) -> TestConsul {
-    // The recording's agent had Consul's default session_ttl_min of 10 s.
-    TestConsul::emulator_only(|b| configure(b.session_ttl_min(Duration::from_secs(10))))
+    // The recording's agent was a 1.10 with Consul's default
+    // session_ttl_min of 10 s, whatever version the rest of the run imitates.
+    TestConsul::emulator_only(|b| {
+        configure(
+            b.version("1.10.12")
+                .session_ttl_min(Duration::from_secs(10)),
+        )
+    })
 }
 
 #[test]

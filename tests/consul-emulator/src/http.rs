@@ -8,7 +8,7 @@ use crate::faults::{self, NO_LEADER};
 use crate::query::{self, Query};
 use crate::record::Endpoint;
 use crate::state::State;
-use crate::{duration, gojson, kv, random_u64, session, Shared};
+use crate::{duration, gojson, kv, random_u64, session, txn, Shared};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
@@ -57,7 +57,7 @@ impl Answer {
         Answer {
             status: 200,
             headers: vec![("content-type", "application/json".to_string())],
-            body: gojson::to_vec(value, req.query.has("pretty")),
+            body: gojson::to_vec(value, req.pretty),
         }
     }
 
@@ -93,6 +93,10 @@ pub struct Request {
     pub body: Bytes,
     /// The `Content-Length` header; Consul decides on it, not on the body.
     pub content_length: Option<u64>,
+    /// `?pretty`, or always on a 1.6 dev agent.
+    pub pretty: bool,
+    /// Imitating Consul 1.6 ([`crate::Builder::version`]).
+    pub legacy_1_6: bool,
 }
 
 pub async fn serve(
@@ -289,6 +293,7 @@ enum Route {
     AgentCheck,
     HealthNode,
     StatusLeader,
+    Txn,
 }
 
 impl Route {
@@ -308,6 +313,7 @@ impl Route {
             (Route::AgentSelf, _) => Endpoint::AgentSelf,
             (Route::AgentCheck | Route::HealthNode, _) => Endpoint::Other,
             (Route::StatusLeader, _) => Endpoint::StatusLeader,
+            (Route::Txn, _) => Endpoint::Txn,
         }
     }
 }
@@ -337,6 +343,7 @@ fn find_route(path: &str) -> Option<(Route, &'static [&'static str])> {
         "/v1/agent/self" => Some((Route::AgentSelf, GET)),
         "/v1/agent/check/register" => Some((Route::AgentCheck, PUT)),
         "/v1/status/leader" => Some((Route::StatusLeader, GET)),
+        "/v1/txn" => Some((Route::Txn, PUT)),
         _ => None,
     }
 }
@@ -382,13 +389,16 @@ async fn route(shared: &Shared, parts: hyper::http::request::Parts, body: Bytes)
         .get("content-length")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse().ok());
+    let legacy_1_6 = shared.config.legacy_1_6;
     let req = Request {
         method: parts.method,
         path,
+        pretty: legacy_1_6 || query.has("pretty"),
         query,
         headers: parts.headers,
         body,
         content_length,
+        legacy_1_6,
     };
     let policy = if shared.config.acl_tokens.is_some() {
         "deny"
@@ -420,6 +430,7 @@ async fn route(shared: &Shared, parts: hyper::http::request::Parts, body: Bytes)
             Route::AgentCheck => agent_check(shared, &req),
             Route::HealthNode => health_node(shared, &req),
             Route::StatusLeader => status_leader(shared, &req),
+            Route::Txn => txn::handle(shared, &req),
         }
     };
     match outcome {
@@ -525,8 +536,13 @@ pub fn parse_read_opts(q: &Query) -> Result<ReadOpts, Answer> {
 }
 
 /// OSS Consul's `parseEntMeta`: namespaces are refused (1.10 knows nothing
-/// of partitions and ignores `?partition=`).
+/// of partitions and ignores `?partition=`). Consul 1.6 predates
+/// namespaces and ignores them (a missing key read with `?ns=` is the 404
+/// Part A2 records).
 pub fn refuse_namespace(req: &Request) -> Result<(), Answer> {
+    if req.legacy_1_6 {
+        return Ok(());
+    }
     if req
         .headers
         .get("x-consul-namespace")
@@ -637,7 +653,7 @@ struct AgentConfig<'a> {
     node_id: &'a str,
     revision: &'static str,
     server: bool,
-    version: &'static str,
+    version: &'a str,
 }
 
 #[derive(Serialize)]
@@ -656,7 +672,8 @@ struct Member<'a> {
     delegate_cur: u8,
 }
 
-const VERSION: &str = "1.10.12";
+/// The version imitated unless [`crate::Builder::version`] says otherwise.
+pub const VERSION: &str = "1.10.12";
 
 fn agent_self(shared: &Shared, req: &Request) -> Outcome {
     let authz = match acl::resolve(shared.config.acl_tokens.as_ref(), req) {
@@ -668,7 +685,7 @@ fn agent_self(shared: &Shared, req: &Request) -> Outcome {
     }
     let c = &shared.config;
     let tags = BTreeMap::from([
-        ("build", format!("{VERSION}:emulator")),
+        ("build", format!("{}:emulator", c.version)),
         ("dc", c.datacenter.clone()),
         ("id", c.node_id.clone()),
         ("port", "8300".to_string()),
@@ -683,7 +700,7 @@ fn agent_self(shared: &Shared, req: &Request) -> Outcome {
             node_id: &c.node_id,
             revision: "emulator",
             server: true,
-            version: VERSION,
+            version: &c.version,
         },
         member: Member {
             name: &c.node_name,

@@ -17,7 +17,7 @@ const MAX_VALUE_SIZE: u64 = 512 * 1024;
 /// omitted when empty, `Value` null for an empty value.
 #[derive(Serialize)]
 #[serde(rename_all = "PascalCase")]
-struct EntryJson<'a> {
+pub(crate) struct EntryJson<'a> {
     lock_index: u64,
     key: &'a str,
     flags: u64,
@@ -236,6 +236,7 @@ fn put(shared: &Shared, req: &Request, key: &str) -> Outcome {
             shared.record.count_write();
             match result {
                 Ok(ok) => ok,
+                Err(e) if req.legacy_1_6 => return Answer::text(500, e).into(),
                 Err(e) => return Answer::text(500, format!("raft apply failed: {e}")).into(),
             }
         }

@@ -1,6 +1,8 @@
 //! An in-process emulator of the Consul 1.10 HTTP API subset lockrun uses:
-//! KV (locks, CAS, blocking reads), sessions (TTL, lock-delay, behaviors),
-//! `agent/self`, `status/leader`, plus ACLs and fault injection.
+//! KV (locks, CAS, blocking reads), KV transactions (`/v1/txn`), sessions
+//! (TTL, lock-delay, behaviors), `agent/self`, `status/leader`, plus ACLs and
+//! fault injection. It imitates 1.10 unless told to imitate 1.6
+//! ([`Builder::version`]).
 //!
 //! It copies what a real agent does, quirks included (see
 //! `shared/CONSUL_API.md` and the recorded transcript in `testdata/`), so that
@@ -20,6 +22,9 @@
 //! - every consistency mode reads the same (there are no followers);
 //! - tombstones are never reaped (tests are shorter than Consul's GC);
 //! - two ACL policies only ([`AclPolicy`]);
+//! - `/v1/txn` takes KV ops only, with the verbs `set`, `cas`, `lock`,
+//!   `unlock`, `get`, `delete` and `delete-cas`; anything else is a 400
+//!   saying so;
 //! - type errors in a session-create body are worded after Go's decoder but
 //!   not guaranteed identical; syntax errors are.
 
@@ -33,6 +38,7 @@ mod query;
 mod record;
 mod session;
 mod state;
+mod txn;
 
 pub use acl::AclPolicy;
 pub use record::{Endpoint, LoggedRequest};
@@ -60,6 +66,10 @@ pub(crate) struct Config {
     pub max_query_time: Duration,
     /// Imitate Consul before 1.7: sessions know only `Checks`.
     pub pre_1_7: bool,
+    /// What `agent/self` reports as `Config.Version`.
+    pub version: String,
+    /// Answer as a Consul 1.6 dev agent does where it differs from 1.10.
+    pub legacy_1_6: bool,
 }
 
 /// Everything the server tasks and the [`Emulator`] handle share.
@@ -110,6 +120,8 @@ impl Default for Builder {
                 default_query_time: Duration::from_secs(300),
                 max_query_time: Duration::from_secs(600),
                 pre_1_7: false,
+                version: http::VERSION.to_string(),
+                legacy_1_6: false,
             },
         }
     }
@@ -172,8 +184,27 @@ impl Builder {
         self
     }
 
-    /// Binds `127.0.0.1:0` and starts serving. Panics if the port cannot be
-    /// bound or the runtime cannot start, which only a broken machine does.
+    /// The Consul version to imitate: `1.10.x` (the default, 1.10.12) or
+    /// `1.6.x`. A 1.6 agent (observed on a 1.6.2 dev agent, CONSUL_API.md
+    /// Part A2) pretty-prints every JSON answer (so a KV write answers
+    /// `true\n`), words an acquire by an unknown session without the
+    /// `raft apply failed: ` prefix, knows no `NodeChecks`/`ServiceChecks`
+    /// (a session shows `"Checks": null`), and ignores `?ns=`.
+    /// Panics on any other version: we imitate only what was observed.
+    pub fn version(mut self, version: &str) -> Builder {
+        let legacy = if version.starts_with("1.6.") {
+            true
+        } else if version.starts_with("1.10.") {
+            false
+        } else {
+            panic!("emulator: cannot imitate Consul {version}; 1.6.x and 1.10.x only")
+        };
+        self.config.version = version.to_string();
+        self.config.legacy_1_6 = legacy;
+        self.config.pre_1_7 = legacy;
+        self
+    }
+
     /// Imitates a Consul server before 1.7 (1.6.2 observed, CONSUL_API Part
     /// A2): session create ignores `NodeChecks` and `ServiceChecks` and
     /// knows only `Checks` (default `[serfHealth]`, `[]` for none); session
@@ -184,6 +215,8 @@ impl Builder {
         self
     }
 
+    /// Binds `127.0.0.1:0` and starts serving. Panics if the port cannot be
+    /// bound or the runtime cannot start, which only a broken machine does.
     pub fn start(self) -> Emulator {
         let listener =
             std::net::TcpListener::bind("127.0.0.1:0").expect("emulator: bind 127.0.0.1:0");

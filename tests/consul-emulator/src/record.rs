@@ -19,6 +19,8 @@ pub enum Endpoint {
     KvGet,
     KvPut,
     KvDelete,
+    /// `PUT /v1/txn`.
+    Txn,
     /// Anything else (unknown paths, wrong methods on unknown paths).
     Other,
     /// Every request.

@@ -114,7 +114,9 @@ impl CreateBody {
 /// (but empties a list), a type mismatch is an error, unknown fields are
 /// ignored, and `LockDelay` is a duration string or a number where anything
 /// under 1000 means seconds (for strings too: `"20ns"` is 20 s).
-fn decode(body: &[u8], into: &mut CreateBody) -> Result<(), String> {
+/// Consul 1.6 (`legacy_1_6`) knows no `NodeChecks` or `ServiceChecks` and
+/// ignores them.
+fn decode(body: &[u8], into: &mut CreateBody, legacy_1_6: bool) -> Result<(), String> {
     let range = gojson::first_value(body)?;
     let text = String::from_utf8_lossy(&body[range]);
     let value: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
@@ -147,6 +149,9 @@ fn decode(body: &[u8], into: &mut CreateBody) -> Result<(), String> {
         let Some(field) = known.into_iter().find(|k| k.eq_ignore_ascii_case(&name)) else {
             continue;
         };
+        if legacy_1_6 && matches!(field, "NodeChecks" | "ServiceChecks") {
+            continue;
+        }
         let result = match field {
             "LockDelay" => {
                 lock_delay = Some(value);
@@ -282,7 +287,7 @@ pub fn create(shared: &Shared, req: &Request) -> Outcome {
     let mut body = CreateBody::defaults(&shared.config.node_name);
     // Consul decodes the body only when Content-Length says there is one.
     if req.content_length.unwrap_or(0) > 0 {
-        if let Err(e) = decode(&req.body, &mut body) {
+        if let Err(e) = decode(&req.body, &mut body, req.legacy_1_6) {
             return Answer::text(400, format!("Request decode failed: {e}")).into();
         }
     }
@@ -519,7 +524,7 @@ mod tests {
 
     fn decoded(json: &str) -> Result<CreateBody, String> {
         let mut b = CreateBody::defaults("n");
-        decode(json.as_bytes(), &mut b)?;
+        decode(json.as_bytes(), &mut b, false)?;
         fixup_checks(&mut b);
         Ok(b)
     }

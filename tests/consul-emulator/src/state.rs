@@ -125,6 +125,30 @@ pub struct KvWrite {
     pub op: KvOp,
 }
 
+/// The KV verbs of `/v1/txn` we emulate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxnVerb {
+    Set,
+    Cas,
+    Lock,
+    Unlock,
+    Get,
+    Delete,
+    DeleteCas,
+}
+
+/// One KV op of a transaction, as the handler decoded it.
+#[derive(Clone, Debug)]
+pub struct TxnOp {
+    pub verb: TxnVerb,
+    pub key: String,
+    pub value: Vec<u8>,
+    pub flags: u64,
+    /// The `Index` of `cas` and `delete-cas`.
+    pub index: u64,
+    pub session: String,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeleteOp {
     Delete,
@@ -177,7 +201,7 @@ fn lookup_error(e: String) -> String {
     format!("failed session lookup: index error: {e}")
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct State {
     node_name: String,
     raft_index: u64,
@@ -375,6 +399,10 @@ impl State {
     /// caller prefixes `raft apply failed: `).
     pub fn kv_apply(&mut self, w: KvWrite) -> Result<bool, String> {
         let idx = self.next_index();
+        self.kv_apply_at(idx, w)
+    }
+
+    fn kv_apply_at(&mut self, idx: u64, w: KvWrite) -> Result<bool, String> {
         let mut entry = Entry {
             key: w.key,
             value: w.value,
@@ -444,6 +472,10 @@ impl State {
 
     pub fn kv_delete(&mut self, key: &str, op: DeleteOp) -> bool {
         let idx = self.next_index();
+        self.kv_delete_at(idx, key, op)
+    }
+
+    fn kv_delete_at(&mut self, idx: u64, key: &str, op: DeleteOp) -> bool {
         match op {
             DeleteOp::Delete => {
                 self.kv_delete_key(idx, key);
@@ -472,6 +504,95 @@ impl State {
                 true
             }
         }
+    }
+
+    /// `txnKVS` over every op at one raft index: all apply or none does.
+    /// A result is the entry after its op, its value blanked except for
+    /// `get`; deletes have none. `Err` is the failing op's index and the
+    /// FSM's text; the raft index is spent all the same, as a failed apply
+    /// is still a log entry.
+    pub fn kv_txn(&mut self, ops: Vec<TxnOp>) -> Result<Vec<Entry>, (usize, String)> {
+        let before = self.clone();
+        let idx = self.next_index();
+        let mut results = Vec::new();
+        for (i, op) in ops.into_iter().enumerate() {
+            match self.txn_op(idx, op) {
+                Ok(Some(entry)) => results.push(entry),
+                Ok(None) => {}
+                Err(e) => {
+                    *self = before;
+                    self.raft_index = idx;
+                    return Err((i, e));
+                }
+            }
+        }
+        Ok(results)
+    }
+
+    /// A transaction of `get`s only, which Consul serves without raft.
+    pub fn kv_txn_read(&self, ops: &[TxnOp]) -> Result<Vec<Entry>, (usize, String)> {
+        ops.iter()
+            .enumerate()
+            .map(|(i, op)| {
+                self.kv.get(&op.key).cloned().ok_or_else(|| {
+                    let quoted = crate::duration::go_quote(&op.key);
+                    (i, format!("key {quoted} doesn't exist"))
+                })
+            })
+            .collect()
+    }
+
+    fn txn_op(&mut self, idx: u64, op: TxnOp) -> Result<Option<Entry>, String> {
+        let key = op.key.clone();
+        let quoted = crate::duration::go_quote(&key);
+        let kv_write = |kv_op: KvOp| KvWrite {
+            key: op.key.clone(),
+            value: op.value.clone(),
+            flags: op.flags,
+            op: kv_op,
+        };
+        match op.verb {
+            TxnVerb::Set => {
+                self.kv_apply_at(idx, kv_write(KvOp::Set))?;
+            }
+            TxnVerb::Cas => {
+                if !self.kv_apply_at(idx, kv_write(KvOp::Cas(op.index)))? {
+                    return Err(format!("failed to set key {quoted}, index is stale"));
+                }
+            }
+            TxnVerb::Lock => {
+                if !self.kv_apply_at(idx, kv_write(KvOp::Lock(op.session.clone())))? {
+                    return Err(format!("failed to lock key {quoted}, lock is already held"));
+                }
+            }
+            TxnVerb::Unlock => {
+                if !self.kv_apply_at(idx, kv_write(KvOp::Unlock(op.session.clone())))? {
+                    return Err(format!(
+                        "failed to unlock key {quoted}, lock isn't held, or is held by another session"
+                    ));
+                }
+            }
+            TxnVerb::Get => {
+                return match self.kv.get(&key) {
+                    Some(e) => Ok(Some(e.clone())),
+                    None => Err(format!("key {quoted} doesn't exist")),
+                }
+            }
+            TxnVerb::Delete => {
+                self.kv_delete_at(idx, &key, DeleteOp::Delete);
+                return Ok(None);
+            }
+            TxnVerb::DeleteCas => {
+                if !self.kv_delete_at(idx, &key, DeleteOp::Cas(op.index)) {
+                    return Err(format!("failed to delete key {quoted}, index is stale"));
+                }
+                return Ok(None);
+            }
+        }
+        Ok(self.kv.get(&key).map(|e| Entry {
+            value: Vec::new(),
+            ..e.clone()
+        }))
     }
 
     // ---- Sessions ----
@@ -740,6 +861,52 @@ mod tests {
             Err("missing session".into())
         );
         assert!(st.kv_get("k").1.is_none());
+    }
+
+    fn txn_op(verb: TxnVerb, key: &str, session: &str) -> TxnOp {
+        TxnOp {
+            verb,
+            key: key.to_string(),
+            value: b"v".to_vec(),
+            flags: 7,
+            index: 0,
+            session: session.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_txn_applies_at_one_index_or_rolls_back_and_spends_it() {
+        let mut st = with_sessions(Instant::now());
+        let results = st
+            .kv_txn(vec![
+                txn_op(TxnVerb::Lock, "a", S1),
+                txn_op(TxnVerb::Set, "b", ""),
+                txn_op(TxnVerb::Get, "a", ""),
+                txn_op(TxnVerb::Delete, "gone", ""),
+            ])
+            .unwrap();
+        let idx = st.raft_index();
+        // Writes answer without the value; `get` with it; delete not at all.
+        assert_eq!(results.len(), 3);
+        assert!(results[0].value.is_empty() && results[1].value.is_empty());
+        assert_eq!(results[2].value, b"v");
+        assert!(results.iter().all(|e| e.modify_index == idx));
+        assert_eq!((results[0].lock_index, results[0].flags), (1, 7));
+        let before = st.kv_get("b").1.cloned();
+        let failed = st.kv_txn(vec![
+            txn_op(TxnVerb::Set, "b", ""),
+            txn_op(TxnVerb::Lock, "a", S2),
+        ]);
+        assert_eq!(
+            failed,
+            Err((1, "failed to lock key \"a\", lock is already held".into()))
+        );
+        assert_eq!(st.kv_get("b").1.cloned(), before);
+        assert_eq!(st.raft_index(), idx + 1, "a failed apply is a log entry");
+        assert_eq!(
+            st.kv_txn(vec![txn_op(TxnVerb::Get, "nope", "")]),
+            Err((0, "key \"nope\" doesn't exist".into()))
+        );
     }
 
     #[test]
