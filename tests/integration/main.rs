@@ -34,3 +34,5 @@ mod safety;
 mod errors;
 // lockrun over TLS: CA file and directory, server name, client certificates.
 mod tls;
+// The `local` backend's engine through the backend seam.
+mod local_engine;
