@@ -18,7 +18,7 @@ use std::fs::{self, File};
 use std::io;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout};
@@ -194,7 +194,12 @@ impl Sem {
     /// none yet (`Ok(false)` when someone else's appeared first).
     fn publish_limit(&self, replace: bool) -> Result<bool, LocalError> {
         let path = self.limit_path();
-        let scratch = self.dir.join(format!(".limit-{}", std::process::id()));
+        // Unique per call: contenders in one process race here too.
+        static CALLS: AtomicU64 = AtomicU64::new(0);
+        let call = CALLS.fetch_add(1, Ordering::Relaxed);
+        let scratch = self
+            .dir
+            .join(format!(".limit-{}-{call}", std::process::id()));
         let fail = |e| LocalError::io(format!("cannot write `{}`", path.display()), e);
         fs::write(&scratch, format!("{}\n", self.limit)).map_err(fail)?;
         let placed = if replace {
