@@ -43,7 +43,9 @@ pub use crate::lease::Renewal;
 /// lockrun on engines with no server to revoke the claim (`local`): "an
 /// operator released you: stop the child, exit 124". A real-time signal
 /// nobody forwards or sends; systemd gives meanings to SIGRTMIN+0..+6 and
-/// the guard's parent-death signal is SIGRTMIN+10.
+/// the guard's parent-death signal is SIGRTMIN+10. A real-time signal's
+/// default action ends the process, so the hold loop must catch it before it
+/// acquires (holder facts that name us exist from the moment we hold).
 pub const RELEASE_SIGNAL_ABOVE_RTMIN: i32 = 11;
 
 /// The release signal's number on this system.

@@ -268,6 +268,14 @@ async fn stale_holder_facts_with_no_live_holder_read_as_no_holder() {
     let facts = std::fs::read_to_string(tmp.path().join("locks/k.lockrun")).unwrap();
     assert!(facts.contains("\"gone\""), "{facts}");
     assert_eq!(local.holders(&lock("k")).await.unwrap(), vec![]);
+    // A reader that creates nothing sees the same; a missing directory has
+    // no holders.
+    let reader = Local::for_reading(tmp.path().join("locks"));
+    assert_eq!(reader.holders(&lock("k")).await.unwrap(), vec![]);
+    let nowhere = Local::for_reading(tmp.path().join("nowhere"));
+    assert_eq!(nowhere.holders(&lock("k")).await.unwrap(), vec![]);
+    assert_eq!(nowhere.holders(&slots("p", 2)).await.unwrap(), vec![]);
+    assert!(!tmp.path().join("nowhere").exists());
     assert_eq!(local.holders(&lock("never/used")).await.unwrap(), vec![]);
 }
 
@@ -419,16 +427,15 @@ async fn force_release_signals_the_holder_through_a_pidfd() {
     assert_eq!(e.kind, Kind::Refused);
     assert!(e.to_string().contains("not lockrun"), "{e}");
     end(holder);
+
+    // One test, so that no other test's signal can stand in for ours.
+    slots_by_holder(&local, &mut released).await;
 }
 
-#[tokio::test]
-async fn force_release_picks_slots_by_holder() {
-    let tmp = tempfile::tempdir().unwrap();
-    let local = engine(tmp.path());
-    let kind = tokio::signal::unix::SignalKind::from_raw(backend::release_signal());
-    let mut released = tokio::signal::unix::signal(kind).unwrap();
-    let a = take(&local, &slots("p", 3), "a", Wait::Once).await;
-    let b = take(&local, &slots("p", 3), "b", Wait::Once).await;
+/// Semaphore slots are released by holder: only the chosen one is asked.
+async fn slots_by_holder(local: &Local, released: &mut tokio::signal::unix::Signal) {
+    let a = take(local, &slots("p", 3), "a", Wait::Once).await;
+    let b = take(local, &slots("p", 3), "b", Wait::Once).await;
     let asked = local
         .force_release(&slots("p", 3), &Which::Value("b".into()))
         .await

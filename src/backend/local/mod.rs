@@ -119,6 +119,16 @@ impl Local {
         Ok(Local { dir, host })
     }
 
+    /// For looking only (`leader`): creates nothing and accepts a directory
+    /// that is not ours, such as root's `/run/lockrun` for any user; a
+    /// missing directory has no holders.
+    pub fn for_reading(dir: PathBuf) -> Local {
+        Local {
+            dir,
+            host: String::new(),
+        }
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -321,9 +331,12 @@ impl Local {
     async fn acquire_lock(&self, key: &str, wait: Wait) -> Result<Option<Granted>, LocalError> {
         let paths = self.paths(key)?;
         paths.create_parents(&self.dir)?;
-        let got = match wait {
-            Wait::Once => lock_path(&paths.lock, false)?,
-            Wait::Until(_) | Wait::Forever => {
+        // One attempt first, without a thread: the common uncontended case,
+        // and a `--timeout` that has already run out still gets its try.
+        let got = match lock_path(&paths.lock, false)? {
+            Some(got) => Some(got),
+            None if wait == Wait::Once => None,
+            None => {
                 let path = paths.lock.clone();
                 let work = move |_| lock_path(&path, true);
                 match in_thread(wait.deadline(), semaphore::Cancel::default(), work).await {

@@ -112,8 +112,11 @@ pub(super) async fn acquire(
         limit,
     };
     KeyPaths::new(&sem.root, &format!("{prefix}/.queue")).create_parents(&sem.root)?;
+    if let Some(granted) = sem.try_once()? {
+        return Ok(Some(granted));
+    }
     match wait {
-        Wait::Once => sem.try_once(),
+        Wait::Once => Ok(None),
         Wait::Until(_) | Wait::Forever => {
             let work = move |cancel: Cancel| sem.wait(&cancel);
             Ok(in_thread(wait.deadline(), Cancel::default(), work)
