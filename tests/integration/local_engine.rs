@@ -100,6 +100,41 @@ fn flock_now(file: &Path) -> bool {
     }
 }
 
+/// The `/proc/locks` lines about `file`: granted locks, and with `->`
+/// requests still waiting.
+fn proc_locks_on(file: &Path) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(file) else {
+        return Vec::new();
+    };
+    let ino = format!(":{} ", meta.ino());
+    std::fs::read_to_string("/proc/locks")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(" FLOCK ") && l.contains(&ino))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether someone is blocked in flock(2) on `file`.
+fn someone_waits_on(file: &Path) -> bool {
+    proc_locks_on(file).iter().any(|l| l.contains("->"))
+}
+
+/// Whether `file` is locked.
+fn is_locked(file: &Path) -> bool {
+    proc_locks_on(file).iter().any(|l| !l.contains("->"))
+}
+
+/// A condition wait that lets other tasks on this runtime run.
+async fn until(what: &str, mut condition: impl FnMut() -> bool) {
+    let end = deadline();
+    while !condition() {
+        assert!(Instant::now() < end, "{what} did not happen in time");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 /// The most intervals that overlap at any moment; an end at the same
 /// instant as a start does not overlap it.
 fn max_overlap(spans: &[(Instant, Instant)]) -> usize {
@@ -239,8 +274,9 @@ async fn a_cancelled_wait_leaves_nothing_held_and_writes_nothing() {
         let local = local.clone();
         tokio::spawn(async move { take(&local, &lock("k"), "cancelled", Wait::Forever).await })
     };
-    // Let the waiter block for real, then cancel it.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Cancelled while it really waits in flock.
+    let file = tmp.path().join("locks/k");
+    until("the waiter blocking", || someone_waits_on(&file)).await;
     waiter.abort();
     assert!(waiter.await.unwrap_err().is_cancelled());
     first.release().await.unwrap();
@@ -343,7 +379,9 @@ async fn a_full_semaphore_says_so_and_frees_a_slot_for_a_waiter() {
         let local = local.clone();
         tokio::spawn(async move { take(&local, &slots("p", 2), "c", patient()).await })
     };
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    // The waiter heads the queue once it holds `.queue`.
+    let queue = tmp.path().join("locks/p/.queue");
+    until("the waiter queueing", || is_locked(&queue)).await;
     let freed = a.slot();
     a.release().await.unwrap();
     let c = waiter.await.unwrap();
@@ -525,19 +563,16 @@ async fn handover(dir: &Path) -> Vec<Duration> {
     let mut times = Vec::new();
     for _ in 0..20 {
         let first = take(&local, &lock("h"), "a", Wait::Once).await;
-        let (tx, rx) = tokio::sync::oneshot::channel();
         let waiter = {
             let local = local.clone();
             tokio::spawn(async move {
-                let _ = tx.send(());
                 let claim = take(&local, &lock("h"), "b", patient()).await;
                 (Instant::now(), claim)
             })
         };
-        rx.await.unwrap();
-        // Give the waiter time to block in flock; not needed for safety,
-        // only to measure a handover rather than an uncontended acquire.
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        // A handover, not an uncontended acquire: the waiter is in flock.
+        let file = dir.join("locks/h");
+        until("the waiter blocking", || someone_waits_on(&file)).await;
         let released = Instant::now();
         first.release().await.unwrap();
         let (acquired, claim) = waiter.await.unwrap();
@@ -573,7 +608,7 @@ async fn handover_speed() {
             .stdin(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(5));
+        until("flock(1) blocking", || someone_waits_on(&file)).await;
         let ended = std::time::SystemTime::now();
         holder.stdin.take().unwrap().write_all(b"\n").unwrap();
         holder.wait().unwrap();
