@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lockrun::backend::local::facts::Facts;
+use lockrun::backend::local::facts::{self, Facts};
 use lockrun::backend::local::{Kind, Local, LocalClaim, LocalError};
 use lockrun::backend::{
     self, Acquisition, Changes, Claim, Engine, Exposure, Inspect, Lease, Target, Wait, Which,
@@ -108,8 +108,9 @@ fn proc_locks_on(file: &Path) -> Vec<String> {
         return Vec::new();
     };
     let ino = format!(":{} ", meta.ino());
-    std::fs::read_to_string("/proc/locks")
+    facts::read_proc_locks()
         .unwrap()
+        .0
         .lines()
         .filter(|l| l.contains(" FLOCK ") && l.contains(&ino))
         .map(str::to_owned)
@@ -232,7 +233,7 @@ async fn flock_cli_holder_excludes_us_until_it_lets_go() {
 
     // leader sees a holder with no value: the lock is really held.
     let holders = local.holders(&lock("k")).await.unwrap();
-    assert_eq!(holders.len(), 1, "{holders:?}");
+    assert_eq!(holders.len(), 1, "{holders:?} {:?}", proc_locks_on(&file));
     assert_eq!(holders[0].value, None);
     assert_eq!(holders[0].pid, Some(holder.id()));
 
@@ -262,6 +263,9 @@ async fn our_lock_excludes_flock_cli_both_ways_and_its_duplicate_keeps_it() {
     claim.release().await.unwrap();
     assert!(!flock_now(&file));
     drop(dup);
+    // Free once the kernel drops it (a child forked elsewhere in this test
+    // process may hold a copy of the descriptor until it execs).
+    until("the lock ending", || !is_locked(&file)).await;
     assert!(flock_now(&file));
 }
 
@@ -301,6 +305,10 @@ async fn stale_holder_facts_with_no_live_holder_read_as_no_holder() {
     // Dropped without release, as a killed lockrun would: the facts still
     // name a holder, the kernel says nobody holds the lock.
     drop(claim);
+    // A child forked elsewhere in this test process may hold a copy of the
+    // descriptor until it execs; the lock ends when the kernel says so.
+    let file = tmp.path().join("locks/k");
+    until("the lock ending", || !is_locked(&file)).await;
     let facts = std::fs::read_to_string(tmp.path().join("locks/k.lockrun")).unwrap();
     assert!(facts.contains("\"gone\""), "{facts}");
     assert_eq!(local.holders(&lock("k")).await.unwrap(), vec![]);
@@ -405,7 +413,11 @@ async fn a_limit_mismatch_names_both_limits_until_the_holders_are_gone() {
         text.contains("limit 2") && text.contains("--limit 3"),
         "{text}"
     );
+    let slot = tmp
+        .path()
+        .join(format!("locks/p/slot-{}", held.slot().unwrap()));
     held.release().await.unwrap();
+    until("the slot ending", || !is_locked(&slot)).await;
     // With nobody holding a slot, the new limit replaces the old one.
     let c = take(&local, &slots("p", 3), "c", Wait::Once).await;
     let e = local
@@ -440,7 +452,7 @@ async fn force_release_signals_the_holder_through_a_pidfd() {
 
     // A holder whose start time differs is another process that reused the
     // pid: it is not signalled.
-    let mut claim = take(&local, &lock("k"), "me", Wait::Once).await;
+    let mut claim = take(&local, &lock("k"), "me", patient()).await;
     let facts_path = tmp.path().join("locks/k.lockrun");
     let mut facts = Facts::read(&facts_path).unwrap();
     facts.holder.as_mut().unwrap().pid_start += 1;
@@ -562,7 +574,7 @@ async fn handover(dir: &Path) -> Vec<Duration> {
     let local = engine(dir);
     let mut times = Vec::new();
     for _ in 0..20 {
-        let first = take(&local, &lock("h"), "a", Wait::Once).await;
+        let first = take(&local, &lock("h"), "a", patient()).await;
         let waiter = {
             let local = local.clone();
             tokio::spawn(async move {

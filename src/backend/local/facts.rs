@@ -9,7 +9,7 @@
 //! releases; only the current holder writes it, while holding the lock.
 
 use std::fs;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -165,7 +165,7 @@ pub fn flock_holders(proc_locks: &str, lock: Lock) -> Vec<Option<u32>> {
         nix::sys::stat::minor(lock.dev),
         lock.ino
     );
-    proc_locks
+    let mut holders: Vec<Option<u32>> = proc_locks
         .lines()
         .filter_map(|line| {
             let mut fields = line.split_whitespace().skip(1);
@@ -181,16 +181,56 @@ pub fn flock_holders(proc_locks: &str, lock: Lock) -> Vec<Option<u32>> {
             (kind == "FLOCK" && mode == "WRITE" && id == want)
                 .then(|| pid.parse::<u32>().ok().filter(|&p| p != 0))
         })
-        .collect()
+        .collect();
+    // An exclusive flock is granted once at a time: a second line is a pass
+    // that saw it twice.
+    holders.sort_unstable();
+    holders.dedup();
+    holders
 }
 
-/// The live holders of the lock file at `path` according to the kernel.
+/// How many passes over `/proc/locks` we make for two that agree.
+const PASSES: usize = 8;
+
+/// `/proc/locks`, and whether it came in one `read`. The kernel builds one
+/// read's worth (a page) under its lock, then starts the next read by
+/// position in a list that may have changed meanwhile, which can repeat or
+/// skip an entry: only a file that fits in one read is a snapshot.
+/// (`read_to_string` would probe with a 32-byte read first and never get
+/// one.)
+pub fn read_proc_locks() -> io::Result<(String, bool)> {
+    let mut file = fs::File::open("/proc/locks")?;
+    let mut buf = vec![0u8; 64 * 1024];
+    let (mut text, mut reads) = (Vec::new(), 0);
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        text.extend_from_slice(&buf[..n]);
+        reads += 1;
+    }
+    Ok((String::from_utf8_lossy(&text).into_owned(), reads <= 1))
+}
+
+/// The live holders of the lock file at `path` according to the kernel:
+/// from one snapshot of `/proc/locks` or, when it spans several reads, from
+/// two consecutive passes that agree about this file (the last pass after
+/// [`PASSES`] that never did).
 pub fn holders_of(path: &Path) -> io::Result<Option<(Lock, Vec<Option<u32>>)>> {
     let Some(lock) = Lock::at(path)? else {
         return Ok(None);
     };
-    let text = fs::read_to_string("/proc/locks")?;
-    Ok(Some((lock, flock_holders(&text, lock))))
+    let mut previous = None;
+    for _ in 0..PASSES {
+        let (text, snapshot) = read_proc_locks()?;
+        let now = flock_holders(&text, lock);
+        if snapshot || previous.as_ref() == Some(&now) {
+            return Ok(Some((lock, now)));
+        }
+        previous = Some(now);
+    }
+    Ok(previous.map(|now| (lock, now)))
 }
 
 /// Field 22 of `/proc/PID/stat`, the start time in clock ticks since boot.
@@ -237,7 +277,9 @@ mod tests {
 5: FLOCK  ADVISORY  WRITE 9 fd:01:420 0 EOF
 6: OFDLCK ADVISORY  WRITE -1 00:2a:42 0 EOF
 ";
-        assert_eq!(flock_holders(text, lock), vec![Some(123), None]);
+        assert_eq!(flock_holders(text, lock), vec![None, Some(123)]);
+        let twice = "1: FLOCK ADVISORY WRITE 7 fd:01:42 0 EOF\n".repeat(2);
+        assert_eq!(flock_holders(&twice, lock), vec![Some(7)]);
     }
 
     #[test]
