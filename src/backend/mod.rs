@@ -4,23 +4,35 @@
 //! and each is one trait here, implemented once per backend (one folder
 //! each: `local/` today, Consul and etcd to follow):
 //!
-//! - [`Lease`]: what keeps our claims alive. Consul and etcd renew a
+//! - [`Lease`](crate::backend::Lease): what keeps our claims alive. Consul and etcd renew a
 //!   session or lease on a TTL; `local` has nothing to renew and never runs
 //!   out, because the kernel drops a file lock only when the last
-//!   descriptor of it closes. [`Lease::exposure`] states the budget in
+//!   descriptor of it closes. [`Lease::exposure`](crate::backend::Lease::exposure) states the budget in
 //!   backend-neutral form: how long after the send time of the last
 //!   confirmed renewal a rival could hold the lock (SPEC §6).
-//! - [`Engine`]: opens a lease and acquires a lock or a semaphore slot with
-//!   some [`Wait`]. Acquisition is cancelled by dropping its future: an
+//! - [`Engine`](crate::backend::Engine): opens a lease and acquires a lock or a semaphore slot with
+//!   some [`Wait`](crate::backend::Wait). Acquisition is cancelled by dropping its future: an
 //!   engine must leave nothing held when that happens, even if the lock is
 //!   granted at that very moment.
-//! - [`Claim`]: a lock or slot we hold: its fencing number (SPEC §7), the
+//! - [`Claim`](crate::backend::Claim): a lock or slot we hold: its fencing number (SPEC §7), the
 //!   child's extra environment, the descriptor the guard keeps while the
 //!   child's group lives (engines whose claim lives in a process-owned
 //!   descriptor), a watch that resolves when the claim is lost, and release.
-//! - [`Inspect`]: the outside view for `leader` and `release`: the live
+//! - [`Inspect`](crate::backend::Inspect): the outside view for `leader` and `release`: the live
 //!   holders, a stream of changes without polling loops, and asking a holder
 //!   to let go.
+//!
+//! How today's Consul code maps onto it (the second phase moves it under
+//! `backend/consul/`): a session is the [`Lease`](crate::backend::Lease) (`renew_every` TTL/2,
+//! exposure TTL + lock-delay for a lock, TTL for a slot, `close` destroys
+//! the session); `lock::leader::acquire` and `lock::semaphore` are
+//! [`Engine::acquire`](crate::backend::Engine::acquire) with [`Wait`](crate::backend::Wait) for `Patience`; a held lock or slot
+//! (`Holding`) is the [`Claim`](crate::backend::Claim), with `LockIndex` (or the slot's) as the
+//! fence, `LOCKRUN_SESSION` in its environment and no descriptor to lend;
+//! the `.lock` record and session lookups behind `leader` and `release`
+//! are [`Inspect`](crate::backend::Inspect), whose force-release destroys the holder's session
+//! rather than signalling it. Error types stay per backend; the CLI maps
+//! each to an exit status.
 //!
 //! We use generics and `async fn` in traits rather than `dyn`: one backend
 //! is chosen per run, so the hold loop is monomorphised once per backend and
@@ -88,8 +100,9 @@ pub enum Exposure {
 pub trait Lease {
     /// How often to renew; `None` when there is nothing to renew.
     fn renew_every(&self) -> Option<Duration>;
-    /// The budget (see [`Exposure`]).
-    fn exposure(&self) -> Exposure;
+    /// The budget for a claim on `target` (see [`Exposure`]): on Consul a
+    /// lock adds the lock-delay to the TTL, a slot does not.
+    fn exposure(&self, target: &Target) -> Exposure;
     /// One renewal, giving up after `timeout`.
     fn renew(&self, timeout: Duration) -> impl Future<Output = Renewal>;
     /// Ends the lease; best effort, bounded by the engine.

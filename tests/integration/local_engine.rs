@@ -203,7 +203,8 @@ async fn the_lock_file_is_where_flock_finds_it_and_the_lease_never_runs_out() {
     let local = engine(tmp.path());
     let lease = local.open_lease().await.unwrap();
     assert_eq!(lease.renew_every(), None);
-    assert_eq!(lease.exposure(), Exposure::Never);
+    assert_eq!(lease.exposure(&lock("a/b")), Exposure::Never);
+    assert_eq!(lease.exposure(&slots("p", 2)), Exposure::Never);
     let claim = take(&local, &lock("a/b"), "v", Wait::Once).await;
     assert_eq!(claim.path(), tmp.path().join("locks/a/b"));
     let env = claim.env();

@@ -216,7 +216,7 @@ pub fn read_proc_locks() -> io::Result<(String, bool)> {
 /// The live holders of the lock file at `path` according to the kernel:
 /// from one snapshot of `/proc/locks` or, when it spans several reads, from
 /// two consecutive passes that agree about this file (the last pass after
-/// [`PASSES`] that never did).
+/// `PASSES` that never did).
 pub fn holders_of(path: &Path) -> io::Result<Option<(Lock, Vec<Option<u32>>)>> {
     let Some(lock) = Lock::at(path)? else {
         return Ok(None);

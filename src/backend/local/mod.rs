@@ -280,7 +280,7 @@ impl Lease for NoLease {
         None
     }
 
-    fn exposure(&self) -> Exposure {
+    fn exposure(&self, _target: &Target) -> Exposure {
         Exposure::Never
     }
 
