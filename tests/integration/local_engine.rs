@@ -207,6 +207,12 @@ async fn the_lock_file_is_where_flock_finds_it_and_the_lease_never_runs_out() {
     assert_eq!(lease.exposure(&slots("p", 2)), Exposure::Never);
     let claim = take(&local, &lock("a/b"), "v", Wait::Once).await;
     assert_eq!(claim.path(), tmp.path().join("locks/a/b"));
+    // Only we can open (and so lock) what we create; only we can change
+    // the directories, so nobody can replace a lock file.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(claim.path()), 0o600);
+    assert_eq!(mode(&tmp.path().join("locks/a")) & 0o022, 0);
     let env = claim.env();
     assert!(
         env.contains(&("LOCKRUN_KEY".into(), "a/b".into())),
@@ -397,6 +403,60 @@ async fn a_full_semaphore_says_so_and_frees_a_slot_for_a_waiter() {
     assert_eq!(c.slot(), freed);
     b.release().await.unwrap();
     c.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_waiters_queue_one_at_a_time_and_a_cancelled_head_steps_aside() {
+    let tmp = tempfile::tempdir().unwrap();
+    let local = engine(tmp.path());
+    let held = take(&local, &slots("q", 1), "held", Wait::Once).await;
+    let waiter = |value: &'static str| {
+        let local = local.clone();
+        tokio::spawn(async move {
+            let claim = take(&local, &slots("q", 1), value, patient()).await;
+            let fence = claim.fence();
+            claim.release().await.unwrap();
+            fence
+        })
+    };
+    let queue = tmp.path().join("locks/q/.queue");
+    let head = waiter("head");
+    until("a waiter heading the queue", || is_locked(&queue)).await;
+    let others: Vec<_> = ["w1", "w2", "w3"].into_iter().map(waiter).collect();
+    // No stampede: one waiter looks for a slot, the others sleep in flock.
+    until("three waiters behind the head", || {
+        proc_locks_on(&queue)
+            .iter()
+            .filter(|l| l.contains("->"))
+            .count()
+            == 3
+    })
+    .await;
+    assert_eq!(
+        proc_locks_on(&queue)
+            .iter()
+            .filter(|l| !l.contains("->"))
+            .count(),
+        1
+    );
+    // The head gives up; another waiter takes its place and gets the slot.
+    head.abort();
+    assert!(head.await.unwrap_err().is_cancelled());
+    until("a new head", || {
+        proc_locks_on(&queue)
+            .iter()
+            .filter(|l| l.contains("->"))
+            .count()
+            == 2
+    })
+    .await;
+    held.release().await.unwrap();
+    let mut fences = vec![];
+    for w in others {
+        fences.push(w.await.unwrap());
+    }
+    fences.sort();
+    assert_eq!(fences, [2, 3, 4], "the cancelled head took no fence");
 }
 
 #[tokio::test]
