@@ -327,6 +327,12 @@ async fn stale_holder_facts_with_no_live_holder_read_as_no_holder() {
     assert_eq!(nowhere.holders(&lock("k")).await.unwrap(), vec![]);
     assert_eq!(nowhere.holders(&slots("p", 2)).await.unwrap(), vec![]);
     assert!(!tmp.path().join("nowhere").exists());
+    let e = nowhere
+        .acquire(&backend::local::NoLease, &lock("k"), "v", Wait::Once)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, Kind::Dir);
+    assert!(!tmp.path().join("nowhere").exists());
     assert_eq!(local.holders(&lock("never/used")).await.unwrap(), vec![]);
 }
 

@@ -106,6 +106,9 @@ impl std::error::Error for LocalError {}
 pub struct Local {
     dir: PathBuf,
     host: String,
+    /// Whether `dir` was prepared (created, checked): only then may we
+    /// acquire in it.
+    prepared: bool,
 }
 
 impl Local {
@@ -116,7 +119,11 @@ impl Local {
         let host = nix::unistd::gethostname()
             .map(|h| h.to_string_lossy().into_owned())
             .unwrap_or_default();
-        Ok(Local { dir, host })
+        Ok(Local {
+            dir,
+            host,
+            prepared: true,
+        })
     }
 
     /// For looking only (`leader`): creates nothing and accepts a directory
@@ -126,6 +133,7 @@ impl Local {
         Local {
             dir,
             host: String::new(),
+            prepared: false,
         }
     }
 
@@ -307,6 +315,12 @@ impl Engine for Local {
         value: &str,
         wait: Wait,
     ) -> Result<Acquisition<LocalClaim>, LocalError> {
+        if !self.prepared {
+            return Err(LocalError::dir(format!(
+                "lock directory `{}` was opened for reading only; open it with Local::open to acquire",
+                self.dir.display()
+            )));
+        }
         let granted = match target {
             Target::Lock { key } => self.acquire_lock(key, wait).await?,
             Target::Slot { prefix, limit } => {

@@ -38,7 +38,9 @@ fn watch(dir: &Path, flags: AddWatchFlags) -> nix::Result<AsyncFd<Ino>> {
 async fn events(fd: &AsyncFd<Ino>) -> Vec<InotifyEvent> {
     loop {
         let Ok(mut ready) = fd.readable().await else {
-            return Vec::new();
+            // The reactor is going away; the callers' timers take over
+            // rather than a loop on an error that comes back at once.
+            return std::future::pending().await;
         };
         match ready.get_inner().inner().read_events() {
             Ok(events) if !events.is_empty() => return events,
