@@ -606,6 +606,37 @@ async fn leader_changes_wake_on_holders_without_polling() {
     assert_eq!(gone, vec![]);
 }
 
+/// CPU time this thread has used, in clock ticks (fields 14 and 15 of
+/// `/proc/thread-self/stat`).
+fn thread_cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 1..];
+    let fields: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .map(|f| f.parse().unwrap())
+        .collect();
+    fields.iter().sum()
+}
+
+#[tokio::test]
+async fn an_idle_watch_uses_no_cpu() {
+    let tmp = tempfile::tempdir().unwrap();
+    let local = engine(tmp.path());
+    let claim = take(&local, &lock("idle"), "v", Wait::Once).await;
+    let mut changes = local.changes(&lock("idle")).await.unwrap();
+    assert_eq!(changes.next().await.unwrap().len(), 1);
+    // A second of nothing changing: a polling loop would burn most of it
+    // (on this thread: the test runs on a current-thread runtime).
+    let before = thread_cpu_ticks();
+    let idle = tokio::time::timeout(Duration::from_secs(1), changes.next()).await;
+    assert!(idle.is_err(), "nothing changed, yet: {idle:?}");
+    let used = thread_cpu_ticks() - before;
+    assert!(used <= 5, "{used} ticks of CPU in one idle second");
+    claim.release().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_removed_lock_file_ends_the_claim() {
     let tmp = tempfile::tempdir().unwrap();
