@@ -49,6 +49,10 @@ impl Facts {
     /// The facts at `path`; default (fence 0) when there are none yet.
     pub fn read(path: &Path) -> Result<Facts, LocalError> {
         match fs::read(path) {
+            // A crash after renaming a record that had not reached the disk
+            // can leave the name on an empty file; the clock seeds the next
+            // fencing number then (see `next_fence`).
+            Ok(bytes) if bytes.is_empty() => Ok(Facts::default()),
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
                 LocalError::io_msg(format!(
                     "holder facts `{}` are unreadable ({e}); the fencing number cannot continue from them, remove the file only when nobody holds the lock",
@@ -92,6 +96,21 @@ impl Facts {
             }
         }
         Ok(())
+    }
+
+    /// The fencing number for the next holder: one more than the last, and
+    /// never less than the microseconds since the epoch. The counter alone
+    /// would restart at 1 whenever the sidecar is lost — at every boot on
+    /// tmpfs, where the default lock directories live — and a service that
+    /// remembers the highest number it saw would then refuse every later
+    /// holder (SPEC §7). Within one sidecar's life the number increases
+    /// whatever the clock does; across a loss, as long as the clock has not
+    /// gone back past the last holder's acquisition.
+    pub fn next_fence(&self) -> u64 {
+        let micros = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        (self.fence + 1).max(micros)
     }
 
     /// The holder as `leader` shows it, given that the lock is held.
@@ -298,6 +317,8 @@ mod tests {
         let path = tmp.path().join("k.lockrun");
         let scratch = tmp.path().join("k.lockrun-new");
         assert_eq!(Facts::read(&path).unwrap(), Facts::default());
+        fs::write(&path, b"").unwrap();
+        assert_eq!(Facts::read(&path).unwrap(), Facts::default());
         let facts = Facts {
             fence: 7,
             dev: 1,
@@ -314,6 +335,13 @@ mod tests {
         facts.write(&path, &scratch, true).unwrap();
         assert_eq!(Facts::read(&path).unwrap(), facts);
         assert!(!scratch.exists());
+        let seeded = Facts::default().next_fence();
+        assert!(seeded > 1_700_000_000_000_000, "{seeded}");
+        let counted = Facts {
+            fence: u64::MAX - 1,
+            ..Facts::default()
+        };
+        assert_eq!(counted.next_fence(), u64::MAX);
         fs::write(&path, b"{oops").unwrap();
         let e = Facts::read(&path).unwrap_err().to_string();
         assert!(e.contains("unreadable"), "{e}");

@@ -163,7 +163,7 @@ impl Local {
         let previous = Facts::read(&paths.facts)?;
         let me = std::process::id();
         let facts = Facts {
-            fence: previous.fence + 1,
+            fence: previous.next_fence(),
             dev: lock.dev,
             ino: lock.ino,
             holder: Some(HolderFacts {
