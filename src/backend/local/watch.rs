@@ -20,6 +20,9 @@ use crate::backend::{Changes, Holder, Inspect, Target};
 /// closing, a directory created above the one we watch).
 const BACKSTOP: Duration = Duration::from_secs(5);
 
+/// How long a holder with no value must last before we report it.
+const SETTLE: Duration = Duration::from_millis(20);
+
 /// After someone opens a lock file, when to look again: `flock(1)` opens
 /// first and locks a moment later, which makes no event of its own.
 const AFTER_OPEN: [Duration; 3] = [
@@ -184,10 +187,21 @@ impl Changes for LocalChanges {
     type Error = LocalError;
 
     async fn next(&mut self) -> Result<Vec<Holder>, LocalError> {
+        let mut settled = false;
         loop {
             self.arm()?;
             let now = self.local.holders(&self.target).await?;
             if self.last.as_ref() != Some(&now) {
+                // A lockrun clears its facts just before it lets go, and
+                // takes the lock just before it writes them: a holder with
+                // no value is usually one of those instants. We look once
+                // more before reporting it, so a watch does not print a
+                // phantom holder at every handover.
+                if !settled && now.iter().any(|h| h.value.is_none()) {
+                    settled = true;
+                    tokio::time::sleep(SETTLE).await;
+                    continue;
+                }
                 self.last = Some(now.clone());
                 return Ok(now);
             }
