@@ -5,6 +5,8 @@
 //! reach the pieces; it is not a public API.
 #![doc(hidden)]
 
+/// The seam between lockrun and its engines, and the engines behind it.
+pub mod backend;
 /// The child process: a guard leading its own process group, the stop ladder.
 pub mod child;
 /// The command line: one clap definition feeds help, man pages and completions.

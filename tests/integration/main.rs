@@ -38,3 +38,5 @@ mod blips;
 mod errors;
 // lockrun over TLS: CA file and directory, server name, client certificates.
 mod tls;
+// The `local` backend's engine through the backend seam.
+mod local_engine;

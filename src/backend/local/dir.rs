@@ -1,0 +1,295 @@
+//! The lock directory and where each key's files live in it.
+//!
+//! Permissions, argued once: a user's directory is 0700, so nobody else can
+//! open, lock, replace or delete anything in it. root's shared directory
+//! (`/run/lockrun`) is 0755 so any user can run `leader` on root's locks,
+//! and the lock files lockrun creates there are 0600: flock needs an open
+//! descriptor, so a user who cannot open a lock file cannot lock it, and
+//! with the directory root's alone nobody else can unlink or rename what is
+//! in it. Holder facts are 0644: readable by `leader`, written by the holder
+//! only.
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use super::LocalError;
+
+/// The suffix of a lock file's holder facts, beside it.
+pub const FACTS_SUFFIX: &str = ".lockrun";
+/// The suffix of the holder's scratch file for the next facts.
+pub const SCRATCH_SUFFIX: &str = ".lockrun-new";
+
+/// The default lock directory: `/run/lockrun` for root; for anyone else
+/// `$XDG_RUNTIME_DIR/lockrun`, else `/tmp/lockrun-UID`.
+pub fn default_dir(uid: u32, xdg_runtime_dir: Option<&Path>) -> PathBuf {
+    if uid == 0 {
+        return PathBuf::from("/run/lockrun");
+    }
+    match xdg_runtime_dir {
+        Some(dir) if dir.is_absolute() => dir.join("lockrun"),
+        _ => PathBuf::from(format!("/tmp/lockrun-{uid}")),
+    }
+}
+
+/// The default lock directory for this process.
+pub fn default_dir_here() -> PathBuf {
+    let xdg = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    default_dir(nix::unistd::geteuid().as_raw(), xdg.as_deref())
+}
+
+/// Creates `dir` if needed (0700, or 0755 for root) and checks that it is
+/// ours and nobody else can write to it; refuses a network filesystem
+/// unless `allow_network` (see [`network_fs`]).
+pub fn prepare(dir: &Path, allow_network: bool) -> Result<(), LocalError> {
+    let uid = nix::unistd::geteuid().as_raw();
+    let mode = if uid == 0 { 0o755 } else { 0o700 };
+    match fs::DirBuilder::new().mode(mode).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            return Err(LocalError::dir(format!(
+                "cannot create lock directory `{}`: {e}",
+                dir.display()
+            )))
+        }
+    }
+    // Not following a symlink: in /tmp anyone could have planted one.
+    let meta = fs::symlink_metadata(dir).map_err(|e| {
+        LocalError::dir(format!(
+            "cannot read lock directory `{}`: {e}",
+            dir.display()
+        ))
+    })?;
+    check_owner(dir, &meta, uid)?;
+    check_filesystem(dir, allow_network)
+}
+
+fn check_owner(dir: &Path, meta: &fs::Metadata, uid: u32) -> Result<(), LocalError> {
+    if !meta.is_dir() {
+        return Err(LocalError::dir(format!(
+            "lock directory `{}` is not a directory; remove it or choose another with --lock-dir",
+            dir.display()
+        )));
+    }
+    if meta.uid() != uid {
+        return Err(LocalError::dir(format!(
+            "lock directory `{}` belongs to uid {}, not to us (uid {uid}); choose another with --lock-dir",
+            dir.display(),
+            meta.uid()
+        )));
+    }
+    if meta.permissions().mode() & 0o022 != 0 {
+        return Err(LocalError::dir(format!(
+            "lock directory `{}` is writable by others, who could replace its locks; run `chmod go-w {}`",
+            dir.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+const NFS_SUPER_MAGIC: i64 = 0x6969;
+const SMB_SUPER_MAGIC: i64 = 0x517b;
+const CIFS_MAGIC_NUMBER: i64 = 0xff53_4d42;
+const SMB2_MAGIC_NUMBER: i64 = 0xfe53_4d42;
+
+/// Why a filesystem cannot be trusted with flock, by its `statfs` magic.
+pub fn network_fs(magic: i64) -> Option<&'static str> {
+    match magic {
+        NFS_SUPER_MAGIC => Some(
+            "NFS emulates flock with fcntl locks, which a client can lose silently (NFSv4 lease expiry)",
+        ),
+        SMB_SUPER_MAGIC | CIFS_MAGIC_NUMBER | SMB2_MAGIC_NUMBER => Some(
+            "CIFS/SMB turns flock into server-side locks that other hosts' clients and reconnects do not honour like local ones",
+        ),
+        _ => None,
+    }
+}
+
+fn check_filesystem(dir: &Path, allow_network: bool) -> Result<(), LocalError> {
+    let stat = nix::sys::statfs::statfs(dir).map_err(|e| {
+        LocalError::dir(format!(
+            "cannot statfs lock directory `{}`: {e}",
+            dir.display()
+        ))
+    })?;
+    #[allow(clippy::unnecessary_cast)]
+    let magic = stat.filesystem_type().0 as i64;
+    match network_fs(magic) {
+        Some(why) if !allow_network => Err(LocalError::dir(format!(
+            "lock directory `{}` is on a network filesystem: {why}; use a local directory, or allow it explicitly",
+            dir.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Checks a key or prefix: `/`-separated segments, none empty, `.` or `..`,
+/// none naming our own side files, no NUL.
+pub fn check_key(key: &str) -> Result<(), LocalError> {
+    if key.contains('\0') {
+        return Err(LocalError::usage(format!(
+            "key `{}` contains a NUL byte; remove it",
+            key.escape_debug()
+        )));
+    }
+    for segment in key.split('/') {
+        let why = match segment {
+            "" => "has an empty segment (a leading, trailing or doubled `/`)",
+            "." | ".." => {
+                "has a `.` or `..` segment, which would leave its place in the lock directory"
+            }
+            s if s.ends_with(FACTS_SUFFIX) || s.ends_with(SCRATCH_SUFFIX) => {
+                "has a segment ending in `.lockrun` or `.lockrun-new`, names kept for holder facts"
+            }
+            _ => continue,
+        };
+        return Err(LocalError::usage(format!(
+            "key `{key}` {why}; choose another key"
+        )));
+    }
+    Ok(())
+}
+
+/// The files of one key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyPaths {
+    pub lock: PathBuf,
+    pub facts: PathBuf,
+    pub scratch: PathBuf,
+}
+
+impl KeyPaths {
+    /// `DIR/KEY`, whose `/` segments are subdirectories; `key` is checked.
+    pub fn new(dir: &Path, key: &str) -> KeyPaths {
+        let lock = dir.join(key);
+        let with = |suffix: &str| {
+            let mut name = lock.clone().into_os_string();
+            name.push(suffix);
+            PathBuf::from(name)
+        };
+        KeyPaths {
+            facts: with(FACTS_SUFFIX),
+            scratch: with(SCRATCH_SUFFIX),
+            lock,
+        }
+    }
+
+    /// Creates the directories above the lock file.
+    pub fn create_parents(&self, dir: &Path) -> Result<(), LocalError> {
+        let parent = self.lock.parent().unwrap_or(dir);
+        if parent == dir {
+            return Ok(());
+        }
+        let mode = if nix::unistd::geteuid().is_root() {
+            0o755
+        } else {
+            0o700
+        };
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(mode)
+            .create(parent)
+            .map_err(|e| {
+                LocalError::io(
+                    format!(
+                        "cannot create `{}` (is a parent of the key already a lock?)",
+                        parent.display()
+                    ),
+                    e,
+                )
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_dir_depends_on_who_we_are() {
+        assert_eq!(
+            default_dir(0, Some(Path::new("/run/user/0"))),
+            Path::new("/run/lockrun")
+        );
+        assert_eq!(
+            default_dir(1000, Some(Path::new("/run/user/1000"))),
+            Path::new("/run/user/1000/lockrun")
+        );
+        assert_eq!(default_dir(1000, None), Path::new("/tmp/lockrun-1000"));
+        assert_eq!(
+            default_dir(1000, Some(Path::new("rel"))),
+            Path::new("/tmp/lockrun-1000")
+        );
+    }
+
+    #[test]
+    fn bad_keys_are_refused_with_the_reason() {
+        for (key, why) in [
+            ("", "empty segment"),
+            ("/a", "empty segment"),
+            ("a//b", "empty segment"),
+            ("a/", "empty segment"),
+            ("a/../b", "`..`"),
+            (".", "`.`"),
+            ("a\0b", "NUL"),
+            ("jobs/x.lockrun", "holder facts"),
+            ("x.lockrun-new", "holder facts"),
+        ] {
+            let e = check_key(key).unwrap_err().to_string();
+            assert!(e.contains(why), "{key:?}: {e}");
+            assert!(!e.contains('\n'));
+        }
+        for key in ["a", "a/b/c", "x.lock", ".hidden", "a b", "..."] {
+            check_key(key).unwrap();
+        }
+    }
+
+    #[test]
+    fn key_segments_are_subdirectories() {
+        let p = KeyPaths::new(Path::new("/d"), "jobs/nightly");
+        assert_eq!(p.lock, Path::new("/d/jobs/nightly"));
+        assert_eq!(p.facts, Path::new("/d/jobs/nightly.lockrun"));
+        assert_eq!(p.scratch, Path::new("/d/jobs/nightly.lockrun-new"));
+    }
+
+    #[test]
+    fn network_filesystems_are_named() {
+        assert!(network_fs(0x6969).unwrap().contains("NFS"));
+        for magic in [0x517b, 0xff53_4d42, 0xfe53_4d42] {
+            assert!(network_fs(magic).unwrap().contains("SMB"));
+        }
+        // ext4, tmpfs, btrfs, xfs.
+        for magic in [0xef53, 0x0102_1994, 0x9123_683e, 0x5846_5342] {
+            assert_eq!(network_fs(magic), None);
+        }
+    }
+
+    #[test]
+    fn a_directory_writable_by_others_or_not_ours_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("locks");
+        prepare(&dir, false).unwrap();
+        let mode = fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        let expect = if nix::unistd::geteuid().is_root() {
+            0o755
+        } else {
+            0o700
+        };
+        assert_eq!(mode, expect);
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+        let e = prepare(&dir, false).unwrap_err().to_string();
+        assert!(e.contains("writable by others"), "{e}");
+        let meta = fs::symlink_metadata(&dir).unwrap();
+        let e = check_owner(&dir, &meta, meta.uid() + 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("belongs to uid"), "{e}");
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        let e = prepare(&link, false).unwrap_err().to_string();
+        assert!(e.contains("not a directory"), "{e}");
+    }
+}

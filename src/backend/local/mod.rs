@@ -1,0 +1,557 @@
+//! The `local` backend: locks that are `flock(2)` locks on files in a lock
+//! directory, for one host and no server (issue #13, SPEC §6).
+//!
+//! The lock for KEY is the file `DIR/KEY`, opened the way `flock(1)` opens
+//! it (read-only, created if missing), so `flock DIR/KEY cmd` and lockrun
+//! exclude each other both ways. Holder facts and the fencing number sit
+//! beside it in `DIR/KEY.lockrun` (see [`facts`]). A semaphore PREFIX is the
+//! directory `DIR/PREFIX` with slot files `slot-0..N-1`, the agreed limit in
+//! `.limit` and a `.queue` lock that lets one waiter at a time look for a
+//! free slot.
+//!
+//! There is no lease: the kernel drops a flock only when the last
+//! descriptor of its open file description closes, so nothing can run out
+//! while we (or the guard, which keeps a duplicate until the child's whole
+//! group is dead) hold it.
+//!
+//! Waiting never spins. A blocking `flock` runs in a thread of its own; to
+//! cancel we abandon that thread, and a grant that arrives after nobody
+//! wants it lands in a dropped channel, which closes the descriptor and so
+//! releases the lock at once. Nothing is written beside the lock before the
+//! grant reaches the waiting future, so a late grant leaves no trace but a
+//! brief hold with no child.
+
+pub mod dir;
+pub mod facts;
+mod semaphore;
+mod sys;
+mod watch;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
+
+use self::dir::KeyPaths;
+use self::facts::{Facts, HolderFacts, Lock};
+use super::{
+    Acquisition, Claim, Engine, Exposure, Holder, Inspect, Lease, Renewal, Target, Wait, Which,
+};
+
+/// What kind of failure, for the exit status the CLI gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A bad key or prefix.
+    Usage,
+    /// The lock directory is unusable.
+    Dir,
+    /// The semaphore's stored limit differs from ours.
+    LimitMismatch,
+    /// `release` cannot ask this holder to let go.
+    Refused,
+    /// The filesystem failed us.
+    Io,
+}
+
+/// A failure of the local backend, as one line for the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalError {
+    pub kind: Kind,
+    message: String,
+}
+
+impl LocalError {
+    pub fn usage(message: String) -> LocalError {
+        LocalError {
+            kind: Kind::Usage,
+            message,
+        }
+    }
+    pub fn dir(message: String) -> LocalError {
+        LocalError {
+            kind: Kind::Dir,
+            message,
+        }
+    }
+    pub fn io(what: String, e: io::Error) -> LocalError {
+        LocalError::io_msg(format!("{what}: {e}"))
+    }
+    pub fn io_msg(message: String) -> LocalError {
+        LocalError {
+            kind: Kind::Io,
+            message,
+        }
+    }
+    fn new(kind: Kind, message: String) -> LocalError {
+        LocalError { kind, message }
+    }
+}
+
+impl fmt::Display for LocalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for LocalError {}
+
+/// The local engine: a prepared lock directory.
+#[derive(Debug, Clone)]
+pub struct Local {
+    dir: PathBuf,
+    host: String,
+    /// Whether `dir` was prepared (created, checked): only then may we
+    /// acquire in it.
+    prepared: bool,
+}
+
+impl Local {
+    /// Prepares `dir` (see [`dir::prepare`]); `allow_network` accepts a lock
+    /// directory on NFS or CIFS.
+    pub fn open(dir: PathBuf, allow_network: bool) -> Result<Local, LocalError> {
+        dir::prepare(&dir, allow_network)?;
+        let host = nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(Local {
+            dir,
+            host,
+            prepared: true,
+        })
+    }
+
+    /// For looking only (`leader`): creates nothing and accepts a directory
+    /// that is not ours, such as root's `/run/lockrun` for any user; a
+    /// missing directory has no holders.
+    pub fn for_reading(dir: PathBuf) -> Local {
+        Local {
+            dir,
+            host: String::new(),
+            prepared: false,
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn paths(&self, key: &str) -> Result<KeyPaths, LocalError> {
+        dir::check_key(key)?;
+        Ok(KeyPaths::new(&self.dir, key))
+    }
+
+    /// Turns a granted lock into a claim: the next fencing number and our
+    /// holder facts, durable before the claim (and so the child) exists.
+    fn claim(
+        &self,
+        target: &Target,
+        value: &str,
+        granted: Granted,
+    ) -> Result<LocalClaim, LocalError> {
+        let Granted {
+            file,
+            lock,
+            paths,
+            slot,
+        } = granted;
+        let previous = Facts::read(&paths.facts)?;
+        let me = std::process::id();
+        let facts = Facts {
+            fence: previous.next_fence(),
+            dev: lock.dev,
+            ino: lock.ino,
+            holder: Some(HolderFacts {
+                value: value.to_owned(),
+                host: self.host.clone(),
+                pid: me,
+                pid_start: facts::start_time(me)
+                    .map_err(|e| LocalError::io("cannot read our own start time".into(), e))?,
+                since_ms: facts::now_ms(),
+                child_pgid: None,
+            }),
+        };
+        facts.write(&paths.facts, &paths.scratch, true)?;
+        Ok(LocalClaim {
+            file,
+            lent: false,
+            lock,
+            paths,
+            facts,
+            name: target.name().to_owned(),
+            slot,
+        })
+    }
+}
+
+/// A lock file we hold, not yet a claim.
+#[derive(Debug)]
+struct Granted {
+    file: File,
+    lock: Lock,
+    paths: KeyPaths,
+    slot: Option<u32>,
+}
+
+/// Opens a lock file as `flock(1)` does (read-only, created if missing),
+/// 0600 when we create it, so only its owner can ever lock it.
+fn open_lock(path: &Path) -> Result<File, LocalError> {
+    nix::fcntl::open(
+        path,
+        OFlag::O_RDONLY | OFlag::O_CREAT | OFlag::O_NOCTTY | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o600),
+    )
+    .map(File::from)
+    .map_err(|e| {
+        LocalError::io(
+            format!("cannot open lock file `{}`", path.display()),
+            io::Error::from(e),
+        )
+    })
+}
+
+/// What one attempt on an open lock file found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempt {
+    Got(Lock),
+    /// Someone else holds it (only without blocking).
+    Taken,
+    /// We got it, but the path no longer names this file: it was removed or
+    /// replaced while we waited, and a rival may lock the new one. Open the
+    /// path afresh.
+    Replaced,
+}
+
+fn lock_opened(file: &File, path: &Path, block: bool) -> Result<Attempt, LocalError> {
+    let fail = |e| LocalError::io(format!("cannot lock `{}`", path.display()), e);
+    if block {
+        sys::lock_exclusive(file.as_fd()).map_err(fail)?;
+    } else if !sys::try_lock_exclusive(file.as_fd()).map_err(fail)? {
+        return Ok(Attempt::Taken);
+    }
+    let mine = Lock::of(&file.metadata().map_err(fail)?);
+    match Lock::at(path).map_err(fail)? {
+        Some(now) if now == mine => Ok(Attempt::Got(mine)),
+        _ => Ok(Attempt::Replaced),
+    }
+}
+
+/// Locks the file at `path`: `Ok(None)` only when `block` is false and it
+/// is taken.
+fn lock_path(path: &Path, block: bool) -> Result<Option<(File, Lock)>, LocalError> {
+    loop {
+        let file = open_lock(path)?;
+        match lock_opened(&file, path, block)? {
+            Attempt::Got(lock) => return Ok(Some((file, lock))),
+            Attempt::Taken => return Ok(None),
+            Attempt::Replaced => continue,
+        }
+    }
+}
+
+/// Runs blocking `work` in a thread of its own and waits for it until
+/// `deadline`; dropping the returned future abandons the thread, whose
+/// result, when it comes, is dropped (a granted lock closes and is free).
+async fn in_thread<T: Send + 'static>(
+    deadline: Option<tokio::time::Instant>,
+    cancel: semaphore::Cancel,
+    work: impl FnOnce(semaphore::Cancel) -> T + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let flag = cancel.clone();
+    std::thread::Builder::new()
+        .name("lockrun-wait".into())
+        .spawn(move || {
+            let _ = tx.send(work(flag));
+        })
+        .expect("spawn a waiting thread");
+    // Whatever ends this wait (deadline, drop), the thread learns it.
+    let _cancel_on_drop = cancel.on_drop();
+    let result = match deadline {
+        Some(at) => tokio::time::timeout_at(at, rx).await.ok()?,
+        None => rx.await,
+    };
+    Some(result.expect("the waiting thread never panics"))
+}
+
+/// The local engine's non-lease: nothing to renew, never runs out.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoLease;
+
+impl Lease for NoLease {
+    fn renew_every(&self) -> Option<Duration> {
+        None
+    }
+
+    fn exposure(&self, _target: &Target) -> Exposure {
+        Exposure::Never
+    }
+
+    async fn renew(&self, _timeout: Duration) -> Renewal {
+        Renewal::Confirmed { ttl: None }
+    }
+
+    async fn close(self) {}
+}
+
+impl Engine for Local {
+    type Lease = NoLease;
+    type Claim = LocalClaim;
+    type Error = LocalError;
+
+    async fn open_lease(&self) -> Result<NoLease, LocalError> {
+        Ok(NoLease)
+    }
+
+    async fn acquire(
+        &self,
+        _lease: &NoLease,
+        target: &Target,
+        value: &str,
+        wait: Wait,
+    ) -> Result<Acquisition<LocalClaim>, LocalError> {
+        if !self.prepared {
+            return Err(LocalError::dir(format!(
+                "lock directory `{}` was opened for reading only; open it with Local::open to acquire",
+                self.dir.display()
+            )));
+        }
+        let granted = match target {
+            Target::Lock { key } => self.acquire_lock(key, wait).await?,
+            Target::Slot { prefix, limit } => {
+                semaphore::acquire(self, prefix, *limit, wait).await?
+            }
+        };
+        match granted {
+            Some(granted) => Ok(Acquisition::Held(self.claim(target, value, granted)?)),
+            None => {
+                let holder = self
+                    .holders(target)
+                    .await
+                    .ok()
+                    .and_then(|hs| hs.into_iter().find_map(|h| h.value));
+                Ok(Acquisition::Busy { holder })
+            }
+        }
+    }
+}
+
+impl Local {
+    async fn acquire_lock(&self, key: &str, wait: Wait) -> Result<Option<Granted>, LocalError> {
+        let paths = self.paths(key)?;
+        paths.create_parents(&self.dir)?;
+        // One attempt first, without a thread: the common uncontended case,
+        // and a `--timeout` that has already run out still gets its try.
+        let got = match lock_path(&paths.lock, false)? {
+            Some(got) => Some(got),
+            None if wait == Wait::Once => None,
+            None => {
+                let path = paths.lock.clone();
+                let work = move |_| lock_path(&path, true);
+                match in_thread(wait.deadline(), semaphore::Cancel::default(), work).await {
+                    Some(result) => result?,
+                    None => None,
+                }
+            }
+        };
+        Ok(got.map(|(file, lock)| Granted {
+            file,
+            lock,
+            paths,
+            slot: None,
+        }))
+    }
+
+    /// Each live holder of `target` with its facts when they describe it.
+    fn holders_with_facts(
+        &self,
+        target: &Target,
+    ) -> Result<Vec<(Holder, Option<HolderFacts>)>, LocalError> {
+        let files = match target {
+            Target::Lock { key } => vec![(self.paths(key)?, None)],
+            Target::Slot { prefix, .. } => semaphore::slot_files(self, prefix)?,
+        };
+        let mut out = Vec::new();
+        for (paths, slot) in files {
+            let Some((lock, lockers)) = facts::holders_of(&paths.lock).map_err(|e| {
+                LocalError::io(format!("cannot inspect `{}`", paths.lock.display()), e)
+            })?
+            else {
+                continue;
+            };
+            if lockers.is_empty() {
+                continue;
+            }
+            let facts = Facts::read(&paths.facts)?;
+            for locker in lockers {
+                let mut holder = facts.to_holder(&lock, locker);
+                holder.slot = slot;
+                let known = holder.value.as_ref().and(facts.holder.clone());
+                out.push((holder, known));
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Inspect for Local {
+    type Error = LocalError;
+    type Changes = watch::LocalChanges;
+
+    async fn holders(&self, target: &Target) -> Result<Vec<Holder>, LocalError> {
+        Ok(self
+            .holders_with_facts(target)?
+            .into_iter()
+            .map(|(h, _)| h)
+            .collect())
+    }
+
+    async fn changes(&self, target: &Target) -> Result<watch::LocalChanges, LocalError> {
+        watch::LocalChanges::new(self.clone(), target.clone())
+    }
+
+    async fn force_release(
+        &self,
+        target: &Target,
+        which: &Which,
+    ) -> Result<Vec<Holder>, LocalError> {
+        let chosen: Vec<_> = self
+            .holders_with_facts(target)?
+            .into_iter()
+            .filter(|(h, _)| match which {
+                Which::All => true,
+                Which::Value(v) => h.value.as_deref() == Some(v.as_str()),
+            })
+            .collect();
+        let mut asked = Vec::new();
+        for (holder, known) in chosen {
+            let Some(facts) = known else {
+                return Err(LocalError::new(
+                    Kind::Refused,
+                    match holder.pid {
+                        Some(pid) => format!(
+                            "`{}` is held by pid {pid}, which is not lockrun (flock(1)?); stop that process instead",
+                            target.name()
+                        ),
+                        None => format!(
+                            "`{}` is held by a process that has exited, through a descriptor it passed on; stop the process group that inherited it",
+                            target.name()
+                        ),
+                    },
+                ));
+            };
+            signal_holder(target, &facts)?;
+            asked.push(holder);
+        }
+        Ok(asked)
+    }
+}
+
+/// Asks the lockrun described by `facts` to let go, through a pidfd so a
+/// reused pid cannot receive it.
+fn signal_holder(target: &Target, facts: &HolderFacts) -> Result<(), LocalError> {
+    let gone = || {
+        LocalError::new(
+            Kind::Refused,
+            format!(
+                "the lockrun that holds `{}` (pid {}) has exited; its child's group{} keeps the lock until it ends",
+                target.name(),
+                facts.pid,
+                facts.child_pgid.map(|g| format!(" {g}")).unwrap_or_default()
+            ),
+        )
+    };
+    let pidfd = match sys::pidfd_open(facts.pid) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Err(gone()),
+        Err(e) => return Err(LocalError::io(format!("cannot reach pid {}", facts.pid), e)),
+    };
+    // Checked after opening the pidfd: from here on the pid cannot be reused
+    // under us, so a matching start time means the pidfd is that lockrun.
+    if !facts::process_is(facts.pid, facts.pid_start) {
+        return Err(gone());
+    }
+    sys::pidfd_send_signal(pidfd.as_fd(), super::release_signal())
+        .map_err(|e| LocalError::io(format!("cannot signal pid {}", facts.pid), e))
+}
+
+/// A lock or slot held through an open file description.
+#[derive(Debug)]
+pub struct LocalClaim {
+    file: File,
+    lent: bool,
+    lock: Lock,
+    paths: KeyPaths,
+    facts: Facts,
+    name: String,
+    slot: Option<u32>,
+}
+
+impl LocalClaim {
+    /// The lock file.
+    pub fn path(&self) -> &Path {
+        &self.paths.lock
+    }
+
+    /// The slot, for a semaphore.
+    pub fn slot(&self) -> Option<u32> {
+        self.slot
+    }
+}
+
+impl Claim for LocalClaim {
+    type Error = LocalError;
+
+    fn fence(&self) -> u64 {
+        self.facts.fence
+    }
+
+    fn env(&self) -> Vec<(OsString, OsString)> {
+        vec![
+            ("LOCKRUN_KEY".into(), self.name.clone().into()),
+            (
+                "LOCKRUN_LOCK_INDEX".into(),
+                self.facts.fence.to_string().into(),
+            ),
+            ("LOCKRUN_LOCK_FILE".into(), self.paths.lock.clone().into()),
+        ]
+    }
+
+    fn take_hold_fd(&mut self) -> Option<OwnedFd> {
+        if self.lent {
+            return None;
+        }
+        self.lent = true;
+        // A duplicate shares the open file description, and so the lock.
+        self.file.try_clone().ok().map(OwnedFd::from)
+    }
+
+    async fn record_child(&mut self, pgid: u32) -> Result<(), LocalError> {
+        if let Some(h) = self.facts.holder.as_mut() {
+            h.child_pgid = Some(pgid);
+        }
+        self.facts
+            .write(&self.paths.facts, &self.paths.scratch, false)
+    }
+
+    async fn watch(&mut self) -> String {
+        watch::lock_file_replaced(&self.paths.lock, self.lock).await
+    }
+
+    async fn release(mut self) -> Result<(), LocalError> {
+        // Cleared while we still hold the lock: once we let go, the next
+        // holder owns the sidecar. Not synced: after a crash nobody holds
+        // anything, whatever the sidecar says.
+        self.facts.holder = None;
+        let cleared = self
+            .facts
+            .write(&self.paths.facts, &self.paths.scratch, false);
+        drop(self.file);
+        cleared
+    }
+}

@@ -1,0 +1,231 @@
+//! Watching the lock directory with inotify, never with a polling loop
+//! that burns CPU: for a held lock, whether its file is removed or
+//! replaced; for `leader`, when the holders may have changed.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent};
+use tokio::io::unix::AsyncFd;
+use tokio::time::Instant;
+
+use super::dir::{FACTS_SUFFIX, SCRATCH_SUFFIX};
+use super::facts::Lock;
+use super::sys::{register_inotify, AsyncInotify as Ino};
+use super::{Local, LocalError};
+use crate::backend::{Changes, Holder, Inspect, Target};
+
+/// A safety net for what inotify cannot see (a holder that unlocks without
+/// closing, a directory created above the one we watch).
+const BACKSTOP: Duration = Duration::from_secs(5);
+
+/// How long a holder with no value must last before we report it.
+const SETTLE: Duration = Duration::from_millis(20);
+
+/// After someone opens a lock file, when to look again: `flock(1)` opens
+/// first and locks a moment later, which makes no event of its own.
+const AFTER_OPEN: [Duration; 3] = [
+    Duration::from_millis(10),
+    Duration::from_millis(100),
+    Duration::from_secs(1),
+];
+
+fn watch(dir: &Path, flags: AddWatchFlags) -> nix::Result<AsyncFd<Ino>> {
+    let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
+    ino.add_watch(dir, flags)?;
+    register_inotify(ino).map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0)))
+}
+
+/// The events that arrived, waiting for at least one.
+async fn events(fd: &AsyncFd<Ino>) -> Vec<InotifyEvent> {
+    loop {
+        let Ok(mut ready) = fd.readable().await else {
+            // The reactor is going away; the callers' timers take over
+            // rather than a loop on an error that comes back at once.
+            return std::future::pending().await;
+        };
+        match ready.get_inner().inner().read_events() {
+            Ok(events) if !events.is_empty() => return events,
+            _ => ready.clear_ready(),
+        }
+    }
+}
+
+/// Resolves once `path` no longer names the file we locked: someone removed
+/// or replaced it, and a rival may lock whatever is there now.
+pub async fn lock_file_replaced(path: &Path, lock: Lock) -> String {
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    let flags = AddWatchFlags::IN_DELETE
+        | AddWatchFlags::IN_CREATE
+        | AddWatchFlags::IN_MOVED_FROM
+        | AddWatchFlags::IN_MOVED_TO
+        | AddWatchFlags::IN_DELETE_SELF
+        | AddWatchFlags::IN_MOVE_SELF;
+    let fd = match watch(parent, flags) {
+        Ok(fd) => Some(fd),
+        Err(e) => {
+            tracing::warn!(
+                "cannot watch `{}` ({e}); checking it every second",
+                parent.display()
+            );
+            None
+        }
+    };
+    loop {
+        // Checked after the watch is in place, so no change slips between.
+        match Lock::at(path) {
+            Ok(Some(now)) if now == lock => {}
+            Ok(_) => {
+                return format!(
+                    "lock file `{}` was removed or replaced, so a rival could lock it",
+                    path.display()
+                )
+            }
+            Err(e) => tracing::warn!("cannot check `{}`: {e}", path.display()),
+        }
+        match &fd {
+            Some(fd) => {
+                tokio::select! {
+                    _ = events(fd) => {}
+                    _ = tokio::time::sleep(BACKSTOP) => {}
+                }
+            }
+            None => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    }
+}
+
+/// `leader --wait` and `--watch` on the local backend.
+pub struct LocalChanges {
+    local: Local,
+    target: Target,
+    last: Option<Vec<Holder>>,
+    /// The directory the target's files live in, and the one we watch: the
+    /// nearest that exists, since `leader` creates nothing.
+    wanted: PathBuf,
+    watched: Option<(PathBuf, AsyncFd<Ino>)>,
+    rechecks: BTreeSet<Instant>,
+}
+
+impl LocalChanges {
+    pub(super) fn new(local: Local, target: Target) -> Result<LocalChanges, LocalError> {
+        let wanted = match &target {
+            Target::Lock { key } => {
+                super::dir::check_key(key)?;
+                let lock = local.dir().join(key);
+                lock.parent().unwrap_or(local.dir()).to_owned()
+            }
+            Target::Slot { prefix, .. } => {
+                super::dir::check_key(prefix)?;
+                local.dir().join(prefix)
+            }
+        };
+        Ok(LocalChanges {
+            local,
+            target,
+            last: None,
+            wanted,
+            watched: None,
+            rechecks: BTreeSet::new(),
+        })
+    }
+
+    fn arm(&mut self) -> Result<(), LocalError> {
+        if self
+            .watched
+            .as_ref()
+            .is_some_and(|(dir, _)| *dir == self.wanted)
+        {
+            return Ok(());
+        }
+        let mut dir = self.wanted.clone();
+        while !dir.is_dir() && dir.pop() {}
+        if self.watched.as_ref().is_some_and(|(d, _)| *d == dir) {
+            return Ok(());
+        }
+        let flags = AddWatchFlags::IN_OPEN
+            | AddWatchFlags::IN_CLOSE_WRITE
+            | AddWatchFlags::IN_CLOSE_NOWRITE
+            | AddWatchFlags::IN_CREATE
+            | AddWatchFlags::IN_DELETE
+            | AddWatchFlags::IN_MOVED_FROM
+            | AddWatchFlags::IN_MOVED_TO;
+        let fd = watch(&dir, flags)
+            .map_err(|e| LocalError::io(format!("cannot watch `{}`", dir.display()), e.into()))?;
+        self.watched = Some((dir, fd));
+        Ok(())
+    }
+
+    /// Takes the events that may mean a change; ignores our own reads of
+    /// holder facts and the directory, which would otherwise wake us for
+    /// ever.
+    fn note(&mut self, events: &[InotifyEvent]) -> bool {
+        let mut changed = false;
+        for ev in events {
+            let Some(name) = ev.name.as_ref().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            if name.ends_with(SCRATCH_SUFFIX) {
+                continue;
+            }
+            if name.ends_with(FACTS_SUFFIX) {
+                changed |= ev.mask.contains(AddWatchFlags::IN_MOVED_TO);
+                continue;
+            }
+            if ev.mask.contains(AddWatchFlags::IN_OPEN) {
+                let now = Instant::now();
+                self.rechecks.extend(AFTER_OPEN.iter().map(|d| now + *d));
+            }
+            changed = true;
+        }
+        changed
+    }
+}
+
+impl Changes for LocalChanges {
+    type Error = LocalError;
+
+    async fn next(&mut self) -> Result<Vec<Holder>, LocalError> {
+        let mut settled = false;
+        loop {
+            self.arm()?;
+            let now = self.local.holders(&self.target).await?;
+            if self.last.as_ref() != Some(&now) {
+                // A lockrun clears its facts just before it lets go, and
+                // takes the lock just before it writes them: a holder with
+                // no value is usually one of those instants. We look once
+                // more before reporting it, so a watch does not print a
+                // phantom holder at every handover.
+                if !settled && now.iter().any(|h| h.value.is_none()) {
+                    settled = true;
+                    tokio::time::sleep(SETTLE).await;
+                    continue;
+                }
+                self.last = Some(now.clone());
+                return Ok(now);
+            }
+            // Wait for an event that may matter, a scheduled re-check, or
+            // the backstop.
+            loop {
+                let at = Instant::now();
+                self.rechecks.retain(|t| *t > at);
+                let wake = self
+                    .rechecks
+                    .first()
+                    .copied()
+                    .unwrap_or(at + BACKSTOP)
+                    .min(at + BACKSTOP);
+                let (_, fd) = self.watched.as_ref().expect("armed above");
+                let got = tokio::select! {
+                    evs = events(fd) => Some(evs),
+                    _ = tokio::time::sleep_until(wake) => None,
+                };
+                match got {
+                    Some(evs) if !self.note(&evs) => continue,
+                    _ => break,
+                }
+            }
+        }
+    }
+}

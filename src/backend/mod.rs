@@ -1,0 +1,244 @@
+//! The seam between lockrun and the engines that keep its locks.
+//!
+//! The hold loop, `leader` and `release` need four things from an engine,
+//! and each is one trait here, implemented once per backend (one folder
+//! each: `local/` today, Consul and etcd to follow):
+//!
+//! - [`Lease`](crate::backend::Lease): what keeps our claims alive. Consul and etcd renew a
+//!   session or lease on a TTL; `local` has nothing to renew and never runs
+//!   out, because the kernel drops a file lock only when the last
+//!   descriptor of it closes. [`Lease::exposure`](crate::backend::Lease::exposure) states the budget in
+//!   backend-neutral form: how long after the send time of the last
+//!   confirmed renewal a rival could hold the lock (SPEC §6).
+//! - [`Engine`](crate::backend::Engine): opens a lease and acquires a lock or a semaphore slot with
+//!   some [`Wait`](crate::backend::Wait). Acquisition is cancelled by dropping its future: an
+//!   engine must leave nothing held when that happens, even if the lock is
+//!   granted at that very moment.
+//! - [`Claim`](crate::backend::Claim): a lock or slot we hold: its fencing number (SPEC §7), the
+//!   child's extra environment, the descriptor the guard keeps while the
+//!   child's group lives (engines whose claim lives in a process-owned
+//!   descriptor), a watch that resolves when the claim is lost, and release.
+//! - [`Inspect`](crate::backend::Inspect): the outside view for `leader` and `release`: the live
+//!   holders, a stream of changes without polling loops, and asking a holder
+//!   to let go.
+//!
+//! How today's Consul code maps onto it (the second phase moves it under
+//! `backend/consul/`): a session is the [`Lease`](crate::backend::Lease) (`renew_every` TTL/2,
+//! exposure TTL + lock-delay for a lock, TTL for a slot, `close` destroys
+//! the session); `lock::leader::acquire` and `lock::semaphore` are
+//! [`Engine::acquire`](crate::backend::Engine::acquire) with [`Wait`](crate::backend::Wait) for `Patience`; a held lock or slot
+//! (`Holding`) is the [`Claim`](crate::backend::Claim), with `LockIndex` (or the slot's) as the
+//! fence, `LOCKRUN_SESSION` in its environment and no descriptor to lend;
+//! the `.lock` record and session lookups behind `leader` and `release`
+//! are [`Inspect`](crate::backend::Inspect), whose force-release destroys the holder's session
+//! rather than signalling it. Error types stay per backend; the CLI maps
+//! each to an exit status.
+//!
+//! We use generics and `async fn` in traits rather than `dyn`: one backend
+//! is chosen per run, so the hold loop is monomorphised once per backend and
+//! no future is boxed. The names here (`Wait`, `Claim`, `Acquisition`)
+//! deliberately differ from the Consul code's `Patience`, `Holding` and
+//! `Acquired`, which the second phase moves under `backend/consul/`.
+
+pub mod local;
+
+use std::ffi::OsString;
+use std::future::Future;
+use std::os::fd::OwnedFd;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+pub use crate::lease::Renewal;
+
+/// How far above SIGRTMIN the signal sits that `release` sends a holding
+/// lockrun on engines with no server to revoke the claim (`local`): "an
+/// operator released you: stop the child, exit 124". A real-time signal
+/// nobody forwards or sends; systemd gives meanings to SIGRTMIN+0..+6 and
+/// the guard's parent-death signal is SIGRTMIN+10. A real-time signal's
+/// default action ends the process, so the hold loop must catch it before it
+/// acquires (holder facts that name us exist from the moment we hold).
+pub const RELEASE_SIGNAL_ABOVE_RTMIN: i32 = 11;
+
+/// The release signal's number on this system.
+pub fn release_signal() -> i32 {
+    libc::SIGRTMIN() + RELEASE_SIGNAL_ABOVE_RTMIN
+}
+
+/// How long acquisition may wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// One attempt (`--no-wait`).
+    Once,
+    /// Until this moment (`--timeout`).
+    Until(Instant),
+    Forever,
+}
+
+impl Wait {
+    /// The deadline, if any.
+    pub fn deadline(self) -> Option<Instant> {
+        match self {
+            Wait::Until(at) => Some(at),
+            Wait::Once | Wait::Forever => None,
+        }
+    }
+}
+
+/// How long after the send time of the last confirmed renewal a rival could
+/// hold the lock: the budget the hold loop must stop the child within.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exposure {
+    /// Consul: TTL + lock-delay (a slot: TTL); etcd: TTL.
+    After(Duration),
+    /// No rival can hold the lock while we keep its descriptor open, however
+    /// long we go without renewing (`local`).
+    Never,
+}
+
+/// What a lease-holding backend keeps alive for us.
+pub trait Lease {
+    /// How often to renew; `None` when there is nothing to renew.
+    fn renew_every(&self) -> Option<Duration>;
+    /// The budget for a claim on `target` (see [`Exposure`]): on Consul a
+    /// lock adds the lock-delay to the TTL, a slot does not.
+    fn exposure(&self, target: &Target) -> Exposure;
+    /// One renewal, giving up after `timeout`.
+    fn renew(&self, timeout: Duration) -> impl Future<Output = Renewal>;
+    /// Ends the lease; best effort, bounded by the engine.
+    fn close(self) -> impl Future<Output = ()>;
+}
+
+/// What to acquire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A leader lock on a key.
+    Lock { key: String },
+    /// One of `limit` slots under a prefix.
+    Slot { prefix: String, limit: u32 },
+}
+
+impl Target {
+    /// The key or prefix, as `LOCKRUN_KEY` shows it.
+    pub fn name(&self) -> &str {
+        match self {
+            Target::Lock { key } => key,
+            Target::Slot { prefix, .. } => prefix,
+        }
+    }
+}
+
+/// How an acquisition ended without an error.
+#[derive(Debug)]
+pub enum Acquisition<C> {
+    Held(C),
+    /// `--no-wait` found it taken, or `--timeout` ran out; the holder's
+    /// value when known, for the message.
+    Busy {
+        holder: Option<String>,
+    },
+}
+
+/// An engine that acquires locks and slots.
+pub trait Engine {
+    type Lease: Lease;
+    type Claim: Claim<Error = Self::Error>;
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Opens the lease claims are tied to.
+    fn open_lease(&self) -> impl Future<Output = Result<Self::Lease, Self::Error>>;
+
+    /// Acquires `target` for `value` (what `leader` prints). Dropping the
+    /// future cancels the wait and leaves nothing held.
+    fn acquire(
+        &self,
+        lease: &Self::Lease,
+        target: &Target,
+        value: &str,
+        wait: Wait,
+    ) -> impl Future<Output = Result<Acquisition<Self::Claim>, Self::Error>>;
+}
+
+/// A lock or slot we hold.
+pub trait Claim {
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// The fencing number: strictly increasing per key (SPEC §7).
+    fn fence(&self) -> u64;
+    /// `LOCKRUN_*` variables for the child.
+    fn env(&self) -> Vec<(OsString, OsString)>;
+    /// The descriptor whose life is the claim's, for the guard to keep until
+    /// the child's whole group is dead; `None` on engines whose claim lives
+    /// on a server, and after the first call.
+    fn take_hold_fd(&mut self) -> Option<OwnedFd>;
+    /// Adds the child's process group to the holder facts.
+    fn record_child(&mut self, pgid: u32) -> impl Future<Output = Result<(), Self::Error>>;
+    /// Resolves, with the reason, once the claim is no longer ours.
+    fn watch(&mut self) -> impl Future<Output = String>;
+    /// Lets go.
+    fn release(self) -> impl Future<Output = Result<(), Self::Error>>;
+}
+
+/// A live holder as `leader` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// What lockrun's `--value` said; `None` for a holder that is not
+    /// lockrun (`flock(1)`), or lockrun before it wrote its facts.
+    pub value: Option<String>,
+    pub host: Option<String>,
+    /// The holding process, when the engine knows it.
+    pub pid: Option<u32>,
+    pub child_pgid: Option<u32>,
+    pub since: Option<SystemTime>,
+    pub fence: Option<u64>,
+    /// The slot, for a semaphore.
+    pub slot: Option<u32>,
+}
+
+/// Which holders `release` asks to let go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Which {
+    /// Every holder (a lock has at most one).
+    All,
+    /// The holders whose value is this.
+    Value(String),
+}
+
+/// The outside view of locks and slots.
+pub trait Inspect {
+    type Error: std::error::Error + Send + Sync + 'static;
+    type Changes: Changes<Error = Self::Error>;
+
+    /// The live holders now, never trusting stale records.
+    fn holders(&self, target: &Target) -> impl Future<Output = Result<Vec<Holder>, Self::Error>>;
+    /// The holders now, then each time they may have changed.
+    fn changes(&self, target: &Target) -> impl Future<Output = Result<Self::Changes, Self::Error>>;
+    /// Asks the chosen holders to stop their child and exit 124; the
+    /// holders it asked.
+    fn force_release(
+        &self,
+        target: &Target,
+        which: &Which,
+    ) -> impl Future<Output = Result<Vec<Holder>, Self::Error>>;
+}
+
+/// A stream of holder lists: the first call answers at once, each later
+/// call when the list differs from the previous answer.
+pub trait Changes {
+    type Error;
+    fn next(&mut self) -> impl Future<Output = Result<Vec<Holder>, Self::Error>>;
+}
+
+/// Waits until `target` has a holder (`leader --wait`).
+pub async fn wait_for_holder<I: Inspect>(
+    inspect: &I,
+    target: &Target,
+) -> Result<Vec<Holder>, I::Error> {
+    let mut changes = inspect.changes(target).await?;
+    loop {
+        let holders = changes.next().await?;
+        if !holders.is_empty() {
+            return Ok(holders);
+        }
+    }
+}
