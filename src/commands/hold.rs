@@ -202,10 +202,6 @@ pub async fn run(
     Ok(exit)
 }
 
-fn interrupted(signal: Signal) -> Exit {
-    Exit::Interrupted(signal)
-}
-
 /// The status of a run whose child has exited. A child that ended of the
 /// signal we forwarded (or says so with 128+N, as a shell wrapping it does)
 /// was stopped on request: lockrun ends by that signal too, so that systemd
@@ -240,7 +236,7 @@ async fn create_session(
         let sent = Instant::now();
         let created = tokio::select! {
             created = client.session_create(&config.session) => created,
-            signal = signals.recv() => return Ok(Err(interrupted(signal))),
+            signal = signals.recv() => return Ok(Err(Exit::Interrupted(signal))),
         };
         match created {
             Ok(id) => return Ok(Ok((id, sent))),
@@ -259,7 +255,7 @@ async fn create_session(
                 }
                 tokio::select! {
                     retried = retry.pause("creating a session", e) => retried?,
-                    signal = signals.recv() => return Ok(Err(interrupted(signal))),
+                    signal = signals.recv() => return Ok(Err(Exit::Interrupted(signal))),
                 }
             }
         }
@@ -297,7 +293,7 @@ async fn round(
             cleanup(client, target, &session, None, &config.value).await;
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                signal = signals.recv() => return Ok(Round::Done(interrupted(signal))),
+                signal = signals.recv() => return Ok(Round::Done(Exit::Interrupted(signal))),
             }
             return Ok(Round::Retry);
         }
@@ -375,7 +371,7 @@ async fn round(
         Waited::Acquired(Err(e)) => Err(Err(e.into())),
         Waited::Signal(signal) => {
             tracing::info!("{signal} while waiting for the lock; giving up");
-            Err(Ok(Round::Done(interrupted(signal))))
+            Err(Ok(Round::Done(Exit::Interrupted(signal))))
         }
         Waited::Lost(why) => {
             // Our session may be gone while we waited; start over with a new one.

@@ -16,7 +16,7 @@ use lockrun::backend::{
 };
 
 use crate::procs::deadline;
-use crate::support::wait_for_file;
+use crate::support::{max_overlap, wait_for_file};
 
 const FLOCK: &str = "/usr/bin/flock";
 
@@ -136,23 +136,6 @@ async fn until(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
-/// The most intervals that overlap at any moment; an end at the same
-/// instant as a start does not overlap it.
-fn max_overlap(spans: &[(Instant, Instant)]) -> usize {
-    let mut events: Vec<(Instant, i32)> = Vec::new();
-    for (start, end) in spans {
-        events.push((*start, 1));
-        events.push((*end, -1));
-    }
-    events.sort();
-    let (mut now, mut max) = (0i32, 0i32);
-    for (_, delta) in events {
-        now += delta;
-        max = max.max(now);
-    }
-    max as usize
-}
-
 /// `contenders` tasks each take `target` `rounds` times, hold it for a
 /// moment and let go; the spans (by the holders' own clock) and fences.
 async fn churn(
@@ -192,7 +175,7 @@ async fn eight_contenders_never_overlap_and_fences_increase() {
     let spans = churn(tmp.path(), lock("jobs/nightly"), 8, 5).await;
     assert_eq!(spans.len(), 40);
     let intervals: Vec<_> = spans.iter().map(|s| (s.0, s.1)).collect();
-    assert_eq!(max_overlap(&intervals), 1, "two holders at once: {spans:?}");
+    assert_eq!(max_overlap(intervals), 1, "two holders at once: {spans:?}");
     let fences: Vec<u64> = spans.iter().map(|s| s.2).collect();
     assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
 }
@@ -386,7 +369,7 @@ async fn a_semaphore_holds_at_most_n_with_3n_contenders() {
     let spans = churn(tmp.path(), slots("pool", n), 3 * n as usize, 3).await;
     assert_eq!(spans.len(), 27);
     let intervals: Vec<_> = spans.iter().map(|s| (s.0, s.1)).collect();
-    let max = max_overlap(&intervals);
+    let max = max_overlap(intervals);
     assert!(max <= n as usize, "{max} holders at once (limit {n})");
     // Each slot's fences strictly increase in the order it was held.
     for slot in 0..n {

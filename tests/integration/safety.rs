@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -12,14 +12,9 @@ use nix::unistd::Pid;
 use crate::consul::{fast, TestConsul};
 use crate::link::Link;
 use crate::procs::{self, pid_alive, read_pid_file, wait_until};
-use crate::support::{assert_status, lockrun, scratch, script, wait_for_file, Running};
-
-fn now_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-}
+use crate::support::{
+    assert_status, lockrun, max_overlap, now_ns, scratch, script, wait_for_file, Running,
+};
 
 fn ms(d: Duration) -> String {
     format!("{}ms", d.as_millis())
@@ -64,23 +59,6 @@ fn intervals(log: &str) -> Vec<(String, u128, u128)> {
     }
     done.sort_by_key(|(_, start, _)| *start);
     done
-}
-
-/// The most intervals that overlap at any moment.
-fn max_overlap(intervals: &[(String, u128, u128)]) -> usize {
-    let mut events: Vec<(u128, i32)> = Vec::new();
-    for (_, start, end) in intervals {
-        events.push((*start, 1));
-        events.push((*end, -1));
-    }
-    // Ends sort before starts at the same instant.
-    events.sort();
-    let (mut now, mut max) = (0i32, 0i32);
-    for (_, delta) in events {
-        now += delta;
-        max = max.max(now);
-    }
-    max as usize
 }
 
 #[test]
@@ -473,7 +451,7 @@ fn churn(kind: &str, limit: usize) {
     let text = std::fs::read_to_string(&log).unwrap();
     let spans = intervals(&text);
     assert!(spans.len() >= 25, "most runs ran:\n{text}");
-    let max = max_overlap(&spans);
+    let max = max_overlap(spans.iter().map(|(_, start, end)| (*start, *end)));
     assert!(
         max <= limit,
         "{max} children overlapped (limit {limit}):\n{text}"

@@ -4,7 +4,7 @@
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
@@ -12,16 +12,9 @@ use crate::consul::TestConsul;
 use crate::link::Link;
 use crate::procs::{self, wait_until};
 use crate::support::{
-    assert_killed_by, assert_status, lockrun, run, scratch, script, script_with, wait_for_file,
-    Holder, Running,
+    assert_killed_by, assert_status, lockrun, now_ns, run, scratch, script, script_with,
+    wait_for_file, Holder, Running,
 };
-
-fn now_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-}
 
 /// A datagram socket standing in for systemd's: every message, with the
 /// wall-clock time it arrived.

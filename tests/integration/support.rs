@@ -310,3 +310,28 @@ impl Holder {
         assert_status(&self.running.finish(), 0, "the holder", consul);
     }
 }
+
+/// Wall-clock nanoseconds, as `date +%s%N` prints them in a child's log.
+pub fn now_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// The most `(start, end)` spans that overlap at any moment; an end at the
+/// same instant as a start does not overlap it (ends sort first).
+pub fn max_overlap<T: Ord + Copy>(spans: impl IntoIterator<Item = (T, T)>) -> usize {
+    let mut events: Vec<(T, i32)> = Vec::new();
+    for (start, end) in spans {
+        events.push((start, 1));
+        events.push((end, -1));
+    }
+    events.sort();
+    let (mut now, mut max) = (0i32, 0i32);
+    for (_, delta) in events {
+        now += delta;
+        max = max.max(now);
+    }
+    max as usize
+}
