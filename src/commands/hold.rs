@@ -123,12 +123,13 @@ impl Service {
     /// Asks for more start-up time while a `--notify=held` standby waits;
     /// never returns.
     async fn extend_start(&self, ready_sent: &Cell<bool>) -> Infallible {
+        let Some((notifier, Ready::Held)) = &self.notify else {
+            // Nothing to extend: no timer wakes us for nothing.
+            return std::future::pending().await;
+        };
         loop {
-            match &self.notify {
-                Some((notifier, Ready::Held)) if !ready_sent.get() => {
-                    notifier.extend_start(EXTEND_START_BY);
-                }
-                _ => {}
+            if !ready_sent.get() {
+                notifier.extend_start(EXTEND_START_BY);
             }
             tokio::time::sleep(EXTEND_START_EVERY).await;
         }
