@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::consul::Behavior;
+use crate::backend::consul::Behavior;
 use crate::notify::Ready;
 use crate::signals::{Signal, SignalParser};
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::cli::{self, ChildArgs, ConsulArgs, SessionArgs, WaitArgs};
-use crate::consul::{self, Behavior, ConsulConfig, SessionSpec, Token};
+use crate::backend::consul::{self, Behavior, ConsulConfig, SessionSpec, Token};
 use crate::error::Failure;
 use crate::lease::{flag_duration, fmt_duration, Budget};
 use crate::signals::Signal;
@@ -493,10 +493,10 @@ pub fn hostname() -> String {
 }
 
 /// `--timeout` as a deadline on the monotonic clock.
-pub fn deadline(patience: Patience) -> crate::lock::Patience {
+pub fn deadline(patience: Patience) -> crate::backend::consul::lock::Patience {
     match patience {
-        Patience::Once => crate::lock::Patience::Once,
-        Patience::Forever => crate::lock::Patience::Forever,
-        Patience::For(d) => crate::lock::Patience::Until(tokio::time::Instant::now() + d),
+        Patience::Once => crate::backend::consul::lock::Patience::Once,
+        Patience::Forever => crate::backend::consul::lock::Patience::Forever,
+        Patience::For(d) => crate::backend::consul::lock::Patience::Until(tokio::time::Instant::now() + d),
     }
 }

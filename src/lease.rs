@@ -328,7 +328,7 @@ impl Lease {
             let timeout = self
                 .stop_at()
                 .saturating_duration_since(sent)
-                .min(crate::consul::REQUEST_TIMEOUT)
+                .min(crate::backend::consul::REQUEST_TIMEOUT)
                 .max(Duration::from_millis(50));
             let suspended = async {
                 match &boot_timer {

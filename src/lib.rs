@@ -17,8 +17,6 @@ pub mod clock;
 pub mod commands;
 /// Flags and `CONSUL_*` variables, validated into a `Config` before any request.
 pub mod config;
-/// The Consul HTTP client: one call per endpoint, no policy.
-pub mod consul;
 /// Man pages and completions rendered from the clap definition.
 pub mod docs;
 /// What went wrong, as one line for the user, and which exit status it earns.
@@ -27,8 +25,6 @@ pub mod error;
 pub mod exit;
 /// The local lease: renewal and the deadline that does not wait for Consul.
 pub mod lease;
-/// The lock algorithms (leader lock, semaphore) and the watch of a held lock.
-pub mod lock;
 /// stderr: the `lockrun:` error line and `-v` lifecycle events.
 pub mod logging;
 /// systemd's notify protocol: readiness, status, watchdog.

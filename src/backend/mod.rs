@@ -40,6 +40,9 @@
 //! deliberately differ from the Consul code's `Patience`, `Holding` and
 //! `Acquired`, which the second phase moves under `backend/consul/`.
 
+/// Consul: the HTTP client (one call per endpoint, no policy) and, in
+/// `lock/`, the lock algorithms compatible with Consul's Go API.
+pub mod consul;
 pub mod local;
 
 use std::ffi::OsString;

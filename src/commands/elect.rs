@@ -2,7 +2,7 @@
 
 use crate::cli::ElectArgs;
 use crate::config::{self, Env, HoldConfig};
-use crate::consul::Client;
+use crate::backend::consul::Client;
 use crate::error::Failure;
 use crate::exit::Exit;
 

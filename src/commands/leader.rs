@@ -5,13 +5,13 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use crate::cli::LeaderArgs;
-use crate::consul::blocking::QueryIndex;
-use crate::consul::kv::Read;
-use crate::consul::{path, Client, KvPair};
+use crate::backend::consul::blocking::QueryIndex;
+use crate::backend::consul::kv::Read;
+use crate::backend::consul::{path, Client, KvPair};
 use crate::error::Failure;
 use crate::exit::Exit;
-use crate::lock::semaphore::{self, View};
-use crate::lock::{Patience, Waiter};
+use crate::backend::consul::lock::semaphore::{self, View};
+use crate::backend::consul::lock::{Patience, Waiter};
 
 pub struct Job {
     args: LeaderArgs,
@@ -114,7 +114,7 @@ fn state_of(key: &str, pairs: Vec<KvPair>) -> Result<State, Failure> {
         .collect();
     let is_semaphore = under
         .iter()
-        .any(|p| p.key == record_key && p.flags == crate::lock::SEMAPHORE_FLAG);
+        .any(|p| p.key == record_key && p.flags == crate::backend::consul::lock::SEMAPHORE_FLAG);
     if !is_semaphore {
         return Ok(State {
             semaphore: false,

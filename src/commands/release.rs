@@ -7,12 +7,12 @@
 use std::collections::BTreeSet;
 
 use crate::cli::ReleaseArgs;
-use crate::consul::kv::Read;
-use crate::consul::{path, Client, KvPair, SessionId};
+use crate::backend::consul::kv::Read;
+use crate::backend::consul::{path, Client, KvPair, SessionId};
 use crate::error::Failure;
 use crate::exit::Exit;
-use crate::lock::semaphore::{self, Record, View};
-use crate::lock::SEMAPHORE_FLAG;
+use crate::backend::consul::lock::semaphore::{self, Record, View};
+use crate::backend::consul::lock::SEMAPHORE_FLAG;
 
 pub struct Job {
     key: String,

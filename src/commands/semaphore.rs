@@ -3,7 +3,7 @@
 
 use crate::cli::SemaphoreArgs;
 use crate::config::{self, Env, HoldConfig};
-use crate::consul::Client;
+use crate::backend::consul::Client;
 use crate::error::Failure;
 use crate::exit::Exit;
 

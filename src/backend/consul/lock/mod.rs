@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::consul::blocking::{QueryIndex, RateLimit};
-use crate::consul::kv::Read;
-use crate::consul::{ConsulError, SessionId};
+use crate::backend::consul::blocking::{QueryIndex, RateLimit};
+use crate::backend::consul::kv::Read;
+use crate::backend::consul::{ConsulError, SessionId};
 
 /// `LockFlagValue` of Consul's Go API: marks a key as a leader lock.
 pub const LOCK_FLAG: u64 = 0x2ddc_cbc0_58a5_0c18;

@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::consul::blocking::QueryIndex;
-use crate::consul::kv::Read;
-use crate::consul::{Client, ConsulError, KvPair, SessionId};
+use crate::backend::consul::blocking::QueryIndex;
+use crate::backend::consul::kv::Read;
+use crate::backend::consul::{Client, ConsulError, KvPair, SessionId};
 use crate::lease::Lost;
 
 use super::{AcquireError, Acquired, Held, Patience, Waiter, SEMAPHORE_FLAG};

@@ -6,6 +6,7 @@ pub mod blocking;
 pub mod connect;
 pub mod error;
 pub mod kv;
+pub mod lock;
 pub mod path;
 pub mod session;
 

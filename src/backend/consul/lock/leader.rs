@@ -1,9 +1,9 @@
 //! The leader lock: one key, held with `?acquire=` by one session at a time,
 //! flagged with the Go API's `LockFlagValue` so `consul lock` recognises it.
 
-use crate::consul::blocking::QueryIndex;
-use crate::consul::kv::Read;
-use crate::consul::{Client, ConsulError, KvPair, SessionId};
+use crate::backend::consul::blocking::QueryIndex;
+use crate::backend::consul::kv::Read;
+use crate::backend::consul::{Client, ConsulError, KvPair, SessionId};
 use crate::lease::Lost;
 
 use super::{AcquireError, Acquired, DelayBackoff, Held, Patience, Waiter, LOCK_FLAG};
