@@ -21,6 +21,8 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
 
     $completions = @(switch ($command) {
         'lockrun' {
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
+            [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
             [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
             [CompletionResult]::new('--ca-file', '--ca-file', [CompletionResultType]::ParameterName, 'CA certificate file to verify Consul''s TLS certificate')
@@ -31,6 +33,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--datacenter', '--datacenter', [CompletionResultType]::ParameterName, 'Datacenter to use (default: the agent''s)')
             [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Enterprise namespace')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
+            [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
@@ -63,6 +66,8 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--value', '--value', [CompletionResultType]::ParameterName, 'Value stored in the lock entry [default: this host''s name]')
             [CompletionResult]::new('--notify', '--notify', [CompletionResultType]::ParameterName, 'Speak systemd''s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*')
             [CompletionResult]::new('--min-hold', '--min-hold', [CompletionResultType]::ParameterName, 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
+            [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
             [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
             [CompletionResult]::new('--ca-file', '--ca-file', [CompletionResultType]::ParameterName, 'CA certificate file to verify Consul''s TLS certificate')
@@ -78,6 +83,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once (a network blip is retried for up to 500ms)')
             [CompletionResult]::new('--no-wait', '--no-wait', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once (a network blip is retried for up to 500ms)')
             [CompletionResult]::new('--shell', '--shell', [CompletionResultType]::ParameterName, 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...')
+            [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
@@ -103,6 +109,8 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--value', '--value', [CompletionResultType]::ParameterName, 'Value stored in the lock entry [default: this host''s name]')
             [CompletionResult]::new('--notify', '--notify', [CompletionResultType]::ParameterName, 'Speak systemd''s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*')
             [CompletionResult]::new('--min-hold', '--min-hold', [CompletionResultType]::ParameterName, 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
+            [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
             [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
             [CompletionResult]::new('--ca-file', '--ca-file', [CompletionResultType]::ParameterName, 'CA certificate file to verify Consul''s TLS certificate')
@@ -117,6 +125,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once (a network blip is retried for up to 500ms)')
             [CompletionResult]::new('--no-wait', '--no-wait', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once (a network blip is retried for up to 500ms)')
             [CompletionResult]::new('--shell', '--shell', [CompletionResultType]::ParameterName, 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...')
+            [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
@@ -127,6 +136,8 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
         }
         'lockrun;leader' {
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'With --wait: give up after DURATION (exit 1)')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
+            [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
             [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
             [CompletionResult]::new('--ca-file', '--ca-file', [CompletionResultType]::ParameterName, 'CA certificate file to verify Consul''s TLS certificate')
@@ -140,6 +151,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON object, the same for a key and a semaphore: {"key", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [{"key", "value", "value_base64", "flags", "session", "session_name", "node", "ttl", "lock_index", "create_index", "modify_index"}]}; with --watch, one per line')
             [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'Wait until there is a holder')
             [CompletionResult]::new('--watch', '--watch', [CompletionResultType]::ParameterName, 'Print a line at every change of holder until interrupted')
+            [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
@@ -150,6 +162,8 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
         }
         'lockrun;release' {
             [CompletionResult]::new('--session', '--session', [CompletionResultType]::ParameterName, 'Only if this session holds it (for a semaphore: free this holder''s slot)')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
+            [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
             [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
             [CompletionResult]::new('--ca-file', '--ca-file', [CompletionResultType]::ParameterName, 'CA certificate file to verify Consul''s TLS certificate')
@@ -162,6 +176,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
             [CompletionResult]::new('--destroy-session', '--destroy-session', [CompletionResultType]::ParameterName, 'Also destroy the holder''s session (its other locks go too, after their lock-delay)')
             [CompletionResult]::new('--all', '--all', [CompletionResultType]::ParameterName, 'Semaphore: free every slot')
+            [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
@@ -171,6 +186,8 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             break
         }
         'lockrun;completions' {
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
+            [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
             [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
             [CompletionResult]::new('--ca-file', '--ca-file', [CompletionResultType]::ParameterName, 'CA certificate file to verify Consul''s TLS certificate')
@@ -181,6 +198,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--datacenter', '--datacenter', [CompletionResultType]::ParameterName, 'Datacenter to use (default: the agent''s)')
             [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Enterprise namespace')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
+            [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
@@ -191,6 +209,8 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
         }
         'lockrun;man' {
             [CompletionResult]::new('--dir', '--dir', [CompletionResultType]::ParameterName, 'Directory to write the pages into, e.g. /usr/local/share/man/man1')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
+            [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
             [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
             [CompletionResult]::new('--ca-file', '--ca-file', [CompletionResultType]::ParameterName, 'CA certificate file to verify Consul''s TLS certificate')
@@ -201,6 +221,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--datacenter', '--datacenter', [CompletionResultType]::ParameterName, 'Datacenter to use (default: the agent''s)')
             [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Enterprise namespace')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
+            [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')

@@ -78,12 +78,23 @@ _lockrun() {
 
     case "${cmd}" in
         lockrun)
-            opts="-v -q -h -V --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --verbose --quiet --log-format --help --version elect semaphore leader release completions man help"
+            opts="-v -q -h -V --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --verbose --quiet --log-format --help --version elect semaphore leader release completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --backend)
+                    COMPREPLY=($(compgen -W "consul local" -- "${cur}"))
+                    return 0
+                    ;;
+                --lock-dir)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
                 --http-addr)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -179,12 +190,23 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__completions)
-            opts="-v -q -h --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --verbose --quiet --log-format --help bash elvish fish powershell zsh"
+            opts="-v -q -h --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --verbose --quiet --log-format --help bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --backend)
+                    COMPREPLY=($(compgen -W "consul local" -- "${cur}"))
+                    return 0
+                    ;;
+                --lock-dir)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
                 --http-addr)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -280,7 +302,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__elect)
-            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --value --notify --min-hold --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --verbose --quiet --log-format --help"
+            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --value --notify --min-hold --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -340,6 +362,17 @@ _lockrun() {
                     ;;
                 --min-hold)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --backend)
+                    COMPREPLY=($(compgen -W "consul local" -- "${cur}"))
+                    return 0
+                    ;;
+                --lock-dir)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
                     return 0
                     ;;
                 --http-addr)
@@ -549,7 +582,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__leader)
-            opts="-v -q -h --json --wait --timeout --watch --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --verbose --quiet --log-format --help"
+            opts="-v -q -h --json --wait --timeout --watch --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -557,6 +590,17 @@ _lockrun() {
             case "${prev}" in
                 --timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --backend)
+                    COMPREPLY=($(compgen -W "consul local" -- "${cur}"))
+                    return 0
+                    ;;
+                --lock-dir)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
                     return 0
                     ;;
                 --http-addr)
@@ -654,13 +698,24 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__man)
-            opts="-v -q -h --dir --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --verbose --quiet --log-format --help"
+            opts="-v -q -h --dir --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --dir)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                --backend)
+                    COMPREPLY=($(compgen -W "consul local" -- "${cur}"))
+                    return 0
+                    ;;
+                --lock-dir)
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o plusdirs
@@ -762,7 +817,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__release)
-            opts="-v -q -h --session --destroy-session --all --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --verbose --quiet --log-format --help"
+            opts="-v -q -h --session --destroy-session --all --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -770,6 +825,17 @@ _lockrun() {
             case "${prev}" in
                 --session)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --backend)
+                    COMPREPLY=($(compgen -W "consul local" -- "${cur}"))
+                    return 0
+                    ;;
+                --lock-dir)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
                     return 0
                     ;;
                 --http-addr)
@@ -867,7 +933,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__semaphore)
-            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --value --notify --min-hold --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --verbose --quiet --log-format --help"
+            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --value --notify --min-hold --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -935,6 +1001,17 @@ _lockrun() {
                     ;;
                 --min-hold)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --backend)
+                    COMPREPLY=($(compgen -W "consul local" -- "${cur}"))
+                    return 0
+                    ;;
+                --lock-dir)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
                     return 0
                     ;;
                 --http-addr)

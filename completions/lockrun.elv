@@ -18,6 +18,8 @@ set edit:completion:arg-completer[lockrun] = {|@words|
     }
     var completions = [
         &'lockrun'= {
+            cand --backend 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --lock-dir 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
             cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
@@ -28,6 +30,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --datacenter 'Datacenter to use (default: the agent''s)'
             cand --namespace 'Enterprise namespace'
             cand --log-format 'Format of lockrun''s own messages on stderr'
+            cand --allow-network-fs 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
             cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
             cand --verbose 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
             cand -q 'Nothing on stderr but fatal errors'
@@ -59,6 +62,8 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --value 'Value stored in the lock entry [default: this host''s name]'
             cand --notify 'Speak systemd''s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*'
             cand --min-hold 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period'
+            cand --backend 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --lock-dir 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
             cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
@@ -74,6 +79,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand -n 'Try once; if the lock is taken, exit 75 at once (a network blip is retried for up to 500ms)'
             cand --no-wait 'Try once; if the lock is taken, exit 75 at once (a network blip is retried for up to 500ms)'
             cand --shell 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
+            cand --allow-network-fs 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
             cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
             cand --verbose 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
             cand -q 'Nothing on stderr but fatal errors'
@@ -98,6 +104,8 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --value 'Value stored in the lock entry [default: this host''s name]'
             cand --notify 'Speak systemd''s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*'
             cand --min-hold 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period'
+            cand --backend 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --lock-dir 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
             cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
@@ -112,6 +120,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand -n 'Try once; if the lock is taken, exit 75 at once (a network blip is retried for up to 500ms)'
             cand --no-wait 'Try once; if the lock is taken, exit 75 at once (a network blip is retried for up to 500ms)'
             cand --shell 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
+            cand --allow-network-fs 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
             cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
             cand --verbose 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
             cand -q 'Nothing on stderr but fatal errors'
@@ -121,6 +130,8 @@ set edit:completion:arg-completer[lockrun] = {|@words|
         }
         &'lockrun;leader'= {
             cand --timeout 'With --wait: give up after DURATION (exit 1)'
+            cand --backend 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --lock-dir 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
             cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
@@ -134,6 +145,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --json 'Print one JSON object, the same for a key and a semaphore: {"key", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [{"key", "value", "value_base64", "flags", "session", "session_name", "node", "ttl", "lock_index", "create_index", "modify_index"}]}; with --watch, one per line'
             cand --wait 'Wait until there is a holder'
             cand --watch 'Print a line at every change of holder until interrupted'
+            cand --allow-network-fs 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
             cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
             cand --verbose 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
             cand -q 'Nothing on stderr but fatal errors'
@@ -143,6 +155,8 @@ set edit:completion:arg-completer[lockrun] = {|@words|
         }
         &'lockrun;release'= {
             cand --session 'Only if this session holds it (for a semaphore: free this holder''s slot)'
+            cand --backend 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --lock-dir 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
             cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
@@ -155,6 +169,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --log-format 'Format of lockrun''s own messages on stderr'
             cand --destroy-session 'Also destroy the holder''s session (its other locks go too, after their lock-delay)'
             cand --all 'Semaphore: free every slot'
+            cand --allow-network-fs 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
             cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
             cand --verbose 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
             cand -q 'Nothing on stderr but fatal errors'
@@ -163,6 +178,8 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'lockrun;completions'= {
+            cand --backend 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --lock-dir 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
             cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
@@ -173,6 +190,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --datacenter 'Datacenter to use (default: the agent''s)'
             cand --namespace 'Enterprise namespace'
             cand --log-format 'Format of lockrun''s own messages on stderr'
+            cand --allow-network-fs 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
             cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
             cand --verbose 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
             cand -q 'Nothing on stderr but fatal errors'
@@ -182,6 +200,8 @@ set edit:completion:arg-completer[lockrun] = {|@words|
         }
         &'lockrun;man'= {
             cand --dir 'Directory to write the pages into, e.g. /usr/local/share/man/man1'
+            cand --backend 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --lock-dir 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
             cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
@@ -192,6 +212,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --datacenter 'Datacenter to use (default: the agent''s)'
             cand --namespace 'Enterprise namespace'
             cand --log-format 'Format of lockrun''s own messages on stderr'
+            cand --allow-network-fs 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
             cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
             cand --verbose 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
             cand -q 'Nothing on stderr but fatal errors'

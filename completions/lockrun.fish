@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_lockrun_global_optspecs
-    string join \n http-addr= token-file= ca-file= ca-path= client-cert= client-key= tls-server-name= datacenter= namespace= v/verbose q/quiet log-format= h/help V/version
+    string join \n backend= lock-dir= allow-network-fs http-addr= token-file= ca-file= ca-path= client-cert= client-key= tls-server-name= datacenter= namespace= v/verbose q/quiet log-format= h/help V/version
 end
 
 function __fish_lockrun_needs_command
@@ -24,6 +24,9 @@ function __fish_lockrun_using_subcommand
     contains -- $cmd[1] $argv
 end
 
+complete -c lockrun -n "__fish_lockrun_needs_command" -l backend -d 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
+complete -c lockrun -n "__fish_lockrun_needs_command" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_needs_command" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_needs_command" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
 complete -c lockrun -n "__fish_lockrun_needs_command" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -35,6 +38,7 @@ complete -c lockrun -n "__fish_lockrun_needs_command" -l datacenter -d 'Datacent
 complete -c lockrun -n "__fish_lockrun_needs_command" -l namespace -d 'Enterprise namespace' -r
 complete -c lockrun -n "__fish_lockrun_needs_command" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
+complete -c lockrun -n "__fish_lockrun_needs_command" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
 complete -c lockrun -n "__fish_lockrun_needs_command" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
 complete -c lockrun -n "__fish_lockrun_needs_command" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -69,6 +73,9 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l value -d 'Valu
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l notify -d 'Speak systemd\'s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*' -r -f -a "start\t'At once: a standby is a healthy, started service'
 held\t'Only once the lock or slot is held: a standby stays "activating"'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l min-hold -d 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l backend -d 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -84,6 +91,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l campaign -d 'A
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l no-checks -d 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s n -l no-wait -d 'Try once; if the lock is taken, exit 75 at once (a network blip is retried for up to 500ms)'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l shell -d 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -111,6 +119,9 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l value -d '
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l notify -d 'Speak systemd\'s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*' -r -f -a "start\t'At once: a standby is a healthy, started service'
 held\t'Only once the lock or slot is held: a standby stays "activating"'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l min-hold -d 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l backend -d 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -125,10 +136,14 @@ json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l no-checks -d 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s n -l no-wait -d 'Try once; if the lock is taken, exit 75 at once (a network blip is retried for up to 500ms)'
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l shell -d 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l timeout -d 'With --wait: give up after DURATION (exit 1)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l backend -d 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -143,10 +158,14 @@ json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l json -d 'Print one JSON object, the same for a key and a semaphore: {"key", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [{"key", "value", "value_base64", "flags", "session", "session_name", "node", "ttl", "lock_index", "create_index", "modify_index"}]}; with --watch, one per line'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l wait -d 'Wait until there is a holder'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l watch -d 'Print a line at every change of holder until interrupted'
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l session -d 'Only if this session holds it (for a semaphore: free this holder\'s slot)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l backend -d 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -160,9 +179,13 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l log-format -
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l destroy-session -d 'Also destroy the holder\'s session (its other locks go too, after their lock-delay)'
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l all -d 'Semaphore: free every slot'
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l backend -d 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -174,10 +197,14 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l datacent
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l namespace -d 'Enterprise namespace' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l dir -d 'Directory to write the pages into, e.g. /usr/local/share/man/man1' -r -f -a "(__fish_complete_directories)"
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l backend -d 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -189,6 +216,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l datacenter -d 'D
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l namespace -d 'Enterprise namespace' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -s h -l help -d 'Print help (see more with \'--help\')'

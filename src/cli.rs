@@ -36,6 +36,8 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
     #[command(flatten)]
+    pub backend: BackendArgs,
+    #[command(flatten)]
     pub consul: ConsulArgs,
     #[command(flatten)]
     pub output: OutputArgs,
@@ -134,6 +136,43 @@ pub struct ManArgs {
     /// Directory to write the pages into, e.g. /usr/local/share/man/man1.
     #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
     pub dir: PathBuf,
+}
+
+/// The engines lockrun can keep its locks in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendName {
+    /// HashiCorp Consul (sessions and KV, as `consul lock`).
+    Consul,
+    /// This host only: `flock(2)` on a file per lock, as `flock(1)`; no server.
+    Local,
+}
+
+impl BackendName {
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendName::Consul => "consul",
+            BackendName::Local => "local",
+        }
+    }
+}
+
+/// Which engine, and the local engine's settings.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Backend")]
+pub struct BackendArgs {
+    /// Where the locks live: consul, or local (this host only, no server).
+    /// Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul.
+    #[arg(long, global = true, value_enum, env = "LOCKRUN_BACKEND", default_value_t = BackendName::Consul, value_name = "BACKEND")]
+    pub backend: BackendName,
+    /// local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY`
+    /// shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or
+    /// /tmp/lockrun-UID otherwise].
+    #[arg(long, global = true, env = "LOCKRUN_LOCK_DIR", hide_env_values = true, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub lock_dir: Option<PathBuf>,
+    /// local: accept a lock directory on NFS or CIFS, whose flock(2) may not
+    /// exclude other hosts or may break on a reconnect.
+    #[arg(long, global = true)]
+    pub allow_network_fs: bool,
 }
 
 /// Where Consul is and how to authenticate; flags override the consul CLI's

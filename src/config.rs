@@ -6,8 +6,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::cli::{self, ChildArgs, ConsulArgs, SessionArgs, WaitArgs};
 use crate::backend::consul::{self, Behavior, ConsulConfig, SessionSpec, Token};
+use crate::backend::Wait;
+use crate::cli::{self, ChildArgs, ConsulArgs, SessionArgs, WaitArgs};
 use crate::error::Failure;
 use crate::lease::{flag_duration, fmt_duration, Budget};
 use crate::signals::Signal;
@@ -40,23 +41,46 @@ impl Env for ProcessEnv {
     }
 }
 
-/// The validated options of `elect` and `semaphore`.
+/// The validated options of `elect` and `semaphore`, for the hold loop.
 #[derive(Debug, Clone)]
 pub struct HoldConfig {
-    pub session: SessionSpec,
-    pub budget: Budget,
-    pub patience: Patience,
+    /// The countdown's arithmetic; `None` on an engine whose lease cannot
+    /// run out (`local`).
+    pub budget: Option<Budget>,
+    pub waiting: Waiting,
     pub conflict_exit_code: u8,
-    pub value: Vec<u8>,
+    pub value: String,
     pub child: ChildConfig,
 }
 
+impl HoldConfig {
+    /// `--timeout` as a deadline from now.
+    pub fn deadline(&self) -> Wait {
+        match self.waiting {
+            Waiting::Once => Wait::Once,
+            Waiting::Forever => Wait::Forever,
+            Waiting::For(d) => Wait::Until(tokio::time::Instant::now() + d),
+        }
+    }
+
+    /// The grace period when the engine reports the lock lost: what the
+    /// budget leaves (the lock-delay on Consul), none without a budget —
+    /// the lock file was replaced, and nothing keeps a rival out.
+    pub fn loss_grace(&self) -> Duration {
+        self.budget.map_or(Duration::ZERO, |b| b.loss_grace())
+    }
+}
+
+/// How long `--no-wait` and `--timeout` let us wait, before the clock starts.
 #[derive(Debug, Clone, Copy)]
-pub enum Patience {
+pub enum Waiting {
     Once,
     For(Duration),
     Forever,
 }
+
+/// Which engine keeps the locks.
+pub use crate::cli::BackendName;
 
 #[derive(Debug, Clone)]
 pub struct ChildConfig {
@@ -243,15 +267,31 @@ pub const SEMAPHORE: Kind = Kind {
     default_kill_timeout: Duration::from_secs(2),
 };
 
-/// Options shared by `elect` and `semaphore`.
+/// Options shared by `elect` and `semaphore`; on Consul, the session too.
 pub fn hold(
     kind: Kind,
+    backend: BackendName,
     key: &str,
     session: &SessionArgs,
     wait: &WaitArgs,
     child: &ChildArgs,
     env: &dyn Env,
-) -> Result<HoldConfig, Failure> {
+) -> Result<(HoldConfig, Option<SessionSpec>), Failure> {
+    if backend == BackendName::Local {
+        crate::backend::local::dir::check_key(key).map_err(|e| Failure::Usage(e.to_string()))?;
+        // No lease can run out under the child, so any grace period is safe.
+        let kill_timeout = child.kill_timeout.unwrap_or(kind.default_kill_timeout);
+        let child_config = child_config(child, kill_timeout);
+        check_command(&child_config, env)?;
+        let config = HoldConfig {
+            budget: None,
+            waiting: waiting(wait),
+            conflict_exit_code: wait.conflict_exit_code,
+            value: child.value.clone().unwrap_or_else(hostname),
+            child: child_config,
+        };
+        return Ok((config, None));
+    }
     let Kind {
         name: key_kind,
         default_behavior,
@@ -338,11 +378,6 @@ pub fn hold(
         }
     })?;
     let kill_timeout = budget.kill_timeout;
-    let patience = match (wait.no_wait, wait.timeout) {
-        (true, _) => Patience::Once,
-        (false, Some(timeout)) => Patience::For(timeout),
-        (false, None) => Patience::Forever,
-    };
     let host = hostname();
     let value = child.value.clone().unwrap_or_else(|| host.clone());
     let spec = SessionSpec {
@@ -356,21 +391,33 @@ pub fn hold(
         node_checks,
         service_checks: session.service_checks.clone(),
     };
-    let child = ChildConfig {
+    let child_config = child_config(child, kill_timeout);
+    check_command(&child_config, env)?;
+    let config = HoldConfig {
+        budget: Some(budget),
+        waiting: waiting(wait),
+        conflict_exit_code: wait.conflict_exit_code,
+        value,
+        child: child_config,
+    };
+    Ok((config, Some(spec)))
+}
+
+fn child_config(child: &ChildArgs, kill_timeout: Duration) -> ChildConfig {
+    ChildConfig {
         argv: child.command.clone(),
         shell: child.shell,
         kill_signal: child.kill_signal,
         kill_timeout,
-    };
-    check_command(&child, env)?;
-    Ok(HoldConfig {
-        session: spec,
-        budget,
-        patience,
-        conflict_exit_code: wait.conflict_exit_code,
-        value: value.into_bytes(),
-        child,
-    })
+    }
+}
+
+fn waiting(wait: &WaitArgs) -> Waiting {
+    match (wait.no_wait, wait.timeout) {
+        (true, _) => Waiting::Once,
+        (false, Some(timeout)) => Waiting::For(timeout),
+        (false, None) => Waiting::Forever,
+    }
 }
 
 /// Finds COMMAND before anything is written to Consul, so a typo costs no
@@ -490,13 +537,4 @@ pub fn hostname() -> String {
         .ok()
         .and_then(|h| h.into_string().ok())
         .unwrap_or_else(|| "unknown-host".to_string())
-}
-
-/// `--timeout` as a deadline on the monotonic clock.
-pub fn deadline(patience: Patience) -> crate::backend::consul::lock::Patience {
-    match patience {
-        Patience::Once => crate::backend::consul::lock::Patience::Once,
-        Patience::Forever => crate::backend::consul::lock::Patience::Forever,
-        Patience::For(d) => crate::backend::consul::lock::Patience::Until(tokio::time::Instant::now() + d),
-    }
 }

@@ -2,9 +2,7 @@
 
 use std::fmt;
 
-use crate::backend::consul::ConsulError;
 use crate::exit::Exit;
-use crate::backend::consul::lock::AcquireError;
 
 #[derive(Debug)]
 pub enum Failure {
@@ -16,8 +14,8 @@ pub enum Failure {
     CommandNotFound(String),
     /// COMMAND was found but cannot be executed.
     CommandNotExecutable(String),
-    /// Consul refused, failed or could not be reached.
-    Consul(ConsulError),
+    /// The engine refused, failed or could not be reached.
+    Engine(String),
     /// The key or prefix is in use in an incompatible way.
     Conflict(String),
     /// Something else failed in lockrun itself (spawning, the runtime).
@@ -33,7 +31,7 @@ impl Failure {
             Failure::Config(_) => Exit::Failure,
             Failure::CommandNotFound(_) => Exit::NotFound,
             Failure::CommandNotExecutable(_) => Exit::CannotExecute,
-            Failure::Consul(_) => Exit::Failure,
+            Failure::Engine(_) => Exit::Failure,
             Failure::Conflict(_) => Exit::Failure,
             Failure::Internal(_) => Exit::Failure,
         }
@@ -48,25 +46,10 @@ impl fmt::Display for Failure {
             | Failure::CommandNotFound(m)
             | Failure::CommandNotExecutable(m)
             | Failure::Conflict(m)
-            | Failure::Internal(m) => f.write_str(m),
-            Failure::Consul(e) => e.fmt(f),
+            | Failure::Internal(m)
+            | Failure::Engine(m) => f.write_str(m),
         }
     }
 }
 
 impl std::error::Error for Failure {}
-
-impl From<ConsulError> for Failure {
-    fn from(e: ConsulError) -> Failure {
-        Failure::Consul(e)
-    }
-}
-
-impl From<AcquireError> for Failure {
-    fn from(e: AcquireError) -> Failure {
-        match e {
-            AcquireError::Consul(e) => Failure::Consul(e),
-            AcquireError::Conflict(m) => Failure::Conflict(m),
-        }
-    }
-}

@@ -225,23 +225,23 @@ pub fn fmt_duration(d: Duration) -> String {
 /// servers do. The deadline is whichever comes first: BOOTTIME's, after a
 /// suspend.
 #[derive(Debug)]
-pub struct Lease {
+pub struct Countdown {
     budget: Budget,
     confirmed: Instant,
     confirmed_boot: std::time::Duration,
     guard: Option<GuardDeadlines>,
 }
 
-impl Lease {
-    pub fn new(budget: Budget, created_at: Instant) -> Lease {
+impl Countdown {
+    pub fn new(budget: Budget, created_at: Instant) -> Countdown {
         let boot = clock::boottime().saturating_sub(created_at.elapsed());
-        Lease::with_boottime(budget, created_at, boot)
+        Countdown::with_boottime(budget, created_at, boot)
     }
 
     /// A lease confirmed at `created_at`, which is `created_boot` on
     /// CLOCK_BOOTTIME.
-    pub fn with_boottime(budget: Budget, created_at: Instant, created_boot: Duration) -> Lease {
-        Lease {
+    pub fn with_boottime(budget: Budget, created_at: Instant, created_boot: Duration) -> Countdown {
+        Countdown {
             budget,
             confirmed: created_at,
             confirmed_boot: created_boot,
@@ -254,7 +254,7 @@ impl Lease {
         self.confirmed + self.budget.stop_after()
     }
 
-    /// [`Lease::stop_at`] on CLOCK_BOOTTIME (time since boot).
+    /// [`Countdown::stop_at`] on CLOCK_BOOTTIME (time since boot).
     pub fn stop_at_boot(&self) -> Duration {
         self.confirmed_boot + self.budget.stop_after()
     }
@@ -266,7 +266,7 @@ impl Lease {
     }
 
     /// How lockrun ended up past its deadline without `keep` saying so:
-    /// what [`Lease::keep`] would have returned.
+    /// what [`Countdown::keep`] would have returned.
     pub fn ran_out_reason(&self) -> Lost {
         Lost::LeaseRanOut {
             unconfirmed_for: self.unconfirmed_for(),
@@ -540,7 +540,7 @@ mod tests {
             Renewal::Confirmed { ttl: None },
             Renewal::Gone("404".into()),
         ])));
-        let mut lease = Lease::new(budget(15, 15, 5), Instant::now());
+        let mut lease = Countdown::new(budget(15, 15, 5), Instant::now());
         let lost = lease.keep(&script).await;
         assert_eq!(lost, Lost::SessionGone("404".into()));
     }
@@ -549,7 +549,7 @@ mod tests {
     async fn a_partition_ends_the_lease_at_the_stop_deadline() {
         let script = Script(RefCell::new(VecDeque::new()));
         let start = Instant::now();
-        let mut lease = Lease::new(budget(15, 15, 5), start);
+        let mut lease = Countdown::new(budget(15, 15, 5), start);
         let lost = lease.keep(&script).await;
         assert!(matches!(lost, Lost::LeaseRanOut { .. }));
         assert_eq!(start.elapsed(), Duration::from_secs(15));
@@ -562,7 +562,7 @@ mod tests {
         let script = Script(RefCell::new(VecDeque::new()));
         let start = Instant::now();
         let hour_ago = clock::boottime() - Duration::from_secs(3600);
-        let mut lease = Lease::with_boottime(budget(15, 15, 5), start, hour_ago);
+        let mut lease = Countdown::with_boottime(budget(15, 15, 5), start, hour_ago);
         assert!(lease.ran_out());
         let lost = lease.keep(&script).await;
         match lost {
@@ -582,7 +582,7 @@ mod tests {
         let b = budget(15, 15, 5);
         let boot = clock::boottime() + Duration::from_millis(300) - b.stop_after();
         let start = Instant::now();
-        let mut lease = Lease::with_boottime(b, start, boot);
+        let mut lease = Countdown::with_boottime(b, start, boot);
         assert!(!lease.ran_out());
         let lost = lease.keep(&script).await;
         assert!(matches!(lost, Lost::LeaseRanOut { .. }), "{lost:?}");

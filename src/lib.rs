@@ -1,5 +1,5 @@
-//! lockrun runs a command only while it holds a Consul leader lock or a
-//! semaphore slot, and stops it the moment that can no longer be guaranteed.
+//! lockrun runs a command only while it holds a leader lock or a
+//! semaphore slot (on Consul, or on one host with `flock(2)`), and stops it the moment that can no longer be guaranteed.
 //!
 //! This library exists so that `main.rs` stays a doorway and the tests can
 //! reach the pieces; it is not a public API.
@@ -23,7 +23,9 @@ pub mod docs;
 pub mod error;
 /// The exit-status table.
 pub mod exit;
-/// The local lease: renewal and the deadline that does not wait for Consul.
+/// The hold loop shared by `elect` and `semaphore` on every engine.
+pub mod hold;
+/// The local countdown: renewal and the deadline that does not wait for the engine.
 pub mod lease;
 /// stderr: the `lockrun:` error line and `-v` lifecycle events.
 pub mod logging;
@@ -31,8 +33,6 @@ pub mod logging;
 pub mod notify;
 /// Signals lockrun receives and forwards.
 pub mod signals;
-/// The hold-and-run loop shared by `elect` and `semaphore`.
-pub mod supervisor;
 /// Usage errors: what went wrong and what to type instead.
 pub mod usage;
 

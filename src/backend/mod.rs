@@ -1,19 +1,19 @@
 //! The seam between lockrun and the engines that keep its locks.
 //!
-//! The hold loop, `leader` and `release` need four things from an engine,
-//! and each is one trait here, implemented once per backend (one folder
-//! each: `local/` today, Consul and etcd to follow):
+//! The hold loop (`crate::hold`), `leader` and `release` need four things
+//! from an engine, and each is one trait here, implemented once per backend
+//! (one folder each: `consul/`, `local/`):
 //!
-//! - [`Lease`](crate::backend::Lease): what keeps our claims alive. Consul and etcd renew a
-//!   session or lease on a TTL; `local` has nothing to renew and never runs
-//!   out, because the kernel drops a file lock only when the last
-//!   descriptor of it closes. [`Lease::exposure`](crate::backend::Lease::exposure) states the budget in
-//!   backend-neutral form: how long after the send time of the last
-//!   confirmed renewal a rival could hold the lock (SPEC §6).
+//! - [`Lease`](crate::backend::Lease): what keeps our claims alive. Consul renews a session on a
+//!   TTL; `local` has nothing to renew and never runs out, because the
+//!   kernel drops a file lock only when the last descriptor of it closes.
+//!   [`Lease::exposure`](crate::backend::Lease::exposure) states the budget in backend-neutral form: how
+//!   long after the send time of the last confirmed renewal a rival could
+//!   hold the lock (SPEC §6).
 //! - [`Engine`](crate::backend::Engine): opens a lease and acquires a lock or a semaphore slot with
 //!   some [`Wait`](crate::backend::Wait). Acquisition is cancelled by dropping its future: an
-//!   engine must leave nothing held when that happens, even if the lock is
-//!   granted at that very moment.
+//!   engine must leave nothing held once its lease is closed, even if the
+//!   lock was granted at that very moment.
 //! - [`Claim`](crate::backend::Claim): a lock or slot we hold: its fencing number (SPEC §7), the
 //!   child's extra environment, the descriptor the guard keeps while the
 //!   child's group lives (engines whose claim lives in a process-owned
@@ -22,26 +22,13 @@
 //!   holders, a stream of changes without polling loops, and asking a holder
 //!   to let go.
 //!
-//! How today's Consul code maps onto it (the second phase moves it under
-//! `backend/consul/`): a session is the [`Lease`](crate::backend::Lease) (`renew_every` TTL/2,
-//! exposure TTL + lock-delay for a lock, TTL for a slot, `close` destroys
-//! the session); `lock::leader::acquire` and `lock::semaphore` are
-//! [`Engine::acquire`](crate::backend::Engine::acquire) with [`Wait`](crate::backend::Wait) for `Patience`; a held lock or slot
-//! (`Holding`) is the [`Claim`](crate::backend::Claim), with `LockIndex` (or the slot's) as the
-//! fence, `LOCKRUN_SESSION` in its environment and no descriptor to lend;
-//! the `.lock` record and session lookups behind `leader` and `release`
-//! are [`Inspect`](crate::backend::Inspect), whose force-release destroys the holder's session
-//! rather than signalling it. Error types stay per backend; the CLI maps
-//! each to an exit status.
+//! Errors stay per backend; each says whether it is worth retrying
+//! ([`EngineError`]) and becomes a [`Failure`] with its exit status.
 //!
 //! We use generics and `async fn` in traits rather than `dyn`: one backend
 //! is chosen per run, so the hold loop is monomorphised once per backend and
-//! no future is boxed. The names here (`Wait`, `Claim`, `Acquisition`)
-//! deliberately differ from the Consul code's `Patience`, `Holding` and
-//! `Acquired`, which the second phase moves under `backend/consul/`.
+//! no future is boxed.
 
-/// Consul: the HTTP client (one call per endpoint, no policy) and, in
-/// `lock/`, the lock algorithms compatible with Consul's Go API.
 pub mod consul;
 pub mod local;
 
@@ -52,7 +39,8 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-pub use crate::lease::Renewal;
+use crate::error::Failure;
+pub use crate::lease::{Lost, Renewal};
 
 /// How far above SIGRTMIN the signal sits that `release` sends a holding
 /// lockrun on engines with no server to revoke the claim (`local`): "an
@@ -99,8 +87,28 @@ pub enum Exposure {
     Never,
 }
 
+/// An engine's failure: one line for the user, and whether it is worth
+/// trying again within the user's patience.
+pub trait EngineError: std::error::Error + Send + Sync + 'static + Into<Failure> {
+    /// A blip (a reset connection, an election), not a verdict.
+    fn is_transient(&self) -> bool;
+}
+
+/// How a lease is opened: within what patience, whether lockrun runs as a
+/// daemon (which outlives an engine's restart), and where to report trouble
+/// an operator should see (the notify STATUS line).
+#[derive(Clone, Copy)]
+pub struct Opening<'a> {
+    pub wait: Wait,
+    pub daemon: bool,
+    pub report: &'a dyn Fn(&str),
+}
+
 /// What a lease-holding backend keeps alive for us.
 pub trait Lease {
+    /// When the lease was last confirmed: the send time of the request that
+    /// opened it, for the local countdown.
+    fn confirmed_at(&self) -> Instant;
     /// How often to renew; `None` when there is nothing to renew.
     fn renew_every(&self) -> Option<Duration>;
     /// The budget for a claim on `target` (see [`Exposure`]): on Consul a
@@ -146,10 +154,20 @@ pub enum Acquisition<C> {
 pub trait Engine {
     type Lease: Lease;
     type Claim: Claim<Error = Self::Error>;
-    type Error: std::error::Error + Send + Sync + 'static;
+    type Error: EngineError;
 
-    /// Opens the lease claims are tied to.
-    fn open_lease(&self) -> impl Future<Output = Result<Self::Lease, Self::Error>>;
+    /// Whether a claim lives in a descriptor the guard must inherit
+    /// ([`Claim::take_hold_fd`]): the guard is then spawned once the claim
+    /// exists, not while we wait.
+    const CLAIM_LENDS_FD: bool = false;
+
+    /// Opens the lease claims are tied to, retrying blips within
+    /// `opening.wait` (for ever for a daemon). Dropping the future leaves
+    /// nothing behind but what the engine's own expiry ends.
+    fn open_lease(
+        &self,
+        opening: Opening<'_>,
+    ) -> impl Future<Output = Result<Self::Lease, Self::Error>>;
 
     /// Acquires `target` for `value` (what `leader` prints). Dropping the
     /// future cancels the wait and leaves nothing held.
@@ -164,7 +182,7 @@ pub trait Engine {
 
 /// A lock or slot we hold.
 pub trait Claim {
-    type Error: std::error::Error + Send + Sync + 'static;
+    type Error: EngineError;
 
     /// The fencing number: strictly increasing per key (SPEC §7).
     fn fence(&self) -> u64;
@@ -176,8 +194,11 @@ pub trait Claim {
     fn take_hold_fd(&mut self) -> Option<OwnedFd>;
     /// Adds the child's process group to the holder facts.
     fn record_child(&mut self, pgid: u32) -> impl Future<Output = Result<(), Self::Error>>;
+    /// A short description for the log line that says we acquired it
+    /// (`session 3f2a…`, `/run/lockrun/k`).
+    fn describe(&self) -> String;
     /// Resolves, with the reason, once the claim is no longer ours.
-    fn watch(&mut self) -> impl Future<Output = String>;
+    fn watch(&mut self) -> impl Future<Output = Lost>;
     /// Lets go.
     fn release(self) -> impl Future<Output = Result<(), Self::Error>>;
 }
@@ -209,8 +230,11 @@ pub enum Which {
 
 /// The outside view of locks and slots.
 pub trait Inspect {
-    type Error: std::error::Error + Send + Sync + 'static;
+    type Error: EngineError;
     type Changes: Changes<Error = Self::Error>;
+
+    /// What `key` names: a lock, or a semaphore's prefix (with its limit).
+    fn target_of(&self, key: &str) -> impl Future<Output = Result<Target, Self::Error>>;
 
     /// The live holders now, never trusting stale records.
     fn holders(&self, target: &Target) -> impl Future<Output = Result<Vec<Holder>, Self::Error>>;

@@ -1,23 +1,26 @@
 //! `lockrun elect KEY -- COMMAND`: run COMMAND while leading.
 
-use crate::cli::ElectArgs;
+use crate::backend::consul::SessionSpec;
+use crate::backend::{Engine, Target};
+use crate::cli::{BackendName, ElectArgs};
 use crate::config::{self, Env, HoldConfig};
-use crate::backend::consul::Client;
 use crate::error::Failure;
 use crate::exit::Exit;
-
-use super::hold::{self, Target};
+use crate::hold;
 
 pub struct Job {
     key: String,
     campaign: bool,
     config: HoldConfig,
+    /// The session to ask Consul for, on that backend.
+    pub session: Option<SessionSpec>,
     service: hold::Service,
 }
 
-pub fn prepare(args: ElectArgs, env: &dyn Env) -> Result<Job, Failure> {
-    let config = config::hold(
+pub fn prepare(args: ElectArgs, backend: BackendName, env: &dyn Env) -> Result<Job, Failure> {
+    let (config, session) = config::hold(
         config::LEADER,
+        backend,
         &args.key,
         &args.session,
         &args.wait,
@@ -29,17 +32,12 @@ pub fn prepare(args: ElectArgs, env: &dyn Env) -> Result<Job, Failure> {
         key: args.key,
         campaign: args.campaign,
         config,
+        session,
         service,
     })
 }
 
-pub async fn run(client: &Client, job: Job) -> Result<Exit, Failure> {
-    hold::run(
-        client,
-        Target::Leader { key: &job.key },
-        &job.config,
-        &job.service,
-        job.campaign,
-    )
-    .await
+pub async fn run<E: Engine>(engine: &E, job: Job) -> Result<Exit, Failure> {
+    let target = Target::Lock { key: job.key };
+    hold::run(engine, &target, &job.config, &job.service, job.campaign).await
 }

@@ -4,22 +4,34 @@ use base64::Engine;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use crate::cli::LeaderArgs;
 use crate::backend::consul::blocking::QueryIndex;
 use crate::backend::consul::kv::Read;
-use crate::backend::consul::{path, Client, KvPair};
-use crate::error::Failure;
-use crate::exit::Exit;
 use crate::backend::consul::lock::semaphore::{self, View};
 use crate::backend::consul::lock::{Patience, Waiter};
+use crate::backend::consul::{path, Client, KvPair};
+use crate::cli::{BackendName, LeaderArgs};
+use crate::error::Failure;
+use crate::exit::Exit;
 
 pub struct Job {
-    args: LeaderArgs,
+    pub args: LeaderArgs,
 }
 
-pub fn prepare(args: LeaderArgs) -> Result<Job, Failure> {
-    path::check_key(args.key.strip_suffix('/').unwrap_or(&args.key)).map_err(Failure::Usage)?;
-    Ok(Job { args })
+impl Job {
+    /// KEY without a trailing slash, which a semaphore prefix may carry.
+    pub fn key(&self) -> &str {
+        self.args.key.strip_suffix('/').unwrap_or(&self.args.key)
+    }
+}
+
+pub fn prepare(args: LeaderArgs, backend: BackendName) -> Result<Job, Failure> {
+    let job = Job { args };
+    match backend {
+        BackendName::Consul => path::check_key(job.key()).map_err(Failure::Usage)?,
+        BackendName::Local => crate::backend::local::dir::check_key(job.key())
+            .map_err(|e| Failure::Usage(e.to_string()))?,
+    }
+    Ok(job)
 }
 
 /// What a key holds right now: a lock's holder, or a semaphore's holders.

@@ -2,7 +2,7 @@
 //! runtime, and turn the outcome into an exit status and at most one line.
 
 mod elect;
-mod hold;
+mod holders;
 mod install;
 mod leader;
 mod release;
@@ -12,17 +12,23 @@ use std::ffi::OsString;
 use std::process::ExitCode;
 
 use clap::error::ErrorKind;
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
-use crate::cli::{Cli, Command};
+use crate::backend::consul::{Client, Consul};
+use crate::backend::local::Local;
+use crate::cli::{BackendArgs, BackendName, Cli, Command};
 use crate::config::{self, ProcessEnv};
-use crate::backend::consul::Client;
 use crate::error::Failure;
 use crate::exit::Exit;
 use crate::logging;
 
 pub fn main(args: Vec<OsString>) -> ExitCode {
-    let cli = match Cli::try_parse_from(&args) {
+    let matches = match Cli::command().try_get_matches_from(&args) {
+        Ok(matches) => matches,
+        Err(e) => return clap_error(&args, e),
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => return clap_error(&args, e),
     };
@@ -37,7 +43,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         cli.output.log_format,
         daemon,
     );
-    match run(cli) {
+    match run(cli, &matches) {
         Ok(exit) => {
             logging::finish();
             exit.end()
@@ -94,21 +100,86 @@ fn hyphen_hint(e: &clap::Error) -> &'static str {
     }
 }
 
-fn run(cli: Cli) -> Result<Exit, Failure> {
+/// Flags that only one backend understands, by clap id.
+const CONSUL_ONLY: &[&str] = &[
+    "http_addr",
+    "token_file",
+    "ca_file",
+    "ca_path",
+    "client_cert",
+    "client_key",
+    "tls_server_name",
+    "datacenter",
+    "namespace",
+    "ttl",
+    "lock_delay",
+    "behavior",
+    "session_name",
+    "node_checks",
+    "service_checks",
+    "no_checks",
+    "session",
+    "destroy_session",
+];
+const LOCAL_ONLY: &[&str] = &["lock_dir", "allow_network_fs"];
+
+/// A flag typed for another backend is refused, not ignored: the user
+/// meant something by it (SPEC §6). Environment variables are left alone,
+/// since a shell may export both backends' settings.
+fn foreign_flags(matches: &ArgMatches, backend: BackendName) -> Result<(), Failure> {
+    let (foreign, owner) = match backend {
+        BackendName::Consul => (LOCAL_ONLY, BackendName::Local),
+        BackendName::Local => (CONSUL_ONLY, BackendName::Consul),
+    };
+    let mut levels = vec![matches];
+    if let Some((_, sub)) = matches.subcommand() {
+        levels.push(sub);
+    }
+    for level in levels {
+        for id in foreign {
+            let typed = level
+                .try_get_raw(id)
+                .ok()
+                .flatten()
+                .is_some_and(|_| level.value_source(id) == Some(ValueSource::CommandLine));
+            if typed {
+                let flag = format!("--{}", id.replace('_', "-"));
+                return Err(Failure::Usage(format!(
+                    "{flag} belongs to the {} backend, and this run uses --backend {}; drop {flag}, or pass --backend {}",
+                    owner.name(),
+                    backend.name(),
+                    owner.name()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The local engine's lock directory: the flag or `LOCKRUN_LOCK_DIR`,
+/// else the default for this user.
+fn lock_dir(args: &BackendArgs) -> std::path::PathBuf {
+    args.lock_dir
+        .clone()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or_else(crate::backend::local::dir::default_dir_here)
+}
+
+fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
     let env = ProcessEnv;
+    let backend = cli.backend.backend;
+    foreign_flags(matches, backend)?;
     // Everything the user typed is checked before the runtime, the client
     // or any request exists.
     let job = match cli.command {
-        Command::Elect(args) => Job::Elect(elect::prepare(args, &env)?),
-        Command::Semaphore(args) => Job::Semaphore(semaphore::prepare(args, &env)?),
-        Command::Leader(args) => Job::Leader(leader::prepare(args)?),
-        Command::Release(args) => Job::Release(release::prepare(args)?),
-        // Installing needs no Consul, so no Consul setting can stand in its way.
+        Command::Elect(args) => Job::Elect(elect::prepare(args, backend, &env)?),
+        Command::Semaphore(args) => Job::Semaphore(semaphore::prepare(args, backend, &env)?),
+        Command::Leader(args) => Job::Leader(leader::prepare(args, backend)?),
+        Command::Release(args) => Job::Release(release::prepare(args, backend)?),
+        // Installing needs no engine, so no engine setting can stand in its way.
         Command::Completions(args) => return install::completions(&args),
         Command::Man(args) => return install::man(&args),
     };
-    let consul = config::consul(&cli.consul, &env)?;
-    let client = Client::new(&consul).map_err(|e| Failure::Config(format!("{e:#}")))?;
     // One thread: every child is forked from the main thread, which lives as
     // long as lockrun does, so the parent-death signal is reliable.
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -119,16 +190,55 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
         // These handle no signal: an early one ends them as it always would.
         crate::signals::release_held();
     }
+    match backend {
+        BackendName::Consul => run_consul(&cli.consul, &env, &runtime, job),
+        BackendName::Local => {
+            let dir = lock_dir(&cli.backend);
+            let local = || Local::open(dir.clone(), cli.backend.allow_network_fs);
+            runtime.block_on(async {
+                match job {
+                    Job::Elect(job) => elect::run(&local()?, job).await,
+                    Job::Semaphore(job) => semaphore::run(&local()?, job).await,
+                    // Looking creates nothing, and may look at a directory
+                    // that is not ours (root's, from a user's shell).
+                    Job::Leader(job) => {
+                        holders::leader(&Local::for_reading(dir.clone()), job).await
+                    }
+                    Job::Release(job) => {
+                        holders::release(&Local::for_reading(dir.clone()), job).await
+                    }
+                }
+            })
+        }
+    }
+}
+
+fn run_consul(
+    args: &crate::cli::ConsulArgs,
+    env: &ProcessEnv,
+    runtime: &tokio::runtime::Runtime,
+    job: Job,
+) -> Result<Exit, Failure> {
+    let consul = config::consul(args, env)?;
+    let client = Client::new(&consul).map_err(|e| Failure::Config(format!("{e:#}")))?;
     let namespace = consul.namespace.is_some();
     runtime.block_on(async move {
         // Namespaces on an agent without them: said before anything is
         // written (an older agent would ignore `?ns=` and work elsewhere).
         if namespace && client.lacks_namespaces().await {
-            return Err(Failure::Config(crate::backend::consul::error::NO_NAMESPACES.into()));
+            return Err(Failure::Config(
+                crate::backend::consul::error::NO_NAMESPACES.into(),
+            ));
         }
         match job {
-            Job::Elect(job) => elect::run(&client, job).await,
-            Job::Semaphore(job) => semaphore::run(&client, job).await,
+            Job::Elect(mut job) => {
+                let session = job.session.take().expect("a Consul job has a session");
+                elect::run(&Consul::new(client, session), job).await
+            }
+            Job::Semaphore(mut job) => {
+                let session = job.session.take().expect("a Consul job has a session");
+                semaphore::run(&Consul::new(client, session), job).await
+            }
             Job::Leader(job) => leader::run(&client, job).await,
             Job::Release(job) => release::run(&client, job).await,
         }

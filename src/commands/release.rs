@@ -6,21 +6,25 @@
 
 use std::collections::BTreeSet;
 
-use crate::cli::ReleaseArgs;
 use crate::backend::consul::kv::Read;
-use crate::backend::consul::{path, Client, KvPair, SessionId};
-use crate::error::Failure;
-use crate::exit::Exit;
 use crate::backend::consul::lock::semaphore::{self, Record, View};
 use crate::backend::consul::lock::SEMAPHORE_FLAG;
+use crate::backend::consul::{path, Client, KvPair, SessionId};
+use crate::cli::{BackendName, ReleaseArgs};
+use crate::error::Failure;
+use crate::exit::Exit;
 
 pub struct Job {
-    key: String,
-    args: ReleaseArgs,
+    pub key: String,
+    pub args: ReleaseArgs,
 }
 
-pub fn prepare(args: ReleaseArgs) -> Result<Job, Failure> {
+pub fn prepare(args: ReleaseArgs, backend: BackendName) -> Result<Job, Failure> {
     let key = args.key.strip_suffix('/').unwrap_or(&args.key).to_string();
+    if backend == BackendName::Local {
+        crate::backend::local::dir::check_key(&key).map_err(|e| Failure::Usage(e.to_string()))?;
+        return Ok(Job { key, args });
+    }
     path::check_key(&key).map_err(Failure::Usage)?;
     if let Some(id) = &args.session {
         if id.len() != 36 || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {

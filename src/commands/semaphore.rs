@@ -1,22 +1,24 @@
 //! `lockrun semaphore --limit N PREFIX -- COMMAND`: run COMMAND in one of N
 //! slots.
 
-use crate::cli::SemaphoreArgs;
+use crate::backend::consul::SessionSpec;
+use crate::backend::{Engine, Target};
+use crate::cli::{BackendName, SemaphoreArgs};
 use crate::config::{self, Env, HoldConfig};
-use crate::backend::consul::Client;
 use crate::error::Failure;
 use crate::exit::Exit;
-
-use super::hold::{self, Target};
+use crate::hold;
 
 pub struct Job {
     prefix: String,
-    limit: u64,
+    limit: u32,
     config: HoldConfig,
+    /// The session to ask Consul for, on that backend.
+    pub session: Option<SessionSpec>,
     service: hold::Service,
 }
 
-pub fn prepare(args: SemaphoreArgs, env: &dyn Env) -> Result<Job, Failure> {
+pub fn prepare(args: SemaphoreArgs, backend: BackendName, env: &dyn Env) -> Result<Job, Failure> {
     // `consul lock` strips a leading slash; we refuse it like any bad key,
     // but a trailing slash on a prefix is harmless and common.
     let prefix = args
@@ -24,8 +26,9 @@ pub fn prepare(args: SemaphoreArgs, env: &dyn Env) -> Result<Job, Failure> {
         .strip_suffix('/')
         .unwrap_or(&args.prefix)
         .to_string();
-    let config = config::hold(
+    let (config, session) = config::hold(
         config::SEMAPHORE,
+        backend,
         &prefix,
         &args.session,
         &args.wait,
@@ -35,16 +38,18 @@ pub fn prepare(args: SemaphoreArgs, env: &dyn Env) -> Result<Job, Failure> {
     let service = hold::Service::new(&args.service)?;
     Ok(Job {
         prefix,
-        limit: args.limit,
+        // --limit is bounded to 10 000 by the command line.
+        limit: u32::try_from(args.limit).expect("--limit is at most 10000"),
         config,
+        session,
         service,
     })
 }
 
-pub async fn run(client: &Client, job: Job) -> Result<Exit, Failure> {
-    let target = Target::Semaphore {
-        prefix: &job.prefix,
+pub async fn run<E: Engine>(engine: &E, job: Job) -> Result<Exit, Failure> {
+    let target = Target::Slot {
+        prefix: job.prefix,
         limit: job.limit,
     };
-    hold::run(client, target, &job.config, &job.service, false).await
+    hold::run(engine, &target, &job.config, &job.service, false).await
 }

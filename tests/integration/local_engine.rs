@@ -184,7 +184,13 @@ async fn eight_contenders_never_overlap_and_fences_increase() {
 async fn the_lock_file_is_where_flock_finds_it_and_the_lease_never_runs_out() {
     let tmp = tempfile::tempdir().unwrap();
     let local = engine(tmp.path());
-    let lease = local.open_lease().await.unwrap();
+    let report = |_: &str| {};
+    let opening = lockrun::backend::Opening {
+        wait: Wait::Once,
+        daemon: false,
+        report: &report,
+    };
+    let lease = local.open_lease(opening).await.unwrap();
     assert_eq!(lease.renew_every(), None);
     assert_eq!(lease.exposure(&lock("a/b")), Exposure::Never);
     assert_eq!(lease.exposure(&slots("p", 2)), Exposure::Never);
@@ -657,7 +663,8 @@ async fn a_removed_lock_file_ends_the_claim() {
     let why = tokio::time::timeout(Duration::from_secs(30), claim.watch())
         .await
         .expect("the watch notices");
-    assert!(why.contains("removed or replaced"), "{why}");
+    assert!(why.is_verdict(), "{why:?}");
+    assert!(why.to_string().contains("removed or replaced"), "{why}");
 }
 
 #[tokio::test]

@@ -174,6 +174,12 @@ impl fmt::Display for ConsulError {
 
 impl std::error::Error for ConsulError {}
 
+impl From<ConsulError> for crate::error::Failure {
+    fn from(e: ConsulError) -> crate::error::Failure {
+        crate::error::Failure::Engine(e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,7 @@
 
 pub mod blocking;
 pub mod connect;
+pub mod engine;
 pub mod error;
 pub mod kv;
 pub mod lock;
@@ -17,6 +18,7 @@ use reqwest::{Method, StatusCode, Url};
 use tracing::debug;
 
 pub use connect::{ConsulConfig, Token};
+pub use engine::Consul;
 pub use error::{ConsulError, Op};
 pub use kv::KvPair;
 pub use session::{Behavior, SessionId, SessionInfo, SessionSpec};

@@ -41,7 +41,8 @@ use nix::sys::stat::Mode;
 use self::dir::KeyPaths;
 use self::facts::{Facts, HolderFacts, Lock};
 use super::{
-    Acquisition, Claim, Engine, Exposure, Holder, Inspect, Lease, Renewal, Target, Wait, Which,
+    Acquisition, Claim, Engine, Exposure, Holder, Inspect, Lease, Lost, Opening, Renewal, Target,
+    Wait, Which,
 };
 
 /// What kind of failure, for the exit status the CLI gives it.
@@ -100,6 +101,24 @@ impl fmt::Display for LocalError {
 }
 
 impl std::error::Error for LocalError {}
+
+impl super::EngineError for LocalError {
+    fn is_transient(&self) -> bool {
+        false
+    }
+}
+
+impl From<LocalError> for crate::error::Failure {
+    fn from(e: LocalError) -> crate::error::Failure {
+        use crate::error::Failure;
+        match e.kind {
+            Kind::Usage => Failure::Usage(e.message),
+            Kind::Dir => Failure::Config(e.message),
+            Kind::LimitMismatch | Kind::Refused => Failure::Conflict(e.message),
+            Kind::Io => Failure::Engine(e.message),
+        }
+    }
+}
 
 /// The local engine: a prepared lock directory.
 #[derive(Debug, Clone)]
@@ -284,6 +303,10 @@ async fn in_thread<T: Send + 'static>(
 pub struct NoLease;
 
 impl Lease for NoLease {
+    fn confirmed_at(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now()
+    }
+
     fn renew_every(&self) -> Option<Duration> {
         None
     }
@@ -304,7 +327,9 @@ impl Engine for Local {
     type Claim = LocalClaim;
     type Error = LocalError;
 
-    async fn open_lease(&self) -> Result<NoLease, LocalError> {
+    const CLAIM_LENDS_FD: bool = true;
+
+    async fn open_lease(&self, _opening: Opening<'_>) -> Result<NoLease, LocalError> {
         Ok(NoLease)
     }
 
@@ -402,6 +427,28 @@ impl Local {
 impl Inspect for Local {
     type Error = LocalError;
     type Changes = watch::LocalChanges;
+
+    /// What `key` names here: a semaphore's prefix (a directory with a
+    /// `.limit`) or a lock.
+    async fn target_of(&self, key: &str) -> Result<Target, LocalError> {
+        dir::check_key(key)?;
+        let limit = self.dir.join(key).join(".limit");
+        match std::fs::read_to_string(&limit) {
+            Ok(text) => match text.trim().parse() {
+                Ok(limit) => Ok(Target::Slot {
+                    prefix: key.to_string(),
+                    limit,
+                }),
+                Err(_) => Err(LocalError::io_msg(format!(
+                    "`{}` does not hold a limit; remove it when nobody holds a slot",
+                    limit.display()
+                ))),
+            },
+            Err(_) => Ok(Target::Lock {
+                key: key.to_string(),
+            }),
+        }
+    }
 
     async fn holders(&self, target: &Target) -> Result<Vec<Holder>, LocalError> {
         Ok(self
@@ -539,8 +586,14 @@ impl Claim for LocalClaim {
             .write(&self.paths.facts, &self.paths.scratch, false)
     }
 
-    async fn watch(&mut self) -> String {
-        watch::lock_file_replaced(&self.paths.lock, self.lock).await
+    fn describe(&self) -> String {
+        format!("`{}`", self.paths.lock.display())
+    }
+
+    async fn watch(&mut self) -> Lost {
+        // Someone removed or replaced the lock file: a rival may lock the
+        // new one at once, and nothing delays it.
+        Lost::Watch(watch::lock_file_replaced(&self.paths.lock, self.lock).await)
     }
 
     async fn release(mut self) -> Result<(), LocalError> {

@@ -79,6 +79,19 @@ pub enum AcquireError {
     Consul(ConsulError),
     /// The key exists but was not written by a compatible lock.
     Conflict(String),
+    /// Consul made a session other than the one we asked for.
+    Session(String),
+}
+
+impl From<AcquireError> for crate::error::Failure {
+    fn from(e: AcquireError) -> crate::error::Failure {
+        use crate::error::Failure;
+        match e {
+            AcquireError::Consul(e) => Failure::Engine(e.to_string()),
+            AcquireError::Conflict(m) => Failure::Conflict(m),
+            AcquireError::Session(m) => Failure::Config(m),
+        }
+    }
 }
 
 impl From<ConsulError> for AcquireError {
@@ -91,7 +104,7 @@ impl std::fmt::Display for AcquireError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             AcquireError::Consul(e) => e.fmt(f),
-            AcquireError::Conflict(why) => f.write_str(why),
+            AcquireError::Conflict(why) | AcquireError::Session(why) => f.write_str(why),
         }
     }
 }

@@ -1,0 +1,335 @@
+//! Consul behind the seam: a session is the [`Lease`], the Go API's lock
+//! and semaphore algorithms ([`lock`](super::lock)) acquire, and a held key
+//! or slot is the [`Claim`].
+
+use std::cell::{Cell, RefCell};
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
+use std::rc::Rc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::lock::{leader, semaphore, AcquireError, Acquired, Held, Patience, Retry};
+use super::{Client, ConsulError, SessionId, SessionSpec};
+use crate::backend::{
+    Acquisition, Claim, Engine, EngineError, Exposure, Lease, Lost, Opening, Renewal, Target, Wait,
+};
+
+/// Consul as lockrun's engine: a client and the session every run asks for.
+#[derive(Debug, Clone)]
+pub struct Consul {
+    client: Client,
+    session: SessionSpec,
+}
+
+impl Consul {
+    pub fn new(client: Client, session: SessionSpec) -> Consul {
+        Consul { client, session }
+    }
+}
+
+impl EngineError for AcquireError {
+    fn is_transient(&self) -> bool {
+        match self {
+            AcquireError::Consul(e) => e.is_transient(),
+            AcquireError::Conflict(_) | AcquireError::Session(_) => false,
+        }
+    }
+}
+
+fn patience(wait: Wait) -> Patience {
+    match wait {
+        Wait::Once => Patience::Once,
+        Wait::Until(at) => Patience::Until(at),
+        Wait::Forever => Patience::Forever,
+    }
+}
+
+/// A session we created, and what its cleanup must release.
+#[derive(Debug)]
+pub struct Session {
+    client: Client,
+    id: SessionId,
+    created_at: Instant,
+    ttl: Duration,
+    lock_delay: Duration,
+    /// What an acquisition was started on and may have taken even if it was
+    /// cancelled: released before the session is destroyed, so that a
+    /// cancelled acquisition arms no lock-delay.
+    tried: RefCell<Option<Tried>>,
+}
+
+#[derive(Debug)]
+struct Tried {
+    target: Target,
+    value: Vec<u8>,
+    released: Rc<Cell<bool>>,
+}
+
+impl Session {
+    pub fn id(&self) -> &SessionId {
+        &self.id
+    }
+}
+
+impl Lease for Session {
+    fn confirmed_at(&self) -> Instant {
+        self.created_at
+    }
+
+    fn renew_every(&self) -> Option<Duration> {
+        Some(self.ttl / 2)
+    }
+
+    fn exposure(&self, target: &Target) -> Exposure {
+        match target {
+            Target::Lock { .. } => Exposure::After(self.ttl + self.lock_delay),
+            // A slot is a line in a record nobody holds: once the session
+            // is gone a rival prunes it at once, with no lock-delay.
+            Target::Slot { .. } => Exposure::After(self.ttl),
+        }
+    }
+
+    async fn renew(&self, timeout: Duration) -> Renewal {
+        match self.client.session_renew(&self.id, timeout).await {
+            Ok(ttl) => Renewal::Confirmed { ttl },
+            Err(ConsulError::NotFound { .. }) => {
+                Renewal::Gone(format!("Consul no longer knows session {}", self.id))
+            }
+            Err(e) => Renewal::Failed(e.to_string()),
+        }
+    }
+
+    async fn close(self) {
+        let tried = self.tried.borrow_mut().take();
+        if let Some(tried) = tried {
+            if !tried.released.get() {
+                release(&self.client, &tried.target, &self.id, &tried.value, None).await;
+            }
+        }
+        if let Err(e) = self.client.session_destroy(&self.id).await {
+            tracing::warn!("could not destroy session {}: {e}", self.id);
+        }
+    }
+}
+
+async fn release(
+    client: &Client,
+    target: &Target,
+    session: &SessionId,
+    value: &[u8],
+    modify_index: Option<u64>,
+) -> bool {
+    let released = match target {
+        Target::Lock { key } => leader::release(client, key, session, value, modify_index).await,
+        Target::Slot { prefix, .. } => semaphore::release(client, prefix, session).await,
+    };
+    match released {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!("could not release `{}`: {e}", target.name());
+            false
+        }
+    }
+}
+
+impl Engine for Consul {
+    type Lease = Session;
+    type Claim = Holding;
+    type Error = AcquireError;
+
+    /// Creates the session, retrying transient failures within the
+    /// patience (for ever for a daemon: it outlives an agent restart), then
+    /// reads it back: the budget holds only for the session we asked for.
+    async fn open_lease(&self, opening: Opening<'_>) -> Result<Session, AcquireError> {
+        let mut retry = Retry::new(if opening.daemon {
+            Patience::Forever
+        } else {
+            patience(opening.wait)
+        });
+        let mut first = true;
+        loop {
+            let sent = Instant::now();
+            let id = match self.client.session_create(&self.session).await {
+                Ok(id) => id,
+                // No agent, or TLS refused, at the first contact is a wrong
+                // address or certificate far more often than a blip: a
+                // one-off run says so at once.
+                Err(e @ (ConsulError::Unreachable { .. } | ConsulError::Tls { .. }))
+                    if first && !opening.daemon =>
+                {
+                    return Err(e.into())
+                }
+                Err(e) => {
+                    first = false;
+                    if e.is_transient() {
+                        (opening.report)(&format!("engine unreachable, retrying: {e}"));
+                    }
+                    retry.pause("creating a session", e).await?;
+                    continue;
+                }
+            };
+            tracing::info!(session = %id, "session created");
+            let session = Session {
+                client: self.client.clone(),
+                id,
+                created_at: sent,
+                ttl: self.session.ttl,
+                lock_delay: self.session.lock_delay,
+                tried: RefCell::new(None),
+            };
+            match self.client.session_info(session.id.as_str()).await {
+                Ok(Some(info)) => match info.verify(&self.session) {
+                    Ok(()) => return Ok(session),
+                    Err(why) => {
+                        session.close().await;
+                        return Err(AcquireError::Session(why));
+                    }
+                },
+                Ok(None) => {
+                    tracing::warn!("session {} vanished at once; creating another", session.id);
+                }
+                Err(e) if opening.daemon && e.is_transient() => {
+                    tracing::warn!("cannot read session {} back: {e}; retrying", session.id);
+                    session.close().await;
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(e) => {
+                    session.close().await;
+                    return Err(e.into());
+                }
+            }
+        }
+    }
+
+    async fn acquire(
+        &self,
+        lease: &Session,
+        target: &Target,
+        value: &str,
+        wait: Wait,
+    ) -> Result<Acquisition<Holding>, AcquireError> {
+        let released = Rc::new(Cell::new(false));
+        let value = value.as_bytes();
+        lease.tried.replace(Some(Tried {
+            target: target.clone(),
+            value: value.to_vec(),
+            released: Rc::clone(&released),
+        }));
+        let patience = patience(wait);
+        let acquired = match target {
+            Target::Lock { key } => {
+                match leader::acquire(&self.client, key, &lease.id, value, patience).await? {
+                    Acquired::Yes(h) => Acquired::Yes(Kind::Lock(h)),
+                    Acquired::No { holder } => Acquired::No { holder },
+                }
+            }
+            Target::Slot { prefix, limit } => {
+                let limit = u64::from(*limit);
+                match semaphore::acquire(&self.client, prefix, &lease.id, value, limit, patience)
+                    .await?
+                {
+                    Acquired::Yes(h) => Acquired::Yes(Kind::Slot(h)),
+                    Acquired::No { holder } => Acquired::No { holder },
+                }
+            }
+        };
+        Ok(match acquired {
+            Acquired::Yes(kind) => Acquisition::Held(Holding {
+                client: self.client.clone(),
+                target: target.clone(),
+                value: value.to_vec(),
+                kind,
+                released,
+            }),
+            Acquired::No { holder } => Acquisition::Busy { holder },
+        })
+    }
+}
+
+#[derive(Debug)]
+enum Kind {
+    Lock(leader::Holding),
+    Slot(semaphore::Holding),
+}
+
+/// A key or slot our session holds.
+#[derive(Debug)]
+pub struct Holding {
+    client: Client,
+    target: Target,
+    value: Vec<u8>,
+    kind: Kind,
+    /// Shared with the session, so that its close need not release again.
+    released: Rc<Cell<bool>>,
+}
+
+impl Holding {
+    fn held(&self) -> &Held {
+        match &self.kind {
+            Kind::Lock(h) => &h.held,
+            Kind::Slot(h) => &h.held,
+        }
+    }
+}
+
+impl Claim for Holding {
+    type Error = AcquireError;
+
+    fn fence(&self) -> u64 {
+        self.held().lock_index
+    }
+
+    fn env(&self) -> Vec<(OsString, OsString)> {
+        let held = self.held();
+        vec![
+            ("LOCKRUN_KEY".into(), held.key.clone().into()),
+            ("LOCKRUN_SESSION".into(), held.session.to_string().into()),
+            (
+                "LOCKRUN_LOCK_INDEX".into(),
+                held.lock_index.to_string().into(),
+            ),
+            ("CONSUL_LOCK_HELD".into(), "true".into()),
+        ]
+    }
+
+    fn take_hold_fd(&mut self) -> Option<OwnedFd> {
+        None
+    }
+
+    async fn record_child(&mut self, _pgid: u32) -> Result<(), AcquireError> {
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        format!("session {}", self.held().session)
+    }
+
+    async fn watch(&mut self) -> Lost {
+        match &mut self.kind {
+            Kind::Lock(h) => h.watch(&self.client).await,
+            Kind::Slot(h) => h.watch(&self.client).await,
+        }
+    }
+
+    /// Releases the key (deleting it with check-and-set when it is still as
+    /// we last saw it, as `consul lock` leaves it) or our slot.
+    async fn release(self) -> Result<(), AcquireError> {
+        let modify_index = match &self.kind {
+            Kind::Lock(h) => Some(h.modify_index),
+            Kind::Slot(_) => None,
+        };
+        let session = self.held().session.clone();
+        let done = release(
+            &self.client,
+            &self.target,
+            &session,
+            &self.value,
+            modify_index,
+        )
+        .await;
+        self.released.set(done);
+        Ok(())
+    }
+}

@@ -1,0 +1,148 @@
+//! `leader` and `release` on an engine seen through [`Inspect`]: the live
+//! holders, their changes, and asking them to let go.
+
+use std::time::SystemTime;
+
+use serde_json::{json, Value};
+
+use crate::backend::{Changes, Holder, Inspect, Target, Which};
+use crate::error::Failure;
+use crate::exit::Exit;
+
+use super::{leader, release, write_stdout};
+
+/// How a holder is shown: its value, or, for a holder that is not lockrun
+/// (`flock(1)`), its process, so that a held lock never prints as an empty
+/// line.
+fn label(holder: &Holder) -> String {
+    match (&holder.value, holder.pid) {
+        (Some(value), _) => value.clone(),
+        (None, Some(pid)) => format!("pid {pid} (not lockrun)"),
+        (None, None) => "a process that has exited, through a descriptor it passed on".into(),
+    }
+}
+
+fn seconds(at: Option<SystemTime>) -> Option<u64> {
+    at.and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs())
+}
+
+fn holder_json(holder: &Holder) -> Value {
+    json!({
+        "value": holder.value,
+        "host": holder.host,
+        "pid": holder.pid,
+        "child_pgid": holder.child_pgid,
+        "since": holder.since.map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+        "since_unix": seconds(holder.since),
+        "lock_index": holder.fence,
+        "slot": holder.slot,
+    })
+}
+
+/// The one JSON shape of `--json` and `--json --watch`, as a line.
+fn json_line(target: &Target, holders: &[Holder]) -> Vec<u8> {
+    let (kind, limit) = match target {
+        Target::Lock { .. } => ("lock", None),
+        Target::Slot { limit, .. } => ("semaphore", Some(*limit)),
+    };
+    let value = json!({
+        "key": target.name(),
+        "kind": kind,
+        "held": !holders.is_empty(),
+        "limit": limit,
+        "holders": holders.iter().map(holder_json).collect::<Vec<_>>(),
+    });
+    let mut line = serde_json::to_vec(&value).expect("JSON serialises");
+    line.push(b'\n');
+    line
+}
+
+fn print(target: &Target, holders: &[Holder], json: bool) -> Exit {
+    let out = if json {
+        json_line(target, holders)
+    } else {
+        holders
+            .iter()
+            .flat_map(|h| (label(h) + "\n").into_bytes())
+            .collect()
+    };
+    write_stdout(&out);
+    if holders.is_empty() {
+        Exit::NotHeld
+    } else {
+        Exit::Success
+    }
+}
+
+pub async fn leader<I: Inspect>(inspect: &I, job: leader::Job) -> Result<Exit, Failure> {
+    let target = inspect.target_of(job.key()).await.map_err(Into::into)?;
+    let json = job.args.json;
+    if job.args.watch {
+        let mut changes = inspect.changes(&target).await.map_err(Into::into)?;
+        loop {
+            let holders = changes.next().await.map_err(Into::into)?;
+            let line = if json {
+                json_line(&target, &holders)
+            } else {
+                // One line per change: the holders' labels joined by spaces,
+                // or an empty line for "no holder".
+                let labels: Vec<String> = holders.iter().map(label).collect();
+                (labels.join(" ") + "\n").into_bytes()
+            };
+            if !write_stdout(&line) {
+                return Ok(Exit::Success);
+            }
+        }
+    }
+    let holders = if job.args.wait {
+        let waited = crate::backend::wait_for_holder(inspect, &target);
+        match job.args.timeout {
+            Some(timeout) => match tokio::time::timeout(timeout, waited).await {
+                Ok(holders) => holders.map_err(Into::into)?,
+                Err(_) => Vec::new(),
+            },
+            None => waited.await.map_err(Into::into)?,
+        }
+    } else {
+        inspect.holders(&target).await.map_err(Into::into)?
+    };
+    Ok(print(&target, &holders, json))
+}
+
+pub async fn release<I: Inspect>(inspect: &I, job: release::Job) -> Result<Exit, Failure> {
+    let target = inspect.target_of(&job.key).await.map_err(Into::into)?;
+    if let Target::Slot { .. } = target {
+        if !job.args.all {
+            return Err(Failure::Usage(format!(
+                "`{}` is a semaphore; free every slot with --all",
+                job.key
+            )));
+        }
+    }
+    let asked = inspect
+        .force_release(&target, &Which::All)
+        .await
+        .map_err(Into::into)?;
+    if asked.is_empty() {
+        tracing::error!("nothing to release: `{}` is not held", job.key);
+        return Ok(Exit::NotHeld);
+    }
+    let mut out = String::new();
+    for holder in &asked {
+        let what = match holder.slot {
+            Some(slot) => format!("slot {slot} of `{}`", job.key),
+            None => format!("`{}`", job.key),
+        };
+        out.push_str(&format!(
+            "asked the holder of {what} to release it: {}",
+            label(holder)
+        ));
+        if let Some(pid) = holder.pid {
+            out.push_str(&format!(" (lockrun pid {pid})"));
+        }
+        out.push('\n');
+    }
+    write_stdout(out.as_bytes());
+    Ok(Exit::Success)
+}
