@@ -38,5 +38,7 @@ mod blips;
 mod errors;
 // lockrun over TLS: CA file and directory, server name, client certificates.
 mod tls;
+// `--backend local` end to end, beside real flock(1).
+mod local_cli;
 // The `local` backend's engine through the backend seam.
 mod local_engine;

@@ -1,0 +1,353 @@
+//! `--backend local` end to end: the real binary, real `flock(1)`, no
+//! server. Every test has its own lock directory.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use nix::sys::signal::Signal;
+
+use crate::procs::{self, wait_until};
+use crate::support::{bare, max_overlap, now_ns, run, scratch, script, wait_for_file, Running};
+
+/// `lockrun --backend local --lock-dir DIR ARGS...`.
+fn local(dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = bare(["--backend", "local", "--lock-dir"]);
+    cmd.arg(dir).args(args);
+    cmd
+}
+
+fn status(output: &Output, code: i32, what: &str) {
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "{what}: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// `flock -n FILE true`: 0 when the lock is free, 1 when held.
+fn flock_free(file: &Path) -> bool {
+    let output = run(Command::new("flock").arg("-n").arg(file).arg("true"));
+    match output.status.code() {
+        Some(0) => true,
+        Some(1) => false,
+        _ => panic!("flock(1) failed: {output:?}"),
+    }
+}
+
+/// A lockrun whose `--shell` child touches `ready` and waits for `go`.
+fn hold(dir: &Path, work: &Path, args: &[&str]) -> Running {
+    let body = script("while [ ! -e \"$1/go\" ]; do sleep 0.05; done");
+    let mut cmd = local(dir, args);
+    cmd.args(["--shell", "--", &body]).arg(work);
+    let running = Running::spawn(&mut cmd);
+    wait_for_file(&work.join("ready"));
+    running
+}
+
+#[test]
+fn runs_the_child_with_its_status_and_a_fence_that_only_grows() {
+    let dir = scratch();
+    let mut fences = Vec::new();
+    for _ in 0..3 {
+        let output = run(&mut local(
+            dir.path(),
+            &[
+                "elect",
+                "jobs/nightly",
+                "--",
+                "sh",
+                "-c",
+                "echo $LOCKRUN_LOCK_INDEX $LOCKRUN_LOCK_FILE $LOCKRUN_KEY; exit 7",
+            ],
+        ));
+        status(&output, 7, "the child's own status");
+        let out = stdout(&output);
+        let words: Vec<&str> = out.split_whitespace().collect();
+        assert_eq!(words.len(), 3, "{out}");
+        assert_eq!(
+            Path::new(words[1]),
+            dir.path().join("jobs/nightly"),
+            "{out}"
+        );
+        assert_eq!(words[2], "jobs/nightly");
+        fences.push(words[0].parse::<u64>().unwrap());
+    }
+    assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
+}
+
+#[test]
+fn flock_and_lockrun_exclude_each_other_both_ways() {
+    let dir = scratch();
+    let work = scratch();
+    let file = dir.path().join("k");
+    // flock(1) holds: lockrun finds the lock taken, and `leader` shows
+    // flock's process for want of a value.
+    std::fs::write(&file, "").unwrap();
+    let ready = work.path().join("ready");
+    let mut flock = Running::spawn(
+        Command::new("flock")
+            .arg(&file)
+            .arg("sh")
+            .arg("-c")
+            .arg(format!(
+                "touch {}; while [ ! -e {}/go ]; do sleep 0.05; done",
+                ready.display(),
+                work.path().display()
+            ))
+            .stdin(Stdio::null()),
+    );
+    wait_for_file(&ready);
+    let output = run(&mut local(dir.path(), &["elect", "-n", "k", "--", "true"]));
+    status(&output, 75, "lockrun while flock(1) holds");
+    let output = run(&mut local(dir.path(), &["leader", "k"]));
+    status(&output, 0, "leader while flock(1) holds");
+    assert!(stdout(&output).contains("(not lockrun)"), "{output:?}");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    assert!(wait_until(procs::deadline(), || flock.exited()));
+
+    // lockrun holds: flock(1) finds it taken, and `leader` prints the value.
+    let work = scratch();
+    let holder = hold(
+        dir.path(),
+        work.path(),
+        &["elect", "--value", "db-1:5432", "k"],
+    );
+    assert!(!flock_free(&file), "flock(1) took a lock lockrun holds");
+    let output = run(&mut local(dir.path(), &["leader", "k"]));
+    status(&output, 0, "leader while lockrun holds");
+    assert_eq!(stdout(&output), "db-1:5432\n");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    status(&holder.finish(), 0, "the holder");
+    assert!(flock_free(&file), "the lock outlived its holder");
+    let output = run(&mut local(dir.path(), &["leader", "k"]));
+    status(&output, 1, "leader with no holder");
+    assert_eq!(stdout(&output), "");
+}
+
+#[test]
+fn a_killed_lockrun_keeps_the_lock_until_its_childs_group_is_dead() {
+    let dir = scratch();
+    let work = scratch();
+    let file = dir.path().join("k");
+    // The child starts a crowd (so that stopping the group takes a while)
+    // and lists its descriptors, since COMMAND must not inherit the lock's.
+    let body = script(
+        "for i in $(seq 30); do sleep 1000 & echo $! >> \"$1/pids\"; done; \
+         echo $$ >> \"$1/pids\"; ls -l /proc/$$/fd > \"$1/fds\"; touch \"$1/crowd\"; wait",
+    );
+    let mut cmd = local(dir.path(), &["elect", "k", "--shell", "--", &body]);
+    cmd.arg(work.path());
+    let mut lockrun = Running::spawn(&mut cmd);
+    wait_for_file(&work.path().join("crowd"));
+    let pids: Vec<i32> = std::fs::read_to_string(work.path().join("pids"))
+        .unwrap()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    let fds = std::fs::read_to_string(work.path().join("fds")).unwrap();
+    assert!(
+        !fds.contains(&file.display().to_string()),
+        "COMMAND inherited the lock's descriptor:\n{fds}"
+    );
+    // A zombie counts as alive: it is gone only once reaped.
+    let alive = |pid: i32| nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
+    let mut ours = std::fs::File::open(&file).unwrap();
+    lockrun.signal(Signal::SIGKILL);
+    // On one host there is no TTL to hide a kill in: the moment the lock is
+    // free, nothing of the child's group may be left. We try without pause,
+    // so as to see the first moment it is free.
+    let deadline = procs::deadline();
+    let left = loop {
+        use nix::fcntl::{Flock, FlockArg};
+        match Flock::lock(ours, FlockArg::LockExclusiveNonblock) {
+            Ok(_held) => break pids.iter().filter(|p| alive(**p)).count(),
+            Err((file, _)) => ours = file,
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lock stayed held after lockrun was killed"
+        );
+        std::thread::yield_now();
+    };
+    assert_eq!(left, 0, "the lock was free while the child's group lived");
+    assert!(wait_until(procs::deadline(), || lockrun.exited()));
+}
+
+/// Runs `count` lockruns with `args` at once, each child logging its own
+/// start and end; returns the spans.
+fn contend(dir: &Path, count: usize, args: &[&str], hold_ms: u64) -> Vec<(u128, u128)> {
+    let work = scratch();
+    let body = format!(
+        "s=$(date +%s%N); sleep {}; e=$(date +%s%N); echo $s $e > \"$1/span-$2\"",
+        hold_ms as f64 / 1000.0
+    );
+    let runs: Vec<Running> = (0..count)
+        .map(|i| {
+            let mut cmd = local(dir, args);
+            cmd.args(["--shell", "--", &body])
+                .arg(work.path())
+                .arg(i.to_string());
+            Running::spawn(&mut cmd)
+        })
+        .collect();
+    for running in runs {
+        status(&running.finish(), 0, "a contender");
+    }
+    (0..count)
+        .map(|i| {
+            let text = std::fs::read_to_string(work.path().join(format!("span-{i}"))).unwrap();
+            let mut words = text.split_whitespace().map(|w| w.parse::<u128>().unwrap());
+            (words.next().unwrap(), words.next().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn contenders_for_one_key_never_overlap() {
+    let dir = scratch();
+    let spans = contend(dir.path(), 8, &["elect", "churn"], 30);
+    assert_eq!(max_overlap(spans.iter().copied()), 1, "{spans:?}");
+}
+
+#[test]
+fn a_semaphore_never_runs_more_than_its_limit() {
+    let dir = scratch();
+    let spans = contend(dir.path(), 6, &["semaphore", "--limit", "2", "pool"], 200);
+    let overlap = max_overlap(spans.iter().copied());
+    assert!(overlap <= 2, "{overlap} children at once: {spans:?}");
+    let output = run(&mut local(dir.path(), &["leader", "pool"]));
+    status(&output, 1, "leader of an idle semaphore");
+}
+
+#[test]
+fn release_stops_the_holders_child_and_it_exits_124() {
+    let dir = scratch();
+    let work = scratch();
+    let holder = hold(dir.path(), work.path(), &["elect", "--value", "web-3", "k"]);
+    let output = run(&mut local(dir.path(), &["release", "k"]));
+    status(&output, 0, "release");
+    assert!(stdout(&output).contains("web-3"), "{output:?}");
+    let output = holder.finish();
+    status(&output, 124, "the released holder");
+    assert!(flock_free(&dir.path().join("k")));
+    let output = run(&mut local(dir.path(), &["release", "k"]));
+    status(&output, 1, "release with no holder");
+}
+
+#[test]
+fn leader_json_wait_and_timeout() {
+    let dir = scratch();
+    let output = run(&mut local(
+        dir.path(),
+        &["leader", "--wait", "--timeout", "200ms", "k"],
+    ));
+    status(&output, 1, "leader --wait that times out");
+    let work = scratch();
+    let before = now_ns();
+    let holder = hold(dir.path(), work.path(), &["elect", "--value", "v1", "k"]);
+    let output = run(&mut local(dir.path(), &["leader", "--wait", "--json", "k"]));
+    status(&output, 0, "leader --wait --json");
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["kind"], "lock");
+    assert_eq!(json["held"], true);
+    let holders = json["holders"].as_array().unwrap();
+    assert_eq!(holders.len(), 1, "{json}");
+    assert_eq!(holders[0]["value"], "v1");
+    assert!(holders[0]["lock_index"].as_u64().is_some(), "{json}");
+    assert!(
+        u128::from(holders[0]["since_unix"].as_u64().unwrap()) * 1_000_000_000 + 1_000_000_000
+            >= before,
+        "{json}"
+    );
+    std::fs::write(work.path().join("go"), "").unwrap();
+    status(&holder.finish(), 0, "the holder");
+}
+
+#[test]
+fn waiting_ends_on_timeout_with_75_and_on_a_signal_by_that_signal() {
+    let dir = scratch();
+    let work = scratch();
+    let holder = hold(dir.path(), work.path(), &["elect", "k"]);
+    let output = run(&mut local(
+        dir.path(),
+        &["elect", "--timeout", "300ms", "k", "--", "true"],
+    ));
+    status(&output, 75, "--timeout while held");
+    let output = run(&mut local(
+        dir.path(),
+        &["elect", "-n", "-E", "0", "k", "--", "true"],
+    ));
+    status(&output, 0, "-E 0 while held");
+
+    let waiter = Running::spawn(&mut local(dir.path(), &["elect", "k", "--", "true"]));
+    // The waiter is blocked in flock(2) once /proc/locks lists a blocked
+    // request (`->`) on the lock file.
+    let inode = std::fs::metadata(dir.path().join("k")).unwrap().ino();
+    let blocked = wait_until(procs::deadline(), || {
+        std::fs::read_to_string("/proc/locks").is_ok_and(|locks| {
+            locks
+                .lines()
+                .any(|l| l.contains("->") && l.contains(&format!(":{inode} ")))
+        })
+    });
+    assert!(blocked, "the waiter never blocked on the lock");
+    waiter.signal(Signal::SIGTERM);
+    let output = waiter.finish();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(output.status.signal(), Some(libc::SIGTERM), "{output:?}");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    status(&holder.finish(), 0, "the holder");
+}
+
+#[test]
+fn flags_of_the_other_backend_are_refused_and_nothing_falls_back() {
+    let dir = scratch();
+    let output = run(&mut local(
+        dir.path(),
+        &["elect", "--ttl", "20s", "k", "--", "true"],
+    ));
+    status(&output, 2, "--ttl with --backend local");
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(err.contains("--ttl belongs to the consul backend"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    let mut cmd = bare(["--lock-dir"]);
+    cmd.arg(dir.path()).args(["elect", "k", "--", "true"]);
+    let output = run(&mut cmd);
+    status(&output, 2, "--lock-dir with the consul backend");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("--lock-dir belongs to the local backend")
+    );
+
+    let output = run(&mut bare(["--backend", "nfs", "elect", "k", "--", "true"]));
+    status(&output, 2, "an unknown backend");
+
+    // No backend chosen and no Consul listening: an error, never a local lock.
+    let output = run(bare(["elect", "-n", "k", "--", "true"])
+        .env("CONSUL_HTTP_ADDR", "127.0.0.1:1")
+        .env("LOCKRUN_LOCK_DIR", dir.path()));
+    status(&output, 125, "consul unreachable");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "something was written to the lock directory"
+    );
+
+    // LOCKRUN_BACKEND chooses as --backend does.
+    let output = run(bare(["elect", "k", "--", "true"])
+        .env("LOCKRUN_BACKEND", "local")
+        .env("LOCKRUN_LOCK_DIR", dir.path()));
+    status(&output, 0, "LOCKRUN_BACKEND=local");
+    assert!(dir.path().join("k").exists());
+
+    let output = run(&mut local(dir.path(), &["elect", "../k", "--", "true"]));
+    status(&output, 2, "a key that climbs out of the lock directory");
+}
