@@ -56,7 +56,7 @@ impl Exit {
         ),
         (
             "125",
-            "lockrun itself failed: Consul unreachable, permission denied, conflict, bad config",
+            "lockrun itself failed: the engine unreachable, permission denied, conflict, bad config",
         ),
         ("126", "COMMAND found but not executable"),
         ("127", "COMMAND not found"),
