@@ -40,5 +40,7 @@ mod errors;
 mod tls;
 // `--backend local` end to end, beside real flock(1).
 mod local_cli;
+// The same scenarios on every backend.
+mod backends;
 // The `local` backend's engine through the backend seam.
 mod local_engine;

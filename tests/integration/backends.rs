@@ -1,0 +1,221 @@
+//! The backend-independent suite: the same scenarios, word for word, on
+//! every engine (SPEC §6: the subcommands, exit statuses, signals and the
+//! safety promise are the same everywhere). Consul runs on the emulator, or
+//! on a real agent with `LOCKRUN_TEST_CONSUL_ADDR`; `local` needs nothing.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use nix::sys::signal::Signal;
+
+use crate::consul::TestConsul;
+use crate::support::{self, max_overlap, run, scratch, script_with, wait_for_file, Running};
+
+/// Where the locks live for one test.
+enum Place {
+    Consul(TestConsul, String),
+    Local(tempfile::TempDir),
+}
+
+impl Place {
+    fn consul(test: &str) -> Place {
+        let consul = TestConsul::start_fast();
+        let prefix = consul.prefix(test);
+        Place::Consul(consul, prefix)
+    }
+
+    fn local() -> Place {
+        Place::Local(scratch())
+    }
+
+    /// A key unique to this test.
+    fn key(&self, name: &str) -> String {
+        match self {
+            Place::Consul(_, prefix) => format!("{prefix}/{name}"),
+            Place::Local(_) => format!("t/{name}"),
+        }
+    }
+
+    fn lockrun(&self, args: &[&str]) -> Command {
+        match self {
+            Place::Consul(consul, _) => support::lockrun(consul, args),
+            Place::Local(dir) => {
+                let mut cmd = support::bare(["--backend", "local", "--lock-dir"]);
+                cmd.arg(dir.path()).args(args);
+                cmd
+            }
+        }
+    }
+
+    fn status(&self, output: &Output, code: i32, what: &str) {
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "{what}: {}\n--- stdout ---\n{}\n--- stderr ---\n{}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr),
+            match self {
+                Place::Consul(consul, _) =>
+                    format!("\n--- Consul ---\n{}", consul.request_log_dump()),
+                Place::Local(_) => String::new(),
+            }
+        );
+    }
+
+    /// A holder whose `--shell` child touches `ready` and waits for `go`
+    /// (`setup` runs first, traps say).
+    fn hold(&self, work: &Path, setup: &str, args: &[&str]) -> Running {
+        let body = script_with(setup, "while [ ! -e \"$1/go\" ]; do sleep 0.05; done");
+        let mut cmd = self.lockrun(args);
+        cmd.args(["--shell", "--", &body]).arg(work);
+        let running = Running::spawn(&mut cmd);
+        wait_for_file(&work.join("ready"));
+        running
+    }
+}
+
+/// One scenario as a test per backend.
+macro_rules! on_every_backend {
+    ($scenario:ident) => {
+        mod $scenario {
+            use super::*;
+
+            #[test]
+            fn on_local() {
+                super::$scenario(&Place::local());
+            }
+
+            #[test]
+            fn on_consul() {
+                super::$scenario(&Place::consul(stringify!($scenario)));
+            }
+        }
+    };
+}
+
+fn the_childs_status_key_and_a_growing_fence(place: &Place) {
+    let key = place.key("status");
+    let mut fences = Vec::new();
+    for _ in 0..3 {
+        let output = run(&mut place.lockrun(&[
+            "elect",
+            &key,
+            "--",
+            "sh",
+            "-c",
+            "echo $LOCKRUN_KEY $LOCKRUN_LOCK_INDEX; exit 7",
+        ]));
+        place.status(&output, 7, "the child's own status");
+        let out = String::from_utf8_lossy(&output.stdout).into_owned();
+        let words: Vec<&str> = out.split_whitespace().collect();
+        assert_eq!(words.first(), Some(&key.as_str()), "{out}");
+        fences.push(words[1].parse::<u64>().unwrap());
+    }
+    assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
+}
+on_every_backend!(the_childs_status_key_and_a_growing_fence);
+
+/// Runs `count` lockruns with `args` at once; each child logs its own span.
+fn contend(place: &Place, count: usize, args: &[&str]) -> Vec<(u128, u128)> {
+    let work = scratch();
+    let body = "s=$(date +%s%N); sleep 0.1; e=$(date +%s%N); echo $s $e > \"$1/span-$2\"";
+    let runs: Vec<Running> = (0..count)
+        .map(|i| {
+            let mut cmd = place.lockrun(args);
+            cmd.args(["--shell", "--", body])
+                .arg(work.path())
+                .arg(i.to_string());
+            Running::spawn(&mut cmd)
+        })
+        .collect();
+    for running in runs {
+        place.status(&running.finish(), 0, "a contender");
+    }
+    (0..count)
+        .map(|i| {
+            let text = std::fs::read_to_string(work.path().join(format!("span-{i}"))).unwrap();
+            let mut words = text.split_whitespace().map(|w| w.parse::<u128>().unwrap());
+            (words.next().unwrap(), words.next().unwrap())
+        })
+        .collect()
+}
+
+fn contenders_never_overlap(place: &Place) {
+    let key = place.key("churn");
+    let spans = contend(place, 6, &["elect", &key]);
+    assert_eq!(max_overlap(spans.iter().copied()), 1, "{spans:?}");
+}
+on_every_backend!(contenders_never_overlap);
+
+fn a_semaphore_never_exceeds_its_limit(place: &Place) {
+    let prefix = place.key("pool");
+    let spans = contend(place, 5, &["semaphore", "--limit", "2", &prefix]);
+    let overlap = max_overlap(spans.iter().copied());
+    assert!(overlap <= 2, "{overlap} at once: {spans:?}");
+}
+on_every_backend!(a_semaphore_never_exceeds_its_limit);
+
+fn a_taken_lock_gives_75_or_the_chosen_status(place: &Place) {
+    let key = place.key("busy");
+    let work = scratch();
+    let holder = place.hold(work.path(), "", &["elect", "--value", "h1", &key]);
+    let output = run(&mut place.lockrun(&["elect", "-n", &key, "--", "true"]));
+    place.status(&output, 75, "--no-wait while held");
+    let output = run(&mut place.lockrun(&["elect", "-n", "-E", "0", &key, "--", "true"]));
+    place.status(&output, 0, "-E 0 while held");
+    let output = run(&mut place.lockrun(&["elect", "--timeout", "300ms", &key, "--", "true"]));
+    place.status(&output, 75, "--timeout while held");
+    let output = run(&mut place.lockrun(&["leader", &key]));
+    place.status(&output, 0, "leader while held");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "h1\n");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the holder");
+    let output = run(&mut place.lockrun(&["leader", &key]));
+    place.status(&output, 1, "leader once released");
+}
+on_every_backend!(a_taken_lock_gives_75_or_the_chosen_status);
+
+fn release_stops_the_holder_with_124(place: &Place) {
+    let key = place.key("released");
+    let work = scratch();
+    let holder = place.hold(
+        work.path(),
+        "trap 'touch \"$1/term\"; exit 143' TERM;",
+        &["elect", "--value", "web-3", &key],
+    );
+    let output = run(&mut place.lockrun(&["release", &key]));
+    place.status(&output, 0, "release");
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("web-3"),
+        "{output:?}"
+    );
+    place.status(&holder.finish(), 124, "the released holder");
+    assert!(
+        work.path().join("term").exists(),
+        "the child was not asked to stop"
+    );
+}
+on_every_backend!(release_stops_the_holder_with_124);
+
+fn a_stop_request_reaches_the_child_and_ends_lockrun_by_it(place: &Place) {
+    let key = place.key("stopped");
+    let work = scratch();
+    let holder = place.hold(
+        work.path(),
+        "trap 'touch \"$1/term\"; exit 143' TERM;",
+        &["elect", &key],
+    );
+    holder.signal(Signal::SIGTERM);
+    let output = holder.finish();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(output.status.signal(), Some(libc::SIGTERM), "{output:?}");
+    assert!(
+        work.path().join("term").exists(),
+        "the child never saw TERM"
+    );
+    // Released on the way out: the next run takes the lock at once.
+    let output = run(&mut place.lockrun(&["elect", "-n", &key, "--", "true"]));
+    place.status(&output, 0, "the next run");
+}
+on_every_backend!(a_stop_request_reaches_the_child_and_ends_lockrun_by_it);
