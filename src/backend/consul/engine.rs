@@ -48,7 +48,7 @@ fn patience(wait: Wait) -> Patience {
 
 /// A session we created, and what its cleanup must release.
 #[derive(Debug)]
-pub struct Session {
+pub struct ConsulSession {
     client: Client,
     id: SessionId,
     created_at: Instant,
@@ -67,13 +67,13 @@ struct Tried {
     released: Rc<Cell<bool>>,
 }
 
-impl Session {
+impl ConsulSession {
     pub fn id(&self) -> &SessionId {
         &self.id
     }
 }
 
-impl Lease for Session {
+impl Lease for ConsulSession {
     fn confirmed_at(&self) -> Instant {
         self.created_at
     }
@@ -135,14 +135,14 @@ async fn release(
 }
 
 impl Engine for Consul {
-    type Lease = Session;
-    type Claim = Holding;
+    type Lease = ConsulSession;
+    type Claim = ConsulClaim;
     type Error = AcquireError;
 
     /// Creates the session, retrying transient failures within the
     /// patience (for ever for a daemon: it outlives an agent restart), then
     /// reads it back: the budget holds only for the session we asked for.
-    async fn open_lease(&self, opening: Opening<'_>) -> Result<Session, AcquireError> {
+    async fn open_lease(&self, opening: Opening<'_>) -> Result<ConsulSession, AcquireError> {
         let mut retry = Retry::new(if opening.daemon {
             Patience::Forever
         } else {
@@ -171,7 +171,7 @@ impl Engine for Consul {
                 }
             };
             tracing::info!(session = %id, "session created");
-            let session = Session {
+            let session = ConsulSession {
                 client: self.client.clone(),
                 id,
                 created_at: sent,
@@ -205,11 +205,11 @@ impl Engine for Consul {
 
     async fn acquire(
         &self,
-        lease: &Session,
+        lease: &ConsulSession,
         target: &Target,
         value: &str,
         wait: Wait,
-    ) -> Result<Acquisition<Holding>, AcquireError> {
+    ) -> Result<Acquisition<ConsulClaim>, AcquireError> {
         let released = Rc::new(Cell::new(false));
         let value = value.as_bytes();
         lease.tried.replace(Some(Tried {
@@ -236,7 +236,7 @@ impl Engine for Consul {
             }
         };
         Ok(match acquired {
-            Acquired::Yes(kind) => Acquisition::Held(Holding {
+            Acquired::Yes(kind) => Acquisition::Held(ConsulClaim {
                 client: self.client.clone(),
                 target: target.clone(),
                 value: value.to_vec(),
@@ -256,7 +256,7 @@ enum Kind {
 
 /// A key or slot our session holds.
 #[derive(Debug)]
-pub struct Holding {
+pub struct ConsulClaim {
     client: Client,
     target: Target,
     value: Vec<u8>,
@@ -265,7 +265,7 @@ pub struct Holding {
     released: Rc<Cell<bool>>,
 }
 
-impl Holding {
+impl ConsulClaim {
     fn held(&self) -> &Held {
         match &self.kind {
             Kind::Lock(h) => &h.held,
@@ -274,7 +274,7 @@ impl Holding {
     }
 }
 
-impl Claim for Holding {
+impl Claim for ConsulClaim {
     type Error = AcquireError;
 
     fn fence(&self) -> u64 {
