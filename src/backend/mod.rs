@@ -43,6 +43,7 @@
 /// Consul: the HTTP client (one call per endpoint, no policy) and, in
 /// `lock/`, the lock algorithms compatible with Consul's Go API.
 pub mod consul;
+pub mod etcd;
 pub mod local;
 
 use std::ffi::OsString;

@@ -40,3 +40,7 @@ mod errors;
 mod tls;
 // The `local` backend's engine through the backend seam.
 mod local_engine;
+// A real etcd for the etcd tests, shared by the test binary.
+mod etcd_support;
+// The `etcd` backend's engine against a real etcd.
+mod etcd_engine;

@@ -1,0 +1,309 @@
+//! The `etcd` backend's engine, driven through the backend seam against a
+//! real etcd (see `etcd_support`): mutual exclusion, interop with
+//! `etcdctl lock` and `etcdctl elect` both ways, the lease and its
+//! keepalives, losing a claim to `etcdctl lease revoke`, fencing numbers.
+
+use std::time::Duration;
+
+use lockrun::backend::etcd::client::Range;
+use lockrun::backend::etcd::{Etcd, EtcdClaim, EtcdLease};
+use lockrun::backend::{Acquisition, Claim, Engine, Exposure, Lease, Renewal, Target, Wait};
+use tokio::time::Instant;
+
+use crate::etcd_support::{engine, etcdctl_ok, eventually, unique, Etcdctl};
+use crate::procs::deadline;
+use crate::support::{max_overlap, now_ns};
+
+/// etcd's minimum TTL with the default election timeout (1 s) is 2 s.
+const TTL: Duration = Duration::from_secs(2);
+
+fn lock(key: &str) -> Target {
+    Target::Lock { key: key.into() }
+}
+
+fn patient() -> Wait {
+    Wait::Until(Instant::from_std(deadline()))
+}
+
+async fn lease(etcd: &Etcd) -> EtcdLease {
+    etcd.open_lease().await.expect("a lease")
+}
+
+async fn take(etcd: &Etcd, lease: &EtcdLease, target: &Target, value: &str) -> EtcdClaim {
+    match etcd.acquire(lease, target, value, patient()).await {
+        Ok(Acquisition::Held(claim)) => claim,
+        Ok(Acquisition::Busy { holder }) => panic!("{target:?} busy (holder {holder:?})"),
+        Err(e) => panic!("{target:?}: {e}"),
+    }
+}
+
+async fn try_take(etcd: &Etcd, lease: &EtcdLease, target: &Target) -> Option<EtcdClaim> {
+    match etcd.acquire(lease, target, "v", Wait::Once).await {
+        Ok(Acquisition::Held(claim)) => Some(claim),
+        Ok(Acquisition::Busy { .. }) => None,
+        Err(e) => panic!("{target:?}: {e}"),
+    }
+}
+
+/// The contender keys under `key/`, oldest first.
+async fn contenders(etcd: &Etcd, key: &str) -> Vec<String> {
+    let answer = etcd
+        .client()
+        .range(&Range::prefix(format!("{key}/").as_bytes()).first_created())
+        .await
+        .expect("read the contenders");
+    answer.kvs.iter().map(|kv| kv.key_str()).collect()
+}
+
+async fn wait_contenders(etcd: &Etcd, key: &str, n: usize) {
+    eventually(&format!("{n} contenders under `{key}`"), async || {
+        contenders(etcd, key).await.len() == n
+    })
+    .await;
+}
+
+fn env_of(claim: &EtcdClaim, name: &str) -> String {
+    claim
+        .env()
+        .into_iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_string().unwrap())
+        .unwrap_or_else(|| panic!("no {name} in the claim's environment"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_contenders_never_overlap() {
+    let etcd = engine(TTL);
+    let key = unique("eight");
+    let target = lock(&key);
+    let mut tasks = Vec::new();
+    for n in 0..8 {
+        let (etcd, target) = (etcd.clone(), target.clone());
+        tasks.push(tokio::spawn(async move {
+            let lease = lease(&etcd).await;
+            let mut spans = Vec::new();
+            for _ in 0..3 {
+                let claim = take(&etcd, &lease, &target, &format!("c{n}")).await;
+                let start = now_ns();
+                // Long enough for a rival that wrongly believed it held the
+                // lock to show up inside our span.
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                spans.push((start, now_ns()));
+                claim.release().await.expect("release");
+            }
+            lease.close().await;
+            spans
+        }));
+    }
+    let mut spans = Vec::new();
+    for task in tasks {
+        spans.extend(task.await.expect("a contender"));
+    }
+    assert_eq!(spans.len(), 24);
+    assert_eq!(
+        max_overlap(spans),
+        1,
+        "two contenders held the lock at once"
+    );
+    assert!(contenders(&etcd, &key).await.is_empty(), "keys left behind");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_lock_has_etcds_layout_and_facts() {
+    let etcd = engine(TTL);
+    let key = unique("layout");
+    let lease = lease(&etcd).await;
+    let claim = take(&etcd, &lease, &lock(&key), "me").await;
+    let own = format!("{key}/{:x}", lease.id());
+    assert_eq!(claim.key(), own);
+    assert_eq!(env_of(&claim, "ETCD_LOCK_KEY"), own);
+    assert_eq!(env_of(&claim, "LOCKRUN_KEY"), key);
+    let answer = etcd
+        .client()
+        .range(&Range::key(own.as_bytes()))
+        .await
+        .unwrap();
+    let kv = &answer.kvs[0];
+    assert_eq!(kv.value_str(), "me");
+    assert_eq!(kv.lease, lease.id());
+    assert_eq!(claim.fence(), kv.create_revision as u64);
+    assert_eq!(
+        env_of(&claim, "ETCD_LOCK_REV"),
+        kv.create_revision.to_string()
+    );
+    assert_eq!(
+        env_of(&claim, "LOCKRUN_LOCK_INDEX"),
+        kv.create_revision.to_string()
+    );
+    // `etcdctl elect -l` shows our value as the leader's.
+    let observer = Etcdctl::spawn(&["elect", "-l", &key]);
+    assert_eq!(observer.line(), own);
+    assert_eq!(observer.line(), "me");
+    drop(observer);
+    claim.release().await.unwrap();
+    assert!(contenders(&etcd, &key).await.is_empty());
+    lease.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcdctl_lock_waits_for_the_engine() {
+    let etcd = engine(TTL);
+    let key = unique("etcdctl-waits");
+    let lease = lease(&etcd).await;
+    let claim = take(&etcd, &lease, &lock(&key), "lockrun").await;
+    let rival = Etcdctl::spawn(&["lock", &key]);
+    wait_contenders(&etcd, &key, 2).await;
+    // etcdctl prints its key only once it holds the lock.
+    assert_eq!(rival.printed(), None, "etcdctl lock got a held lock");
+    let ours = claim.fence();
+    claim.release().await.unwrap();
+    let theirs = rival.line();
+    assert!(theirs.starts_with(&format!("{key}/")), "{theirs}");
+    let kvs = etcd
+        .client()
+        .range(&Range::key(theirs.as_bytes()))
+        .await
+        .unwrap()
+        .kvs;
+    assert!(kvs[0].create_revision as u64 > ours);
+    // And while etcdctl holds it, we cannot.
+    assert!(try_take(&etcd, &lease, &lock(&key)).await.is_none());
+    rival.interrupt();
+    lease.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_waits_for_etcdctl_lock_and_elect() {
+    let etcd = engine(TTL);
+    for holder in ["lock", "elect"] {
+        let key = unique(&format!("waits-for-{holder}"));
+        let rival = if holder == "lock" {
+            Etcdctl::spawn(&["lock", &key])
+        } else {
+            Etcdctl::spawn(&["elect", &key, "them"])
+        };
+        let theirs = rival.line();
+        let lease = lease(&etcd).await;
+        match etcd.acquire(&lease, &lock(&key), "us", Wait::Once).await {
+            Ok(Acquisition::Busy { holder: value }) => {
+                let expected = if holder == "lock" { "" } else { "them" };
+                assert_eq!(value.as_deref(), Some(expected));
+            }
+            other => panic!("acquired a lock etcdctl {holder} holds: {other:?}"),
+        }
+        // `--no-wait` left nothing behind.
+        assert_eq!(contenders(&etcd, &key).await, std::slice::from_ref(&theirs));
+        let waiter = {
+            let (etcd, key) = (etcd.clone(), key.clone());
+            tokio::spawn(async move {
+                let lease = lease;
+                let claim = take(&etcd, &lease, &lock(&key), "us").await;
+                (claim, lease)
+            })
+        };
+        wait_contenders(&etcd, &key, 2).await;
+        assert!(
+            !waiter.is_finished(),
+            "acquired while etcdctl {holder} held"
+        );
+        rival.interrupt();
+        let (claim, lease) = waiter.await.unwrap();
+        assert_eq!(contenders(&etcd, &key).await, [claim.key()]);
+        claim.release().await.unwrap();
+        lease.close().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcdctl_elect_waits_for_the_engine() {
+    let etcd = engine(TTL);
+    let key = unique("elect-waits");
+    let lease = lease(&etcd).await;
+    let claim = take(&etcd, &lease, &lock(&key), "lockrun").await;
+    let rival = Etcdctl::spawn(&["elect", &key, "them"]);
+    wait_contenders(&etcd, &key, 2).await;
+    assert_eq!(rival.printed(), None, "etcdctl elect won a held election");
+    claim.release().await.unwrap();
+    assert!(rival.line().starts_with(&format!("{key}/")));
+    assert_eq!(rival.line(), "them");
+    rival.interrupt();
+    lease.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_reports_the_ttl_etcd_grants() {
+    // Asked for 1 s, etcd grants its minimum, 2 s: the budget follows.
+    let etcd = engine(Duration::from_secs(1));
+    let lease = lease(&etcd).await;
+    assert_eq!(lease.ttl(), TTL);
+    assert_eq!(lease.renew_every(), Some(TTL / 3));
+    assert_eq!(lease.exposure(&lock("k")), Exposure::After(TTL));
+    match lease.renew(Duration::from_secs(5)).await {
+        Renewal::Confirmed { ttl } => assert_eq!(ttl, Some(TTL)),
+        other => panic!("keepalive not confirmed: {other:?}"),
+    }
+    etcdctl_ok(&["lease", "revoke", &format!("{:x}", lease.id())]);
+    match lease.renew(Duration::from_secs(5)).await {
+        Renewal::Gone(why) => assert!(why.contains("revoked or ran out"), "{why}"),
+        other => panic!("a revoked lease renewed: {other:?}"),
+    }
+    lease.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_lease_is_a_lost_claim_at_once() {
+    let etcd = engine(TTL);
+    let key = unique("revoked");
+    let lease = lease(&etcd).await;
+    let mut claim = take(&etcd, &lease, &lock(&key), "us").await;
+    let rival = Etcdctl::spawn(&["lock", &key]);
+    wait_contenders(&etcd, &key, 2).await;
+    let watching = tokio::spawn(async move {
+        let why = claim.watch().await;
+        (why, now_ns())
+    });
+    let revoked_at = now_ns();
+    etcdctl_ok(&["lease", "revoke", &format!("{:x}", lease.id())]);
+    let (why, lost_at) = watching.await.unwrap();
+    assert!(why.contains("deleted"), "{why}");
+    let _ = rival.line();
+    let latency = Duration::from_nanos((lost_at - revoked_at) as u64);
+    eprintln!("revoke to loss: {latency:?}");
+    assert!(
+        latency < Duration::from_secs(2),
+        "loss seen after {latency:?}"
+    );
+    rival.interrupt();
+    lease.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_numbers_strictly_increase_across_holders() {
+    let etcd = engine(TTL);
+    let key = unique("fence");
+    let mut last = 0u64;
+    for round in 0..3 {
+        let lease = lease(&etcd).await;
+        let claim = take(&etcd, &lease, &lock(&key), "us").await;
+        assert!(
+            claim.fence() > last,
+            "round {round}: {} after {last}",
+            claim.fence()
+        );
+        last = claim.fence();
+        claim.release().await.unwrap();
+        lease.close().await;
+        // An etcdctl holder in between.
+        let rival = Etcdctl::spawn(&["lock", &key]);
+        let theirs = rival.line();
+        let kvs = etcd
+            .client()
+            .range(&Range::key(theirs.as_bytes()))
+            .await
+            .unwrap()
+            .kvs;
+        assert!(kvs[0].create_revision as u64 > last);
+        last = kvs[0].create_revision as u64;
+        rival.interrupt();
+    }
+}

@@ -1,0 +1,260 @@
+//! A real etcd for the etcd tests: one per test binary run, started on the
+//! first use on loopback ephemeral ports with its own data directory, and
+//! shared (each test uses its own key prefix). It never touches :2379, where
+//! Debian's package may run a system etcd.
+//!
+//! The server runs under a small `sh` that waits on a pipe we hold: when
+//! this process exits, however it exits, the pipe closes, and the shell
+//! stops etcd and removes its data directory. A missing `etcd` binary fails
+//! the tests loudly with the install hint; it never passes silently.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::process::{ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use lockrun::backend::etcd::{Etcd, EtcdConfig};
+
+use crate::procs::PATIENCE;
+
+pub const INSTALL_HINT: &str =
+    "the etcd tests need etcd and etcdctl 3.4 or later: apt-get install etcd-server etcd-client";
+
+/// The shared etcd.
+pub struct TestEtcd {
+    pub endpoint: String,
+    /// Closing it stops etcd; held for the life of the test binary.
+    _keeper: Mutex<ChildStdin>,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl TestEtcd {
+    /// etcd's last log lines, for a failing test's message.
+    pub fn log_tail(&self) -> String {
+        let log = self.log.lock().unwrap();
+        let start = log.len().saturating_sub(30);
+        log[start..].join("\n")
+    }
+}
+
+static ETCD: OnceLock<TestEtcd> = OnceLock::new();
+
+/// The shared etcd, started on first use.
+pub fn etcd() -> &'static TestEtcd {
+    ETCD.get_or_init(|| {
+        let mut last = String::new();
+        // A port another process grabbed between our probe and etcd's bind
+        // makes etcd exit; new ports then.
+        for _ in 0..3 {
+            match start() {
+                Ok(etcd) => return etcd,
+                Err(e) => last = e,
+            }
+        }
+        panic!("cannot start a test etcd: {last}");
+    })
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("an ephemeral port")
+        .port()
+}
+
+fn start() -> Result<TestEtcd, String> {
+    match Command::new("etcd").arg("--version").output() {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => panic!("`etcd --version` failed ({}); {INSTALL_HINT}", out.status),
+        Err(e) => panic!("cannot run `etcd` ({e}); {INSTALL_HINT}"),
+    }
+    let (client, peer) = (free_port(), free_port());
+    let dir = tempfile::Builder::new()
+        .prefix("lockrun-etcd-")
+        .tempdir()
+        .expect("a data directory")
+        .keep();
+    let endpoint = format!("http://127.0.0.1:{client}");
+    let peer_url = format!("http://127.0.0.1:{peer}");
+    let mut child = Command::new("sh")
+        .args([
+            "-c",
+            r#"dir=$1; shift; etcd "$@" 2>&1 & e=$!; read _; kill $e; wait $e; rm -rf "$dir""#,
+            "sh",
+        ])
+        .arg(&dir)
+        .args(["--name", "lockrun-test", "--data-dir"])
+        .arg(dir.join("data"))
+        .args(["--listen-client-urls", &endpoint])
+        .args(["--advertise-client-urls", &endpoint])
+        .args(["--listen-peer-urls", &peer_url])
+        .args(["--initial-advertise-peer-urls", &peer_url])
+        .args(["--initial-cluster", &format!("lockrun-test={peer_url}")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run sh: {e}"))?;
+    let keeper = child.stdin.take().expect("piped stdin");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let sink = log.clone();
+    // Drains etcd's log for as long as it runs, so it never blocks on a
+    // full pipe, and reports readiness.
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line.contains("ready to serve client requests") {
+                let _ = ready_tx.send(true);
+            }
+            sink.lock().unwrap().push(line);
+        }
+        let _ = ready_tx.send(false);
+    });
+    // The shell reaps etcd; we reap the shell in the background.
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+    let etcd = TestEtcd {
+        endpoint,
+        _keeper: Mutex::new(keeper),
+        log,
+    };
+    match ready_rx.recv_timeout(PATIENCE) {
+        Ok(true) => Ok(etcd),
+        Ok(false) => Err(format!("etcd exited:\n{}", etcd.log_tail())),
+        Err(_) => Err(format!(
+            "etcd was not ready within {PATIENCE:?}:\n{}",
+            etcd.log_tail()
+        )),
+    }
+}
+
+impl Drop for TestEtcd {
+    fn drop(&mut self) {
+        // Never reached for the static; a failed start closes the pipe here.
+        let _ = self._keeper.lock().map(|mut k| k.flush());
+    }
+}
+
+/// A key prefix no other test uses.
+pub fn unique(name: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "lockrun-test/{}-{}/{name}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// An engine on the shared etcd granting leases of `ttl`.
+pub fn engine(ttl: Duration) -> Etcd {
+    let config = EtcdConfig::plain(&[&etcd().endpoint]).expect("a valid endpoint");
+    Etcd::new(&config, ttl).expect("a valid engine")
+}
+
+/// `etcdctl` pointed at the shared etcd.
+pub fn etcdctl() -> Command {
+    let mut cmd = Command::new("etcdctl");
+    cmd.env("ETCDCTL_API", "3")
+        .env_remove("ETCDCTL_USER")
+        .args(["--endpoints", &etcd().endpoint]);
+    cmd
+}
+
+/// Runs `etcdctl ARGS` to completion, failing the test if it fails.
+pub fn etcdctl_ok(args: &[&str]) -> String {
+    let out = etcdctl()
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run etcdctl ({e}); {INSTALL_HINT}"));
+    assert!(
+        out.status.success(),
+        "etcdctl {args:?}: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A long-running etcdctl (`lock` or `elect`) whose stdout lines arrive on a
+/// channel; interrupted and reaped on drop.
+pub struct Etcdctl {
+    child: std::process::Child,
+    stopped: bool,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Etcdctl {
+    pub fn spawn(args: &[&str]) -> Etcdctl {
+        let mut child = etcdctl()
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run etcdctl ({e}); {INSTALL_HINT}"));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Etcdctl {
+            child,
+            stopped: false,
+            lines,
+        }
+    }
+
+    /// The next stdout line, waiting at most [`PATIENCE`].
+    pub fn line(&self) -> String {
+        self.lines
+            .recv_timeout(PATIENCE)
+            .unwrap_or_else(|e| panic!("etcdctl printed nothing within {PATIENCE:?} ({e})"))
+    }
+
+    /// A line already printed, without waiting.
+    pub fn printed(&self) -> Option<String> {
+        self.lines.try_recv().ok()
+    }
+
+    /// SIGINT, as an operator's Ctrl-C: etcdctl lets go and exits.
+    pub fn interrupt(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        if std::mem::replace(&mut self.stopped, true) {
+            return;
+        }
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Etcdctl {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Waits (without sleeping blindly) until `check` holds, polling etcd.
+pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let until = tokio::time::Instant::now() + PATIENCE;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "{what}: not within {PATIENCE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
