@@ -307,3 +307,111 @@ async fn fencing_numbers_strictly_increase_across_holders() {
         rival.interrupt();
     }
 }
+
+fn slots(prefix: &str, limit: u32) -> Target {
+    Target::Slot {
+        prefix: prefix.into(),
+        limit,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_never_admits_more_than_its_limit() {
+    let etcd = engine(TTL);
+    let prefix = unique("bound");
+    let target = slots(&prefix, 2);
+    let mut tasks = Vec::new();
+    for n in 0..6 {
+        let (etcd, target) = (etcd.clone(), target.clone());
+        tasks.push(tokio::spawn(async move {
+            let lease = lease(&etcd).await;
+            let mut spans = Vec::new();
+            for _ in 0..3 {
+                let claim = take(&etcd, &lease, &target, &format!("c{n}")).await;
+                assert!(claim.slot().unwrap() < 2);
+                let start = now_ns();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                spans.push((start, now_ns()));
+                claim.release().await.expect("release");
+            }
+            lease.close().await;
+            spans
+        }));
+    }
+    let mut spans = Vec::new();
+    for task in tasks {
+        spans.extend(task.await.expect("a contender"));
+    }
+    assert_eq!(spans.len(), 18);
+    let most = max_overlap(spans);
+    assert!(most <= 2, "{most} contenders held one of 2 slots at once");
+    assert!(
+        contenders(&etcd, &prefix).await.is_empty(),
+        "keys left behind"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_gets_the_slot_whichever_holder_leaves() {
+    let etcd = engine(TTL);
+    let prefix = unique("any-leaves");
+    let target = slots(&prefix, 2);
+    let (l1, l2, l3) = (lease(&etcd).await, lease(&etcd).await, lease(&etcd).await);
+    let first = take(&etcd, &l1, &target, "first").await;
+    let second = take(&etcd, &l2, &target, "second").await;
+    assert_eq!((first.slot(), second.slot()), (Some(0), Some(1)));
+    match etcd.acquire(&l3, &target, "third", Wait::Once).await {
+        Ok(Acquisition::Busy { holder }) => assert_eq!(holder.as_deref(), Some("first")),
+        other => panic!("a third slot out of 2: {other:?}"),
+    }
+    let waiter = {
+        let (etcd, target) = (etcd.clone(), target.clone());
+        tokio::spawn(async move {
+            let claim = take(&etcd, &l3, &target, "third").await;
+            (claim, l3)
+        })
+    };
+    wait_contenders(&etcd, &prefix, 3).await;
+    assert!(!waiter.is_finished(), "a third slot out of 2");
+    // The younger holder leaves: the waiter must notice, though the oldest
+    // key is still there.
+    second.release().await.unwrap();
+    let (third, l3) = waiter.await.unwrap();
+    assert_eq!(third.slot(), Some(1));
+    for (claim, lease) in [(first, l1), (third, l3)] {
+        claim.release().await.unwrap();
+        lease.close().await;
+    }
+    l2.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_limit_mismatch_names_both() {
+    let etcd = engine(TTL);
+    let prefix = unique("mismatch");
+    let (l1, l2) = (lease(&etcd).await, lease(&etcd).await);
+    let held = take(&etcd, &l1, &slots(&prefix, 2), "a").await;
+    let e = etcd
+        .acquire(&l2, &slots(&prefix, 3), "b", patient())
+        .await
+        .expect_err("a contender with another limit");
+    let message = e.to_string();
+    assert!(!e.is_transient());
+    assert!(
+        message.contains("limit 2") && message.contains("not 3"),
+        "{message}"
+    );
+    assert!(message.contains(&held.key()), "{message}");
+    // The refused contender left nothing behind.
+    assert_eq!(contenders(&etcd, &prefix).await, [held.key()]);
+    // Nor may anything else live under the prefix.
+    etcdctl_ok(&["put", &format!("{prefix}/stray"), "x"]);
+    let e = etcd
+        .acquire(&l2, &slots(&prefix, 2), "b", patient())
+        .await
+        .expect_err("a foreign key under the prefix");
+    assert!(e.to_string().contains("stray"), "{e}");
+    held.release().await.unwrap();
+    l1.close().await;
+    l2.close().await;
+}
