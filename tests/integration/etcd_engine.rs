@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use lockrun::backend::etcd::client::Range;
 use lockrun::backend::etcd::{Etcd, EtcdClaim, EtcdLease};
-use lockrun::backend::{Acquisition, Claim, Engine, Exposure, Lease, Renewal, Target, Wait};
+use lockrun::backend::{
+    self, Acquisition, Changes, Claim, Engine, Exposure, Inspect, Lease, Renewal, Target, Wait,
+    Which,
+};
 use tokio::time::Instant;
 
 use crate::etcd_support::{engine, etcdctl_ok, eventually, unique, Etcdctl};
@@ -414,4 +417,131 @@ async fn a_semaphore_limit_mismatch_names_both() {
     held.release().await.unwrap();
     l1.close().await;
     l2.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holders_show_the_lock_holder_and_the_slot_holders() {
+    let etcd = engine(TTL);
+    let key = unique("holders");
+    assert!(etcd.holders(&lock(&key)).await.unwrap().is_empty());
+    let rival = Etcdctl::spawn(&["elect", &key, "them"]);
+    let _ = rival.line();
+    let holders = etcd.holders(&lock(&key)).await.unwrap();
+    assert_eq!(holders.len(), 1);
+    assert_eq!(holders[0].value.as_deref(), Some("them"));
+    rival.interrupt();
+
+    let prefix = unique("slot-holders");
+    let target = slots(&prefix, 2);
+    let leases = [lease(&etcd).await, lease(&etcd).await];
+    let a = take(&etcd, &leases[0], &target, "a").await;
+    let b = take(&etcd, &leases[1], &target, "b").await;
+    let holders = etcd.holders(&target).await.unwrap();
+    let shown: Vec<_> = holders
+        .iter()
+        .map(|h| (h.value.clone().unwrap(), h.slot.unwrap(), h.fence.unwrap()))
+        .collect();
+    assert_eq!(
+        shown,
+        [("a".into(), 0, a.fence()), ("b".into(), 1, b.fence())]
+    );
+    for lease in leases {
+        lease.close().await;
+    }
+    assert!(etcd.holders(&target).await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_follow_the_holder_without_polling() {
+    let etcd = engine(TTL);
+    let key = unique("changes");
+    let target = lock(&key);
+    let mut changes = etcd.changes(&target).await.unwrap();
+    assert!(changes.next().await.unwrap().is_empty());
+    let waiting = {
+        let (etcd, target) = (etcd.clone(), target.clone());
+        tokio::spawn(async move { backend::wait_for_holder(&etcd, &target).await })
+    };
+    let lease = lease(&etcd).await;
+    let claim = take(&etcd, &lease, &target, "first").await;
+    let held = waiting.await.unwrap().unwrap();
+    assert_eq!(held[0].value.as_deref(), Some("first"));
+    let now = changes.next().await.unwrap();
+    assert_eq!(now[0].value.as_deref(), Some("first"));
+    // A waiter joining changes nothing `leader` shows; the holder leaving does.
+    let rival = Etcdctl::spawn(&["elect", &key, "second"]);
+    wait_contenders(&etcd, &key, 2).await;
+    claim.release().await.unwrap();
+    let now = changes.next().await.unwrap();
+    assert_eq!(now[0].value.as_deref(), Some("second"));
+    rival.interrupt();
+    assert!(changes.next().await.unwrap().is_empty());
+    lease.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_release_revokes_the_chosen_holders_lease() {
+    let etcd = engine(TTL);
+    let key = unique("force");
+    let lease1 = lease(&etcd).await;
+    let mut claim = take(&etcd, &lease1, &lock(&key), "victim").await;
+    let released = etcd.force_release(&lock(&key), &Which::All).await.unwrap();
+    assert_eq!(released.len(), 1);
+    assert_eq!(released[0].value.as_deref(), Some("victim"));
+    let why = tokio::time::timeout(Duration::from_secs(10), claim.watch())
+        .await
+        .expect("the holder sees its loss");
+    assert!(why.contains("deleted"), "{why}");
+    assert!(matches!(
+        lease1.renew(Duration::from_secs(5)).await,
+        Renewal::Gone(_)
+    ));
+
+    let prefix = unique("force-slots");
+    let target = slots(&prefix, 3);
+    let leases = [lease(&etcd).await, lease(&etcd).await];
+    let _a = take(&etcd, &leases[0], &target, "a").await;
+    let mut b = take(&etcd, &leases[1], &target, "b").await;
+    let released = etcd
+        .force_release(&target, &Which::Value("b".into()))
+        .await
+        .unwrap();
+    assert_eq!(released.len(), 1);
+    tokio::time::timeout(Duration::from_secs(10), b.watch())
+        .await
+        .expect("b sees its loss");
+    let left: Vec<_> = etcd
+        .holders(&target)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|h| h.value.unwrap())
+        .collect();
+    assert_eq!(left, ["a"]);
+    for lease in leases {
+        lease.close().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_acquisition_leaves_nothing_once_the_lease_closes() {
+    let etcd = engine(TTL);
+    let key = unique("dropped");
+    let holder_lease = lease(&etcd).await;
+    let claim = take(&etcd, &holder_lease, &lock(&key), "holder").await;
+    let lease = lease(&etcd).await;
+    let target = lock(&key);
+    {
+        let acquiring = etcd.acquire(&lease, &target, "w", Wait::Forever);
+        tokio::pin!(acquiring);
+        tokio::select! {
+            _ = &mut acquiring => panic!("acquired a held lock"),
+            () = wait_contenders(&etcd, &key, 2) => {}
+        }
+    }
+    lease.close().await;
+    assert_eq!(contenders(&etcd, &key).await, [claim.key()]);
+    claim.release().await.unwrap();
+    holder_lease.close().await;
+    assert!(contenders(&etcd, &key).await.is_empty());
 }
