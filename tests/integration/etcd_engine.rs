@@ -6,14 +6,16 @@
 use std::time::Duration;
 
 use lockrun::backend::etcd::client::Range;
-use lockrun::backend::etcd::{Etcd, EtcdClaim, EtcdLease};
+use lockrun::backend::etcd::{Etcd, EtcdClaim, EtcdConfig, EtcdFlags, EtcdLease};
 use lockrun::backend::{
     self, Acquisition, Changes, Claim, Engine, Exposure, Inspect, Lease, Renewal, Target, Wait,
     Which,
 };
 use tokio::time::Instant;
 
-use crate::etcd_support::{engine, etcdctl_ok, eventually, unique, Etcdctl};
+use crate::etcd_support::{
+    closed_endpoint, engine, etcdctl_at, etcdctl_ok, eventually, private, run_ok, unique, Etcdctl,
+};
 use crate::procs::deadline;
 use crate::support::{max_overlap, now_ns};
 
@@ -544,4 +546,71 @@ async fn a_dropped_acquisition_leaves_nothing_once_the_lease_closes() {
     claim.release().await.unwrap();
     holder_lease.close().await;
     assert!(contenders(&etcd, &key).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_endpoint_is_tried_when_one_is_down() {
+    let down = closed_endpoint();
+    let up = crate::etcd_support::etcd().endpoint.clone();
+    let config = EtcdConfig::plain(&[&down, &up]).unwrap();
+    let etcd = Etcd::new(&config, TTL).unwrap();
+    let key = unique("endpoints");
+    let lease = lease(&etcd).await;
+    let claim = take(&etcd, &lease, &lock(&key), "v").await;
+    claim.release().await.unwrap();
+    lease.close().await;
+
+    let other_down = closed_endpoint();
+    let config = EtcdConfig::plain(&[&down, &other_down]).unwrap();
+    let etcd = Etcd::new(&config, TTL).unwrap();
+    let e = etcd.open_lease().await.expect_err("no etcd there");
+    assert!(e.is_transient(), "{e:?}");
+    let message = e.to_string();
+    assert!(!message.contains('\n'), "{message}");
+    assert!(
+        message.contains(&down) && message.contains(&other_down),
+        "{message}"
+    );
+    assert!(message.contains("ETCDCTL_ENDPOINTS"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_authenticates_and_a_wrong_password_is_denied() {
+    // Auth is cluster-wide, so this test has an etcd of its own; its simple
+    // tokens last one second, so the engine must outlive one.
+    let server = private(&["--auth-token", "simple", "--auth-token-ttl", "1"]);
+    let ctl = |args: &[&str]| run_ok(etcdctl_at(&server.endpoint).args(args), args);
+    ctl(&["user", "add", "root:s3cret", "--interactive=false"]);
+    ctl(&["auth", "enable"]);
+    let with_user = |user: &str| {
+        let flags = EtcdFlags {
+            endpoints: Some(server.endpoint.clone()),
+            user: Some(user.into()),
+            ..EtcdFlags::default()
+        };
+        // A lease that outlives the token we let expire.
+        let ttl = Duration::from_secs(30);
+        Etcd::new(&EtcdConfig::resolve(&flags, |_| None).unwrap(), ttl).unwrap()
+    };
+    let etcd = with_user("root:s3cret");
+    let lease = lease(&etcd).await;
+    let claim = take(&etcd, &lease, &lock("auth"), "v").await;
+    assert_eq!(etcd.holders(&lock("auth")).await.unwrap().len(), 1);
+    // Past the token's life (a TTL, so only time can pass it): the engine
+    // authenticates again by itself.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    match lease.renew(Duration::from_secs(5)).await {
+        Renewal::Confirmed { .. } => {}
+        other => panic!("renewal after the token expired: {other:?}"),
+    }
+    claim.release().await.unwrap();
+    lease.close().await;
+
+    let wrong = with_user("root:wrong");
+    let e = wrong.open_lease().await.expect_err("a wrong password");
+    let message = e.to_string();
+    assert!(!e.is_transient(), "{e:?}");
+    assert!(message.contains("permission denied"), "{message}");
+    assert!(message.contains("ETCDCTL_USER"), "{message}");
+    assert!(!message.contains("wrong"), "{message}");
 }

@@ -8,7 +8,7 @@
 //! stops etcd and removes its data directory. A missing `etcd` binary fails
 //! the tests loudly with the install hint; it never passes silently.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,7 +26,8 @@ pub const INSTALL_HINT: &str =
 /// The shared etcd.
 pub struct TestEtcd {
     pub endpoint: String,
-    /// Closing it stops etcd; held for the life of the test binary.
+    /// Closing it (dropping this) stops etcd; the shared one lives as long
+    /// as the test binary.
     _keeper: Mutex<ChildStdin>,
     log: Arc<Mutex<Vec<String>>>,
 }
@@ -49,7 +50,7 @@ pub fn etcd() -> &'static TestEtcd {
         // A port another process grabbed between our probe and etcd's bind
         // makes etcd exit; new ports then.
         for _ in 0..3 {
-            match start() {
+            match start(&[]) {
                 Ok(etcd) => return etcd,
                 Err(e) => last = e,
             }
@@ -65,7 +66,13 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn start() -> Result<TestEtcd, String> {
+/// An etcd of a test's own with `extra` flags (auth, say), stopped when
+/// dropped.
+pub fn private(extra: &[&str]) -> TestEtcd {
+    start(extra).unwrap_or_else(|e| panic!("cannot start a test etcd: {e}"))
+}
+
+fn start(extra: &[&str]) -> Result<TestEtcd, String> {
     match Command::new("etcd").arg("--version").output() {
         Ok(out) if out.status.success() => {}
         Ok(out) => panic!("`etcd --version` failed ({}); {INSTALL_HINT}", out.status),
@@ -93,6 +100,7 @@ fn start() -> Result<TestEtcd, String> {
         .args(["--listen-peer-urls", &peer_url])
         .args(["--initial-advertise-peer-urls", &peer_url])
         .args(["--initial-cluster", &format!("lockrun-test={peer_url}")])
+        .args(extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -134,13 +142,6 @@ fn start() -> Result<TestEtcd, String> {
     }
 }
 
-impl Drop for TestEtcd {
-    fn drop(&mut self) {
-        // Never reached for the static; a failed start closes the pipe here.
-        let _ = self._keeper.lock().map(|mut k| k.flush());
-    }
-}
-
 /// A key prefix no other test uses.
 pub fn unique(name: &str) -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -151,6 +152,11 @@ pub fn unique(name: &str) -> String {
     )
 }
 
+/// A closed port on loopback: connecting to it is refused.
+pub fn closed_endpoint() -> String {
+    format!("http://127.0.0.1:{}", free_port())
+}
+
 /// An engine on the shared etcd granting leases of `ttl`.
 pub fn engine(ttl: Duration) -> Etcd {
     let config = EtcdConfig::plain(&[&etcd().endpoint]).expect("a valid endpoint");
@@ -159,17 +165,26 @@ pub fn engine(ttl: Duration) -> Etcd {
 
 /// `etcdctl` pointed at the shared etcd.
 pub fn etcdctl() -> Command {
+    etcdctl_at(&etcd().endpoint)
+}
+
+/// `etcdctl` pointed at `endpoint`.
+pub fn etcdctl_at(endpoint: &str) -> Command {
     let mut cmd = Command::new("etcdctl");
     cmd.env("ETCDCTL_API", "3")
         .env_remove("ETCDCTL_USER")
-        .args(["--endpoints", &etcd().endpoint]);
+        .args(["--endpoints", endpoint]);
     cmd
 }
 
 /// Runs `etcdctl ARGS` to completion, failing the test if it fails.
 pub fn etcdctl_ok(args: &[&str]) -> String {
-    let out = etcdctl()
-        .args(args)
+    run_ok(etcdctl().args(args), args)
+}
+
+/// Runs a prepared etcdctl to completion, failing the test if it fails.
+pub fn run_ok(cmd: &mut Command, args: &[&str]) -> String {
+    let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("cannot run etcdctl ({e}); {INSTALL_HINT}"));
     assert!(

@@ -434,8 +434,19 @@ impl Client {
         what: &str,
     ) -> Result<Value, EtcdError> {
         let token = self.token().await?;
-        self.answer(path, body, Some(timeout), token.as_deref(), what)
+        match self
+            .answer(path, body, Some(timeout), token.as_deref(), what)
             .await
+        {
+            // etcd refused the request unapplied because our token expired
+            // (simple tokens last five minutes): one fresh token, one resend.
+            Err(EtcdError::TokenExpired { .. }) if token.is_some() => {
+                let token = self.token().await?;
+                self.answer(path, body, Some(timeout), token.as_deref(), what)
+                    .await
+            }
+            other => other,
+        }
     }
 
     fn decode<T>(what: &str, r: Result<T, String>) -> Result<T, EtcdError> {
