@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use crate::etcd_support::{
     closed_endpoint, engine, etcdctl_at, etcdctl_ok, eventually, private, run_ok, unique, Etcdctl,
 };
+use crate::link::Link;
 use crate::procs::deadline;
 use crate::support::{max_overlap, now_ns};
 
@@ -613,4 +614,109 @@ async fn a_user_authenticates_and_a_wrong_password_is_denied() {
     assert!(message.contains("permission denied"), "{message}");
     assert!(message.contains("ETCDCTL_USER"), "{message}");
     assert!(!message.contains("wrong"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_link_fails_renewals_but_loses_nothing_until_etcd_says_so() {
+    let link = Link::new(
+        crate::etcd_support::etcd()
+            .endpoint
+            .trim_start_matches("http://"),
+    );
+    let config = EtcdConfig::plain(&[&link.http_addr()]).unwrap();
+    let etcd = Etcd::new(&config, Duration::from_secs(30)).unwrap();
+    let key = unique("frozen");
+    let lease = lease(&etcd).await;
+    let mut claim = take(&etcd, &lease, &lock(&key), "v").await;
+    link.freeze();
+    let started = Instant::now();
+    match lease.renew(Duration::from_millis(500)).await {
+        Renewal::Failed(why) => assert!(why.contains("did not answer"), "{why}"),
+        other => panic!("a renewal across a frozen link: {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // The watch sees nothing while frozen: the lease, not the silence,
+    // decides (the hold loop's budget).
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), claim.watch())
+            .await
+            .is_err(),
+        "a frozen link reported a loss"
+    );
+    link.thaw();
+    assert!(matches!(
+        lease.renew(Duration::from_secs(5)).await,
+        Renewal::Confirmed { .. }
+    ));
+    etcdctl_ok(&["lease", "revoke", &format!("{:x}", lease.id())]);
+    let why = tokio::time::timeout(Duration::from_secs(10), claim.watch())
+        .await
+        .expect("the loss, once the link thaws");
+    assert!(why.contains("deleted"), "{why}");
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// Figures for the closing note (`cargo test etcd_timings -- --nocapture`);
+/// the bounds only catch an engine that waits on a timer somewhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_timings() {
+    let etcd = engine(TTL);
+    let key = unique("timings");
+    let mut uncontended = Vec::new();
+    for _ in 0..20 {
+        let started = Instant::now();
+        let lease = lease(&etcd).await;
+        let claim = take(&etcd, &lease, &lock(&key), "v").await;
+        claim.release().await.unwrap();
+        lease.close().await;
+        uncontended.push(started.elapsed());
+    }
+    let mut handover = Vec::new();
+    let holder_lease = lease(&etcd).await;
+    let waiter_lease = lease(&etcd).await;
+    for round in 0..10 {
+        let (from, to) = if round % 2 == 0 {
+            (&holder_lease, &waiter_lease)
+        } else {
+            (&waiter_lease, &holder_lease)
+        };
+        let held = take(&etcd, from, &lock(&key), "a").await;
+        let (etcd2, key2) = (etcd.clone(), key.clone());
+        let to_id = to.id();
+        let waiter = async move {
+            let lease_ref = to;
+            let claim = take(&etcd2, lease_ref, &lock(&key2), "b").await;
+            (claim, Instant::now())
+        };
+        let release = async {
+            wait_contenders(&etcd, &key, 2).await;
+            let at = Instant::now();
+            held.release().await.unwrap();
+            at
+        };
+        let ((claim, got), released) = tokio::join!(waiter, release);
+        assert!(claim.key().ends_with(&format!("{to_id:x}")));
+        handover.push(got - released);
+        claim.release().await.unwrap();
+    }
+    holder_lease.close().await;
+    waiter_lease.close().await;
+    let mut etcdctl = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        etcdctl_ok(&["lock", &key, "true"]);
+        etcdctl.push(started.elapsed());
+    }
+    let (u, h, e) = (median(uncontended), median(handover), median(etcdctl));
+    eprintln!(
+        "etcd timings (median): engine lease+acquire+release+revoke {u:?}; handover {h:?}; `etcdctl lock KEY true` {e:?}"
+    );
+    assert!(
+        u < Duration::from_secs(1) && h < Duration::from_secs(1),
+        "{u:?} {h:?}"
+    );
 }

@@ -30,6 +30,8 @@ pub struct Entered {
     pub create_revision: i64,
     /// The oldest contender at that moment (maybe us).
     pub first: Option<Kv>,
+    /// The revision the transaction ran at: our key existed then.
+    pub revision: i64,
 }
 
 /// The contender key of `lease` under `prefix` (which ends with `/`):
@@ -98,6 +100,7 @@ pub async fn enter(
         key,
         create_revision,
         first,
+        revision: answer.revision,
     })
 }
 

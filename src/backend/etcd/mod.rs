@@ -94,7 +94,7 @@ impl Etcd {
         let me = lock::enter(&self.client, &prefix, lease.id, value.as_bytes()).await?;
         let first = me.first.as_ref().map(|kv| kv.create_revision);
         let revision = if first == Some(me.create_revision) {
-            lock::still_there(&self.client, &me.key).await?
+            me.revision
         } else {
             if wait == Wait::Once {
                 return self.busy(&me, None).await;
