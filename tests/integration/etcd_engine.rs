@@ -477,6 +477,9 @@ async fn changes_follow_the_holder_without_polling() {
     claim.release().await.unwrap();
     let now = changes.next().await.unwrap();
     assert_eq!(now[0].value.as_deref(), Some("second"));
+    // Interrupted before it knows it won, etcdctl exits without revoking its
+    // lease (60 s): let it see its win first.
+    assert!(rival.line().starts_with(&format!("{key}/")));
     rival.interrupt();
     assert!(changes.next().await.unwrap().is_empty());
     lease.close().await;
