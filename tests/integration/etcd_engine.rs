@@ -11,10 +11,15 @@ use lockrun::backend::{
     self, Acquisition, Changes, Claim, Engine, Exposure, Inspect, Lease, Renewal, Target, Wait,
     Which,
 };
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    KeyUsagePurpose,
+};
 use tokio::time::Instant;
 
 use crate::etcd_support::{
-    closed_endpoint, engine, etcdctl_at, etcdctl_ok, eventually, private, run_ok, unique, Etcdctl,
+    closed_endpoint, engine, etcdctl_at, etcdctl_ok, eventually, private, private_tls, run_ok,
+    unique, Etcdctl,
 };
 use crate::link::Link;
 use crate::procs::deadline;
@@ -722,4 +727,128 @@ async fn etcd_timings() {
         u < Duration::from_secs(1) && h < Duration::from_secs(1),
         "{u:?} {h:?}"
     );
+}
+
+fn certificate(
+    name: &str,
+    sans: &[&str],
+    usage: Option<&[ExtendedKeyUsagePurpose]>,
+    issuer: Option<(&rcgen::Certificate, &KeyPair)>,
+) -> (rcgen::Certificate, KeyPair) {
+    let key = KeyPair::generate().unwrap();
+    let sans: Vec<String> = sans.iter().map(|s| s.to_string()).collect();
+    let mut params = CertificateParams::new(sans).unwrap();
+    params.distinguished_name.push(DnType::CommonName, name);
+    let cert = match (usage, issuer) {
+        (Some(usage), Some((ca, ca_key))) => {
+            params.extended_key_usages = usage.to_vec();
+            params.signed_by(&key, ca, ca_key).unwrap()
+        }
+        _ => {
+            params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            params.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+            params.self_signed(&key).unwrap()
+        }
+    };
+    (cert, key)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_with_a_client_certificate_from_etcdctls_names() {
+    let dir = crate::support::scratch();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let (ca, ca_key) = certificate("lockrun test CA", &[], None, None);
+    let (server, server_key) = certificate(
+        "etcd",
+        &["127.0.0.1", "localhost"],
+        // etcd's own gateway dials etcd with the server certificate, so
+        // with --client-cert-auth it must be good for clients too.
+        Some(&[
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ]),
+        Some((&ca, &ca_key)),
+    );
+    let (client, client_key) = certificate(
+        "lockrun",
+        &[],
+        Some(&[ExtendedKeyUsagePurpose::ClientAuth]),
+        Some((&ca, &ca_key)),
+    );
+    let ca_file = write("ca.pem", &ca.pem());
+    let server_file = write("server.pem", &server.pem());
+    let server_key_file = write("server.key", &server_key.serialize_pem());
+    let client_file = write("client.pem", &client.pem());
+    let client_key_file = write("client.key", &client_key.serialize_pem());
+    let server = private_tls(&[
+        "--cert-file",
+        &server_file,
+        "--key-file",
+        &server_key_file,
+        "--client-cert-auth",
+        "--trusted-ca-file",
+        &ca_file,
+    ]);
+    let host_port = server.endpoint.trim_start_matches("https://").to_owned();
+    let env = |with_client: bool| {
+        let mut vars = vec![
+            ("ETCDCTL_ENDPOINTS", host_port.clone()),
+            ("ETCDCTL_CACERT", ca_file.clone()),
+        ];
+        if with_client {
+            vars.push(("ETCDCTL_CERT", client_file.clone()));
+            vars.push(("ETCDCTL_KEY", client_key_file.clone()));
+        }
+        move |name: &str| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.clone())
+        }
+    };
+    let config = EtcdConfig::resolve(&EtcdFlags::default(), env(true)).unwrap();
+    assert_eq!(config.endpoints[0].scheme(), "https");
+    let etcd = Etcd::new(&config, TTL).unwrap();
+    let lease = lease(&etcd).await;
+    let claim = take(&etcd, &lease, &lock("tls"), "v").await;
+    claim.release().await.unwrap();
+    lease.close().await;
+
+    // Without the client certificate the server refuses us: one line, no
+    // retry can help at start-up.
+    let config = EtcdConfig::resolve(&EtcdFlags::default(), env(false)).unwrap();
+    let etcd = Etcd::new(&config, TTL).unwrap();
+    let e = etcd.open_lease().await.expect_err("no client certificate");
+    assert!(e.to_string().starts_with("TLS with etcd at"), "{e}");
+    assert!(e.to_string().contains("ETCDCTL_CERT"), "{e}");
+    assert!(!e.to_string().contains('\n'), "{e}");
+
+    // Plain HTTP to a TLS port says so too.
+    let plain = EtcdConfig::plain(&[&format!("http://{host_port}")]).unwrap();
+    let e = Etcd::new(&plain, TTL)
+        .unwrap()
+        .open_lease()
+        .await
+        .expect_err("http to a TLS port");
+    assert!(!e.to_string().contains('\n'), "{e}");
+    // A server certificate from a CA we were not given.
+    let untrusted = EtcdConfig::plain(&[&server.endpoint]).unwrap();
+    let e = Etcd::new(&untrusted, TTL)
+        .unwrap()
+        .open_lease()
+        .await
+        .expect_err("an unknown CA");
+    assert!(e.to_string().starts_with("TLS with etcd at"), "{e}");
+
+    // A missing file is reported before any request.
+    let flags = EtcdFlags {
+        cacert: Some(dir.path().join("missing.pem")),
+        ..EtcdFlags::default()
+    };
+    let config = EtcdConfig::resolve(&flags, env(true)).unwrap();
+    let e = Etcd::new(&config, TTL).expect_err("a missing CA file");
+    assert!(e.contains("missing.pem"), "{e}");
 }

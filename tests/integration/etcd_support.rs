@@ -50,7 +50,7 @@ pub fn etcd() -> &'static TestEtcd {
         // A port another process grabbed between our probe and etcd's bind
         // makes etcd exit; new ports then.
         for _ in 0..3 {
-            match start(&[]) {
+            match start("http", &[]) {
                 Ok(etcd) => return etcd,
                 Err(e) => last = e,
             }
@@ -69,10 +69,15 @@ fn free_port() -> u16 {
 /// An etcd of a test's own with `extra` flags (auth, say), stopped when
 /// dropped.
 pub fn private(extra: &[&str]) -> TestEtcd {
-    start(extra).unwrap_or_else(|e| panic!("cannot start a test etcd: {e}"))
+    start("http", extra).unwrap_or_else(|e| panic!("cannot start a test etcd: {e}"))
 }
 
-fn start(extra: &[&str]) -> Result<TestEtcd, String> {
+/// As [`private`], serving clients over TLS (`extra` names the files).
+pub fn private_tls(extra: &[&str]) -> TestEtcd {
+    start("https", extra).unwrap_or_else(|e| panic!("cannot start a test etcd: {e}"))
+}
+
+fn start(scheme: &str, extra: &[&str]) -> Result<TestEtcd, String> {
     match Command::new("etcd").arg("--version").output() {
         Ok(out) if out.status.success() => {}
         Ok(out) => panic!("`etcd --version` failed ({}); {INSTALL_HINT}", out.status),
@@ -84,7 +89,7 @@ fn start(extra: &[&str]) -> Result<TestEtcd, String> {
         .tempdir()
         .expect("a data directory")
         .keep();
-    let endpoint = format!("http://127.0.0.1:{client}");
+    let endpoint = format!("{scheme}://127.0.0.1:{client}");
     let peer_url = format!("http://127.0.0.1:{peer}");
     let mut child = Command::new("sh")
         .args([

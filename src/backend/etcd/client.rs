@@ -18,7 +18,7 @@ use reqwest::Url;
 use serde_json::{json, Value};
 
 use super::config::{EtcdConfig, User};
-use super::error::{one_line, EtcdError};
+use super::error::{is_tls_problem, one_line, EtcdError};
 
 /// How long a call other than a watch may take unless the caller says.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -333,7 +333,14 @@ impl Client {
                     return Ok((response, shown(endpoint)));
                 }
                 Err(e) if e.is_connect() => {
-                    causes.push(format!("{}: {}", shown(endpoint), innermost(&e)));
+                    let cause = innermost(&e);
+                    if is_tls_problem(&cause) && n == 1 {
+                        return Err(EtcdError::Tls {
+                            endpoint: shown(endpoint),
+                            cause,
+                        });
+                    }
+                    causes.push(format!("{}: {cause}", shown(endpoint)));
                 }
                 Err(e) => return Err(transport(e, &shown(endpoint), timeout)),
             }
@@ -678,9 +685,17 @@ fn transport(e: reqwest::Error, endpoint: &str, timeout: Option<Duration>) -> Et
             after: timeout.unwrap_or_default(),
         }
     } else {
-        EtcdError::Broken {
-            endpoint: endpoint.to_owned(),
-            cause: innermost(&e),
+        let cause = innermost(&e);
+        if is_tls_problem(&cause) {
+            EtcdError::Tls {
+                endpoint: endpoint.to_owned(),
+                cause,
+            }
+        } else {
+            EtcdError::Broken {
+                endpoint: endpoint.to_owned(),
+                cause,
+            }
         }
     }
 }

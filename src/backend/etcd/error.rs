@@ -24,6 +24,8 @@ pub enum EtcdError {
     Timeout { endpoint: String, after: Duration },
     /// The connection broke mid-request.
     Broken { endpoint: String, cause: String },
+    /// TLS failed: the certificates or the scheme are wrong.
+    Tls { endpoint: String, cause: String },
     /// The user or password is wrong, or the user lacks a permission.
     Denied { what: String, message: String },
     /// Our auth token expired; the next call authenticates afresh.
@@ -68,6 +70,9 @@ impl EtcdError {
             EtcdError::Unreachable { .. }
             | EtcdError::Timeout { .. }
             | EtcdError::Broken { .. }
+            // A TLS failure mid-lock is a network problem like any other:
+            // the lease decides. At start-up it is reported at once.
+            | EtcdError::Tls { .. }
             | EtcdError::TokenExpired { .. }
             | EtcdError::Server { .. } => true,
             EtcdError::Denied { .. }
@@ -94,6 +99,15 @@ impl EtcdError {
     /// body has one, else the HTTP status.
     pub(crate) fn from_answer(what: &str, status: u16, body: &str) -> EtcdError {
         let (code, message) = parse_error_body(body);
+        if status == 404 && code.is_none() {
+            // Not etcd's gRPC error: no gateway answered (etcd before 3.4,
+            // the gateway turned off, or not etcd at all).
+            return EtcdError::Rejected {
+                what: what.to_owned(),
+                code: code::NOT_FOUND,
+                message: format!("404 {message}: no etcd v3 JSON gateway there; lockrun needs etcd 3.4 or later with its gateway on"),
+            };
+        }
         let code = code.unwrap_or(match status {
             400 => code::INVALID_ARGUMENT,
             401 => code::UNAUTHENTICATED,
@@ -131,6 +145,21 @@ impl EtcdError {
     pub(crate) fn is_lease_not_found(&self) -> bool {
         matches!(self, EtcdError::Rejected { code: code::NOT_FOUND, message, .. } if message.contains("lease not found"))
     }
+}
+
+/// Whether a transport failure's innermost cause is TLS: a certificate
+/// refused either way, or TLS spoken to a plain port (or the reverse).
+pub(crate) fn is_tls_problem(cause: &str) -> bool {
+    let cause = cause.to_ascii_lowercase();
+    [
+        "certificate",
+        "alert",
+        "tls",
+        "handshake",
+        "corrupt message",
+    ]
+    .iter()
+    .any(|word| cause.contains(word))
 }
 
 /// The gRPC code and message of a gateway error body: 3.4 writes
@@ -180,6 +209,10 @@ impl fmt::Display for EtcdError {
             EtcdError::Broken { endpoint, cause } => {
                 write!(f, "the connection to etcd at {endpoint} broke ({cause})")
             }
+            EtcdError::Tls { endpoint, cause } => write!(
+                f,
+                "TLS with etcd at {endpoint} failed ({cause}); check --cacert, --cert and --key (or ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY) and the endpoint's scheme"
+            ),
             EtcdError::Denied { what, message } => write!(
                 f,
                 "permission denied {what} ({message}); check ETCDCTL_USER or --user and the user's role"
@@ -259,5 +292,8 @@ mod tests {
         assert!(!e.is_transient());
         let e = EtcdError::from_answer("x", 502, "<html>bad gateway</html>");
         assert!(e.is_transient());
+        let e = EtcdError::from_answer("reading `a`", 404, "404 page not found\n");
+        assert!(!e.is_transient() && !e.is_verdict());
+        assert!(e.to_string().contains("etcd 3.4 or later"), "{e}");
     }
 }
