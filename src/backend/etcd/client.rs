@@ -425,9 +425,21 @@ impl Client {
 
     fn refused(&self, what: &str, status: u16, body: &str) -> EtcdError {
         let e = EtcdError::from_answer(what, status, body);
-        if matches!(e, EtcdError::TokenExpired { .. }) {
+        match e {
             // The next call authenticates afresh.
-            *self.inner.token.lock().expect("token lock") = None;
+            EtcdError::TokenExpired { .. } => {
+                *self.inner.token.lock().expect("token lock") = None;
+            }
+            // A member without a leader (or overloaded) is as good as down:
+            // the next call starts at the next endpoint.
+            EtcdError::Server { .. } => {
+                let n = self.inner.endpoints.len();
+                let _ =
+                    self.inner
+                        .current
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |i| Some((i + 1) % n));
+            }
+            _ => {}
         }
         e
     }
@@ -440,20 +452,36 @@ impl Client {
         timeout: Duration,
         what: &str,
     ) -> Result<Value, EtcdError> {
-        let token = self.token().await?;
-        match self
-            .answer(path, body, Some(timeout), token.as_deref(), what)
-            .await
-        {
-            // etcd refused the request unapplied because our token expired
-            // (simple tokens last five minutes): one fresh token, one resend.
-            Err(EtcdError::TokenExpired { .. }) if token.is_some() => {
-                let token = self.token().await?;
-                self.answer(path, body, Some(timeout), token.as_deref(), what)
-                    .await
+        // Authenticating counts against the caller's timeout too.
+        let bounded = async {
+            let token = self.token().await?;
+            match self
+                .answer(path, body, Some(timeout), token.as_deref(), what)
+                .await
+            {
+                // etcd refused the request unapplied because our token
+                // expired (simple tokens last five minutes): one fresh
+                // token, one resend.
+                Err(EtcdError::TokenExpired { .. }) if token.is_some() => {
+                    let token = self.token().await?;
+                    self.answer(path, body, Some(timeout), token.as_deref(), what)
+                        .await
+                }
+                other => other,
             }
-            other => other,
+        };
+        match tokio::time::timeout(timeout, bounded).await {
+            Ok(answer) => answer,
+            Err(_) => Err(EtcdError::Timeout {
+                endpoint: self.current_endpoint(),
+                after: timeout,
+            }),
         }
+    }
+
+    fn current_endpoint(&self) -> String {
+        let index = self.inner.current.load(Ordering::Relaxed);
+        shown(&self.inner.endpoints[index % self.inner.endpoints.len()])
     }
 
     fn decode<T>(what: &str, r: Result<T, String>) -> Result<T, EtcdError> {
