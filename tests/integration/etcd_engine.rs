@@ -18,8 +18,8 @@ use rcgen::{
 use tokio::time::Instant;
 
 use crate::etcd_support::{
-    closed_endpoint, engine, etcdctl_at, etcdctl_ok, eventually, private, private_tls, run_ok,
-    unique, Etcdctl,
+    closed_endpoint, cluster_of_two, engine, etcdctl_at, etcdctl_ok, eventually, private,
+    private_tls, run_ok, unique, Etcdctl,
 };
 use crate::link::Link;
 use crate::procs::deadline;
@@ -851,4 +851,37 @@ async fn tls_with_a_client_certificate_from_etcdctls_names() {
     let config = EtcdConfig::resolve(&flags, env(true)).unwrap();
     let e = Etcd::new(&config, TTL).expect_err("a missing CA file");
     assert!(e.contains("missing.pem"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_without_a_leader_is_transient_and_loses_nothing() {
+    let [survivor, stopped] = cluster_of_two();
+    let config = EtcdConfig::plain(&[&survivor.endpoint]).unwrap();
+    let etcd = Etcd::new(&config, Duration::from_secs(30)).unwrap();
+    let lease = lease(&etcd).await;
+    let mut claim = take(&etcd, &lease, &lock("no-leader"), "v").await;
+    drop(stopped);
+    // Until the survivor notices the leader is gone, a keepalive may
+    // still succeed; then every renewal fails without a verdict.
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    let why = loop {
+        match lease.renew(Duration::from_secs(3)).await {
+            Renewal::Confirmed { .. } => {
+                assert!(
+                    tokio::time::Instant::now() < until,
+                    "the cluster kept a leader"
+                );
+            }
+            Renewal::Failed(why) => break why,
+            Renewal::Gone(why) => panic!("a leaderless cluster gave a verdict: {why}"),
+        }
+    };
+    assert!(!why.contains('\n'), "{why}");
+    eprintln!("renewal without a leader: {why}");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), claim.watch())
+            .await
+            .is_err(),
+        "a leaderless cluster reported a loss"
+    );
 }

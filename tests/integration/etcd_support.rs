@@ -78,72 +78,126 @@ pub fn private_tls(extra: &[&str]) -> TestEtcd {
 }
 
 fn start(scheme: &str, extra: &[&str]) -> Result<TestEtcd, String> {
-    match Command::new("etcd").arg("--version").output() {
-        Ok(out) if out.status.success() => {}
-        Ok(out) => panic!("`etcd --version` failed ({}); {INSTALL_HINT}", out.status),
-        Err(e) => panic!("cannot run `etcd` ({e}); {INSTALL_HINT}"),
-    }
-    let (client, peer) = (free_port(), free_port());
-    let dir = tempfile::Builder::new()
-        .prefix("lockrun-etcd-")
-        .tempdir()
-        .expect("a data directory")
-        .keep();
-    let endpoint = format!("{scheme}://127.0.0.1:{client}");
-    let peer_url = format!("http://127.0.0.1:{peer}");
-    let mut child = Command::new("sh")
-        .args([
-            "-c",
-            r#"dir=$1; shift; etcd "$@" 2>&1 & e=$!; read _; kill $e; wait $e; rm -rf "$dir""#,
-            "sh",
-        ])
-        .arg(&dir)
-        .args(["--name", "lockrun-test", "--data-dir"])
-        .arg(dir.join("data"))
-        .args(["--listen-client-urls", &endpoint])
-        .args(["--advertise-client-urls", &endpoint])
-        .args(["--listen-peer-urls", &peer_url])
-        .args(["--initial-advertise-peer-urls", &peer_url])
-        .args(["--initial-cluster", &format!("lockrun-test={peer_url}")])
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot run sh: {e}"))?;
-    let keeper = child.stdin.take().expect("piped stdin");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let (ready_tx, ready_rx) = mpsc::channel();
-    let sink = log.clone();
-    // Drains etcd's log for as long as it runs, so it never blocks on a
-    // full pipe, and reports readiness.
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if line.contains("ready to serve client requests") {
-                let _ = ready_tx.send(true);
-            }
-            sink.lock().unwrap().push(line);
+    let member = Member::new(scheme);
+    let cluster = member.cluster_entry();
+    let (etcd, ready) = member.launch(&cluster, extra)?;
+    etcd.ready(ready)
+}
+
+/// Two members of one cluster: stopping either leaves the other without a
+/// leader (quorum is two).
+pub fn cluster_of_two() -> [TestEtcd; 2] {
+    let members = [Member::new("http"), Member::new("http")];
+    let cluster = format!(
+        "{},{}",
+        members[0].cluster_entry(),
+        members[1].cluster_entry()
+    );
+    let launched = members.map(|m| m.launch(&cluster, &[]).unwrap_or_else(|e| panic!("{e}")));
+    // Neither is ready before both run: a leader needs two votes.
+    launched.map(|(etcd, ready)| {
+        etcd.ready(ready)
+            .unwrap_or_else(|e| panic!("cannot start a test etcd: {e}"))
+    })
+}
+
+/// One etcd process to be: its name, ports and data directory.
+struct Member {
+    name: String,
+    endpoint: String,
+    peer_url: String,
+}
+
+impl Member {
+    fn new(scheme: &str) -> Member {
+        let (client, peer) = (free_port(), free_port());
+        Member {
+            name: format!("lockrun-test-{peer}"),
+            endpoint: format!("{scheme}://127.0.0.1:{client}"),
+            peer_url: format!("http://127.0.0.1:{peer}"),
         }
-        let _ = ready_tx.send(false);
-    });
-    // The shell reaps etcd; we reap the shell in the background.
-    std::thread::spawn(move || {
-        let _ = child.wait();
-    });
-    let etcd = TestEtcd {
-        endpoint,
-        _keeper: Mutex::new(keeper),
-        log,
-    };
-    match ready_rx.recv_timeout(PATIENCE) {
-        Ok(true) => Ok(etcd),
-        Ok(false) => Err(format!("etcd exited:\n{}", etcd.log_tail())),
-        Err(_) => Err(format!(
-            "etcd was not ready within {PATIENCE:?}:\n{}",
-            etcd.log_tail()
-        )),
+    }
+
+    fn cluster_entry(&self) -> String {
+        format!("{}={}", self.name, self.peer_url)
+    }
+
+    /// Starts etcd; readiness arrives on the receiver.
+    fn launch(
+        self,
+        cluster: &str,
+        extra: &[&str],
+    ) -> Result<(TestEtcd, mpsc::Receiver<bool>), String> {
+        match Command::new("etcd").arg("--version").output() {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => panic!("`etcd --version` failed ({}); {INSTALL_HINT}", out.status),
+            Err(e) => panic!("cannot run `etcd` ({e}); {INSTALL_HINT}"),
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("lockrun-etcd-")
+            .tempdir()
+            .expect("a data directory")
+            .keep();
+        let mut child = Command::new("sh")
+            .args([
+                "-c",
+                r#"dir=$1; shift; etcd "$@" 2>&1 & e=$!; read _; kill $e; wait $e; rm -rf "$dir""#,
+                "sh",
+            ])
+            .arg(&dir)
+            .args(["--name", &self.name, "--data-dir"])
+            .arg(dir.join("data"))
+            .args(["--listen-client-urls", &self.endpoint])
+            .args(["--advertise-client-urls", &self.endpoint])
+            .args(["--listen-peer-urls", &self.peer_url])
+            .args(["--initial-advertise-peer-urls", &self.peer_url])
+            .args(["--initial-cluster", cluster])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot run sh: {e}"))?;
+        let keeper = child.stdin.take().expect("piped stdin");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let sink = log.clone();
+        // Drains etcd's log for as long as it runs, so it never blocks on a
+        // full pipe, and reports readiness.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line.contains("ready to serve client requests") {
+                    let _ = ready_tx.send(true);
+                }
+                sink.lock().unwrap().push(line);
+            }
+            let _ = ready_tx.send(false);
+        });
+        // The shell reaps etcd; we reap the shell in the background.
+        std::thread::spawn(move || {
+            let _ = child.wait();
+        });
+        let etcd = TestEtcd {
+            endpoint: self.endpoint,
+            _keeper: Mutex::new(keeper),
+            log,
+        };
+        Ok((etcd, ready_rx))
+    }
+}
+
+impl TestEtcd {
+    fn ready(self, ready: mpsc::Receiver<bool>) -> Result<TestEtcd, String> {
+        match ready.recv_timeout(PATIENCE) {
+            Ok(true) => Ok(self),
+            Ok(false) => Err(format!("etcd exited:\n{}", self.log_tail())),
+            Err(_) => Err(format!(
+                "etcd was not ready within {PATIENCE:?}:\n{}",
+                self.log_tail()
+            )),
+        }
     }
 }
 
