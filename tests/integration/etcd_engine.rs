@@ -885,3 +885,24 @@ async fn a_member_without_a_leader_is_transient_and_loses_nothing() {
         "a leaderless cluster reported a loss"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_names_the_holder_and_leaves_nothing() {
+    let etcd = engine(TTL);
+    let key = unique("timeout");
+    let holder_lease = lease(&etcd).await;
+    let claim = take(&etcd, &holder_lease, &lock(&key), "holder").await;
+    let lease = lease(&etcd).await;
+    let wait = Wait::Until(Instant::now() + Duration::from_millis(300));
+    match etcd.acquire(&lease, &lock(&key), "w", wait).await {
+        Ok(Acquisition::Busy { holder }) => assert_eq!(holder.as_deref(), Some("holder")),
+        other => panic!("a held lock within the timeout: {other:?}"),
+    }
+    assert_eq!(contenders(&etcd, &key).await, [claim.key()]);
+    // The same lease may try again, and gets the lock once it is free.
+    claim.release().await.unwrap();
+    let mine = take(&etcd, &lease, &lock(&key), "w").await;
+    mine.release().await.unwrap();
+    lease.close().await;
+    holder_lease.close().await;
+}

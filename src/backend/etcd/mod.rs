@@ -97,7 +97,7 @@ impl Etcd {
             me.revision
         } else {
             if wait == Wait::Once {
-                return self.busy(&me, None).await;
+                return self.busy(target, &me, None).await;
             }
             let waited = lock::until(wait.deadline(), async {
                 lock::wait_predecessors(&self.client, &prefix, me.create_revision).await?;
@@ -107,7 +107,7 @@ impl Etcd {
             .await;
             match waited {
                 Some(revision) => revision?,
-                None => return self.busy(&me, None).await,
+                None => return self.busy(target, &me, None).await,
             }
         };
         Ok(Acquisition::Held(
@@ -146,8 +146,8 @@ impl Etcd {
                 revision,
                 Some(rank),
             ))),
-            Some(Ok(SlotWait::Busy(holder))) => self.busy(&me, holder).await,
-            None => self.busy(&me, None).await,
+            Some(Ok(SlotWait::Busy(holder))) => self.busy(target, &me, holder).await,
+            None => self.busy(target, &me, None).await,
             Some(Err(e)) => {
                 // A mismatch or a foreign key: we must not wait in that queue.
                 if !e.is_transient() {
@@ -158,19 +158,23 @@ impl Etcd {
         }
     }
 
-    /// Gives up waiting: our key goes, so the lease can try again.
+    /// Gives up waiting: our key goes, so the lease can try again. The
+    /// holder named is the one now, for the message.
     async fn busy(
         &self,
+        target: &Target,
         me: &Entered,
         holder: Option<String>,
     ) -> Result<Acquisition<EtcdClaim>, EtcdError> {
         lock::leave(&self.client, &me.key).await?;
-        let holder = holder.or_else(|| {
-            me.first
-                .as_ref()
-                .filter(|kv| kv.key != me.key)
-                .map(|kv| shown_value(&kv.value))
-        });
+        let holder = match holder {
+            Some(holder) => Some(holder),
+            None => self
+                .holders(target)
+                .await
+                .ok()
+                .and_then(|hs| hs.into_iter().find_map(|h| h.value)),
+        };
         Ok(Acquisition::Busy { holder })
     }
 
@@ -247,11 +251,6 @@ fn empty_holder() -> Holder {
         fence: None,
         slot: None,
     }
-}
-
-fn shown_value(value: &[u8]) -> String {
-    lock::parse_slot_value(value)
-        .map_or_else(|| String::from_utf8_lossy(value).into_owned(), |(v, _)| v)
 }
 
 /// An etcd lease: its id and the TTL etcd last told us.
