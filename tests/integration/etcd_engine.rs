@@ -18,8 +18,8 @@ use rcgen::{
 use tokio::time::Instant;
 
 use crate::etcd_support::{
-    closed_endpoint, cluster_of_two, engine, etcdctl_at, etcdctl_ok, eventually, private,
-    private_tls, run_ok, unique, Etcdctl,
+    closed_endpoint, cluster, engine, etcdctl_at, etcdctl_ok, eventually, private, private_tls,
+    run_ok, unique, Etcdctl,
 };
 use crate::link::Link;
 use crate::procs::deadline;
@@ -855,7 +855,9 @@ async fn tls_with_a_client_certificate_from_etcdctls_names() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_without_a_leader_is_transient_and_loses_nothing() {
-    let [survivor, stopped] = cluster_of_two();
+    let mut members = cluster(2);
+    let stopped = members.pop().unwrap();
+    let survivor = members.pop().unwrap();
     let config = EtcdConfig::plain(&[&survivor.endpoint]).unwrap();
     let etcd = Etcd::new(&config, Duration::from_secs(30)).unwrap();
     let lease = lease(&etcd).await;
@@ -905,4 +907,32 @@ async fn a_timeout_names_the_holder_and_leaves_nothing() {
     mine.release().await.unwrap();
     lease.close().await;
     holder_lease.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_holding_watch_resumes_on_another_member_without_missing_a_deletion() {
+    let mut members = cluster(3);
+    let endpoints: Vec<&str> = members.iter().map(|m| m.endpoint.as_str()).collect();
+    let etcd = Etcd::new(&EtcdConfig::plain(&endpoints).unwrap(), TTL).unwrap();
+    let lease = lease(&etcd).await;
+    let mut claim = take(&etcd, &lease, &lock("resume"), "v").await;
+    // Opens the watch on the first member, which sees nothing yet.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), claim.watch())
+            .await
+            .is_err(),
+        "a loss before anything happened"
+    );
+    drop(members.remove(0));
+    // The deletion happens while our watch is down; resuming from the
+    // revision it had seen must still report it.
+    let other = members[0].endpoint.clone();
+    run_ok(
+        etcdctl_at(&other).args(["lease", "revoke", &format!("{:x}", lease.id())]),
+        &["lease", "revoke"],
+    );
+    let why = tokio::time::timeout(Duration::from_secs(20), claim.watch())
+        .await
+        .expect("the loss, from another member");
+    assert!(why.contains("deleted"), "{why}");
 }

@@ -84,21 +84,24 @@ fn start(scheme: &str, extra: &[&str]) -> Result<TestEtcd, String> {
     etcd.ready(ready)
 }
 
-/// Two members of one cluster: stopping either leaves the other without a
-/// leader (quorum is two).
-pub fn cluster_of_two() -> [TestEtcd; 2] {
-    let members = [Member::new("http"), Member::new("http")];
-    let cluster = format!(
-        "{},{}",
-        members[0].cluster_entry(),
-        members[1].cluster_entry()
-    );
-    let launched = members.map(|m| m.launch(&cluster, &[]).unwrap_or_else(|e| panic!("{e}")));
-    // Neither is ready before both run: a leader needs two votes.
-    launched.map(|(etcd, ready)| {
-        etcd.ready(ready)
-            .unwrap_or_else(|e| panic!("cannot start a test etcd: {e}"))
-    })
+/// A cluster of `n` members, each stopped when dropped. Stopping one of
+/// two leaves the other without a leader; one of three leaves a quorum.
+pub fn cluster(n: usize) -> Vec<TestEtcd> {
+    let members: Vec<Member> = (0..n).map(|_| Member::new("http")).collect();
+    let all: Vec<String> = members.iter().map(Member::cluster_entry).collect();
+    let all = all.join(",");
+    let launched: Vec<_> = members
+        .into_iter()
+        .map(|m| m.launch(&all, &[]).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    // None is ready before a quorum runs: launch all, then wait.
+    launched
+        .into_iter()
+        .map(|(etcd, ready)| {
+            etcd.ready(ready)
+                .unwrap_or_else(|e| panic!("cannot start a test etcd: {e}"))
+        })
+        .collect()
 }
 
 /// One etcd process to be: its name, ports and data directory.
