@@ -936,3 +936,37 @@ async fn the_holding_watch_resumes_on_another_member_without_missing_a_deletion(
         .expect("the loss, from another member");
     assert!(why.contains("deleted"), "{why}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compacted_history_is_no_loss_but_a_deletion_still_is() {
+    // Compaction would break other tests' etcdctl watches: an etcd of our own.
+    let server = private(&[]);
+    let ctl = |args: &[&str]| run_ok(etcdctl_at(&server.endpoint).args(args), args);
+    let config = EtcdConfig::plain(&[&server.endpoint]).unwrap();
+    let etcd = Etcd::new(&config, TTL).unwrap();
+    let lease = lease(&etcd).await;
+    let mut claim = take(&etcd, &lease, &lock("compacted"), "v").await;
+    for n in 0..3 {
+        ctl(&["put", "other", &n.to_string()]);
+    }
+    let revision = etcd
+        .client()
+        .range(&Range::key(b"other"))
+        .await
+        .unwrap()
+        .revision;
+    ctl(&["compact", &revision.to_string()]);
+    // Our watch starts after the revision we acquired at, now compacted
+    // away: etcd cancels it, and we find our key unchanged.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), claim.watch())
+            .await
+            .is_err(),
+        "compaction reported as a loss"
+    );
+    ctl(&["lease", "revoke", &format!("{:x}", lease.id())]);
+    let why = tokio::time::timeout(Duration::from_secs(10), claim.watch())
+        .await
+        .expect("the loss after compaction");
+    assert!(why.contains("deleted"), "{why}");
+}
