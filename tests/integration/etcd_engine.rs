@@ -197,8 +197,8 @@ async fn the_engine_waits_for_etcdctl_lock_and_elect() {
         let lease = lease(&etcd).await;
         match etcd.acquire(&lease, &lock(&key), "us", Wait::Once).await {
             Ok(Acquisition::Busy { holder: value }) => {
-                let expected = if holder == "lock" { "" } else { "them" };
-                assert_eq!(value.as_deref(), Some(expected));
+                let expected = if holder == "lock" { None } else { Some("them") };
+                assert_eq!(value.as_deref(), expected);
             }
             other => panic!("acquired a lock etcdctl {holder} holds: {other:?}"),
         }

@@ -236,9 +236,11 @@ pub enum SlotWait {
 }
 
 /// Waits until fewer than `limit` contenders under `prefix` are older than
-/// our key. We watch the prefix for deletions and count down the older
-/// keys ourselves, so a release wakes only the waiters it lets in for a
-/// fresh read; the rest merely tick their count.
+/// our key. No single key would do to watch: holders leave in any order,
+/// so a waiter watching one of them would miss the others' releases. We
+/// watch the prefix for deletions instead and count down the older keys
+/// ourselves, so a release sends a fresh read only from the waiter it lets
+/// in; the rest merely tick their count.
 pub async fn wait_slot(
     client: &Client,
     name: &str,

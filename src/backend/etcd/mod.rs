@@ -210,7 +210,8 @@ impl Etcd {
                     .await?;
                 for kv in answer.kvs {
                     let holder = Holder {
-                        value: Some(kv.value_str()),
+                        // `etcdctl lock` stores nothing: no value to show.
+                        value: Some(kv.value_str()).filter(|v| !v.is_empty()),
                         fence: u64::try_from(kv.create_revision).ok(),
                         ..empty_holder()
                     };
