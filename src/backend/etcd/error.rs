@@ -163,7 +163,8 @@ pub(crate) fn is_tls_problem(cause: &str) -> bool {
 }
 
 /// The gRPC code and message of a gateway error body: 3.4 writes
-/// `{"error": m, "message": m, "code": n}`, 3.6 drops `error`.
+/// `{"error": m, "message": m, "code": n}`, 3.6 drops `error`, and a
+/// streaming call wraps `{"grpc_code": n, "message": m, ...}` in `error`.
 fn parse_error_body(body: &str) -> (Option<i64>, String) {
     let parsed: Option<serde_json::Value> = serde_json::from_str(body.trim()).ok();
     let Some(value) = parsed else {
@@ -173,7 +174,10 @@ fn parse_error_body(body: &str) -> (Option<i64>, String) {
         .get("error")
         .filter(|e| e.is_object())
         .unwrap_or(&value);
-    let code = value.get("code").and_then(serde_json::Value::as_i64);
+    // Stream errors (watch, keepalive) name it `grpc_code`.
+    let code = ["code", "grpc_code"]
+        .iter()
+        .find_map(|k| value.get(*k).and_then(serde_json::Value::as_i64));
     let message = ["message", "error"]
         .iter()
         .find_map(|k| value.get(*k).and_then(serde_json::Value::as_str))
@@ -290,6 +294,12 @@ mod tests {
         );
         assert!(matches!(e, EtcdError::Denied { .. }), "{e:?}");
         assert!(!e.is_transient());
+        let e = EtcdError::from_answer(
+            "watching `a`",
+            200,
+            r#"{"error":{"grpc_code":14,"http_code":503,"message":"etcdserver: no leader","http_status":"Service Unavailable"}}"#,
+        );
+        assert!(matches!(e, EtcdError::Server { code: 14, .. }), "{e:?}");
         let e = EtcdError::from_answer("x", 502, "<html>bad gateway</html>");
         assert!(e.is_transient());
         let e = EtcdError::from_answer("reading `a`", 404, "404 page not found\n");
