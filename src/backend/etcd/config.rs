@@ -1,6 +1,7 @@
 //! Where etcd is and how to talk to it, from flags and the names etcdctl
 //! reads (`ETCDCTL_ENDPOINTS`, `ETCDCTL_CACERT`, `ETCDCTL_CERT`,
-//! `ETCDCTL_KEY`, `ETCDCTL_USER`). Everything is checked here, before the
+//! `ETCDCTL_KEY`, `ETCDCTL_USER`, and `ETCDCTL_PASSWORD` for a user given
+//! without one). Everything is checked here, before the
 //! first request.
 
 use std::fmt;
@@ -117,6 +118,11 @@ impl EtcdConfig {
         let endpoints = parse_endpoints(&endpoints, tls, source)?;
         let user = match flags.user.clone().or_else(|| env("ETCDCTL_USER")) {
             None => None,
+            // etcdctl 3.5 takes the password apart, as ETCDCTL_PASSWORD.
+            Some(user) if !user.contains(':') && env("ETCDCTL_PASSWORD").is_some() => {
+                let password = env("ETCDCTL_PASSWORD").unwrap_or_default();
+                Some(parse_user(&format!("{user}:{password}"))?)
+            }
             Some(user) => Some(parse_user(&user)?),
         };
         Ok(EtcdConfig {
@@ -185,7 +191,7 @@ fn parse_user(user: &str) -> Result<User, String> {
         }),
         Some(_) => Err("the etcd user name is empty; give --user (or ETCDCTL_USER) as name:password".into()),
         None => Err(format!(
-            "the etcd user `{user}` has no password, and lockrun cannot ask for one; give --user (or ETCDCTL_USER) as name:password"
+            "the etcd user `{user}` has no password, and lockrun cannot ask for one; give --user (or ETCDCTL_USER) as name:password, or set ETCDCTL_PASSWORD"
         )),
     }
 }
@@ -273,5 +279,15 @@ mod tests {
         let shown = format!("{c:?}");
         assert!(!shown.contains("s3cret"), "{shown}");
         assert_eq!(c.user.unwrap().password.secret(), "s3cret");
+        let c = EtcdConfig::resolve(
+            &EtcdFlags::default(),
+            env(&[("ETCDCTL_USER", "root"), ("ETCDCTL_PASSWORD", "a:b")]),
+        )
+        .unwrap();
+        let user = c.user.unwrap();
+        assert_eq!(
+            (user.name.as_str(), user.password.secret()),
+            ("root", "a:b")
+        );
     }
 }

@@ -25,7 +25,6 @@ pub mod lock;
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -260,7 +259,7 @@ pub struct EtcdLease {
     client: Client,
     id: i64,
     /// Whole seconds; raised when a keepalive answers a longer TTL.
-    ttl_secs: Arc<AtomicU64>,
+    ttl_secs: AtomicU64,
     granted_at: Instant,
 }
 
@@ -324,7 +323,7 @@ impl Engine for Etcd {
         Ok(EtcdLease {
             client: self.client.clone(),
             id: granted.id,
-            ttl_secs: Arc::new(AtomicU64::new(granted.ttl.as_secs())),
+            ttl_secs: AtomicU64::new(granted.ttl.as_secs()),
             granted_at,
         })
     }
