@@ -30,6 +30,7 @@
 //! no future is boxed.
 
 pub mod consul;
+pub mod etcd;
 pub mod local;
 
 use std::ffi::OsString;

@@ -44,3 +44,7 @@ mod local_cli;
 mod backends;
 // The `local` backend's engine through the backend seam.
 mod local_engine;
+// A real etcd for the etcd tests, shared by the test binary.
+mod etcd_support;
+// The `etcd` backend's engine against a real etcd.
+mod etcd_engine;

@@ -176,7 +176,7 @@ pub fn http_client(config: &ConsulConfig) -> Result<reqwest::Client> {
 /// buffer. We take only the certificates from one file and the key from
 /// the other, so a bundle holding both can be given as either, and we say
 /// which file is wrong before reqwest can only say "builder error".
-fn identity(cert: &Path, key: &Path) -> Result<reqwest::Identity> {
+pub(crate) fn identity(cert: &Path, key: &Path) -> Result<reqwest::Identity> {
     let cert_pem = std::fs::read(cert)
         .with_context(|| format!("cannot read client certificate `{}`", cert.display()))?;
     let key_pem = std::fs::read(key)
@@ -304,7 +304,7 @@ pub fn effective_base(config: &ConsulConfig) -> Result<Url> {
     Ok(base)
 }
 
-fn read_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>> {
+pub(crate) fn read_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>> {
     let pem = std::fs::read(path)
         .with_context(|| format!("cannot read CA certificate `{}`", path.display()))?;
     let certificates = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {

@@ -1,0 +1,309 @@
+//! What can go wrong talking to etcd, classified so that policy code can
+//! tell a transient hiccup (retry while the lease lasts) from a verdict.
+
+use std::fmt;
+use std::time::Duration;
+
+/// gRPC status codes the gateway reports in its error bodies.
+pub mod code {
+    pub const INVALID_ARGUMENT: i64 = 3;
+    pub const DEADLINE_EXCEEDED: i64 = 4;
+    pub const NOT_FOUND: i64 = 5;
+    pub const PERMISSION_DENIED: i64 = 7;
+    pub const RESOURCE_EXHAUSTED: i64 = 8;
+    pub const FAILED_PRECONDITION: i64 = 9;
+    pub const UNAVAILABLE: i64 = 14;
+    pub const UNAUTHENTICATED: i64 = 16;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EtcdError {
+    /// No endpoint accepted a connection (refused, DNS, TLS handshake).
+    Unreachable { endpoints: String, cause: String },
+    /// The request got no answer in time.
+    Timeout { endpoint: String, after: Duration },
+    /// The connection broke mid-request.
+    Broken { endpoint: String, cause: String },
+    /// TLS failed: the certificates or the scheme are wrong.
+    Tls { endpoint: String, cause: String },
+    /// The user or password is wrong, or the user lacks a permission.
+    Denied { what: String, message: String },
+    /// Our auth token expired; the next call authenticates afresh.
+    TokenExpired { message: String },
+    /// The lease is gone: revoked by an operator or expired. A verdict.
+    LeaseNotFound { lease: i64 },
+    /// Our contender key vanished while we waited: its lease ran out or was
+    /// revoked. A verdict.
+    KeyGone { key: String },
+    /// No leader, a timeout inside the cluster, too many requests.
+    Server {
+        what: String,
+        code: i64,
+        message: String,
+    },
+    /// etcd refused the request itself.
+    Rejected {
+        what: String,
+        code: i64,
+        message: String,
+    },
+    /// An answer we could not understand.
+    Decode { what: String, cause: String },
+    /// The semaphore's contenders agreed on another limit.
+    LimitMismatch {
+        prefix: String,
+        ours: u32,
+        theirs: u32,
+        key: String,
+    },
+    /// A key under a semaphore prefix that is not a lockrun contender.
+    Foreign { prefix: String, key: String },
+    /// A key or prefix lockrun cannot use.
+    Usage(String),
+}
+
+impl EtcdError {
+    /// Worth retrying while the local lease still holds: the cluster or the
+    /// network is in trouble, but nothing has said our lease is gone.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            EtcdError::Unreachable { .. }
+            | EtcdError::Timeout { .. }
+            | EtcdError::Broken { .. }
+            // A TLS failure mid-lock is a network problem like any other:
+            // the lease decides. At start-up it is reported at once.
+            | EtcdError::Tls { .. }
+            | EtcdError::TokenExpired { .. }
+            | EtcdError::Server { .. } => true,
+            EtcdError::Denied { .. }
+            | EtcdError::LeaseNotFound { .. }
+            | EtcdError::KeyGone { .. }
+            | EtcdError::Rejected { .. }
+            | EtcdError::Decode { .. }
+            | EtcdError::LimitMismatch { .. }
+            | EtcdError::Foreign { .. }
+            | EtcdError::Usage(_) => false,
+        }
+    }
+
+    /// etcd said our lease is gone: whatever we held with it is lost now,
+    /// and etcd has no lock-delay, so a rival may already hold it.
+    pub fn is_verdict(&self) -> bool {
+        matches!(
+            self,
+            EtcdError::LeaseNotFound { .. } | EtcdError::KeyGone { .. }
+        )
+    }
+
+    /// Classifies an error answer of the gateway: its gRPC code when the
+    /// body has one, else the HTTP status.
+    pub(crate) fn from_answer(what: &str, status: u16, body: &str) -> EtcdError {
+        let (code, message) = parse_error_body(body);
+        if status == 404 && code.is_none() {
+            // Not etcd's gRPC error: no gateway answered (etcd before 3.4,
+            // the gateway turned off, or not etcd at all).
+            return EtcdError::Rejected {
+                what: what.to_owned(),
+                code: code::NOT_FOUND,
+                message: format!("404 {message}: no etcd v3 JSON gateway there; lockrun needs etcd 3.4 or later with its gateway on"),
+            };
+        }
+        let code = code.unwrap_or(match status {
+            400 => code::INVALID_ARGUMENT,
+            401 => code::UNAUTHENTICATED,
+            403 => code::PERMISSION_DENIED,
+            404 => code::NOT_FOUND,
+            429 => code::RESOURCE_EXHAUSTED,
+            504 => code::DEADLINE_EXCEEDED,
+            _ => code::UNAVAILABLE,
+        });
+        let what = what.to_owned();
+        match code {
+            code::UNAUTHENTICATED if message.contains("invalid auth token") => {
+                EtcdError::TokenExpired { message }
+            }
+            code::PERMISSION_DENIED | code::UNAUTHENTICATED => EtcdError::Denied { what, message },
+            code::INVALID_ARGUMENT if message.contains("authentication failed") => {
+                EtcdError::Denied { what, message }
+            }
+            code::DEADLINE_EXCEEDED | code::RESOURCE_EXHAUSTED | code::UNAVAILABLE => {
+                EtcdError::Server {
+                    what,
+                    code,
+                    message,
+                }
+            }
+            _ => EtcdError::Rejected {
+                what,
+                code,
+                message,
+            },
+        }
+    }
+
+    /// Whether etcd answered "requested lease not found".
+    pub(crate) fn is_lease_not_found(&self) -> bool {
+        matches!(self, EtcdError::Rejected { code: code::NOT_FOUND, message, .. } if message.contains("lease not found"))
+    }
+}
+
+/// Whether a transport failure's innermost cause is TLS: a certificate
+/// refused either way, or TLS spoken to a plain port (or the reverse).
+pub(crate) fn is_tls_problem(cause: &str) -> bool {
+    let cause = cause.to_ascii_lowercase();
+    [
+        "certificate",
+        "alert",
+        "tls",
+        "handshake",
+        "corrupt message",
+    ]
+    .iter()
+    .any(|word| cause.contains(word))
+}
+
+/// The gRPC code and message of a gateway error body: 3.4 writes
+/// `{"error": m, "message": m, "code": n}`, 3.6 drops `error`, and a
+/// streaming call wraps `{"grpc_code": n, "message": m, ...}` in `error`.
+fn parse_error_body(body: &str) -> (Option<i64>, String) {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body.trim()).ok();
+    let Some(value) = parsed else {
+        return (None, one_line(body));
+    };
+    let value = value
+        .get("error")
+        .filter(|e| e.is_object())
+        .unwrap_or(&value);
+    // Stream errors (watch, keepalive) name it `grpc_code`.
+    let code = ["code", "grpc_code"]
+        .iter()
+        .find_map(|k| value.get(*k).and_then(serde_json::Value::as_i64));
+    let message = ["message", "error"]
+        .iter()
+        .find_map(|k| value.get(*k).and_then(serde_json::Value::as_str))
+        .map(one_line)
+        .unwrap_or_else(|| one_line(body));
+    (code, message)
+}
+
+pub(crate) fn one_line(body: &str) -> String {
+    let line = body.trim().lines().next().unwrap_or("").trim();
+    if line.is_empty() {
+        "empty answer".to_string()
+    } else if line.chars().count() > 200 {
+        let cut: String = line.chars().take(200).collect();
+        format!("{cut}...")
+    } else {
+        line.to_string()
+    }
+}
+
+impl fmt::Display for EtcdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EtcdError::Unreachable { endpoints, cause } => write!(
+                f,
+                "cannot reach etcd at {endpoints} ({cause}); is etcd running? set ETCDCTL_ENDPOINTS or --endpoints"
+            ),
+            EtcdError::Timeout { endpoint, after } => write!(
+                f,
+                "etcd at {endpoint} did not answer within {}",
+                crate::lease::fmt_duration(*after)
+            ),
+            EtcdError::Broken { endpoint, cause } => {
+                write!(f, "the connection to etcd at {endpoint} broke ({cause})")
+            }
+            EtcdError::Tls { endpoint, cause } => write!(
+                f,
+                "TLS with etcd at {endpoint} failed ({cause}); check --cacert, --cert and --key (or ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY) and the endpoint's scheme"
+            ),
+            EtcdError::Denied { what, message } => write!(
+                f,
+                "permission denied {what} ({message}); check ETCDCTL_USER or --user and the user's role"
+            ),
+            EtcdError::TokenExpired { message } => {
+                write!(f, "etcd refused our auth token ({message}); authenticating again")
+            }
+            EtcdError::LeaseNotFound { lease } => write!(
+                f,
+                "etcd no longer knows our lease {lease:x}: it was revoked or ran out"
+            ),
+            EtcdError::KeyGone { key } => write!(
+                f,
+                "our contender key `{key}` vanished: its lease was revoked or ran out"
+            ),
+            EtcdError::Server {
+                what,
+                code,
+                message,
+            } => write!(f, "etcd failed {what} (code {code}: {message})"),
+            EtcdError::Rejected {
+                what,
+                code,
+                message,
+            } => write!(f, "etcd refused {what} (code {code}: {message})"),
+            EtcdError::Decode { what, cause } => {
+                write!(f, "unexpected answer from etcd {what} ({cause})")
+            }
+            EtcdError::LimitMismatch {
+                prefix,
+                ours,
+                theirs,
+                key,
+            } => write!(
+                f,
+                "semaphore `{prefix}` has limit {theirs} (stored by `{key}`), not {ours}; use --limit {theirs} or another prefix"
+            ),
+            EtcdError::Foreign { prefix, key } => write!(
+                f,
+                "`{key}` under semaphore prefix `{prefix}` is not a lockrun contender; keep nothing else under `{prefix}/`"
+            ),
+            EtcdError::Usage(message) => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for EtcdError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gateway_errors_are_classified_by_their_grpc_code() {
+        let e = EtcdError::from_answer(
+            "renewing the lease",
+            404,
+            r#"{"error":"etcdserver: requested lease not found","message":"etcdserver: requested lease not found","code":5}"#,
+        );
+        assert!(e.is_lease_not_found());
+        let e = EtcdError::from_answer(
+            "reading `a`",
+            503,
+            r#"{"code":14,"message":"etcdserver: no leader"}"#,
+        );
+        assert!(e.is_transient(), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "etcd failed reading `a` (code 14: etcdserver: no leader)"
+        );
+        let e = EtcdError::from_answer(
+            "authenticating",
+            400,
+            r#"{"error":"etcdserver: authentication failed, invalid user ID or password","code":3}"#,
+        );
+        assert!(matches!(e, EtcdError::Denied { .. }), "{e:?}");
+        assert!(!e.is_transient());
+        let e = EtcdError::from_answer(
+            "watching `a`",
+            200,
+            r#"{"error":{"grpc_code":14,"http_code":503,"message":"etcdserver: no leader","http_status":"Service Unavailable"}}"#,
+        );
+        assert!(matches!(e, EtcdError::Server { code: 14, .. }), "{e:?}");
+        let e = EtcdError::from_answer("x", 502, "<html>bad gateway</html>");
+        assert!(e.is_transient());
+        let e = EtcdError::from_answer("reading `a`", 404, "404 page not found\n");
+        assert!(!e.is_transient() && !e.is_verdict());
+        assert!(e.to_string().contains("etcd 3.4 or later"), "{e}");
+    }
+}

@@ -1,0 +1,354 @@
+//! The lock and semaphore algorithms on etcd's keys.
+//!
+//! A lock is etcd's concurrency mutex (`client/v3/concurrency/mutex.go`),
+//! so `etcdctl lock KEY` and `etcdctl elect KEY` exclude us and we them:
+//! each contender puts `KEY/<lease id in hex>` with its lease, the lowest
+//! CreateRevision under `KEY/` holds, and each waiter watches only its
+//! nearest predecessor until it is deleted.
+//!
+//! A semaphore with N slots ranks the contenders under `PREFIX/` the same
+//! way, and the first N hold. Each contender's value is a small JSON
+//! document with the `--value` and the limit, so a contender with another
+//! limit is noticed and named.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use super::client::{Client, Kv, Range};
+use super::error::EtcdError;
+
+/// How long cleanup calls (delete, revoke) may take.
+pub const CLEANUP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Our contender key, as the transaction that put it found things.
+#[derive(Debug, Clone)]
+pub struct Entered {
+    pub key: Vec<u8>,
+    pub create_revision: i64,
+    /// The oldest contender at that moment (maybe us).
+    pub first: Option<Kv>,
+    /// The revision the transaction ran at: our key existed then.
+    pub revision: i64,
+}
+
+/// The contender key of `lease` under `prefix` (which ends with `/`):
+/// lowercase hex, not padded, as etcd's `fmt.Sprintf("%s%x", pfx, lease)`.
+pub fn contender_key(prefix: &[u8], lease: i64) -> Vec<u8> {
+    let mut key = prefix.to_vec();
+    key.extend_from_slice(format!("{lease:x}").as_bytes());
+    key
+}
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn shown(key: &[u8]) -> String {
+    String::from_utf8_lossy(key).into_owned()
+}
+
+/// Puts our contender key with the lease unless it exists, in one
+/// transaction that also reads the oldest contender (etcd's
+/// `Mutex.tryAcquire`): `If CreateRevision(me)==0 Then Put(me), Get(first)
+/// Else Get(me), Get(first)`.
+pub async fn enter(
+    client: &Client,
+    prefix: &[u8],
+    lease: i64,
+    value: &[u8],
+) -> Result<Entered, EtcdError> {
+    let key = contender_key(prefix, lease);
+    let first =
+        json!({ "request_range": Range::prefix(prefix).first_created().limited(1).to_json() });
+    let answer = client
+        .txn(
+            vec![json!({
+                "key": b64(&key),
+                "target": "CREATE",
+                "result": "EQUAL",
+                "create_revision": "0",
+            })],
+            vec![
+                json!({ "request_put": {
+                    "key": b64(&key),
+                    "value": b64(value),
+                    "lease": lease.to_string(),
+                }}),
+                first.clone(),
+            ],
+            vec![
+                json!({ "request_range": Range::key(&key).to_json() }),
+                first,
+            ],
+            &format!("entering `{}`", shown(&key)),
+        )
+        .await?;
+    let create_revision = if answer.succeeded {
+        answer.revision
+    } else {
+        match answer.ranges.first().and_then(|r| r.kvs.first()) {
+            Some(kv) => kv.create_revision,
+            None => return Err(EtcdError::KeyGone { key: shown(&key) }),
+        }
+    };
+    let first = answer.ranges.last().and_then(|r| r.kvs.first().cloned());
+    Ok(Entered {
+        key,
+        create_revision,
+        first,
+        revision: answer.revision,
+    })
+}
+
+/// Deletes our contender key: we stop waiting and hold nothing.
+pub async fn leave(client: &Client, key: &[u8]) -> Result<(), EtcdError> {
+    client.delete(key, CLEANUP_TIMEOUT).await.map(drop)
+}
+
+/// Waits until no key under `prefix` was created before `revision`
+/// (etcd's `waitDeletes`): watches the nearest older one until it is
+/// deleted, then looks again. Transient failures are retried: the lease,
+/// renewed by the caller meanwhile, decides how long we may wait.
+pub async fn wait_predecessors(
+    client: &Client,
+    prefix: &[u8],
+    revision: i64,
+) -> Result<(), EtcdError> {
+    let mut pause = Pause::default();
+    loop {
+        let nearest = Range {
+            max_create_revision: revision - 1,
+            ..Range::prefix(prefix)
+        }
+        .newest_first()
+        .limited(1);
+        let answer = match client.range(&nearest).await {
+            Ok(answer) => answer,
+            Err(e) if e.is_transient() => {
+                pause.after(&e).await;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let Some(predecessor) = answer.kvs.first() else {
+            return Ok(());
+        };
+        match wait_deleted(client, &predecessor.key, answer.revision).await {
+            Ok(()) => pause = Pause::default(),
+            Err(e) if e.is_transient() => pause.after(&e).await,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Returns once `key` is deleted after `revision`, or once the watch can no
+/// longer tell (compaction): the caller looks again either way.
+async fn wait_deleted(client: &Client, key: &[u8], revision: i64) -> Result<(), EtcdError> {
+    let mut watch = client.watch(key, None, revision + 1, true).await?;
+    loop {
+        let batch = watch.next().await?;
+        if batch.canceled || batch.events.iter().any(|e| e.deleted) {
+            return Ok(());
+        }
+    }
+}
+
+/// Backoff between attempts after transient failures while waiting.
+#[derive(Debug, Default)]
+pub struct Pause {
+    next: Duration,
+}
+
+impl Pause {
+    pub async fn after(&mut self, e: &EtcdError) {
+        self.next = (self.next * 2).clamp(Duration::from_millis(100), Duration::from_secs(2));
+        tracing::debug!("{e}; trying again in {:?}", self.next);
+        tokio::time::sleep(self.next).await;
+    }
+}
+
+/// Confirms our key still exists (it vanishes when the lease runs out).
+pub async fn still_there(client: &Client, key: &[u8]) -> Result<i64, EtcdError> {
+    let answer = client.range(&Range::key(key)).await?;
+    if answer.kvs.is_empty() {
+        return Err(EtcdError::KeyGone { key: shown(key) });
+    }
+    Ok(answer.revision)
+}
+
+/// What a semaphore contender stores.
+pub fn slot_value(value: &str, limit: u32) -> Vec<u8> {
+    json!({ "value": value, "limit": limit })
+        .to_string()
+        .into_bytes()
+}
+
+/// A contender's value and limit, when it is lockrun's.
+pub fn parse_slot_value(raw: &[u8]) -> Option<(String, u32)> {
+    let v: Value = serde_json::from_slice(raw).ok()?;
+    let value = v.get("value")?.as_str()?.to_owned();
+    let limit = u32::try_from(v.get("limit")?.as_u64()?).ok()?;
+    Some((value, limit))
+}
+
+/// The semaphore's contenders, oldest first, each checked to agree on
+/// `limit`.
+pub async fn contenders(
+    client: &Client,
+    name: &str,
+    prefix: &[u8],
+    limit: u32,
+) -> Result<(Vec<Kv>, i64), EtcdError> {
+    let answer = client.range(&Range::prefix(prefix).first_created()).await?;
+    for kv in &answer.kvs {
+        match parse_slot_value(&kv.value) {
+            Some((_, theirs)) if theirs == limit => {}
+            Some((_, theirs)) => {
+                return Err(EtcdError::LimitMismatch {
+                    prefix: name.to_owned(),
+                    ours: limit,
+                    theirs,
+                    key: kv.key_str(),
+                })
+            }
+            None => {
+                return Err(EtcdError::Foreign {
+                    prefix: name.to_owned(),
+                    key: kv.key_str(),
+                })
+            }
+        }
+    }
+    Ok((answer.kvs, answer.revision))
+}
+
+/// How a semaphore wait ended.
+pub enum SlotWait {
+    /// We rank among the first `limit`: our rank.
+    Held { rank: u32, revision: i64 },
+    /// Every slot is taken (only without waiting); the oldest holder's
+    /// value.
+    Busy(Option<String>),
+}
+
+/// Waits until fewer than `limit` contenders under `prefix` are older than
+/// our key. No single key would do to watch: holders leave in any order,
+/// so a waiter watching one of them would miss the others' releases. We
+/// watch the prefix for deletions instead and count down the older keys
+/// ourselves, so a release sends a fresh read only from the waiter it lets
+/// in; the rest merely tick their count.
+pub async fn wait_slot(
+    client: &Client,
+    name: &str,
+    prefix: &[u8],
+    me: &Entered,
+    limit: u32,
+    once: bool,
+) -> Result<SlotWait, EtcdError> {
+    let mut pause = Pause::default();
+    loop {
+        let (kvs, revision) = match contenders(client, name, prefix, limit).await {
+            Ok(found) => found,
+            Err(e) if e.is_transient() && !once => {
+                pause.after(&e).await;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if !kvs.iter().any(|kv| kv.key == me.key) {
+            return Err(EtcdError::KeyGone {
+                key: shown(&me.key),
+            });
+        }
+        let mut older: HashSet<Vec<u8>> = kvs
+            .iter()
+            .filter(|kv| kv.create_revision < me.create_revision)
+            .map(|kv| kv.key.clone())
+            .collect();
+        if older.len() < limit as usize {
+            let rank = u32::try_from(older.len()).expect("fewer than limit");
+            return Ok(SlotWait::Held { rank, revision });
+        }
+        if once {
+            let holder = kvs
+                .first()
+                .and_then(|kv| parse_slot_value(&kv.value))
+                .map(|(v, _)| v);
+            return Ok(SlotWait::Busy(holder));
+        }
+        let end = super::client::prefix_end(prefix);
+        let counted = async {
+            let mut watch = client.watch(prefix, Some(&end), revision + 1, true).await?;
+            loop {
+                let batch = watch.next().await?;
+                if batch.canceled {
+                    return Ok(());
+                }
+                for event in batch.events.iter().filter(|e| e.deleted) {
+                    if event.kv.key == me.key {
+                        return Err(EtcdError::KeyGone {
+                            key: shown(&me.key),
+                        });
+                    }
+                    older.remove(&event.kv.key);
+                }
+                if older.len() < limit as usize {
+                    return Ok(());
+                }
+            }
+        };
+        match counted.await {
+            Ok(()) => pause = Pause::default(),
+            Err(e) if e.is_transient() => pause.after(&e).await,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Waits out a deadline: `None` once it passes.
+pub async fn until<T>(
+    deadline: Option<Instant>,
+    work: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    match deadline {
+        Some(at) => tokio::time::timeout_at(at, work).await.ok(),
+        None => Some(work.await),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contender_keys_are_etcds_unpadded_lowercase_hex() {
+        assert_eq!(
+            contender_key(b"jobs/", 0x694d_7a1b_2c3d),
+            b"jobs/694d7a1b2c3d"
+        );
+        assert_eq!(contender_key(b"a/", 10), b"a/a");
+    }
+
+    #[test]
+    fn prefix_ends_as_etcds_get_prefix_range_end() {
+        use super::super::client::prefix_end;
+        assert_eq!(prefix_end(b"a/"), b"a0");
+        assert_eq!(prefix_end(b"a\xff"), b"b");
+        assert_eq!(prefix_end(b"\xff\xff"), b"\0");
+    }
+
+    #[test]
+    fn slot_values_round_trip_and_reject_others() {
+        let stored = slot_value("web-1 \"quoted\"", 3);
+        assert_eq!(
+            parse_slot_value(&stored),
+            Some(("web-1 \"quoted\"".to_owned(), 3))
+        );
+        assert_eq!(parse_slot_value(b""), None);
+        assert_eq!(parse_slot_value(b"{\"value\":\"x\"}"), None);
+    }
+}

@@ -1,0 +1,581 @@
+//! The `etcd` backend (issue #14, SPEC §6): locks and semaphore slots as
+//! keys attached to an etcd lease, in etcd's own concurrency-mutex layout
+//! so that `etcdctl lock` and `etcdctl elect` interoperate (see [`lock`]).
+//!
+//! The lease is what keeps our claims alive: the hold loop sends a
+//! keepalive about every TTL/3, and etcd's leader expires the lease one TTL
+//! after the last keepalive it received, deleting our key at once. There is
+//! no lock-delay: a rival may hold the lock the moment our key is gone, so
+//! the budget is the send time of the last acknowledged keepalive plus the
+//! TTL in its answer.
+//!
+//! Cancelling an acquisition by dropping its future may leave our contender
+//! key behind (we never do I/O in `Drop`), and a key that reaches the front
+//! of the queue holds the lock for `etcdctl` too. The key is attached to the
+//! lease, so closing the lease ([`Lease::close`], which revokes it) deletes
+//! it: whoever drops an acquisition must close the lease, as the hold loop
+//! does on every path. A lease nobody closes expires one TTL after its last
+//! keepalive.
+
+pub mod client;
+pub mod config;
+pub mod error;
+pub mod lock;
+
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+pub use self::client::Client;
+pub use self::config::{EtcdConfig, EtcdFlags, Password, User};
+pub use self::error::EtcdError;
+
+use self::client::{Kv, Range, Watch};
+use self::lock::{Entered, Pause, SlotWait, CLEANUP_TIMEOUT};
+use super::{
+    Acquisition, Changes, Claim, Engine, Exposure, Holder, Inspect, Lease, Renewal, Target, Wait,
+    Which,
+};
+
+/// The TTL lockrun asks for unless told otherwise: etcdctl lock's default.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+
+/// The etcd engine: a client and the TTL of the leases it grants.
+#[derive(Debug, Clone)]
+pub struct Etcd {
+    client: Client,
+    ttl: Duration,
+}
+
+impl Etcd {
+    /// Checks `config` (certificate files included) without any request.
+    pub fn new(config: &EtcdConfig, ttl: Duration) -> Result<Etcd, String> {
+        if ttl < Duration::from_secs(1) || ttl.subsec_nanos() != 0 {
+            return Err(format!(
+                "etcd lease TTLs are whole seconds, at least 1s; `{}` is not one",
+                humantime::format_duration(ttl)
+            ));
+        }
+        Ok(Etcd {
+            client: Client::new(config)?,
+            ttl,
+        })
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The key's prefix with the separator etcd's mutex adds.
+    fn prefix(target: &Target) -> Result<Vec<u8>, EtcdError> {
+        let name = target.name();
+        if name.is_empty() {
+            return Err(EtcdError::Usage(
+                "the key is empty; give a key such as `jobs/nightly`".into(),
+            ));
+        }
+        let mut prefix = name.as_bytes().to_vec();
+        prefix.push(b'/');
+        Ok(prefix)
+    }
+
+    async fn acquire_lock(
+        &self,
+        lease: &EtcdLease,
+        target: &Target,
+        value: &str,
+        wait: Wait,
+    ) -> Result<Acquisition<EtcdClaim>, EtcdError> {
+        let prefix = Self::prefix(target)?;
+        let me = lock::enter(&self.client, &prefix, lease.id, value.as_bytes()).await?;
+        let first = me.first.as_ref().map(|kv| kv.create_revision);
+        let revision = if first == Some(me.create_revision) {
+            me.revision
+        } else {
+            if wait == Wait::Once {
+                return self.busy(target, &me, None).await;
+            }
+            let waited = lock::until(wait.deadline(), async {
+                lock::wait_predecessors(&self.client, &prefix, me.create_revision).await?;
+                // As etcd's mutex does: we may have waited past our lease.
+                lock::still_there(&self.client, &me.key).await
+            })
+            .await;
+            match waited {
+                Some(revision) => revision?,
+                None => return self.busy(target, &me, None).await,
+            }
+        };
+        Ok(Acquisition::Held(
+            self.claim(lease, target, me, revision, None),
+        ))
+    }
+
+    async fn acquire_slot(
+        &self,
+        lease: &EtcdLease,
+        target: &Target,
+        limit: u32,
+        value: &str,
+        wait: Wait,
+    ) -> Result<Acquisition<EtcdClaim>, EtcdError> {
+        if limit == 0 {
+            return Err(EtcdError::Usage(
+                "a semaphore needs a limit of at least 1".into(),
+            ));
+        }
+        let prefix = Self::prefix(target)?;
+        let stored = lock::slot_value(value, limit);
+        let me = lock::enter(&self.client, &prefix, lease.id, &stored).await?;
+        let once = wait == Wait::Once;
+        let name = target.name();
+        let waited = lock::until(
+            wait.deadline(),
+            lock::wait_slot(&self.client, name, &prefix, &me, limit, once),
+        )
+        .await;
+        match waited {
+            Some(Ok(SlotWait::Held { rank, revision })) => Ok(Acquisition::Held(self.claim(
+                lease,
+                target,
+                me,
+                revision,
+                Some(rank),
+            ))),
+            Some(Ok(SlotWait::Busy(holder))) => self.busy(target, &me, holder).await,
+            None => self.busy(target, &me, None).await,
+            Some(Err(e)) => {
+                // A mismatch or a foreign key: we must not wait in that queue.
+                if !e.is_transient() {
+                    let _ = lock::leave(&self.client, &me.key).await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Gives up waiting: our key goes, so the lease can try again. The
+    /// holder named is the one now, for the message.
+    async fn busy(
+        &self,
+        target: &Target,
+        me: &Entered,
+        holder: Option<String>,
+    ) -> Result<Acquisition<EtcdClaim>, EtcdError> {
+        lock::leave(&self.client, &me.key).await?;
+        let holder = match holder {
+            Some(holder) => Some(holder),
+            None => self
+                .holders(target)
+                .await
+                .ok()
+                .and_then(|hs| hs.into_iter().find_map(|h| h.value)),
+        };
+        Ok(Acquisition::Busy { holder })
+    }
+
+    fn claim(
+        &self,
+        lease: &EtcdLease,
+        target: &Target,
+        me: Entered,
+        revision: i64,
+        slot: Option<u32>,
+    ) -> EtcdClaim {
+        EtcdClaim {
+            client: self.client.clone(),
+            name: target.name().to_owned(),
+            key: me.key,
+            create_revision: me.create_revision,
+            lease: lease.id,
+            seen: revision,
+            watch: None,
+            slot,
+        }
+    }
+
+    /// The holders of `target` with their keys, and the revision read.
+    async fn holders_at(&self, target: &Target) -> Result<(Vec<(Holder, Kv)>, i64), EtcdError> {
+        let prefix = Self::prefix(target)?;
+        let mut holders = Vec::new();
+        let revision = match target {
+            Target::Lock { .. } => {
+                let answer = self
+                    .client
+                    .range(&Range::prefix(&prefix).first_created().limited(1))
+                    .await?;
+                for kv in answer.kvs {
+                    let holder = Holder {
+                        // `etcdctl lock` stores nothing: no value to show.
+                        value: Some(kv.value_str()).filter(|v| !v.is_empty()),
+                        fence: u64::try_from(kv.create_revision).ok(),
+                        ..empty_holder()
+                    };
+                    holders.push((holder, kv));
+                }
+                answer.revision
+            }
+            Target::Slot { limit, .. } => {
+                let answer = self
+                    .client
+                    .range(&Range::prefix(&prefix).first_created())
+                    .await?;
+                for (rank, kv) in answer.kvs.into_iter().take(*limit as usize).enumerate() {
+                    let value = lock::parse_slot_value(&kv.value)
+                        .map_or_else(|| kv.value_str(), |(v, _)| v);
+                    let holder = Holder {
+                        value: Some(value),
+                        fence: u64::try_from(kv.create_revision).ok(),
+                        slot: u32::try_from(rank).ok(),
+                        ..empty_holder()
+                    };
+                    holders.push((holder, kv));
+                }
+                answer.revision
+            }
+        };
+        Ok((holders, revision))
+    }
+}
+
+fn empty_holder() -> Holder {
+    Holder {
+        value: None,
+        host: None,
+        pid: None,
+        child_pgid: None,
+        since: None,
+        fence: None,
+        slot: None,
+    }
+}
+
+/// An etcd lease: its id and the TTL etcd last told us.
+#[derive(Debug)]
+pub struct EtcdLease {
+    client: Client,
+    id: i64,
+    /// Whole seconds; raised when a keepalive answers a longer TTL.
+    ttl_secs: AtomicU64,
+    granted_at: Instant,
+}
+
+impl EtcdLease {
+    pub fn id(&self) -> i64 {
+        self.id
+    }
+
+    /// The TTL etcd granted or last reported.
+    pub fn ttl(&self) -> Duration {
+        Duration::from_secs(self.ttl_secs.load(Ordering::Relaxed))
+    }
+
+    /// When we sent the grant request: the lease counts from no earlier.
+    pub fn granted_at(&self) -> Instant {
+        self.granted_at
+    }
+
+    /// One keepalive, as the engine's error: the TTL it answered.
+    pub async fn keepalive(&self, timeout: Duration) -> Result<Duration, EtcdError> {
+        let ttl = self.client.keepalive(self.id, timeout).await?;
+        self.ttl_secs.fetch_max(ttl.as_secs(), Ordering::Relaxed);
+        Ok(ttl)
+    }
+}
+
+impl Lease for EtcdLease {
+    fn renew_every(&self) -> Option<Duration> {
+        Some(self.ttl() / 3)
+    }
+
+    fn exposure(&self, _target: &Target) -> Exposure {
+        Exposure::After(self.ttl())
+    }
+
+    async fn renew(&self, timeout: Duration) -> Renewal {
+        match self.keepalive(timeout).await {
+            Ok(ttl) => Renewal::Confirmed { ttl: Some(ttl) },
+            Err(e) if e.is_verdict() => Renewal::Gone(e.to_string()),
+            Err(e) => Renewal::Failed(e.to_string()),
+        }
+    }
+
+    async fn close(self) {
+        if let Err(e) = self.client.revoke(self.id, CLEANUP_TIMEOUT).await {
+            if !e.is_verdict() {
+                tracing::warn!("cannot revoke lease {:x}: {e}", self.id);
+            }
+        }
+    }
+}
+
+impl Engine for Etcd {
+    type Lease = EtcdLease;
+    type Claim = EtcdClaim;
+    type Error = EtcdError;
+
+    async fn open_lease(&self) -> Result<EtcdLease, EtcdError> {
+        let granted_at = Instant::now();
+        let granted = self.client.grant(self.ttl).await?;
+        Ok(EtcdLease {
+            client: self.client.clone(),
+            id: granted.id,
+            ttl_secs: AtomicU64::new(granted.ttl.as_secs()),
+            granted_at,
+        })
+    }
+
+    /// See the module doc for what dropping this future leaves behind.
+    async fn acquire(
+        &self,
+        lease: &EtcdLease,
+        target: &Target,
+        value: &str,
+        wait: Wait,
+    ) -> Result<Acquisition<EtcdClaim>, EtcdError> {
+        match target {
+            Target::Lock { .. } => self.acquire_lock(lease, target, value, wait).await,
+            Target::Slot { limit, .. } => {
+                self.acquire_slot(lease, target, *limit, value, wait).await
+            }
+        }
+    }
+}
+
+/// A lock or slot we hold: our contender key.
+#[derive(Debug)]
+pub struct EtcdClaim {
+    client: Client,
+    name: String,
+    key: Vec<u8>,
+    create_revision: i64,
+    lease: i64,
+    /// The revision up to which we know our key is unchanged.
+    seen: i64,
+    watch: Option<Watch>,
+    slot: Option<u32>,
+}
+
+impl EtcdClaim {
+    /// Our contender key.
+    pub fn key(&self) -> String {
+        String::from_utf8_lossy(&self.key).into_owned()
+    }
+
+    /// Our rank when we got the slot, for a semaphore.
+    pub fn slot(&self) -> Option<u32> {
+        self.slot
+    }
+
+    /// Watches our key from the last revision we know it at, until it is
+    /// deleted or no longer ours. Resumable: a dropped call loses nothing.
+    async fn lost(&mut self) -> String {
+        let mut pause = Pause::default();
+        loop {
+            match self.watch_once().await {
+                Ok(Some(why)) => return why,
+                Ok(None) => pause = Pause::default(),
+                Err(e) if e.is_transient() => {
+                    self.watch = None;
+                    pause.after(&e).await;
+                }
+                Err(e) => return format!("cannot watch our key `{}`: {e}", self.key()),
+            }
+        }
+    }
+
+    /// `Some(reason)` once the key is lost; `None` when the watch must be
+    /// reopened.
+    async fn watch_once(&mut self) -> Result<Option<String>, EtcdError> {
+        if self.watch.is_none() {
+            self.watch = Some(
+                self.client
+                    .watch(&self.key, None, self.seen + 1, false)
+                    .await?,
+            );
+        }
+        let watch = self.watch.as_mut().expect("opened above");
+        let batch = watch.next().await?;
+        if batch.canceled {
+            // Compacted past what we saw: read the key itself.
+            self.watch = None;
+            let answer = self.client.range(&Range::key(&self.key)).await?;
+            return Ok(match answer.kvs.first() {
+                Some(kv)
+                    if kv.create_revision == self.create_revision && kv.lease == self.lease =>
+                {
+                    self.seen = answer.revision;
+                    None
+                }
+                _ => Some(self.gone_reason()),
+            });
+        }
+        for event in &batch.events {
+            if event.deleted {
+                return Ok(Some(self.gone_reason()));
+            }
+            if event.kv.lease != self.lease {
+                return Ok(Some(format!(
+                    "our key `{}` was overwritten without our lease",
+                    self.key()
+                )));
+            }
+        }
+        self.seen = self.seen.max(batch.revision);
+        Ok(None)
+    }
+
+    fn gone_reason(&self) -> String {
+        format!(
+            "our key `{}` was deleted (lease {:x} revoked or expired, or the key removed)",
+            self.key(),
+            self.lease
+        )
+    }
+}
+
+impl Claim for EtcdClaim {
+    type Error = EtcdError;
+
+    fn fence(&self) -> u64 {
+        u64::try_from(self.create_revision).expect("revisions are positive")
+    }
+
+    fn env(&self) -> Vec<(OsString, OsString)> {
+        let rev = self.create_revision.to_string();
+        vec![
+            ("LOCKRUN_KEY".into(), self.name.clone().into()),
+            ("LOCKRUN_LOCK_INDEX".into(), rev.clone().into()),
+            ("ETCD_LOCK_KEY".into(), self.key().into()),
+            ("ETCD_LOCK_REV".into(), rev.into()),
+        ]
+    }
+
+    fn take_hold_fd(&mut self) -> Option<OwnedFd> {
+        None
+    }
+
+    async fn record_child(&mut self, _pgid: u32) -> Result<(), EtcdError> {
+        // Our key's value is the `--value` alone, which `etcdctl elect -l`
+        // shows; there is nowhere else to put facts.
+        Ok(())
+    }
+
+    async fn watch(&mut self) -> String {
+        self.lost().await
+    }
+
+    async fn release(self) -> Result<(), EtcdError> {
+        lock::leave(&self.client, &self.key).await
+    }
+}
+
+impl Inspect for Etcd {
+    type Error = EtcdError;
+    type Changes = EtcdChanges;
+
+    async fn holders(&self, target: &Target) -> Result<Vec<Holder>, EtcdError> {
+        let (holders, _) = self.holders_at(target).await?;
+        Ok(holders.into_iter().map(|(h, _)| h).collect())
+    }
+
+    async fn changes(&self, target: &Target) -> Result<EtcdChanges, EtcdError> {
+        Self::prefix(target)?;
+        Ok(EtcdChanges {
+            engine: self.clone(),
+            target: target.clone(),
+            last: None,
+            seen: 0,
+            watch: None,
+        })
+    }
+
+    /// Revokes the chosen holders' leases, which deletes their keys: a
+    /// lockrun holder sees its key go and stops its child at once.
+    async fn force_release(
+        &self,
+        target: &Target,
+        which: &Which,
+    ) -> Result<Vec<Holder>, EtcdError> {
+        let (holders, _) = self.holders_at(target).await?;
+        let mut asked = Vec::new();
+        for (holder, kv) in holders {
+            if let Which::Value(v) = which {
+                if holder.value.as_deref() != Some(v.as_str()) {
+                    continue;
+                }
+            }
+            let done = if kv.lease == 0 {
+                self.client.delete(&kv.key, CLEANUP_TIMEOUT).await.map(drop)
+            } else {
+                self.client.revoke(kv.lease, CLEANUP_TIMEOUT).await
+            };
+            match done {
+                Ok(()) => asked.push(holder),
+                // Gone already: it let go by itself meanwhile.
+                Err(e) if e.is_verdict() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(asked)
+    }
+}
+
+/// The holders of a target each time they change, from a watch on its
+/// prefix.
+#[derive(Debug)]
+pub struct EtcdChanges {
+    engine: Etcd,
+    target: Target,
+    last: Option<Vec<Holder>>,
+    seen: i64,
+    watch: Option<Watch>,
+}
+
+impl EtcdChanges {
+    async fn read(&mut self) -> Result<Vec<Holder>, EtcdError> {
+        let (holders, revision) = self.engine.holders_at(&self.target).await?;
+        self.seen = revision;
+        let holders: Vec<Holder> = holders.into_iter().map(|(h, _)| h).collect();
+        self.last = Some(holders.clone());
+        Ok(holders)
+    }
+}
+
+impl Changes for EtcdChanges {
+    type Error = EtcdError;
+
+    async fn next(&mut self) -> Result<Vec<Holder>, EtcdError> {
+        if self.last.is_none() {
+            return self.read().await;
+        }
+        loop {
+            if self.watch.is_none() {
+                let prefix = Etcd::prefix(&self.target)?;
+                let end = client::prefix_end(&prefix);
+                let watch = self
+                    .engine
+                    .client
+                    .watch(&prefix, Some(&end), self.seen + 1, false)
+                    .await?;
+                self.watch = Some(watch);
+            }
+            let batch = self.watch.as_mut().expect("opened above").next().await;
+            match batch {
+                Ok(batch) if batch.canceled => self.watch = None,
+                Ok(_) => {}
+                // A watch that broke is reopened from what we saw.
+                Err(EtcdError::Broken { .. }) => self.watch = None,
+                Err(e) => return Err(e),
+            }
+            let before = self.last.clone();
+            let now = self.read().await?;
+            if before.as_ref() != Some(&now) {
+                return Ok(now);
+            }
+        }
+    }
+}
