@@ -41,6 +41,8 @@ pub struct Cli {
     #[command(flatten)]
     pub consul: ConsulArgs,
     #[command(flatten)]
+    pub etcd: EtcdArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
 }
 
@@ -144,6 +146,8 @@ pub struct ManArgs {
 pub enum BackendName {
     /// HashiCorp Consul (sessions and KV, as `consul lock`).
     Consul,
+    /// etcd v3 (a lease and etcd's own mutex layout, as `etcdctl lock`).
+    Etcd,
     /// This host only: `flock(2)` on a file per lock, as `flock(1)`; no server.
     Local,
 }
@@ -152,6 +156,7 @@ impl BackendName {
     pub fn name(self) -> &'static str {
         match self {
             BackendName::Consul => "consul",
+            BackendName::Etcd => "etcd",
             BackendName::Local => "local",
         }
     }
@@ -161,8 +166,9 @@ impl BackendName {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Backend")]
 pub struct BackendArgs {
-    /// Where the locks live: consul, or local (this host only, no server).
-    /// Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul.
+    /// Where the locks live: consul, etcd, or local (this host only, no
+    /// server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is
+    /// consul.
     #[arg(long, global = true, value_enum, env = "LOCKRUN_BACKEND", default_value_t = BackendName::Consul, value_name = "BACKEND")]
     pub backend: BackendName,
     /// local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY`
@@ -174,6 +180,28 @@ pub struct BackendArgs {
     /// exclude other hosts or may break on a reconnect.
     #[arg(long, global = true)]
     pub allow_network_fs: bool,
+}
+
+/// Where etcd is; flags override etcdctl's environment variables. The user
+/// and password come from ETCDCTL_USER (and ETCDCTL_PASSWORD) only, never
+/// from a command line that every user of the host can read.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "etcd connection")]
+pub struct EtcdArgs {
+    /// etcd: endpoints, comma-separated host:port or http(s)://host:port
+    /// (else ETCDCTL_ENDPOINTS, else 127.0.0.1:2379); the next is tried when
+    /// one is down.
+    #[arg(long, global = true, value_name = "ADDRS")]
+    pub endpoints: Option<String>,
+    /// etcd: CA certificate file (else ETCDCTL_CACERT).
+    #[arg(long, global = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub cacert: Option<PathBuf>,
+    /// etcd: client certificate file (else ETCDCTL_CERT).
+    #[arg(long, global = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub cert: Option<PathBuf>,
+    /// etcd: the client certificate's key file (else ETCDCTL_KEY).
+    #[arg(long, global = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub cert_key: Option<PathBuf>,
 }
 
 /// Where Consul is and how to authenticate; flags override the consul CLI's

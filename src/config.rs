@@ -292,6 +292,9 @@ pub fn hold(
         };
         return Ok((config, None));
     }
+    if backend == BackendName::Etcd {
+        return etcd_hold(kind, key, session, wait, child, env).map(|c| (c, None));
+    }
     let Kind {
         name: key_kind,
         default_behavior,
@@ -401,6 +404,63 @@ pub fn hold(
         child: child_config,
     };
     Ok((config, Some(spec)))
+}
+
+/// etcd: a lease TTL in whole seconds, and a budget with no lock-delay: a
+/// rival takes the lock as soon as the lease expires.
+fn etcd_hold(
+    kind: Kind,
+    key: &str,
+    session: &SessionArgs,
+    wait: &WaitArgs,
+    child: &ChildArgs,
+    env: &dyn Env,
+) -> Result<HoldConfig, Failure> {
+    if key.is_empty() || key.starts_with('/') || key.contains("//") {
+        return Err(Failure::Usage(format!(
+            "`{key}` is not a key lockrun uses on etcd; give one such as `jobs/nightly`"
+        )));
+    }
+    let ttl = session.ttl;
+    if ttl < Duration::from_secs(1) || ttl.subsec_nanos() != 0 || ttl > TTL_MAX {
+        return Err(Failure::Usage(format!(
+            "--ttl {} is not an etcd lease TTL; use whole seconds from 1s to 24h, e.g. --ttl 15s",
+            flag_duration(ttl)
+        )));
+    }
+    let mut budget = Budget {
+        ttl,
+        lock_delay: Duration::ZERO,
+        kill_timeout: child.kill_timeout.unwrap_or(kind.default_kill_timeout),
+        checks: false,
+    };
+    if child.kill_timeout.is_none() && budget.check().is_err() {
+        if let Some(max) = budget.max_kill_timeout() {
+            tracing::info!(
+                "--kill-timeout defaults to {} to fit --ttl {}",
+                flag_duration(max),
+                flag_duration(ttl)
+            );
+            budget.kill_timeout = max;
+        }
+    }
+    budget.check().map_err(|_| {
+        Failure::Usage(format!(
+            "--kill-timeout {} is too long for --ttl {}: on etcd a rival takes the lock as soon as the lease expires, so the child must be dead by then; use --kill-timeout {} or less, or a longer --ttl",
+            flag_duration(budget.kill_timeout),
+            flag_duration(ttl),
+            flag_duration(budget.max_kill_timeout().unwrap_or_default()),
+        ))
+    })?;
+    let child_config = child_config(child, budget.kill_timeout);
+    check_command(&child_config, env)?;
+    Ok(HoldConfig {
+        budget: Some(budget),
+        waiting: waiting(wait),
+        conflict_exit_code: wait.conflict_exit_code,
+        value: child.value.clone().unwrap_or_else(hostname),
+        child: child_config,
+    })
 }
 
 fn child_config(child: &ChildArgs, kill_timeout: Duration) -> ChildConfig {

@@ -14,6 +14,8 @@ pub struct Job {
     config: HoldConfig,
     /// The session to ask Consul for, on that backend.
     pub session: Option<SessionSpec>,
+    /// The lease TTL, on etcd.
+    pub ttl: std::time::Duration,
     service: hold::Service,
 }
 
@@ -33,6 +35,7 @@ pub fn prepare(args: ElectArgs, backend: BackendName, env: &dyn Env) -> Result<J
         campaign: args.campaign,
         config,
         session,
+        ttl: args.session.ttl,
         service,
     })
 }

@@ -16,6 +16,8 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
 use crate::backend::consul::{Client, Consul};
+use crate::backend::etcd::config::{EtcdConfig, EtcdFlags};
+use crate::backend::etcd::Etcd;
 use crate::backend::local::Local;
 use crate::cli::{BackendArgs, BackendName, Cli, Command};
 use crate::config::{self, ProcessEnv};
@@ -100,43 +102,47 @@ fn hyphen_hint(e: &clap::Error) -> &'static str {
     }
 }
 
-/// Flags that only one backend understands, by clap id.
-const CONSUL_ONLY: &[&str] = &[
-    "http_addr",
-    "token_file",
-    "ca_file",
-    "ca_path",
-    "client_cert",
-    "client_key",
-    "tls_server_name",
-    "datacenter",
-    "namespace",
-    "ttl",
-    "lock_delay",
-    "behavior",
-    "session_name",
-    "node_checks",
-    "service_checks",
-    "no_checks",
-    "session",
-    "destroy_session",
+/// Flags that only some backends understand, by clap id.
+const OWNED: &[(&str, &[BackendName])] = &[
+    ("http_addr", &[BackendName::Consul]),
+    ("token_file", &[BackendName::Consul]),
+    ("ca_file", &[BackendName::Consul]),
+    ("ca_path", &[BackendName::Consul]),
+    ("client_cert", &[BackendName::Consul]),
+    ("client_key", &[BackendName::Consul]),
+    ("tls_server_name", &[BackendName::Consul]),
+    ("datacenter", &[BackendName::Consul]),
+    ("namespace", &[BackendName::Consul]),
+    ("ttl", &[BackendName::Consul, BackendName::Etcd]),
+    ("lock_delay", &[BackendName::Consul]),
+    ("behavior", &[BackendName::Consul]),
+    ("session_name", &[BackendName::Consul]),
+    ("node_checks", &[BackendName::Consul]),
+    ("service_checks", &[BackendName::Consul]),
+    ("no_checks", &[BackendName::Consul]),
+    ("session", &[BackendName::Consul]),
+    ("destroy_session", &[BackendName::Consul]),
+    ("endpoints", &[BackendName::Etcd]),
+    ("cacert", &[BackendName::Etcd]),
+    ("cert", &[BackendName::Etcd]),
+    ("cert_key", &[BackendName::Etcd]),
+    ("lock_dir", &[BackendName::Local]),
+    ("allow_network_fs", &[BackendName::Local]),
 ];
-const LOCAL_ONLY: &[&str] = &["lock_dir", "allow_network_fs"];
 
 /// A flag typed for another backend is refused, not ignored: the user
 /// meant something by it (SPEC §6). Environment variables are left alone,
 /// since a shell may export both backends' settings.
 fn foreign_flags(matches: &ArgMatches, backend: BackendName) -> Result<(), Failure> {
-    let (foreign, owner) = match backend {
-        BackendName::Consul => (LOCAL_ONLY, BackendName::Local),
-        BackendName::Local => (CONSUL_ONLY, BackendName::Consul),
-    };
     let mut levels = vec![matches];
     if let Some((_, sub)) = matches.subcommand() {
         levels.push(sub);
     }
     for level in levels {
-        for id in foreign {
+        for (id, owners) in OWNED {
+            if owners.contains(&backend) {
+                continue;
+            }
             let typed = level
                 .try_get_raw(id)
                 .ok()
@@ -144,11 +150,15 @@ fn foreign_flags(matches: &ArgMatches, backend: BackendName) -> Result<(), Failu
                 .is_some_and(|_| level.value_source(id) == Some(ValueSource::CommandLine));
             if typed {
                 let flag = format!("--{}", id.replace('_', "-"));
+                let owner = owners[0].name();
+                let owned_by = owners
+                    .iter()
+                    .map(|b| b.name())
+                    .collect::<Vec<_>>()
+                    .join(" and ");
                 return Err(Failure::Usage(format!(
-                    "{flag} belongs to the {} backend, and this run uses --backend {}; drop {flag}, or pass --backend {}",
-                    owner.name(),
+                    "{flag} belongs to the {owned_by} backend, and this run uses --backend {}; drop {flag}, or pass --backend {owner}",
                     backend.name(),
-                    owner.name()
                 )));
             }
         }
@@ -192,6 +202,17 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
     }
     match backend {
         BackendName::Consul => run_consul(&cli.consul, &env, &runtime, job),
+        BackendName::Etcd => {
+            let etcd = etcd_engine(&cli.etcd, &job)?;
+            runtime.block_on(async {
+                match job {
+                    Job::Elect(job) => elect::run(&etcd, job).await,
+                    Job::Semaphore(job) => semaphore::run(&etcd, job).await,
+                    Job::Leader(job) => holders::leader(&etcd, job).await,
+                    Job::Release(job) => holders::release(&etcd, job).await,
+                }
+            })
+        }
         BackendName::Local => {
             let dir = lock_dir(&cli.backend);
             let local = || Local::open(dir.clone(), cli.backend.allow_network_fs);
@@ -211,6 +232,29 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
             })
         }
     }
+}
+
+/// The etcd engine from flags and etcdctl's variables, checked (files
+/// included) before any request.
+fn etcd_engine(args: &crate::cli::EtcdArgs, job: &Job) -> Result<Etcd, Failure> {
+    let flags = EtcdFlags {
+        endpoints: args.endpoints.clone(),
+        cacert: args.cacert.clone(),
+        cert: args.cert.clone(),
+        key: args.cert_key.clone(),
+        user: None,
+    };
+    let config = EtcdConfig::resolve(&flags, |name| {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    })
+    .map_err(Failure::Config)?;
+    let ttl = match job {
+        Job::Elect(job) => job.ttl,
+        Job::Semaphore(job) => job.ttl,
+        // Looking and releasing open no lease.
+        Job::Leader(_) | Job::Release(_) => crate::backend::etcd::DEFAULT_TTL,
+    };
+    Etcd::new(&config, ttl).map_err(Failure::Config)
 }
 
 fn run_consul(

@@ -21,9 +21,14 @@ pub struct Job {
 
 pub fn prepare(args: ReleaseArgs, backend: BackendName) -> Result<Job, Failure> {
     let key = args.key.strip_suffix('/').unwrap_or(&args.key).to_string();
-    if backend == BackendName::Local {
-        crate::backend::local::dir::check_key(&key).map_err(|e| Failure::Usage(e.to_string()))?;
-        return Ok(Job { key, args });
+    match backend {
+        BackendName::Local => {
+            crate::backend::local::dir::check_key(&key)
+                .map_err(|e| Failure::Usage(e.to_string()))?;
+            return Ok(Job { key, args });
+        }
+        BackendName::Etcd => return Ok(Job { key, args }),
+        BackendName::Consul => {}
     }
     path::check_key(&key).map_err(Failure::Usage)?;
     if let Some(id) = &args.session {

@@ -15,6 +15,8 @@ pub struct Job {
     config: HoldConfig,
     /// The session to ask Consul for, on that backend.
     pub session: Option<SessionSpec>,
+    /// The lease TTL, on etcd.
+    pub ttl: std::time::Duration,
     service: hold::Service,
 }
 
@@ -42,6 +44,7 @@ pub fn prepare(args: SemaphoreArgs, backend: BackendName, env: &dyn Env) -> Resu
         limit: u32::try_from(args.limit).expect("--limit is at most 10000"),
         config,
         session,
+        ttl: args.session.ttl,
         service,
     })
 }

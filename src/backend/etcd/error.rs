@@ -265,6 +265,25 @@ impl fmt::Display for EtcdError {
 
 impl std::error::Error for EtcdError {}
 
+impl crate::backend::EngineError for EtcdError {
+    fn is_transient(&self) -> bool {
+        EtcdError::is_transient(self)
+    }
+}
+
+impl From<EtcdError> for crate::error::Failure {
+    fn from(e: EtcdError) -> crate::error::Failure {
+        use crate::error::Failure;
+        match e {
+            EtcdError::Usage(m) => Failure::Usage(m),
+            e @ (EtcdError::LimitMismatch { .. } | EtcdError::Foreign { .. }) => {
+                Failure::Conflict(e.to_string())
+            }
+            e => Failure::Engine(e.to_string()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,9 +35,12 @@ pub use self::error::EtcdError;
 
 use self::client::{Kv, Range, Watch};
 use self::lock::{Entered, Pause, SlotWait, CLEANUP_TIMEOUT};
+
+/// How long a `--no-wait` run keeps retrying a blip, as on Consul.
+const ONCE_GRACE: Duration = Duration::from_millis(500);
 use super::{
-    Acquisition, Changes, Claim, Engine, Exposure, Holder, Inspect, Lease, Renewal, Target, Wait,
-    Which,
+    Acquisition, Changes, Claim, Engine, Exposure, Holder, Inspect, Lease, Lost, Opening, Renewal,
+    Target, Wait, Which,
 };
 
 /// The TTL lockrun asks for unless told otherwise: etcdctl lock's default.
@@ -287,6 +290,10 @@ impl EtcdLease {
 }
 
 impl Lease for EtcdLease {
+    fn confirmed_at(&self) -> Instant {
+        self.granted_at
+    }
+
     fn renew_every(&self) -> Option<Duration> {
         Some(self.ttl() / 3)
     }
@@ -317,15 +324,47 @@ impl Engine for Etcd {
     type Claim = EtcdClaim;
     type Error = EtcdError;
 
-    async fn open_lease(&self) -> Result<EtcdLease, EtcdError> {
-        let granted_at = Instant::now();
-        let granted = self.client.grant(self.ttl).await?;
-        Ok(EtcdLease {
-            client: self.client.clone(),
-            id: granted.id,
-            ttl_secs: AtomicU64::new(granted.ttl.as_secs()),
-            granted_at,
-        })
+    /// Grants the lease, retrying blips within the patience (for ever for
+    /// a daemon); a one-off run that cannot reach any endpoint at the first
+    /// try says so at once, since that is a wrong address far more often
+    /// than a blip.
+    async fn open_lease(&self, opening: Opening<'_>) -> Result<EtcdLease, EtcdError> {
+        let until = match (opening.daemon, opening.wait) {
+            (true, _) | (false, Wait::Forever) => None,
+            (false, Wait::Once) => Some(Instant::now() + ONCE_GRACE),
+            (false, Wait::Until(at)) => Some(at),
+        };
+        let mut pause = Duration::from_millis(100);
+        let mut first = true;
+        loop {
+            let granted_at = Instant::now();
+            match self.client.grant(self.ttl).await {
+                Ok(granted) => {
+                    return Ok(EtcdLease {
+                        client: self.client.clone(),
+                        id: granted.id,
+                        ttl_secs: AtomicU64::new(granted.ttl.as_secs()),
+                        granted_at,
+                    })
+                }
+                Err(e @ (EtcdError::Unreachable { .. } | EtcdError::Tls { .. }))
+                    if first && !opening.daemon =>
+                {
+                    return Err(e)
+                }
+                Err(e) if e.is_transient() => {
+                    first = false;
+                    (opening.report)(&format!("engine unreachable, retrying: {e}"));
+                    if until.is_some_and(|at| Instant::now() + pause >= at) {
+                        return Err(e);
+                    }
+                    tracing::info!("granting a lease: {e}; retrying in {pause:?}");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// See the module doc for what dropping this future leaves behind.
@@ -464,8 +503,14 @@ impl Claim for EtcdClaim {
         Ok(())
     }
 
-    async fn watch(&mut self) -> String {
-        self.lost().await
+    fn describe(&self) -> String {
+        format!("key `{}`", self.key())
+    }
+
+    /// etcd has no lock-delay: once our key is gone a rival may hold the
+    /// lock already, so every loss is a verdict.
+    async fn watch(&mut self) -> Lost {
+        Lost::Watch(self.lost().await)
     }
 
     async fn release(self) -> Result<(), EtcdError> {
@@ -476,6 +521,32 @@ impl Claim for EtcdClaim {
 impl Inspect for Etcd {
     type Error = EtcdError;
     type Changes = EtcdChanges;
+
+    /// A semaphore's contenders store lockrun's slot document (with the
+    /// limit); anything else under KEY is a mutex.
+    async fn target_of(&self, key: &str) -> Result<Target, EtcdError> {
+        let lock = Target::Lock {
+            key: key.to_string(),
+        };
+        let prefix = Self::prefix(&lock)?;
+        let answer = self
+            .client
+            .range(&Range::prefix(&prefix).first_created().limited(1))
+            .await?;
+        Ok(
+            match answer
+                .kvs
+                .first()
+                .and_then(|kv| lock::parse_slot_value(&kv.value))
+            {
+                Some((_, limit)) => Target::Slot {
+                    prefix: key.to_string(),
+                    limit,
+                },
+                None => lock,
+            },
+        )
+    }
 
     async fn holders(&self, target: &Target) -> Result<Vec<Holder>, EtcdError> {
         let (holders, _) = self.holders_at(target).await?;
