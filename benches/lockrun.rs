@@ -861,6 +861,8 @@ impl Accounting {
                 }
                 Endpoint::KvPut if path.contains("release=") => a.winners += 1,
                 Endpoint::KvPut if path.contains("acquire=") => a.failed_acquires += 1,
+                // The lock transaction: one per handover succeeds.
+                Endpoint::Txn => a.failed_acquires += 1,
                 Endpoint::KvGet if path.contains("consistent") => a.winners += 1,
                 Endpoint::KvGet if path.contains("index=") => a.wakeups += 1,
                 Endpoint::KvGet => a.other_reads += 1,

@@ -6,8 +6,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::cli::{self, ChildArgs, ConsulArgs, SessionArgs, WaitArgs};
 use crate::backend::consul::{self, Behavior, ConsulConfig, SessionSpec, Token};
+use crate::cli::{self, ChildArgs, ConsulArgs, SessionArgs, WaitArgs};
 use crate::error::Failure;
 use crate::lease::{flag_duration, fmt_duration, Budget};
 use crate::signals::Signal;
@@ -497,6 +497,8 @@ pub fn deadline(patience: Patience) -> crate::backend::consul::lock::Patience {
     match patience {
         Patience::Once => crate::backend::consul::lock::Patience::Once,
         Patience::Forever => crate::backend::consul::lock::Patience::Forever,
-        Patience::For(d) => crate::backend::consul::lock::Patience::Until(tokio::time::Instant::now() + d),
+        Patience::For(d) => {
+            crate::backend::consul::lock::Patience::Until(tokio::time::Instant::now() + d)
+        }
     }
 }

@@ -2,9 +2,9 @@
 
 use std::fmt;
 
+use crate::backend::consul::lock::AcquireError;
 use crate::backend::consul::ConsulError;
 use crate::exit::Exit;
-use crate::backend::consul::lock::AcquireError;
 
 #[derive(Debug)]
 pub enum Failure {

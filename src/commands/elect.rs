@@ -1,8 +1,8 @@
 //! `lockrun elect KEY -- COMMAND`: run COMMAND while leading.
 
+use crate::backend::consul::Client;
 use crate::cli::ElectArgs;
 use crate::config::{self, Env, HoldConfig};
-use crate::backend::consul::Client;
 use crate::error::Failure;
 use crate::exit::Exit;
 

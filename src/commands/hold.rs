@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::backend::consul::lock::{self, leader, semaphore, Acquired, Held, Patience};
+use crate::backend::consul::{Client, ConsulError, SessionId};
 use crate::child::{self, Child, ChildExit};
 use crate::config::HoldConfig;
-use crate::backend::consul::{Client, ConsulError, SessionId};
 use crate::error::Failure;
 use crate::exit::Exit;
 use crate::lease::{fmt_duration, Lease, Lost, Renew, Renewal};
-use crate::backend::consul::lock::{self, leader, semaphore, Acquired, Held, Patience};
 use crate::logging::EVENT;
 use crate::notify::{self, Notifier, Ready};
 use crate::signals::{Signal, Signals};

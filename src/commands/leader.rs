@@ -4,14 +4,14 @@ use base64::Engine;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use crate::cli::LeaderArgs;
 use crate::backend::consul::blocking::QueryIndex;
 use crate::backend::consul::kv::Read;
-use crate::backend::consul::{path, Client, KvPair};
-use crate::error::Failure;
-use crate::exit::Exit;
 use crate::backend::consul::lock::semaphore::{self, View};
 use crate::backend::consul::lock::{Patience, Waiter};
+use crate::backend::consul::{path, Client, KvPair};
+use crate::cli::LeaderArgs;
+use crate::error::Failure;
+use crate::exit::Exit;
 
 pub struct Job {
     args: LeaderArgs,

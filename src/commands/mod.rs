@@ -14,9 +14,9 @@ use std::process::ExitCode;
 use clap::error::ErrorKind;
 use clap::Parser;
 
+use crate::backend::consul::Client;
 use crate::cli::{Cli, Command};
 use crate::config::{self, ProcessEnv};
-use crate::backend::consul::Client;
 use crate::error::Failure;
 use crate::exit::Exit;
 use crate::logging;
@@ -124,7 +124,9 @@ fn run(cli: Cli) -> Result<Exit, Failure> {
         // Namespaces on an agent without them: said before anything is
         // written (an older agent would ignore `?ns=` and work elsewhere).
         if namespace && client.lacks_namespaces().await {
-            return Err(Failure::Config(crate::backend::consul::error::NO_NAMESPACES.into()));
+            return Err(Failure::Config(
+                crate::backend::consul::error::NO_NAMESPACES.into(),
+            ));
         }
         match job {
             Job::Elect(job) => elect::run(&client, job).await,

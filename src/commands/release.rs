@@ -6,13 +6,13 @@
 
 use std::collections::BTreeSet;
 
-use crate::cli::ReleaseArgs;
 use crate::backend::consul::kv::Read;
-use crate::backend::consul::{path, Client, KvPair, SessionId};
-use crate::error::Failure;
-use crate::exit::Exit;
 use crate::backend::consul::lock::semaphore::{self, Record, View};
 use crate::backend::consul::lock::SEMAPHORE_FLAG;
+use crate::backend::consul::{path, Client, KvPair, SessionId};
+use crate::cli::ReleaseArgs;
+use crate::error::Failure;
+use crate::exit::Exit;
 
 pub struct Job {
     key: String,

@@ -1,9 +1,9 @@
 //! `lockrun semaphore --limit N PREFIX -- COMMAND`: run COMMAND in one of N
 //! slots.
 
+use crate::backend::consul::Client;
 use crate::cli::SemaphoreArgs;
 use crate::config::{self, Env, HoldConfig};
-use crate::backend::consul::Client;
 use crate::error::Failure;
 use crate::exit::Exit;
 

@@ -2,8 +2,8 @@
 //! flagged with the Go API's `LockFlagValue` so `consul lock` recognises it.
 
 use crate::backend::consul::blocking::QueryIndex;
-use crate::backend::consul::kv::Read;
-use crate::backend::consul::{Client, ConsulError, KvPair, SessionId};
+use crate::backend::consul::txn::{Refusal, Txn, TxnOp};
+use crate::backend::consul::{Client, ConsulError, KvPair, Op, SessionId};
 use crate::lease::Lost;
 
 use super::{AcquireError, Acquired, DelayBackoff, Held, Patience, Waiter, LOCK_FLAG};
@@ -34,6 +34,11 @@ fn check_flags(key: &str, pair: &KvPair) -> Result<(), AcquireError> {
 /// Takes the lock on `key`, waiting per `patience` with blocking reads while
 /// someone else holds it. The caller bounds the whole call by `--timeout`
 /// and, when it is cancelled, must assume the lock might be held.
+///
+/// The lock is written with one transaction, a check-and-set on the entry
+/// as last seen (so a key that became foreign data meanwhile is never taken
+/// over) and the `lock` itself: its answer carries the fencing number, and
+/// a refusal says whether a holder or a lock-delay stood in the way.
 pub async fn acquire(
     client: &Client,
     key: &str,
@@ -44,7 +49,72 @@ pub async fn acquire(
     let mut waiter = Waiter::acquiring(patience);
     let mut delay = DelayBackoff::new();
     let mut holder = None;
+    // The ModifyIndex of the free entry we are about to lock (0: absent).
+    // We start by assuming the key is absent, as a clean release leaves it:
+    // if it is not, the check-and-set refuses and we read it.
+    let mut free_at = Some(0);
     loop {
+        if let Some(index) = free_at.take() {
+            let what = format!("acquiring `{key}`");
+            let ops = [
+                TxnOp::Cas {
+                    key,
+                    value,
+                    flags: LOCK_FLAG,
+                    index,
+                },
+                TxnOp::Lock {
+                    key,
+                    value,
+                    flags: LOCK_FLAG,
+                    session,
+                },
+            ];
+            let refusals = match client.txn(&ops).await {
+                Ok(Txn::Applied(pairs)) => {
+                    let pair = &pairs[1];
+                    let index = QueryIndex::NONE.after(pair.modify_index);
+                    return Ok(Acquired::Yes(holding(key, session, pair, index)));
+                }
+                Ok(Txn::Refused(refusals)) => refusals,
+                Err(e) => {
+                    waiter.retry(&what, e).await?;
+                    continue;
+                }
+            };
+            if let Some(r) = refusals.iter().find(|r| r.is_invalid_session()) {
+                // As `?acquire=` answers it (a 500): the lease decides
+                // whether the session is really gone.
+                let error = ConsulError::Server {
+                    op: Op::KvWrite(key.to_string()),
+                    status: 409,
+                    body: r.what.clone(),
+                };
+                waiter.retry(&what, error).await?;
+                continue;
+            }
+            if refusals.iter().any(Refusal::is_lock_delay) {
+                if matches!(patience, Patience::Once) {
+                    return Ok(Acquired::No { holder: None });
+                }
+                tracing::debug!(key, "lock refused by a lock-delay");
+                delay.wait().await;
+                // Nothing else may have changed: try again straight away;
+                // the check-and-set catches it if something did.
+                free_at = Some(index);
+                continue;
+            }
+            if let Some(r) = refusals.iter().find(|r| !r.is_stale() && !r.is_held()) {
+                return Err(AcquireError::Consul(ConsulError::Rejected {
+                    op: Op::KvWrite(key.to_string()),
+                    status: 409,
+                    body: r.what.clone(),
+                }));
+            }
+            // The entry changed since we looked (a rival took it, or it
+            // exists at all): read it.
+            waiter.read_now();
+        }
         let Some(read) = waiter.next_read().await else {
             return Ok(Acquired::No { holder });
         };
@@ -55,87 +125,34 @@ pub async fn acquire(
         else {
             continue;
         };
-        if let Some(pair) = &pair {
-            check_flags(key, pair)?;
-            match pair.holder() {
-                Some(h) if h == session.as_str() => {
-                    return Ok(Acquired::Yes(holding(key, session, pair, waiter.index())));
-                }
-                Some(h) => {
-                    // Operators know holders by their value (a host name,
-                    // `db-2:5432`); `consul lock` stores none.
-                    let who = match pair.value.as_deref() {
-                        Some(v) if !v.is_empty() => String::from_utf8_lossy(v).into_owned(),
-                        _ => format!("session {h}"),
-                    };
-                    if holder.as_deref() != Some(who.as_str()) {
-                        tracing::info!(
-                            target: crate::logging::EVENT,
-                            lock = key,
-                            holder = %who,
-                            "waiting: held by another"
-                        );
-                    }
-                    holder = Some(who);
-                    waiter.block();
-                    continue;
-                }
-                None => {}
-            }
-        }
-        let what = format!("acquiring `{key}`");
-        let acquired = match client.kv_acquire(key, session, value, LOCK_FLAG).await {
-            Ok(acquired) => acquired,
-            Err(e) => {
-                waiter.retry(&what, e).await?;
-                continue;
-            }
-        };
-        if acquired {
-            // Read it back: the child is told the ModifyIndex, and the watch
-            // and release need it too.
-            let (pair, returned) = match client.kv_get(key, Read::consistent()).await {
-                Ok(answer) => answer,
-                Err(e) => {
-                    waiter.retry(&what, e).await?;
-                    continue;
-                }
-            };
-            waiter.reset(returned);
-            match pair {
-                Some(pair) if pair.holder() == Some(session.as_str()) => {
-                    return Ok(Acquired::Yes(holding(key, session, &pair, waiter.index())));
-                }
-                // Lost between our write and our read (an operator's
-                // release, say): start over.
-                _ => waiter.read_now(),
-            }
+        let Some(pair) = pair else {
+            free_at = Some(0);
             continue;
-        }
-        // Refused: someone else got there first, or a lock-delay is running.
-        // Only a fresh read tells which.
-        let (pair, returned) = match client.kv_get(key, Read::now()).await {
-            Ok(answer) => answer,
-            Err(e) => {
-                waiter.retry(&what, e).await?;
-                continue;
-            }
         };
-        waiter.reset(returned);
-        match pair.as_ref().and_then(KvPair::holder) {
+        check_flags(key, &pair)?;
+        match pair.holder() {
+            Some(h) if h == session.as_str() => {
+                return Ok(Acquired::Yes(holding(key, session, &pair, waiter.index())));
+            }
             Some(h) => {
-                holder = Some(h.to_string());
+                // Operators know holders by their value (a host name,
+                // `db-2:5432`); `consul lock` stores none.
+                let who = match pair.value.as_deref() {
+                    Some(v) if !v.is_empty() => String::from_utf8_lossy(v).into_owned(),
+                    _ => format!("session {h}"),
+                };
+                if holder.as_deref() != Some(who.as_str()) {
+                    tracing::info!(
+                        target: crate::logging::EVENT,
+                        lock = key,
+                        holder = %who,
+                        "waiting: held by another"
+                    );
+                }
+                holder = Some(who);
                 waiter.block();
             }
-            None if matches!(patience, Patience::Once) => return Ok(Acquired::No { holder: None }),
-            None => {
-                tracing::debug!(
-                    key,
-                    "acquire refused with no holder: a lock-delay is running"
-                );
-                delay.wait().await;
-                waiter.read_now();
-            }
+            None => free_at = Some(pair.modify_index),
         }
     }
 }
