@@ -1,6 +1,6 @@
 //! One blip (a reset connection, a 500 during an election) at any step of a
 //! run costs time, not the run: session creation, the lock transaction,
-//! the semaphore's contender write and its check-and-set are all retried
+//! the semaphore's first read and its joining transaction are all retried
 //! within the patience the user gave. Emulator only: the blips are its
 //! fault injection.
 
@@ -89,14 +89,9 @@ fn a_blip_at_any_step_of_semaphore_costs_time_not_the_run() {
     let prefix = consul.prefix("blips-semaphore");
     let steps = [
         step("session", "PUT", "/v1/session/create".into()),
-        step("contender", "PUT", format!("/v1/kv/{prefix}/contender/")),
         step("read", "GET", format!("/v1/kv/{prefix}/read/?recurse")),
-        step("cas", "PUT", format!("/v1/kv/{prefix}/cas/.lock?cas=")),
-        step(
-            "read-back",
-            "GET",
-            format!("/v1/kv/{prefix}/read-back/?recurse&consistent"),
-        ),
+        // The contender entry and the record, in one transaction.
+        step("join", "PUT", "/v1/txn".into()),
     ];
     survives(&consul, &steps, |name| {
         [

@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use crate::backend::consul::blocking::QueryIndex;
 use crate::backend::consul::kv::Read;
-use crate::backend::consul::{Client, ConsulError, KvPair, SessionId};
+use crate::backend::consul::txn::{Txn, TxnOp};
+use crate::backend::consul::{Client, ConsulError, KvPair, Op, SessionId};
 use crate::lease::Lost;
 
 use super::{AcquireError, Acquired, Held, Patience, Waiter, SEMAPHORE_FLAG};
@@ -144,6 +145,11 @@ pub async fn list(
 
 /// Joins the semaphore and waits for a slot per `patience`. Leaves the
 /// contender entry behind on every outcome: the caller's cleanup removes it.
+///
+/// Joining takes the contender entry and, when a slot is free, adds us to
+/// the record in the same transaction: the answer carries the record's new
+/// ModifyIndex, the raft index of our own admission, which is our fencing
+/// number (a read-back could see a later admission's instead).
 pub async fn acquire(
     client: &Client,
     prefix: &str,
@@ -153,24 +159,8 @@ pub async fn acquire(
     patience: Patience,
 ) -> Result<Acquired<Holding>, AcquireError> {
     let contender = contender_key(prefix, session);
+    let record_key = record_key(prefix);
     let mut waiter = Waiter::acquiring(patience);
-    loop {
-        match client
-            .kv_acquire(&contender, session, value, SEMAPHORE_FLAG)
-            .await
-        {
-            Ok(true) => break,
-            Ok(false) => {
-                return Err(AcquireError::Conflict(format!(
-                    "could not take the contender entry `{contender}`"
-                )))
-            }
-            Err(e) => {
-                let step = format!("joining the semaphore `{prefix}`");
-                waiter.retry(&step, e).await?;
-            }
-        }
-    }
     let mut announced = false;
     loop {
         let Some(read) = waiter.next_read().await else {
@@ -198,56 +188,79 @@ pub async fn acquire(
             ),
         };
         record.holders = view.live_holders();
-        if record.holders.contains(session.as_str()) {
-            return Ok(Acquired::Yes(Holding::new(
-                prefix,
-                session,
-                cas,
-                waiter.index(),
-            )));
-        }
-        if record.holders.len() as u64 >= limit {
+        let joined = view
+            .contenders
+            .iter()
+            .any(|p| p.key == contender && p.holder() == Some(session.as_str()));
+        let admitted = record.holders.contains(session.as_str());
+        let full = !admitted && record.holders.len() as u64 >= limit;
+        if full {
             if !announced {
                 tracing::info!(target: crate::logging::EVENT, lock = prefix, limit, "waiting: all slots are taken");
                 announced = true;
             }
-            waiter.block();
-            continue;
+            if joined || matches!(patience, Patience::Once) {
+                waiter.block();
+                continue;
+            }
         }
-        record.holders.insert(session.to_string());
-        let cas_result = client
-            .kv_cas(&record_key(prefix), &record.encode(), SEMAPHORE_FLAG, cas)
-            .await;
-        let joined = match cas_result {
-            Ok(joined) => joined,
+        let encoded;
+        let mut ops = vec![TxnOp::Lock {
+            key: &contender,
+            value,
+            flags: SEMAPHORE_FLAG,
+            session,
+        }];
+        if !full {
+            // Already admitted (an answer we lost): the record is written
+            // again all the same, so that our number is an index of our own.
+            record.holders.insert(session.to_string());
+            encoded = record.encode();
+            ops.push(TxnOp::Cas {
+                key: &record_key,
+                value: &encoded,
+                flags: SEMAPHORE_FLAG,
+                index: cas,
+            });
+        }
+        let refusals = match client.txn(&ops).await {
+            Ok(Txn::Applied(_)) if full => {
+                // Joined the waiters; our own write moved the index, so the
+                // next read answers at once.
+                waiter.read_now();
+                continue;
+            }
+            Ok(Txn::Applied(pairs)) => {
+                let number = pairs[1].modify_index;
+                return Ok(Acquired::Yes(Holding::new(
+                    prefix,
+                    session,
+                    number,
+                    QueryIndex::NONE.after(number),
+                )));
+            }
+            Ok(Txn::Refused(refusals)) => refusals,
             Err(e) => {
                 waiter.retry(&what, e).await?;
                 continue;
             }
         };
-        if joined {
-            // Read back for the record's new ModifyIndex, which serves as the
-            // sequencer, and to start the watch from a current index.
-            let (pairs, returned) = match list(client, prefix, Read::consistent()).await {
-                Ok(answer) => answer,
-                Err(e) => {
-                    waiter.retry(&what, e).await?;
-                    continue;
-                }
+        if let Some(r) = refusals.iter().find(|r| r.is_invalid_session()) {
+            // As `?acquire=` answers it (a 500): the lease decides whether
+            // the session is really gone.
+            let error = ConsulError::Server {
+                op: Op::KvWrite(contender.clone()),
+                status: 409,
+                body: r.what.clone(),
             };
-            let view = View::read(prefix, pairs).map_err(AcquireError::Conflict)?;
-            let modify = view.record.as_ref().map(|(_, m)| *m).unwrap_or(0);
-            waiter.reset(returned);
-            if view.live_holders().contains(session.as_str()) {
-                return Ok(Acquired::Yes(Holding::new(
-                    prefix,
-                    session,
-                    modify,
-                    waiter.index(),
-                )));
-            }
-            waiter.read_now();
+            waiter.retry(&what, error).await?;
             continue;
+        }
+        if let Some(r) = refusals.iter().find(|r| !r.is_stale()) {
+            return Err(AcquireError::Conflict(format!(
+                "could not take the contender entry `{contender}` ({})",
+                r.what
+            )));
         }
         // Lost a race for the record: read it again at once.
         waiter.read_now();
