@@ -582,7 +582,9 @@ impl Bench {
     ) -> Result<(), String> {
         let want = procs.len();
         let queued = if let Some(emulator) = &self.consul.emulator {
-            let path = format!("/v1/kv/{key}?");
+            // lockrun's waiters block on the key or on their queue
+            // entries under it; `consul lock` on the key.
+            let path = format!("/v1/kv/{key}");
             let waiting = |r: &LoggedRequest| {
                 r.endpoint == Endpoint::KvGet
                     && r.status.is_none()

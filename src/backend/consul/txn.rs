@@ -30,12 +30,14 @@ pub enum TxnOp<'a> {
         flags: u64,
         index: u64,
     },
+    /// Deletes the key (a missing key is no refusal).
+    Delete { key: &'a str },
 }
 
 impl TxnOp<'_> {
     fn key(&self) -> &str {
         match self {
-            TxnOp::Lock { key, .. } | TxnOp::Cas { key, .. } => key,
+            TxnOp::Lock { key, .. } | TxnOp::Cas { key, .. } | TxnOp::Delete { key } => key,
         }
     }
 
@@ -66,6 +68,7 @@ impl TxnOp<'_> {
                 "Flags": flags,
                 "Index": index,
             }}),
+            TxnOp::Delete { key } => json!({"KV": {"Verb": "delete", "Key": key}}),
         }
     }
 }
@@ -102,7 +105,8 @@ impl Refusal {
 /// How a transaction ended.
 #[derive(Debug)]
 pub enum Txn {
-    /// Every op applied; one entry per op, values omitted as Consul does.
+    /// Every op applied; one entry per op that answers one (a delete does
+    /// not), values omitted as Consul does.
     Applied(Vec<KvPair>),
     /// Nothing applied.
     Refused(Vec<Refusal>),
@@ -174,12 +178,16 @@ impl Client {
             .filter_map(|r| r.kv)
             .map(|p| p.decode(&op))
             .collect::<Result<Vec<_>, _>>()?;
-        if pairs.len() != ops.len() {
+        let answering = ops
+            .iter()
+            .filter(|op| !matches!(op, TxnOp::Delete { .. }))
+            .count();
+        if pairs.len() != answering {
             return Err(ConsulError::Decode {
                 op,
                 cause: format!(
                     "a transaction of {} operations answered {} results",
-                    ops.len(),
+                    answering,
                     pairs.len()
                 ),
             });

@@ -2,11 +2,12 @@
 //! flagged with the Go API's `LockFlagValue` so `consul lock` recognises it.
 
 use crate::backend::consul::blocking::QueryIndex;
+use crate::backend::consul::kv::Read;
 use crate::backend::consul::txn::{Refusal, Txn, TxnOp};
 use crate::backend::consul::{Client, ConsulError, KvPair, Op, SessionId};
 use crate::lease::Lost;
 
-use super::{AcquireError, Acquired, DelayBackoff, Held, Patience, Waiter, LOCK_FLAG};
+use super::{queue, AcquireError, Acquired, DelayBackoff, Held, Patience, Waiter, LOCK_FLAG};
 
 /// A lock we hold, with what the watch and the release need to know.
 #[derive(Debug)]
@@ -38,7 +39,9 @@ fn check_flags(key: &str, pair: &KvPair) -> Result<(), AcquireError> {
 /// The lock is written with one transaction, a check-and-set on the entry
 /// as last seen (so a key that became foreign data meanwhile is never taken
 /// over) and the `lock` itself: its answer carries the fencing number, and
-/// a refusal says whether a holder or a lock-delay stood in the way.
+/// a refusal says whether a holder or a lock-delay stood in the way. While
+/// it is held, lockrun waiters queue (see [`queue`]) so that a release
+/// wakes one of them, not all.
 pub async fn acquire(
     client: &Client,
     key: &str,
@@ -53,10 +56,15 @@ pub async fn acquire(
     // We start by assuming the key is absent, as a clean release leaves it:
     // if it is not, the check-and-set refuses and we read it.
     let mut free_at = Some(0);
+    // Our place in the queue, once we wait; `queued` stays false when the
+    // queue cannot be used, and `head` is true once nobody is ahead.
+    let mut place: Option<queue::Place> = None;
+    let mut queued = matches!(patience, Patience::Once);
+    let mut head = true;
     loop {
         if let Some(index) = free_at.take() {
             let what = format!("acquiring `{key}`");
-            let ops = [
+            let mut ops = vec![
                 TxnOp::Cas {
                     key,
                     value,
@@ -70,6 +78,11 @@ pub async fn acquire(
                     session,
                 },
             ];
+            // Leaving the queue in the same write wakes our successor
+            // as the lock changes hands, not a round trip later.
+            if let Some(place) = &place {
+                ops.push(TxnOp::Delete { key: &place.key });
+            }
             let refusals = match client.txn(&ops).await {
                 Ok(Txn::Applied(pairs)) => {
                     let pair = &pairs[1];
@@ -115,6 +128,26 @@ pub async fn acquire(
             // exists at all): read it.
             waiter.read_now();
         }
+        if !head {
+            let Some(ours) = &place else {
+                head = true;
+                continue;
+            };
+            match wait_turn(client, key, ours, patience, &mut waiter).await? {
+                Turn::Head => {
+                    head = true;
+                    waiter.read_now();
+                }
+                Turn::Free(index) => {
+                    // Nobody ahead took the free lock in all that time:
+                    // they are stuck, so we try.
+                    head = true;
+                    free_at = Some(index);
+                    continue;
+                }
+                Turn::Over => return Ok(Acquired::No { holder }),
+            }
+        }
         let Some(read) = waiter.next_read().await else {
             return Ok(Acquired::No { holder });
         };
@@ -132,6 +165,11 @@ pub async fn acquire(
         check_flags(key, &pair)?;
         match pair.holder() {
             Some(h) if h == session.as_str() => {
+                if place.is_some() {
+                    if let Err(e) = queue::leave(client, key, session).await {
+                        tracing::debug!(key, "could not leave the queue: {e}");
+                    }
+                }
                 return Ok(Acquired::Yes(holding(key, session, &pair, waiter.index())));
             }
             Some(h) => {
@@ -151,8 +189,78 @@ pub async fn acquire(
                 }
                 holder = Some(who);
                 waiter.block();
+                if !queued {
+                    match queue::enter(client, key, session).await {
+                        Ok(entered) => {
+                            queued = true;
+                            head = entered.is_none();
+                            place = entered;
+                        }
+                        // Queueing is tried again after the next read.
+                        Err(e) => waiter.retry(&format!("queueing for `{key}`"), e).await?,
+                    }
+                }
             }
             None => free_at = Some(pair.modify_index),
+        }
+    }
+}
+
+/// How a wait in the queue ended.
+enum Turn {
+    /// Nobody is ahead any more: wait on the key itself.
+    Head,
+    /// The key has been free, at this ModifyIndex (0: absent), longer than
+    /// the waiters ahead should have needed to take it.
+    Free(u64),
+    /// Patience ran out.
+    Over,
+}
+
+/// Waits while other lockrun waiters are ahead of us, each time blocking on
+/// the entry just ahead of ours only.
+async fn wait_turn(
+    client: &Client,
+    key: &str,
+    ours: &queue::Place,
+    patience: Patience,
+    waiter: &mut Waiter,
+) -> Result<Turn, ConsulError> {
+    let what = format!("waiting in the queue for `{key}`");
+    loop {
+        let ahead = match queue::ahead(client, key, ours).await {
+            Ok(ahead) => ahead,
+            Err(e) => {
+                waiter.retry(&what, e).await?;
+                continue;
+            }
+        };
+        let Some(ahead) = ahead else {
+            return Ok(Turn::Head);
+        };
+        loop {
+            let Some(wait) = patience.next_wait() else {
+                return Ok(Turn::Over);
+            };
+            let changed = match queue::changed(client, &ahead, wait.min(queue::STUCK_CHECK)).await {
+                Ok(changed) => changed,
+                Err(e) => {
+                    waiter.retry(&what, e).await?;
+                    break;
+                }
+            };
+            if changed {
+                break;
+            }
+            // Unchanged for a while: fine while the lock is held.
+            match client.kv_get(key, Read::now()).await {
+                Ok((None, _)) => return Ok(Turn::Free(0)),
+                Ok((Some(pair), _)) if pair.holder().is_none() => {
+                    return Ok(Turn::Free(pair.modify_index))
+                }
+                Ok(_) => {}
+                Err(e) => waiter.retry(&what, e).await?,
+            }
         }
     }
 }
@@ -228,7 +336,8 @@ async fn released(client: &Client, session: &SessionId) -> Lost {
     }
 }
 
-/// Gives the lock up. With the ModifyIndex we last saw, the key is deleted
+/// Gives the lock up, and our place in the queue if we were still waiting.
+/// With the ModifyIndex we last saw, the key is deleted
 /// with check-and-set, as `consul lock` leaves it (one write, one wake-up for
 /// waiters); if it changed since, we only release it, which never clobbers a
 /// lock that changed hands. Idempotent: safe after a cancelled acquire.
@@ -239,10 +348,15 @@ pub async fn release(
     value: &[u8],
     modify_index: Option<u64>,
 ) -> Result<(), ConsulError> {
-    if let Some(index) = modify_index {
-        if client.kv_delete(key, Some(index)).await? {
-            return Ok(());
+    match modify_index {
+        Some(index) => {
+            if client.kv_delete(key, Some(index)).await? {
+                return Ok(());
+            }
         }
+        // We may have been waiting: an acquisition leaves the queue as it
+        // takes the lock, and only then.
+        None => queue::leave(client, key, session).await?,
     }
     client
         .kv_release(key, session.as_str(), value, LOCK_FLAG)

@@ -3,6 +3,7 @@
 //! watches that notice when a held lock stops being ours.
 
 pub mod leader;
+pub mod queue;
 pub mod semaphore;
 
 use std::time::Duration;

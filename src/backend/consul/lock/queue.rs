@@ -1,0 +1,123 @@
+//! A fair queue among lockrun's waiters for one leader key, so a release
+//! wakes one waiter instead of all of them (as etcd's mutex does it). Each
+//! waiter holds an entry `KEY/.lockrun-queue/<session>` with its session;
+//! entries are ordered by CreateIndex, and a waiter blocks on the entry just
+//! ahead of its own, or on the lock key itself once none is ahead. The lock
+//! key alone decides who holds the lock: the queue only decides who tries,
+//! so a wrong guess costs a wake-up, never safety. `consul lock` ignores the
+//! queue and competes on the key as before; a token that may not write the
+//! queue's keys turns the queue off and waiters wait as they did without.
+
+use std::time::Duration;
+
+use crate::backend::consul::blocking::QueryIndex;
+use crate::backend::consul::kv::Read;
+use crate::backend::consul::txn::{Txn, TxnOp};
+use crate::backend::consul::{Client, ConsulError, KvPair, Op, SessionId};
+
+/// How long a waiter trusts an unchanged entry ahead before it checks
+/// whether the lock is free with nobody taking it (a waiter ahead that was
+/// killed keeps its entry until its session expires).
+pub const STUCK_CHECK: Duration = Duration::from_secs(10);
+
+pub fn prefix(key: &str) -> String {
+    format!("{key}/.lockrun-queue/")
+}
+
+pub fn entry_key(key: &str, session: &SessionId) -> String {
+    format!("{}{session}", prefix(key))
+}
+
+/// Our entry in the queue.
+#[derive(Debug, Clone)]
+pub struct Place {
+    pub key: String,
+    pub create_index: u64,
+}
+
+/// Takes our place at the end of the queue. `None` when the queue cannot be
+/// used (the token may not write it, or the entry is not ours to take).
+pub async fn enter(
+    client: &Client,
+    key: &str,
+    session: &SessionId,
+) -> Result<Option<Place>, ConsulError> {
+    let entry = entry_key(key, session);
+    let ops = [TxnOp::Lock {
+        key: &entry,
+        value: b"",
+        flags: 0,
+        session,
+    }];
+    match client.txn(&ops).await {
+        Ok(Txn::Applied(pairs)) => Ok(Some(Place {
+            key: entry,
+            create_index: pairs[0].create_index,
+        })),
+        Ok(Txn::Refused(refusals)) => {
+            if let Some(r) = refusals.iter().find(|r| r.is_invalid_session()) {
+                return Err(ConsulError::Server {
+                    op: Op::KvWrite(entry),
+                    status: 409,
+                    body: r.what.clone(),
+                });
+            }
+            tracing::debug!(key, "no queue: {}", refusals[0].what);
+            Ok(None)
+        }
+        Err(ConsulError::Forbidden { .. }) => {
+            tracing::debug!(key, "no queue: the token may not write `{entry}`");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The live entry just ahead of `place`, if any. Entries whose session is
+/// gone are removed on the way (with check-and-set, so only as seen).
+pub async fn ahead(
+    client: &Client,
+    key: &str,
+    place: &Place,
+) -> Result<Option<KvPair>, ConsulError> {
+    let (pairs, _) = client.kv_list(&prefix(key), Read::now()).await?;
+    let mut best: Option<KvPair> = None;
+    for pair in pairs {
+        if pair.holder().is_none() {
+            // Best effort: whoever sees it next tries again.
+            let _ = client.kv_delete(&pair.key, Some(pair.modify_index)).await;
+            continue;
+        }
+        if (pair.create_index, pair.key.as_str()) >= (place.create_index, place.key.as_str()) {
+            continue;
+        }
+        if best
+            .as_ref()
+            .is_none_or(|b| (b.create_index, b.key.as_str()) < (pair.create_index, &pair.key))
+        {
+            best = Some(pair);
+        }
+    }
+    Ok(best)
+}
+
+/// Blocks until the entry ahead changes, or `wait` passes. True when it
+/// changed (or went away).
+pub async fn changed(client: &Client, entry: &KvPair, wait: Duration) -> Result<bool, ConsulError> {
+    let read = Read {
+        index: QueryIndex::NONE.after(entry.modify_index),
+        wait: Some(wait),
+        consistent: false,
+    };
+    let (now, _) = client.kv_get(&entry.key, read).await?;
+    Ok(now.is_none_or(|p| p.modify_index != entry.modify_index || p.holder().is_none()))
+}
+
+/// Leaves the queue. Idempotent; a token that may not touch the queue never
+/// entered it, so a denial is no failure.
+pub async fn leave(client: &Client, key: &str, session: &SessionId) -> Result<(), ConsulError> {
+    match client.kv_delete(&entry_key(key, session), None).await {
+        Ok(_) | Err(ConsulError::Forbidden { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,160 @@
+//! The queue among lockrun's waiters for a leader key: they take the lock in
+//! the order they came, a release wakes one of them, and one that gives up
+//! or dies leaves the queue without stalling those behind it.
+
+use crate::consul::{Api, TestConsul};
+use crate::procs::{self, wait_until};
+use crate::support::{assert_status, lockrun, scratch, Holder, Running};
+
+fn elect(consul: &TestConsul, key: &str, extra: &[&str], child: &[&str]) -> std::process::Command {
+    let mut args = vec!["elect", "--lock-delay", "0s", "--kill-timeout", "1s"];
+    args.extend_from_slice(extra);
+    args.push(key);
+    args.push("--");
+    args.extend_from_slice(child);
+    lockrun(consul, args)
+}
+
+/// Live entries in `key`'s queue.
+fn queued(api: &Api, key: &str) -> usize {
+    api.kv_list(&format!("{key}/.lockrun-queue/"))
+        .iter()
+        .filter(|e| e.session.is_some())
+        .count()
+}
+
+fn wait_queued(api: &Api, key: &str, n: usize) {
+    assert!(
+        wait_until(procs::deadline(), || queued(api, key) == n),
+        "{n} waiters did not queue for `{key}` (queued: {})",
+        queued(api, key)
+    );
+}
+
+/// Starts `n` waiters one after the other, each once the previous one is in
+/// the queue; each appends its number to `log` when it runs.
+fn waiters(
+    consul: &TestConsul,
+    key: &str,
+    n: usize,
+    log: &std::path::Path,
+    extra: &[&str],
+) -> Vec<Running> {
+    let api = consul.api();
+    let mut runs = Vec::new();
+    for i in 0..n {
+        let body = format!("echo {i} >> {}", log.display());
+        let mut args = vec!["--shell"];
+        args.extend_from_slice(extra);
+        runs.push(Running::spawn(&mut elect(consul, key, &args, &[&body])));
+        wait_queued(&api, key, i + 1);
+    }
+    runs
+}
+
+fn order(log: &std::path::Path) -> Vec<usize> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.trim().parse().expect("a number"))
+        .collect()
+}
+
+#[test]
+fn waiters_take_the_lock_in_the_order_they_came() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("queue-order") + "/leader";
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
+    let runs = waiters(&consul, &key, 6, &log, &[]);
+    holder.finish(&consul);
+    for running in runs {
+        assert_status(&running.finish(), 0, "a waiter", &consul);
+    }
+    assert_eq!(order(&log), (0..6).collect::<Vec<_>>());
+    assert_eq!(queued(&consul.api(), &key), 0, "the queue is empty");
+    assert!(
+        consul
+            .api()
+            .kv_list(&format!("{key}/.lockrun-queue/"))
+            .is_empty(),
+        "no entry is left behind"
+    );
+}
+
+/// Only the waiter at the head of the queue blocks on the key itself, so a
+/// release wakes one waiter; the others block on the entry ahead of theirs.
+#[test]
+#[cfg_attr(
+    real_consul,
+    ignore = "needs the emulator: it counts the blocking reads in flight"
+)]
+fn only_the_head_of_the_queue_waits_on_the_key() {
+    let consul = TestConsul::emulator_only(|b| b);
+    let emu = consul.emulator().expect("emulator");
+    let key = consul.prefix("queue-head") + "/leader";
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
+    let runs = waiters(&consul, &key, 5, &log, &[]);
+    let key_path = format!("/v1/kv/{key}?");
+    let entry_path = format!("/v1/kv/{key}/.lockrun-queue/");
+    let blocked = |path: &str| {
+        emu.request_log()
+            .iter()
+            .filter(|r| {
+                r.status.is_none()
+                    && !r.dropped
+                    && r.path.starts_with(path)
+                    && r.path.contains("index=")
+                    && !r.path.contains("consistent")
+            })
+            .count()
+    };
+    assert!(
+        wait_until(procs::deadline(), || blocked(&key_path) == 1
+            && blocked(&entry_path) == 4),
+        "blocking reads on the key: {} (want 1), on queue entries: {} (want 4)",
+        blocked(&key_path),
+        blocked(&entry_path)
+    );
+    holder.finish(&consul);
+    for running in runs {
+        assert_status(&running.finish(), 0, "a waiter", &consul);
+    }
+    assert_eq!(order(&log), (0..5).collect::<Vec<_>>());
+}
+
+/// A waiter that gives up (`--timeout`) leaves the queue, and the one that
+/// was behind it moves up.
+#[test]
+fn a_waiter_that_gives_up_leaves_the_queue() {
+    let consul = TestConsul::start();
+    let api = consul.api();
+    let key = consul.prefix("queue-give-up") + "/leader";
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
+    let first = waiters(&consul, &key, 1, &log, &[]);
+    let quitter = Running::spawn(&mut elect(&consul, &key, &["--timeout", "2s"], &["true"]));
+    wait_queued(&api, &key, 2);
+    let last = Running::spawn(&mut elect(
+        &consul,
+        &key,
+        &["--shell"],
+        &[&format!("echo 2 >> {}", log.display())],
+    ));
+    wait_queued(&api, &key, 3);
+    assert_status(&quitter.finish(), 75, "the waiter that gave up", &consul);
+    wait_queued(&api, &key, 2);
+    holder.finish(&consul);
+    for running in first.into_iter().chain([last]) {
+        assert_status(&running.finish(), 0, "a waiter", &consul);
+    }
+    assert_eq!(order(&log), vec![0, 2]);
+    assert!(
+        api.kv_list(&format!("{key}/.lockrun-queue/")).is_empty(),
+        "no entry is left behind"
+    );
+}
