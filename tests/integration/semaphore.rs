@@ -8,7 +8,7 @@ use crate::consul::TestConsul;
 use crate::procs::{self, pid_alive, read_pid_file, wait_until};
 use crate::support::{
     assert_killed_by, assert_status, encode_key, kv_acquire, lockrun, run, scratch, script,
-    script_with, wait_for_file, Holder, Running,
+    script_with, sessions_named_like, wait_for_file, Holder, Running,
 };
 
 const SEMAPHORE_FLAG: u64 = 0xe0f6_9a2b_aa41_4de0;
@@ -302,9 +302,11 @@ fn a_contender_that_gives_up_leaves_no_entry() {
     ));
     assert_status(&output, 75, "timeout", &consul);
     let waiter = Running::spawn(&mut semaphore(&consul, &prefix, 1, &[], &["true"]));
+    // A waiter writes nothing until a slot is free: its session shows it.
     assert!(
-        wait_until(procs::deadline(), || api.kv_list(&prefix).len() == 3),
-        "the waiter's contender entry appeared"
+        wait_until(procs::deadline(), || sessions_named_like(&api, &prefix)
+            == 2),
+        "the waiter created its session"
     );
     waiter.signal(Signal::SIGINT);
     assert_killed_by(

@@ -188,48 +188,37 @@ pub async fn acquire(
             ),
         };
         record.holders = view.live_holders();
-        let joined = view
-            .contenders
-            .iter()
-            .any(|p| p.key == contender && p.holder() == Some(session.as_str()));
         let admitted = record.holders.contains(session.as_str());
-        let full = !admitted && record.holders.len() as u64 >= limit;
-        if full {
+        if !admitted && record.holders.len() as u64 >= limit {
             if !announced {
                 tracing::info!(target: crate::logging::EVENT, lock = prefix, limit, "waiting: all slots are taken");
                 announced = true;
             }
-            if joined || matches!(patience, Patience::Once) {
-                waiter.block();
-                continue;
-            }
+            // We join only with a slot in hand: a contender entry written
+            // to wait would cost a write and a read per waiter, and Go's
+            // Semaphore counts only the holders.
+            waiter.block();
+            continue;
         }
-        let encoded;
-        let mut ops = vec![TxnOp::Lock {
-            key: &contender,
-            value,
-            flags: SEMAPHORE_FLAG,
-            session,
-        }];
-        if !full {
-            // Already admitted (an answer we lost): the record is written
-            // again all the same, so that our number is an index of our own.
-            record.holders.insert(session.to_string());
-            encoded = record.encode();
-            ops.push(TxnOp::Cas {
+        // Already admitted (an answer we lost): the record is written again
+        // all the same, so that our number is an index of our own.
+        record.holders.insert(session.to_string());
+        let encoded = record.encode();
+        let ops = [
+            TxnOp::Lock {
+                key: &contender,
+                value,
+                flags: SEMAPHORE_FLAG,
+                session,
+            },
+            TxnOp::Cas {
                 key: &record_key,
                 value: &encoded,
                 flags: SEMAPHORE_FLAG,
                 index: cas,
-            });
-        }
+            },
+        ];
         let refusals = match client.txn(&ops).await {
-            Ok(Txn::Applied(_)) if full => {
-                // Joined the waiters; our own write moved the index, so the
-                // next read answers at once.
-                waiter.read_now();
-                continue;
-            }
             Ok(Txn::Applied(pairs)) => {
                 let number = pairs[1].modify_index;
                 return Ok(Acquired::Yes(Holding::new(
