@@ -688,8 +688,12 @@ impl Bench {
                 "trap 'date +%s%N > {d}/signalled; exit 0' TERM INT; \
                  touch {d}/ready; sleep 30 & wait"
             );
+            // Without a lock-delay a destroyed session lets a rival in at
+            // once, so lockrun rightly kills the child outright, which no
+            // trap sees; the default lock-delay leaves room for SIGTERM.
+            let quick = matches!(how, Loss::Release);
             let mut proc = Proc::spawn(
-                self.elect(tool, &prefix, &Job::Shell(script), true, false),
+                self.elect(tool, &prefix, &Job::Shell(script), quick, false),
                 &dir.join("stderr"),
             )?;
             let deadline = Instant::now() + PATIENCE;

@@ -2,6 +2,8 @@
 //! the order they came, a release wakes one of them, and one that gives up
 //! or dies leaves the queue without stalling those behind it.
 
+use std::time::{Duration, Instant};
+
 use crate::consul::{Api, TestConsul};
 use crate::procs::{self, wait_until};
 use crate::support::{assert_status, lockrun, scratch, Holder, Running};
@@ -157,4 +159,45 @@ fn a_waiter_that_gives_up_leaves_the_queue() {
         api.kv_list(&format!("{key}/.lockrun-queue/")).is_empty(),
         "no entry is left behind"
     );
+}
+
+/// A waiter killed outright keeps its entry until its session expires (up
+/// to twice the TTL); the waiter behind it must not wait that long once the
+/// lock is free: it checks the lock when the entry ahead sits still.
+#[test]
+fn a_killed_waiter_does_not_hold_up_the_queue_until_its_session_expires() {
+    let consul = TestConsul::start();
+    let api = consul.api();
+    let key = consul.prefix("queue-killed") + "/leader";
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
+    let mut runs = waiters(&consul, &key, 2, &log, &["--ttl", "15s"]);
+    let behind = runs.pop().expect("two waiters");
+    let killed = runs.pop().expect("two waiters");
+    killed.signal(nix::sys::signal::Signal::SIGKILL);
+    let _ = killed.finish();
+    let freed = Instant::now();
+    holder.finish(&consul);
+    assert!(
+        wait_until(procs::deadline(), || !order(&log).is_empty()),
+        "the waiter behind the killed one never ran"
+    );
+    let waited = freed.elapsed();
+    // Its session lives on for 15 to 30 s; the check comes within 10 s.
+    assert!(
+        waited < queue_stuck_check() + Duration::from_secs(5),
+        "the waiter behind the killed one ran {waited:?} after the lock was freed"
+    );
+    assert_eq!(order(&log), vec![1]);
+    assert_status(&behind.finish(), 0, "the waiter behind", &consul);
+    assert_eq!(
+        queued(&api, &key),
+        1,
+        "only the killed waiter's entry is left"
+    );
+}
+
+fn queue_stuck_check() -> Duration {
+    Duration::from_secs(10)
 }
