@@ -100,6 +100,28 @@ impl Refusal {
     pub fn is_invalid_session(&self) -> bool {
         self.what.contains("invalid session")
     }
+
+    /// The refusal as the error the same write outside a transaction gives,
+    /// when it is one: an unknown session (a 500 there, which the lease
+    /// judges) or a token without the right (a 403). `None` for the
+    /// refusals a lock expects: held, lock-delay, stale.
+    pub fn error(&self, key: &str) -> Option<ConsulError> {
+        let op = Op::KvWrite(key.to_string());
+        if self.is_invalid_session() {
+            Some(ConsulError::Server {
+                op,
+                status: 409,
+                body: self.what.clone(),
+            })
+        } else if self.what.contains("Permission denied") {
+            Some(ConsulError::Forbidden {
+                op,
+                body: self.what.clone(),
+            })
+        } else {
+            None
+        }
+    }
 }
 
 /// How a transaction ended.
@@ -211,6 +233,22 @@ mod tests {
         assert!(!r("failed to lock key \"k\" due to lock delay").is_held());
         assert!(r("failed to set key \"k\", index is stale").is_stale());
         assert!(r("invalid session \"0000\"").is_invalid_session());
+    }
+
+    #[test]
+    fn refusals_that_are_errors_read_as_the_plain_write_s_errors() {
+        let r = |what: &str| Refusal {
+            op_index: 0,
+            what: what.into(),
+        };
+        let denied = r("Permission denied").error("k").expect("an error");
+        assert!(matches!(denied, ConsulError::Forbidden { .. }));
+        assert!(denied.to_string().contains("key:write on `k`"), "{denied}");
+        let gone = r("invalid session \"0000\"").error("k").expect("an error");
+        assert!(gone.is_transient(), "the lease judges a vanished session");
+        assert!(r("failed to lock key \"k\", lock is already held")
+            .error("k")
+            .is_none());
     }
 
     #[test]

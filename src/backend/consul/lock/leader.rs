@@ -95,14 +95,7 @@ pub async fn acquire(
                     continue;
                 }
             };
-            if let Some(r) = refusals.iter().find(|r| r.is_invalid_session()) {
-                // As `?acquire=` answers it (a 500): the lease decides
-                // whether the session is really gone.
-                let error = ConsulError::Server {
-                    op: Op::KvWrite(key.to_string()),
-                    status: 409,
-                    body: r.what.clone(),
-                };
+            if let Some(error) = refusals.iter().find_map(|r| r.error(key)) {
                 waiter.retry(&what, error).await?;
                 continue;
             }

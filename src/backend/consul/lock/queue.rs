@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::backend::consul::blocking::QueryIndex;
 use crate::backend::consul::kv::Read;
 use crate::backend::consul::txn::{Txn, TxnOp};
-use crate::backend::consul::{Client, ConsulError, KvPair, Op, SessionId};
+use crate::backend::consul::{Client, ConsulError, KvPair, SessionId};
 
 /// How long a waiter trusts an unchanged entry ahead before it checks
 /// whether the lock is free with nobody taking it (a waiter ahead that was
@@ -54,17 +54,13 @@ pub async fn enter(
             key: entry,
             create_index: pairs[0].create_index,
         })),
-        Ok(Txn::Refused(refusals)) => {
-            if let Some(r) = refusals.iter().find(|r| r.is_invalid_session()) {
-                return Err(ConsulError::Server {
-                    op: Op::KvWrite(entry),
-                    status: 409,
-                    body: r.what.clone(),
-                });
+        Ok(Txn::Refused(refusals)) => match refusals.iter().find_map(|r| r.error(&entry)) {
+            Some(ConsulError::Forbidden { .. }) | None => {
+                tracing::debug!(key, "no queue: {}", refusals[0].what);
+                Ok(None)
             }
-            tracing::debug!(key, "no queue: {}", refusals[0].what);
-            Ok(None)
-        }
+            Some(error) => Err(error),
+        },
         Err(ConsulError::Forbidden { .. }) => {
             tracing::debug!(key, "no queue: the token may not write `{entry}`");
             Ok(None)

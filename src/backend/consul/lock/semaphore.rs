@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::backend::consul::blocking::QueryIndex;
 use crate::backend::consul::kv::Read;
 use crate::backend::consul::txn::{Txn, TxnOp};
-use crate::backend::consul::{Client, ConsulError, KvPair, Op, SessionId};
+use crate::backend::consul::{Client, ConsulError, KvPair, SessionId};
 use crate::lease::Lost;
 
 use super::{AcquireError, Acquired, Held, Patience, Waiter, SEMAPHORE_FLAG};
@@ -234,14 +234,7 @@ pub async fn acquire(
                 continue;
             }
         };
-        if let Some(r) = refusals.iter().find(|r| r.is_invalid_session()) {
-            // As `?acquire=` answers it (a 500): the lease decides whether
-            // the session is really gone.
-            let error = ConsulError::Server {
-                op: Op::KvWrite(contender.clone()),
-                status: 409,
-                body: r.what.clone(),
-            };
+        if let Some(error) = refusals.iter().find_map(|r| r.error(&contender)) {
             waiter.retry(&what, error).await?;
             continue;
         }
