@@ -1,6 +1,7 @@
-//! The queue among lockrun's waiters for a leader key: they take the lock in
-//! the order they came, a release wakes one of them, and one that gives up
-//! or dies leaves the queue without stalling those behind it.
+//! The queue among lockrun's waiters for a leader key or a semaphore: they
+//! take the lock in the order they came, a release wakes one of them, and
+//! one that gives up or dies leaves the queue without stalling those behind
+//! it.
 
 use std::time::{Duration, Instant};
 
@@ -200,4 +201,54 @@ fn a_killed_waiter_does_not_hold_up_the_queue_until_its_session_expires() {
 
 fn queue_stuck_check() -> Duration {
     Duration::from_secs(10)
+}
+
+/// Semaphore waiters queue the same way, under the prefix, and the queue
+/// is no business of the slots: `lockrun leader` shows the holders only.
+#[test]
+fn semaphore_waiters_take_slots_in_the_order_they_came() {
+    let consul = TestConsul::start();
+    let api = consul.api();
+    let prefix = consul.prefix("queue-sem");
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let semaphore = |extra: &[&str], child: &[&str]| {
+        let mut args = vec![
+            "semaphore",
+            "--limit",
+            "1",
+            "--lock-delay",
+            "0s",
+            "--kill-timeout",
+            "1s",
+        ];
+        args.extend_from_slice(extra);
+        args.push(&prefix);
+        args.push("--");
+        args.extend_from_slice(child);
+        lockrun(&consul, args)
+    };
+    let holder = Holder::spawn(|child| semaphore(&["--shell", "--value", "first"], child));
+    let mut runs = Vec::new();
+    for i in 0..4 {
+        let body = format!("echo {i} >> {}", log.display());
+        runs.push(Running::spawn(&mut semaphore(&["--shell"], &[&body])));
+        wait_queued(&api, &prefix, i + 1);
+    }
+    let output = crate::support::run(&mut lockrun(&consul, ["leader", prefix.as_str()]));
+    assert_status(&output, 0, "leader while waiters queue", &consul);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "first",
+        "the holder alone"
+    );
+    holder.finish(&consul);
+    for running in runs {
+        assert_status(&running.finish(), 0, "a waiter", &consul);
+    }
+    assert_eq!(order(&log), (0..4).collect::<Vec<_>>());
+    assert!(
+        api.kv_list(&format!("{prefix}/.lockrun-queue/")).is_empty(),
+        "no entry is left behind"
+    );
 }

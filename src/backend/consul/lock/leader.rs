@@ -7,7 +7,8 @@ use crate::backend::consul::txn::{Refusal, Txn, TxnOp};
 use crate::backend::consul::{Client, ConsulError, KvPair, Op, SessionId};
 use crate::lease::Lost;
 
-use super::{queue, AcquireError, Acquired, DelayBackoff, Held, Patience, Waiter, LOCK_FLAG};
+use super::queue::{self, Turn};
+use super::{AcquireError, Acquired, DelayBackoff, Held, Patience, Waiter, LOCK_FLAG};
 
 /// A lock we hold, with what the watch and the release need to know.
 #[derive(Debug)]
@@ -126,16 +127,27 @@ pub async fn acquire(
                 head = true;
                 continue;
             };
-            match wait_turn(client, key, ours, patience, &mut waiter).await? {
+            match queue::wait_turn(client, key, ours, patience, &mut waiter).await? {
                 Turn::Head => {
                     head = true;
                     waiter.read_now();
                 }
-                Turn::Free(index) => {
-                    // Nobody ahead took the free lock in all that time:
-                    // they are stuck, so we try.
-                    head = true;
-                    free_at = Some(index);
+                Turn::Stuck => {
+                    // Fine while the lock is held; if it is free, nobody
+                    // ahead took it in all that time: they are stuck, and
+                    // we try.
+                    match client.kv_get(key, Read::now()).await {
+                        Ok((None, _)) => free_at = Some(0),
+                        Ok((Some(pair), _)) if pair.holder().is_none() => {
+                            check_flags(key, &pair)?;
+                            free_at = Some(pair.modify_index);
+                        }
+                        Ok(_) => {}
+                        Err(e) => waiter.retry(&format!("waiting for `{key}`"), e).await?,
+                    }
+                    if free_at.is_some() {
+                        head = true;
+                    }
                     continue;
                 }
                 Turn::Over => return Ok(Acquired::No { holder }),
@@ -195,65 +207,6 @@ pub async fn acquire(
                 }
             }
             None => free_at = Some(pair.modify_index),
-        }
-    }
-}
-
-/// How a wait in the queue ended.
-enum Turn {
-    /// Nobody is ahead any more: wait on the key itself.
-    Head,
-    /// The key has been free, at this ModifyIndex (0: absent), longer than
-    /// the waiters ahead should have needed to take it.
-    Free(u64),
-    /// Patience ran out.
-    Over,
-}
-
-/// Waits while other lockrun waiters are ahead of us, each time blocking on
-/// the entry just ahead of ours only.
-async fn wait_turn(
-    client: &Client,
-    key: &str,
-    ours: &queue::Place,
-    patience: Patience,
-    waiter: &mut Waiter,
-) -> Result<Turn, ConsulError> {
-    let what = format!("waiting in the queue for `{key}`");
-    loop {
-        let ahead = match queue::ahead(client, key, ours).await {
-            Ok(ahead) => ahead,
-            Err(e) => {
-                waiter.retry(&what, e).await?;
-                continue;
-            }
-        };
-        let Some(ahead) = ahead else {
-            return Ok(Turn::Head);
-        };
-        loop {
-            let Some(wait) = patience.next_wait() else {
-                return Ok(Turn::Over);
-            };
-            let changed = match queue::changed(client, &ahead, wait.min(queue::STUCK_CHECK)).await {
-                Ok(changed) => changed,
-                Err(e) => {
-                    waiter.retry(&what, e).await?;
-                    break;
-                }
-            };
-            if changed {
-                break;
-            }
-            // Unchanged for a while: fine while the lock is held.
-            match client.kv_get(key, Read::now()).await {
-                Ok((None, _)) => return Ok(Turn::Free(0)),
-                Ok((Some(pair), _)) if pair.holder().is_none() => {
-                    return Ok(Turn::Free(pair.modify_index))
-                }
-                Ok(_) => {}
-                Err(e) => waiter.retry(&what, e).await?,
-            }
         }
     }
 }

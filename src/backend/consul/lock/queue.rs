@@ -1,12 +1,13 @@
-//! A fair queue among lockrun's waiters for one leader key, so a release
-//! wakes one waiter instead of all of them (as etcd's mutex does it). Each
-//! waiter holds an entry `KEY/.lockrun-queue/<session>` with its session;
-//! entries are ordered by CreateIndex, and a waiter blocks on the entry just
-//! ahead of its own, or on the lock key itself once none is ahead. The lock
-//! key alone decides who holds the lock: the queue only decides who tries,
-//! so a wrong guess costs a wake-up, never safety. `consul lock` ignores the
-//! queue and competes on the key as before; a token that may not write the
-//! queue's keys turns the queue off and waiters wait as they did without.
+//! A fair queue among lockrun's waiters for one leader key or semaphore
+//! prefix, so a release wakes one waiter instead of all of them (as etcd's
+//! mutex does it). Each waiter holds an entry `KEY/.lockrun-queue/<session>`
+//! with its session; entries are ordered by CreateIndex, and a waiter blocks
+//! on the entry just ahead of its own, or on the lock itself once none is
+//! ahead. The lock key (or the semaphore's record) alone decides who holds
+//! the lock: the queue only decides who tries, so a wrong guess costs a
+//! wake-up, never safety. `consul lock` ignores the queue and competes as
+//! before; a token that may not write the queue's keys turns the queue off
+//! and waiters wait as they did without.
 
 use std::time::Duration;
 
@@ -14,6 +15,8 @@ use crate::backend::consul::blocking::QueryIndex;
 use crate::backend::consul::kv::Read;
 use crate::backend::consul::txn::{Txn, TxnOp};
 use crate::backend::consul::{Client, ConsulError, KvPair, SessionId};
+
+use super::{Patience, Waiter};
 
 /// How long a waiter trusts an unchanged entry ahead before it checks
 /// whether the lock is free with nobody taking it (a waiter ahead that was
@@ -107,6 +110,50 @@ pub async fn changed(client: &Client, entry: &KvPair, wait: Duration) -> Result<
     };
     let (now, _) = client.kv_get(&entry.key, read).await?;
     Ok(now.is_none_or(|p| p.modify_index != entry.modify_index || p.holder().is_none()))
+}
+
+/// How a wait in the queue ended.
+pub enum Turn {
+    /// Nobody is ahead any more: wait on the lock itself.
+    Head,
+    /// The entry ahead sat still for [`STUCK_CHECK`]: the caller looks
+    /// whether the lock is free with nobody taking it.
+    Stuck,
+    /// Patience ran out.
+    Over,
+}
+
+/// Waits while other lockrun waiters are ahead of us, each time blocking on
+/// the entry just ahead of ours only.
+pub async fn wait_turn(
+    client: &Client,
+    key: &str,
+    ours: &Place,
+    patience: Patience,
+    waiter: &mut Waiter,
+) -> Result<Turn, ConsulError> {
+    let what = format!("waiting in the queue for `{key}`");
+    loop {
+        let ahead = match ahead(client, key, ours).await {
+            Ok(ahead) => ahead,
+            Err(e) => {
+                waiter.retry(&what, e).await?;
+                continue;
+            }
+        };
+        let Some(ahead) = ahead else {
+            return Ok(Turn::Head);
+        };
+        let Some(wait) = patience.next_wait() else {
+            return Ok(Turn::Over);
+        };
+        match changed(client, &ahead, wait.min(STUCK_CHECK)).await {
+            Ok(true) => {}
+            Ok(false) if wait >= STUCK_CHECK => return Ok(Turn::Stuck),
+            Ok(false) => {}
+            Err(e) => waiter.retry(&what, e).await?,
+        }
+    }
 }
 
 /// Leaves the queue. Idempotent; a token that may not touch the queue never

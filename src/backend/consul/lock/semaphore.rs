@@ -13,6 +13,7 @@ use crate::backend::consul::txn::{Txn, TxnOp};
 use crate::backend::consul::{Client, ConsulError, KvPair, SessionId};
 use crate::lease::Lost;
 
+use super::queue::{self, Turn};
 use super::{AcquireError, Acquired, Held, Patience, Waiter, SEMAPHORE_FLAG};
 
 /// The coordination record's key under a prefix.
@@ -84,10 +85,12 @@ pub struct View {
 impl View {
     pub fn read(prefix: &str, pairs: Vec<KvPair>) -> Result<View, String> {
         let record_key = record_key(prefix);
+        let queue = queue::prefix(prefix);
         let mut record = None;
         let mut live = BTreeSet::new();
         let mut contenders = Vec::new();
-        for pair in pairs {
+        // Waiters' queue entries are neither contenders nor holders.
+        for pair in pairs.into_iter().filter(|p| !p.key.starts_with(&queue)) {
             if let Some(h) = pair.holder() {
                 live.insert(h.to_string());
             }
@@ -162,12 +165,31 @@ pub async fn acquire(
     let record_key = record_key(prefix);
     let mut waiter = Waiter::acquiring(patience);
     let mut announced = false;
+    // As for a leader key (see [`queue`]): lockrun's waiters queue, and
+    // only the head watches the slots; the others block on the entry ahead.
+    let mut place: Option<queue::Place> = None;
+    let mut queued = matches!(patience, Patience::Once);
+    let mut head = true;
+    // One look at the slots out of turn, after the queue ahead sat still.
+    let mut peek = false;
+    let what = format!("waiting for a slot of `{prefix}`");
     loop {
+        if !head && !peek {
+            let Some(ours) = &place else {
+                head = true;
+                continue;
+            };
+            match queue::wait_turn(client, prefix, ours, patience, &mut waiter).await? {
+                Turn::Head => head = true,
+                Turn::Stuck => peek = true,
+                Turn::Over => return Ok(Acquired::No { holder: None }),
+            }
+            waiter.read_now();
+        }
         let Some(read) = waiter.next_read().await else {
             return Ok(Acquired::No { holder: None });
         };
         let result = list(client, prefix, read).await;
-        let what = format!("waiting for a slot of `{prefix}`");
         let Some(pairs) = waiter.answer(&what, result).await? else {
             continue;
         };
@@ -198,13 +220,26 @@ pub async fn acquire(
             // to wait would cost a write and a read per waiter, and Go's
             // Semaphore counts only the holders.
             waiter.block();
+            peek = false;
+            if !queued {
+                match queue::enter(client, prefix, session).await {
+                    Ok(entered) => {
+                        queued = true;
+                        head = entered.is_none();
+                        place = entered;
+                    }
+                    // Queueing is tried again after the next read.
+                    Err(e) => waiter.retry(&format!("queueing for `{prefix}`"), e).await?,
+                }
+            }
             continue;
         }
+        peek = false;
         // Already admitted (an answer we lost): the record is written again
         // all the same, so that our number is an index of our own.
         record.holders.insert(session.to_string());
         let encoded = record.encode();
-        let ops = [
+        let mut ops = vec![
             TxnOp::Lock {
                 key: &contender,
                 value,
@@ -218,6 +253,10 @@ pub async fn acquire(
                 index: cas,
             },
         ];
+        // Leaving the queue as we are admitted wakes our successor.
+        if let Some(place) = &place {
+            ops.push(TxnOp::Delete { key: &place.key });
+        }
         let refusals = match client.txn(&ops).await {
             Ok(Txn::Applied(pairs)) => {
                 let number = pairs[1].modify_index;
@@ -309,9 +348,10 @@ impl Holding {
     }
 }
 
-/// Gives our slot up by deleting our contender entry: one write, so waiters
-/// wake once. They prune a holder whose entry is gone, as Go's Semaphore
-/// does, so we need not edit the record too. Then, if no contender is left,
+/// Gives our slot up by deleting our contender entry (and our queue entry,
+/// if we were still waiting): one write, so waiters wake once. They prune a
+/// holder whose entry is gone, as Go's Semaphore does, so we need not edit
+/// the record too. Then, if no contender is left,
 /// we delete the record, as `consul lock -n` does, so a later run may choose
 /// another limit; of two holders leaving together, whichever looks last
 /// sees the other's entry gone. Idempotent, so it is safe after an
@@ -321,9 +361,17 @@ pub async fn release(
     prefix: &str,
     session: &SessionId,
 ) -> Result<(), ConsulError> {
-    client
-        .kv_delete(&contender_key(prefix, session), None)
-        .await?;
+    // With our queue entry, in case we were still waiting: one write.
+    let contender = contender_key(prefix, session);
+    let entry = queue::entry_key(prefix, session);
+    let ops = [
+        TxnOp::Delete { key: &contender },
+        TxnOp::Delete { key: &entry },
+    ];
+    if let Txn::Refused(_) = client.txn(&ops).await? {
+        // A token that may not touch the queue never entered it.
+        client.kv_delete(&contender, None).await?;
+    }
     let (pairs, _) = list(client, prefix, Read::now()).await?;
     if let Ok(View {
         record: Some((_, modify)),
