@@ -5,7 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::consul::{Api, TestConsul};
+use consul_emulator::BlipKind;
+
+use crate::consul::{encode_key, Api, KvEntry, TestConsul};
 use crate::procs::{self, wait_until};
 use crate::support::{assert_status, lockrun, scratch, Holder, Running};
 
@@ -18,10 +20,23 @@ fn elect(consul: &TestConsul, key: &str, extra: &[&str], child: &[&str]) -> std:
     lockrun(consul, args)
 }
 
-/// Live entries in `key`'s queue.
+/// Live entries in `key`'s queue. Read with `?stale` first, so a blip
+/// aimed at lockrun's own listing (`/?recurse`) cannot hit this one.
 fn queued(api: &Api, key: &str) -> usize {
-    api.kv_list(&format!("{key}/.lockrun-queue/"))
+    let path = format!(
+        "/v1/kv/{}?stale&recurse",
+        encode_key(&format!("{key}/.lockrun-queue/"))
+    );
+    let resp = api.get(&path);
+    if resp.status == 404 {
+        return 0;
+    }
+    assert_eq!(resp.status, 200, "GET {path}: {}", resp.text());
+    resp.json()
+        .as_array()
+        .expect("a list")
         .iter()
+        .map(KvEntry::from_json)
         .filter(|e| e.session.is_some())
         .count()
 }
@@ -251,4 +266,35 @@ fn semaphore_waiters_take_slots_in_the_order_they_came() {
         api.kv_list(&format!("{prefix}/.lockrun-queue/")).is_empty(),
         "no entry is left behind"
     );
+}
+
+/// A blip (a reset connection, a 500 during an election) while a waiter
+/// takes its place in the queue or reads it costs time, not the run.
+#[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: blips are injected faults")]
+fn a_blip_in_the_queue_costs_time_not_the_run() {
+    let consul = TestConsul::emulator_only(|b| b);
+    let emu = consul.emulator().expect("emulator");
+    for (i, kind) in [BlipKind::Drop, BlipKind::NoLeader].into_iter().enumerate() {
+        let key = consul.prefix(&format!("queue-blips-{i}")) + "/leader";
+        let dir = scratch();
+        let log = dir.path().join("log");
+        let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
+        // The first waiter's transactions: its attempt on the held key,
+        // then its queue entry.
+        emu.blip("PUT", "/v1/txn", 2, kind);
+        emu.blip(
+            "GET",
+            &format!("/v1/kv/{key}/.lockrun-queue/?recurse"),
+            1,
+            kind,
+        );
+        let runs = waiters(&consul, &key, 2, &log, &[]);
+        assert_eq!(emu.blips_pending(), 0, "{kind:?}: the blips never came");
+        holder.finish(&consul);
+        for running in runs {
+            assert_status(&running.finish(), 0, "a waiter", &consul);
+        }
+        assert_eq!(order(&log), vec![0, 1], "{kind:?}");
+    }
 }
