@@ -20,13 +20,15 @@ fn elect(consul: &TestConsul, key: &str, extra: &[&str], child: &[&str]) -> std:
     lockrun(consul, args)
 }
 
-/// Live entries in `key`'s queue. Read with `?stale` first, so a blip
-/// aimed at lockrun's own listing (`/?recurse`) cannot hit this one.
-fn queued(api: &Api, key: &str) -> usize {
-    let path = format!(
-        "/v1/kv/{}?stale&recurse",
-        encode_key(&format!("{key}/.lockrun-queue/"))
-    );
+/// Where lockrun's waiters for a leader key queue.
+fn line_of(key: &str) -> String {
+    format!("{key}/.lockrun-queue/")
+}
+
+/// Live entries in a queue. Read with `?stale` first, so a blip aimed at
+/// lockrun's own listing (`/?recurse`) cannot hit this one.
+fn queued(api: &Api, line: &str) -> usize {
+    let path = format!("/v1/kv/{}?stale&recurse", encode_key(line));
     let resp = api.get(&path);
     if resp.status == 404 {
         return 0;
@@ -41,11 +43,11 @@ fn queued(api: &Api, key: &str) -> usize {
         .count()
 }
 
-fn wait_queued(api: &Api, key: &str, n: usize) {
+fn wait_queued(api: &Api, line: &str, n: usize) {
     assert!(
-        wait_until(procs::deadline(), || queued(api, key) == n),
-        "{n} waiters did not queue for `{key}` (queued: {})",
-        queued(api, key)
+        wait_until(procs::deadline(), || queued(api, line) == n),
+        "{n} waiters did not queue in `{line}` (queued: {})",
+        queued(api, line)
     );
 }
 
@@ -65,7 +67,7 @@ fn waiters(
         let mut args = vec!["--shell"];
         args.extend_from_slice(extra);
         runs.push(Running::spawn(&mut elect(consul, key, &args, &[&body])));
-        wait_queued(&api, key, i + 1);
+        wait_queued(&api, &line_of(key), i + 1);
     }
     runs
 }
@@ -91,12 +93,13 @@ fn waiters_take_the_lock_in_the_order_they_came() {
         assert_status(&running.finish(), 0, "a waiter", &consul);
     }
     assert_eq!(order(&log), (0..6).collect::<Vec<_>>());
-    assert_eq!(queued(&consul.api(), &key), 0, "the queue is empty");
+    assert_eq!(
+        queued(&consul.api(), &line_of(&key)),
+        0,
+        "the queue is empty"
+    );
     assert!(
-        consul
-            .api()
-            .kv_list(&format!("{key}/.lockrun-queue/"))
-            .is_empty(),
+        consul.api().kv_list(&line_of(&key)).is_empty(),
         "no entry is left behind"
     );
 }
@@ -117,7 +120,7 @@ fn only_the_head_of_the_queue_waits_on_the_key() {
     let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
     let runs = waiters(&consul, &key, 5, &log, &[]);
     let key_path = format!("/v1/kv/{key}?");
-    let entry_path = format!("/v1/kv/{key}/.lockrun-queue/");
+    let entry_path = format!("/v1/kv/{}", line_of(&key));
     let blocked = |path: &str| {
         emu.request_log()
             .iter()
@@ -156,23 +159,23 @@ fn a_waiter_that_gives_up_leaves_the_queue() {
     let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
     let first = waiters(&consul, &key, 1, &log, &[]);
     let quitter = Running::spawn(&mut elect(&consul, &key, &["--timeout", "2s"], &["true"]));
-    wait_queued(&api, &key, 2);
+    wait_queued(&api, &line_of(&key), 2);
     let last = Running::spawn(&mut elect(
         &consul,
         &key,
         &["--shell"],
         &[&format!("echo 2 >> {}", log.display())],
     ));
-    wait_queued(&api, &key, 3);
+    wait_queued(&api, &line_of(&key), 3);
     assert_status(&quitter.finish(), 75, "the waiter that gave up", &consul);
-    wait_queued(&api, &key, 2);
+    wait_queued(&api, &line_of(&key), 2);
     holder.finish(&consul);
     for running in first.into_iter().chain([last]) {
         assert_status(&running.finish(), 0, "a waiter", &consul);
     }
     assert_eq!(order(&log), vec![0, 2]);
     assert!(
-        api.kv_list(&format!("{key}/.lockrun-queue/")).is_empty(),
+        api.kv_list(&line_of(&key)).is_empty(),
         "no entry is left behind"
     );
 }
@@ -208,7 +211,7 @@ fn a_killed_waiter_does_not_hold_up_the_queue_until_its_session_expires() {
     assert_eq!(order(&log), vec![1]);
     assert_status(&behind.finish(), 0, "the waiter behind", &consul);
     assert_eq!(
-        queued(&api, &key),
+        queued(&api, &line_of(&key)),
         1,
         "only the killed waiter's entry is left"
     );
@@ -218,7 +221,7 @@ fn queue_stuck_check() -> Duration {
     Duration::from_secs(10)
 }
 
-/// Semaphore waiters queue the same way, under the prefix, and the queue
+/// Semaphore waiters queue the same way, beside the prefix, and the queue
 /// is no business of the slots: `lockrun leader` shows the holders only.
 #[test]
 fn semaphore_waiters_take_slots_in_the_order_they_came() {
@@ -248,7 +251,7 @@ fn semaphore_waiters_take_slots_in_the_order_they_came() {
     for i in 0..4 {
         let body = format!("echo {i} >> {}", log.display());
         runs.push(Running::spawn(&mut semaphore(&["--shell"], &[&body])));
-        wait_queued(&api, &prefix, i + 1);
+        wait_queued(&api, &format!("{prefix}.lockrun-queue/"), i + 1);
     }
     let output = crate::support::run(&mut lockrun(&consul, ["leader", prefix.as_str()]));
     assert_status(&output, 0, "leader while waiters queue", &consul);
@@ -263,7 +266,7 @@ fn semaphore_waiters_take_slots_in_the_order_they_came() {
     }
     assert_eq!(order(&log), (0..4).collect::<Vec<_>>());
     assert!(
-        api.kv_list(&format!("{prefix}/.lockrun-queue/")).is_empty(),
+        api.kv_list(&format!("{prefix}.lockrun-queue/")).is_empty(),
         "no entry is left behind"
     );
 }
@@ -283,12 +286,7 @@ fn a_blip_in_the_queue_costs_time_not_the_run() {
         // The first waiter's transactions: its attempt on the held key,
         // then its queue entry.
         emu.blip("PUT", "/v1/txn", 2, kind);
-        emu.blip(
-            "GET",
-            &format!("/v1/kv/{key}/.lockrun-queue/?recurse"),
-            1,
-            kind,
-        );
+        emu.blip("GET", &format!("/v1/kv/{}?recurse", line_of(&key)), 1, kind);
         let runs = waiters(&consul, &key, 2, &log, &[]);
         assert_eq!(emu.blips_pending(), 0, "{kind:?}: the blips never came");
         holder.finish(&consul);

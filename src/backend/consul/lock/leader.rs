@@ -59,6 +59,7 @@ pub async fn acquire(
     let mut free_at = Some(0);
     // Our place in the queue, once we wait; `queued` stays false when the
     // queue cannot be used, and `head` is true once nobody is ahead.
+    let queue_prefix = queue::of_key(key);
     let mut place: Option<queue::Place> = None;
     let mut queued = matches!(patience, Patience::Once);
     let mut head = true;
@@ -127,7 +128,7 @@ pub async fn acquire(
                 head = true;
                 continue;
             };
-            match queue::wait_turn(client, key, ours, patience, &mut waiter).await? {
+            match queue::wait_turn(client, &queue_prefix, ours, patience, &mut waiter).await? {
                 Turn::Head => {
                     head = true;
                     waiter.read_now();
@@ -171,7 +172,7 @@ pub async fn acquire(
         match pair.holder() {
             Some(h) if h == session.as_str() => {
                 if place.is_some() {
-                    if let Err(e) = queue::leave(client, key, session).await {
+                    if let Err(e) = queue::leave(client, &queue_prefix, session).await {
                         tracing::debug!(key, "could not leave the queue: {e}");
                     }
                 }
@@ -195,7 +196,7 @@ pub async fn acquire(
                 holder = Some(who);
                 waiter.block();
                 if !queued {
-                    match queue::enter(client, key, session).await {
+                    match queue::enter(client, &queue_prefix, session).await {
                         Ok(entered) => {
                             queued = true;
                             head = entered.is_none();
@@ -302,7 +303,7 @@ pub async fn release(
         }
         // We may have been waiting: an acquisition leaves the queue as it
         // takes the lock, and only then.
-        None => queue::leave(client, key, session).await?,
+        None => queue::leave(client, &queue::of_key(key), session).await?,
     }
     client
         .kv_release(key, session.as_str(), value, LOCK_FLAG)

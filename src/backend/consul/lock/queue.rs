@@ -1,7 +1,8 @@
 //! A fair queue among lockrun's waiters for one leader key or semaphore
 //! prefix, so a release wakes one waiter instead of all of them (as etcd's
 //! mutex does it). Each waiter holds an entry `KEY/.lockrun-queue/<session>`
-//! with its session; entries are ordered by CreateIndex, and a waiter blocks
+//! (`PREFIX.lockrun-queue/<session>` for a semaphore) with its session;
+//! entries are ordered by CreateIndex, and a waiter blocks
 //! on the entry just ahead of its own, or on the lock itself once none is
 //! ahead. The lock key (or the semaphore's record) alone decides who holds
 //! the lock: the queue only decides who tries, so a wrong guess costs a
@@ -23,12 +24,22 @@ use super::{Patience, Waiter};
 /// killed keeps its entry until its session expires).
 pub const STUCK_CHECK: Duration = Duration::from_secs(10);
 
-pub fn prefix(key: &str) -> String {
+/// The queue of a leader key: under the key, where a blocking read of the
+/// key alone does not see it.
+pub fn of_key(key: &str) -> String {
     format!("{key}/.lockrun-queue/")
 }
 
-pub fn entry_key(key: &str, session: &SessionId) -> String {
-    format!("{}{session}", prefix(key))
+/// The queue of a semaphore: beside the prefix, not under it, so that
+/// queueing does not wake the waiter that watches the slots (every entry
+/// under the prefix moves the listing's index). A token confined to
+/// `PREFIX/` cannot write it, and then its waiters do without a queue.
+pub fn of_prefix(prefix: &str) -> String {
+    format!("{prefix}.lockrun-queue/")
+}
+
+pub fn entry_key(queue: &str, session: &SessionId) -> String {
+    format!("{queue}{session}")
 }
 
 /// Our entry in the queue.
@@ -42,10 +53,10 @@ pub struct Place {
 /// used (the token may not write it, or the entry is not ours to take).
 pub async fn enter(
     client: &Client,
-    key: &str,
+    queue: &str,
     session: &SessionId,
 ) -> Result<Option<Place>, ConsulError> {
-    let entry = entry_key(key, session);
+    let entry = entry_key(queue, session);
     let ops = [TxnOp::Lock {
         key: &entry,
         value: b"",
@@ -59,13 +70,13 @@ pub async fn enter(
         })),
         Ok(Txn::Refused(refusals)) => match refusals.iter().find_map(|r| r.error(&entry)) {
             Some(ConsulError::Forbidden { .. }) | None => {
-                tracing::debug!(key, "no queue: {}", refusals[0].what);
+                tracing::debug!(queue, "no queue: {}", refusals[0].what);
                 Ok(None)
             }
             Some(error) => Err(error),
         },
         Err(ConsulError::Forbidden { .. }) => {
-            tracing::debug!(key, "no queue: the token may not write `{entry}`");
+            tracing::debug!(queue, "no queue: the token may not write `{entry}`");
             Ok(None)
         }
         Err(e) => Err(e),
@@ -76,10 +87,10 @@ pub async fn enter(
 /// gone are removed on the way (with check-and-set, so only as seen).
 pub async fn ahead(
     client: &Client,
-    key: &str,
+    queue: &str,
     place: &Place,
 ) -> Result<Option<KvPair>, ConsulError> {
-    let (pairs, _) = client.kv_list(&prefix(key), Read::now()).await?;
+    let (pairs, _) = client.kv_list(queue, Read::now()).await?;
     let mut best: Option<KvPair> = None;
     for pair in pairs {
         if pair.holder().is_none() {
@@ -127,14 +138,14 @@ pub enum Turn {
 /// the entry just ahead of ours only.
 pub async fn wait_turn(
     client: &Client,
-    key: &str,
+    queue: &str,
     ours: &Place,
     patience: Patience,
     waiter: &mut Waiter,
 ) -> Result<Turn, ConsulError> {
-    let what = format!("waiting in the queue for `{key}`");
+    let what = format!("waiting in the queue `{queue}`");
     loop {
-        let ahead = match ahead(client, key, ours).await {
+        let ahead = match ahead(client, queue, ours).await {
             Ok(ahead) => ahead,
             Err(e) => {
                 waiter.retry(&what, e).await?;
@@ -158,8 +169,8 @@ pub async fn wait_turn(
 
 /// Leaves the queue. Idempotent; a token that may not touch the queue never
 /// entered it, so a denial is no failure.
-pub async fn leave(client: &Client, key: &str, session: &SessionId) -> Result<(), ConsulError> {
-    match client.kv_delete(&entry_key(key, session), None).await {
+pub async fn leave(client: &Client, queue: &str, session: &SessionId) -> Result<(), ConsulError> {
+    match client.kv_delete(&entry_key(queue, session), None).await {
         Ok(_) | Err(ConsulError::Forbidden { .. }) => Ok(()),
         Err(e) => Err(e),
     }

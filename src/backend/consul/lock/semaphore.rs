@@ -85,12 +85,10 @@ pub struct View {
 impl View {
     pub fn read(prefix: &str, pairs: Vec<KvPair>) -> Result<View, String> {
         let record_key = record_key(prefix);
-        let queue = queue::prefix(prefix);
         let mut record = None;
         let mut live = BTreeSet::new();
         let mut contenders = Vec::new();
-        // Waiters' queue entries are neither contenders nor holders.
-        for pair in pairs.into_iter().filter(|p| !p.key.starts_with(&queue)) {
+        for pair in pairs {
             if let Some(h) = pair.holder() {
                 live.insert(h.to_string());
             }
@@ -167,6 +165,7 @@ pub async fn acquire(
     let mut announced = false;
     // As for a leader key (see [`queue`]): lockrun's waiters queue, and
     // only the head watches the slots; the others block on the entry ahead.
+    let queue_prefix = queue::of_prefix(prefix);
     let mut place: Option<queue::Place> = None;
     let mut queued = matches!(patience, Patience::Once);
     let mut head = true;
@@ -179,7 +178,7 @@ pub async fn acquire(
                 head = true;
                 continue;
             };
-            match queue::wait_turn(client, prefix, ours, patience, &mut waiter).await? {
+            match queue::wait_turn(client, &queue_prefix, ours, patience, &mut waiter).await? {
                 Turn::Head => head = true,
                 Turn::Stuck => peek = true,
                 Turn::Over => return Ok(Acquired::No { holder: None }),
@@ -222,7 +221,7 @@ pub async fn acquire(
             waiter.block();
             peek = false;
             if !queued {
-                match queue::enter(client, prefix, session).await {
+                match queue::enter(client, &queue_prefix, session).await {
                     Ok(entered) => {
                         queued = true;
                         head = entered.is_none();
@@ -363,7 +362,7 @@ pub async fn release(
 ) -> Result<(), ConsulError> {
     // With our queue entry, in case we were still waiting: one write.
     let contender = contender_key(prefix, session);
-    let entry = queue::entry_key(prefix, session);
+    let entry = queue::entry_key(&queue::of_prefix(prefix), session);
     let ops = [
         TxnOp::Delete { key: &contender },
         TxnOp::Delete { key: &entry },
