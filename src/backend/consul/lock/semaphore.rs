@@ -367,9 +367,13 @@ pub async fn release(
         TxnOp::Delete { key: &contender },
         TxnOp::Delete { key: &entry },
     ];
-    if let Txn::Refused(_) = client.txn(&ops).await? {
+    match client.txn(&ops).await {
+        Ok(Txn::Applied(_)) => {}
         // A token that may not touch the queue never entered it.
-        client.kv_delete(&contender, None).await?;
+        Ok(Txn::Refused(_)) | Err(ConsulError::Forbidden { .. }) => {
+            client.kv_delete(&contender, None).await?;
+        }
+        Err(e) => return Err(e),
     }
     let (pairs, _) = list(client, prefix, Read::now()).await?;
     if let Ok(View {
