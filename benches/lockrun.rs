@@ -582,7 +582,9 @@ impl Bench {
     ) -> Result<(), String> {
         let want = procs.len();
         let queued = if let Some(emulator) = &self.consul.emulator {
-            let path = format!("/v1/kv/{key}?");
+            // lockrun's waiters block on the key or on their queue
+            // entries under it; `consul lock` on the key.
+            let path = format!("/v1/kv/{key}");
             let waiting = |r: &LoggedRequest| {
                 r.endpoint == Endpoint::KvGet
                     && r.status.is_none()
@@ -686,8 +688,12 @@ impl Bench {
                 "trap 'date +%s%N > {d}/signalled; exit 0' TERM INT; \
                  touch {d}/ready; sleep 30 & wait"
             );
+            // Without a lock-delay a destroyed session lets a rival in at
+            // once, so lockrun rightly kills the child outright, which no
+            // trap sees; the default lock-delay leaves room for SIGTERM.
+            let quick = matches!(how, Loss::Release);
             let mut proc = Proc::spawn(
-                self.elect(tool, &prefix, &Job::Shell(script), true, false),
+                self.elect(tool, &prefix, &Job::Shell(script), quick, false),
                 &dir.join("stderr"),
             )?;
             let deadline = Instant::now() + PATIENCE;
@@ -861,6 +867,8 @@ impl Accounting {
                 }
                 Endpoint::KvPut if path.contains("release=") => a.winners += 1,
                 Endpoint::KvPut if path.contains("acquire=") => a.failed_acquires += 1,
+                // The lock transaction: one per handover succeeds.
+                Endpoint::Txn => a.failed_acquires += 1,
                 Endpoint::KvGet if path.contains("consistent") => a.winners += 1,
                 Endpoint::KvGet if path.contains("index=") => a.wakeups += 1,
                 Endpoint::KvGet => a.other_reads += 1,

@@ -102,7 +102,7 @@ pub trait EngineError: std::error::Error + Send + Sync + 'static + Into<Failure>
 pub struct Opening<'a> {
     pub wait: Wait,
     pub daemon: bool,
-    pub report: &'a dyn Fn(&str),
+    pub report: &'a (dyn Fn(&str) + Sync),
 }
 
 /// What a lease-holding backend keeps alive for us.

@@ -1,8 +1,8 @@
 //! One blip (a reset connection, a 500 during an election) at any step of a
-//! run costs time, not the run: session creation, the first read, the
-//! acquire, the semaphore's contender write and its check-and-set are all
-//! retried within the patience the user gave. Emulator only: the blips are
-//! its fault injection.
+//! run costs time, not the run: session creation, the lock transaction,
+//! the semaphore's first read and its joining transaction are all retried
+//! within the patience the user gave. Emulator only: the blips are its
+//! fault injection.
 
 use consul_emulator::BlipKind;
 
@@ -62,17 +62,8 @@ fn a_blip_at_any_step_of_elect_costs_time_not_the_run() {
     let prefix = consul.prefix("blips-elect");
     let steps = [
         step("session", "PUT", "/v1/session/create".into()),
-        step("read", "GET", format!("/v1/kv/{prefix}/read")),
-        step(
-            "acquire",
-            "PUT",
-            format!("/v1/kv/{prefix}/acquire?acquire="),
-        ),
-        step(
-            "read-back",
-            "GET",
-            format!("/v1/kv/{prefix}/read-back?consistent"),
-        ),
+        // One transaction both writes the lock and answers the entry.
+        step("acquire", "PUT", "/v1/txn".into()),
     ];
     survives(&consul, &steps, |name| {
         [
@@ -98,14 +89,9 @@ fn a_blip_at_any_step_of_semaphore_costs_time_not_the_run() {
     let prefix = consul.prefix("blips-semaphore");
     let steps = [
         step("session", "PUT", "/v1/session/create".into()),
-        step("contender", "PUT", format!("/v1/kv/{prefix}/contender/")),
         step("read", "GET", format!("/v1/kv/{prefix}/read/?recurse")),
-        step("cas", "PUT", format!("/v1/kv/{prefix}/cas/.lock?cas=")),
-        step(
-            "read-back",
-            "GET",
-            format!("/v1/kv/{prefix}/read-back/?recurse&consistent"),
-        ),
+        // The contender entry and the record, in one transaction.
+        step("join", "PUT", "/v1/txn".into()),
     ];
     survives(&consul, &steps, |name| {
         [

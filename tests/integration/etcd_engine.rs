@@ -36,8 +36,19 @@ fn patient() -> Wait {
     Wait::Until(Instant::from_std(deadline()))
 }
 
+fn quiet(_: &str) {}
+
+/// Opening a lease as a one-off run does: no retries of a refused connection.
+fn once() -> lockrun::backend::Opening<'static> {
+    lockrun::backend::Opening {
+        wait: Wait::Once,
+        daemon: false,
+        report: &quiet,
+    }
+}
+
 async fn lease(etcd: &Etcd) -> EtcdLease {
-    etcd.open_lease().await.expect("a lease")
+    etcd.open_lease(once()).await.expect("a lease")
 }
 
 async fn take(etcd: &Etcd, lease: &EtcdLease, target: &Target, value: &str) -> EtcdClaim {
@@ -276,7 +287,8 @@ async fn a_revoked_lease_is_a_lost_claim_at_once() {
     let revoked_at = now_ns();
     etcdctl_ok(&["lease", "revoke", &format!("{:x}", lease.id())]);
     let (why, lost_at) = watching.await.unwrap();
-    assert!(why.contains("deleted"), "{why}");
+    assert!(why.is_verdict(), "{why:?}");
+    assert!(why.to_string().contains("deleted"), "{why}");
     let _ = rival.line();
     let latency = Duration::from_nanos((lost_at - revoked_at) as u64);
     eprintln!("revoke to loss: {latency:?}");
@@ -502,7 +514,8 @@ async fn force_release_revokes_the_chosen_holders_lease() {
     let why = tokio::time::timeout(Duration::from_secs(10), claim.watch())
         .await
         .expect("the holder sees its loss");
-    assert!(why.contains("deleted"), "{why}");
+    assert!(why.is_verdict(), "{why:?}");
+    assert!(why.to_string().contains("deleted"), "{why}");
     assert!(matches!(
         lease1.renew(Duration::from_secs(5)).await,
         Renewal::Gone(_)
@@ -572,7 +585,7 @@ async fn the_next_endpoint_is_tried_when_one_is_down() {
     let other_down = closed_endpoint();
     let config = EtcdConfig::plain(&[&down, &other_down]).unwrap();
     let etcd = Etcd::new(&config, TTL).unwrap();
-    let e = etcd.open_lease().await.expect_err("no etcd there");
+    let e = etcd.open_lease(once()).await.expect_err("no etcd there");
     assert!(e.is_transient(), "{e:?}");
     let message = e.to_string();
     assert!(!message.contains('\n'), "{message}");
@@ -616,7 +629,10 @@ async fn a_user_authenticates_and_a_wrong_password_is_denied() {
     lease.close().await;
 
     let wrong = with_user("root:wrong");
-    let e = wrong.open_lease().await.expect_err("a wrong password");
+    let e = wrong
+        .open_lease(once())
+        .await
+        .expect_err("a wrong password");
     let message = e.to_string();
     assert!(!e.is_transient(), "{e:?}");
     assert!(message.contains("permission denied"), "{message}");
@@ -660,7 +676,8 @@ async fn a_frozen_link_fails_renewals_but_loses_nothing_until_etcd_says_so() {
     let why = tokio::time::timeout(Duration::from_secs(10), claim.watch())
         .await
         .expect("the loss, once the link thaws");
-    assert!(why.contains("deleted"), "{why}");
+    assert!(why.is_verdict(), "{why:?}");
+    assert!(why.to_string().contains("deleted"), "{why}");
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -838,7 +855,10 @@ async fn tls_with_a_client_certificate_from_etcdctls_names() {
     // retry can help at start-up.
     let config = EtcdConfig::resolve(&EtcdFlags::default(), env(false)).unwrap();
     let etcd = Etcd::new(&config, TTL).unwrap();
-    let e = etcd.open_lease().await.expect_err("no client certificate");
+    let e = etcd
+        .open_lease(once())
+        .await
+        .expect_err("no client certificate");
     assert!(e.to_string().starts_with("TLS with etcd at"), "{e}");
     assert!(e.to_string().contains("ETCDCTL_CERT"), "{e}");
     assert!(!e.to_string().contains('\n'), "{e}");
@@ -847,7 +867,7 @@ async fn tls_with_a_client_certificate_from_etcdctls_names() {
     let plain = EtcdConfig::plain(&[&format!("http://{host_port}")]).unwrap();
     let e = Etcd::new(&plain, TTL)
         .unwrap()
-        .open_lease()
+        .open_lease(once())
         .await
         .expect_err("http to a TLS port");
     assert!(!e.to_string().contains('\n'), "{e}");
@@ -855,7 +875,7 @@ async fn tls_with_a_client_certificate_from_etcdctls_names() {
     let untrusted = EtcdConfig::plain(&[&server.endpoint]).unwrap();
     let e = Etcd::new(&untrusted, TTL)
         .unwrap()
-        .open_lease()
+        .open_lease(once())
         .await
         .expect_err("an unknown CA");
     assert!(e.to_string().starts_with("TLS with etcd at"), "{e}");
@@ -951,7 +971,8 @@ async fn the_holding_watch_resumes_on_another_member_without_missing_a_deletion(
     let why = tokio::time::timeout(Duration::from_secs(20), claim.watch())
         .await
         .expect("the loss, from another member");
-    assert!(why.contains("deleted"), "{why}");
+    assert!(why.is_verdict(), "{why:?}");
+    assert!(why.to_string().contains("deleted"), "{why}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -985,5 +1006,6 @@ async fn a_compacted_history_is_no_loss_but_a_deletion_still_is() {
     let why = tokio::time::timeout(Duration::from_secs(10), claim.watch())
         .await
         .expect("the loss after compaction");
-    assert!(why.contains("deleted"), "{why}");
+    assert!(why.is_verdict(), "{why:?}");
+    assert!(why.to_string().contains("deleted"), "{why}");
 }

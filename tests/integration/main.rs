@@ -22,6 +22,8 @@ mod support;
 mod link;
 // `lockrun elect` end to end.
 mod elect;
+// lockrun's waiters queue for a leader key.
+mod queue;
 // `lockrun semaphore` end to end.
 mod semaphore;
 // `lockrun leader` and `lockrun release`.

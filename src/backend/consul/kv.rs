@@ -36,7 +36,7 @@ impl KvPair {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "PascalCase")]
-struct WirePair {
+pub(super) struct WirePair {
     key: String,
     #[serde(default)]
     value: Option<String>,
@@ -53,7 +53,7 @@ struct WirePair {
 }
 
 impl WirePair {
-    fn decode(self, op: &Op) -> Result<KvPair, ConsulError> {
+    pub(super) fn decode(self, op: &Op) -> Result<KvPair, ConsulError> {
         let value = match self.value {
             None => None,
             Some(text) => Some(

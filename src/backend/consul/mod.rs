@@ -10,6 +10,7 @@ pub mod kv;
 pub mod lock;
 pub mod path;
 pub mod session;
+pub mod txn;
 
 use std::time::Duration;
 

@@ -3,9 +3,11 @@
 
 use crate::backend::consul::blocking::QueryIndex;
 use crate::backend::consul::kv::Read;
-use crate::backend::consul::{Client, ConsulError, KvPair, SessionId};
+use crate::backend::consul::txn::{Refusal, Txn, TxnOp};
+use crate::backend::consul::{Client, ConsulError, KvPair, Op, SessionId};
 use crate::lease::Lost;
 
+use super::queue::{self, Turn};
 use super::{AcquireError, Acquired, DelayBackoff, Held, Patience, Waiter, LOCK_FLAG};
 
 /// A lock we hold, with what the watch and the release need to know.
@@ -34,6 +36,13 @@ fn check_flags(key: &str, pair: &KvPair) -> Result<(), AcquireError> {
 /// Takes the lock on `key`, waiting per `patience` with blocking reads while
 /// someone else holds it. The caller bounds the whole call by `--timeout`
 /// and, when it is cancelled, must assume the lock might be held.
+///
+/// The lock is written with one transaction, a check-and-set on the entry
+/// as last seen (so a key that became foreign data meanwhile is never taken
+/// over) and the `lock` itself: its answer carries the fencing number, and
+/// a refusal says whether a holder or a lock-delay stood in the way. While
+/// it is held, lockrun waiters queue (see [`queue`]) so that a release
+/// wakes one of them, not all.
 pub async fn acquire(
     client: &Client,
     key: &str,
@@ -44,7 +53,107 @@ pub async fn acquire(
     let mut waiter = Waiter::acquiring(patience);
     let mut delay = DelayBackoff::new();
     let mut holder = None;
+    // The ModifyIndex of the free entry we are about to lock (0: absent).
+    // We start by assuming the key is absent, as a clean release leaves it:
+    // if it is not, the check-and-set refuses and we read it.
+    let mut free_at = Some(0);
+    // Our place in the queue, once we wait; `queued` stays false when the
+    // queue cannot be used, and `head` is true once nobody is ahead.
+    let queue_prefix = queue::of_key(key);
+    let mut place: Option<queue::Place> = None;
+    let mut queued = matches!(patience, Patience::Once);
+    let mut head = true;
     loop {
+        if let Some(index) = free_at.take() {
+            let what = format!("acquiring `{key}`");
+            let mut ops = vec![
+                TxnOp::Cas {
+                    key,
+                    value,
+                    flags: LOCK_FLAG,
+                    index,
+                },
+                TxnOp::Lock {
+                    key,
+                    value,
+                    flags: LOCK_FLAG,
+                    session,
+                },
+            ];
+            // Leaving the queue in the same write wakes our successor
+            // as the lock changes hands, not a round trip later.
+            if let Some(place) = &place {
+                ops.push(TxnOp::Delete { key: &place.key });
+            }
+            let refusals = match client.txn(&ops).await {
+                Ok(Txn::Applied(pairs)) => {
+                    let pair = &pairs[1];
+                    let index = QueryIndex::NONE.after(pair.modify_index);
+                    return Ok(Acquired::Yes(holding(key, session, pair, index)));
+                }
+                Ok(Txn::Refused(refusals)) => refusals,
+                Err(e) => {
+                    waiter.retry(&what, e).await?;
+                    continue;
+                }
+            };
+            if let Some(error) = refusals.iter().find_map(|r| r.error(key)) {
+                waiter.retry(&what, error).await?;
+                continue;
+            }
+            if refusals.iter().any(Refusal::is_lock_delay) {
+                if matches!(patience, Patience::Once) {
+                    return Ok(Acquired::No { holder: None });
+                }
+                tracing::debug!(key, "lock refused by a lock-delay");
+                delay.wait().await;
+                // Nothing else may have changed: try again straight away;
+                // the check-and-set catches it if something did.
+                free_at = Some(index);
+                continue;
+            }
+            if let Some(r) = refusals.iter().find(|r| !r.is_stale() && !r.is_held()) {
+                return Err(AcquireError::Consul(ConsulError::Rejected {
+                    op: Op::KvWrite(key.to_string()),
+                    status: 409,
+                    body: r.what.clone(),
+                }));
+            }
+            // The entry changed since we looked (a rival took it, or it
+            // exists at all): read it.
+            waiter.read_now();
+        }
+        if !head {
+            let Some(ours) = &place else {
+                head = true;
+                continue;
+            };
+            match queue::wait_turn(client, &queue_prefix, ours, patience, &mut waiter).await? {
+                Turn::Head => {
+                    head = true;
+                    waiter.read_now();
+                }
+                Turn::Stuck => {
+                    // Fine while the lock is held; if it is free, nobody
+                    // ahead took it in all that time: they are stuck, and
+                    // we try.
+                    match client.kv_get(key, Read::now()).await {
+                        Ok((None, _)) => free_at = Some(0),
+                        Ok((Some(pair), _)) if pair.holder().is_none() => {
+                            check_flags(key, &pair)?;
+                            free_at = Some(pair.modify_index);
+                        }
+                        Ok(_) => {}
+                        Err(e) => waiter.retry(&format!("waiting for `{key}`"), e).await?,
+                    }
+                    if free_at.is_some() {
+                        head = true;
+                    }
+                    continue;
+                }
+                Turn::Over => return Ok(Acquired::No { holder }),
+            }
+        }
         let Some(read) = waiter.next_read().await else {
             return Ok(Acquired::No { holder });
         };
@@ -55,87 +164,50 @@ pub async fn acquire(
         else {
             continue;
         };
-        if let Some(pair) = &pair {
-            check_flags(key, pair)?;
-            match pair.holder() {
-                Some(h) if h == session.as_str() => {
-                    return Ok(Acquired::Yes(holding(key, session, pair, waiter.index())));
-                }
-                Some(h) => {
-                    // Operators know holders by their value (a host name,
-                    // `db-2:5432`); `consul lock` stores none.
-                    let who = match pair.value.as_deref() {
-                        Some(v) if !v.is_empty() => String::from_utf8_lossy(v).into_owned(),
-                        _ => format!("session {h}"),
-                    };
-                    if holder.as_deref() != Some(who.as_str()) {
-                        tracing::info!(
-                            target: crate::logging::EVENT,
-                            lock = key,
-                            holder = %who,
-                            "waiting: held by another"
-                        );
-                    }
-                    holder = Some(who);
-                    waiter.block();
-                    continue;
-                }
-                None => {}
-            }
-        }
-        let what = format!("acquiring `{key}`");
-        let acquired = match client.kv_acquire(key, session, value, LOCK_FLAG).await {
-            Ok(acquired) => acquired,
-            Err(e) => {
-                waiter.retry(&what, e).await?;
-                continue;
-            }
-        };
-        if acquired {
-            // Read it back: the child is told the ModifyIndex, and the watch
-            // and release need it too.
-            let (pair, returned) = match client.kv_get(key, Read::consistent()).await {
-                Ok(answer) => answer,
-                Err(e) => {
-                    waiter.retry(&what, e).await?;
-                    continue;
-                }
-            };
-            waiter.reset(returned);
-            match pair {
-                Some(pair) if pair.holder() == Some(session.as_str()) => {
-                    return Ok(Acquired::Yes(holding(key, session, &pair, waiter.index())));
-                }
-                // Lost between our write and our read (an operator's
-                // release, say): start over.
-                _ => waiter.read_now(),
-            }
+        let Some(pair) = pair else {
+            free_at = Some(0);
             continue;
-        }
-        // Refused: someone else got there first, or a lock-delay is running.
-        // Only a fresh read tells which.
-        let (pair, returned) = match client.kv_get(key, Read::now()).await {
-            Ok(answer) => answer,
-            Err(e) => {
-                waiter.retry(&what, e).await?;
-                continue;
-            }
         };
-        waiter.reset(returned);
-        match pair.as_ref().and_then(KvPair::holder) {
+        check_flags(key, &pair)?;
+        match pair.holder() {
+            Some(h) if h == session.as_str() => {
+                if place.is_some() {
+                    if let Err(e) = queue::leave(client, &queue_prefix, session).await {
+                        tracing::debug!(key, "could not leave the queue: {e}");
+                    }
+                }
+                return Ok(Acquired::Yes(holding(key, session, &pair, waiter.index())));
+            }
             Some(h) => {
-                holder = Some(h.to_string());
+                // Operators know holders by their value (a host name,
+                // `db-2:5432`); `consul lock` stores none.
+                let who = match pair.value.as_deref() {
+                    Some(v) if !v.is_empty() => String::from_utf8_lossy(v).into_owned(),
+                    _ => format!("session {h}"),
+                };
+                if holder.as_deref() != Some(who.as_str()) {
+                    tracing::info!(
+                        target: crate::logging::EVENT,
+                        lock = key,
+                        holder = %who,
+                        "waiting: held by another"
+                    );
+                }
+                holder = Some(who);
                 waiter.block();
+                if !queued {
+                    match queue::enter(client, &queue_prefix, session).await {
+                        Ok(entered) => {
+                            queued = true;
+                            head = entered.is_none();
+                            place = entered;
+                        }
+                        // Queueing is tried again after the next read.
+                        Err(e) => waiter.retry(&format!("queueing for `{key}`"), e).await?,
+                    }
+                }
             }
-            None if matches!(patience, Patience::Once) => return Ok(Acquired::No { holder: None }),
-            None => {
-                tracing::debug!(
-                    key,
-                    "acquire refused with no holder: a lock-delay is running"
-                );
-                delay.wait().await;
-                waiter.read_now();
-            }
+            None => free_at = Some(pair.modify_index),
         }
     }
 }
@@ -211,7 +283,8 @@ async fn released(client: &Client, session: &SessionId) -> Lost {
     }
 }
 
-/// Gives the lock up. With the ModifyIndex we last saw, the key is deleted
+/// Gives the lock up, and our place in the queue if we were still waiting.
+/// With the ModifyIndex we last saw, the key is deleted
 /// with check-and-set, as `consul lock` leaves it (one write, one wake-up for
 /// waiters); if it changed since, we only release it, which never clobbers a
 /// lock that changed hands. Idempotent: safe after a cancelled acquire.
@@ -222,10 +295,15 @@ pub async fn release(
     value: &[u8],
     modify_index: Option<u64>,
 ) -> Result<(), ConsulError> {
-    if let Some(index) = modify_index {
-        if client.kv_delete(key, Some(index)).await? {
-            return Ok(());
+    match modify_index {
+        Some(index) => {
+            if client.kv_delete(key, Some(index)).await? {
+                return Ok(());
+            }
         }
+        // We may have been waiting: an acquisition leaves the queue as it
+        // takes the lock, and only then.
+        None => queue::leave(client, &queue::of_key(key), session).await?,
     }
     client
         .kv_release(key, session.as_str(), value, LOCK_FLAG)

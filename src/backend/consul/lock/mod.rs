@@ -3,6 +3,7 @@
 //! watches that notice when a held lock stops being ours.
 
 pub mod leader;
+pub mod queue;
 pub mod semaphore;
 
 use std::time::Duration;
@@ -202,13 +203,16 @@ pub struct Waiter {
 }
 
 impl Waiter {
-    /// For acquisition: the first read answers at once.
+    /// For acquisition: the first read answers at once. The burst is
+    /// larger than a watch's: a semaphore waiter reads several times per
+    /// round of releases (each release wakes it, each lost race sends it
+    /// back), and a burst of 5 made it sit out 50 ms in the middle of one.
     pub fn acquiring(patience: Patience) -> Waiter {
         Waiter {
             index: QueryIndex::NONE,
             block: false,
             retry: Retry::new(patience),
-            rate: RateLimit::new(5, 20),
+            rate: RateLimit::new(20, 20),
             patience,
             consistent: false,
         }

@@ -9,9 +9,11 @@ use serde_json::Value;
 
 use crate::backend::consul::blocking::QueryIndex;
 use crate::backend::consul::kv::Read;
+use crate::backend::consul::txn::{Txn, TxnOp};
 use crate::backend::consul::{Client, ConsulError, KvPair, SessionId};
 use crate::lease::Lost;
 
+use super::queue::{self, Turn};
 use super::{AcquireError, Acquired, Held, Patience, Waiter, SEMAPHORE_FLAG};
 
 /// The coordination record's key under a prefix.
@@ -144,6 +146,11 @@ pub async fn list(
 
 /// Joins the semaphore and waits for a slot per `patience`. Leaves the
 /// contender entry behind on every outcome: the caller's cleanup removes it.
+///
+/// Joining takes the contender entry and, when a slot is free, adds us to
+/// the record in the same transaction: the answer carries the record's new
+/// ModifyIndex, the raft index of our own admission, which is our fencing
+/// number (a read-back could see a later admission's instead).
 pub async fn acquire(
     client: &Client,
     prefix: &str,
@@ -153,31 +160,35 @@ pub async fn acquire(
     patience: Patience,
 ) -> Result<Acquired<Holding>, AcquireError> {
     let contender = contender_key(prefix, session);
+    let record_key = record_key(prefix);
     let mut waiter = Waiter::acquiring(patience);
-    loop {
-        match client
-            .kv_acquire(&contender, session, value, SEMAPHORE_FLAG)
-            .await
-        {
-            Ok(true) => break,
-            Ok(false) => {
-                return Err(AcquireError::Conflict(format!(
-                    "could not take the contender entry `{contender}`"
-                )))
-            }
-            Err(e) => {
-                let step = format!("joining the semaphore `{prefix}`");
-                waiter.retry(&step, e).await?;
-            }
-        }
-    }
     let mut announced = false;
+    // As for a leader key (see [`queue`]): lockrun's waiters queue, and
+    // only the head watches the slots; the others block on the entry ahead.
+    let queue_prefix = queue::of_prefix(prefix);
+    let mut place: Option<queue::Place> = None;
+    let mut queued = matches!(patience, Patience::Once);
+    let mut head = true;
+    // One look at the slots out of turn, after the queue ahead sat still.
+    let mut peek = false;
+    let what = format!("waiting for a slot of `{prefix}`");
     loop {
+        if !head && !peek {
+            let Some(ours) = &place else {
+                head = true;
+                continue;
+            };
+            match queue::wait_turn(client, &queue_prefix, ours, patience, &mut waiter).await? {
+                Turn::Head => head = true,
+                Turn::Stuck => peek = true,
+                Turn::Over => return Ok(Acquired::No { holder: None }),
+            }
+            waiter.read_now();
+        }
         let Some(read) = waiter.next_read().await else {
             return Ok(Acquired::No { holder: None });
         };
         let result = list(client, prefix, read).await;
-        let what = format!("waiting for a slot of `{prefix}`");
         let Some(pairs) = waiter.answer(&what, result).await? else {
             continue;
         };
@@ -198,56 +209,78 @@ pub async fn acquire(
             ),
         };
         record.holders = view.live_holders();
-        if record.holders.contains(session.as_str()) {
-            return Ok(Acquired::Yes(Holding::new(
-                prefix,
-                session,
-                cas,
-                waiter.index(),
-            )));
-        }
-        if record.holders.len() as u64 >= limit {
+        let admitted = record.holders.contains(session.as_str());
+        if !admitted && record.holders.len() as u64 >= limit {
             if !announced {
                 tracing::info!(target: crate::logging::EVENT, lock = prefix, limit, "waiting: all slots are taken");
                 announced = true;
             }
+            // We join only with a slot in hand: a contender entry written
+            // to wait would cost a write and a read per waiter, and Go's
+            // Semaphore counts only the holders.
             waiter.block();
+            peek = false;
+            if !queued {
+                match queue::enter(client, &queue_prefix, session).await {
+                    Ok(entered) => {
+                        queued = true;
+                        head = entered.is_none();
+                        place = entered;
+                    }
+                    // Queueing is tried again after the next read.
+                    Err(e) => waiter.retry(&format!("queueing for `{prefix}`"), e).await?,
+                }
+            }
             continue;
         }
+        peek = false;
+        // Already admitted (an answer we lost): the record is written again
+        // all the same, so that our number is an index of our own.
         record.holders.insert(session.to_string());
-        let cas_result = client
-            .kv_cas(&record_key(prefix), &record.encode(), SEMAPHORE_FLAG, cas)
-            .await;
-        let joined = match cas_result {
-            Ok(joined) => joined,
+        let encoded = record.encode();
+        let mut ops = vec![
+            TxnOp::Lock {
+                key: &contender,
+                value,
+                flags: SEMAPHORE_FLAG,
+                session,
+            },
+            TxnOp::Cas {
+                key: &record_key,
+                value: &encoded,
+                flags: SEMAPHORE_FLAG,
+                index: cas,
+            },
+        ];
+        // Leaving the queue as we are admitted wakes our successor.
+        if let Some(place) = &place {
+            ops.push(TxnOp::Delete { key: &place.key });
+        }
+        let refusals = match client.txn(&ops).await {
+            Ok(Txn::Applied(pairs)) => {
+                let number = pairs[1].modify_index;
+                return Ok(Acquired::Yes(Holding::new(
+                    prefix,
+                    session,
+                    number,
+                    QueryIndex::NONE.after(number),
+                )));
+            }
+            Ok(Txn::Refused(refusals)) => refusals,
             Err(e) => {
                 waiter.retry(&what, e).await?;
                 continue;
             }
         };
-        if joined {
-            // Read back for the record's new ModifyIndex, which serves as the
-            // sequencer, and to start the watch from a current index.
-            let (pairs, returned) = match list(client, prefix, Read::consistent()).await {
-                Ok(answer) => answer,
-                Err(e) => {
-                    waiter.retry(&what, e).await?;
-                    continue;
-                }
-            };
-            let view = View::read(prefix, pairs).map_err(AcquireError::Conflict)?;
-            let modify = view.record.as_ref().map(|(_, m)| *m).unwrap_or(0);
-            waiter.reset(returned);
-            if view.live_holders().contains(session.as_str()) {
-                return Ok(Acquired::Yes(Holding::new(
-                    prefix,
-                    session,
-                    modify,
-                    waiter.index(),
-                )));
-            }
-            waiter.read_now();
+        if let Some(error) = refusals.iter().find_map(|r| r.error(&contender)) {
+            waiter.retry(&what, error).await?;
             continue;
+        }
+        if let Some(r) = refusals.iter().find(|r| !r.is_stale()) {
+            return Err(AcquireError::Conflict(format!(
+                "could not take the contender entry `{contender}` ({})",
+                r.what
+            )));
         }
         // Lost a race for the record: read it again at once.
         waiter.read_now();
@@ -314,9 +347,10 @@ impl Holding {
     }
 }
 
-/// Gives our slot up by deleting our contender entry: one write, so waiters
-/// wake once. They prune a holder whose entry is gone, as Go's Semaphore
-/// does, so we need not edit the record too. Then, if no contender is left,
+/// Gives our slot up by deleting our contender entry (and our queue entry,
+/// if we were still waiting): one write, so waiters wake once. They prune a
+/// holder whose entry is gone, as Go's Semaphore does, so we need not edit
+/// the record too. Then, if no contender is left,
 /// we delete the record, as `consul lock -n` does, so a later run may choose
 /// another limit; of two holders leaving together, whichever looks last
 /// sees the other's entry gone. Idempotent, so it is safe after an
@@ -326,9 +360,21 @@ pub async fn release(
     prefix: &str,
     session: &SessionId,
 ) -> Result<(), ConsulError> {
-    client
-        .kv_delete(&contender_key(prefix, session), None)
-        .await?;
+    // With our queue entry, in case we were still waiting: one write.
+    let contender = contender_key(prefix, session);
+    let entry = queue::entry_key(&queue::of_prefix(prefix), session);
+    let ops = [
+        TxnOp::Delete { key: &contender },
+        TxnOp::Delete { key: &entry },
+    ];
+    match client.txn(&ops).await {
+        Ok(Txn::Applied(_)) => {}
+        // A token that may not touch the queue never entered it.
+        Ok(Txn::Refused(_)) | Err(ConsulError::Forbidden { .. }) => {
+            client.kv_delete(&contender, None).await?;
+        }
+        Err(e) => return Err(e),
+    }
     let (pairs, _) = list(client, prefix, Read::now()).await?;
     if let Ok(View {
         record: Some((_, modify)),

@@ -1,0 +1,177 @@
+//! A fair queue among lockrun's waiters for one leader key or semaphore
+//! prefix, so a release wakes one waiter instead of all of them (as etcd's
+//! mutex does it). Each waiter holds an entry `KEY/.lockrun-queue/<session>`
+//! (`PREFIX.lockrun-queue/<session>` for a semaphore) with its session;
+//! entries are ordered by CreateIndex, and a waiter blocks
+//! on the entry just ahead of its own, or on the lock itself once none is
+//! ahead. The lock key (or the semaphore's record) alone decides who holds
+//! the lock: the queue only decides who tries, so a wrong guess costs a
+//! wake-up, never safety. `consul lock` ignores the queue and competes as
+//! before; a token that may not write the queue's keys turns the queue off
+//! and waiters wait as they did without.
+
+use std::time::Duration;
+
+use crate::backend::consul::blocking::QueryIndex;
+use crate::backend::consul::kv::Read;
+use crate::backend::consul::txn::{Txn, TxnOp};
+use crate::backend::consul::{Client, ConsulError, KvPair, SessionId};
+
+use super::{Patience, Waiter};
+
+/// How long a waiter trusts an unchanged entry ahead before it checks
+/// whether the lock is free with nobody taking it (a waiter ahead that was
+/// killed keeps its entry until its session expires).
+pub const STUCK_CHECK: Duration = Duration::from_secs(10);
+
+/// The queue of a leader key: under the key, where a blocking read of the
+/// key alone does not see it.
+pub fn of_key(key: &str) -> String {
+    format!("{key}/.lockrun-queue/")
+}
+
+/// The queue of a semaphore: beside the prefix, not under it, so that
+/// queueing does not wake the waiter that watches the slots (every entry
+/// under the prefix moves the listing's index). A token confined to
+/// `PREFIX/` cannot write it, and then its waiters do without a queue.
+pub fn of_prefix(prefix: &str) -> String {
+    format!("{prefix}.lockrun-queue/")
+}
+
+pub fn entry_key(queue: &str, session: &SessionId) -> String {
+    format!("{queue}{session}")
+}
+
+/// Our entry in the queue.
+#[derive(Debug, Clone)]
+pub struct Place {
+    pub key: String,
+    pub create_index: u64,
+}
+
+/// Takes our place at the end of the queue. `None` when the queue cannot be
+/// used (the token may not write it, or the entry is not ours to take).
+pub async fn enter(
+    client: &Client,
+    queue: &str,
+    session: &SessionId,
+) -> Result<Option<Place>, ConsulError> {
+    let entry = entry_key(queue, session);
+    let ops = [TxnOp::Lock {
+        key: &entry,
+        value: b"",
+        flags: 0,
+        session,
+    }];
+    match client.txn(&ops).await {
+        Ok(Txn::Applied(pairs)) => Ok(Some(Place {
+            key: entry,
+            create_index: pairs[0].create_index,
+        })),
+        Ok(Txn::Refused(refusals)) => match refusals.iter().find_map(|r| r.error(&entry)) {
+            Some(ConsulError::Forbidden { .. }) | None => {
+                tracing::debug!(queue, "no queue: {}", refusals[0].what);
+                Ok(None)
+            }
+            Some(error) => Err(error),
+        },
+        Err(ConsulError::Forbidden { .. }) => {
+            tracing::debug!(queue, "no queue: the token may not write `{entry}`");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The live entry just ahead of `place`, if any. Entries whose session is
+/// gone are removed on the way (with check-and-set, so only as seen).
+pub async fn ahead(
+    client: &Client,
+    queue: &str,
+    place: &Place,
+) -> Result<Option<KvPair>, ConsulError> {
+    let (pairs, _) = client.kv_list(queue, Read::now()).await?;
+    let mut best: Option<KvPair> = None;
+    for pair in pairs {
+        if pair.holder().is_none() {
+            // Best effort: whoever sees it next tries again.
+            let _ = client.kv_delete(&pair.key, Some(pair.modify_index)).await;
+            continue;
+        }
+        if (pair.create_index, pair.key.as_str()) >= (place.create_index, place.key.as_str()) {
+            continue;
+        }
+        if best
+            .as_ref()
+            .is_none_or(|b| (b.create_index, b.key.as_str()) < (pair.create_index, &pair.key))
+        {
+            best = Some(pair);
+        }
+    }
+    Ok(best)
+}
+
+/// Blocks until the entry ahead changes, or `wait` passes. True when it
+/// changed (or went away).
+pub async fn changed(client: &Client, entry: &KvPair, wait: Duration) -> Result<bool, ConsulError> {
+    let read = Read {
+        index: QueryIndex::NONE.after(entry.modify_index),
+        wait: Some(wait),
+        consistent: false,
+    };
+    let (now, _) = client.kv_get(&entry.key, read).await?;
+    Ok(now.is_none_or(|p| p.modify_index != entry.modify_index || p.holder().is_none()))
+}
+
+/// How a wait in the queue ended.
+pub enum Turn {
+    /// Nobody is ahead any more: wait on the lock itself.
+    Head,
+    /// The entry ahead sat still for [`STUCK_CHECK`]: the caller looks
+    /// whether the lock is free with nobody taking it.
+    Stuck,
+    /// Patience ran out.
+    Over,
+}
+
+/// Waits while other lockrun waiters are ahead of us, each time blocking on
+/// the entry just ahead of ours only.
+pub async fn wait_turn(
+    client: &Client,
+    queue: &str,
+    ours: &Place,
+    patience: Patience,
+    waiter: &mut Waiter,
+) -> Result<Turn, ConsulError> {
+    let what = format!("waiting in the queue `{queue}`");
+    loop {
+        let ahead = match ahead(client, queue, ours).await {
+            Ok(ahead) => ahead,
+            Err(e) => {
+                waiter.retry(&what, e).await?;
+                continue;
+            }
+        };
+        let Some(ahead) = ahead else {
+            return Ok(Turn::Head);
+        };
+        let Some(wait) = patience.next_wait() else {
+            return Ok(Turn::Over);
+        };
+        match changed(client, &ahead, wait.min(STUCK_CHECK)).await {
+            Ok(true) => {}
+            Ok(false) if wait >= STUCK_CHECK => return Ok(Turn::Stuck),
+            Ok(false) => {}
+            Err(e) => waiter.retry(&what, e).await?,
+        }
+    }
+}
+
+/// Leaves the queue. Idempotent; a token that may not touch the queue never
+/// entered it, so a denial is no failure.
+pub async fn leave(client: &Client, queue: &str, session: &SessionId) -> Result<(), ConsulError> {
+    match client.kv_delete(&entry_key(queue, session), None).await {
+        Ok(_) | Err(ConsulError::Forbidden { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}

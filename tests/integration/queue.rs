@@ -1,0 +1,298 @@
+//! The queue among lockrun's waiters for a leader key or a semaphore: they
+//! take the lock in the order they came, a release wakes one of them, and
+//! one that gives up or dies leaves the queue without stalling those behind
+//! it.
+
+use std::time::{Duration, Instant};
+
+use consul_emulator::BlipKind;
+
+use crate::consul::{encode_key, Api, KvEntry, TestConsul};
+use crate::procs::{self, wait_until};
+use crate::support::{assert_status, lockrun, scratch, Holder, Running};
+
+fn elect(consul: &TestConsul, key: &str, extra: &[&str], child: &[&str]) -> std::process::Command {
+    let mut args = vec!["elect", "--lock-delay", "0s", "--kill-timeout", "1s"];
+    args.extend_from_slice(extra);
+    args.push(key);
+    args.push("--");
+    args.extend_from_slice(child);
+    lockrun(consul, args)
+}
+
+/// Where lockrun's waiters for a leader key queue.
+fn line_of(key: &str) -> String {
+    format!("{key}/.lockrun-queue/")
+}
+
+/// Live entries in a queue. Read with `?stale` first, so a blip aimed at
+/// lockrun's own listing (`/?recurse`) cannot hit this one.
+fn queued(api: &Api, line: &str) -> usize {
+    let path = format!("/v1/kv/{}?stale&recurse", encode_key(line));
+    let resp = api.get(&path);
+    if resp.status == 404 {
+        return 0;
+    }
+    assert_eq!(resp.status, 200, "GET {path}: {}", resp.text());
+    resp.json()
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(KvEntry::from_json)
+        .filter(|e| e.session.is_some())
+        .count()
+}
+
+fn wait_queued(api: &Api, line: &str, n: usize) {
+    assert!(
+        wait_until(procs::deadline(), || queued(api, line) == n),
+        "{n} waiters did not queue in `{line}` (queued: {})",
+        queued(api, line)
+    );
+}
+
+/// Starts `n` waiters one after the other, each once the previous one is in
+/// the queue; each appends its number to `log` when it runs.
+fn waiters(
+    consul: &TestConsul,
+    key: &str,
+    n: usize,
+    log: &std::path::Path,
+    extra: &[&str],
+) -> Vec<Running> {
+    let api = consul.api();
+    let mut runs = Vec::new();
+    for i in 0..n {
+        let body = format!("echo {i} >> {}", log.display());
+        let mut args = vec!["--shell"];
+        args.extend_from_slice(extra);
+        runs.push(Running::spawn(&mut elect(consul, key, &args, &[&body])));
+        wait_queued(&api, &line_of(key), i + 1);
+    }
+    runs
+}
+
+fn order(log: &std::path::Path) -> Vec<usize> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.trim().parse().expect("a number"))
+        .collect()
+}
+
+#[test]
+fn waiters_take_the_lock_in_the_order_they_came() {
+    let consul = TestConsul::start();
+    let key = consul.prefix("queue-order") + "/leader";
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
+    let runs = waiters(&consul, &key, 6, &log, &[]);
+    holder.finish(&consul);
+    for running in runs {
+        assert_status(&running.finish(), 0, "a waiter", &consul);
+    }
+    assert_eq!(order(&log), (0..6).collect::<Vec<_>>());
+    assert_eq!(
+        queued(&consul.api(), &line_of(&key)),
+        0,
+        "the queue is empty"
+    );
+    assert!(
+        consul.api().kv_list(&line_of(&key)).is_empty(),
+        "no entry is left behind"
+    );
+}
+
+/// Only the waiter at the head of the queue blocks on the key itself, so a
+/// release wakes one waiter; the others block on the entry ahead of theirs.
+#[test]
+#[cfg_attr(
+    real_consul,
+    ignore = "needs the emulator: it counts the blocking reads in flight"
+)]
+fn only_the_head_of_the_queue_waits_on_the_key() {
+    let consul = TestConsul::emulator_only(|b| b);
+    let emu = consul.emulator().expect("emulator");
+    let key = consul.prefix("queue-head") + "/leader";
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
+    let runs = waiters(&consul, &key, 5, &log, &[]);
+    let key_path = format!("/v1/kv/{key}?");
+    let entry_path = format!("/v1/kv/{}", line_of(&key));
+    let blocked = |path: &str| {
+        emu.request_log()
+            .iter()
+            .filter(|r| {
+                r.status.is_none()
+                    && !r.dropped
+                    && r.path.starts_with(path)
+                    && r.path.contains("index=")
+                    && !r.path.contains("consistent")
+            })
+            .count()
+    };
+    assert!(
+        wait_until(procs::deadline(), || blocked(&key_path) == 1
+            && blocked(&entry_path) == 4),
+        "blocking reads on the key: {} (want 1), on queue entries: {} (want 4)",
+        blocked(&key_path),
+        blocked(&entry_path)
+    );
+    holder.finish(&consul);
+    for running in runs {
+        assert_status(&running.finish(), 0, "a waiter", &consul);
+    }
+    assert_eq!(order(&log), (0..5).collect::<Vec<_>>());
+}
+
+/// A waiter that gives up (`--timeout`) leaves the queue, and the one that
+/// was behind it moves up.
+#[test]
+fn a_waiter_that_gives_up_leaves_the_queue() {
+    let consul = TestConsul::start();
+    let api = consul.api();
+    let key = consul.prefix("queue-give-up") + "/leader";
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
+    let first = waiters(&consul, &key, 1, &log, &[]);
+    let quitter = Running::spawn(&mut elect(&consul, &key, &["--timeout", "2s"], &["true"]));
+    wait_queued(&api, &line_of(&key), 2);
+    let last = Running::spawn(&mut elect(
+        &consul,
+        &key,
+        &["--shell"],
+        &[&format!("echo 2 >> {}", log.display())],
+    ));
+    wait_queued(&api, &line_of(&key), 3);
+    assert_status(&quitter.finish(), 75, "the waiter that gave up", &consul);
+    wait_queued(&api, &line_of(&key), 2);
+    holder.finish(&consul);
+    for running in first.into_iter().chain([last]) {
+        assert_status(&running.finish(), 0, "a waiter", &consul);
+    }
+    assert_eq!(order(&log), vec![0, 2]);
+    assert!(
+        api.kv_list(&line_of(&key)).is_empty(),
+        "no entry is left behind"
+    );
+}
+
+/// A waiter killed outright keeps its entry until its session expires (up
+/// to twice the TTL); the waiter behind it must not wait that long once the
+/// lock is free: it checks the lock when the entry ahead sits still.
+#[test]
+fn a_killed_waiter_does_not_hold_up_the_queue_until_its_session_expires() {
+    let consul = TestConsul::start();
+    let api = consul.api();
+    let key = consul.prefix("queue-killed") + "/leader";
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
+    let mut runs = waiters(&consul, &key, 2, &log, &["--ttl", "15s"]);
+    let behind = runs.pop().expect("two waiters");
+    let killed = runs.pop().expect("two waiters");
+    killed.signal(nix::sys::signal::Signal::SIGKILL);
+    let _ = killed.finish();
+    let freed = Instant::now();
+    holder.finish(&consul);
+    assert!(
+        wait_until(procs::deadline(), || !order(&log).is_empty()),
+        "the waiter behind the killed one never ran"
+    );
+    let waited = freed.elapsed();
+    // Its session lives on for 15 to 30 s; the check comes within 10 s.
+    assert!(
+        waited < queue_stuck_check() + Duration::from_secs(5),
+        "the waiter behind the killed one ran {waited:?} after the lock was freed"
+    );
+    assert_eq!(order(&log), vec![1]);
+    assert_status(&behind.finish(), 0, "the waiter behind", &consul);
+    assert_eq!(
+        queued(&api, &line_of(&key)),
+        1,
+        "only the killed waiter's entry is left"
+    );
+}
+
+fn queue_stuck_check() -> Duration {
+    Duration::from_secs(10)
+}
+
+/// Semaphore waiters queue the same way, beside the prefix, and the queue
+/// is no business of the slots: `lockrun leader` shows the holders only.
+#[test]
+fn semaphore_waiters_take_slots_in_the_order_they_came() {
+    let consul = TestConsul::start();
+    let api = consul.api();
+    let prefix = consul.prefix("queue-sem");
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let semaphore = |extra: &[&str], child: &[&str]| {
+        let mut args = vec![
+            "semaphore",
+            "--limit",
+            "1",
+            "--lock-delay",
+            "0s",
+            "--kill-timeout",
+            "1s",
+        ];
+        args.extend_from_slice(extra);
+        args.push(&prefix);
+        args.push("--");
+        args.extend_from_slice(child);
+        lockrun(&consul, args)
+    };
+    let holder = Holder::spawn(|child| semaphore(&["--shell", "--value", "first"], child));
+    let mut runs = Vec::new();
+    for i in 0..4 {
+        let body = format!("echo {i} >> {}", log.display());
+        runs.push(Running::spawn(&mut semaphore(&["--shell"], &[&body])));
+        wait_queued(&api, &format!("{prefix}.lockrun-queue/"), i + 1);
+    }
+    let output = crate::support::run(&mut lockrun(&consul, ["leader", prefix.as_str()]));
+    assert_status(&output, 0, "leader while waiters queue", &consul);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "first",
+        "the holder alone"
+    );
+    holder.finish(&consul);
+    for running in runs {
+        assert_status(&running.finish(), 0, "a waiter", &consul);
+    }
+    assert_eq!(order(&log), (0..4).collect::<Vec<_>>());
+    assert!(
+        api.kv_list(&format!("{prefix}.lockrun-queue/")).is_empty(),
+        "no entry is left behind"
+    );
+}
+
+/// A blip (a reset connection, a 500 during an election) while a waiter
+/// takes its place in the queue or reads it costs time, not the run.
+#[test]
+#[cfg_attr(real_consul, ignore = "needs the emulator: blips are injected faults")]
+fn a_blip_in_the_queue_costs_time_not_the_run() {
+    let consul = TestConsul::emulator_only(|b| b);
+    let emu = consul.emulator().expect("emulator");
+    for (i, kind) in [BlipKind::Drop, BlipKind::NoLeader].into_iter().enumerate() {
+        let key = consul.prefix(&format!("queue-blips-{i}")) + "/leader";
+        let dir = scratch();
+        let log = dir.path().join("log");
+        let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
+        // The first waiter's transactions: its attempt on the held key,
+        // then its queue entry.
+        emu.blip("PUT", "/v1/txn", 2, kind);
+        emu.blip("GET", &format!("/v1/kv/{}?recurse", line_of(&key)), 1, kind);
+        let runs = waiters(&consul, &key, 2, &log, &[]);
+        assert_eq!(emu.blips_pending(), 0, "{kind:?}: the blips never came");
+        holder.finish(&consul);
+        for running in runs {
+            assert_status(&running.finish(), 0, "a waiter", &consul);
+        }
+        assert_eq!(order(&log), vec![0, 1], "{kind:?}");
+    }
+}
