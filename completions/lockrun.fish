@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_lockrun_global_optspecs
-    string join \n backend= lock-dir= allow-network-fs http-addr= token-file= ca-file= ca-path= client-cert= client-key= tls-server-name= datacenter= namespace= v/verbose q/quiet log-format= h/help V/version
+    string join \n backend= lock-dir= allow-network-fs http-addr= token-file= ca-file= ca-path= client-cert= client-key= tls-server-name= datacenter= namespace= endpoints= cacert= cert= cert-key= v/verbose q/quiet log-format= h/help V/version
 end
 
 function __fish_lockrun_needs_command
@@ -24,7 +24,8 @@ function __fish_lockrun_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c lockrun -n "__fish_lockrun_needs_command" -l backend -d 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_needs_command" -l backend -d 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
 complete -c lockrun -n "__fish_lockrun_needs_command" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_needs_command" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
@@ -36,6 +37,10 @@ complete -c lockrun -n "__fish_lockrun_needs_command" -l client-key -d 'Client k
 complete -c lockrun -n "__fish_lockrun_needs_command" -l tls-server-name -d 'Server name to verify Consul\'s certificate against (SNI)' -r
 complete -c lockrun -n "__fish_lockrun_needs_command" -l datacenter -d 'Datacenter to use (default: the agent\'s)' -r
 complete -c lockrun -n "__fish_lockrun_needs_command" -l namespace -d 'Enterprise namespace' -r
+complete -c lockrun -n "__fish_lockrun_needs_command" -l endpoints -d 'etcd: endpoints, comma-separated host:port or http(s)://host:port (else ETCDCTL_ENDPOINTS, else 127.0.0.1:2379); the next is tried when one is down' -r
+complete -c lockrun -n "__fish_lockrun_needs_command" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_needs_command" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_needs_command" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_needs_command" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_needs_command" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
@@ -73,7 +78,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l value -d 'Valu
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l notify -d 'Speak systemd\'s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*' -r -f -a "start\t'At once: a standby is a healthy, started service'
 held\t'Only once the lock or slot is held: a standby stays "activating"'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l min-hold -d 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l backend -d 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l backend -d 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
@@ -85,6 +91,10 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l client-key -d 
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l tls-server-name -d 'Server name to verify Consul\'s certificate against (SNI)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l datacenter -d 'Datacenter to use (default: the agent\'s)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l namespace -d 'Enterprise namespace' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l endpoints -d 'etcd: endpoints, comma-separated host:port or http(s)://host:port (else ETCDCTL_ENDPOINTS, else 127.0.0.1:2379); the next is tried when one is down' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l campaign -d 'After losing the lock, stop the child and campaign again instead of exiting 124 (for long-running daemons)'
@@ -119,7 +129,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l value -d '
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l notify -d 'Speak systemd\'s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*' -r -f -a "start\t'At once: a standby is a healthy, started service'
 held\t'Only once the lock or slot is held: a standby stays "activating"'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l min-hold -d 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l backend -d 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l backend -d 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
@@ -131,6 +142,10 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l client-key
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l tls-server-name -d 'Server name to verify Consul\'s certificate against (SNI)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l datacenter -d 'Datacenter to use (default: the agent\'s)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l namespace -d 'Enterprise namespace' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l endpoints -d 'etcd: endpoints, comma-separated host:port or http(s)://host:port (else ETCDCTL_ENDPOINTS, else 127.0.0.1:2379); the next is tried when one is down' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l no-checks -d 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
@@ -141,7 +156,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s v -l verbo
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l timeout -d 'With --wait: give up after DURATION (exit 1)' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l backend -d 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l backend -d 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
@@ -153,6 +169,10 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l client-key -d
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l tls-server-name -d 'Server name to verify Consul\'s certificate against (SNI)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l datacenter -d 'Datacenter to use (default: the agent\'s)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l namespace -d 'Enterprise namespace' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l endpoints -d 'etcd: endpoints, comma-separated host:port or http(s)://host:port (else ETCDCTL_ENDPOINTS, else 127.0.0.1:2379); the next is tried when one is down' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l json -d 'Print one JSON object, the same for a key and a semaphore: {"key", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [{"key", "value", "value_base64", "flags", "session", "session_name", "node", "ttl", "lock_index", "create_index", "modify_index"}]}; with --watch, one per line'
@@ -163,7 +183,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -s v -l verbose 
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l session -d 'Only if this session holds it (for a semaphore: free this holder\'s slot)' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l backend -d 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l backend -d 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
@@ -175,6 +196,10 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l client-key -
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l tls-server-name -d 'Server name to verify Consul\'s certificate against (SNI)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l datacenter -d 'Datacenter to use (default: the agent\'s)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l namespace -d 'Enterprise namespace' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l endpoints -d 'etcd: endpoints, comma-separated host:port or http(s)://host:port (else ETCDCTL_ENDPOINTS, else 127.0.0.1:2379); the next is tried when one is down' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l destroy-session -d 'Also destroy the holder\'s session (its other locks go too, after their lock-delay)'
@@ -183,7 +208,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l allow-networ
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l backend -d 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l backend -d 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
@@ -195,6 +221,10 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l client-k
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l tls-server-name -d 'Server name to verify Consul\'s certificate against (SNI)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l datacenter -d 'Datacenter to use (default: the agent\'s)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l namespace -d 'Enterprise namespace' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l endpoints -d 'etcd: endpoints, comma-separated host:port or http(s)://host:port (else ETCDCTL_ENDPOINTS, else 127.0.0.1:2379); the next is tried when one is down' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
@@ -202,7 +232,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -s v -l ver
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l dir -d 'Directory to write the pages into, e.g. /usr/local/share/man/man1' -r -f -a "(__fish_complete_directories)"
-complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l backend -d 'Where the locks live: consul, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l backend -d 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
@@ -214,6 +245,10 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l client-key -d 'C
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l tls-server-name -d 'Server name to verify Consul\'s certificate against (SNI)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l datacenter -d 'Datacenter to use (default: the agent\'s)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l namespace -d 'Enterprise namespace' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l endpoints -d 'etcd: endpoints, comma-separated host:port or http(s)://host:port (else ETCDCTL_ENDPOINTS, else 127.0.0.1:2379); the next is tried when one is down' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'

@@ -156,8 +156,9 @@ fn foreign_flags(matches: &ArgMatches, backend: BackendName) -> Result<(), Failu
                     .map(|b| b.name())
                     .collect::<Vec<_>>()
                     .join(" and ");
+                let plural = if owners.len() > 1 { "s" } else { "" };
                 return Err(Failure::Usage(format!(
-                    "{flag} belongs to the {owned_by} backend, and this run uses --backend {}; drop {flag}, or pass --backend {owner}",
+                    "{flag} belongs to the {owned_by} backend{plural}, and this run uses --backend {}; drop {flag}, or pass --backend {owner}",
                     backend.name(),
                 )));
             }
