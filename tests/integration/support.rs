@@ -20,7 +20,7 @@ pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_lockrun"))
 }
 
-/// Variables of the consul CLI that must not leak from the developer's
+/// Variables of the consul CLI, etcdctl and lockrun that must not leak from the developer's
 /// shell into a test.
 const SCRUBBED: &[&str] = &[
     "CONSUL_HTTP_ADDR",
@@ -38,6 +38,14 @@ const SCRUBBED: &[&str] = &[
     "CONSUL_PARTITION",
     "LOCKRUN_SESSION_TTL_MIN",
     "RUST_LOG",
+    "LOCKRUN_BACKEND",
+    "LOCKRUN_LOCK_DIR",
+    "ETCDCTL_ENDPOINTS",
+    "ETCDCTL_USER",
+    "ETCDCTL_PASSWORD",
+    "ETCDCTL_CACERT",
+    "ETCDCTL_CERT",
+    "ETCDCTL_KEY",
 ];
 
 /// `lockrun` with `args`, talking to `consul`.
