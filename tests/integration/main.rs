@@ -44,6 +44,8 @@ mod tls;
 mod local_cli;
 // The same scenarios on every backend.
 mod backends;
+// `--backend etcd` end to end beside etcdctl.
+mod etcd_cli;
 // The `local` backend's engine through the backend seam.
 mod local_engine;
 // A real etcd for the etcd tests, shared by the test binary.
