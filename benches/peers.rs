@@ -1,8 +1,11 @@
-//! The local backend against `flock(1)`, in the same run: an uncontended
-//! run, a handover with one waiter and with twenty contenders, as the
-//! children themselves saw it.
+//! Each backend without a server we can start here against its engine's own
+//! tool, in the same run: `--backend local` against `flock(1)`, and
+//! `--backend etcd` against `etcdctl lock` on an etcd this benchmark starts
+//! (when `etcd` and `etcdctl` are on PATH): an uncontended run, a handover
+//! with one waiter and with twenty contenders, as the children saw it.
+//! (`benches/lockrun.rs` does the same for Consul.)
 //!
-//! Run it with `cargo bench --bench local`. The timed child is this very
+//! Run it with `cargo bench --bench peers`. The timed child is this very
 //! program run as `__child LOG MS`: it appends a `start` and an `end` line
 //! with nanosecond wall-clock timestamps and forks nothing, so a handover
 //! (the next start minus the previous end) is the tool's own cost. Under
@@ -17,9 +20,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const PATIENCE: Duration = Duration::from_secs(30);
 const UNCONTENDED_RUNS: usize = 30;
-const JOB_MS: u64 = 50;
+/// Long enough for every waiter to queue behind the first holder.
+const JOB_MS: u64 = 300;
 /// (contenders, chains).
-const HANDOVERS: [(usize, usize); 2] = [(2, 20), (20, 3)];
+const HANDOVERS: [(usize, usize); 2] = [(2, 10), (20, 2)];
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -28,27 +32,53 @@ fn main() {
         return;
     }
     if !args.iter().any(|a| a == "--bench") {
-        println!("local benchmark: skipped (run it with `cargo bench --bench local`)");
+        println!("peers benchmark: skipped (run it with `cargo bench --bench peers`)");
         return;
     }
     let lockrun = PathBuf::from(env!("CARGO_BIN_EXE_lockrun"));
     let me = std::env::current_exe().expect("own path");
-    let tools = [Tool::Lockrun(lockrun), Tool::Flock];
-    if !Command::new("flock")
-        .arg("--version")
+    if works("flock", &["--version"]) {
+        compare(
+            "local backend vs flock(1)",
+            "flock(1)",
+            [Tool::Local(lockrun.clone()), Tool::Flock],
+            &me,
+        );
+    } else {
+        println!("flock(1) is missing (util-linux): local not measured");
+    }
+    if works("etcd", &["--version"]) && works("etcdctl", &["version"]) {
+        let etcd = Etcd::start();
+        compare(
+            "etcd backend vs etcdctl lock",
+            "etcdctl",
+            [
+                Tool::Etcd(lockrun, etcd.endpoint.clone()),
+                Tool::Etcdctl(etcd.endpoint.clone()),
+            ],
+            &me,
+        );
+    } else {
+        println!("etcd or etcdctl is missing: etcd not measured (apt-get install etcd-server etcd-client)");
+    }
+}
+
+fn works(program: &str, args: &[&str]) -> bool {
+    Command::new(program)
+        .args(args)
         .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
-    {
-        println!("flock(1) is missing (util-linux); nothing to compare with");
-        return;
-    }
-    println!("local backend vs flock(1), medians; ratio = lockrun / flock\n");
+}
+
+fn compare(title: &str, peer: &str, tools: [Tool; 2], me: &Path) {
+    println!("\n{title}, medians; ratio = lockrun / {peer}\n");
     println!(
         "{:<44} {:>12} {:>12} {:>7}",
-        "figure", "lockrun", "flock(1)", "ratio"
+        "figure", "lockrun", peer, "ratio"
     );
-    let uncontended: Vec<f64> = tools.iter().map(|t| median(&uncontended(t, &me))).collect();
+    let uncontended: Vec<f64> = tools.iter().map(|t| median(&uncontended(t, me))).collect();
     row(
         "uncontended run of a child that forks nothing",
         &uncontended,
@@ -56,7 +86,7 @@ fn main() {
     for (contenders, chains) in HANDOVERS {
         let figures: Vec<f64> = tools
             .iter()
-            .map(|t| median(&handovers(t, &me, contenders, chains)))
+            .map(|t| median(&handovers(t, me, contenders, chains)))
             .collect();
         let name = if contenders == 2 {
             "handover, one waiter".to_string()
@@ -64,6 +94,57 @@ fn main() {
             format!("handover, {contenders} contenders")
         };
         row(&name, &figures);
+    }
+}
+
+/// An etcd of the benchmark's own on loopback, stopped when dropped.
+struct Etcd {
+    endpoint: String,
+    child: Child,
+    _data: tempfile::TempDir,
+}
+
+impl Etcd {
+    fn start() -> Etcd {
+        let data = scratch();
+        let port = |()| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a port")
+                .port()
+        };
+        let (client, peer) = (port(()), port(()));
+        let endpoint = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let child = Command::new("etcd")
+            .arg("--data-dir")
+            .arg(data.path())
+            .args(["--listen-client-urls", &endpoint])
+            .args(["--advertise-client-urls", &endpoint])
+            .args(["--listen-peer-urls", &peer_url])
+            .args(["--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("default={peer_url}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start etcd");
+        let deadline = Instant::now() + PATIENCE;
+        while !works("etcdctl", &["--endpoints", &endpoint, "endpoint", "health"]) {
+            assert!(Instant::now() < deadline, "etcd did not come up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Etcd {
+            endpoint,
+            child,
+            _data: data,
+        }
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -77,8 +158,10 @@ fn row(name: &str, figures: &[f64]) {
 }
 
 enum Tool {
-    Lockrun(PathBuf),
+    Local(PathBuf),
     Flock,
+    Etcd(PathBuf, String),
+    Etcdctl(String),
 }
 
 impl Tool {
@@ -86,7 +169,7 @@ impl Tool {
     /// `key` in `dir`.
     fn command(&self, dir: &Path, key: &str, child: &[&str]) -> Command {
         let mut cmd = match self {
-            Tool::Lockrun(bin) => {
+            Tool::Local(bin) => {
                 let mut cmd = Command::new(bin);
                 cmd.args(["--backend", "local", "--lock-dir"])
                     .arg(dir)
@@ -96,6 +179,23 @@ impl Tool {
             Tool::Flock => {
                 let mut cmd = Command::new("flock");
                 cmd.arg(dir.join(key));
+                cmd
+            }
+            Tool::Etcd(bin, endpoint) => {
+                let mut cmd = Command::new(bin);
+                cmd.args(["--backend", "etcd", "--endpoints", endpoint])
+                    .args(["elect", &etcd_key(dir, key), "--"]);
+                cmd
+            }
+            Tool::Etcdctl(endpoint) => {
+                let mut cmd = Command::new("etcdctl");
+                cmd.env("ETCDCTL_API", "3").args([
+                    "--endpoints",
+                    endpoint,
+                    "lock",
+                    &etcd_key(dir, key),
+                    "--",
+                ]);
                 cmd
             }
         };
@@ -167,13 +267,44 @@ fn uncontended(tool: &Tool, me: &Path) -> Vec<f64> {
     times
 }
 
-/// Whether some process is blocked in flock(2) on the file with `inode`.
-fn someone_waits(inode: u64) -> bool {
-    fs::read_to_string("/proc/locks").is_ok_and(|locks| {
-        locks
-            .lines()
-            .any(|l| l.contains("->") && l.contains(&format!(":{inode} ")))
-    })
+/// A key unique to this scratch directory, for the engines with a server.
+fn etcd_key(dir: &Path, key: &str) -> String {
+    format!(
+        "bench/{}/{key}",
+        dir.file_name().expect("a name").to_string_lossy()
+    )
+}
+
+impl Tool {
+    /// Whether `waiters` contenders queue behind the holder of `key`.
+    fn queued(&self, dir: &Path, key: &str, waiters: usize) -> bool {
+        match self {
+            Tool::Local(_) | Tool::Flock => {
+                let Ok(inode) = fs::metadata(dir.join(key)).map(|m| m.ino()) else {
+                    return false;
+                };
+                fs::read_to_string("/proc/locks").is_ok_and(|locks| {
+                    locks
+                        .lines()
+                        .filter(|l| l.contains("->") && l.contains(&format!(":{inode} ")))
+                        .count()
+                        >= waiters
+                })
+            }
+            Tool::Etcd(_, endpoint) | Tool::Etcdctl(endpoint) => Command::new("etcdctl")
+                .env("ETCDCTL_API", "3")
+                .args(["--endpoints", endpoint, "get", "--prefix", "--keys-only"])
+                .arg(format!("{}/", etcd_key(dir, key)))
+                .output()
+                .is_ok_and(|o| {
+                    String::from_utf8_lossy(&o.stdout)
+                        .lines()
+                        .filter(|l| !l.is_empty())
+                        .count()
+                        > waiters
+                }),
+        }
+    }
 }
 
 /// Handovers in ms: `contenders` runs start together (the first is let in
@@ -195,7 +326,6 @@ fn handovers(tool: &Tool, me: &Path, contenders: usize, chains: usize) -> Vec<f6
             assert!(Instant::now() < deadline, "the first holder never started");
             std::thread::sleep(Duration::from_millis(1));
         }
-        let inode = fs::metadata(dir.path().join("k")).expect("lock file").ino();
         let rest: Vec<Child> = (1..contenders)
             .map(|_| {
                 tool.command(dir.path(), "k", &[me, "__child", log_s, &job])
@@ -203,8 +333,8 @@ fn handovers(tool: &Tool, me: &Path, contenders: usize, chains: usize) -> Vec<f6
                     .expect("spawn")
             })
             .collect();
-        // Measured only if the waiters were queued before the holder ended.
-        while !someone_waits(inode) && Instant::now() < deadline {
+        // The holder's job is long enough for the waiters to queue.
+        while !tool.queued(dir.path(), "k", contenders - 1) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
         finish(first);
