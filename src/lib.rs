@@ -23,6 +23,8 @@ pub mod docs;
 pub mod error;
 /// The exit-status table.
 pub mod exit;
+/// Job control for an interactive run: the front the shell sees, the worker.
+pub mod job;
 /// The local lease: renewal and the deadline that does not wait for Consul.
 pub mod lease;
 /// stderr: the `lockrun:` error line and `-v` lifecycle events.
@@ -46,5 +48,8 @@ pub fn main() -> ExitCode {
         return child::guard::main(args.into_iter().skip(2).collect());
     }
     signals::hold_until_handled();
+    if let Some(front) = job::split() {
+        return front;
+    }
     commands::main(args)
 }

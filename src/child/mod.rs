@@ -24,6 +24,11 @@
 //!   as a timer racing the exit, then SIGKILL to the group.
 //! - **Terminal.** An interactive COMMAND gets the terminal's foreground for
 //!   its lifetime ([`terminal`]).
+//! - **Job control.** In a lockrun split for job control (`job`), a child
+//!   whose group stops (Ctrl-Z) hands the terminal back and has the job
+//!   stopped, and is continued, with the terminal if the job is in the
+//!   foreground, when the job is; all within [`Child::wait`], which the
+//!   supervisor polls for as long as the child runs.
 //! - **Starting early.** Exec'ing and initialising the guard takes about a
 //!   millisecond, which a handover should not wait for. So lockrun starts the
 //!   guard while it still waits for the lock ([`Child::prepare`]), parked: it
@@ -63,6 +68,16 @@ use crate::signals::Signal;
 const SWEEP_LIMIT: Duration = Duration::from_secs(5);
 /// The longest pause between two checks of the group while sweeping.
 const SWEEP_MAX_PAUSE: Duration = Duration::from_millis(50);
+/// How long we wait, after the guard stopped, for the rest of its group to
+/// stop before we report the job stopped anyway. A member that has a stop
+/// signal pending but has not run yet may still take input the user types
+/// at the shell (a terminal read that finds data returns it before the
+/// signal is acted on), so the shell gets the terminal only once the whole
+/// group has stopped; a member that never stops (it catches SIGTSTP and
+/// goes on) must not keep the shell from it forever.
+const STOP_SETTLE_LIMIT: Duration = Duration::from_secs(2);
+/// The longest pause between two looks at a stopping group.
+const STOP_SETTLE_MAX_PAUSE: Duration = Duration::from_millis(20);
 /// How long dropping a [`Prepared`] waits, in short naps on lockrun's thread,
 /// for the SIGKILLed guard to die before leaving the reaping to a thread of
 /// its own. A killed guard is usually gone within a fraction of a
@@ -210,6 +225,19 @@ pub struct Child {
     /// lockrun's end of the go pipe, kept after the go message to carry
     /// deadlines to the guard (see `deadline`), until the lease takes it.
     deadlines: Option<File>,
+    /// Whether the child may have the terminal: at `fg`, too.
+    terminal: Terminal,
+    /// The front's messages, in a lockrun split for job control.
+    job: Option<crate::job::Watch>,
+    /// The child's group stopped and has not been continued by us since.
+    stopped: bool,
+    /// The guard stopped by this signal at this time, and the job is to be
+    /// reported stopped once the rest of the group has stopped too.
+    stopping: Option<(i32, Instant)>,
+    /// The child was asked to end: a stop of its group from now on (a read
+    /// of the terminal in the background, say) is answered with SIGCONT,
+    /// never reported, or the child could not act on that request.
+    ending: bool,
 }
 
 /// A guard started ahead of COMMAND and parked: it runs nothing until
@@ -299,12 +327,31 @@ impl Child {
     }
 
     /// Sends `sig` to the whole group. Does nothing once the child is reaped.
-    pub fn signal(&self, sig: Signal) {
+    pub fn signal(&mut self, sig: Signal) {
         if matches!(self.state, State::Reaped(_)) {
             return;
         }
         if let Err(err) = sys::kill_group(self.pid, sig.number()) {
             tracing::warn!("cannot send {sig} to the child's process group: {err}");
+        }
+        if self.job.is_none() {
+            return;
+        }
+        // A stopped child cannot act on a signal that asks it to end; shells
+        // continue a stopped job after `kill` for the same reason. USR1 and
+        // USR2 wait for the job's `fg` or `bg`; HUP, which daemons take as
+        // "reload", continues a stopped child once.
+        match sig {
+            Signal::Kill | Signal::Usr1 | Signal::Usr2 => {}
+            Signal::Hup => {
+                if self.stopped {
+                    self.resume();
+                }
+            }
+            Signal::Int | Signal::Quit | Signal::Abrt | Signal::Alrm | Signal::Term => {
+                self.ending = true;
+                self.resume();
+            }
         }
     }
 
@@ -369,11 +416,82 @@ impl Child {
                     return exit;
                 }
             }
-            if self.sigchld.recv().await.is_none() {
+            let settle = if self.job.is_some() {
+                self.check_stopped()
+            } else {
+                None
+            };
+            let woke = match &mut self.job {
+                Some(job) => tokio::select! {
+                    got = self.sigchld.recv() => got.is_some(),
+                    () = job.continued() => {
+                        self.resume();
+                        true
+                    }
+                    () = sleep_for(settle) => true,
+                },
+                None => self.sigchld.recv().await.is_some(),
+            };
+            if !woke {
                 // The runtime's signal driver is gone, so is the runtime:
                 // nothing will poll us again.
                 std::future::pending::<()>().await;
             }
+        }
+    }
+
+    /// In a lockrun split for job control: if the guard stopped (its group
+    /// did, by Ctrl-Z or a read of the terminal in the background), gives
+    /// the terminal back to the job's group and has the job stopped, once
+    /// the whole group has stopped. Returns how long to wait before looking
+    /// again while the group is still stopping.
+    fn check_stopped(&mut self) -> Option<Duration> {
+        if let Some(signal) = sys::take_stop(self.pid) {
+            tracing::debug!(pid = self.pid, signal, "the child's guard stopped");
+            self.stopped = true;
+            if self.ending {
+                self.resume();
+                return None;
+            }
+            self.stopping = Some((signal, Instant::now()));
+        }
+        let (signal, since) = self.stopping?;
+        let settled = sys::group_stopped(self.pid).unwrap_or(true);
+        if !settled && since.elapsed() < STOP_SETTLE_LIMIT {
+            let waited = since.elapsed();
+            return Some((waited / 2).clamp(Duration::from_millis(1), STOP_SETTLE_MAX_PAUSE));
+        }
+        self.stopping = None;
+        tracing::debug!(pid = self.pid, signal, "the child's group stopped");
+        if let Some(foreground) = &self.foreground {
+            foreground.take_back();
+        }
+        if let Some(job) = &self.job {
+            job.report_stop(signal);
+        }
+        None
+    }
+
+    /// The job was continued (or must be, to end): the terminal goes to the
+    /// child's group if the job has it, then SIGCONT to the group.
+    fn resume(&mut self) {
+        if !matches!(self.state, State::Running) {
+            return;
+        }
+        if self.job.is_some() && self.terminal == Terminal::Auto {
+            match &self.foreground {
+                Some(foreground) => foreground.give_again(),
+                // The child started while the job was stopped or in the
+                // background: this `fg` is its first hand-off.
+                None => {
+                    self.foreground = terminal::Claim::detect().map(|claim| claim.hand_to(self.pid))
+                }
+            }
+        }
+        self.stopped = false;
+        self.stopping = None;
+        if let Err(err) = sys::kill_group(self.pid, libc::SIGCONT) {
+            tracing::warn!("cannot continue the child's process group: {err}");
         }
     }
 
@@ -505,6 +623,14 @@ impl Prepared {
             ));
         }
         tracing::debug!(pid, "started the guard");
+        let job = match crate::job::Watch::new() {
+            Some(Ok(watch)) => Some(watch),
+            Some(Err(err)) => {
+                tracing::debug!("cannot watch the job's stops and continues: {err}");
+                None
+            }
+            None => None,
+        };
         Ok(Child {
             pid,
             state: State::Running,
@@ -512,6 +638,11 @@ impl Prepared {
             foreground,
             sweep_until: None,
             deadlines: Some(go),
+            terminal,
+            job,
+            stopped: false,
+            stopping: None,
+            ending: false,
         })
     }
 }
@@ -566,6 +697,14 @@ fn discard(pid: u32) {
         });
     if let Err(err) = reaper {
         tracing::warn!("cannot reap the parked guard: {err}");
+    }
+}
+
+/// Sleeps for `pause`, or forever without one.
+async fn sleep_for(pause: Option<Duration>) {
+    match pause {
+        Some(pause) => sleep(pause).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -677,6 +816,11 @@ mod tests {
                 foreground: None,
                 sweep_until: Some(Instant::now() + SWEEP_LIMIT),
                 deadlines: None,
+                terminal: Terminal::Never,
+                job: None,
+                stopped: false,
+                stopping: None,
+                ending: false,
             };
             let exit = tokio::time::timeout(Duration::from_secs(60), child.wait())
                 .await
