@@ -108,7 +108,18 @@ pub fn split() -> Option<ExitCode> {
     let (front_reads, worker_writes) = pipe2(cloexec).ok()?;
     let front = Pid::this();
     let group = getpgrp();
-    match sys::fork().ok()? {
+    // A worker that ends at once (a usage error) must not end unnoticed:
+    // SIGCHLD is ignored by default, so unless it is blocked before the
+    // fork, it may come and go before the front listens for it.
+    let mut chld = SigSet::empty();
+    chld.add(NixSignal::SIGCHLD);
+    chld.thread_block().ok()?;
+    let forked = sys::fork();
+    if !matches!(forked, Ok(ForkResult::Parent { .. })) {
+        // The worker, or lockrun whole: its runtime listens for SIGCHLD.
+        let _ = chld.thread_unblock();
+    }
+    match forked.ok()? {
         ForkResult::Child => {
             drop(front_reads);
             become_worker(Link {
@@ -263,6 +274,14 @@ impl Front {
             // worker's status.
             return self.wait_blocking();
         };
+        // The worker may have ended before the signalfd existed; its
+        // SIGCHLD, blocked since before the fork, is pending and will wake
+        // the poll, but we need not wait for it.
+        if let Ok(status @ (WaitStatus::Exited(..) | WaitStatus::Signaled(..))) =
+            waitpid(self.worker, Some(nix::sys::wait::WaitPidFlag::WNOHANG))
+        {
+            return mirror(status);
+        }
         let mut worker_open = true;
         loop {
             let (signalled, message) = {

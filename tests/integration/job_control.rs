@@ -13,7 +13,10 @@ use std::time::Instant;
 
 use crate::consul::{Api, TestConsul};
 use crate::procs::{self, deadline, pid_alive, pid_exists, wait_until, KillGroupsOnDrop};
-use crate::support::{bin, lockrun};
+use crate::support::{bin, encode_key, kv_acquire, lockrun};
+
+/// The flags `consul lock` (and lockrun) put on a lock key.
+const CONSUL_LOCK_FLAGS: u64 = 0x2ddc_cbc0_58a5_0c18;
 
 /// bash's prompt: text the tests type never contains it.
 const PROMPT: &str = "job-test-prompt> ";
@@ -131,12 +134,16 @@ impl Terminal {
         }
     }
 
-    /// Waits for bash's prompt, then until bash reads the next line: its
-    /// line editor has the terminal out of canonical mode. Text typed
-    /// between the two may be lost, as bash settles its terminal modes
-    /// after a job stops.
+    /// Waits for bash's prompt, then until bash reads the next line.
     fn prompt(&mut self) {
         self.expect(PROMPT);
+        self.wait_editing();
+    }
+
+    /// Waits until bash reads a line: its line editor has the terminal out
+    /// of canonical mode. Text typed before that may be lost, as bash
+    /// settles its terminal modes after a job.
+    fn wait_editing(&self) {
         let editing = || {
             nix::sys::termios::tcgetattr(&self.master).is_ok_and(|modes| {
                 !modes
@@ -170,15 +177,20 @@ impl Terminal {
         );
     }
 
-    /// Runs `echo` of the last status and returns it.
+    /// Runs `echo` of the last status and returns it, once bash reads the
+    /// next line.
     fn status(&mut self) -> String {
         // The quotes keep the echo of what we type from matching.
         self.type_line("echo \"s\"\"tatus=[$?]\"");
         self.expect("status=[");
         let start = self.seen;
         self.expect("]");
-        let text = self.transcript.0.lock().unwrap();
-        String::from_utf8_lossy(&text[start..self.seen - 1]).into_owned()
+        let status = {
+            let text = self.transcript.0.lock().unwrap();
+            String::from_utf8_lossy(&text[start..self.seen - 1]).into_owned()
+        };
+        self.prompt();
+        status
     }
 }
 
@@ -318,6 +330,7 @@ fn report_after_end(terminal: &mut Terminal, front: i32) {
         "the job did not end; terminal:\n{}",
         terminal.output()
     );
+    terminal.wait_editing();
     terminal.type_line("jobs");
 }
 
@@ -446,5 +459,101 @@ fn a_sigkilled_job_leaves_no_child_and_releases() {
             terminal.output()
         );
     }
+    wait_released(&api, &key, &terminal);
+}
+
+#[test]
+fn the_front_ends_as_lockrun_did() {
+    let consul = TestConsul::start_fast();
+    let api = consul.api();
+    let key = consul.prefix("front-status");
+    let mut terminal = Terminal::start(&consul);
+
+    terminal.type_line(&format!("{} elect", bin().display()));
+    terminal.prompt();
+    assert_eq!(terminal.status(), "2", "{}", terminal.output());
+
+    let other = consul.prefix("front-status-exit");
+    terminal.type_line(&elect_line(&consul, &other, "--shell", "'exit 7'"));
+    terminal.prompt();
+    assert_eq!(terminal.status(), "7", "{}", terminal.output());
+
+    // Ctrl-C while waiting for a lock a rival holds reaches the front, the
+    // job's only member in the terminal's foreground, which relays it.
+    let rival = api.session_create(r#"{"LockDelay":"0s"}"#);
+    assert!(kv_acquire(&api, &key, &rival, CONSUL_LOCK_FLAGS));
+    terminal.type_line(&elect_line(&consul, &key, "", "cat"));
+    if let Some(emulator) = consul.emulator() {
+        // A blocking query on the key: lockrun waits for the rival.
+        let waiting = emulator.wait_for_request(procs::PATIENCE, |request| {
+            request.endpoint == consul_emulator::Endpoint::KvGet
+                && request.path.contains(&encode_key(&key))
+                && request.path.contains("index=")
+        });
+        assert!(
+            waiting.is_some(),
+            "lockrun never waited; terminal:\n{}",
+            terminal.output()
+        );
+    }
+    // Not before bash's child has become lockrun: until its exec, it is
+    // bash's, whose handler would take the Ctrl-C.
+    assert!(
+        wait_until(deadline(), || terminal.foreground().is_some_and(|group| {
+            std::fs::read(format!("/proc/{group}/cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains("elect"))
+        })),
+        "lockrun never got the terminal; terminal:\n{}",
+        terminal.output()
+    );
+    terminal.send(b"\x03");
+    terminal.prompt();
+    assert_eq!(terminal.status(), "130", "{}", terminal.output());
+    assert_eq!(holder(&api, &key).as_deref(), Some(rival.as_str()));
+    api.session_destroy(&rival);
+}
+
+#[test]
+fn a_hangup_ends_a_stopped_job_and_releases() {
+    let consul = TestConsul::start_fast();
+    let api = consul.api();
+    let key = consul.prefix("ctrl-z-hangup");
+    let (mut terminal, job) = start_cat(&consul, &key);
+    let worker = parent(job.group).expect("the guard's parent");
+
+    suspend(&mut terminal);
+    // An interactive bash that gets SIGHUP (its terminal closed) sends
+    // SIGHUP, then SIGCONT, to its stopped jobs, and exits.
+    terminal.type_line("kill -HUP $$");
+    assert!(
+        wait_until(deadline(), || !pid_alive(job.front as u32)
+            && !pid_alive(worker as u32)
+            && !procs::group_alive(job.group as u32)),
+        "the job outlived the hangup; terminal:\n{}",
+        terminal.output()
+    );
+    wait_released(&api, &key, &terminal);
+}
+
+#[test]
+fn a_stopped_job_whose_shell_died_ends_and_releases() {
+    let consul = TestConsul::start_fast();
+    let api = consul.api();
+    let key = consul.prefix("ctrl-z-orphan");
+    let (mut terminal, job) = start_cat(&consul, &key);
+    let worker = parent(job.group).expect("the guard's parent");
+
+    suspend(&mut terminal);
+    // The shell killed outright, as when a terminal emulator crashes: the
+    // stopped job is orphaned, and the kernel sends it SIGHUP and SIGCONT.
+    let _ = terminal.shell.kill();
+    let _ = terminal.shell.wait();
+    assert!(
+        wait_until(deadline(), || !pid_alive(job.front as u32)
+            && !pid_alive(worker as u32)
+            && !procs::group_alive(job.group as u32)),
+        "the job outlived its shell; terminal:\n{}",
+        terminal.output()
+    );
     wait_released(&api, &key, &terminal);
 }
