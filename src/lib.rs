@@ -48,7 +48,7 @@ pub fn main() -> ExitCode {
         return child::guard::main(args.into_iter().skip(2).collect());
     }
     signals::hold_until_handled();
-    if let Some(front) = job::split() {
+    if let Some(front) = job::split(&args) {
         return front;
     }
     commands::main(args)

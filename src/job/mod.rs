@@ -63,8 +63,8 @@
 //! - `kill -STOP %1` stops the front alone; the child runs on until `fg`.
 //!   Nothing can relay SIGSTOP.
 //! - A run that is not interactive (cron, systemd, pipes) does not fork at
-//!   all, and neither does one that cannot: lockrun then runs whole, as it
-//!   always has.
+//!   all, nor does a subcommand that runs no child, nor a lockrun that
+//!   cannot fork: lockrun then runs whole, as it always has.
 
 mod sys;
 
@@ -100,8 +100,8 @@ static WORKER: OnceLock<Link> = OnceLock::new();
 /// (if the worker died by a signal, the front has died by it already).
 ///
 /// Call it first thing in `main`, while the process has a single thread.
-pub fn split() -> Option<ExitCode> {
-    if !interactive() {
+pub fn split(args: &[std::ffi::OsString]) -> Option<ExitCode> {
+    if !runs_a_command(args) || !interactive() {
         return None;
     }
     let cloexec = OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
@@ -138,6 +138,19 @@ pub fn split() -> Option<ExitCode> {
             Some(Front::new(child, front_reads).run())
         }
     }
+}
+
+/// Whether the command line may be `elect` or `semaphore`, which run a
+/// child. The others (`leader --watch` among them) stop whole at Ctrl-Z, as
+/// before, which is what a user pausing their output wants; split, they
+/// would go on writing to the terminal from the background. We look before
+/// clap does, so we err on the side of splitting: a word `elect` or
+/// `semaphore` anywhere before `--` will do.
+fn runs_a_command(args: &[std::ffi::OsString]) -> bool {
+    args.iter()
+        .skip(1)
+        .take_while(|arg| *arg != "--")
+        .any(|arg| arg == "elect" || arg == "semaphore")
 }
 
 /// stdin is a terminal and our group is its foreground group: the case in
@@ -427,6 +440,20 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(stopped);
+    }
+
+    #[test]
+    fn splits_only_for_the_subcommands_that_run_a_child() {
+        let words =
+            |line: &str| -> Vec<std::ffi::OsString> { line.split(' ').map(Into::into).collect() };
+        assert!(runs_a_command(&words("lockrun elect k -- cat")));
+        assert!(runs_a_command(&words(
+            "lockrun -v semaphore --limit 2 p -- cat"
+        )));
+        assert!(!runs_a_command(&words("lockrun leader --watch k")));
+        assert!(!runs_a_command(&words("lockrun release k")));
+        assert!(!runs_a_command(&words("lockrun leader k -- elect")));
+        assert!(!runs_a_command(&words("lockrun")));
     }
 
     #[test]
