@@ -62,6 +62,12 @@
 //!   by default, as shells do, so that the child can act on it.
 //! - `kill -STOP %1` stops the front alone; the child runs on until `fg`.
 //!   Nothing can relay SIGSTOP.
+//! - While the job is stopped, the guard is stopped too and reads none of
+//!   the deadlines the worker sends it after each renewal; the pipe holds
+//!   thousands of them (hours of renewals at the default TTL). Past that the
+//!   worker's writes fail, and on `fg` the guard acts on the last deadline
+//!   it can read, which may have passed: it stops the child. That errs on
+//!   the side of the lock.
 //! - A run that is not interactive (cron, systemd, pipes) does not fork at
 //!   all, nor does a subcommand that runs no child, nor a lockrun that
 //!   cannot fork: lockrun then runs whole, as it always has.
