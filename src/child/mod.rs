@@ -234,6 +234,9 @@ pub struct Child {
     /// The guard stopped by this signal at this time, and the job is to be
     /// reported stopped once the rest of the group has stopped too.
     stopping: Option<(i32, Instant)>,
+    /// The last deadline the lease handed the guard (see
+    /// [`GuardDeadlines`]), in nanoseconds since boot; 0 before the first.
+    latest_deadline: Arc<std::sync::atomic::AtomicU64>,
     /// The child was asked to end: a stop of its group from now on (a read
     /// of the terminal in the background, say) is answered with SIGCONT,
     /// never reported, or the child could not act on that request.
@@ -323,7 +326,12 @@ impl Child {
     /// without ever sending one.
     pub fn deadlines(&mut self, signal: Signal, grace: Duration) -> Option<GuardDeadlines> {
         let pipe = self.deadlines.take()?;
-        Some(GuardDeadlines::new(pipe, signal, grace))
+        Some(GuardDeadlines::new(
+            pipe,
+            signal,
+            grace,
+            Arc::clone(&self.latest_deadline),
+        ))
     }
 
     /// Sends `sig` to the whole group. Does nothing once the child is reaped.
@@ -345,12 +353,12 @@ impl Child {
             Signal::Kill | Signal::Usr1 | Signal::Usr2 => {}
             Signal::Hup => {
                 if self.stopped {
-                    self.resume();
+                    self.resume(Resume::ToHear);
                 }
             }
             Signal::Int | Signal::Quit | Signal::Abrt | Signal::Alrm | Signal::Term => {
                 self.ending = true;
-                self.resume();
+                self.resume(Resume::ToHear);
             }
         }
     }
@@ -425,7 +433,7 @@ impl Child {
                 Some(job) => tokio::select! {
                     got = self.sigchld.recv() => got.is_some(),
                     () = job.continued() => {
-                        self.resume();
+                        self.resume(Resume::Job);
                         true
                     }
                     () = sleep_for(settle) => true,
@@ -450,7 +458,7 @@ impl Child {
             tracing::debug!(pid = self.pid, signal, "the child's guard stopped");
             self.stopped = true;
             if self.ending {
-                self.resume();
+                self.resume(Resume::ToHear);
                 return None;
             }
             self.stopping = Some((signal, Instant::now()));
@@ -472,13 +480,30 @@ impl Child {
         None
     }
 
-    /// The job was continued (or must be, to end): the terminal goes to the
-    /// child's group if the job has it, then SIGCONT to the group.
-    fn resume(&mut self) {
+    /// Continues the child's group; for the job's `fg` or `bg`, with the
+    /// terminal if the job has it.
+    ///
+    /// The job is continued only while the lease the guard last heard of
+    /// holds. The guard stopped with the group, so it cannot stop the child
+    /// itself before it runs again, and lockrun may learn of a lapse (it was
+    /// stopped too, or the host slept) only after the `fg` reached it: a
+    /// child continued then could run while a rival holds the lock. Left
+    /// stopped, it is stopped for good by the loss that follows, through
+    /// [`Resume::ToHear`].
+    fn resume(&mut self, why: Resume) {
         if !matches!(self.state, State::Running) {
             return;
         }
-        if self.job.is_some() && self.terminal == Terminal::Auto {
+        if why == Resume::Job {
+            let until = self
+                .latest_deadline
+                .load(std::sync::atomic::Ordering::Acquire);
+            if until != 0 && crate::clock::boottime() >= Duration::from_nanos(until) {
+                tracing::warn!("not continuing the child: its lease is not confirmed");
+                return;
+            }
+        }
+        if self.job.is_some() && self.terminal == Terminal::Auto && why == Resume::Job {
             match &self.foreground {
                 Some(foreground) => foreground.give_again(),
                 // The child started while the job was stopped or in the
@@ -642,6 +667,7 @@ impl Prepared {
             job,
             stopped: false,
             stopping: None,
+            latest_deadline: Arc::default(),
             ending: false,
         })
     }
@@ -698,6 +724,16 @@ fn discard(pid: u32) {
     if let Err(err) = reaper {
         tracing::warn!("cannot reap the parked guard: {err}");
     }
+}
+
+/// Why [`Child::resume`] continues a stopped child.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Resume {
+    /// The job was continued, by `fg` or `bg`.
+    Job,
+    /// The child must hear a signal that asks it to end (or to hang up),
+    /// which a stopped process cannot act on.
+    ToHear,
 }
 
 /// Sleeps for `pause`, or forever without one.
@@ -781,6 +817,82 @@ mod tests {
         );
     }
 
+    /// A stopped job is continued at `fg` only while the lease the guard
+    /// last heard of holds: past it, the child stays stopped (the loss that
+    /// follows ends it), since the stopped guard could not stop it first.
+    #[test]
+    fn a_job_is_continued_only_within_its_lease() {
+        fn state(pid: u32) -> char {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+            let rest = &stat[stat.rfind(')').unwrap() + 2..];
+            rest.chars().next().unwrap()
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let mut leader = std::process::Command::new("sleep")
+                .arg("600")
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            let pid = leader.id();
+            let stop = || {
+                sys::kill_group(pid, libc::SIGSTOP).unwrap();
+                // WUNTRACED returns once the stop has happened.
+                let status = nix::sys::wait::waitpid(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    Some(nix::sys::wait::WaitPidFlag::WUNTRACED),
+                )
+                .unwrap();
+                assert!(matches!(status, nix::sys::wait::WaitStatus::Stopped(..)));
+            };
+            let mut child = Child {
+                pid,
+                state: State::Running,
+                sigchld: signal(SignalKind::child()).unwrap(),
+                foreground: None,
+                sweep_until: None,
+                deadlines: None,
+                terminal: Terminal::Never,
+                job: None,
+                stopped: true,
+                stopping: None,
+                latest_deadline: Arc::default(),
+                ending: false,
+            };
+            let lapsed = crate::clock::boottime().saturating_sub(Duration::from_secs(1));
+            let ahead = crate::clock::boottime() + Duration::from_secs(3600);
+
+            stop();
+            child.latest_deadline.store(
+                lapsed.as_nanos() as u64,
+                std::sync::atomic::Ordering::Release,
+            );
+            child.resume(Resume::Job);
+            let after_lapse = state(pid);
+            child.resume(Resume::ToHear);
+            let to_hear = state(pid);
+
+            stop();
+            child.latest_deadline.store(
+                ahead.as_nanos() as u64,
+                std::sync::atomic::Ordering::Release,
+            );
+            child.resume(Resume::Job);
+            let within = state(pid);
+
+            let _ = leader.kill();
+            let _ = leader.wait();
+            child.state = State::Reaped(ChildExit::Code(0));
+            // SIGCONT sets the process running at once, before kill returns.
+            assert_eq!(after_lapse, 'T', "continued past its lease");
+            assert_ne!(to_hear, 'T', "not continued to hear a stop request");
+            assert_ne!(within, 'T', "not continued within its lease");
+        });
+    }
+
     /// Issue #12: a `wait` cancelled after the guard was reaped but before
     /// the group was confirmed empty used to return at once when polled
     /// again. We build that very state: a group whose leader is reaped and
@@ -820,6 +932,7 @@ mod tests {
                 job: None,
                 stopped: false,
                 stopping: None,
+                latest_deadline: Arc::default(),
                 ending: false,
             };
             let exit = tokio::time::timeout(Duration::from_secs(60), child.wait())
