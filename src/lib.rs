@@ -25,6 +25,8 @@ pub mod error;
 pub mod exit;
 /// The hold loop shared by `elect` and `semaphore` on every engine.
 pub mod hold;
+/// Job control for an interactive run: the front the shell sees, the worker.
+pub mod job;
 /// The local countdown: renewal and the deadline that does not wait for the engine.
 pub mod lease;
 /// stderr: the `lockrun:` error line and `-v` lifecycle events.
@@ -46,5 +48,8 @@ pub fn main() -> ExitCode {
         return child::guard::main(args.into_iter().skip(2).collect());
     }
     signals::hold_until_handled();
+    if let Some(front) = job::split(&args) {
+        return front;
+    }
     commands::main(args)
 }

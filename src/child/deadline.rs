@@ -25,6 +25,8 @@
 
 use std::fs::File;
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::signals::Signal;
@@ -129,20 +131,31 @@ pub struct GuardDeadlines {
     pipe: File,
     signal: Signal,
     grace: Duration,
+    /// The last deadline handed over, in nanoseconds since boot (0 for
+    /// none yet), shared with the `Child`, which continues a stopped job
+    /// only before it (see `Child::resume`).
+    latest: Arc<AtomicU64>,
 }
 
 impl GuardDeadlines {
-    pub(super) fn new(pipe: File, signal: Signal, grace: Duration) -> GuardDeadlines {
+    pub(super) fn new(
+        pipe: File,
+        signal: Signal,
+        grace: Duration,
+        latest: Arc<AtomicU64>,
+    ) -> GuardDeadlines {
         GuardDeadlines {
             pipe,
             signal,
             grace,
+            latest,
         }
     }
 
     /// Tells the guard to start stopping the child at `stop_at` (time since
     /// boot) unless a later call moves it.
     pub fn extend(&mut self, stop_at: Duration) {
+        self.latest.store(nanos(stop_at).max(1), Ordering::Release);
         let deadline = Deadline::new(stop_at, self.signal, self.grace);
         match self.pipe.write(&deadline.encode()) {
             Ok(RECORD) => {}

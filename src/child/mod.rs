@@ -24,6 +24,11 @@
 //!   as a timer racing the exit, then SIGKILL to the group.
 //! - **Terminal.** An interactive COMMAND gets the terminal's foreground for
 //!   its lifetime ([`terminal`]).
+//! - **Job control.** In a lockrun split for job control (`job`), a child
+//!   whose group stops (Ctrl-Z) hands the terminal back and has the job
+//!   stopped, and is continued, with the terminal if the job is in the
+//!   foreground, when the job is; all within [`Child::wait`], which the
+//!   supervisor polls for as long as the child runs.
 //! - **Starting early.** Exec'ing and initialising the guard takes about a
 //!   millisecond, which a handover should not wait for. So lockrun starts the
 //!   guard while it still waits for the lock ([`Child::prepare`]), parked: it
@@ -63,6 +68,16 @@ use crate::signals::Signal;
 const SWEEP_LIMIT: Duration = Duration::from_secs(5);
 /// The longest pause between two checks of the group while sweeping.
 const SWEEP_MAX_PAUSE: Duration = Duration::from_millis(50);
+/// How long we wait, after the guard stopped, for the rest of its group to
+/// stop before we report the job stopped anyway. A member that has a stop
+/// signal pending but has not run yet may still take input the user types
+/// at the shell (a terminal read that finds data returns it before the
+/// signal is acted on), so the shell gets the terminal only once the whole
+/// group has stopped; a member that never stops (it catches SIGTSTP and
+/// goes on) must not keep the shell from it forever.
+const STOP_SETTLE_LIMIT: Duration = Duration::from_secs(2);
+/// The longest pause between two looks at a stopping group.
+const STOP_SETTLE_MAX_PAUSE: Duration = Duration::from_millis(20);
 /// How long dropping a [`Prepared`] waits, in short naps on lockrun's thread,
 /// for the SIGKILLed guard to die before leaving the reaping to a thread of
 /// its own. A killed guard is usually gone within a fraction of a
@@ -210,6 +225,22 @@ pub struct Child {
     /// lockrun's end of the go pipe, kept after the go message to carry
     /// deadlines to the guard (see `deadline`), until the lease takes it.
     deadlines: Option<File>,
+    /// Whether the child may have the terminal: at `fg`, too.
+    terminal: Terminal,
+    /// The front's messages, in a lockrun split for job control.
+    job: Option<crate::job::Watch>,
+    /// The child's group stopped and has not been continued by us since.
+    stopped: bool,
+    /// The guard stopped by this signal at this time, and the job is to be
+    /// reported stopped once the rest of the group has stopped too.
+    stopping: Option<(i32, Instant)>,
+    /// The last deadline the lease handed the guard (see
+    /// [`GuardDeadlines`]), in nanoseconds since boot; 0 before the first.
+    latest_deadline: Arc<std::sync::atomic::AtomicU64>,
+    /// The child was asked to end: a stop of its group from now on (a read
+    /// of the terminal in the background, say) is answered with SIGCONT,
+    /// never reported, or the child could not act on that request.
+    ending: bool,
 }
 
 /// A guard started ahead of COMMAND and parked: it runs nothing until
@@ -295,16 +326,40 @@ impl Child {
     /// without ever sending one.
     pub fn deadlines(&mut self, signal: Signal, grace: Duration) -> Option<GuardDeadlines> {
         let pipe = self.deadlines.take()?;
-        Some(GuardDeadlines::new(pipe, signal, grace))
+        Some(GuardDeadlines::new(
+            pipe,
+            signal,
+            grace,
+            Arc::clone(&self.latest_deadline),
+        ))
     }
 
     /// Sends `sig` to the whole group. Does nothing once the child is reaped.
-    pub fn signal(&self, sig: Signal) {
+    pub fn signal(&mut self, sig: Signal) {
         if matches!(self.state, State::Reaped(_)) {
             return;
         }
         if let Err(err) = sys::kill_group(self.pid, sig.number()) {
             tracing::warn!("cannot send {sig} to the child's process group: {err}");
+        }
+        if self.job.is_none() {
+            return;
+        }
+        // A stopped child cannot act on a signal that asks it to end; shells
+        // continue a stopped job after `kill` for the same reason. USR1 and
+        // USR2 wait for the job's `fg` or `bg`; HUP, which daemons take as
+        // "reload", continues a stopped child once.
+        match sig {
+            Signal::Kill | Signal::Usr1 | Signal::Usr2 => {}
+            Signal::Hup => {
+                if self.stopped {
+                    self.resume(Resume::ToHear);
+                }
+            }
+            Signal::Int | Signal::Quit | Signal::Abrt | Signal::Alrm | Signal::Term => {
+                self.ending = true;
+                self.resume(Resume::ToHear);
+            }
         }
     }
 
@@ -369,11 +424,99 @@ impl Child {
                     return exit;
                 }
             }
-            if self.sigchld.recv().await.is_none() {
+            let settle = if self.job.is_some() {
+                self.check_stopped()
+            } else {
+                None
+            };
+            let woke = match &mut self.job {
+                Some(job) => tokio::select! {
+                    got = self.sigchld.recv() => got.is_some(),
+                    () = job.continued() => {
+                        self.resume(Resume::Job);
+                        true
+                    }
+                    () = sleep_for(settle) => true,
+                },
+                None => self.sigchld.recv().await.is_some(),
+            };
+            if !woke {
                 // The runtime's signal driver is gone, so is the runtime:
                 // nothing will poll us again.
                 std::future::pending::<()>().await;
             }
+        }
+    }
+
+    /// In a lockrun split for job control: if the guard stopped (its group
+    /// did, by Ctrl-Z or a read of the terminal in the background), gives
+    /// the terminal back to the job's group and has the job stopped, once
+    /// the whole group has stopped. Returns how long to wait before looking
+    /// again while the group is still stopping.
+    fn check_stopped(&mut self) -> Option<Duration> {
+        if let Some(signal) = sys::take_stop(self.pid) {
+            tracing::debug!(pid = self.pid, signal, "the child's guard stopped");
+            self.stopped = true;
+            if self.ending {
+                self.resume(Resume::ToHear);
+                return None;
+            }
+            self.stopping = Some((signal, Instant::now()));
+        }
+        let (signal, since) = self.stopping?;
+        let settled = sys::group_stopped(self.pid).unwrap_or(true);
+        if !settled && since.elapsed() < STOP_SETTLE_LIMIT {
+            let waited = since.elapsed();
+            return Some((waited / 2).clamp(Duration::from_millis(1), STOP_SETTLE_MAX_PAUSE));
+        }
+        self.stopping = None;
+        tracing::debug!(pid = self.pid, signal, "the child's group stopped");
+        if let Some(foreground) = &self.foreground {
+            foreground.take_back();
+        }
+        if let Some(job) = &self.job {
+            job.report_stop(signal);
+        }
+        None
+    }
+
+    /// Continues the child's group; for the job's `fg` or `bg`, with the
+    /// terminal if the job has it.
+    ///
+    /// The job is continued only while the lease the guard last heard of
+    /// holds. The guard stopped with the group, so it cannot stop the child
+    /// itself before it runs again, and lockrun may learn of a lapse (it was
+    /// stopped too, or the host slept) only after the `fg` reached it: a
+    /// child continued then could run while a rival holds the lock. Left
+    /// stopped, it is stopped for good by the loss that follows, through
+    /// [`Resume::ToHear`].
+    fn resume(&mut self, why: Resume) {
+        if !matches!(self.state, State::Running) {
+            return;
+        }
+        if why == Resume::Job {
+            let until = self
+                .latest_deadline
+                .load(std::sync::atomic::Ordering::Acquire);
+            if until != 0 && crate::clock::boottime() >= Duration::from_nanos(until) {
+                tracing::warn!("not continuing the child: its lease is not confirmed");
+                return;
+            }
+        }
+        if self.job.is_some() && self.terminal == Terminal::Auto && why == Resume::Job {
+            match &self.foreground {
+                Some(foreground) => foreground.give_again(),
+                // The child started while the job was stopped or in the
+                // background: this `fg` is its first hand-off.
+                None => {
+                    self.foreground = terminal::Claim::detect().map(|claim| claim.hand_to(self.pid))
+                }
+            }
+        }
+        self.stopped = false;
+        self.stopping = None;
+        if let Err(err) = sys::kill_group(self.pid, libc::SIGCONT) {
+            tracing::warn!("cannot continue the child's process group: {err}");
         }
     }
 
@@ -505,6 +648,14 @@ impl Prepared {
             ));
         }
         tracing::debug!(pid, "started the guard");
+        let job = match crate::job::Watch::new() {
+            Some(Ok(watch)) => Some(watch),
+            Some(Err(err)) => {
+                tracing::debug!("cannot watch the job's stops and continues: {err}");
+                None
+            }
+            None => None,
+        };
         Ok(Child {
             pid,
             state: State::Running,
@@ -512,6 +663,12 @@ impl Prepared {
             foreground,
             sweep_until: None,
             deadlines: Some(go),
+            terminal,
+            job,
+            stopped: false,
+            stopping: None,
+            latest_deadline: Arc::default(),
+            ending: false,
         })
     }
 }
@@ -566,6 +723,24 @@ fn discard(pid: u32) {
         });
     if let Err(err) = reaper {
         tracing::warn!("cannot reap the parked guard: {err}");
+    }
+}
+
+/// Why [`Child::resume`] continues a stopped child.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Resume {
+    /// The job was continued, by `fg` or `bg`.
+    Job,
+    /// The child must hear a signal that asks it to end (or to hang up),
+    /// which a stopped process cannot act on.
+    ToHear,
+}
+
+/// Sleeps for `pause`, or forever without one.
+async fn sleep_for(pause: Option<Duration>) {
+    match pause {
+        Some(pause) => sleep(pause).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -642,6 +817,82 @@ mod tests {
         );
     }
 
+    /// A stopped job is continued at `fg` only while the lease the guard
+    /// last heard of holds: past it, the child stays stopped (the loss that
+    /// follows ends it), since the stopped guard could not stop it first.
+    #[test]
+    fn a_job_is_continued_only_within_its_lease() {
+        fn state(pid: u32) -> char {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+            let rest = &stat[stat.rfind(')').unwrap() + 2..];
+            rest.chars().next().unwrap()
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let mut leader = std::process::Command::new("sleep")
+                .arg("600")
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            let pid = leader.id();
+            let stop = || {
+                sys::kill_group(pid, libc::SIGSTOP).unwrap();
+                // WUNTRACED returns once the stop has happened.
+                let status = nix::sys::wait::waitpid(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    Some(nix::sys::wait::WaitPidFlag::WUNTRACED),
+                )
+                .unwrap();
+                assert!(matches!(status, nix::sys::wait::WaitStatus::Stopped(..)));
+            };
+            let mut child = Child {
+                pid,
+                state: State::Running,
+                sigchld: signal(SignalKind::child()).unwrap(),
+                foreground: None,
+                sweep_until: None,
+                deadlines: None,
+                terminal: Terminal::Never,
+                job: None,
+                stopped: true,
+                stopping: None,
+                latest_deadline: Arc::default(),
+                ending: false,
+            };
+            let lapsed = crate::clock::boottime().saturating_sub(Duration::from_secs(1));
+            let ahead = crate::clock::boottime() + Duration::from_secs(3600);
+
+            stop();
+            child.latest_deadline.store(
+                lapsed.as_nanos() as u64,
+                std::sync::atomic::Ordering::Release,
+            );
+            child.resume(Resume::Job);
+            let after_lapse = state(pid);
+            child.resume(Resume::ToHear);
+            let to_hear = state(pid);
+
+            stop();
+            child.latest_deadline.store(
+                ahead.as_nanos() as u64,
+                std::sync::atomic::Ordering::Release,
+            );
+            child.resume(Resume::Job);
+            let within = state(pid);
+
+            let _ = leader.kill();
+            let _ = leader.wait();
+            child.state = State::Reaped(ChildExit::Code(0));
+            // SIGCONT sets the process running at once, before kill returns.
+            assert_eq!(after_lapse, 'T', "continued past its lease");
+            assert_ne!(to_hear, 'T', "not continued to hear a stop request");
+            assert_ne!(within, 'T', "not continued within its lease");
+        });
+    }
+
     /// Issue #12: a `wait` cancelled after the guard was reaped but before
     /// the group was confirmed empty used to return at once when polled
     /// again. We build that very state: a group whose leader is reaped and
@@ -677,6 +928,12 @@ mod tests {
                 foreground: None,
                 sweep_until: Some(Instant::now() + SWEEP_LIMIT),
                 deadlines: None,
+                terminal: Terminal::Never,
+                job: None,
+                stopped: false,
+                stopping: None,
+                latest_deadline: Arc::default(),
+                ending: false,
             };
             let exit = tokio::time::timeout(Duration::from_secs(60), child.wait())
                 .await

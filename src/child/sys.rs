@@ -344,6 +344,17 @@ pub(super) fn peek_exit(pid: u32) -> io::Result<Option<ChildExit>> {
     waitid(pid, libc::WNOHANG | libc::WNOWAIT)
 }
 
+/// Whether the child has stopped since we last asked, and by which signal.
+/// Takes the stop's report, never its exit's, and never blocks.
+pub(super) fn take_stop(pid: u32) -> Option<i32> {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+    let flags = WaitPidFlag::WSTOPPED | WaitPidFlag::WNOHANG;
+    match waitid(Id::Pid(nix::unistd::Pid::from_raw(pid as i32)), flags) {
+        Ok(WaitStatus::Stopped(_, signal)) => Some(signal as i32),
+        _ => None,
+    }
+}
+
 /// Reaps the child if it has exited, never blocking; tells how it exited.
 pub(super) fn try_reap(pid: u32) -> io::Result<Option<ChildExit>> {
     waitid(pid, libc::WNOHANG)
@@ -366,6 +377,23 @@ pub(super) fn reap_blocking(pid: u32) -> io::Result<()> {
 /// grandchild whose reaper (init, or a container's pid 1) has not got to it,
 /// or never will. Zombies run no code, so we count only the living.
 pub(super) fn live_group_members(pgid: u32) -> io::Result<Vec<u32>> {
+    Ok(live_group_states(pgid)?
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .collect())
+}
+
+/// Whether every live member of process group `pgid` is stopped, from
+/// /proc. A stop signal reaches each member when the kernel next runs it,
+/// so on a busy host the group stops member by member.
+pub(super) fn group_stopped(pgid: u32) -> io::Result<bool> {
+    Ok(live_group_states(pgid)?
+        .into_iter()
+        .all(|(_, state)| matches!(state, 'T' | 't')))
+}
+
+/// The live members of process group `pgid` and their states, from /proc.
+fn live_group_states(pgid: u32) -> io::Result<Vec<(u32, char)>> {
     let mut members = Vec::new();
     for entry in std::fs::read_dir("/proc")? {
         let Ok(entry) = entry else { continue };
@@ -382,7 +410,7 @@ pub(super) fn live_group_members(pgid: u32) -> io::Result<Vec<u32>> {
         };
         if let Some((state, pgrp)) = parse_stat(&stat) {
             if pgrp == pgid && !matches!(state, 'Z' | 'X' | 'x') {
-                members.push(pid);
+                members.push((pid, state));
             }
         }
     }

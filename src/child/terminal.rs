@@ -36,6 +36,13 @@
 //! COMMAND could read the terminal before its group owns it. If any of this
 //! fails, the child still runs; it gets SIGTTIN only if it reads the
 //! terminal.
+//!
+//! An interactive lockrun is split in two (see `job`): the terminal's
+//! foreground then belongs to the *job's* group, the front's, while lockrun
+//! proper runs in a background group of its own with SIGTTOU blocked for
+//! good. "Our" group below is the job's group; the child's group may lose
+//! the foreground to Ctrl-Z and get it back at `fg` ([`Foreground::take_back`],
+//! [`Foreground::give_again`]).
 
 use std::io::stdin;
 use std::os::fd::AsFd;
@@ -60,7 +67,7 @@ impl Claim {
         if !isatty(stdin.as_fd()).unwrap_or(false) {
             return None;
         }
-        let own_group = getpgrp();
+        let own_group = crate::job::job_group().unwrap_or_else(getpgrp);
         if tcgetpgrp(stdin.as_fd()).ok()? != own_group {
             return None;
         }
@@ -97,18 +104,43 @@ pub(super) struct Foreground {
 }
 
 impl Foreground {
+    /// The child's group stopped: the foreground goes back to our group, if
+    /// the child's group still has it, before the job is reported stopped.
+    pub(super) fn take_back(&self) {
+        let stdin = stdin();
+        if tcgetpgrp(stdin.as_fd()) == Ok(self.child_group) {
+            if let Err(err) = tcsetpgrp(stdin.as_fd(), self.own_group) {
+                tracing::debug!("cannot take the terminal back from the stopped child: {err}");
+            }
+        }
+    }
+
+    /// The job was continued: if that was `fg`, which gave our group the
+    /// foreground, the child's group gets it again.
+    pub(super) fn give_again(&self) {
+        let stdin = stdin();
+        if tcgetpgrp(stdin.as_fd()) == Ok(self.own_group) {
+            if let Err(err) = tcsetpgrp(stdin.as_fd(), self.child_group) {
+                tracing::debug!("cannot give the terminal back to the child: {err}");
+            }
+        }
+    }
+
     /// Takes the foreground back and restores the terminal modes the child
     /// may have left changed. Call it once the child's group is dead.
     pub(super) fn restore(self) {
         let stdin = stdin();
         // Only take back what is still the child's: if someone else (a
-        // shell) has taken the terminal meanwhile, it is not ours to grab.
-        if tcgetpgrp(stdin.as_fd()) == Ok(self.child_group) {
+        // shell, after Ctrl-Z) has taken the terminal meanwhile, it is not
+        // ours to grab, nor are its modes ours to change.
+        let holder = tcgetpgrp(stdin.as_fd());
+        if holder == Ok(self.child_group) {
             if let Err(err) = tcsetpgrp(stdin.as_fd(), self.own_group) {
                 tracing::debug!("cannot take the terminal back from the child: {err}");
             }
         }
-        if let Some(termios) = &self.termios {
+        let ours = holder == Ok(self.child_group) || holder == Ok(self.own_group);
+        if let (true, Some(termios)) = (ours, &self.termios) {
             // TCSANOW: TCSADRAIN could wait forever on output held by XOFF.
             if let Err(err) = tcsetattr(stdin.as_fd(), SetArg::TCSANOW, termios) {
                 tracing::debug!("cannot restore the terminal modes: {err}");

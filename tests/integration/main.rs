@@ -30,6 +30,8 @@ mod semaphore;
 mod leader;
 // Signals sent to lockrun while the child runs.
 mod signals;
+// Ctrl-Z, `fg`, `bg` and `kill %1` at an interactive bash on a pty.
+mod job_control;
 // Under systemd and cron: the notify protocol, --min-hold.
 mod service;
 // The safety model under faults: partitions, restarts, kills, churn.

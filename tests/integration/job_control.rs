@@ -1,0 +1,559 @@
+//! Job control on a real terminal: an interactive bash on a pseudo-terminal,
+//! with job control on, runs lockrun as a user would, and the tests type at
+//! it: Ctrl-Z stops the job and gives the prompt back while the lock stays
+//! held, `fg` resumes it, Ctrl-C and `kill %1` end it as before.
+//!
+//! Every wait is for text on the terminal or a state in Consul, with the
+//! suite's generous deadline; nothing sleeps.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
+
+use crate::consul::{Api, TestConsul};
+use crate::procs::{self, deadline, pid_alive, pid_exists, wait_until, KillGroupsOnDrop};
+use crate::support::{bin, encode_key, kv_acquire, lockrun};
+
+/// The flags `consul lock` (and lockrun) put on a lock key.
+const CONSUL_LOCK_FLAGS: u64 = 0x2ddc_cbc0_58a5_0c18;
+
+/// bash's prompt: text the tests type never contains it.
+const PROMPT: &str = "job-test-prompt> ";
+
+/// An interactive bash on a pseudo-terminal of its own.
+struct Terminal {
+    master: File,
+    transcript: Arc<(Mutex<Vec<u8>>, Condvar)>,
+    shell: std::process::Child,
+    /// Where the next [`Terminal::expect`] starts looking.
+    seen: usize,
+}
+
+impl Terminal {
+    /// bash as the leader of a new session whose controlling terminal is the
+    /// pty, with lockrun's test environment (Consul's address, the TTL).
+    fn start(consul: &TestConsul) -> Terminal {
+        let pty = nix::pty::openpty(None, None).expect("open a pseudo-terminal");
+        let slave = File::from(pty.slave);
+        let mut command = std::process::Command::new("setsid");
+        command
+            .args(["-c", "bash", "--norc", "--noprofile", "-i"])
+            .env("PS1", PROMPT)
+            .env("TERM", "dumb")
+            .env("HISTFILE", "/dev/null")
+            .stdin(slave.try_clone().unwrap())
+            .stdout(slave.try_clone().unwrap())
+            .stderr(slave);
+        let template = lockrun(consul, ["--version"]);
+        for (key, value) in template.get_envs() {
+            match value {
+                Some(value) => command.env(key, value),
+                None => command.env_remove(key),
+            };
+        }
+        let shell = command.spawn().expect("run bash under setsid");
+        // Our copies of the slave side must go, so that the reader sees the
+        // end once bash is gone.
+        drop(command);
+        let master = File::from(pty.master);
+        let transcript = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
+        let mut reader = master.try_clone().unwrap();
+        let sink = Arc::clone(&transcript);
+        std::thread::spawn(move || {
+            let mut buffer = [0; 4096];
+            while let Ok(n @ 1..) = reader.read(&mut buffer) {
+                let (text, changed) = &*sink;
+                text.lock().unwrap().extend_from_slice(&buffer[..n]);
+                changed.notify_all();
+            }
+        });
+        let mut terminal = Terminal {
+            master,
+            transcript,
+            shell,
+            seen: 0,
+        };
+        terminal.prompt();
+        terminal
+    }
+
+    /// What the terminal shows, and the processes of its session.
+    fn output(&self) -> String {
+        let text = String::from_utf8_lossy(&self.transcript.0.lock().unwrap()).into_owned();
+        format!("{text}\n--- session ---\n{}", self.processes())
+    }
+
+    fn processes(&self) -> String {
+        let ps = std::process::Command::new("ps")
+            .args(["-o", "pid,ppid,pgid,tpgid,stat,wchan:24,args", "-s"])
+            .arg(self.shell.id().to_string())
+            .output();
+        match ps {
+            Ok(ps) => String::from_utf8_lossy(&ps.stdout).into_owned(),
+            Err(err) => format!("cannot run ps: {err}"),
+        }
+    }
+
+    /// Types `bytes`, as they are: `\x1a` is Ctrl-Z.
+    fn send(&mut self, bytes: &[u8]) {
+        self.master.write_all(bytes).unwrap();
+    }
+
+    /// Types `line` and Enter.
+    fn type_line(&mut self, line: &str) {
+        self.send(format!("{line}\n").as_bytes());
+    }
+
+    /// Waits until `needle` appears after what earlier calls have seen, and
+    /// moves past it.
+    fn expect(&mut self, needle: &str) {
+        let until = deadline();
+        let (text, changed) = &*self.transcript;
+        let mut text = text.lock().unwrap();
+        loop {
+            let found = String::from_utf8_lossy(&text[self.seen.min(text.len())..])
+                .find(needle)
+                .map(|at| at + needle.len());
+            if let Some(end) = found {
+                // Lossy decoding keeps valid UTF-8 as is; our needles are
+                // ASCII, so the offset is the bytes'.
+                self.seen += end;
+                return;
+            }
+            let now = Instant::now();
+            if now >= until {
+                let all = String::from_utf8_lossy(&text).into_owned();
+                drop(text);
+                panic!(
+                    "`{needle}` never appeared on the terminal; it shows:\n{all}\n--- session ---\n{}",
+                    self.processes()
+                );
+            }
+            text = changed.wait_timeout(text, until - now).unwrap().0;
+        }
+    }
+
+    /// Waits for bash's prompt, then until bash reads the next line.
+    fn prompt(&mut self) {
+        self.expect(PROMPT);
+        self.wait_editing();
+    }
+
+    /// Waits until bash reads a line: its line editor has the terminal out
+    /// of canonical mode. Text typed before that may be lost, as bash
+    /// settles its terminal modes after a job.
+    fn wait_editing(&self) {
+        let editing = || {
+            nix::sys::termios::tcgetattr(&self.master).is_ok_and(|modes| {
+                !modes
+                    .local_flags
+                    .contains(nix::sys::termios::LocalFlags::ICANON)
+            })
+        };
+        assert!(
+            wait_until(deadline(), editing),
+            "bash never read a line; terminal:\n{}",
+            self.output()
+        );
+    }
+
+    /// The terminal's foreground process group.
+    fn foreground(&self) -> Option<i32> {
+        nix::unistd::tcgetpgrp(&self.master)
+            .ok()
+            .map(|pgid| pgid.as_raw())
+    }
+
+    /// Waits until `group` has the terminal's foreground: typed text then
+    /// reaches it, not bash, which may discard what it finds pending when
+    /// it hands the terminal to a job.
+    fn wait_foreground(&self, group: i32) {
+        assert!(
+            wait_until(deadline(), || self.foreground() == Some(group)),
+            "process group {group} never got the terminal (it is {:?}'s); terminal:\n{}",
+            self.foreground(),
+            self.output()
+        );
+    }
+
+    /// Runs `echo` of the last status and returns it, once bash reads the
+    /// next line.
+    fn status(&mut self) -> String {
+        // The quotes keep the echo of what we type from matching.
+        self.type_line("echo \"s\"\"tatus=[$?]\"");
+        self.expect("status=[");
+        let start = self.seen;
+        self.expect("]");
+        let status = {
+            let text = self.transcript.0.lock().unwrap();
+            String::from_utf8_lossy(&text[start..self.seen - 1]).into_owned()
+        };
+        self.prompt();
+        status
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        // Hanging up the terminal ends whatever job is left, as closing a
+        // terminal window does.
+        let _ = self.shell.kill();
+        let _ = self.shell.wait();
+    }
+}
+
+/// The session holding `key`, if any.
+fn holder(api: &Api, key: &str) -> Option<String> {
+    api.kv_get(key).and_then(|entry| entry.session)
+}
+
+/// Waits until someone holds `key`; returns the session.
+fn wait_held(api: &Api, key: &str, terminal: &Terminal) -> String {
+    let mut session = None;
+    let held = wait_until(deadline(), || {
+        session = holder(api, key);
+        session.is_some()
+    });
+    assert!(
+        held,
+        "the lock was never taken; terminal:\n{}",
+        terminal.output()
+    );
+    session.unwrap()
+}
+
+fn wait_released(api: &Api, key: &str, terminal: &Terminal) {
+    assert!(
+        wait_until(deadline(), || holder(api, key).is_none()),
+        "the lock was not released; terminal:\n{}",
+        terminal.output()
+    );
+}
+
+/// `lockrun elect KEY -- COMMAND` as typed at the prompt, with the shortest
+/// TTL the Consul under test allows, so that renewals come often.
+fn elect_line(consul: &TestConsul, key: &str, options: &str, command: &str) -> String {
+    format!(
+        "{} elect --ttl {}ms {options} {key} -- {command}",
+        bin().display(),
+        consul.ttl_min().as_millis()
+    )
+}
+
+/// The parent of process `pid`, from /proc.
+fn parent(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may contain anything.
+    stat[stat.rfind(')')? + 1..]
+        .split_ascii_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// The foreground group when it is a lockrun guard's, the child's group.
+fn child_group(terminal: &Terminal) -> Option<i32> {
+    let group = terminal.foreground()?;
+    let cmdline = std::fs::read(format!("/proc/{group}/cmdline")).ok()?;
+    String::from_utf8_lossy(&cmdline)
+        .contains("__guard")
+        .then_some(group)
+}
+
+/// A job started at the prompt: the lock's session, the child's process
+/// group, and the front, the process bash started (the guard's parent is
+/// lockrun's worker, whose parent is the front).
+struct Job {
+    session: String,
+    group: i32,
+    front: i32,
+}
+
+/// Starts `lockrun elect [OPTIONS] KEY -- COMMAND` at the prompt and waits
+/// for the lock and for the child's group to have the terminal.
+fn start(consul: &TestConsul, key: &str, options: &str, command: &str) -> (Terminal, Job) {
+    let mut terminal = Terminal::start(consul);
+    terminal.type_line(&elect_line(consul, key, options, command));
+    let session = wait_held(&consul.api(), key, &terminal);
+    let mut group = None;
+    assert!(
+        wait_until(deadline(), || {
+            group = child_group(&terminal);
+            group.is_some()
+        }),
+        "the child never got the terminal; terminal:\n{}",
+        terminal.output()
+    );
+    let group = group.unwrap();
+    let front = parent(group)
+        .and_then(parent)
+        .expect("the guard's grandparent");
+    (
+        terminal,
+        Job {
+            session,
+            group,
+            front,
+        },
+    )
+}
+
+/// Starts `lockrun elect KEY -- cat` and checks that cat has the terminal.
+fn start_cat(consul: &TestConsul, key: &str) -> (Terminal, Job) {
+    let (mut terminal, job) = start(consul, key, "", "cat");
+    terminal.type_line("first line");
+    // Once as the terminal echoes it, once as cat writes it back.
+    terminal.expect("first line");
+    terminal.expect("first line");
+    (terminal, job)
+}
+
+/// `fg`, and waits until the child's `group` has the terminal again.
+fn resume(terminal: &mut Terminal, group: i32) {
+    terminal.type_line("fg");
+    terminal.wait_foreground(group);
+}
+
+/// Ctrl-Z, and bash's report of the stopped job and its prompt.
+fn suspend(terminal: &mut Terminal) {
+    terminal.send(b"\x1a");
+    terminal.expect("Stopped");
+    terminal.prompt();
+}
+
+/// Waits until the front is gone, then has bash report the job: bash tells
+/// of a job that ended in the background at its next prompt.
+fn report_after_end(terminal: &mut Terminal, front: i32) {
+    assert!(
+        wait_until(deadline(), || !pid_exists(front as u32)),
+        "the job did not end; terminal:\n{}",
+        terminal.output()
+    );
+    terminal.wait_editing();
+    terminal.type_line("jobs");
+}
+
+#[test]
+fn ctrl_z_stops_the_job_and_fg_resumes_it_with_the_lock_held() {
+    let consul = TestConsul::start_fast();
+    let api = consul.api();
+    let key = consul.prefix("ctrl-z");
+    let (mut terminal, job) = start_cat(&consul, &key);
+
+    suspend(&mut terminal);
+    // Stopped, and renewing: on the emulator we see two renewals go by
+    // (a real agent does not tell), and the lock is still the same session's.
+    if let Some(emulator) = consul.emulator() {
+        let renewals = || emulator.request_count(consul_emulator::Endpoint::SessionRenew);
+        let before = renewals();
+        assert!(
+            wait_until(deadline(), || renewals() >= before + 2),
+            "no renewal while the job was stopped; terminal:\n{}",
+            terminal.output()
+        );
+    }
+    assert_eq!(holder(&api, &key).as_deref(), Some(job.session.as_str()));
+
+    resume(&mut terminal, job.group);
+    terminal.type_line("second line");
+    terminal.expect("second line");
+    terminal.expect("second line");
+    terminal.send(b"\x04"); // Ctrl-D: cat reads the end and exits 0.
+    terminal.prompt();
+    assert_eq!(terminal.status(), "0", "{}", terminal.output());
+    wait_released(&api, &key, &terminal);
+}
+
+#[test]
+fn ctrl_c_after_fg_ends_the_child_as_before() {
+    let consul = TestConsul::start_fast();
+    let api = consul.api();
+    let key = consul.prefix("ctrl-z-ctrl-c");
+    let (mut terminal, job) = start_cat(&consul, &key);
+
+    suspend(&mut terminal);
+    resume(&mut terminal, job.group);
+    terminal.type_line("after fg");
+    terminal.expect("after fg");
+    terminal.expect("after fg");
+    terminal.send(b"\x03");
+    terminal.prompt();
+    assert_eq!(terminal.status(), "130", "{}", terminal.output());
+    wait_released(&api, &key, &terminal);
+}
+
+#[test]
+fn bg_lets_the_child_run_until_it_reads_the_terminal() {
+    let consul = TestConsul::start_fast();
+    let api = consul.api();
+    let key = consul.prefix("ctrl-z-bg");
+    let (mut terminal, job) = start_cat(&consul, &key);
+
+    suspend(&mut terminal);
+    // In the background cat reads the terminal at once, and the kernel
+    // stops it for that; the job stops with it, by SIGTTIN, which `wait`
+    // returns as 128+21 (and bash names in POSIX mode).
+    terminal.type_line("set -o posix; bg; wait %1");
+    terminal.expect("Stopped(SIGTTIN)");
+    terminal.prompt();
+    assert_eq!(terminal.status(), "149", "{}", terminal.output());
+    assert_eq!(holder(&api, &key).as_deref(), Some(job.session.as_str()));
+    resume(&mut terminal, job.group);
+    terminal.type_line("after bg");
+    terminal.expect("after bg");
+    terminal.expect("after bg");
+    terminal.send(b"\x04");
+    terminal.prompt();
+    assert_eq!(terminal.status(), "0", "{}", terminal.output());
+    wait_released(&api, &key, &terminal);
+}
+
+#[test]
+fn kill_of_a_stopped_job_stops_the_child_and_releases() {
+    let consul = TestConsul::start_fast();
+    let api = consul.api();
+    let key = consul.prefix("ctrl-z-kill");
+    let (mut terminal, job) = start_cat(&consul, &key);
+
+    suspend(&mut terminal);
+    terminal.type_line("kill %1");
+    report_after_end(&mut terminal, job.front);
+    // lockrun forwarded SIGTERM, cat died of it, and lockrun ended by it:
+    // bash says "Terminated" for a job killed by SIGTERM, "Exit 143" for
+    // one that exited 143.
+    terminal.expect("Terminated");
+    wait_released(&api, &key, &terminal);
+}
+
+#[test]
+fn a_sigkilled_job_leaves_no_child_and_releases() {
+    let consul = TestConsul::start_fast();
+    let api = consul.api();
+    let key = consul.prefix("ctrl-z-kill-9");
+    let (mut terminal, job) = start(&consul, &key, "", "cat");
+    let mut groups = KillGroupsOnDrop::new();
+    groups.watch(job.group as u32);
+    let worker = parent(job.group).expect("the guard's parent");
+
+    suspend(&mut terminal);
+    terminal.type_line("kill -KILL %1");
+    report_after_end(&mut terminal, job.front);
+    terminal.expect("Killed");
+    assert!(
+        wait_until(deadline(), || !procs::group_alive(job.group as u32)
+            && !pid_alive(worker as u32)),
+        "the child or lockrun outlived the killed job; terminal:\n{}",
+        terminal.output()
+    );
+    // Released by lockrun, not left to the session's TTL: the emulator saw
+    // the session destroyed.
+    if let Some(emulator) = consul.emulator() {
+        assert!(
+            emulator
+                .wait_for_request(procs::PATIENCE, |request| {
+                    request.endpoint == consul_emulator::Endpoint::SessionDestroy
+                })
+                .is_some(),
+            "the session was never destroyed; terminal:\n{}",
+            terminal.output()
+        );
+    }
+    wait_released(&api, &key, &terminal);
+}
+
+#[test]
+fn the_front_ends_as_lockrun_did() {
+    let consul = TestConsul::start_fast();
+    let api = consul.api();
+    let key = consul.prefix("front-status");
+    let mut terminal = Terminal::start(&consul);
+
+    terminal.type_line(&format!("{} elect", bin().display()));
+    terminal.prompt();
+    assert_eq!(terminal.status(), "2", "{}", terminal.output());
+
+    let other = consul.prefix("front-status-exit");
+    terminal.type_line(&elect_line(&consul, &other, "--shell", "'exit 7'"));
+    terminal.prompt();
+    assert_eq!(terminal.status(), "7", "{}", terminal.output());
+
+    // Ctrl-C while waiting for a lock a rival holds reaches the front, the
+    // job's only member in the terminal's foreground, which relays it.
+    let rival = api.session_create(r#"{"LockDelay":"0s"}"#);
+    assert!(kv_acquire(&api, &key, &rival, CONSUL_LOCK_FLAGS));
+    terminal.type_line(&elect_line(&consul, &key, "", "cat"));
+    if let Some(emulator) = consul.emulator() {
+        // A blocking query on the key: lockrun waits for the rival.
+        let waiting = emulator.wait_for_request(procs::PATIENCE, |request| {
+            request.endpoint == consul_emulator::Endpoint::KvGet
+                && request.path.contains(&encode_key(&key))
+                && request.path.contains("index=")
+        });
+        assert!(
+            waiting.is_some(),
+            "lockrun never waited; terminal:\n{}",
+            terminal.output()
+        );
+    }
+    // Not before bash's child has become lockrun: until its exec, it is
+    // bash's, whose handler would take the Ctrl-C.
+    assert!(
+        wait_until(deadline(), || terminal.foreground().is_some_and(|group| {
+            std::fs::read(format!("/proc/{group}/cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains("elect"))
+        })),
+        "lockrun never got the terminal; terminal:\n{}",
+        terminal.output()
+    );
+    terminal.send(b"\x03");
+    terminal.prompt();
+    assert_eq!(terminal.status(), "130", "{}", terminal.output());
+    assert_eq!(holder(&api, &key).as_deref(), Some(rival.as_str()));
+    api.session_destroy(&rival);
+}
+
+#[test]
+fn a_hangup_ends_a_stopped_job_and_releases() {
+    let consul = TestConsul::start_fast();
+    let api = consul.api();
+    let key = consul.prefix("ctrl-z-hangup");
+    let (mut terminal, job) = start_cat(&consul, &key);
+    let worker = parent(job.group).expect("the guard's parent");
+
+    suspend(&mut terminal);
+    // An interactive bash that gets SIGHUP (its terminal closed) sends
+    // SIGHUP, then SIGCONT, to its stopped jobs, and exits.
+    terminal.type_line("kill -HUP $$");
+    assert!(
+        wait_until(deadline(), || !pid_alive(job.front as u32)
+            && !pid_alive(worker as u32)
+            && !procs::group_alive(job.group as u32)),
+        "the job outlived the hangup; terminal:\n{}",
+        terminal.output()
+    );
+    wait_released(&api, &key, &terminal);
+}
+
+#[test]
+fn a_stopped_job_whose_shell_died_ends_and_releases() {
+    let consul = TestConsul::start_fast();
+    let api = consul.api();
+    let key = consul.prefix("ctrl-z-orphan");
+    let (mut terminal, job) = start_cat(&consul, &key);
+    let worker = parent(job.group).expect("the guard's parent");
+
+    suspend(&mut terminal);
+    // The shell killed outright, as when a terminal emulator crashes: the
+    // stopped job is orphaned, and the kernel sends it SIGHUP and SIGCONT.
+    let _ = terminal.shell.kill();
+    let _ = terminal.shell.wait();
+    assert!(
+        wait_until(deadline(), || !pid_alive(job.front as u32)
+            && !pid_alive(worker as u32)
+            && !procs::group_alive(job.group as u32)),
+        "the job outlived its shell; terminal:\n{}",
+        terminal.output()
+    );
+    wait_released(&api, &key, &terminal);
+}
