@@ -104,3 +104,15 @@ impl From<Exit> for ExitCode {
         ExitCode::from(exit.code())
     }
 }
+
+/// Writes to stdout, false once nobody reads it. A reader that went away
+/// (`lockrun leader K | head -0`) is not our failure: like ripgrep we stop
+/// writing, quietly, and the status stays what the work earned.
+pub fn write_stdout(bytes: &[u8]) -> bool {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(bytes)
+        .and_then(|()| stdout.flush())
+        .is_ok()
+}

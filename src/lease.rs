@@ -25,13 +25,17 @@ use crate::clock::{self, BootTimer};
 pub enum Renewal {
     /// Confirmed; the backend may report a longer TTL it now applies.
     Confirmed { ttl: Option<Duration> },
-    /// The backend says the lease is gone (Consul: renew answered 404).
+    /// The backend says the lease is gone (Consul: renew answered 404;
+    /// etcd: lease not found).
     Gone(String),
     /// No verdict: try again while the lease lasts.
     Failed(String),
 }
 
-/// A lease a backend can renew (a Consul session today).
+/// The longest a single renewal may take, however far the deadline is.
+const RENEW_TIMEOUT_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A lease a backend can renew (a Consul session, an etcd lease).
 pub trait Renew {
     /// One attempt, which must give up after `timeout`.
     fn renew(&self, timeout: Duration) -> impl std::future::Future<Output = Renewal>;
@@ -328,7 +332,7 @@ impl Countdown {
             let timeout = self
                 .stop_at()
                 .saturating_duration_since(sent)
-                .min(crate::backend::consul::REQUEST_TIMEOUT)
+                .min(RENEW_TIMEOUT_MAX)
                 .max(Duration::from_millis(50));
             let suspended = async {
                 match &boot_timer {
@@ -345,8 +349,9 @@ impl Countdown {
                 Renewal::Confirmed { ttl } => {
                     if let Some(ttl) = ttl.filter(|t| *t > self.budget.ttl) {
                         // Consul asks busy clusters' clients to renew less
-                        // often; its own timer then runs from the longer TTL.
-                        debug!("Consul raised the session TTL to {}", fmt_duration(ttl));
+                        // often, and etcd may grant more than we asked;
+                        // the server's own timer then runs from the longer TTL.
+                        debug!("the engine raised the lease TTL to {}", fmt_duration(ttl));
                         self.budget.ttl = ttl;
                     }
                     self.confirmed = sent;

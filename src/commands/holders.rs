@@ -9,7 +9,8 @@ use crate::backend::{Changes, Holder, Inspect, Target, Which};
 use crate::error::Failure;
 use crate::exit::Exit;
 
-use super::{leader, release, write_stdout};
+use super::{leader, release};
+use crate::exit::write_stdout;
 
 /// How a holder is shown: its value, or, for a holder that is not lockrun
 /// (`flock(1)`), its process, so that a held lock never prints as an empty

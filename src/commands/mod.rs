@@ -15,7 +15,7 @@ use clap::error::ErrorKind;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
-use crate::backend::consul::{Client, Consul};
+use crate::backend::consul::{operator, show as consul_show, Client, Consul};
 use crate::backend::etcd::config::{EtcdConfig, EtcdFlags};
 use crate::backend::etcd::Etcd;
 use crate::backend::local::Local;
@@ -284,22 +284,10 @@ fn run_consul(
                 let session = job.session.take().expect("a Consul job has a session");
                 semaphore::run(&Consul::new(client, session), job).await
             }
-            Job::Leader(job) => leader::run(&client, job).await,
-            Job::Release(job) => release::run(&client, job).await,
+            Job::Leader(job) => consul_show::leader(&client, &job.args).await,
+            Job::Release(job) => operator::release(&client, &job.key, &job.args).await,
         }
     })
-}
-
-/// Writes to stdout, false once nobody reads it. A reader that went away
-/// (`lockrun leader K | head -0`) is not our failure: like ripgrep we stop
-/// writing, quietly, and the status stays what the work earned.
-fn write_stdout(bytes: &[u8]) -> bool {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(bytes)
-        .and_then(|()| stdout.flush())
-        .is_ok()
 }
 
 enum Job {

@@ -1,6 +1,6 @@
 //! The hold-and-run loop that `elect` and `semaphore` share: run the child
 //! while the lock is ours, and stop it when it is not. It knows nothing of
-//! Consul; the lock's loss arrives as one future.
+//! the engine; the lock's loss arrives as one future.
 
 use std::future::Future;
 use std::time::Duration;
@@ -16,7 +16,7 @@ use crate::signals::{Signal, Signals};
 pub struct StopPolicy {
     pub signal: Signal,
     pub grace: Duration,
-    /// The grace period when Consul reports the lock lost: what the
+    /// The grace period when the engine reports the lock lost: what the
     /// lock-delay leaves, zero without one.
     pub loss_grace: Duration,
 }

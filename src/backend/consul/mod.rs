@@ -8,8 +8,10 @@ pub mod engine;
 pub mod error;
 pub mod kv;
 pub mod lock;
+pub mod operator;
 pub mod path;
 pub mod session;
+pub mod show;
 pub mod txn;
 
 use std::time::Duration;
