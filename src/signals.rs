@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 
 mod sys;
 
-pub use sys::die_by;
+pub use sys::{die_by, die_by_number};
 
 /// A signal lockrun can send, forward or be told to use by `--kill-signal`.
 ///

@@ -396,7 +396,7 @@ fn mirror(status: WaitStatus) -> ExitCode {
     match status {
         WaitStatus::Exited(_, code) => ExitCode::from(code as u8),
         WaitStatus::Signaled(_, sig, _) => {
-            sys::die_by(sig as i32);
+            crate::signals::die_by_number(sig as i32);
             ExitCode::from(128u8.saturating_add(sig as u8))
         }
         _ => ExitCode::from(crate::exit::Exit::Failure.code()),

@@ -11,11 +11,18 @@ use super::Signal;
 /// process (a signal whose default is to ignore, or a failed call), in which
 /// case the caller exits with a status instead.
 pub fn die_by(signal: Signal) {
-    let Ok(sig) = nix::sys::signal::Signal::try_from(signal.number()) else {
+    die_by_number(signal.number());
+}
+
+/// [`die_by`] for any signal number: the job-control front ends by
+/// whatever signal ended the worker, named by us or not.
+pub fn die_by_number(number: i32) {
+    let Ok(sig) = nix::sys::signal::Signal::try_from(number) else {
         return;
     };
-    // QUIT and ABRT dump core by default: the core would be lockrun's, of no
-    // use to anyone, and it is the child's stop we are passing on.
+    // QUIT and ABRT dump core by default: the core would be lockrun's (or
+    // the front's), of no use to anyone, and it is another's stop we are
+    // passing on.
     let _ = setrlimit(Resource::RLIMIT_CORE, 0, 0);
     let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
     // SAFETY: SIG_DFL installs no handler of ours, so nothing can run in
