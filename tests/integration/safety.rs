@@ -324,6 +324,15 @@ fn churn(kind: &str, limit: usize) {
         key.clone()
     };
     let ttl = ms(consul.ttl_min());
+    // The lock-delay must leave the child a grace period after a destroyed
+    // session (lock-delay minus the budget's margin, TTL/10), so that its
+    // TERM trap logs its end: with a real agent's 10 s TTL, 1 s leaves none,
+    // the child is SIGKILLed unlogged, and its span would never close.
+    let lock_delay = if consul.emulator().is_some() {
+        "1s"
+    } else {
+        "3s"
+    };
     let dir = scratch();
     let log = dir.path().join("log");
     let holders = dir.path().join("holders");
@@ -357,7 +366,7 @@ fn churn(kind: &str, limit: usize) {
                         "--ttl",
                         &ttl,
                         "--lock-delay",
-                        "1s",
+                        lock_delay,
                         "--kill-timeout",
                         "100ms",
                         "--shell",
