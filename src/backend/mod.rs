@@ -257,6 +257,20 @@ pub trait Changes {
     fn next(&mut self) -> impl Future<Output = Result<Vec<Holder>, Self::Error>>;
 }
 
+/// An engine's answer body for an error message: its first line, cut at 200
+/// characters, or "empty answer".
+pub(crate) fn one_line(body: &str) -> String {
+    let line = body.trim().lines().next().unwrap_or("").trim();
+    if line.is_empty() {
+        "empty answer".to_string()
+    } else if line.chars().count() > 200 {
+        let cut: String = line.chars().take(200).collect();
+        format!("{cut}...")
+    } else {
+        line.to_string()
+    }
+}
+
 /// Waits until `target` has a holder (`leader --wait`).
 pub async fn wait_for_holder<I: Inspect>(
     inspect: &I,

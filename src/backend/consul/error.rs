@@ -4,6 +4,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::backend::one_line;
+
 /// What we were doing when Consul failed us; it names the ACL permission a
 /// denial is about, so the message can say what the token lacks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,18 +105,6 @@ impl ConsulError {
     /// Consul's community edition refusing `?ns=`.
     pub fn is_namespace_refusal(&self) -> bool {
         matches!(self, ConsulError::Rejected { body, .. } if body.contains(NAMESPACE_REFUSAL))
-    }
-}
-
-fn one_line(body: &str) -> String {
-    let line = body.trim().lines().next().unwrap_or("").trim();
-    if line.is_empty() {
-        "empty answer".to_string()
-    } else if line.chars().count() > 200 {
-        let cut: String = line.chars().take(200).collect();
-        format!("{cut}...")
-    } else {
-        line.to_string()
     }
 }
 

@@ -18,7 +18,8 @@ use reqwest::Url;
 use serde_json::{json, Value};
 
 use super::config::{EtcdConfig, User};
-use super::error::{is_tls_problem, one_line, EtcdError};
+use super::error::{is_tls_problem, EtcdError};
+use crate::backend::one_line;
 
 /// How long a call other than a watch may take unless the caller says.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);

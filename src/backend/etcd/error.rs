@@ -4,6 +4,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::backend::one_line;
+
 /// gRPC status codes the gateway reports in its error bodies.
 pub mod code {
     pub const INVALID_ARGUMENT: i64 = 3;
@@ -184,18 +186,6 @@ fn parse_error_body(body: &str) -> (Option<i64>, String) {
         .map(one_line)
         .unwrap_or_else(|| one_line(body));
     (code, message)
-}
-
-pub(crate) fn one_line(body: &str) -> String {
-    let line = body.trim().lines().next().unwrap_or("").trim();
-    if line.is_empty() {
-        "empty answer".to_string()
-    } else if line.chars().count() > 200 {
-        let cut: String = line.chars().take(200).collect();
-        format!("{cut}...")
-    } else {
-        line.to_string()
-    }
 }
 
 impl fmt::Display for EtcdError {
