@@ -105,7 +105,7 @@ impl EtcdConfig {
         let key = pick(&flags.key, "ETCDCTL_KEY")?;
         match (&cert, &key) {
             (Some(_), None) | (None, Some(_)) => {
-                return Err("a client certificate needs its key: give both --cert and --key (or ETCDCTL_CERT and ETCDCTL_KEY)".into())
+                return Err("a client certificate needs its key: give both --cert and --cert-key (or ETCDCTL_CERT and ETCDCTL_KEY)".into())
             }
             _ => {}
         }
@@ -257,7 +257,7 @@ mod tests {
             &[("ETCDCTL_ENDPOINTS", "http://a:1/v3")]
         )
         .contains("no path"));
-        assert!(bad(EtcdFlags::default(), &[("ETCDCTL_CERT", "/c.pem")]).contains("--key"));
+        assert!(bad(EtcdFlags::default(), &[("ETCDCTL_CERT", "/c.pem")]).contains("--cert-key"));
         assert!(bad(EtcdFlags::default(), &[("ETCDCTL_USER", "root")]).contains("name:password"));
         let e = bad(
             EtcdFlags {

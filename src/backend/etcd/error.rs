@@ -205,7 +205,7 @@ impl fmt::Display for EtcdError {
             }
             EtcdError::Tls { endpoint, cause } => write!(
                 f,
-                "TLS with etcd at {endpoint} failed ({cause}); check --cacert, --cert and --key (or ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY) and the endpoint's scheme"
+                "TLS with etcd at {endpoint} failed ({cause}); check --cacert, --cert and --cert-key (or ETCDCTL_CACERT, ETCDCTL_CERT, ETCDCTL_KEY) and the endpoint's scheme"
             ),
             EtcdError::Denied { what, message } => write!(
                 f,
