@@ -281,16 +281,8 @@ pub fn hold(
         crate::backend::local::dir::check_key(key).map_err(|e| Failure::Usage(e.to_string()))?;
         // No lease can run out under the child, so any grace period is safe.
         let kill_timeout = child.kill_timeout.unwrap_or(kind.default_kill_timeout);
-        let child_config = child_config(child, kill_timeout);
-        check_command(&child_config, env)?;
-        let config = HoldConfig {
-            budget: None,
-            waiting: waiting(wait),
-            conflict_exit_code: wait.conflict_exit_code,
-            value: child.value.clone().unwrap_or_else(hostname),
-            child: child_config,
-        };
-        return Ok((config, None));
+        let value = child.value.clone().unwrap_or_else(hostname);
+        return assemble(None, kill_timeout, value, wait, child, env).map(|c| (c, None));
     }
     if backend == BackendName::Etcd {
         return etcd_hold(kind, key, session, wait, child, env).map(|c| (c, None));
@@ -355,19 +347,12 @@ pub fn hold(
         kill_timeout: child.kill_timeout.unwrap_or(default_kill_timeout),
         checks,
     };
-    if child.kill_timeout.is_none() && budget.check().is_err() {
-        // The user chose the TTL or lock-delay, not the grace period: we
-        // shrink the default grace to what they leave room for.
-        if let Some(max) = budget.max_kill_timeout() {
-            tracing::info!(
-                "--kill-timeout defaults to {} to fit --ttl {} and --lock-delay {}",
-                flag_duration(max),
-                flag_duration(session.ttl),
-                flag_duration(session.lock_delay)
-            );
-            budget.kill_timeout = max;
-        }
-    }
+    let settings = format!(
+        "--ttl {} and --lock-delay {}",
+        flag_duration(session.ttl),
+        flag_duration(session.lock_delay)
+    );
+    fit_default_grace(&mut budget, child, &settings);
     budget.check().map_err(|message| {
         if lock_delay_protects {
             Failure::Usage(message)
@@ -380,7 +365,6 @@ pub fn hold(
             ))
         }
     })?;
-    let kill_timeout = budget.kill_timeout;
     let host = hostname();
     let value = child.value.clone().unwrap_or_else(|| host.clone());
     let spec = SessionSpec {
@@ -394,16 +378,53 @@ pub fn hold(
         node_checks,
         service_checks: session.service_checks.clone(),
     };
-    let child_config = child_config(child, kill_timeout);
+    let config = assemble(Some(budget), budget.kill_timeout, value, wait, child, env)?;
+    Ok((config, Some(spec)))
+}
+
+/// The user chose the TTL (or lock-delay), not the grace period: a default
+/// `--kill-timeout` that does not fit shrinks to what they leave room for,
+/// and says so under `-v`. One the user typed is left for `check` to refuse.
+fn fit_default_grace(budget: &mut Budget, child: &ChildArgs, settings: &str) {
+    if child.kill_timeout.is_none() && budget.check().is_err() {
+        if let Some(max) = budget.max_kill_timeout() {
+            tracing::info!(
+                "--kill-timeout defaults to {} to fit {settings}",
+                flag_duration(max)
+            );
+            budget.kill_timeout = max;
+        }
+    }
+}
+
+/// The hold loop's options, once the engine's own are checked; COMMAND is
+/// looked up last, so a typo costs no request.
+fn assemble(
+    budget: Option<Budget>,
+    kill_timeout: Duration,
+    value: String,
+    wait: &WaitArgs,
+    child: &ChildArgs,
+    env: &dyn Env,
+) -> Result<HoldConfig, Failure> {
+    let child_config = ChildConfig {
+        argv: child.command.clone(),
+        shell: child.shell,
+        kill_signal: child.kill_signal,
+        kill_timeout,
+    };
     check_command(&child_config, env)?;
-    let config = HoldConfig {
-        budget: Some(budget),
-        waiting: waiting(wait),
+    Ok(HoldConfig {
+        budget,
+        waiting: match (wait.no_wait, wait.timeout) {
+            (true, _) => Waiting::Once,
+            (false, Some(timeout)) => Waiting::For(timeout),
+            (false, None) => Waiting::Forever,
+        },
         conflict_exit_code: wait.conflict_exit_code,
         value,
         child: child_config,
-    };
-    Ok((config, Some(spec)))
+    })
 }
 
 /// etcd: a lease TTL in whole seconds, and a budget with no lock-delay: a
@@ -434,16 +455,7 @@ fn etcd_hold(
         kill_timeout: child.kill_timeout.unwrap_or(kind.default_kill_timeout),
         checks: false,
     };
-    if child.kill_timeout.is_none() && budget.check().is_err() {
-        if let Some(max) = budget.max_kill_timeout() {
-            tracing::info!(
-                "--kill-timeout defaults to {} to fit --ttl {}",
-                flag_duration(max),
-                flag_duration(ttl)
-            );
-            budget.kill_timeout = max;
-        }
-    }
+    fit_default_grace(&mut budget, child, &format!("--ttl {}", flag_duration(ttl)));
     budget.check().map_err(|_| {
         Failure::Usage(format!(
             "--kill-timeout {} is too long for --ttl {}: on etcd a rival takes the lock as soon as the lease expires, so the child must be dead by then; use --kill-timeout {} or less, or a longer --ttl",
@@ -452,32 +464,8 @@ fn etcd_hold(
             flag_duration(budget.max_kill_timeout().unwrap_or_default()),
         ))
     })?;
-    let child_config = child_config(child, budget.kill_timeout);
-    check_command(&child_config, env)?;
-    Ok(HoldConfig {
-        budget: Some(budget),
-        waiting: waiting(wait),
-        conflict_exit_code: wait.conflict_exit_code,
-        value: child.value.clone().unwrap_or_else(hostname),
-        child: child_config,
-    })
-}
-
-fn child_config(child: &ChildArgs, kill_timeout: Duration) -> ChildConfig {
-    ChildConfig {
-        argv: child.command.clone(),
-        shell: child.shell,
-        kill_signal: child.kill_signal,
-        kill_timeout,
-    }
-}
-
-fn waiting(wait: &WaitArgs) -> Waiting {
-    match (wait.no_wait, wait.timeout) {
-        (true, _) => Waiting::Once,
-        (false, Some(timeout)) => Waiting::For(timeout),
-        (false, None) => Waiting::Forever,
-    }
+    let value = child.value.clone().unwrap_or_else(hostname);
+    assemble(Some(budget), budget.kill_timeout, value, wait, child, env)
 }
 
 /// Finds COMMAND before anything is written to Consul, so a typo costs no
