@@ -179,6 +179,8 @@ fn a_semaphore_never_exceeds_its_limit(place: &Place) {
     let spans = contend(place, 5, &["semaphore", "--limit", "2", &prefix]);
     let overlap = max_overlap(spans.iter().copied());
     assert!(overlap <= 2, "{overlap} at once: {spans:?}");
+    let output = run(&mut place.lockrun(&["leader", &prefix]));
+    place.status(&output, 1, "leader of an idle semaphore");
 }
 on_every_backend!(a_semaphore_never_exceeds_its_limit);
 

@@ -8,7 +8,7 @@ use std::process::{Command, Output, Stdio};
 use nix::sys::signal::Signal;
 
 use crate::procs::{self, wait_until};
-use crate::support::{bare, max_overlap, now_ns, run, scratch, script, wait_for_file, Running};
+use crate::support::{bare, now_ns, run, scratch, script, wait_for_file, Running};
 
 /// `lockrun --backend local --lock-dir DIR ARGS...`.
 fn local(dir: &Path, args: &[&str]) -> Command {
@@ -179,52 +179,6 @@ fn a_killed_lockrun_keeps_the_lock_until_its_childs_group_is_dead() {
     };
     assert_eq!(left, 0, "the lock was free while the child's group lived");
     assert!(wait_until(procs::deadline(), || lockrun.exited()));
-}
-
-/// Runs `count` lockruns with `args` at once, each child logging its own
-/// start and end; returns the spans.
-fn contend(dir: &Path, count: usize, args: &[&str], hold_ms: u64) -> Vec<(u128, u128)> {
-    let work = scratch();
-    let body = format!(
-        "s=$(date +%s%N); sleep {}; e=$(date +%s%N); echo $s $e > \"$1/span-$2\"",
-        hold_ms as f64 / 1000.0
-    );
-    let runs: Vec<Running> = (0..count)
-        .map(|i| {
-            let mut cmd = local(dir, args);
-            cmd.args(["--shell", "--", &body])
-                .arg(work.path())
-                .arg(i.to_string());
-            Running::spawn(&mut cmd)
-        })
-        .collect();
-    for running in runs {
-        status(&running.finish(), 0, "a contender");
-    }
-    (0..count)
-        .map(|i| {
-            let text = std::fs::read_to_string(work.path().join(format!("span-{i}"))).unwrap();
-            let mut words = text.split_whitespace().map(|w| w.parse::<u128>().unwrap());
-            (words.next().unwrap(), words.next().unwrap())
-        })
-        .collect()
-}
-
-#[test]
-fn contenders_for_one_key_never_overlap() {
-    let dir = scratch();
-    let spans = contend(dir.path(), 8, &["elect", "churn"], 30);
-    assert_eq!(max_overlap(spans.iter().copied()), 1, "{spans:?}");
-}
-
-#[test]
-fn a_semaphore_never_runs_more_than_its_limit() {
-    let dir = scratch();
-    let spans = contend(dir.path(), 6, &["semaphore", "--limit", "2", "pool"], 200);
-    let overlap = max_overlap(spans.iter().copied());
-    assert!(overlap <= 2, "{overlap} children at once: {spans:?}");
-    let output = run(&mut local(dir.path(), &["leader", "pool"]));
-    status(&output, 1, "leader of an idle semaphore");
 }
 
 #[test]
