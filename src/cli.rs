@@ -50,12 +50,13 @@ pub struct Cli {
 pub enum Command {
     /// Run COMMAND while holding the leader lock on KEY.
     ///
-    /// lockrun creates a session, takes the lock on KEY (waiting with blocking
-    /// queries while another session holds it), runs COMMAND and renews the
-    /// session while it runs. When COMMAND exits, lockrun releases the lock and
-    /// exits with COMMAND's status; when the lock is lost, it stops COMMAND and
-    /// exits 124, or campaigns again with --campaign. KEY excludes `consul lock`
-    /// on the same key.
+    /// lockrun takes the lock on KEY (waiting, without polling, while another
+    /// holder has it), runs COMMAND and keeps the lock while it runs (renewing
+    /// its Consul session or etcd lease). When COMMAND exits, lockrun releases
+    /// the lock and exits with COMMAND's status; when the lock is lost, it
+    /// stops COMMAND and exits 124, or campaigns again with --campaign. KEY
+    /// excludes `consul lock` on the same key, `etcdctl lock KEY` with
+    /// --backend etcd, and `flock DIR/KEY` with --backend local.
     #[command(after_help = "\
 Examples:
   lockrun elect service/db/leader -- ./db-primary
@@ -65,9 +66,9 @@ Examples:
     Elect(ElectArgs),
     /// Run COMMAND while holding one of N slots of the semaphore PREFIX.
     ///
-    /// The same lifecycle as elect, holding one of N slots. The format is that
-    /// of `consul lock -n N PREFIX`, so both share slots; every contender must
-    /// use the same --limit.
+    /// The same lifecycle as elect, holding one of N slots. On Consul the format
+    /// is that of `consul lock -n N PREFIX`, so both share slots; every
+    /// contender must use the same --limit.
     #[command(after_help = "\
 Examples:
   lockrun semaphore --limit 3 jobs/reindex -- ./reindex.sh
