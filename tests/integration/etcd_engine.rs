@@ -27,6 +27,11 @@ use crate::support::{max_overlap, now_ns};
 
 /// etcd's minimum TTL with the default election timeout (1 s) is 2 s.
 const TTL: Duration = Duration::from_secs(2);
+/// The TTL of leases the tests hold without keepalives: long enough that no
+/// step on a loaded machine (a member killed, an election, etcdctl started)
+/// outlives it, so a lease never expires under a test that is not about
+/// expiry. Expiry itself is tested through the hold loop (`etcd_cli`).
+const HELD: Duration = Duration::from_secs(30);
 
 fn lock(key: &str) -> Target {
     Target::Lock { key: key.into() }
@@ -95,7 +100,7 @@ fn env_of(claim: &EtcdClaim, name: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_contenders_never_overlap() {
-    let etcd = engine(TTL);
+    let etcd = engine(HELD);
     let key = unique("eight");
     let target = lock(&key);
     let mut tasks = Vec::new();
@@ -132,7 +137,7 @@ async fn eight_contenders_never_overlap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_lock_has_etcds_layout_and_facts() {
-    let etcd = engine(TTL);
+    let etcd = engine(HELD);
     let key = unique("layout");
     let lease = lease(&etcd).await;
     let claim = take(&etcd, &lease, &lock(&key), "me").await;
@@ -169,7 +174,7 @@ async fn a_held_lock_has_etcds_layout_and_facts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcdctl_lock_waits_for_the_engine() {
-    let etcd = engine(TTL);
+    let etcd = engine(HELD);
     let key = unique("etcdctl-waits");
     let lease = lease(&etcd).await;
     let claim = take(&etcd, &lease, &lock(&key), "lockrun").await;
@@ -196,7 +201,7 @@ async fn etcdctl_lock_waits_for_the_engine() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_engine_waits_for_etcdctl_lock_and_elect() {
-    let etcd = engine(TTL);
+    let etcd = engine(HELD);
     for holder in ["lock", "elect"] {
         let key = unique(&format!("waits-for-{holder}"));
         let rival = if holder == "lock" {
@@ -238,7 +243,7 @@ async fn the_engine_waits_for_etcdctl_lock_and_elect() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcdctl_elect_waits_for_the_engine() {
-    let etcd = engine(TTL);
+    let etcd = engine(HELD);
     let key = unique("elect-waits");
     let lease = lease(&etcd).await;
     let claim = take(&etcd, &lease, &lock(&key), "lockrun").await;
@@ -274,7 +279,7 @@ async fn the_lease_reports_the_ttl_etcd_grants() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revoked_lease_is_a_lost_claim_at_once() {
-    let etcd = engine(TTL);
+    let etcd = engine(HELD);
     let key = unique("revoked");
     let lease = lease(&etcd).await;
     let mut claim = take(&etcd, &lease, &lock(&key), "us").await;
@@ -302,7 +307,7 @@ async fn a_revoked_lease_is_a_lost_claim_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fencing_numbers_strictly_increase_across_holders() {
-    let etcd = engine(TTL);
+    let etcd = engine(HELD);
     let key = unique("fence");
     let mut last = 0u64;
     for round in 0..3 {
@@ -340,7 +345,7 @@ fn slots(prefix: &str, limit: u32) -> Target {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_semaphore_never_admits_more_than_its_limit() {
-    let etcd = engine(TTL);
+    let etcd = engine(HELD);
     let prefix = unique("bound");
     let target = slots(&prefix, 2);
     let mut tasks = Vec::new();
@@ -376,7 +381,7 @@ async fn a_semaphore_never_admits_more_than_its_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_gets_the_slot_whichever_holder_leaves() {
-    let etcd = engine(TTL);
+    let etcd = engine(HELD);
     let prefix = unique("any-leaves");
     let target = slots(&prefix, 2);
     let (l1, l2, l3) = (lease(&etcd).await, lease(&etcd).await, lease(&etcd).await);
@@ -410,7 +415,7 @@ async fn a_waiter_gets_the_slot_whichever_holder_leaves() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_semaphore_limit_mismatch_names_both() {
-    let etcd = engine(TTL);
+    let etcd = engine(HELD);
     let prefix = unique("mismatch");
     let (l1, l2) = (lease(&etcd).await, lease(&etcd).await);
     let held = take(&etcd, &l1, &slots(&prefix, 2), "a").await;
@@ -441,7 +446,7 @@ async fn a_semaphore_limit_mismatch_names_both() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn holders_show_the_lock_holder_and_the_slot_holders() {
-    let etcd = engine(TTL);
+    let etcd = engine(HELD);
     let key = unique("holders");
     assert!(etcd.holders(&lock(&key)).await.unwrap().is_empty());
     let rival = Etcdctl::spawn(&["elect", &key, "them"]);
@@ -473,7 +478,7 @@ async fn holders_show_the_lock_holder_and_the_slot_holders() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_follow_the_holder_without_polling() {
-    let etcd = engine(TTL);
+    let etcd = engine(HELD);
     let key = unique("changes");
     let target = lock(&key);
     let mut changes = etcd.changes(&target).await.unwrap();
@@ -504,7 +509,7 @@ async fn changes_follow_the_holder_without_polling() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_release_revokes_the_chosen_holders_lease() {
-    let etcd = engine(TTL);
+    let etcd = engine(HELD);
     let key = unique("force");
     let lease1 = lease(&etcd).await;
     let mut claim = take(&etcd, &lease1, &lock(&key), "victim").await;
@@ -549,7 +554,7 @@ async fn force_release_revokes_the_chosen_holders_lease() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_acquisition_leaves_nothing_once_the_lease_closes() {
-    let etcd = engine(TTL);
+    let etcd = engine(HELD);
     let key = unique("dropped");
     let holder_lease = lease(&etcd).await;
     let claim = take(&etcd, &holder_lease, &lock(&key), "holder").await;
@@ -575,7 +580,7 @@ async fn the_next_endpoint_is_tried_when_one_is_down() {
     let down = closed_endpoint();
     let up = crate::etcd_support::etcd().endpoint.clone();
     let config = EtcdConfig::plain(&[&down, &up]).unwrap();
-    let etcd = Etcd::new(&config, TTL).unwrap();
+    let etcd = Etcd::new(&config, HELD).unwrap();
     let key = unique("endpoints");
     let lease = lease(&etcd).await;
     let claim = take(&etcd, &lease, &lock(&key), "v").await;
@@ -584,7 +589,7 @@ async fn the_next_endpoint_is_tried_when_one_is_down() {
 
     let other_down = closed_endpoint();
     let config = EtcdConfig::plain(&[&down, &other_down]).unwrap();
-    let etcd = Etcd::new(&config, TTL).unwrap();
+    let etcd = Etcd::new(&config, HELD).unwrap();
     let e = etcd.open_lease(once()).await.expect_err("no etcd there");
     assert!(e.is_transient(), "{e:?}");
     let message = e.to_string();
@@ -689,7 +694,7 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 /// the bounds only catch an engine that waits on a timer somewhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_timings() {
-    let etcd = engine(TTL);
+    let etcd = engine(HELD);
     let key = unique("timings");
     let mut uncontended = Vec::new();
     for _ in 0..20 {
@@ -845,7 +850,7 @@ async fn tls_with_a_client_certificate_from_etcdctls_names() {
     };
     let config = EtcdConfig::resolve(&EtcdFlags::default(), env(true)).unwrap();
     assert_eq!(config.endpoints[0].scheme(), "https");
-    let etcd = Etcd::new(&config, TTL).unwrap();
+    let etcd = Etcd::new(&config, HELD).unwrap();
     let lease = lease(&etcd).await;
     let claim = take(&etcd, &lease, &lock("tls"), "v").await;
     claim.release().await.unwrap();
@@ -854,7 +859,7 @@ async fn tls_with_a_client_certificate_from_etcdctls_names() {
     // Without the client certificate the server refuses us: one line, no
     // retry can help at start-up.
     let config = EtcdConfig::resolve(&EtcdFlags::default(), env(false)).unwrap();
-    let etcd = Etcd::new(&config, TTL).unwrap();
+    let etcd = Etcd::new(&config, HELD).unwrap();
     let e = etcd
         .open_lease(once())
         .await
@@ -927,7 +932,7 @@ async fn a_member_without_a_leader_is_transient_and_loses_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_names_the_holder_and_leaves_nothing() {
-    let etcd = engine(TTL);
+    let etcd = engine(HELD);
     let key = unique("timeout");
     let holder_lease = lease(&etcd).await;
     let claim = take(&etcd, &holder_lease, &lock(&key), "holder").await;
@@ -950,7 +955,7 @@ async fn a_timeout_names_the_holder_and_leaves_nothing() {
 async fn the_holding_watch_resumes_on_another_member_without_missing_a_deletion() {
     let mut members = cluster(3);
     let endpoints: Vec<&str> = members.iter().map(|m| m.endpoint.as_str()).collect();
-    let etcd = Etcd::new(&EtcdConfig::plain(&endpoints).unwrap(), TTL).unwrap();
+    let etcd = Etcd::new(&EtcdConfig::plain(&endpoints).unwrap(), HELD).unwrap();
     let lease = lease(&etcd).await;
     let mut claim = take(&etcd, &lease, &lock("resume"), "v").await;
     // Opens the watch on the first member, which sees nothing yet.
@@ -981,7 +986,7 @@ async fn a_compacted_history_is_no_loss_but_a_deletion_still_is() {
     let server = private(&[]);
     let ctl = |args: &[&str]| run_ok(etcdctl_at(&server.endpoint).args(args), args);
     let config = EtcdConfig::plain(&[&server.endpoint]).unwrap();
-    let etcd = Etcd::new(&config, TTL).unwrap();
+    let etcd = Etcd::new(&config, HELD).unwrap();
     let lease = lease(&etcd).await;
     let mut claim = take(&etcd, &lease, &lock("compacted"), "v").await;
     for n in 0..3 {
