@@ -13,6 +13,10 @@
 //! the children themselves saw it) is the tool's own cost, not a shell's or
 //! `date`'s. Only the lock-loss and memory scenarios use `sh -c` scripts.
 //!
+//! Name sections after `--` to run only those, e.g. `cargo bench --bench
+//! lockrun -- semaphore handover` (sections: uncontended, handover,
+//! semaphore, loss, requests, memory).
+//!
 //! `cargo test --all-targets` runs bench targets too, without `--bench`; we
 //! do nothing then, so the suite does not pay for a benchmark run.
 
@@ -71,7 +75,12 @@ fn main() {
     }
     let started = Instant::now();
     let cpu_before = CpuTimes::now();
-    let bench = Bench::new();
+    let only: Vec<String> = args[1..]
+        .iter()
+        .filter(|a| !a.starts_with('-'))
+        .cloned()
+        .collect();
+    let bench = Bench::new(only);
     bench.print_header();
     let rows = bench.run_all();
     println!();
@@ -150,10 +159,12 @@ struct Bench {
     lockrun: PathBuf,
     consul_bin: Option<PathBuf>,
     scratch: tempfile::TempDir,
+    /// The sections named on the command line; empty for all of them.
+    only: Vec<String>,
 }
 
 impl Bench {
-    fn new() -> Bench {
+    fn new(only: Vec<String>) -> Bench {
         let scratch = tempfile::Builder::new()
             .prefix("lockrun-bench-")
             .tempdir()
@@ -163,6 +174,7 @@ impl Bench {
             lockrun: PathBuf::from(env!("CARGO_BIN_EXE_lockrun")),
             consul_bin: find_on_path("consul"),
             scratch,
+            only,
         }
     }
 
@@ -194,6 +206,10 @@ impl Bench {
             ),
             Err(e) => println!("timestamp probe failed: {e}"),
         }
+    }
+
+    fn wants(&self, section: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|s| s == section)
     }
 
     fn tools(&self) -> Vec<Tool> {
@@ -280,183 +296,196 @@ impl Bench {
         let tools = self.tools();
         let mut rows = Vec::new();
 
-        println!("\n== uncontended: `elect k -- true`, wall time of the whole run");
-        let figures = self.for_tools(&tools, |tool| {
-            let s = Stats::of(self.uncontended(tool)?);
-            println!("  {tool}: {s}");
-            Ok(Figure::value(s.median, Unit::Ms, ""))
-        });
-        rows.push(Row::new(
-            "uncontended `elect k -- true` (median)",
-            figures,
-            Some(8.0),
-        ));
-
-        for (waiters, chains) in HANDOVERS {
-            let contenders = waiters + 1;
-            println!(
-                "\n== handover: {contenders} contenders, {JOB_MS} ms jobs, --lock-delay 0s, \
-                 {chains} chains; child exit -> next child start"
-            );
-            let handovers = self.for_tools(&tools, |tool| {
-                let mut all = Vec::new();
-                for _ in 0..chains {
-                    let chain = self.chain(tool, "handover", waiters)?;
-                    all.extend(chain.handovers_ms);
-                }
-                let s = Stats::of(all);
+        if self.wants("uncontended") {
+            println!("\n== uncontended: `elect k -- true`, wall time of the whole run");
+            let figures = self.for_tools(&tools, |tool| {
+                let s = Stats::of(self.uncontended(tool)?);
                 println!("  {tool}: {s}");
-                Ok(s)
+                Ok(Figure::value(s.median, Unit::Ms, ""))
             });
-            let label = match waiters {
-                1 => "handover, one waiter".to_string(),
-                _ => format!("handover, {contenders} contenders"),
-            };
-            rows.push(
-                Row::new(
-                    &format!("{label} (median)"),
-                    map_results(&handovers, |s| Figure::value(s.median, Unit::Ms, "")),
-                    None,
-                )
-                .vs_consul(0.5),
-            );
             rows.push(Row::new(
-                &format!("{label} (max)"),
-                map_results(&handovers, |s| Figure::value(s.max, Unit::Ms, "")),
+                "uncontended `elect k -- true` (median)",
+                figures,
+                Some(8.0),
+            ));
+        }
+
+        if self.wants("handover") {
+            for (waiters, chains) in HANDOVERS {
+                let contenders = waiters + 1;
+                println!(
+                    "\n== handover: {contenders} contenders, {JOB_MS} ms jobs, --lock-delay 0s, \
+                 {chains} chains; child exit -> next child start"
+                );
+                let handovers = self.for_tools(&tools, |tool| {
+                    let mut all = Vec::new();
+                    for _ in 0..chains {
+                        let chain = self.chain(tool, "handover", waiters)?;
+                        all.extend(chain.handovers_ms);
+                    }
+                    let s = Stats::of(all);
+                    println!("  {tool}: {s}");
+                    Ok(s)
+                });
+                let label = match waiters {
+                    1 => "handover, one waiter".to_string(),
+                    _ => format!("handover, {contenders} contenders"),
+                };
+                rows.push(
+                    Row::new(
+                        &format!("{label} (median)"),
+                        map_results(&handovers, |s| Figure::value(s.median, Unit::Ms, "")),
+                        None,
+                    )
+                    .vs_consul(0.5),
+                );
+                rows.push(Row::new(
+                    &format!("{label} (max)"),
+                    map_results(&handovers, |s| Figure::value(s.max, Unit::Ms, "")),
+                    None,
+                ));
+            }
+        }
+
+        if self.wants("semaphore") {
+            let ideal = SEMAPHORE_JOBS as f64 * SEMAPHORE_JOB_SECS / SEMAPHORE_LIMIT as f64;
+            println!(
+            "\n== semaphore: {SEMAPHORE_JOBS} jobs of {SEMAPHORE_JOB_SECS} s, --limit {SEMAPHORE_LIMIT}, \
+             all started at once; ideal {ideal:.2} s"
+        );
+            let figures = self.for_tools(&tools, |tool| {
+                let mut walls = Vec::new();
+                for _ in 0..SEMAPHORE_RUNS {
+                    let run = self.semaphore_run(tool)?;
+                    let handover = Stats::of(run.slot_handovers_ms.clone());
+                    println!(
+                        "  {tool}: wall {:.3} s = spawn -> first start {:.1} ms + first start -> \
+                     last end {:.3} s + last end -> last exit {:.1} ms; slot handover median \
+                     {:.1} max {:.1} ms; at most {} at once",
+                        run.wall_s,
+                        run.startup_ms,
+                        run.span_s,
+                        run.tail_ms,
+                        handover.median,
+                        handover.max,
+                        run.max_concurrent
+                    );
+                    walls.push(run.wall_s);
+                }
+                let s = Stats::of(walls);
+                Ok(Figure::value(
+                    s.median,
+                    Unit::Sec,
+                    &format!("{:+.0}% vs ideal", (s.median / ideal - 1.0) * 100.0),
+                ))
+            });
+            rows.push(Row::new(
+                "semaphore 12 x 0.2 s, 3 slots (median wall)",
+                figures,
+                Some(ideal * 1.05),
+            ));
+        }
+
+        if self.wants("loss") {
+            for (how, label) in [
+                (Loss::Release, "lock loss (release) -> child signalled"),
+                (
+                    Loss::DestroySession,
+                    "lock loss (session destroyed) -> signal",
+                ),
+            ] {
+                println!("\n== {label}: {LOSS_RUNS} runs");
+                let figures = self.for_tools(&tools, |tool| {
+                    let s = Stats::of(self.lock_loss(tool, how)?);
+                    println!("  {tool}: {s}");
+                    Ok(Figure::value(
+                        s.median,
+                        Unit::Ms,
+                        &format!("max {:.1}", s.max),
+                    ))
+                });
+                rows.push(Row::new(&format!("{label} (median)"), figures, Some(50.0)));
+            }
+        }
+
+        if self.wants("requests") {
+            println!(
+            "\n== requests to Consul per waiter per handover: N waiters queued behind a holder, \
+             then N handovers (50 ms jobs)"
+        );
+            for (n, chains) in WAITER_COUNTS {
+                let figures = self.for_tools(&tools, |tool| {
+                    let mut handovers = Vec::new();
+                    let mut sum: Option<Accounting> = None;
+                    for _ in 0..chains {
+                        let chain = self.chain(tool, &format!("waiters-{n}"), n)?;
+                        handovers.extend(chain.handovers_ms);
+                        if let Some(a) = chain.accounting {
+                            sum = Some(match sum {
+                                Some(s) => s.add(&a),
+                                None => a,
+                            });
+                        }
+                    }
+                    let latency = Stats::of(handovers);
+                    match sum {
+                        Some(a) => {
+                            println!("  {tool}, N={n}, {chains} chains: {a}; handover {latency}");
+                            Ok(Figure::value(
+                                a.per_waiter_handover(),
+                                Unit::Req,
+                                &format!("total {} in {chains} chains", a.total),
+                            ))
+                        }
+                        None => {
+                            println!("  {tool}, N={n}, {chains} chains: handover {latency}");
+                            Ok(Figure::NotApplicable(
+                                "real agent: no request counts".into(),
+                            ))
+                        }
+                    }
+                });
+                rows.push(Row::new(
+                    &format!("requests/waiter/handover, N={n}"),
+                    figures,
+                    Some(2.0),
+                ));
+            }
+        }
+
+        if self.wants("memory") {
+            println!("\n== memory while holding (VmRSS from /proc, max of {RSS_SAMPLES} samples)");
+            let rss = self.for_tools(&tools, |tool| {
+                let r = self.rss(tool)?;
+                println!(
+                    "  {tool}: supervisor {:.1} MiB (peak {:.1} MiB){}",
+                    r.supervisor_kib as f64 / 1024.0,
+                    r.supervisor_hwm_kib as f64 / 1024.0,
+                    match r.child_kib {
+                        Some(kib) => format!(", its child {:.1} MiB", kib as f64 / 1024.0),
+                        None => String::new(),
+                    }
+                );
+                Ok(r)
+            });
+            rows.push(Row::new(
+                "supervisor RSS while holding",
+                map_results(&rss, |r| {
+                    Figure::value(r.supervisor_kib as f64 / 1024.0, Unit::Mib, "")
+                }),
+                Some(10.0),
+            ));
+            rows.push(Row::new(
+                "guard (lockrun's child) RSS",
+                map_results(&rss, |r| match (r.tool, r.child_kib) {
+                    (Tool::Lockrun, Some(kib)) => Figure::value(kib as f64 / 1024.0, Unit::Mib, ""),
+                    (Tool::Lockrun, None) => Figure::Failed("guard not found".into()),
+                    (Tool::ConsulLock, _) => Figure::NotApplicable("no guard".into()),
+                }),
                 None,
             ));
         }
 
-        let ideal = SEMAPHORE_JOBS as f64 * SEMAPHORE_JOB_SECS / SEMAPHORE_LIMIT as f64;
-        println!(
-            "\n== semaphore: {SEMAPHORE_JOBS} jobs of {SEMAPHORE_JOB_SECS} s, --limit {SEMAPHORE_LIMIT}, \
-             all started at once; ideal {ideal:.2} s"
-        );
-        let figures = self.for_tools(&tools, |tool| {
-            let mut walls = Vec::new();
-            for _ in 0..SEMAPHORE_RUNS {
-                let run = self.semaphore_run(tool)?;
-                let handover = Stats::of(run.slot_handovers_ms.clone());
-                println!(
-                    "  {tool}: wall {:.3} s = spawn -> first start {:.1} ms + first start -> \
-                     last end {:.3} s + last end -> last exit {:.1} ms; slot handover median \
-                     {:.1} max {:.1} ms; at most {} at once",
-                    run.wall_s,
-                    run.startup_ms,
-                    run.span_s,
-                    run.tail_ms,
-                    handover.median,
-                    handover.max,
-                    run.max_concurrent
-                );
-                walls.push(run.wall_s);
-            }
-            let s = Stats::of(walls);
-            Ok(Figure::value(
-                s.median,
-                Unit::Sec,
-                &format!("{:+.0}% vs ideal", (s.median / ideal - 1.0) * 100.0),
-            ))
-        });
-        rows.push(Row::new(
-            "semaphore 12 x 0.2 s, 3 slots (median wall)",
-            figures,
-            Some(ideal * 1.05),
-        ));
-
-        for (how, label) in [
-            (Loss::Release, "lock loss (release) -> child signalled"),
-            (
-                Loss::DestroySession,
-                "lock loss (session destroyed) -> signal",
-            ),
-        ] {
-            println!("\n== {label}: {LOSS_RUNS} runs");
-            let figures = self.for_tools(&tools, |tool| {
-                let s = Stats::of(self.lock_loss(tool, how)?);
-                println!("  {tool}: {s}");
-                Ok(Figure::value(
-                    s.median,
-                    Unit::Ms,
-                    &format!("max {:.1}", s.max),
-                ))
-            });
-            rows.push(Row::new(&format!("{label} (median)"), figures, Some(50.0)));
-        }
-
-        println!(
-            "\n== requests to Consul per waiter per handover: N waiters queued behind a holder, \
-             then N handovers (50 ms jobs)"
-        );
-        for (n, chains) in WAITER_COUNTS {
-            let figures = self.for_tools(&tools, |tool| {
-                let mut handovers = Vec::new();
-                let mut sum: Option<Accounting> = None;
-                for _ in 0..chains {
-                    let chain = self.chain(tool, &format!("waiters-{n}"), n)?;
-                    handovers.extend(chain.handovers_ms);
-                    if let Some(a) = chain.accounting {
-                        sum = Some(match sum {
-                            Some(s) => s.add(&a),
-                            None => a,
-                        });
-                    }
-                }
-                let latency = Stats::of(handovers);
-                match sum {
-                    Some(a) => {
-                        println!("  {tool}, N={n}, {chains} chains: {a}; handover {latency}");
-                        Ok(Figure::value(
-                            a.per_waiter_handover(),
-                            Unit::Req,
-                            &format!("total {} in {chains} chains", a.total),
-                        ))
-                    }
-                    None => {
-                        println!("  {tool}, N={n}, {chains} chains: handover {latency}");
-                        Ok(Figure::NotApplicable(
-                            "real agent: no request counts".into(),
-                        ))
-                    }
-                }
-            });
-            rows.push(Row::new(
-                &format!("requests/waiter/handover, N={n}"),
-                figures,
-                Some(2.0),
-            ));
-        }
-
-        println!("\n== memory while holding (VmRSS from /proc, max of {RSS_SAMPLES} samples)");
-        let rss = self.for_tools(&tools, |tool| {
-            let r = self.rss(tool)?;
-            println!(
-                "  {tool}: supervisor {:.1} MiB (peak {:.1} MiB){}",
-                r.supervisor_kib as f64 / 1024.0,
-                r.supervisor_hwm_kib as f64 / 1024.0,
-                match r.child_kib {
-                    Some(kib) => format!(", its child {:.1} MiB", kib as f64 / 1024.0),
-                    None => String::new(),
-                }
-            );
-            Ok(r)
-        });
-        rows.push(Row::new(
-            "supervisor RSS while holding",
-            map_results(&rss, |r| {
-                Figure::value(r.supervisor_kib as f64 / 1024.0, Unit::Mib, "")
-            }),
-            Some(10.0),
-        ));
-        rows.push(Row::new(
-            "guard (lockrun's child) RSS",
-            map_results(&rss, |r| match (r.tool, r.child_kib) {
-                (Tool::Lockrun, Some(kib)) => Figure::value(kib as f64 / 1024.0, Unit::Mib, ""),
-                (Tool::Lockrun, None) => Figure::Failed("guard not found".into()),
-                (Tool::ConsulLock, _) => Figure::NotApplicable("no guard".into()),
-            }),
-            None,
-        ));
         rows
     }
 
