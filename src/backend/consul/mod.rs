@@ -14,6 +14,7 @@ pub mod session;
 pub mod show;
 pub mod txn;
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::Result;
@@ -32,6 +33,13 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct Client {
     http: reqwest::Client,
+    /// Blocking reads go over connections of their own, built at the first
+    /// one. A blocking read that is cancelled (our child exited while we
+    /// watched) takes its connection with it; on a shared pool the release
+    /// that follows would then wait for a new connection, or a new TLS
+    /// handshake, at the one moment a waiter is waiting for us.
+    blocking: Arc<OnceLock<reqwest::Client>>,
+    config: Arc<ConsulConfig>,
     base: Url,
     /// The address as the user gave it, for messages.
     shown_addr: String,
@@ -42,6 +50,14 @@ pub struct Client {
     datacenter: Option<String>,
     namespace: Option<String>,
     partition: Option<String>,
+}
+
+/// One request to send.
+struct Request {
+    method: Method,
+    url: Url,
+    body: Option<Vec<u8>>,
+    timeout: Duration,
 }
 
 /// A successful answer: status, body and the `X-Consul-Index` header.
@@ -66,6 +82,8 @@ impl Client {
     pub fn new(config: &ConsulConfig) -> Result<Client> {
         Ok(Client {
             http: connect::http_client(config)?,
+            blocking: Arc::new(OnceLock::new()),
+            config: Arc::new(config.clone()),
             base: connect::effective_base(config)?,
             shown_addr: config.base.as_str().trim_end_matches('/').to_string(),
             token: config.token.as_ref().map(token_header).transpose()?,
@@ -134,7 +152,47 @@ impl Client {
         op: &Op,
         accept: &[StatusCode],
     ) -> Result<Answer, ConsulError> {
-        let result = self.send_once(method, url, body, timeout, op, accept).await;
+        let request = Request {
+            method,
+            url,
+            body,
+            timeout,
+        };
+        self.send_over(&self.http, request, op, accept).await
+    }
+
+    /// [`Client::send`] for a blocking read, over a connection that no other
+    /// request waits for.
+    pub(crate) async fn send_blocking(
+        &self,
+        url: Url,
+        timeout: Duration,
+        op: &Op,
+        accept: &[StatusCode],
+    ) -> Result<Answer, ConsulError> {
+        // The same settings were built once already; should the second build
+        // fail all the same (a CA file removed meanwhile), the shared pool
+        // still works.
+        let http = self.blocking.get_or_init(|| {
+            connect::http_client(&self.config).unwrap_or_else(|_| self.http.clone())
+        });
+        let request = Request {
+            method: Method::GET,
+            url,
+            body: None,
+            timeout,
+        };
+        self.send_over(http, request, op, accept).await
+    }
+
+    async fn send_over(
+        &self,
+        http: &reqwest::Client,
+        request: Request,
+        op: &Op,
+        accept: &[StatusCode],
+    ) -> Result<Answer, ConsulError> {
+        let result = self.send_once(http, request, op, accept).await;
         // Any answer, even a refusal, shows Consul is there; only transient
         // failures count as trouble for the operator's log.
         match &result {
@@ -146,18 +204,18 @@ impl Client {
 
     async fn send_once(
         &self,
-        method: Method,
-        url: Url,
-        body: Option<Vec<u8>>,
-        timeout: Duration,
+        http: &reqwest::Client,
+        Request {
+            method,
+            url,
+            body,
+            timeout,
+        }: Request,
         op: &Op,
         accept: &[StatusCode],
     ) -> Result<Answer, ConsulError> {
         debug!(target: "lockrun::http", "{method} {}", url.as_str());
-        let mut request = self
-            .http
-            .request(method.clone(), url.clone())
-            .timeout(timeout);
+        let mut request = http.request(method.clone(), url.clone()).timeout(timeout);
         if let Some(token) = &self.token {
             request = request.header("X-Consul-Token", token.clone());
         }
