@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use crate::etcd_support::{etcd, etcdctl, unique};
+use crate::etcd_support::{closed_endpoint, etcd, etcdctl, etcdctl_ok, unique};
 use crate::link::Link;
 use crate::procs::{self, wait_until};
 use crate::support::{self, run, scratch, script, wait_for_file, Running};
@@ -158,4 +158,31 @@ fn a_frozen_link_stops_the_child_before_etcd_expires_the_lease() {
         (last - rival) / 1_000_000
     );
     link.thaw();
+}
+
+/// `leader` and `release` refuse the keys `elect` refuses, before any
+/// request: one line naming the key, status 2, nothing in etcd; the same
+/// with no etcd to ask at all.
+#[test]
+fn leader_and_release_refuse_a_key_elect_refuses() {
+    let base = unique("refused");
+    let slashed = format!("/{base}");
+    let doubled = format!("{base}//b");
+    let closed = closed_endpoint();
+    for (endpoint, args, key) in [
+        (&etcd().endpoint, ["leader", slashed.as_str()], &slashed),
+        (&etcd().endpoint, ["release", doubled.as_str()], &doubled),
+        (&closed, ["leader", doubled.as_str()], &doubled),
+        (&closed, ["release", slashed.as_str()], &slashed),
+    ] {
+        let output = run(&mut lockrun(endpoint, &args));
+        status(&output, 2, &format!("{args:?}"));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(&format!("`{key}`")), "{args:?}: {stderr}");
+    }
+    for prefix in [base.as_str(), slashed.as_str()] {
+        let stored = etcdctl_ok(&["get", "--prefix", "--keys-only", prefix]);
+        assert_eq!(stored.trim(), "", "keys under `{prefix}`");
+    }
 }
