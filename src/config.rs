@@ -437,11 +437,7 @@ fn etcd_hold(
     child: &ChildArgs,
     env: &dyn Env,
 ) -> Result<HoldConfig, Failure> {
-    if key.is_empty() || key.starts_with('/') || key.contains("//") {
-        return Err(Failure::Usage(format!(
-            "`{key}` is not a key lockrun uses on etcd; give one such as `jobs/nightly`"
-        )));
-    }
+    crate::backend::etcd::check_key(key).map_err(Failure::Usage)?;
     let ttl = session.ttl;
     if ttl < Duration::from_secs(1) || ttl.subsec_nanos() != 0 || ttl > TTL_MAX {
         return Err(Failure::Usage(format!(

@@ -32,6 +32,7 @@
 pub mod consul;
 pub mod etcd;
 pub mod local;
+pub mod tls;
 
 use std::ffi::OsString;
 use std::future::Future;

@@ -21,7 +21,7 @@ pub fn prepare(args: LeaderArgs, backend: BackendName) -> Result<Job, Failure> {
         BackendName::Consul => path::check_key(job.key()).map_err(Failure::Usage)?,
         BackendName::Local => crate::backend::local::dir::check_key(job.key())
             .map_err(|e| Failure::Usage(e.to_string()))?,
-        BackendName::Etcd => {}
+        BackendName::Etcd => crate::backend::etcd::check_key(job.key()).map_err(Failure::Usage)?,
     }
     Ok(job)
 }

@@ -17,7 +17,10 @@ pub fn prepare(args: ReleaseArgs, backend: BackendName) -> Result<Job, Failure> 
                 .map_err(|e| Failure::Usage(e.to_string()))?;
             return Ok(Job { key, args });
         }
-        BackendName::Etcd => return Ok(Job { key, args }),
+        BackendName::Etcd => {
+            crate::backend::etcd::check_key(&key).map_err(Failure::Usage)?;
+            return Ok(Job { key, args });
+        }
         BackendName::Consul => {}
     }
     path::check_key(&key).map_err(Failure::Usage)?;

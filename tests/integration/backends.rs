@@ -4,97 +4,10 @@
 //! on a real agent with `LOCKRUN_TEST_CONSUL_ADDR`; etcd is the real one the
 //! suite starts; `local` needs nothing.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
 use nix::sys::signal::Signal;
 
-use crate::consul::TestConsul;
-use crate::support::{self, max_overlap, run, scratch, script_with, wait_for_file, Running};
-
-/// Where the locks live for one test.
-enum Place {
-    Consul(TestConsul, String),
-    Etcd(String),
-    Local(tempfile::TempDir),
-}
-
-impl Place {
-    fn consul(test: &str) -> Place {
-        let consul = TestConsul::start_fast();
-        let prefix = consul.prefix(test);
-        Place::Consul(consul, prefix)
-    }
-
-    fn local() -> Place {
-        Place::Local(scratch())
-    }
-
-    fn etcd(test: &str) -> Place {
-        Place::Etcd(crate::etcd_support::unique(test))
-    }
-
-    /// Whether an operator's release leaves the child its grace period.
-    /// On etcd a release revokes the holder's lease, after which a rival
-    /// may hold the lock at once: the child is killed outright.
-    fn release_keeps_the_grace(&self) -> bool {
-        !matches!(self, Place::Etcd(_))
-    }
-
-    /// A key unique to this test.
-    fn key(&self, name: &str) -> String {
-        match self {
-            Place::Consul(_, prefix) | Place::Etcd(prefix) => format!("{prefix}/{name}"),
-            Place::Local(_) => format!("t/{name}"),
-        }
-    }
-
-    fn lockrun(&self, args: &[&str]) -> Command {
-        match self {
-            Place::Consul(consul, _) => support::lockrun(consul, args),
-            Place::Etcd(_) => {
-                let endpoint = &crate::etcd_support::etcd().endpoint;
-                let mut cmd = support::bare(["--backend", "etcd", "--endpoints", endpoint]);
-                cmd.args(args);
-                cmd
-            }
-            Place::Local(dir) => {
-                let mut cmd = support::bare(["--backend", "local", "--lock-dir"]);
-                cmd.arg(dir.path()).args(args);
-                cmd
-            }
-        }
-    }
-
-    fn status(&self, output: &Output, code: i32, what: &str) {
-        assert_eq!(
-            output.status.code(),
-            Some(code),
-            "{what}: {}\n--- stdout ---\n{}\n--- stderr ---\n{}{}",
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr),
-            match self {
-                Place::Consul(consul, _) =>
-                    format!("\n--- Consul ---\n{}", consul.request_log_dump()),
-                Place::Etcd(_) =>
-                    format!("\n--- etcd ---\n{}", crate::etcd_support::etcd().log_tail()),
-                Place::Local(_) => String::new(),
-            }
-        );
-    }
-
-    /// A holder whose `--shell` child touches `ready` and waits for `go`
-    /// (`setup` runs first, traps say).
-    fn hold(&self, work: &Path, setup: &str, args: &[&str]) -> Running {
-        let body = script_with(setup, "while [ ! -e \"$1/go\" ]; do sleep 0.05; done");
-        let mut cmd = self.lockrun(args);
-        cmd.args(["--shell", "--", &body]).arg(work);
-        let running = Running::spawn(&mut cmd);
-        wait_for_file(&work.join("ready"));
-        running
-    }
-}
+use crate::places::{stdout, Place};
+use crate::support::{max_overlap, run, scratch, Running};
 
 /// One scenario as a test per backend.
 macro_rules! on_every_backend {
@@ -133,7 +46,7 @@ fn the_childs_status_key_and_a_growing_fence(place: &Place) {
             "echo $LOCKRUN_KEY $LOCKRUN_LOCK_INDEX; exit 7",
         ]));
         place.status(&output, 7, "the child's own status");
-        let out = String::from_utf8_lossy(&output.stdout).into_owned();
+        let out = stdout(&output);
         let words: Vec<&str> = out.split_whitespace().collect();
         assert_eq!(words.first(), Some(&key.as_str()), "{out}");
         fences.push(words[1].parse::<u64>().unwrap());
@@ -196,7 +109,7 @@ fn a_taken_lock_gives_75_or_the_chosen_status(place: &Place) {
     place.status(&output, 75, "--timeout while held");
     let output = run(&mut place.lockrun(&["leader", &key]));
     place.status(&output, 0, "leader while held");
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "h1\n");
+    assert_eq!(stdout(&output), "h1\n");
     std::fs::write(work.path().join("go"), "").unwrap();
     place.status(&holder.finish(), 0, "the holder");
     let output = run(&mut place.lockrun(&["leader", &key]));
@@ -214,10 +127,7 @@ fn release_stops_the_holder_with_124(place: &Place) {
     );
     let output = run(&mut place.lockrun(&["release", &key]));
     place.status(&output, 0, "release");
-    assert!(
-        String::from_utf8_lossy(&output.stdout).contains("web-3"),
-        "{output:?}"
-    );
+    assert!(stdout(&output).contains("web-3"), "{output:?}");
     place.status(&holder.finish(), 124, "the released holder");
     if place.release_keeps_the_grace() {
         assert!(

@@ -3,54 +3,17 @@
 //! children's own timestamps.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 
-use crate::etcd_support::{etcd, etcdctl, unique};
+use crate::etcd_support::{closed_endpoint, etcd, etcdctl, etcdctl_ok};
 use crate::link::Link;
+use crate::places::{last_beat, Place};
 use crate::procs::{self, wait_until};
-use crate::support::{self, run, scratch, script, wait_for_file, Running};
+use crate::support::{run, scratch, Running};
 
-fn lockrun(endpoint: &str, args: &[&str]) -> Command {
-    let mut cmd = support::bare(["--backend", "etcd", "--endpoints", endpoint]);
-    cmd.args(args);
-    cmd
-}
-
-fn status(output: &Output, code: i32, what: &str) {
-    assert_eq!(
-        output.status.code(),
-        Some(code),
-        "{what}: {}\n--- stderr ---\n{}\n--- etcd ---\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr),
-        etcd().log_tail()
-    );
-}
-
-/// A holder whose child writes a timestamp every 10 ms to `beat` (and its
-/// etcd key to `key`) until `go` appears.
-fn heartbeat(endpoint: &str, work: &Path, args: &[&str]) -> Running {
-    let body = script(
-        "echo \"$ETCD_LOCK_KEY\" > \"$1/key\"; \
-         while [ ! -e \"$1/go\" ]; do date +%s%N >> \"$1/beat\"; sleep 0.01; done; \
-         date +%s%N >> \"$1/beat\"",
-    );
-    let mut cmd = lockrun(endpoint, args);
-    cmd.args(["--shell", "--", &body]).arg(work);
-    let running = Running::spawn(&mut cmd);
-    wait_for_file(&work.join("ready"));
-    wait_for_file(&work.join("beat"));
-    running
-}
-
-fn last_beat(work: &Path) -> u128 {
-    std::fs::read_to_string(work.join("beat"))
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .max()
-        .expect("a heartbeat")
-}
+/// What the heartbeat's child does first: keep its etcd key (lease ID
+/// included) in `key`.
+const KEEP_KEY: &str = "echo \"$ETCD_LOCK_KEY\" > \"$1/key\";";
 
 /// `etcdctl lock KEY` whose child writes its start time to `file`.
 fn rival(key: &str, file: &Path) -> Running {
@@ -72,14 +35,10 @@ fn read_ns(file: &Path) -> u128 {
 
 #[test]
 fn etcdctl_lock_waits_for_lockrun_and_elect_shows_its_value() {
-    let endpoint = &etcd().endpoint;
-    let key = unique("interop");
+    let place = Place::etcd("interop");
+    let key = place.key("k");
     let work = scratch();
-    let holder = heartbeat(
-        endpoint,
-        work.path(),
-        &["elect", "--value", "db-1:5432", &key],
-    );
+    let holder = place.heartbeat(work.path(), "", &["elect", "--value", "db-1:5432", &key]);
     // `elect -l` prints the leader's value, then keeps observing.
     let shown_file = work.path().join("observed");
     let mut observer = etcdctl()
@@ -101,7 +60,7 @@ fn etcdctl_lock_waits_for_lockrun_and_elect_shows_its_value() {
     let started = work.path().join("rival");
     let etcdctl_lock = rival(&key, &started);
     std::fs::write(work.path().join("go"), "").unwrap();
-    status(&holder.finish(), 0, "the holder");
+    place.status(&holder.finish(), 0, "the holder");
     assert!(etcdctl_lock.finish().status.success());
     assert!(
         last_beat(work.path()) < read_ns(&started),
@@ -111,17 +70,17 @@ fn etcdctl_lock_waits_for_lockrun_and_elect_shows_its_value() {
 
 #[test]
 fn a_revoked_lease_stops_the_child_before_the_rivals_starts() {
-    let endpoint = &etcd().endpoint;
-    let key = unique("revoked");
+    let place = Place::etcd("revoked");
+    let key = place.key("k");
     let work = scratch();
-    let holder = heartbeat(endpoint, work.path(), &["elect", &key]);
+    let holder = place.heartbeat(work.path(), KEEP_KEY, &["elect", &key]);
     let started = work.path().join("rival");
     let etcdctl_lock = rival(&key, &started);
     let own = std::fs::read_to_string(work.path().join("key")).unwrap();
     let lease = own.trim().rsplit('/').next().unwrap().to_string();
     let revoked = run(etcdctl().args(["lease", "revoke", &lease]));
     assert!(revoked.status.success(), "{revoked:?}");
-    status(&holder.finish(), 124, "the holder whose lease was revoked");
+    place.status(&holder.finish(), 124, "the holder whose lease was revoked");
     assert!(etcdctl_lock.finish().status.success());
     assert!(
         last_beat(work.path()) < read_ns(&started),
@@ -131,21 +90,17 @@ fn a_revoked_lease_stops_the_child_before_the_rivals_starts() {
 
 #[test]
 fn a_frozen_link_stops_the_child_before_etcd_expires_the_lease() {
-    let endpoint = &etcd().endpoint;
-    let link = Link::new(endpoint.trim_start_matches("http://"));
-    let key = unique("frozen");
+    let link = Link::new(etcd().endpoint.trim_start_matches("http://"));
+    let place = Place::etcd_at("frozen", &link.http_addr());
+    let key = place.key("k");
     let work = scratch();
-    let holder = heartbeat(
-        &link.http_addr(),
-        work.path(),
-        &["elect", "--ttl", "3s", &key],
-    );
+    let holder = place.heartbeat(work.path(), "", &["elect", "--ttl", "3s", &key]);
     link.freeze();
     // The rival talks to etcd directly and gets the lock once etcd expires
     // lockrun's lease; lockrun, cut off, must have stopped its child by then.
     let started = work.path().join("rival");
     let etcdctl_lock = rival(&key, &started);
-    status(&holder.finish(), 124, "the cut-off holder");
+    place.status(&holder.finish(), 124, "the cut-off holder");
     assert!(etcdctl_lock.finish().status.success());
     assert!(
         wait_until(procs::deadline(), || started.exists()),
@@ -158,4 +113,31 @@ fn a_frozen_link_stops_the_child_before_etcd_expires_the_lease() {
         (last - rival) / 1_000_000
     );
     link.thaw();
+}
+
+/// `leader` and `release` refuse the keys `elect` refuses, before any
+/// request: one line naming the key, status 2, nothing in etcd; the same
+/// with no etcd to ask at all.
+#[test]
+fn leader_and_release_refuse_a_key_elect_refuses() {
+    let place = Place::etcd("refused");
+    let closed = Place::etcd_at("refused", &closed_endpoint());
+    let slashed = format!("/{}", place.key("a"));
+    let doubled = place.key("a//b");
+    for (place, args, key) in [
+        (&place, ["leader", slashed.as_str()], &slashed),
+        (&place, ["release", doubled.as_str()], &doubled),
+        (&closed, ["leader", doubled.as_str()], &doubled),
+        (&closed, ["release", slashed.as_str()], &slashed),
+    ] {
+        let output = run(&mut place.lockrun(&args));
+        place.status(&output, 2, &format!("{args:?}"));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(&format!("`{key}`")), "{args:?}: {stderr}");
+    }
+    for prefix in [place.key(""), format!("/{}", place.key(""))] {
+        let stored = etcdctl_ok(&["get", "--prefix", "--keys-only", &prefix]);
+        assert_eq!(stored.trim(), "", "keys under `{prefix}`");
+    }
 }

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use lockrun::backend::etcd::client::Range;
-use lockrun::backend::etcd::{Etcd, EtcdClaim, EtcdConfig, EtcdFlags, EtcdLease};
+use lockrun::backend::etcd::{Etcd, EtcdClaim, EtcdConfig, EtcdError, EtcdFlags, EtcdLease};
 use lockrun::backend::{
     self, Acquisition, Changes, Claim, Engine, Exposure, Inspect, Lease, Renewal, Target, Wait,
     Which,
@@ -18,8 +18,8 @@ use rcgen::{
 use tokio::time::Instant;
 
 use crate::etcd_support::{
-    closed_endpoint, cluster, engine, etcdctl_at, etcdctl_ok, eventually, private, private_tls,
-    run_ok, unique, Etcdctl,
+    closed_endpoint, cluster, engine, etcd, etcdctl_at, etcdctl_ok, eventually, private,
+    private_tls, run_ok, unique, Etcdctl,
 };
 use crate::link::Link;
 use crate::procs::deadline;
@@ -893,6 +893,24 @@ async fn tls_with_a_client_certificate_from_etcdctls_names() {
     let config = EtcdConfig::resolve(&flags, env(true)).unwrap();
     let e = Etcd::new(&config, TTL).expect_err("a missing CA file");
     assert!(e.contains("missing.pem"), "{e}");
+}
+
+/// TLS spoken to etcd's plain port (an `https://` endpoint, or a CA file
+/// that turns a bare one into https) is a TLS failure, not an unreachable
+/// etcd: the fix is the scheme, not starting etcd.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_to_a_plain_port_says_tls_failed() {
+    let https = etcd().endpoint.replace("http://", "https://");
+    let config = EtcdConfig::plain(&[&https]).unwrap();
+    let e = Etcd::new(&config, TTL)
+        .unwrap()
+        .open_lease(once())
+        .await
+        .expect_err("https to a plain port");
+    assert!(matches!(e, EtcdError::Tls { .. }), "{e:?}");
+    assert!(e.to_string().starts_with("TLS with etcd at"), "{e}");
+    assert!(e.to_string().contains("scheme"), "{e}");
+    assert!(!e.to_string().contains('\n'), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

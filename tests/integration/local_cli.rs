@@ -3,34 +3,13 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use nix::sys::signal::Signal;
 
+use crate::places::{stdout, Place};
 use crate::procs::{self, wait_until};
 use crate::support::{bare, now_ns, run, scratch, script, wait_for_file, Running};
-
-/// `lockrun --backend local --lock-dir DIR ARGS...`.
-fn local(dir: &Path, args: &[&str]) -> Command {
-    let mut cmd = bare(["--backend", "local", "--lock-dir"]);
-    cmd.arg(dir).args(args);
-    cmd
-}
-
-fn status(output: &Output, code: i32, what: &str) {
-    assert_eq!(
-        output.status.code(),
-        Some(code),
-        "{what}: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
 
 /// `flock -n FILE true`: 0 when the lock is free, 1 when held.
 fn flock_free(file: &Path) -> bool {
@@ -42,41 +21,25 @@ fn flock_free(file: &Path) -> bool {
     }
 }
 
-/// A lockrun whose `--shell` child touches `ready` and waits for `go`.
-fn hold(dir: &Path, work: &Path, args: &[&str]) -> Running {
-    let body = script("while [ ! -e \"$1/go\" ]; do sleep 0.05; done");
-    let mut cmd = local(dir, args);
-    cmd.args(["--shell", "--", &body]).arg(work);
-    let running = Running::spawn(&mut cmd);
-    wait_for_file(&work.join("ready"));
-    running
-}
-
 #[test]
 fn runs_the_child_with_its_status_and_a_fence_that_only_grows() {
-    let dir = scratch();
+    let place = Place::local();
+    let dir = place.lock_dir();
     let mut fences = Vec::new();
     for _ in 0..3 {
-        let output = run(&mut local(
-            dir.path(),
-            &[
-                "elect",
-                "jobs/nightly",
-                "--",
-                "sh",
-                "-c",
-                "echo $LOCKRUN_LOCK_INDEX $LOCKRUN_LOCK_FILE $LOCKRUN_KEY; exit 7",
-            ],
-        ));
-        status(&output, 7, "the child's own status");
+        let output = run(&mut place.lockrun(&[
+            "elect",
+            "jobs/nightly",
+            "--",
+            "sh",
+            "-c",
+            "echo $LOCKRUN_LOCK_INDEX $LOCKRUN_LOCK_FILE $LOCKRUN_KEY; exit 7",
+        ]));
+        place.status(&output, 7, "the child's own status");
         let out = stdout(&output);
         let words: Vec<&str> = out.split_whitespace().collect();
         assert_eq!(words.len(), 3, "{out}");
-        assert_eq!(
-            Path::new(words[1]),
-            dir.path().join("jobs/nightly"),
-            "{out}"
-        );
+        assert_eq!(Path::new(words[1]), dir.join("jobs/nightly"), "{out}");
         assert_eq!(words[2], "jobs/nightly");
         fences.push(words[0].parse::<u64>().unwrap());
     }
@@ -85,9 +48,10 @@ fn runs_the_child_with_its_status_and_a_fence_that_only_grows() {
 
 #[test]
 fn flock_and_lockrun_exclude_each_other_both_ways() {
-    let dir = scratch();
+    let place = Place::local();
+    let dir = place.lock_dir();
     let work = scratch();
-    let file = dir.path().join("k");
+    let file = dir.join("k");
     // flock(1) holds: lockrun finds the lock taken, and `leader` shows
     // flock's process for want of a value.
     std::fs::write(&file, "").unwrap();
@@ -105,45 +69,42 @@ fn flock_and_lockrun_exclude_each_other_both_ways() {
             .stdin(Stdio::null()),
     );
     wait_for_file(&ready);
-    let output = run(&mut local(dir.path(), &["elect", "-n", "k", "--", "true"]));
-    status(&output, 75, "lockrun while flock(1) holds");
-    let output = run(&mut local(dir.path(), &["leader", "k"]));
-    status(&output, 0, "leader while flock(1) holds");
+    let output = run(&mut place.lockrun(&["elect", "-n", "k", "--", "true"]));
+    place.status(&output, 75, "lockrun while flock(1) holds");
+    let output = run(&mut place.lockrun(&["leader", "k"]));
+    place.status(&output, 0, "leader while flock(1) holds");
     assert!(stdout(&output).contains("(not lockrun)"), "{output:?}");
     std::fs::write(work.path().join("go"), "").unwrap();
     assert!(wait_until(procs::deadline(), || flock.exited()));
 
     // lockrun holds: flock(1) finds it taken, and `leader` prints the value.
     let work = scratch();
-    let holder = hold(
-        dir.path(),
-        work.path(),
-        &["elect", "--value", "db-1:5432", "k"],
-    );
+    let holder = place.hold(work.path(), "", &["elect", "--value", "db-1:5432", "k"]);
     assert!(!flock_free(&file), "flock(1) took a lock lockrun holds");
-    let output = run(&mut local(dir.path(), &["leader", "k"]));
-    status(&output, 0, "leader while lockrun holds");
+    let output = run(&mut place.lockrun(&["leader", "k"]));
+    place.status(&output, 0, "leader while lockrun holds");
     assert_eq!(stdout(&output), "db-1:5432\n");
     std::fs::write(work.path().join("go"), "").unwrap();
-    status(&holder.finish(), 0, "the holder");
+    place.status(&holder.finish(), 0, "the holder");
     assert!(flock_free(&file), "the lock outlived its holder");
-    let output = run(&mut local(dir.path(), &["leader", "k"]));
-    status(&output, 1, "leader with no holder");
+    let output = run(&mut place.lockrun(&["leader", "k"]));
+    place.status(&output, 1, "leader with no holder");
     assert_eq!(stdout(&output), "");
 }
 
 #[test]
 fn a_killed_lockrun_keeps_the_lock_until_its_childs_group_is_dead() {
-    let dir = scratch();
+    let place = Place::local();
+    let dir = place.lock_dir();
     let work = scratch();
-    let file = dir.path().join("k");
+    let file = dir.join("k");
     // The child starts a crowd (so that stopping the group takes a while)
     // and lists its descriptors, since COMMAND must not inherit the lock's.
     let body = script(
         "for i in $(seq 30); do sleep 1000 & echo $! >> \"$1/pids\"; done; \
          echo $$ >> \"$1/pids\"; ls -l /proc/$$/fd > \"$1/fds\"; touch \"$1/crowd\"; wait",
     );
-    let mut cmd = local(dir.path(), &["elect", "k", "--shell", "--", &body]);
+    let mut cmd = place.lockrun(&["elect", "k", "--shell", "--", &body]);
     cmd.arg(work.path());
     let mut lockrun = Running::spawn(&mut cmd);
     wait_for_file(&work.path().join("crowd"));
@@ -183,32 +144,30 @@ fn a_killed_lockrun_keeps_the_lock_until_its_childs_group_is_dead() {
 
 #[test]
 fn release_stops_the_holders_child_and_it_exits_124() {
-    let dir = scratch();
+    let place = Place::local();
+    let dir = place.lock_dir();
     let work = scratch();
-    let holder = hold(dir.path(), work.path(), &["elect", "--value", "web-3", "k"]);
-    let output = run(&mut local(dir.path(), &["release", "k"]));
-    status(&output, 0, "release");
+    let holder = place.hold(work.path(), "", &["elect", "--value", "web-3", "k"]);
+    let output = run(&mut place.lockrun(&["release", "k"]));
+    place.status(&output, 0, "release");
     assert!(stdout(&output).contains("web-3"), "{output:?}");
     let output = holder.finish();
-    status(&output, 124, "the released holder");
-    assert!(flock_free(&dir.path().join("k")));
-    let output = run(&mut local(dir.path(), &["release", "k"]));
-    status(&output, 1, "release with no holder");
+    place.status(&output, 124, "the released holder");
+    assert!(flock_free(&dir.join("k")));
+    let output = run(&mut place.lockrun(&["release", "k"]));
+    place.status(&output, 1, "release with no holder");
 }
 
 #[test]
 fn leader_json_wait_and_timeout() {
-    let dir = scratch();
-    let output = run(&mut local(
-        dir.path(),
-        &["leader", "--wait", "--timeout", "200ms", "k"],
-    ));
-    status(&output, 1, "leader --wait that times out");
+    let place = Place::local();
+    let output = run(&mut place.lockrun(&["leader", "--wait", "--timeout", "200ms", "k"]));
+    place.status(&output, 1, "leader --wait that times out");
     let work = scratch();
     let before = now_ns();
-    let holder = hold(dir.path(), work.path(), &["elect", "--value", "v1", "k"]);
-    let output = run(&mut local(dir.path(), &["leader", "--wait", "--json", "k"]));
-    status(&output, 0, "leader --wait --json");
+    let holder = place.hold(work.path(), "", &["elect", "--value", "v1", "k"]);
+    let output = run(&mut place.lockrun(&["leader", "--wait", "--json", "k"]));
+    place.status(&output, 0, "leader --wait --json");
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(json["kind"], "lock");
     assert_eq!(json["held"], true);
@@ -222,29 +181,24 @@ fn leader_json_wait_and_timeout() {
         "{json}"
     );
     std::fs::write(work.path().join("go"), "").unwrap();
-    status(&holder.finish(), 0, "the holder");
+    place.status(&holder.finish(), 0, "the holder");
 }
 
 #[test]
 fn waiting_ends_on_timeout_with_75_and_on_a_signal_by_that_signal() {
-    let dir = scratch();
+    let place = Place::local();
+    let dir = place.lock_dir();
     let work = scratch();
-    let holder = hold(dir.path(), work.path(), &["elect", "k"]);
-    let output = run(&mut local(
-        dir.path(),
-        &["elect", "--timeout", "300ms", "k", "--", "true"],
-    ));
-    status(&output, 75, "--timeout while held");
-    let output = run(&mut local(
-        dir.path(),
-        &["elect", "-n", "-E", "0", "k", "--", "true"],
-    ));
-    status(&output, 0, "-E 0 while held");
+    let holder = place.hold(work.path(), "", &["elect", "k"]);
+    let output = run(&mut place.lockrun(&["elect", "--timeout", "300ms", "k", "--", "true"]));
+    place.status(&output, 75, "--timeout while held");
+    let output = run(&mut place.lockrun(&["elect", "-n", "-E", "0", "k", "--", "true"]));
+    place.status(&output, 0, "-E 0 while held");
 
-    let waiter = Running::spawn(&mut local(dir.path(), &["elect", "k", "--", "true"]));
+    let waiter = Running::spawn(&mut place.lockrun(&["elect", "k", "--", "true"]));
     // The waiter is blocked in flock(2) once /proc/locks lists a blocked
     // request (`->`) on the lock file.
-    let inode = std::fs::metadata(dir.path().join("k")).unwrap().ino();
+    let inode = std::fs::metadata(dir.join("k")).unwrap().ino();
     let blocked = wait_until(procs::deadline(), || {
         std::fs::read_to_string("/proc/locks").is_ok_and(|locks| {
             locks
@@ -258,17 +212,15 @@ fn waiting_ends_on_timeout_with_75_and_on_a_signal_by_that_signal() {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(output.status.signal(), Some(libc::SIGTERM), "{output:?}");
     std::fs::write(work.path().join("go"), "").unwrap();
-    status(&holder.finish(), 0, "the holder");
+    place.status(&holder.finish(), 0, "the holder");
 }
 
 #[test]
 fn flags_of_the_other_backend_are_refused_and_nothing_falls_back() {
-    let dir = scratch();
-    let output = run(&mut local(
-        dir.path(),
-        &["elect", "--ttl", "20s", "k", "--", "true"],
-    ));
-    status(&output, 2, "--ttl with --backend local");
+    let place = Place::local();
+    let dir = place.lock_dir();
+    let output = run(&mut place.lockrun(&["elect", "--ttl", "20s", "k", "--", "true"]));
+    place.status(&output, 2, "--ttl with --backend local");
     let err = String::from_utf8_lossy(&output.stderr);
     assert!(
         err.contains("--ttl belongs to the consul and etcd backends"),
@@ -277,23 +229,23 @@ fn flags_of_the_other_backend_are_refused_and_nothing_falls_back() {
     assert_eq!(err.lines().count(), 1, "{err}");
 
     let mut cmd = bare(["--lock-dir"]);
-    cmd.arg(dir.path()).args(["elect", "k", "--", "true"]);
+    cmd.arg(dir).args(["elect", "k", "--", "true"]);
     let output = run(&mut cmd);
-    status(&output, 2, "--lock-dir with the consul backend");
+    place.status(&output, 2, "--lock-dir with the consul backend");
     assert!(
         String::from_utf8_lossy(&output.stderr).contains("--lock-dir belongs to the local backend")
     );
 
     let output = run(&mut bare(["--backend", "nfs", "elect", "k", "--", "true"]));
-    status(&output, 2, "an unknown backend");
+    place.status(&output, 2, "an unknown backend");
 
     // No backend chosen and no Consul listening: an error, never a local lock.
     let output = run(bare(["elect", "-n", "k", "--", "true"])
         .env("CONSUL_HTTP_ADDR", "127.0.0.1:1")
-        .env("LOCKRUN_LOCK_DIR", dir.path()));
-    status(&output, 125, "consul unreachable");
+        .env("LOCKRUN_LOCK_DIR", dir));
+    place.status(&output, 125, "consul unreachable");
     assert_eq!(
-        std::fs::read_dir(dir.path()).unwrap().count(),
+        std::fs::read_dir(dir).unwrap().count(),
         0,
         "something was written to the lock directory"
     );
@@ -301,10 +253,10 @@ fn flags_of_the_other_backend_are_refused_and_nothing_falls_back() {
     // LOCKRUN_BACKEND chooses as --backend does.
     let output = run(bare(["elect", "k", "--", "true"])
         .env("LOCKRUN_BACKEND", "local")
-        .env("LOCKRUN_LOCK_DIR", dir.path()));
-    status(&output, 0, "LOCKRUN_BACKEND=local");
-    assert!(dir.path().join("k").exists());
+        .env("LOCKRUN_LOCK_DIR", dir));
+    place.status(&output, 0, "LOCKRUN_BACKEND=local");
+    assert!(dir.join("k").exists());
 
-    let output = run(&mut local(dir.path(), &["elect", "../k", "--", "true"]));
-    status(&output, 2, "a key that climbs out of the lock directory");
+    let output = run(&mut place.lockrun(&["elect", "../k", "--", "true"]));
+    place.status(&output, 2, "a key that climbs out of the lock directory");
 }

@@ -18,6 +18,8 @@ mod procs;
 mod docs;
 // Runs the real binary: command builder, background runs, failure dumps.
 mod support;
+// Where a CLI test's locks live (Consul, etcd, local) and its lockrun there.
+mod places;
 // A TCP relay a test can freeze: a partition for one lockrun alone.
 mod link;
 // `lockrun elect` end to end.

@@ -3,14 +3,13 @@
 //! extra CA certificates, a client certificate, and a TLS server name.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use base64::Engine;
 use reqwest::Url;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::backend::tls::{identity, innermost, read_certificates};
 
 /// An ACL token. It prints as `***` everywhere, so it cannot leak into logs
 /// or error messages by accident.
@@ -177,125 +176,6 @@ pub fn http_client(config: &ConsulConfig) -> Result<reqwest::Client> {
         .map_err(|e| anyhow!("cannot set up the HTTP client ({})", innermost(&e)))
 }
 
-/// The client certificate and its key as reqwest wants them: one PEM
-/// buffer. We take only the certificates from one file and the key from
-/// the other, so a bundle holding both can be given as either, and we say
-/// which file is wrong before reqwest can only say "builder error".
-pub(crate) fn identity(cert: &Path, key: &Path) -> Result<reqwest::Identity> {
-    let cert_pem = std::fs::read(cert)
-        .with_context(|| format!("cannot read client certificate `{}`", cert.display()))?;
-    let key_pem = std::fs::read(key)
-        .with_context(|| format!("cannot read client key `{}`", key.display()))?;
-    let certificates = CertificateDer::pem_slice_iter(&cert_pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| {
-            anyhow!(
-                "the client certificate `{}` is not valid PEM ({e})",
-                cert.display()
-            )
-        })?;
-    if certificates.is_empty() {
-        bail!(
-            "the client certificate `{}` holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
-            cert.display()
-        );
-    }
-    // PKCS#8 encrypts as its own label; OpenSSL's older PKCS#1 and SEC1
-    // encryption keeps the label and adds a `Proc-Type` header. The PEM
-    // parser knows neither, so we look for them first.
-    let key_text = String::from_utf8_lossy(&key_pem);
-    if key_text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----")
-        || key_text.contains("Proc-Type: 4,ENCRYPTED")
-    {
-        bail!(
-            "the client key `{}` is encrypted, and lockrun cannot ask for its passphrase; decrypt it (openssl pkey -in KEY -out PLAIN) and give the plain key",
-            key.display()
-        );
-    }
-    let keys = PrivateKeyDer::pem_slice_iter(&key_pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| anyhow!("the client key `{}` is not valid PEM ({e})", key.display()))?;
-    let private_key = match &keys[..] {
-        [one] => one,
-        [] => bail!(
-            "the client key `{}` holds no PEM private key (-----BEGIN PRIVATE KEY-----, RSA PRIVATE KEY or EC PRIVATE KEY)",
-            key.display()
-        ),
-        _ => bail!(
-            "the client key `{}` holds {} private keys; give a file with only the key of `{}`",
-            key.display(),
-            keys.len(),
-            cert.display()
-        ),
-    };
-    // reqwest takes the identity as one PEM buffer only.
-    let label = match private_key {
-        PrivateKeyDer::Pkcs1(_) => "RSA PRIVATE KEY",
-        PrivateKeyDer::Sec1(_) => "EC PRIVATE KEY",
-        _ => "PRIVATE KEY",
-    };
-    let mut pem: String = certificates
-        .iter()
-        .map(|c| pem_block("CERTIFICATE", c))
-        .collect();
-    pem.push_str(&pem_block(label, private_key.secret_der()));
-    let identity = reqwest::Identity::from_pem(pem.as_bytes()).map_err(|e| {
-        anyhow!(
-            "the client certificate `{}` or key `{}` is not valid PEM ({})",
-            cert.display(),
-            key.display(),
-            innermost(&e)
-        )
-    })?;
-    // reqwest parses the key, and rustls checks that it belongs to the
-    // certificate, only when a client is built: build a throwaway one (it
-    // never connects, so it needs no roots) to blame the right files.
-    reqwest::Client::builder()
-        .use_rustls_tls()
-        .tls_built_in_root_certs(false)
-        .identity(identity.clone())
-        .build()
-        .map_err(|e| {
-            let cause = innermost(&e);
-            if cause.contains("KeyMismatch") {
-                anyhow!(
-                    "the client key `{}` does not belong to the client certificate `{}`; give the key the certificate was issued for",
-                    key.display(),
-                    cert.display()
-                )
-            } else {
-                anyhow!(
-                    "cannot use the client key `{}` with the certificate `{}` ({cause})",
-                    key.display(),
-                    cert.display()
-                )
-            }
-        })?;
-    Ok(identity)
-}
-
-/// One PEM block: `der` in base64, 64 columns, between the `label` lines.
-fn pem_block(label: &str, der: &[u8]) -> String {
-    let base64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut block = format!("-----BEGIN {label}-----\n");
-    for line in base64.as_bytes().chunks(64) {
-        block.push_str(std::str::from_utf8(line).expect("base64 is ASCII"));
-        block.push('\n');
-    }
-    block.push_str(&format!("-----END {label}-----\n"));
-    block
-}
-
-/// The innermost cause of `error`: reqwest's own text is only "builder
-/// error".
-fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut source = error;
-    while let Some(next) = source.source() {
-        source = next;
-    }
-    source.to_string()
-}
-
 /// The base URL requests go to: with a TLS server name, its host is that
 /// name (DNS for it is pinned to the real address in [`http_client`]).
 pub fn effective_base(config: &ConsulConfig) -> Result<Url> {
@@ -307,25 +187,6 @@ pub fn effective_base(config: &ConsulConfig) -> Result<Url> {
         }
     }
     Ok(base)
-}
-
-pub(crate) fn read_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>> {
-    let pem = std::fs::read(path)
-        .with_context(|| format!("cannot read CA certificate `{}`", path.display()))?;
-    let certificates = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
-        anyhow!(
-            "CA certificate `{}` is not valid PEM ({})",
-            path.display(),
-            innermost(&e)
-        )
-    })?;
-    if certificates.is_empty() {
-        bail!(
-            "CA certificate `{}` holds no PEM certificate",
-            path.display()
-        );
-    }
-    Ok(certificates)
 }
 
 /// Strips a trailing `:port` from a TLS server name, as the consul CLI does.
@@ -369,15 +230,6 @@ mod tests {
     fn token_never_prints() {
         let t = Token::new("s3cret".into());
         assert_eq!(format!("{t} {t:?}"), "*** ***");
-    }
-
-    #[test]
-    fn pem_blocks_round_trip_through_the_parser() {
-        let der: Vec<u8> = (0..=200).collect();
-        let block = pem_block("CERTIFICATE", &der);
-        assert!(block.lines().all(|line| line.len() <= 64));
-        let parsed = CertificateDer::from_pem_slice(block.as_bytes()).unwrap();
-        assert_eq!(parsed.as_ref(), der.as_slice());
     }
 
     #[test]

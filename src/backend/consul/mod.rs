@@ -290,38 +290,18 @@ impl Client {
     }
 }
 
-/// What a TLS failure means for the operator, if the error is one. rustls's
-/// error hides inside an `io::Error` whose `source()` skips it, so we look
-/// through each `io::Error` by hand.
+/// What a TLS failure means for the operator, if the error is one.
 fn tls_problem(error: &reqwest::Error, base: &Url) -> Option<String> {
     use rustls::{AlertDescription, CertificateError, Error as Tls};
-    fn find(
-        e: &(dyn std::error::Error + 'static),
-        texts: &mut Vec<String>,
-    ) -> Option<rustls::Error> {
-        texts.push(e.to_string());
-        if let Some(found) = e.downcast_ref::<rustls::Error>() {
-            return Some(found.clone());
-        }
-        if let Some(inner) = e
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-        {
-            if let Some(found) = find(inner, texts) {
-                return Some(found);
-            }
-        }
-        e.source().and_then(|next| find(next, texts))
-    }
-    let mut texts = Vec::new();
-    let tls = find(error, &mut texts);
+    let tls = crate::backend::tls::rustls_error(error);
     let host = base.host_str().unwrap_or_default();
     let scheme_hint = "check http:// versus https:// in CONSUL_HTTP_ADDR, and CONSUL_HTTP_SSL";
     let Some(tls) = tls else {
         // Plain HTTP sent to a TLS port gets an answer hyper cannot parse.
-        return (base.scheme() == "http"
-            && texts.iter().any(|t| t.contains("invalid HTTP version")))
-        .then(|| {
+        let garbled = crate::backend::tls::chain(error)
+            .iter()
+            .any(|link| link.to_string().contains("invalid HTTP version"));
+        return (base.scheme() == "http" && garbled).then(|| {
             format!("the agent did not answer in plain HTTP, it may expect TLS; {scheme_hint}")
         });
     };

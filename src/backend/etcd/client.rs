@@ -18,8 +18,9 @@ use reqwest::Url;
 use serde_json::{json, Value};
 
 use super::config::{EtcdConfig, User};
-use super::error::{is_tls_problem, EtcdError};
+use super::error::EtcdError;
 use crate::backend::one_line;
+use crate::backend::tls::{self, innermost};
 
 /// How long a call other than a watch may take unless the caller says.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -239,14 +240,15 @@ fn range_answer(v: &Value) -> Result<RangeAnswer, String> {
     })
 }
 
-/// The innermost cause of `error`: reqwest's own text is often only
-/// "error sending request".
-fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut source = error;
-    while let Some(next) = source.source() {
-        source = next;
+/// Why TLS failed, if that is what failed: rustls's own verdict (a
+/// certificate refused either way, TLS spoken to a port that answers
+/// otherwise), or etcd's plain port hanging up on our handshake.
+fn tls_failure(e: &reqwest::Error) -> Option<String> {
+    if let Some(problem) = tls::rustls_error(e) {
+        return Some(problem.to_string());
     }
-    source.to_string()
+    tls::handshake_cut_short(e)
+        .then(|| "the server hung up during the handshake, as a port without TLS does".into())
 }
 
 /// The endpoint as users write it.
@@ -266,15 +268,13 @@ impl Client {
             .user_agent(concat!("lockrun/", env!("CARGO_PKG_VERSION")))
             .no_proxy();
         if let Some(file) = &config.cacert {
-            let certificates = crate::backend::consul::connect::read_certificates(file)
-                .map_err(|e| format!("{e:#}"))?;
+            let certificates = tls::read_certificates(file).map_err(|e| format!("{e:#}"))?;
             for certificate in certificates {
                 builder = builder.add_root_certificate(certificate);
             }
         }
         if let (Some(cert), Some(key)) = (&config.cert, &config.key) {
-            let identity = crate::backend::consul::connect::identity(cert, key)
-                .map_err(|e| format!("{e:#}"))?;
+            let identity = tls::identity(cert, key).map_err(|e| format!("{e:#}"))?;
             builder = builder.identity(identity);
         }
         let http = builder
@@ -333,16 +333,15 @@ impl Client {
                     self.inner.current.store(index, Ordering::Relaxed);
                     return Ok((response, shown(endpoint)));
                 }
-                Err(e) if e.is_connect() => {
-                    let cause = innermost(&e);
-                    if is_tls_problem(&cause) && n == 1 {
+                Err(e) if e.is_connect() => match tls_failure(&e) {
+                    Some(cause) if n == 1 => {
                         return Err(EtcdError::Tls {
                             endpoint: shown(endpoint),
                             cause,
                         });
                     }
-                    causes.push(format!("{}: {cause}", shown(endpoint)));
-                }
+                    _ => causes.push(format!("{}: {}", shown(endpoint), innermost(&e))),
+                },
                 Err(e) => return Err(transport(e, &shown(endpoint), timeout)),
             }
         }
@@ -713,18 +712,15 @@ fn transport(e: reqwest::Error, endpoint: &str, timeout: Option<Duration>) -> Et
             endpoint: endpoint.to_owned(),
             after: timeout.unwrap_or_default(),
         }
+    } else if let Some(cause) = tls_failure(&e) {
+        EtcdError::Tls {
+            endpoint: endpoint.to_owned(),
+            cause,
+        }
     } else {
-        let cause = innermost(&e);
-        if is_tls_problem(&cause) {
-            EtcdError::Tls {
-                endpoint: endpoint.to_owned(),
-                cause,
-            }
-        } else {
-            EtcdError::Broken {
-                endpoint: endpoint.to_owned(),
-                cause,
-            }
+        EtcdError::Broken {
+            endpoint: endpoint.to_owned(),
+            cause: innermost(&e),
         }
     }
 }

@@ -149,21 +149,6 @@ impl EtcdError {
     }
 }
 
-/// Whether a transport failure's innermost cause is TLS: a certificate
-/// refused either way, or TLS spoken to a plain port (or the reverse).
-pub(crate) fn is_tls_problem(cause: &str) -> bool {
-    let cause = cause.to_ascii_lowercase();
-    [
-        "certificate",
-        "alert",
-        "tls",
-        "handshake",
-        "corrupt message",
-    ]
-    .iter()
-    .any(|word| cause.contains(word))
-}
-
 /// The gRPC code and message of a gateway error body: 3.4 writes
 /// `{"error": m, "message": m, "code": n}`, 3.6 drops `error`, and a
 /// streaming call wraps `{"grpc_code": n, "message": m, ...}` in `error`.

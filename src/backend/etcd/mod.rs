@@ -46,6 +46,22 @@ use super::{
 /// The TTL lockrun asks for unless told otherwise: etcdctl lock's default.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 
+/// Why KEY is refused on etcd, before any request: every subcommand asks
+/// this. etcd itself takes any bytes, but a leading `/` or a doubled one
+/// names a different key from the one the user reads, and `etcdctl lock`
+/// users type keys without them.
+pub fn check_key(key: &str) -> Result<(), String> {
+    if key.is_empty() {
+        return Err("the key is empty; give a key such as `jobs/nightly`".into());
+    }
+    if key.starts_with('/') || key.contains("//") {
+        return Err(format!(
+            "`{key}` is not a key lockrun uses on etcd; give one such as `jobs/nightly`"
+        ));
+    }
+    Ok(())
+}
+
 /// The etcd engine: a client and the TTL of the leases it grants.
 #[derive(Debug, Clone)]
 pub struct Etcd {
@@ -75,11 +91,7 @@ impl Etcd {
     /// The key's prefix with the separator etcd's mutex adds.
     fn prefix(target: &Target) -> Result<Vec<u8>, EtcdError> {
         let name = target.name();
-        if name.is_empty() {
-            return Err(EtcdError::Usage(
-                "the key is empty; give a key such as `jobs/nightly`".into(),
-            ));
-        }
+        check_key(name).map_err(EtcdError::Usage)?;
         let mut prefix = name.as_bytes().to_vec();
         prefix.push(b'/');
         Ok(prefix)

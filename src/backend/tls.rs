@@ -1,0 +1,230 @@
+//! TLS for the backends that speak HTTPS (Consul, etcd): the certificate
+//! files the user names, read with the path that is wrong in every
+//! complaint, and a TLS failure recognised in reqwest's error chain. Each
+//! backend words its own hint (which flags and variables to set); this
+//! module only finds the facts.
+
+use std::error::Error;
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context, Result};
+use base64::Engine;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+/// The CA certificates of one PEM file; a bundle may hold several.
+pub fn read_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>> {
+    let pem = std::fs::read(path)
+        .with_context(|| format!("cannot read CA certificate `{}`", path.display()))?;
+    let certificates = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+        anyhow!(
+            "CA certificate `{}` is not valid PEM ({})",
+            path.display(),
+            innermost(&e)
+        )
+    })?;
+    if certificates.is_empty() {
+        bail!(
+            "CA certificate `{}` holds no PEM certificate",
+            path.display()
+        );
+    }
+    Ok(certificates)
+}
+
+/// The client certificate and its key as reqwest wants them: one PEM
+/// buffer. We take only the certificates from one file and the key from
+/// the other, so a bundle holding both can be given as either, and we say
+/// which file is wrong before reqwest can only say "builder error".
+pub fn identity(cert: &Path, key: &Path) -> Result<reqwest::Identity> {
+    let cert_pem = std::fs::read(cert)
+        .with_context(|| format!("cannot read client certificate `{}`", cert.display()))?;
+    let key_pem = std::fs::read(key)
+        .with_context(|| format!("cannot read client key `{}`", key.display()))?;
+    let certificates = CertificateDer::pem_slice_iter(&cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            anyhow!(
+                "the client certificate `{}` is not valid PEM ({e})",
+                cert.display()
+            )
+        })?;
+    if certificates.is_empty() {
+        bail!(
+            "the client certificate `{}` holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+            cert.display()
+        );
+    }
+    // PKCS#8 encrypts as its own label; OpenSSL's older PKCS#1 and SEC1
+    // encryption keeps the label and adds a `Proc-Type` header. The PEM
+    // parser knows neither, so we look for them first.
+    let key_text = String::from_utf8_lossy(&key_pem);
+    if key_text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----")
+        || key_text.contains("Proc-Type: 4,ENCRYPTED")
+    {
+        bail!(
+            "the client key `{}` is encrypted, and lockrun cannot ask for its passphrase; decrypt it (openssl pkey -in KEY -out PLAIN) and give the plain key",
+            key.display()
+        );
+    }
+    let keys = PrivateKeyDer::pem_slice_iter(&key_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow!("the client key `{}` is not valid PEM ({e})", key.display()))?;
+    let private_key = match &keys[..] {
+        [one] => one,
+        [] => bail!(
+            "the client key `{}` holds no PEM private key (-----BEGIN PRIVATE KEY-----, RSA PRIVATE KEY or EC PRIVATE KEY)",
+            key.display()
+        ),
+        _ => bail!(
+            "the client key `{}` holds {} private keys; give a file with only the key of `{}`",
+            key.display(),
+            keys.len(),
+            cert.display()
+        ),
+    };
+    // reqwest takes the identity as one PEM buffer only.
+    let label = match private_key {
+        PrivateKeyDer::Pkcs1(_) => "RSA PRIVATE KEY",
+        PrivateKeyDer::Sec1(_) => "EC PRIVATE KEY",
+        _ => "PRIVATE KEY",
+    };
+    let mut pem: String = certificates
+        .iter()
+        .map(|c| pem_block("CERTIFICATE", c))
+        .collect();
+    pem.push_str(&pem_block(label, private_key.secret_der()));
+    let identity = reqwest::Identity::from_pem(pem.as_bytes()).map_err(|e| {
+        anyhow!(
+            "the client certificate `{}` or key `{}` is not valid PEM ({})",
+            cert.display(),
+            key.display(),
+            innermost(&e)
+        )
+    })?;
+    // reqwest parses the key, and rustls checks that it belongs to the
+    // certificate, only when a client is built: build a throwaway one (it
+    // never connects, so it needs no roots) to blame the right files.
+    reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .identity(identity.clone())
+        .build()
+        .map_err(|e| {
+            let cause = innermost(&e);
+            if cause.contains("KeyMismatch") {
+                anyhow!(
+                    "the client key `{}` does not belong to the client certificate `{}`; give the key the certificate was issued for",
+                    key.display(),
+                    cert.display()
+                )
+            } else {
+                anyhow!(
+                    "cannot use the client key `{}` with the certificate `{}` ({cause})",
+                    key.display(),
+                    cert.display()
+                )
+            }
+        })?;
+    Ok(identity)
+}
+
+/// One PEM block: `der` in base64, 64 columns, between the `label` lines.
+fn pem_block(label: &str, der: &[u8]) -> String {
+    let base64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut block = format!("-----BEGIN {label}-----\n");
+    for line in base64.as_bytes().chunks(64) {
+        block.push_str(std::str::from_utf8(line).expect("base64 is ASCII"));
+        block.push('\n');
+    }
+    block.push_str(&format!("-----END {label}-----\n"));
+    block
+}
+
+/// The innermost cause of `error`: reqwest's own text is often only
+/// "builder error" or "error sending request".
+pub fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut source = error;
+    while let Some(next) = source.source() {
+        source = next;
+    }
+    source.to_string()
+}
+
+/// Every error in `error`'s chain, outermost first. An `io::Error` that
+/// wraps another (as hyper wraps rustls's) skips it in `source()`, so we
+/// step into it by hand.
+pub fn chain<'a>(error: &'a (dyn Error + 'static)) -> Vec<&'a (dyn Error + 'static)> {
+    let mut links = Vec::new();
+    let mut next = Some(error);
+    while let Some(link) = next {
+        links.push(link);
+        if let Some(inner) = link
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            let inner: &(dyn Error + 'static) = inner;
+            links.extend(chain(inner));
+        }
+        next = link.source();
+    }
+    links
+}
+
+/// The rustls error behind a failed request, if TLS is what failed: a
+/// certificate refused by either side, an alert, or TLS spoken to a port
+/// that answers in something else.
+pub fn rustls_error(error: &(dyn Error + 'static)) -> Option<rustls::Error> {
+    chain(error)
+        .into_iter()
+        .find_map(|link| link.downcast_ref::<rustls::Error>())
+        .cloned()
+}
+
+/// Whether the server hung up in the middle of the TLS handshake, as
+/// etcd's plain port does with a ClientHello (it serves HTTP and gRPC on
+/// one port and drops what is neither). tokio-rustls says so only with an
+/// `UnexpectedEof` io error of its own wording, no rustls error, so the
+/// text is all there is to go on.
+pub fn handshake_cut_short(error: &(dyn Error + 'static)) -> bool {
+    chain(error).into_iter().any(|link| {
+        link.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            io.kind() == std::io::ErrorKind::UnexpectedEof && io.to_string() == "tls handshake eof"
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pem_blocks_round_trip_through_the_parser() {
+        let der: Vec<u8> = (0..=200).collect();
+        let block = pem_block("CERTIFICATE", &der);
+        assert!(block.lines().all(|line| line.len() <= 64));
+        let parsed = CertificateDer::from_pem_slice(block.as_bytes()).unwrap();
+        assert_eq!(parsed.as_ref(), der.as_slice());
+    }
+
+    #[test]
+    fn a_rustls_error_is_found_inside_an_io_error() {
+        let tls = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, tls.clone());
+        let outer = anyhow::Error::new(io).context("error sending request");
+        let outer: &(dyn Error + 'static) = outer.as_ref();
+        assert_eq!(rustls_error(outer), Some(tls));
+        let plain = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert_eq!(rustls_error(&plain), None);
+        assert!(!handshake_cut_short(&plain));
+    }
+
+    #[test]
+    fn a_handshake_cut_short_is_told_from_other_eofs() {
+        let cut = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "tls handshake eof");
+        let outer = anyhow::Error::new(cut).context("client error (Connect)");
+        assert!(handshake_cut_short(outer.as_ref()));
+        let eof = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+        assert!(!handshake_cut_short(&eof));
+    }
+}

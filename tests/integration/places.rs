@@ -1,0 +1,151 @@
+//! Where a CLI test's locks live: Consul, etcd or a local lock directory,
+//! and the few things every CLI suite does there (run `lockrun`, check a
+//! status with the engine's log, keep a holder running). The
+//! backend-independent suite (`backends`) runs one scenario on each; the
+//! per-backend suites (`local_cli`, `etcd_cli`) use the one they test.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::consul::TestConsul;
+use crate::etcd_support;
+use crate::support::{self, script_with, wait_for_file, Running};
+
+/// Where the locks live for one test.
+pub enum Place {
+    Consul(TestConsul, String),
+    Etcd { prefix: String, endpoint: String },
+    Local(tempfile::TempDir),
+}
+
+impl Place {
+    pub fn consul(test: &str) -> Place {
+        let consul = TestConsul::start_fast();
+        let prefix = consul.prefix(test);
+        Place::Consul(consul, prefix)
+    }
+
+    pub fn local() -> Place {
+        Place::Local(support::scratch())
+    }
+
+    /// The shared etcd, under a prefix of this test's own.
+    pub fn etcd(test: &str) -> Place {
+        Place::etcd_at(test, &etcd_support::etcd().endpoint)
+    }
+
+    /// As [`Place::etcd`], reached through `endpoint` (a relay, say, or a
+    /// closed port).
+    pub fn etcd_at(test: &str, endpoint: &str) -> Place {
+        Place::Etcd {
+            prefix: etcd_support::unique(test),
+            endpoint: endpoint.to_owned(),
+        }
+    }
+
+    /// The lock directory of a local place.
+    pub fn lock_dir(&self) -> &Path {
+        match self {
+            Place::Local(dir) => dir.path(),
+            _ => panic!("only a local place has a lock directory"),
+        }
+    }
+
+    /// Whether an operator's release leaves the child its grace period.
+    /// On etcd a release revokes the holder's lease, after which a rival
+    /// may hold the lock at once: the child is killed outright.
+    pub fn release_keeps_the_grace(&self) -> bool {
+        !matches!(self, Place::Etcd { .. })
+    }
+
+    /// A key unique to this test.
+    pub fn key(&self, name: &str) -> String {
+        match self {
+            Place::Consul(_, prefix) | Place::Etcd { prefix, .. } => format!("{prefix}/{name}"),
+            Place::Local(_) => format!("t/{name}"),
+        }
+    }
+
+    /// `lockrun ARGS...` pointed at this place, nothing else from the
+    /// developer's shell.
+    pub fn lockrun(&self, args: &[&str]) -> Command {
+        match self {
+            Place::Consul(consul, _) => support::lockrun(consul, args),
+            Place::Etcd { endpoint, .. } => {
+                let mut cmd = support::bare(["--backend", "etcd", "--endpoints", endpoint]);
+                cmd.args(args);
+                cmd
+            }
+            Place::Local(dir) => {
+                let mut cmd = support::bare(["--backend", "local", "--lock-dir"]);
+                cmd.arg(dir.path()).args(args);
+                cmd
+            }
+        }
+    }
+
+    /// Asserts a finished run's status, showing its output and the
+    /// engine's log.
+    pub fn status(&self, output: &Output, code: i32, what: &str) {
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "{what}: {}\n--- stdout ---\n{}\n--- stderr ---\n{}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr),
+            match self {
+                Place::Consul(consul, _) =>
+                    format!("\n--- Consul ---\n{}", consul.request_log_dump()),
+                Place::Etcd { .. } =>
+                    format!("\n--- etcd ---\n{}", etcd_support::etcd().log_tail()),
+                Place::Local(_) => String::new(),
+            }
+        );
+    }
+
+    /// A holder whose `--shell` child touches `ready` and waits for `go`
+    /// (`setup` runs first, traps say).
+    pub fn hold(&self, work: &Path, setup: &str, args: &[&str]) -> Running {
+        let body = script_with(setup, "while [ ! -e \"$1/go\" ]; do sleep 0.05; done");
+        self.spawn_shell(work, &body, args)
+    }
+
+    /// A holder whose child writes a timestamp every 10 ms to `beat` until
+    /// `go` appears (`setup` runs first); it returns once the first beat is
+    /// written. [`last_beat`] reads the last one.
+    pub fn heartbeat(&self, work: &Path, setup: &str, args: &[&str]) -> Running {
+        let body = script_with(
+            setup,
+            "while [ ! -e \"$1/go\" ]; do date +%s%N >> \"$1/beat\"; sleep 0.01; done; \
+             date +%s%N >> \"$1/beat\"",
+        );
+        let running = self.spawn_shell(work, &body, args);
+        wait_for_file(&work.join("beat"));
+        running
+    }
+
+    /// `lockrun ARGS... --shell -- BODY WORK`, once its child is `ready`.
+    fn spawn_shell(&self, work: &Path, body: &str, args: &[&str]) -> Running {
+        let mut cmd = self.lockrun(args);
+        cmd.args(["--shell", "--", body]).arg(work);
+        let running = Running::spawn(&mut cmd);
+        wait_for_file(&work.join("ready"));
+        running
+    }
+}
+
+/// The last timestamp a [`Place::heartbeat`] child wrote, in ns.
+pub fn last_beat(work: &Path) -> u128 {
+    std::fs::read_to_string(work.join("beat"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .max()
+        .expect("a heartbeat")
+}
+
+/// A run's stdout as text.
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
