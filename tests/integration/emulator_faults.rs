@@ -247,6 +247,7 @@ fn acl_tokens_are_enforced_with_consuls_messages() {
     let consul = TestConsul::emulator_only(|b| {
         b.acl_token("root", AclPolicy::Full)
             .acl_token("kv-only", AclPolicy::KvWriteOnly)
+            .acl_token("not-q", AclPolicy::DenyKeysUnder("p/q/"))
     });
     let anonymous = consul.api();
     let denied = |resp: crate::consul::Resp, text: &str| {
@@ -293,6 +294,32 @@ fn acl_tokens_are_enforced_with_consuls_messages() {
     assert_eq!(anonymous.get("/v1/session/list").json(), json!([]));
     assert_eq!(anonymous.get("/v1/kv/p/?recurse").status, 404);
     assert_eq!(resp.header("X-Consul-Default-Acl-Policy"), Some("deny"));
+
+    // A deny rule on a prefix: its keys are refused one by one, hidden from
+    // lists, refused per op in a transaction, and a recursive delete above
+    // them is refused whole.
+    let not_q = anonymous.with_token("not-q");
+    assert!(root.kv_put("p/q/x", "hidden"));
+    assert!(not_q.kv_put("p/k2", "v"));
+    denied(not_q.put("/v1/kv/p/q/y", "v"), "Permission denied");
+    denied(not_q.get("/v1/kv/p/q/x"), "Permission denied");
+    let keys: Vec<String> = not_q.kv_list("p/").into_iter().map(|e| e.key).collect();
+    assert!(keys.contains(&"p/k2".to_string()) && !keys.iter().any(|k| k.starts_with("p/q/")));
+    let txn = not_q.put(
+        "/v1/txn",
+        r#"[{"KV":{"Verb":"set","Key":"p/k3","Value":""}},{"KV":{"Verb":"delete","Key":"p/q/x"}}]"#,
+    );
+    assert_eq!(txn.status, 409);
+    assert_eq!(
+        txn.json()["Errors"],
+        json!([{"OpIndex": 1, "What": "Permission denied"}])
+    );
+    assert!(
+        root.kv_get("p/k3").is_none(),
+        "nothing of a refused transaction applies"
+    );
+    denied(not_q.delete("/v1/kv/p/?recurse"), "Permission denied");
+    assert_eq!(root.kv_get("p/q/x").unwrap().value, b"hidden");
 }
 
 #[test]

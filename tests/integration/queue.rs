@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use consul_emulator::BlipKind;
+use consul_emulator::{AclPolicy, BlipKind};
 
 use crate::consul::{encode_key, Api, KvEntry, TestConsul};
 use crate::procs::{self, wait_until};
@@ -294,5 +294,120 @@ fn a_blip_in_the_queue_costs_time_not_the_run() {
             assert_status(&running.finish(), 0, "a waiter", &consul);
         }
         assert_eq!(order(&log), vec![0, 1], "{kind:?}");
+    }
+}
+
+/// Spans `(start, end)` in nanoseconds from lines `start NS` / `end NS`
+/// that one child at a time appends.
+fn spans(log: &std::path::Path) -> Vec<(u128, u128)> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut spans = Vec::new();
+    let mut open = None;
+    for line in text.lines() {
+        let (what, at) = line.split_once(' ').expect("`start NS` or `end NS`");
+        let at: u128 = at.trim().parse().expect("nanoseconds");
+        match what {
+            "start" => open = Some(at),
+            _ => spans.push((open.take().expect("a start before its end"), at)),
+        }
+    }
+    spans
+}
+
+/// A token that may not write the queue's keys (a `deny` rule on them)
+/// turns the queue off: waiters block on the key or the slots themselves,
+/// as they did before the queue, and each still runs, one at a time; the
+/// releases, which also clear a queue entry, fall back to the plain delete.
+#[test]
+#[cfg_attr(
+    real_consul,
+    ignore = "needs the emulator: a token denied the queue's keys"
+)]
+fn waiters_whose_token_may_not_queue_still_take_turns() {
+    let consul = TestConsul::emulator_only(|b| {
+        b.acl_token("root", AclPolicy::Full)
+            .acl_token(
+                "no-queue-leader",
+                AclPolicy::DenyKeysUnder("acl/leader/.lockrun-queue/"),
+            )
+            .acl_token(
+                "no-queue-slots",
+                AclPolicy::DenyKeysUnder("acl/slots.lockrun-queue/"),
+            )
+    });
+    let emu = consul.emulator().expect("emulator");
+    let root = consul.api().with_token("root");
+    for (what, target, token, line) in [
+        (
+            "elect",
+            "acl/leader",
+            "no-queue-leader",
+            "acl/leader/.lockrun-queue/",
+        ),
+        (
+            "semaphore",
+            "acl/slots",
+            "no-queue-slots",
+            "acl/slots.lockrun-queue/",
+        ),
+    ] {
+        let dir = scratch();
+        let log = dir.path().join("log");
+        let run = |child: &[&str]| {
+            let mut args = vec![what];
+            if what == "semaphore" {
+                args.extend(["--limit", "1"]);
+            }
+            args.extend(["--lock-delay", "0s", "--kill-timeout", "1s", "--shell"]);
+            args.push(target);
+            args.push("--");
+            args.extend_from_slice(child);
+            let mut cmd = lockrun(&consul, args);
+            cmd.env("CONSUL_HTTP_TOKEN", token);
+            cmd
+        };
+        let holder = Holder::spawn(run);
+        let body = format!(
+            "echo start $(date +%s%N) >> {0}; sleep 0.2; echo end $(date +%s%N) >> {0}",
+            log.display()
+        );
+        let waiters: Vec<Running> = (0..3).map(|_| Running::spawn(&mut run(&[&body]))).collect();
+        // Without a queue every waiter blocks on the key (or the slots'
+        // listing) itself; the holder's own watch reads consistently.
+        let on_target = format!("/v1/kv/{target}");
+        let blocked = || {
+            emu.request_log()
+                .iter()
+                .filter(|r| {
+                    r.status.is_none()
+                        && !r.dropped
+                        && r.path.starts_with(&on_target)
+                        && !r.path.contains(".lockrun-queue")
+                        && r.path.contains("index=")
+                        && !r.path.contains("consistent")
+                })
+                .count()
+        };
+        assert!(
+            wait_until(procs::deadline(), || blocked() == 3),
+            "{what}: {} waiters block on `{target}` (want 3)",
+            blocked()
+        );
+        assert!(root.kv_list(line).is_empty(), "{what}: nobody queued");
+        holder.finish(&consul);
+        for running in waiters {
+            assert_status(&running.finish(), 0, &format!("a {what} waiter"), &consul);
+        }
+        let spans = spans(&log);
+        assert_eq!(spans.len(), 3, "{what}: every waiter ran");
+        assert_eq!(
+            crate::support::max_overlap(spans),
+            1,
+            "{what}: one at a time"
+        );
+        assert!(
+            root.kv_list(&format!("{target}/")).is_empty() && root.kv_get(target).is_none(),
+            "{what}: every release cleared its entries"
+        );
     }
 }

@@ -14,6 +14,10 @@ pub enum AclPolicy {
     /// `key_prefix "" { policy = "write" }` and nothing else: KV reads and
     /// writes work, sessions cannot be created (`Permission denied`).
     KvWriteOnly,
+    /// Everything but the keys under one prefix: `key_prefix "P" { policy =
+    /// "deny" }` beside a management-like policy. Reads and writes of those
+    /// keys are denied, and lists leave them out.
+    DenyKeysUnder(&'static str),
 }
 
 /// The rights a request carries.
@@ -31,15 +35,33 @@ pub const ACL_NOT_FOUND: &str = "ACL not found";
 
 impl Authz {
     fn full(self) -> bool {
-        matches!(self, Authz::All | Authz::Token(Some(AclPolicy::Full)))
+        matches!(
+            self,
+            Authz::All | Authz::Token(Some(AclPolicy::Full | AclPolicy::DenyKeysUnder(_)))
+        )
     }
 
-    pub fn key_read(self) -> bool {
-        self.key_write()
+    pub fn key_read(self, key: &str) -> bool {
+        self.key_write(key)
     }
 
-    pub fn key_write(self) -> bool {
-        self.full() || self == Authz::Token(Some(AclPolicy::KvWriteOnly))
+    pub fn key_write(self, key: &str) -> bool {
+        match self {
+            Authz::Token(Some(AclPolicy::DenyKeysUnder(denied))) => !key.starts_with(denied),
+            Authz::Token(Some(AclPolicy::KvWriteOnly)) => true,
+            other => other.full(),
+        }
+    }
+
+    /// A recursive delete needs write on every key under `prefix`, so a deny
+    /// rule anywhere below it refuses the whole delete.
+    pub fn key_write_prefix(self, prefix: &str) -> bool {
+        match self {
+            Authz::Token(Some(AclPolicy::DenyKeysUnder(denied))) => {
+                !prefix.starts_with(denied) && !denied.starts_with(prefix)
+            }
+            other => other.key_write(prefix),
+        }
     }
 
     pub fn session_read(self) -> bool {

@@ -91,11 +91,11 @@ async fn get(shared: &Shared, req: &Request, key: &str, opts: &ReadOpts) -> Outc
         // Lists are filtered by ACLs, not refused.
         let listed = http::blocking(shared, opts, |st| {
             let (index, entries) = st.kv_list(key);
-            let visible = if authz.key_read() {
-                entries.into_iter().cloned().collect()
-            } else {
-                Vec::new()
-            };
+            let visible: Vec<Entry> = entries
+                .into_iter()
+                .filter(|e| authz.key_read(&e.key))
+                .cloned()
+                .collect();
             Ok((index, visible))
         })
         .await;
@@ -110,7 +110,7 @@ async fn get(shared: &Shared, req: &Request, key: &str, opts: &ReadOpts) -> Outc
         };
         return http::with_meta(answer, index, opts, shared).into();
     }
-    if !authz.key_read() {
+    if !authz.key_read(key) {
         return acl::denied().into();
     }
     let got = http::blocking(shared, opts, |st| {
@@ -152,7 +152,8 @@ async fn list_keys(shared: &Shared, req: &Request, prefix: &str, opts: &ReadOpts
     };
     let listed = http::blocking(shared, opts, |st| {
         let (index, keys) = st.kv_keys(prefix, &separator);
-        Ok((index, if authz.key_read() { keys } else { Vec::new() }))
+        let visible: Vec<String> = keys.into_iter().filter(|k| authz.key_read(k)).collect();
+        Ok((index, visible))
     })
     .await;
     let (index, keys) = match listed {
@@ -212,7 +213,7 @@ fn put(shared: &Shared, req: &Request, key: &str) -> Outcome {
         Ok(a) => a,
         Err(a) => return a.into(),
     };
-    if !authz.key_write() {
+    if !authz.key_write(key) {
         return acl::denied().into();
     }
     let plain = op == KvOp::Set;
@@ -265,7 +266,11 @@ fn delete(shared: &Shared, req: &Request, key: &str) -> Outcome {
         Ok(a) => a,
         Err(a) => return a.into(),
     };
-    if !authz.key_write() {
+    let allowed = match op {
+        DeleteOp::Tree => authz.key_write_prefix(key),
+        _ => authz.key_write(key),
+    };
+    if !allowed {
         return acl::denied().into();
     }
     shared.record.count_write();

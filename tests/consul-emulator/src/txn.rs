@@ -153,8 +153,8 @@ pub fn handle(shared: &Shared, req: &Request) -> Outcome {
             .enumerate()
             .filter_map(|(i, op)| {
                 let allowed = match op.verb {
-                    TxnVerb::Get => authz.key_read(),
-                    _ => authz.key_write(),
+                    TxnVerb::Get => authz.key_read(&op.key),
+                    _ => authz.key_write(&op.key),
                 };
                 let what = if !allowed {
                     acl::PERMISSION_DENIED.to_string()
