@@ -25,6 +25,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 
 use super::dir::{self, KeyPaths};
+use super::watch::Retiring;
 use super::{
     in_thread, lock_opened, lock_path, open_lock, Attempt, Granted, Kind, Local, LocalError,
 };
@@ -262,7 +263,7 @@ impl Sem {
                         | AddWatchFlags::IN_DELETE
                         | AddWatchFlags::IN_MOVED_TO,
                 )
-                .map(|_| ino)
+                .map(|_| Retiring::new(ino))
             })
             .map_err(|e| {
                 LocalError::io(format!("cannot watch `{}`", self.dir.display()), e.into())
