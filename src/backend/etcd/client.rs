@@ -9,7 +9,7 @@
 //! build, and is on by default since etcd 3.4.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD as B64;
@@ -17,7 +17,7 @@ use base64::Engine as _;
 use reqwest::Url;
 use serde_json::{json, Value};
 
-use super::config::{EtcdConfig, User};
+use super::config::EtcdConfig;
 use super::error::EtcdError;
 use crate::backend::one_line;
 use crate::backend::tls::{self, innermost};
@@ -33,18 +33,24 @@ pub struct Client {
 
 struct Inner {
     http: reqwest::Client,
-    endpoints: Vec<Url>,
+    /// Watch streams go over connections of their own, built at the first
+    /// watch. A watch dropped when its event came (our predecessor left, or
+    /// our child exited) takes its connection with it; on a shared pool the
+    /// request that follows, at the moment of a handover, would wait for a
+    /// new connection or TLS handshake.
+    watch_http: OnceLock<reqwest::Client>,
+    /// Endpoints (tried in order), TLS files and user.
+    config: EtcdConfig,
     /// The endpoint that answered last; calls start there.
     current: AtomicUsize,
-    user: Option<User>,
     token: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("endpoints", &self.inner.endpoints)
-            .field("user", &self.inner.user)
+            .field("endpoints", &self.inner.config.endpoints)
+            .field("user", &self.inner.config.user)
             .finish_non_exhaustive()
     }
 }
@@ -251,6 +257,35 @@ fn tls_failure(e: &reqwest::Error) -> Option<String> {
         .then(|| "the server hung up during the handshake, as a port without TLS does".into())
 }
 
+/// The HTTP client for `config`'s endpoints and TLS files.
+fn http_client(config: &EtcdConfig) -> Result<reqwest::Client, String> {
+    let mut builder = reqwest::Client::builder()
+        .use_rustls_tls()
+        .connect_timeout(Duration::from_secs(3))
+        .tcp_nodelay(true)
+        .pool_idle_timeout(Duration::from_secs(60))
+        .user_agent(concat!("lockrun/", env!("CARGO_PKG_VERSION")))
+        .no_proxy();
+    if config.endpoints.iter().all(|e| e.scheme() == "http") {
+        // No TLS to verify: loading the system's CA store would cost each
+        // run milliseconds before its first request.
+        builder = builder.tls_built_in_root_certs(false);
+    }
+    if let Some(file) = &config.cacert {
+        let certificates = tls::read_certificates(file).map_err(|e| format!("{e:#}"))?;
+        for certificate in certificates {
+            builder = builder.add_root_certificate(certificate);
+        }
+    }
+    if let (Some(cert), Some(key)) = (&config.cert, &config.key) {
+        let identity = tls::identity(cert, key).map_err(|e| format!("{e:#}"))?;
+        builder = builder.identity(identity);
+    }
+    builder
+        .build()
+        .map_err(|e| format!("cannot set up the HTTP client ({})", innermost(&e)))
+}
+
 /// The endpoint as users write it.
 fn shown(url: &Url) -> String {
     url.as_str().trim_end_matches('/').to_owned()
@@ -260,46 +295,27 @@ impl Client {
     /// Builds the client; file problems are reported here, before any
     /// request, with the path that is wrong.
     pub fn new(config: &EtcdConfig) -> Result<Client, String> {
-        let mut builder = reqwest::Client::builder()
-            .use_rustls_tls()
-            .connect_timeout(Duration::from_secs(3))
-            .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .user_agent(concat!("lockrun/", env!("CARGO_PKG_VERSION")))
-            .no_proxy();
-        if let Some(file) = &config.cacert {
-            let certificates = tls::read_certificates(file).map_err(|e| format!("{e:#}"))?;
-            for certificate in certificates {
-                builder = builder.add_root_certificate(certificate);
-            }
-        }
-        if let (Some(cert), Some(key)) = (&config.cert, &config.key) {
-            let identity = tls::identity(cert, key).map_err(|e| format!("{e:#}"))?;
-            builder = builder.identity(identity);
-        }
-        let http = builder
-            .build()
-            .map_err(|e| format!("cannot set up the HTTP client ({})", innermost(&e)))?;
+        let http = http_client(config)?;
         if config.endpoints.is_empty() {
             return Err("no etcd endpoint given; set ETCDCTL_ENDPOINTS or --endpoints".into());
         }
         Ok(Client {
             inner: Arc::new(Inner {
                 http,
-                endpoints: config.endpoints.clone(),
+                watch_http: OnceLock::new(),
+                config: config.clone(),
                 current: AtomicUsize::new(0),
-                user: config.user.clone(),
                 token: Mutex::new(None),
             }),
         })
     }
 
     pub fn endpoints(&self) -> &[Url] {
-        &self.inner.endpoints
+        &self.inner.config.endpoints
     }
 
     fn all_endpoints(&self) -> String {
-        let all: Vec<String> = self.inner.endpoints.iter().map(shown).collect();
+        let all: Vec<String> = self.inner.config.endpoints.iter().map(shown).collect();
         all.join(",")
     }
 
@@ -314,14 +330,41 @@ impl Client {
         timeout: Option<Duration>,
         token: Option<&str>,
     ) -> Result<(reqwest::Response, String), EtcdError> {
-        let n = self.inner.endpoints.len();
+        self.send_over(&self.inner.http, path, body, timeout, token)
+            .await
+    }
+
+    /// [`Client::send`] for a watch stream, over a connection of its own.
+    async fn send_watch(
+        &self,
+        body: &Value,
+        token: Option<&str>,
+    ) -> Result<(reqwest::Response, String), EtcdError> {
+        // The same settings were built once already; should the second build
+        // fail all the same (a file removed meanwhile), the shared pool
+        // still works.
+        let http = self.inner.watch_http.get_or_init(|| {
+            http_client(&self.inner.config).unwrap_or_else(|_| self.inner.http.clone())
+        });
+        self.send_over(http, "/v3/watch", body, None, token).await
+    }
+
+    async fn send_over(
+        &self,
+        http: &reqwest::Client,
+        path: &str,
+        body: &Value,
+        timeout: Option<Duration>,
+        token: Option<&str>,
+    ) -> Result<(reqwest::Response, String), EtcdError> {
+        let n = self.inner.config.endpoints.len();
         let start = self.inner.current.load(Ordering::Relaxed);
         let mut causes = Vec::new();
         for i in 0..n {
             let index = (start + i) % n;
-            let endpoint = &self.inner.endpoints[index];
+            let endpoint = &self.inner.config.endpoints[index];
             let url = endpoint.join(path).expect("API paths are valid URLs");
-            let mut request = self.inner.http.post(url).json(body);
+            let mut request = http.post(url).json(body);
             if let Some(timeout) = timeout {
                 request = request.timeout(timeout);
             }
@@ -360,7 +403,7 @@ impl Client {
 
     /// Our auth token, authenticating first when we have none.
     async fn token(&self) -> Result<Option<String>, EtcdError> {
-        let Some(user) = &self.inner.user else {
+        let Some(user) = &self.inner.config.user else {
             return Ok(None);
         };
         if let Some(token) = self.inner.token.lock().expect("token lock").clone() {
@@ -433,7 +476,7 @@ impl Client {
             // A member without a leader (or overloaded) is as good as down:
             // the next call starts at the next endpoint.
             EtcdError::Server { .. } => {
-                let n = self.inner.endpoints.len();
+                let n = self.inner.config.endpoints.len();
                 let _ =
                     self.inner
                         .current
@@ -481,7 +524,7 @@ impl Client {
 
     fn current_endpoint(&self) -> String {
         let index = self.inner.current.load(Ordering::Relaxed);
-        shown(&self.inner.endpoints[index % self.inner.endpoints.len()])
+        shown(&self.inner.config.endpoints[index % self.inner.config.endpoints.len()])
     }
 
     fn decode<T>(what: &str, r: Result<T, String>) -> Result<T, EtcdError> {
@@ -625,12 +668,7 @@ impl Client {
         }
         let token = self.token().await?;
         let (response, endpoint) = self
-            .send(
-                "/v3/watch",
-                &json!({ "create_request": create }),
-                None,
-                token.as_deref(),
-            )
+            .send_watch(&json!({ "create_request": create }), token.as_deref())
             .await?;
         let status = response.status().as_u16();
         if status != 200 {
