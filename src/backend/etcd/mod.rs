@@ -113,11 +113,10 @@ impl Etcd {
             if wait == Wait::Once {
                 return self.busy(target, &me, None).await;
             }
-            let waited = lock::until(wait.deadline(), async {
-                lock::wait_predecessors(&self.client, &prefix, me.create_revision).await?;
-                // As etcd's mutex does: we may have waited past our lease.
-                lock::still_there(&self.client, &me.key).await
-            })
+            let waited = lock::until(
+                wait.deadline(),
+                lock::wait_predecessors(&self.client, &prefix, &me),
+            )
             .await;
             match waited {
                 Some(revision) => revision?,
