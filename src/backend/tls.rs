@@ -1,16 +1,38 @@
-//! TLS for the backends that speak HTTPS (Consul, etcd): the certificate
-//! files the user names, read with the path that is wrong in every
-//! complaint, and a TLS failure recognised in reqwest's error chain. Each
-//! backend words its own hint (which flags and variables to set); this
-//! module only finds the facts.
+//! TLS for the backends that speak HTTPS (Consul, etcd): the HTTP client's
+//! common settings, the certificate files the user names, read with the
+//! path that is wrong in every complaint, and a TLS failure recognised in
+//! reqwest's error chain. Each backend words its own hint (which flags and
+//! variables to set); this module only finds the facts.
 
 use std::error::Error;
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use base64::Engine;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+/// A client builder with what every backend wants: rustls, no delay on
+/// small writes, idle connections kept for a minute, our user agent, and no
+/// proxy from the environment (one would surprise an operator; an engine is
+/// almost always near). Without TLS (`verifies_tls` false) the system's CA
+/// store is not loaded: that would cost each run milliseconds before its
+/// first request.
+pub fn client_builder(connect_timeout: Duration, verifies_tls: bool) -> reqwest::ClientBuilder {
+    let builder = reqwest::Client::builder()
+        .use_rustls_tls()
+        .connect_timeout(connect_timeout)
+        .tcp_nodelay(true)
+        .pool_idle_timeout(Duration::from_secs(60))
+        .user_agent(concat!("lockrun/", env!("CARGO_PKG_VERSION")))
+        .no_proxy();
+    if verifies_tls {
+        builder
+    } else {
+        builder.tls_built_in_root_certs(false)
+    }
+}
 
 /// The CA certificates of one PEM file; a bundle may hold several.
 pub fn read_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>> {

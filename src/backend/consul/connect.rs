@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use reqwest::Url;
 
-use crate::backend::tls::{identity, innermost, read_certificates};
+use crate::backend::tls::{client_builder, identity, innermost, read_certificates};
 
 /// An ACL token. It prints as `***` everywhere, so it cannot leak into logs
 /// or error messages by accident.
@@ -117,20 +117,9 @@ pub fn parse_addr(addr: &str, use_tls: bool) -> Result<Url> {
 /// Builds the HTTP client. File problems are reported here, before any
 /// request, with the path that is wrong.
 pub fn http_client(config: &ConsulConfig) -> Result<reqwest::Client> {
-    let mut builder = reqwest::Client::builder()
-        .use_rustls_tls()
-        .connect_timeout(Duration::from_secs(5))
-        .tcp_nodelay(true)
-        .pool_idle_timeout(Duration::from_secs(60))
-        .user_agent(concat!("lockrun/", env!("CARGO_PKG_VERSION")))
-        // Proxies from the environment would surprise an operator; the consul
-        // CLI honours them, but an agent is almost always local.
-        .no_proxy();
-    if config.base.scheme() == "http" {
-        // No TLS to verify: loading the system's CA store would cost each
-        // run milliseconds before its first request.
-        builder = builder.tls_built_in_root_certs(false);
-    }
+    // The consul CLI honours proxies from the environment; we do not (see
+    // `client_builder`).
+    let mut builder = client_builder(Duration::from_secs(5), config.base.scheme() != "http");
     let mut certificates = Vec::new();
     if let Some(file) = &config.ca_file {
         certificates.extend(read_certificates(file)?);

@@ -259,18 +259,8 @@ fn tls_failure(e: &reqwest::Error) -> Option<String> {
 
 /// The HTTP client for `config`'s endpoints and TLS files.
 fn http_client(config: &EtcdConfig) -> Result<reqwest::Client, String> {
-    let mut builder = reqwest::Client::builder()
-        .use_rustls_tls()
-        .connect_timeout(Duration::from_secs(3))
-        .tcp_nodelay(true)
-        .pool_idle_timeout(Duration::from_secs(60))
-        .user_agent(concat!("lockrun/", env!("CARGO_PKG_VERSION")))
-        .no_proxy();
-    if config.endpoints.iter().all(|e| e.scheme() == "http") {
-        // No TLS to verify: loading the system's CA store would cost each
-        // run milliseconds before its first request.
-        builder = builder.tls_built_in_root_certs(false);
-    }
+    let verifies_tls = config.endpoints.iter().any(|e| e.scheme() != "http");
+    let mut builder = tls::client_builder(Duration::from_secs(3), verifies_tls);
     if let Some(file) = &config.cacert {
         let certificates = tls::read_certificates(file).map_err(|e| format!("{e:#}"))?;
         for certificate in certificates {
