@@ -2,14 +2,15 @@
 //!
 //! The hold loop (`crate::hold`), `leader` and `release` need four things
 //! from an engine, and each is one trait here, implemented once per backend
-//! (one folder each: `consul/`, `local/`):
+//! (one folder each: `consul/`, `etcd/`, `local/`):
 //!
 //! - [`Lease`](crate::backend::Lease): what keeps our claims alive. Consul renews a session on a
-//!   TTL; `local` has nothing to renew and never runs out, because the
-//!   kernel drops a file lock only when the last descriptor of it closes.
-//!   [`Lease::exposure`](crate::backend::Lease::exposure) states the budget in backend-neutral form: how
-//!   long after the send time of the last confirmed renewal a rival could
-//!   hold the lock (SPEC §6).
+//!   TTL, etcd a lease; `local` has nothing to renew and never runs out,
+//!   because the kernel drops a file lock only when the last descriptor of
+//!   it closes. How long after the last confirmed renewal a rival could hold
+//!   the lock (SPEC §6) is not asked of a lease: `config` works it out from
+//!   the flags (`lease::Budget`), so that a setting that cannot keep the
+//!   promise is refused before anything is written.
 //! - [`Engine`](crate::backend::Engine): opens a lease and acquires a lock or a semaphore slot with
 //!   some [`Wait`](crate::backend::Wait). Acquisition is cancelled by dropping its future: an
 //!   engine must leave nothing held once its lease is closed, even if the
@@ -78,17 +79,6 @@ impl Wait {
     }
 }
 
-/// How long after the send time of the last confirmed renewal a rival could
-/// hold the lock: the budget the hold loop must stop the child within.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exposure {
-    /// Consul: TTL + lock-delay (a slot: TTL); etcd: TTL.
-    After(Duration),
-    /// No rival can hold the lock while we keep its descriptor open, however
-    /// long we go without renewing (`local`).
-    Never,
-}
-
 /// An engine's failure: one line for the user, and whether it is worth
 /// trying again within the user's patience.
 pub trait EngineError: std::error::Error + Send + Sync + 'static + Into<Failure> {
@@ -111,11 +101,6 @@ pub trait Lease {
     /// When the lease was last confirmed: the send time of the request that
     /// opened it, for the local countdown.
     fn confirmed_at(&self) -> Instant;
-    /// How often to renew; `None` when there is nothing to renew.
-    fn renew_every(&self) -> Option<Duration>;
-    /// The budget for a claim on `target` (see [`Exposure`]): on Consul a
-    /// lock adds the lock-delay to the TTL, a slot does not.
-    fn exposure(&self, target: &Target) -> Exposure;
     /// One renewal, giving up after `timeout`.
     fn renew(&self, timeout: Duration) -> impl Future<Output = Renewal>;
     /// Ends the lease; best effort, bounded by the engine.

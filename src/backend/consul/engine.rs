@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::lock::{leader, semaphore, AcquireError, Acquired, Held, Patience, Retry};
 use super::{Client, ConsulError, SessionId, SessionSpec};
 use crate::backend::{
-    Acquisition, Claim, Engine, EngineError, Exposure, Lease, Lost, Opening, Renewal, Target, Wait,
+    Acquisition, Claim, Engine, EngineError, Lease, Lost, Opening, Renewal, Target, Wait,
 };
 
 /// Consul as lockrun's engine: a client and the session every run asks for.
@@ -52,8 +52,6 @@ pub struct ConsulSession {
     client: Client,
     id: SessionId,
     created_at: Instant,
-    ttl: Duration,
-    lock_delay: Duration,
     /// What an acquisition was started on and may have taken even if it was
     /// cancelled: released before the session is destroyed, so that a
     /// cancelled acquisition arms no lock-delay.
@@ -76,19 +74,6 @@ impl ConsulSession {
 impl Lease for ConsulSession {
     fn confirmed_at(&self) -> Instant {
         self.created_at
-    }
-
-    fn renew_every(&self) -> Option<Duration> {
-        Some(self.ttl / 2)
-    }
-
-    fn exposure(&self, target: &Target) -> Exposure {
-        match target {
-            Target::Lock { .. } => Exposure::After(self.ttl + self.lock_delay),
-            // A slot is a line in a record nobody holds: once the session
-            // is gone a rival prunes it at once, with no lock-delay.
-            Target::Slot { .. } => Exposure::After(self.ttl),
-        }
     }
 
     async fn renew(&self, timeout: Duration) -> Renewal {
@@ -175,8 +160,6 @@ impl Engine for Consul {
                 client: self.client.clone(),
                 id,
                 created_at: sent,
-                ttl: self.session.ttl,
-                lock_delay: self.session.lock_delay,
                 tried: RefCell::new(None),
             };
             match self.client.session_info(session.id.as_str()).await {

@@ -39,8 +39,8 @@ use self::lock::{Entered, Pause, SlotWait, CLEANUP_TIMEOUT};
 /// How long a `--no-wait` run keeps retrying a blip, as on Consul.
 const ONCE_GRACE: Duration = Duration::from_millis(500);
 use super::{
-    Acquisition, Changes, Claim, Engine, Exposure, Holder, Inspect, Lease, Lost, Opening, Renewal,
-    Target, Wait, Which,
+    Acquisition, Changes, Claim, Engine, Holder, Inspect, Lease, Lost, Opening, Renewal, Target,
+    Wait, Which,
 };
 
 /// The TTL lockrun asks for unless told otherwise: etcdctl lock's default.
@@ -303,14 +303,6 @@ impl EtcdLease {
 impl Lease for EtcdLease {
     fn confirmed_at(&self) -> Instant {
         self.granted_at
-    }
-
-    fn renew_every(&self) -> Option<Duration> {
-        Some(self.ttl() / 3)
-    }
-
-    fn exposure(&self, _target: &Target) -> Exposure {
-        Exposure::After(self.ttl())
     }
 
     async fn renew(&self, timeout: Duration) -> Renewal {

@@ -41,8 +41,7 @@ use nix::sys::stat::Mode;
 use self::dir::KeyPaths;
 use self::facts::{Facts, HolderFacts, Lock};
 use super::{
-    Acquisition, Claim, Engine, Exposure, Holder, Inspect, Lease, Lost, Opening, Renewal, Target,
-    Wait, Which,
+    Acquisition, Claim, Engine, Holder, Inspect, Lease, Lost, Opening, Renewal, Target, Wait, Which,
 };
 
 /// What kind of failure, for the exit status the CLI gives it.
@@ -305,14 +304,6 @@ pub struct NoLease;
 impl Lease for NoLease {
     fn confirmed_at(&self) -> tokio::time::Instant {
         tokio::time::Instant::now()
-    }
-
-    fn renew_every(&self) -> Option<Duration> {
-        None
-    }
-
-    fn exposure(&self, _target: &Target) -> Exposure {
-        Exposure::Never
     }
 
     async fn renew(&self, _timeout: Duration) -> Renewal {
