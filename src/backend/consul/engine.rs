@@ -290,9 +290,10 @@ impl Claim for ConsulClaim {
     }
 
     async fn watch(&mut self) -> Lost {
+        let client = self.client.for_watch();
         match &mut self.kind {
-            Kind::Lock(h) => h.watch(&self.client).await,
-            Kind::Slot(h) => h.watch(&self.client).await,
+            Kind::Lock(h) => h.watch(&client).await,
+            Kind::Slot(h) => h.watch(&client).await,
         }
     }
 

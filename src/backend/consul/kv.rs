@@ -137,24 +137,26 @@ impl Client {
         if read.consistent {
             flags.push("consistent");
         }
-        let blocking = match read.wait {
+        let timeout = match read.wait {
             Some(wait) if read.index.get() > 0 => {
                 url.query_pairs_mut()
                     .append_pair("index", &read.index.get().to_string())
                     .append_pair("wait", &blocking::wait_param(wait));
-                Some(blocking::request_timeout(wait))
+                blocking::request_timeout(wait)
             }
-            _ => None,
+            _ => REQUEST_TIMEOUT,
         };
         append_flags(&mut url, &flags);
-        let accept = [StatusCode::NOT_FOUND];
-        let answer = match blocking {
-            Some(timeout) => self.send_blocking(url, timeout, &op, &accept).await?,
-            None => {
-                self.send(Method::GET, url, None, REQUEST_TIMEOUT, &op, &accept)
-                    .await?
-            }
-        };
+        let answer = self
+            .send(
+                Method::GET,
+                url,
+                None,
+                timeout,
+                &op,
+                &[StatusCode::NOT_FOUND],
+            )
+            .await?;
         let index = answer.index.unwrap_or(0);
         if answer.status == StatusCode::NOT_FOUND {
             return Ok((Vec::new(), index));

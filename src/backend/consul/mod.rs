@@ -33,12 +33,8 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct Client {
     http: reqwest::Client,
-    /// Blocking reads go over connections of their own, built at the first
-    /// one. A blocking read that is cancelled (our child exited while we
-    /// watched) takes its connection with it; on a shared pool the release
-    /// that follows would then wait for a new connection, or a new TLS
-    /// handshake, at the one moment a waiter is waiting for us.
-    blocking: Arc<OnceLock<reqwest::Client>>,
+    /// The pool of [`Client::for_watch`], built at its first use.
+    watch_http: Arc<OnceLock<reqwest::Client>>,
     config: Arc<ConsulConfig>,
     base: Url,
     /// The address as the user gave it, for messages.
@@ -50,14 +46,6 @@ pub struct Client {
     datacenter: Option<String>,
     namespace: Option<String>,
     partition: Option<String>,
-}
-
-/// One request to send.
-struct Request {
-    method: Method,
-    url: Url,
-    body: Option<Vec<u8>>,
-    timeout: Duration,
 }
 
 /// A successful answer: status, body and the `X-Consul-Index` header.
@@ -82,7 +70,7 @@ impl Client {
     pub fn new(config: &ConsulConfig) -> Result<Client> {
         Ok(Client {
             http: connect::http_client(config)?,
-            blocking: Arc::new(OnceLock::new()),
+            watch_http: Arc::new(OnceLock::new()),
             config: Arc::new(config.clone()),
             base: connect::effective_base(config)?,
             shown_addr: config.base.as_str().trim_end_matches('/').to_string(),
@@ -91,6 +79,26 @@ impl Client {
             namespace: config.namespace.clone(),
             partition: config.partition.clone(),
         })
+    }
+
+    /// This client over connections of its own, for a holder's watch. The
+    /// watch's blocking read is cancelled when the child exits, and takes
+    /// its connection with it; on the shared pool the release that follows
+    /// would then wait for a new connection (or TLS handshake) at the one
+    /// moment a waiter waits for us. Waiters keep to the shared pool: their
+    /// blocking reads end with an answer, which leaves the connection for
+    /// the transaction that follows.
+    pub fn for_watch(&self) -> Client {
+        // The same settings were built once already; should the second build
+        // fail all the same (a CA file removed meanwhile), the shared pool
+        // still works.
+        let http = self.watch_http.get_or_init(|| {
+            connect::http_client(&self.config).unwrap_or_else(|_| self.http.clone())
+        });
+        Client {
+            http: http.clone(),
+            ..self.clone()
+        }
     }
 
     /// Whether the agent is known to lack namespaces: a community-edition
@@ -152,47 +160,7 @@ impl Client {
         op: &Op,
         accept: &[StatusCode],
     ) -> Result<Answer, ConsulError> {
-        let request = Request {
-            method,
-            url,
-            body,
-            timeout,
-        };
-        self.send_over(&self.http, request, op, accept).await
-    }
-
-    /// [`Client::send`] for a blocking read, over a connection that no other
-    /// request waits for.
-    pub(crate) async fn send_blocking(
-        &self,
-        url: Url,
-        timeout: Duration,
-        op: &Op,
-        accept: &[StatusCode],
-    ) -> Result<Answer, ConsulError> {
-        // The same settings were built once already; should the second build
-        // fail all the same (a CA file removed meanwhile), the shared pool
-        // still works.
-        let http = self.blocking.get_or_init(|| {
-            connect::http_client(&self.config).unwrap_or_else(|_| self.http.clone())
-        });
-        let request = Request {
-            method: Method::GET,
-            url,
-            body: None,
-            timeout,
-        };
-        self.send_over(http, request, op, accept).await
-    }
-
-    async fn send_over(
-        &self,
-        http: &reqwest::Client,
-        request: Request,
-        op: &Op,
-        accept: &[StatusCode],
-    ) -> Result<Answer, ConsulError> {
-        let result = self.send_once(http, request, op, accept).await;
+        let result = self.send_once(method, url, body, timeout, op, accept).await;
         // Any answer, even a refusal, shows Consul is there; only transient
         // failures count as trouble for the operator's log.
         match &result {
@@ -204,18 +172,18 @@ impl Client {
 
     async fn send_once(
         &self,
-        http: &reqwest::Client,
-        Request {
-            method,
-            url,
-            body,
-            timeout,
-        }: Request,
+        method: Method,
+        url: Url,
+        body: Option<Vec<u8>>,
+        timeout: Duration,
         op: &Op,
         accept: &[StatusCode],
     ) -> Result<Answer, ConsulError> {
         debug!(target: "lockrun::http", "{method} {}", url.as_str());
-        let mut request = http.request(method.clone(), url.clone()).timeout(timeout);
+        let mut request = self
+            .http
+            .request(method.clone(), url.clone())
+            .timeout(timeout);
         if let Some(token) = &self.token {
             request = request.header("X-Consul-Token", token.clone());
         }
