@@ -57,12 +57,7 @@ pub async fn acquire(
     // We start by assuming the key is absent, as a clean release leaves it:
     // if it is not, the check-and-set refuses and we read it.
     let mut free_at = Some(0);
-    // Our place in the queue, once we wait; `queued` stays false when the
-    // queue cannot be used, and `head` is true once nobody is ahead.
-    let queue_prefix = queue::of_key(key);
-    let mut place: Option<queue::Place> = None;
-    let mut queued = matches!(patience, Patience::Once);
-    let mut head = true;
+    let mut line = queue::Line::new(queue::of_key(key), patience);
     loop {
         if let Some(index) = free_at.take() {
             let what = format!("acquiring `{key}`");
@@ -80,11 +75,7 @@ pub async fn acquire(
                     session,
                 },
             ];
-            // Leaving the queue in the same write wakes our successor
-            // as the lock changes hands, not a round trip later.
-            if let Some(place) = &place {
-                ops.push(TxnOp::Delete { key: &place.key });
-            }
+            ops.extend(line.leaving());
             let refusals = match client.txn(&ops).await {
                 Ok(Txn::Applied(pairs)) => {
                     let pair = &pairs[1];
@@ -123,16 +114,9 @@ pub async fn acquire(
             // exists at all): read it.
             waiter.read_now();
         }
-        if !head {
-            let Some(ours) = &place else {
-                head = true;
-                continue;
-            };
-            match queue::wait_turn(client, &queue_prefix, ours, patience, &mut waiter).await? {
-                Turn::Head => {
-                    head = true;
-                    waiter.read_now();
-                }
+        if !line.head {
+            match line.wait(client, patience, &mut waiter).await? {
+                Turn::Head => waiter.read_now(),
                 Turn::Stuck => {
                     // Fine while the lock is held; if it is free, nobody
                     // ahead took it in all that time: they are stuck, and
@@ -147,7 +131,7 @@ pub async fn acquire(
                         Err(e) => waiter.retry(&format!("waiting for `{key}`"), e).await?,
                     }
                     if free_at.is_some() {
-                        head = true;
+                        line.head = true;
                     }
                     continue;
                 }
@@ -171,10 +155,8 @@ pub async fn acquire(
         check_flags(key, &pair)?;
         match pair.holder() {
             Some(h) if h == session.as_str() => {
-                if place.is_some() {
-                    if let Err(e) = queue::leave(client, &queue_prefix, session).await {
-                        tracing::debug!(key, "could not leave the queue: {e}");
-                    }
+                if let Err(e) = line.leave(client, session).await {
+                    tracing::debug!(key, "could not leave the queue: {e}");
                 }
                 return Ok(Acquired::Yes(holding(key, session, &pair, waiter.index())));
             }
@@ -195,17 +177,13 @@ pub async fn acquire(
                 }
                 holder = Some(who);
                 waiter.block();
-                if !queued {
-                    match queue::enter(client, &queue_prefix, session).await {
-                        Ok(entered) => {
-                            queued = true;
-                            head = entered.is_none();
-                            place = entered;
-                        }
-                        // Queueing is tried again after the next read.
-                        Err(e) => waiter.retry(&format!("queueing for `{key}`"), e).await?,
-                    }
-                }
+                line.join(
+                    client,
+                    session,
+                    &mut waiter,
+                    &format!("queueing for `{key}`"),
+                )
+                .await?;
             }
             None => free_at = Some(pair.modify_index),
         }

@@ -42,6 +42,89 @@ pub fn entry_key(queue: &str, session: &SessionId) -> String {
     format!("{queue}{session}")
 }
 
+/// One acquisition's standing in a queue: the same for a leader key and a
+/// semaphore.
+#[derive(Debug)]
+pub struct Line {
+    prefix: String,
+    /// Our entry, once we queued; `None` before, or when the queue cannot
+    /// be used.
+    pub place: Option<Place>,
+    /// Whether joining is settled: we queued, or the queue cannot be used,
+    /// or we try only once and never wait.
+    joined: bool,
+    /// Nobody is ahead of us: we wait on the lock itself.
+    pub head: bool,
+}
+
+impl Line {
+    pub fn new(prefix: String, patience: Patience) -> Line {
+        Line {
+            prefix,
+            place: None,
+            joined: matches!(patience, Patience::Once),
+            head: true,
+        }
+    }
+
+    /// Takes our place at the end of the queue, the first time we have to
+    /// wait. A failure is retried after the next read.
+    pub async fn join(
+        &mut self,
+        client: &Client,
+        session: &SessionId,
+        waiter: &mut Waiter,
+        what: &str,
+    ) -> Result<(), ConsulError> {
+        if self.joined {
+            return Ok(());
+        }
+        match enter(client, &self.prefix, session).await {
+            Ok(entered) => {
+                self.joined = true;
+                self.head = entered.is_none();
+                self.place = entered;
+                Ok(())
+            }
+            Err(e) => waiter.retry(what, e).await,
+        }
+    }
+
+    /// Waits while others are ahead of us ([`wait_turn`]); once none is,
+    /// we are the head.
+    pub async fn wait(
+        &mut self,
+        client: &Client,
+        patience: Patience,
+        waiter: &mut Waiter,
+    ) -> Result<Turn, ConsulError> {
+        let Some(ours) = &self.place else {
+            self.head = true;
+            return Ok(Turn::Head);
+        };
+        let turn = wait_turn(client, &self.prefix, ours, patience, waiter).await?;
+        if matches!(turn, Turn::Head) {
+            self.head = true;
+        }
+        Ok(turn)
+    }
+
+    /// Leaving the queue, for the transaction that takes the lock: in the
+    /// same write, our successor wakes as the lock changes hands, not a
+    /// round trip later.
+    pub fn leaving(&self) -> Option<TxnOp<'_>> {
+        self.place.as_ref().map(|p| TxnOp::Delete { key: &p.key })
+    }
+
+    /// Leaves the queue, if we were in it (see [`leave`]).
+    pub async fn leave(&self, client: &Client, session: &SessionId) -> Result<(), ConsulError> {
+        match self.place {
+            Some(_) => leave(client, &self.prefix, session).await,
+            None => Ok(()),
+        }
+    }
+}
+
 /// Our entry in the queue.
 #[derive(Debug, Clone)]
 pub struct Place {
@@ -51,7 +134,7 @@ pub struct Place {
 
 /// Takes our place at the end of the queue. `None` when the queue cannot be
 /// used (the token may not write it, or the entry is not ours to take).
-pub async fn enter(
+async fn enter(
     client: &Client,
     queue: &str,
     session: &SessionId,
@@ -85,7 +168,7 @@ pub async fn enter(
 
 /// The live entry just ahead of `place`, if any. Entries whose session is
 /// gone are removed on the way (with check-and-set, so only as seen).
-pub async fn ahead(
+async fn ahead(
     client: &Client,
     queue: &str,
     place: &Place,
@@ -113,7 +196,7 @@ pub async fn ahead(
 
 /// Blocks until the entry ahead changes, or `wait` passes. True when it
 /// changed (or went away).
-pub async fn changed(client: &Client, entry: &KvPair, wait: Duration) -> Result<bool, ConsulError> {
+async fn changed(client: &Client, entry: &KvPair, wait: Duration) -> Result<bool, ConsulError> {
     let read = Read {
         index: QueryIndex::NONE.after(entry.modify_index),
         wait: Some(wait),
@@ -136,7 +219,7 @@ pub enum Turn {
 
 /// Waits while other lockrun waiters are ahead of us, each time blocking on
 /// the entry just ahead of ours only.
-pub async fn wait_turn(
+async fn wait_turn(
     client: &Client,
     queue: &str,
     ours: &Place,

@@ -165,21 +165,14 @@ pub async fn acquire(
     let mut announced = false;
     // As for a leader key (see [`queue`]): lockrun's waiters queue, and
     // only the head watches the slots; the others block on the entry ahead.
-    let queue_prefix = queue::of_prefix(prefix);
-    let mut place: Option<queue::Place> = None;
-    let mut queued = matches!(patience, Patience::Once);
-    let mut head = true;
+    let mut line = queue::Line::new(queue::of_prefix(prefix), patience);
     // One look at the slots out of turn, after the queue ahead sat still.
     let mut peek = false;
     let what = format!("waiting for a slot of `{prefix}`");
     loop {
-        if !head && !peek {
-            let Some(ours) = &place else {
-                head = true;
-                continue;
-            };
-            match queue::wait_turn(client, &queue_prefix, ours, patience, &mut waiter).await? {
-                Turn::Head => head = true,
+        if !line.head && !peek {
+            match line.wait(client, patience, &mut waiter).await? {
+                Turn::Head => {}
                 Turn::Stuck => peek = true,
                 Turn::Over => return Ok(Acquired::No { holder: None }),
             }
@@ -220,17 +213,13 @@ pub async fn acquire(
             // Semaphore counts only the holders.
             waiter.block();
             peek = false;
-            if !queued {
-                match queue::enter(client, &queue_prefix, session).await {
-                    Ok(entered) => {
-                        queued = true;
-                        head = entered.is_none();
-                        place = entered;
-                    }
-                    // Queueing is tried again after the next read.
-                    Err(e) => waiter.retry(&format!("queueing for `{prefix}`"), e).await?,
-                }
-            }
+            line.join(
+                client,
+                session,
+                &mut waiter,
+                &format!("queueing for `{prefix}`"),
+            )
+            .await?;
             continue;
         }
         peek = false;
@@ -252,10 +241,7 @@ pub async fn acquire(
                 index: cas,
             },
         ];
-        // Leaving the queue as we are admitted wakes our successor.
-        if let Some(place) = &place {
-            ops.push(TxnOp::Delete { key: &place.key });
-        }
+        ops.extend(line.leaving());
         let refusals = match client.txn(&ops).await {
             Ok(Txn::Applied(pairs)) => {
                 let number = pairs[1].modify_index;
