@@ -6,21 +6,11 @@ use nix::sys::signal::Signal;
 use crate::consul::TestConsul;
 use crate::procs::{self, pid_alive, read_pid_file, wait_until, KillGroupsOnDrop};
 use crate::support::{
-    assert_killed_by, assert_status, kv_acquire, kv_release, lockrun, run, scratch, script,
+    assert_killed_by, assert_status, elect, kv_acquire, kv_release, lockrun, run, scratch, script,
     script_with, sessions_named_like, wait_for_file, Holder, Running,
 };
 
 const LOCK_FLAG: u64 = 0x2ddc_cbc0_58a5_0c18;
-
-/// `elect` with quick-handover settings valid on a real agent too.
-fn elect(consul: &TestConsul, key: &str, extra: &[&str], child: &[&str]) -> std::process::Command {
-    let mut args = vec!["elect", "--lock-delay", "0s", "--kill-timeout", "1s"];
-    args.extend_from_slice(extra);
-    args.push(key);
-    args.push("--");
-    args.extend_from_slice(child);
-    lockrun(consul, args)
-}
 
 #[test]
 fn runs_the_child_passes_its_status_and_cleans_up() {

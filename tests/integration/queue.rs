@@ -9,16 +9,7 @@ use consul_emulator::{AclPolicy, BlipKind};
 
 use crate::consul::{encode_key, Api, KvEntry, TestConsul};
 use crate::procs::{self, wait_until};
-use crate::support::{assert_status, lockrun, scratch, Holder, Running};
-
-fn elect(consul: &TestConsul, key: &str, extra: &[&str], child: &[&str]) -> std::process::Command {
-    let mut args = vec!["elect", "--lock-delay", "0s", "--kill-timeout", "1s"];
-    args.extend_from_slice(extra);
-    args.push(key);
-    args.push("--");
-    args.extend_from_slice(child);
-    lockrun(consul, args)
-}
+use crate::support::{assert_status, elect, lockrun, scratch, Holder, Running};
 
 /// Where lockrun's waiters for a leader key queue.
 fn line_of(key: &str) -> String {

@@ -63,6 +63,17 @@ where
     cmd
 }
 
+/// `elect KEY` with quick-handover settings valid on a real agent too
+/// (`--lock-delay 0s --kill-timeout 1s`), `extra` options, then `child`.
+pub fn elect(consul: &TestConsul, key: &str, extra: &[&str], child: &[&str]) -> Command {
+    let mut args = vec!["elect", "--lock-delay", "0s", "--kill-timeout", "1s"];
+    args.extend_from_slice(extra);
+    args.push(key);
+    args.push("--");
+    args.extend_from_slice(child);
+    lockrun(consul, args)
+}
+
 /// `lockrun` with `args` and no Consul settings at all.
 pub fn bare<I, S>(args: I) -> Command
 where
