@@ -97,24 +97,28 @@ fn env_of(claim: &EtcdClaim, name: &str) -> String {
         .unwrap_or_else(|| panic!("no {name} in the claim's environment"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn eight_contenders_never_overlap() {
-    let etcd = engine(HELD);
-    let key = unique("eight");
-    let target = lock(&key);
+/// `contenders` tasks, each with a lease of its own, take `target` `rounds`
+/// times, hold it for a moment and let go: the spans (by the holders' own
+/// clock) and the slots they held.
+async fn churn(
+    etcd: &Etcd,
+    target: &Target,
+    contenders: usize,
+    rounds: usize,
+) -> Vec<(u128, u128, Option<u32>)> {
     let mut tasks = Vec::new();
-    for n in 0..8 {
+    for n in 0..contenders {
         let (etcd, target) = (etcd.clone(), target.clone());
         tasks.push(tokio::spawn(async move {
             let lease = lease(&etcd).await;
             let mut spans = Vec::new();
-            for _ in 0..3 {
+            for _ in 0..rounds {
                 let claim = take(&etcd, &lease, &target, &format!("c{n}")).await;
                 let start = now_ns();
                 // Long enough for a rival that wrongly believed it held the
                 // lock to show up inside our span.
                 tokio::time::sleep(Duration::from_millis(5)).await;
-                spans.push((start, now_ns()));
+                spans.push((start, now_ns(), claim.slot()));
                 claim.release().await.expect("release");
             }
             lease.close().await;
@@ -125,9 +129,17 @@ async fn eight_contenders_never_overlap() {
     for task in tasks {
         spans.extend(task.await.expect("a contender"));
     }
+    spans
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_contenders_never_overlap() {
+    let etcd = engine(HELD);
+    let key = unique("eight");
+    let spans = churn(&etcd, &lock(&key), 8, 3).await;
     assert_eq!(spans.len(), 24);
     assert_eq!(
-        max_overlap(spans),
+        max_overlap(spans.iter().map(|s| (s.0, s.1))),
         1,
         "two contenders held the lock at once"
     );
@@ -344,31 +356,10 @@ fn slots(prefix: &str, limit: u32) -> Target {
 async fn a_semaphore_never_admits_more_than_its_limit() {
     let etcd = engine(HELD);
     let prefix = unique("bound");
-    let target = slots(&prefix, 2);
-    let mut tasks = Vec::new();
-    for n in 0..6 {
-        let (etcd, target) = (etcd.clone(), target.clone());
-        tasks.push(tokio::spawn(async move {
-            let lease = lease(&etcd).await;
-            let mut spans = Vec::new();
-            for _ in 0..3 {
-                let claim = take(&etcd, &lease, &target, &format!("c{n}")).await;
-                assert!(claim.slot().unwrap() < 2);
-                let start = now_ns();
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                spans.push((start, now_ns()));
-                claim.release().await.expect("release");
-            }
-            lease.close().await;
-            spans
-        }));
-    }
-    let mut spans = Vec::new();
-    for task in tasks {
-        spans.extend(task.await.expect("a contender"));
-    }
+    let spans = churn(&etcd, &slots(&prefix, 2), 6, 3).await;
     assert_eq!(spans.len(), 18);
-    let most = max_overlap(spans);
+    assert!(spans.iter().all(|s| s.2.unwrap() < 2), "slots: {spans:?}");
+    let most = max_overlap(spans.iter().map(|s| (s.0, s.1)));
     assert!(most <= 2, "{most} contenders held one of 2 slots at once");
     assert!(
         contenders(&etcd, &prefix).await.is_empty(),
