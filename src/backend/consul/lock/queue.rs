@@ -168,11 +168,7 @@ async fn enter(
 
 /// The live entry just ahead of `place`, if any. Entries whose session is
 /// gone are removed on the way (with check-and-set, so only as seen).
-async fn ahead(
-    client: &Client,
-    queue: &str,
-    place: &Place,
-) -> Result<Option<KvPair>, ConsulError> {
+async fn ahead(client: &Client, queue: &str, place: &Place) -> Result<Option<KvPair>, ConsulError> {
     let (pairs, _) = client.kv_list(queue, Read::now()).await?;
     let mut best: Option<KvPair> = None;
     for pair in pairs {
