@@ -167,6 +167,14 @@ struct Shared {
     work: Condvar,
     /// Wakes whoever waits in `flush`: the writer finished a batch.
     written: Condvar,
+    /// The format the writer thread writes the dropped-lines note in, for
+    /// a queue that starts its own writer.
+    writer: Option<LogFormat>,
+    /// The writer thread is started with the first line, not before: a run
+    /// that logs nothing (the default, for a one-off job) never pays for a
+    /// thread, and stays single-threaded until its runtime starts, so that
+    /// its guard can be forked rather than exec'd (see `child::Forked`).
+    started: std::sync::Once,
 }
 
 #[derive(Default)]
@@ -180,20 +188,33 @@ struct State {
 }
 
 impl Queue {
-    /// A queue and the thread that drains it into stderr. Without a thread
-    /// (the system refused one) lines pile up to the bound and are dropped;
-    /// the lease matters more than the log.
+    /// A queue that drains into stderr, on a thread started with the first
+    /// line. Without a thread (the system refused one) lines pile up to the
+    /// bound and are dropped; the lease matters more than the log.
     fn start(format: LogFormat) -> Queue {
-        let queue = Queue(Arc::new(Shared {
+        Queue::new(Some(format))
+    }
+
+    fn new(writer: Option<LogFormat>) -> Queue {
+        Queue(Arc::new(Shared {
             state: Mutex::new(State::default()),
             work: Condvar::new(),
             written: Condvar::new(),
-        }));
-        let writer = queue.clone();
-        let _ = std::thread::Builder::new()
-            .name("lockrun-log".into())
-            .spawn(move || writer.drain(std::io::stderr(), format));
-        queue
+            writer,
+            started: std::sync::Once::new(),
+        }))
+    }
+
+    fn start_writer(&self) {
+        let Some(format) = self.0.writer else {
+            return;
+        };
+        self.0.started.call_once(|| {
+            let writer = self.clone();
+            let _ = std::thread::Builder::new()
+                .name("lockrun-log".into())
+                .spawn(move || writer.drain(std::io::stderr(), format));
+        });
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -213,6 +234,7 @@ impl Queue {
         }
         drop(state);
         self.0.work.notify_one();
+        self.start_writer();
     }
 
     /// Waits until everything queued before the call is written and no drop
@@ -417,12 +439,9 @@ mod tests {
         }
     }
 
+    /// A queue whose writer the test runs itself.
     fn queue() -> Queue {
-        Queue(Arc::new(Shared {
-            state: Mutex::new(State::default()),
-            work: Condvar::new(),
-            written: Condvar::new(),
-        }))
+        Queue::new(None)
     }
 
     /// A queue whose writer is stuck in its first write.
