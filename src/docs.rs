@@ -538,8 +538,8 @@ const SAFETY: &[Block] = &[
     ),
     Item(
         "Process group",
-        "COMMAND runs in its own process group, led by a small guard process (lockrun \
-         re-executed). Stopping COMMAND signals the whole group, `sh -c` wrappers and \
+        "COMMAND runs in its own process group, led by a small guard process, a copy of \
+         lockrun named `lockrun-guard` (`ps -o comm`). Stopping COMMAND signals the whole group, `sh -c` wrappers and \
          grandchildren included. If lockrun dies, even by SIGKILL, the kernel tells the \
          guard (PR_SET_PDEATHSIG) and the guard SIGKILLs the whole group: nothing keeps \
          running outside the lock.",

@@ -1,5 +1,7 @@
 //! The guard: lockrun re-executed as
-//! `lockrun __guard [--go-fd N] -- COMMAND [ARGS...]`.
+//! `lockrun __guard [--go-fd N] -- COMMAND [ARGS...]`, or forked from
+//! lockrun before its runtime started (see `Child::fork_parked`), running
+//! the same [`run`].
 //!
 //! `PR_SET_PDEATHSIG` reaches only a *direct* child of lockrun, and with
 //! `--shell` or any COMMAND that forks, that is not enough: grandchildren
@@ -47,6 +49,11 @@ use crate::clock::{self, BootTimer};
 /// The hidden subcommand lockrun routes to [`main`].
 pub const SUBCOMMAND: &str = "__guard";
 
+/// The guard's process name (`comm`: `ps -o comm`, `pgrep`). A guard forked
+/// without exec keeps lockrun's command line, so its name is what tells it
+/// apart; an exec'd one takes it too.
+pub const PROCESS_NAME: &str = "lockrun-guard";
+
 /// Separates the guard's own arguments from COMMAND.
 const SEPARATOR: &str = "--";
 
@@ -83,13 +90,35 @@ pub(super) fn arguments(
 /// The guard's entry point. `args` are the words after `__guard`:
 /// `[--go-fd N] [--hold-fd N] -- PROGRAM [ARGS...]`.
 pub fn main(args: Vec<OsString>) -> ExitCode {
-    let Some(Invocation { go, hold, argv }) = parse(&args) else {
+    let Some(invocation) = parse(&args) else {
         say(format_args!(
             "`{SUBCOMMAND}` is for lockrun's own use: \
              lockrun {SUBCOMMAND} [{GO_FD} N] [{HOLD_FD} N] -- COMMAND [ARGS...]"
         ));
         return ExitCode::from(GUARD_FAILED);
     };
+    // Exec'd, we were given COMMAND's environment by lockrun's spawn.
+    ExitCode::from(run(invocation, &Environment::default()))
+}
+
+/// What COMMAND's environment gets besides the guard's own: nothing for an
+/// exec'd guard, whose spawn set its environment; lockrun's changes for a
+/// guard forked without exec, whose environment is lockrun's.
+#[derive(Default)]
+pub(super) struct Environment<'a> {
+    pub remove: &'a [OsString],
+    pub add: &'a [(OsString, OsString)],
+}
+
+/// The guard itself, exec'd or forked: returns its exit status.
+pub(super) fn run(
+    Invocation { go, hold, argv }: Invocation<'_>,
+    environment: &Environment<'_>,
+) -> u8 {
+    // Failing to rename ourselves costs operators a hint, nothing else.
+    if let Ok(name) = std::ffi::CString::new(PROCESS_NAME) {
+        let _ = nix::sys::prctl::set_name(&name);
+    }
 
     // Handlers first: lockrun spawned us with these signals blocked, so any
     // that arrived early are pending, not fatal, and COMMAND gets them below.
@@ -102,13 +131,13 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     let (env, channel) = match go {
         Some(fd) => {
             let Ok(mut pipe) = sys::take_inherited(fd) else {
-                return ExitCode::from(GUARD_FAILED);
+                return GUARD_FAILED;
             };
             let Some(env) = go::receive(&mut pipe) else {
-                return ExitCode::from(GUARD_FAILED);
+                return GUARD_FAILED;
             };
             if sys::close_on_exec(&pipe).is_err() {
-                return ExitCode::from(GUARD_FAILED);
+                return GUARD_FAILED;
             }
             (env, Some(pipe))
         }
@@ -122,11 +151,11 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         Some(fd) => match sys::take_inherited(fd) {
             Ok(file) if sys::close_on_exec(&file).is_ok() => {
                 if nix::sys::prctl::set_child_subreaper(true).is_err() {
-                    return ExitCode::from(GUARD_FAILED);
+                    return GUARD_FAILED;
                 }
                 Some(file)
             }
-            _ => return ExitCode::from(GUARD_FAILED),
+            _ => return GUARD_FAILED,
         },
         None => None,
     };
@@ -142,14 +171,20 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     }
 
     let mut command = std::process::Command::new(&argv[0]);
-    command.args(&argv[1..]).envs(env);
+    for key in environment.remove {
+        command.env_remove(key);
+    }
+    command
+        .args(&argv[1..])
+        .envs(environment.add.iter().map(|(key, value)| (key, value)))
+        .envs(env);
     sys::arm_command(&mut command);
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(err) => {
             let program = argv[0].to_string_lossy();
             say(format_args!("cannot run `{program}`: {}", reason(&err)));
-            return ExitCode::from(exit_for(&err));
+            return exit_for(&err);
         }
     };
     sys::guard_relay_pending_and_unblock(child.id());
@@ -165,17 +200,17 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         drop(held);
     }
     match waited {
-        Ok(Ending::Exited(status)) => ExitCode::from(match (status.code(), status.signal()) {
+        Ok(Ending::Exited(status)) => match (status.code(), status.signal()) {
             (Some(code), _) => code as u8,
             (None, Some(signal)) => 128u8.saturating_add(signal as u8),
             (None, None) => GUARD_FAILED,
-        }),
-        Ok(Ending::Killed) => ExitCode::from(128 + libc::SIGKILL as u8),
+        },
+        Ok(Ending::Killed) => 128 + libc::SIGKILL as u8,
         Err(err) => {
             // We cannot tell whether COMMAND still runs; lockrun will sweep
             // the group when it sees us exit.
             say(format_args!("cannot wait for the command: {err}"));
-            ExitCode::from(GUARD_FAILED)
+            GUARD_FAILED
         }
     }
 }
@@ -371,13 +406,13 @@ fn signal_own_group(number: i32) {
 }
 
 /// The guard's arguments, understood.
-struct Invocation<'a> {
+pub(super) struct Invocation<'a> {
     /// The go pipe's descriptor, if we are to wait for the go message.
-    go: Option<RawFd>,
+    pub go: Option<RawFd>,
     /// The descriptor to keep until the group is gone.
-    hold: Option<RawFd>,
+    pub hold: Option<RawFd>,
     /// COMMAND, never empty.
-    argv: &'a [OsString],
+    pub argv: &'a [OsString],
 }
 
 fn parse(args: &[OsString]) -> Option<Invocation<'_>> {

@@ -1,8 +1,11 @@
 //! Running COMMAND, and stopping all of it.
 //!
-//! lockrun never spawns COMMAND itself. It spawns a *guard* (itself, re-run
-//! as `lockrun __guard -- COMMAND...`, see [`guard`]) that leads a new process
-//! group and runs COMMAND in that group. The pieces, and why:
+//! lockrun never spawns COMMAND itself. It starts a *guard* (see [`guard`])
+//! that leads a new process group and runs COMMAND in that group: a copy of
+//! lockrun forked before the runtime started, for the first round
+//! ([`Child::fork_parked`]), or else lockrun re-run as
+//! `lockrun __guard -- COMMAND...`. Either way it is named `lockrun-guard`
+//! (`ps -o comm`). The pieces, and why:
 //!
 //! - **Process group.** Every signal goes to the whole group, so `sh -c`
 //!   wrappers and grandchildren are stopped with COMMAND. A process that
@@ -37,6 +40,15 @@
 //!   anything if the pipe closes first or lockrun dies. A parked guard is
 //!   never given the terminal and never signalled, except SIGKILLed when
 //!   lockrun gives up.
+//! - **Forking, not exec'ing.** Even parked, an exec'd guard costs CPU: a
+//!   second lockrun to load, link and start (about 0.9 ms), forked from a
+//!   lockrun whose runtime and connections make the fork itself dear. Twelve
+//!   jobs started at once on two CPUs wait for one another's start-up. So the
+//!   first round's guard is forked while lockrun is still small and has one
+//!   thread, right after the command line is checked ([`Forked`]); it closes
+//!   what an exec would have closed, and runs the same code. A lockrun that
+//!   already has a thread, a later round, or a claim that lends the guard a
+//!   descriptor (which exists only once the lock is taken) exec's it.
 
 mod deadline;
 mod go;
@@ -131,24 +143,29 @@ impl Command {
             ));
         };
         let mut cmd = std::process::Command::new(&self.guard_exe);
-        cmd.arg0("lockrun").arg(guard::SUBCOMMAND);
-        if self.shell {
-            let argv: Vec<OsString> = ["/bin/sh", "-c"]
-                .into_iter()
-                .map(OsString::from)
-                .chain([first.clone(), OsString::from("lockrun")])
-                .chain(self.argv[1..].iter().cloned())
-                .collect();
-            cmd.args(guard::arguments(go, self.hold(), &argv));
-        } else {
-            cmd.args(guard::arguments(go, self.hold(), &self.argv));
-        }
+        cmd.arg0("lockrun")
+            .arg(guard::SUBCOMMAND)
+            .args(guard::arguments(go, self.hold(), &self.program(first)));
         for key in &self.env_remove {
             cmd.env_remove(key);
         }
         cmd.envs(self.env.iter().map(|(key, value)| (key, value)));
         cmd.process_group(0);
         Ok(cmd)
+    }
+
+    /// What the guard runs: `argv`, or with `shell` the shell running it.
+    fn program(&self, first: &OsString) -> Vec<OsString> {
+        if self.shell {
+            ["/bin/sh", "-c"]
+                .into_iter()
+                .map(OsString::from)
+                .chain([first.clone(), OsString::from("lockrun")])
+                .chain(self.argv[1..].iter().cloned())
+                .collect()
+        } else {
+            self.argv.clone()
+        }
     }
 
     fn hold(&self) -> Option<RawFd> {
@@ -312,6 +329,45 @@ impl Child {
                 terminal,
             }),
         })
+    }
+
+    /// Forks the guard without exec'ing it, parked, as [`Child::prepare`]
+    /// starts one: the cheap way, about a millisecond of CPU less, for the
+    /// round that starts with lockrun (see [`Forked`]).
+    ///
+    /// Call it before the runtime starts, from the thread that will run it.
+    /// `Ok(None)` when it cannot be done safely: lockrun has a thread
+    /// besides this one (a line was logged, say), or `cmd` lends the guard
+    /// a descriptor, which exists only later; [`Child::prepare`] then starts
+    /// the guard as before.
+    pub fn fork_parked(cmd: &Command) -> io::Result<Option<Forked>> {
+        if cmd.hold_fd.is_some() || !sys::single_threaded() {
+            return Ok(None);
+        }
+        let Some(first) = cmd.argv.first() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no command to run",
+            ));
+        };
+        let argv = cmd.program(first);
+        let (go_read, go) = sys::go_pipe()?;
+        let keep = go_read.as_raw_fd();
+        let environment = guard::Environment {
+            remove: &cmd.env_remove,
+            add: &cmd.env,
+        };
+        let invocation = || guard::Invocation {
+            go: Some(keep),
+            hold: None,
+            argv: &argv,
+        };
+        let pid = sys::fork_guard(keep, || guard::run(invocation(), &environment))?;
+        // As in `prepare_with`: without our copy of the read end, a guard
+        // that is gone makes `start` fail rather than write into the void.
+        drop(go_read);
+        tracing::debug!(pid, "forked the guard, parked");
+        Ok(Some(Forked { pid, go: Some(go) }))
     }
 
     /// The guard's pid, which is also the child's process group id.
@@ -670,6 +726,49 @@ impl Prepared {
             latest_deadline: Arc::default(),
             ending: false,
         })
+    }
+}
+
+/// A parked guard forked before the runtime started ([`Child::fork_parked`]):
+/// a copy of lockrun taken while it was small and had one thread, so that
+/// no exec, dynamic linking or start-up of a second lockrun is paid. It is
+/// the guard of the first round; later rounds [`Child::prepare`] their own.
+/// Dropping it ends the guard, having run nothing.
+pub struct Forked {
+    pid: u32,
+    /// lockrun's end of the go pipe; `None` once adopted.
+    go: Option<File>,
+}
+
+impl Forked {
+    /// The guard's pid, which will be the child's process group id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Takes the guard on, within the runtime, as [`Child::prepare`] would
+    /// have returned it. Its exit may already have happened unheard: the
+    /// first look at it asks the kernel, not the signal.
+    pub fn adopt(mut self) -> io::Result<Prepared> {
+        let sigchld = signal(SignalKind::child())?;
+        let go = self.go.take().expect("a Forked is adopted once");
+        Ok(Prepared {
+            pid: self.pid,
+            parked: Some(Parked {
+                go,
+                sigchld,
+                terminal: Terminal::Auto,
+            }),
+        })
+    }
+}
+
+impl Drop for Forked {
+    fn drop(&mut self) {
+        if let Some(go) = self.go.take() {
+            drop(go);
+            discard(self.pid);
+        }
     }
 }
 

@@ -133,6 +133,93 @@ pub(super) fn arm_guard(cmd: &mut std::process::Command, go: RawFd, hold: Option
     }
 }
 
+/// Whether this process runs a single thread, from /proc; `false` when we
+/// cannot tell. Only then may lockrun fork a guard without exec'ing it
+/// ([`fork_guard`]): the child of a fork holds any lock another thread held
+/// at that moment, and would wait for it for ever.
+pub(super) fn single_threaded() -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Threads:"))
+        .is_some_and(|count| count.trim() == "1")
+}
+
+/// Forks the guard without exec'ing it: the child sets itself up as
+/// [`arm_guard`]'s hook sets up an exec'd guard, lets go of every
+/// descriptor an exec would have closed but `go`, runs `guard`, and exits
+/// with its status. Returns the child's pid, the leader of its own new
+/// process group, in lockrun.
+///
+/// lockrun must be single-threaded ([`single_threaded`]), so that the child
+/// may allocate and take locks; and the calling thread must be the one that
+/// lives as long as lockrun, as for [`arm_guard`].
+pub(super) fn fork_guard(go: RawFd, guard: impl FnOnce() -> u8) -> io::Result<u32> {
+    let parent = std::process::id() as libc::pid_t;
+    let death = death_signal();
+    let blocked = SigSet::of(survivable());
+    // SAFETY: lockrun has one thread (the caller checked), so the child is a
+    // whole copy of it, every lock free; it runs ordinary code and leaves
+    // only by `_exit`, never returning into lockrun's frames.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => {
+            set_mask(libc::SIG_SETMASK, &blocked);
+            // SAFETY: plain values; as in `arm_guard`, the parent check after
+            // the prctl closes the race with lockrun dying first.
+            let armed = unsafe {
+                libc::setpgid(0, 0) == 0
+                    && libc::prctl(libc::PR_SET_PDEATHSIG, death as libc::c_ulong, 0, 0, 0) == 0
+                    && libc::getppid() == parent
+            };
+            let status = if armed && close_what_exec_would(go).is_ok() {
+                guard()
+            } else {
+                super::guard::GUARD_FAILED
+            };
+            // SAFETY: _exit ends the process at once: no destructor, atexit
+            // handler or stdio flush of lockrun's runs twice.
+            unsafe { libc::_exit(i32::from(status)) }
+        }
+        pid => {
+            // The child does the same; whichever runs first makes the group,
+            // so it exists before lockrun may signal it.
+            // SAFETY: setpgid takes plain values. The child, not exec'd,
+            // may always be moved; a failure means it has done it itself.
+            unsafe {
+                libc::setpgid(pid, pid);
+            }
+            Ok(pid as u32)
+        }
+    }
+}
+
+/// In a guard forked without exec: closes every descriptor marked
+/// close-on-exec but `keep`, so that the guard holds what an exec'd guard
+/// would (lockrun's runtime and connections stay lockrun's alone).
+fn close_what_exec_would(keep: RawFd) -> io::Result<()> {
+    let open: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")?
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    for fd in open {
+        if fd == keep {
+            continue;
+        }
+        // SAFETY: F_GETFD only reads flags, and closing a descriptor of
+        // lockrun's copy is what we are here for: nothing in the guard uses
+        // any of them. The listing's own descriptor is gone (EBADF).
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags != -1 && flags & libc::FD_CLOEXEC != 0 {
+                libc::close(fd);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// In the guard: takes ownership of descriptor `fd` (the go pipe's read end,
 /// or the one to hold), which lockrun let us inherit. Fails if no such
 /// descriptor is open.

@@ -17,6 +17,16 @@ pub struct Job {
     /// The lease TTL, on etcd.
     pub ttl: std::time::Duration,
     service: hold::Service,
+    /// The first round's guard, forked before the runtime started.
+    guard: Option<crate::child::Forked>,
+}
+
+impl Job {
+    /// Forks the guard now, before the runtime starts (see
+    /// [`hold::fork_guard`]); for an engine whose claim lends no descriptor.
+    pub fn fork_guard(&mut self) {
+        self.guard = hold::fork_guard(&self.config, &self.service);
+    }
 }
 
 pub fn prepare(args: ElectArgs, backend: BackendName, env: &dyn Env) -> Result<Job, Failure> {
@@ -37,10 +47,19 @@ pub fn prepare(args: ElectArgs, backend: BackendName, env: &dyn Env) -> Result<J
         session,
         ttl: args.session.ttl,
         service,
+        guard: None,
     })
 }
 
 pub async fn run<E: Engine>(engine: &E, job: Job) -> Result<Exit, Failure> {
     let target = Target::Lock { key: job.key };
-    hold::run(engine, &target, &job.config, &job.service, job.campaign).await
+    hold::run(
+        engine,
+        &target,
+        &job.config,
+        &job.service,
+        job.campaign,
+        job.guard,
+    )
+    .await
 }

@@ -191,21 +191,17 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
         Command::Completions(args) => return install::completions(&args),
         Command::Man(args) => return install::man(&args),
     };
-    // One thread: every child is forked from the main thread, which lives as
-    // long as lockrun does, so the parent-death signal is reliable.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::Internal(format!("cannot start the runtime ({e})")))?;
     if matches!(job, Job::Leader(_) | Job::Release(_)) {
         // These handle no signal: an early one ends them as it always would.
         crate::signals::release_held();
     }
     match backend {
-        BackendName::Consul => run_consul(&cli.consul, &env, &runtime, job),
+        BackendName::Consul => run_consul(&cli.consul, &env, job),
         BackendName::Etcd => {
+            let mut job = job;
             let etcd = etcd_engine(&cli.etcd, &job)?;
-            runtime.block_on(async {
+            job.fork_guard();
+            runtime()?.block_on(async {
                 match job {
                     Job::Elect(job) => elect::run(&etcd, job).await,
                     Job::Semaphore(job) => semaphore::run(&etcd, job).await,
@@ -217,7 +213,9 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
         BackendName::Local => {
             let dir = lock_dir(&cli.backend);
             let local = || Local::open(dir.clone(), cli.backend.allow_network_fs);
-            runtime.block_on(async {
+            // No guard forked ahead: a local claim lends the guard its lock's
+            // descriptor, which exists only once the lock is taken.
+            runtime()?.block_on(async {
                 match job {
                     Job::Elect(job) => elect::run(&local()?, job).await,
                     Job::Semaphore(job) => semaphore::run(&local()?, job).await,
@@ -258,16 +256,25 @@ fn etcd_engine(args: &crate::cli::EtcdArgs, job: &Job) -> Result<Etcd, Failure> 
     Etcd::new(&config, ttl).map_err(Failure::Config)
 }
 
+/// One thread: every child is forked from the main thread, which lives as
+/// long as lockrun does, so the parent-death signal is reliable.
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Internal(format!("cannot start the runtime ({e})")))
+}
+
 fn run_consul(
     args: &crate::cli::ConsulArgs,
     env: &ProcessEnv,
-    runtime: &tokio::runtime::Runtime,
-    job: Job,
+    mut job: Job,
 ) -> Result<Exit, Failure> {
     let consul = config::consul(args, env)?;
     let client = Client::new(&consul).map_err(|e| Failure::Config(format!("{e:#}")))?;
     let namespace = consul.namespace.is_some();
-    runtime.block_on(async move {
+    job.fork_guard();
+    runtime()?.block_on(async move {
         // Namespaces on an agent without them: said before anything is
         // written (an older agent would ignore `?ns=` and work elsewhere).
         if namespace && client.lacks_namespaces().await {
@@ -295,4 +302,17 @@ enum Job {
     Semaphore(semaphore::Job),
     Leader(leader::Job),
     Release(release::Job),
+}
+
+impl Job {
+    /// Everything the user typed is valid and the engine's client is built:
+    /// the guard of a job that runs a command can be forked now, while
+    /// lockrun is small and has one thread, before the runtime starts.
+    fn fork_guard(&mut self) {
+        match self {
+            Job::Elect(job) => job.fork_guard(),
+            Job::Semaphore(job) => job.fork_guard(),
+            Job::Leader(_) | Job::Release(_) => {}
+        }
+    }
 }

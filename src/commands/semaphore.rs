@@ -18,6 +18,16 @@ pub struct Job {
     /// The lease TTL, on etcd.
     pub ttl: std::time::Duration,
     service: hold::Service,
+    /// The first round's guard, forked before the runtime started.
+    guard: Option<crate::child::Forked>,
+}
+
+impl Job {
+    /// Forks the guard now, before the runtime starts (see
+    /// [`hold::fork_guard`]); for an engine whose claim lends no descriptor.
+    pub fn fork_guard(&mut self) {
+        self.guard = hold::fork_guard(&self.config, &self.service);
+    }
 }
 
 pub fn prepare(args: SemaphoreArgs, backend: BackendName, env: &dyn Env) -> Result<Job, Failure> {
@@ -46,6 +56,7 @@ pub fn prepare(args: SemaphoreArgs, backend: BackendName, env: &dyn Env) -> Resu
         session,
         ttl: args.session.ttl,
         service,
+        guard: None,
     })
 }
 
@@ -54,5 +65,5 @@ pub async fn run<E: Engine>(engine: &E, job: Job) -> Result<Exit, Failure> {
         prefix: job.prefix,
         limit: job.limit,
     };
-    hold::run(engine, &target, &job.config, &job.service, false).await
+    hold::run(engine, &target, &job.config, &job.service, false, job.guard).await
 }

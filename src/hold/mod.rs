@@ -120,12 +120,15 @@ fn release_requests() -> Result<tokio::signal::unix::Signal, Failure> {
         .map_err(|e| Failure::Internal(format!("cannot handle signals ({e})")))
 }
 
+/// Holds `target` and runs the child, round after round while campaigning.
+/// `forked` is the first round's guard, if [`fork_guard`] made one.
 pub async fn run<E: Engine>(
     engine: &E,
     target: &Target,
     config: &HoldConfig,
     service: &Service,
     campaign: bool,
+    mut forked: Option<child::Forked>,
 ) -> Result<Exit, Failure> {
     let mut signals =
         Signals::new().map_err(|e| Failure::Internal(format!("cannot handle signals ({e})")))?;
@@ -152,6 +155,7 @@ pub async fn run<E: Engine>(
             campaign,
             &mut signals,
             &mut released,
+            &mut forked,
         );
         let round = tokio::select! {
             round = round => round?,
@@ -190,15 +194,46 @@ fn child_ended(exit: ChildExit, forwarded: Option<Signal>) -> Exit {
     }
 }
 
+/// Forks the first round's guard, parked, before the runtime starts (see
+/// [`child::Forked`]); for an engine whose claim lends no descriptor.
+/// `None` when that cannot be done: the round then starts its guard itself.
+pub fn fork_guard(config: &HoldConfig, service: &Service) -> Option<child::Forked> {
+    let forked = child_command(config, service, None)
+        .and_then(|command| Child::fork_parked(&command).map_err(spawn_failure));
+    match forked {
+        Ok(forked) => forked,
+        Err(failure) => {
+            tracing::debug!("{failure}; the guard starts later");
+            None
+        }
+    }
+}
+
 /// Spawns the guard, parked, with the descriptor it is to keep.
 fn prepare_child(
     config: &HoldConfig,
     service: &Service,
     hold_fd: Option<std::os::fd::OwnedFd>,
 ) -> Result<child::Prepared, Failure> {
+    Child::prepare(&child_command(config, service, hold_fd)?).map_err(spawn_failure)
+}
+
+fn spawn_failure(e: std::io::Error) -> Failure {
+    Failure::Internal(format!(
+        "cannot start the child ({})",
+        crate::config::io_reason(&e)
+    ))
+}
+
+/// What the guard is to run, and keep.
+fn child_command(
+    config: &HoldConfig,
+    service: &Service,
+    hold_fd: Option<std::os::fd::OwnedFd>,
+) -> Result<child::Command, Failure> {
     let guard_exe = child::guard_exe()
         .map_err(|e| Failure::Internal(format!("cannot find lockrun's own executable ({e})")))?;
-    let command = child::Command {
+    Ok(child::Command {
         argv: config.child.argv.clone(),
         shell: config.child.shell,
         env: Vec::new(),
@@ -208,12 +243,6 @@ fn prepare_child(
         },
         guard_exe,
         hold_fd: hold_fd.map(Arc::new),
-    };
-    Child::prepare(&command).map_err(|e| {
-        Failure::Internal(format!(
-            "cannot start the child ({})",
-            crate::config::io_reason(&e)
-        ))
     })
 }
 
@@ -248,6 +277,7 @@ async fn round<E: Engine>(
     campaign: bool,
     signals: &mut Signals,
     released: &mut tokio::signal::unix::Signal,
+    forked: &mut Option<child::Forked>,
 ) -> Result<Round, Failure> {
     let report = |status: &str| service.status(status);
     let opening = Opening {
@@ -266,7 +296,11 @@ async fn round<E: Engine>(
     // start it drops it, which ends it.
     let mut prepared = None;
     if !E::CLAIM_LENDS_FD {
-        match prepare_child(config, service, None) {
+        let parked = match forked.take() {
+            Some(forked) => forked.adopt().map_err(spawn_failure),
+            None => prepare_child(config, service, None),
+        };
+        match parked {
             Ok(p) => prepared = Some(p),
             Err(failure) => {
                 cleanup::<E>(target, None, lease).await;
@@ -364,12 +398,7 @@ async fn round<E: Engine>(
         prepared
             .start(claim.env())
             .map(|child| (child, pgid))
-            .map_err(|e| {
-                Failure::Internal(format!(
-                    "cannot start the child ({})",
-                    crate::config::io_reason(&e)
-                ))
-            })
+            .map_err(spawn_failure)
     });
     let (mut child, pgid) = match started_child {
         Ok(started) => started,

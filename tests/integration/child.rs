@@ -621,10 +621,33 @@ fn a_waiting_lockrun_parks_its_guard_and_an_interrupt_ends_it() {
         "the waiting lockrun has no parked guard ({guard:?})"
     );
     let guard = guard.unwrap();
-    let cmdline = std::fs::read(format!("/proc/{guard}/cmdline")).unwrap_or_default();
+    let name = std::fs::read_to_string(format!("/proc/{guard}/comm")).unwrap_or_default();
+    assert_eq!(name.trim_end(), lockrun::child::guard::PROCESS_NAME);
+    // Forked, not exec'd: it has the waiter's own command line...
+    let cmdline = |pid| std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    assert_eq!(
+        cmdline(guard),
+        cmdline(waiter.pid()),
+        "the guard was exec'd"
+    );
+    // ...and holds only what an exec would have left it: none of the
+    // waiter's connections or runtime, and only its own end of the go pipe.
+    let fds = open_fds(guard);
     assert!(
-        String::from_utf8_lossy(&cmdline).contains("__guard"),
-        "{cmdline:?}"
+        fds.iter()
+            .all(|(_, what)| !what.starts_with("socket:") && !what.starts_with("anon_inode:")),
+        "the parked guard holds lockrun's descriptors: {fds:?}"
+    );
+    let pipes: Vec<&String> = fds
+        .iter()
+        .map(|(_, what)| what)
+        .filter(|what| what.starts_with("pipe:"))
+        .collect();
+    let distinct: std::collections::BTreeSet<_> = pipes.iter().collect();
+    assert_eq!(
+        pipes.len(),
+        distinct.len(),
+        "the parked guard holds both ends of a pipe: {fds:?}"
     );
     waiter.signal(nix::sys::signal::Signal::SIGINT);
     assert_killed_by(
