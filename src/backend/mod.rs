@@ -143,9 +143,9 @@ pub trait Engine {
     type Claim: Claim<Error = Self::Error>;
     type Error: EngineError;
 
-    /// Whether a claim lives in a descriptor the guard must inherit
-    /// ([`Claim::take_hold_fd`]): the guard is then spawned once the claim
-    /// exists, not while we wait.
+    /// Whether a claim lives in a descriptor the guard must keep
+    /// ([`Claim::take_hold_fd`]): it is lent to the guard when the child
+    /// starts.
     const CLAIM_LENDS_FD: bool = false;
 
     /// Opens the lease claims are tied to, retrying blips within

@@ -12,7 +12,9 @@
 //! ```
 //!
 //! The entries are environment variables COMMAND gets on top of the guard's
-//! own, the ones known only once the lock is held (`LOCKRUN_SESSION`...).
+//! own, the ones known only once the lock is held (`LOCKRUN_SESSION`...). A
+//! descriptor lent to the guard (the local engine's `flock`ed file) travels
+//! beside the message's first bytes, on a Unix socket instead of a pipe.
 //! Anything but a whole, well-formed message means "no": EOF because lockrun
 //! gave up or died, a message cut short, garbage. The guard then exits
 //! without running COMMAND. It reads no further than the length announced,
@@ -20,7 +22,8 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 
 /// The largest body we send or accept. A message must fit in the pipe at
@@ -60,11 +63,12 @@ pub(super) fn encode(env: &[(OsString, OsString)]) -> io::Result<Vec<u8>> {
     Ok(message)
 }
 
-/// Writes `message` whole into `pipe` and closes it. The pipe is
-/// non-blocking and empty, so this never waits: a message the pipe cannot
-/// take at once is an error, as is a guard that is gone (EPIPE).
-pub(super) fn send(mut pipe: &File, message: &[u8]) -> io::Result<()> {
-    match pipe.write(message) {
+/// Writes `message` whole into `pipe`, with the descriptor `lent` beside
+/// it if given (the guard keeps it; see [`super::Command::lends`]). The
+/// pipe is non-blocking and empty, so this never waits: a message the pipe
+/// cannot take at once is an error, as is a guard that is gone (EPIPE).
+pub(super) fn send(pipe: &File, message: &[u8], lent: Option<&OwnedFd>) -> io::Result<()> {
+    match super::sys::send_go(pipe, message, lent) {
         Ok(n) if n == message.len() => Ok(()),
         Ok(n) => Err(io::Error::new(
             io::ErrorKind::WriteZero,
@@ -74,11 +78,35 @@ pub(super) fn send(mut pipe: &File, message: &[u8]) -> io::Result<()> {
     }
 }
 
-/// Reads the go message from `pipe`: the environment to add, or `None` if
-/// what came is not a whole, well-formed message.
-pub(super) fn receive(mut pipe: impl Read) -> Option<Vec<(OsString, OsString)>> {
+/// Environment variables to add, in order.
+pub(super) type Env = Vec<(OsString, OsString)>;
+
+/// The go message as the guard reads it from `pipe`: the environment to
+/// add and the descriptor lent, or `None` if what came is not a whole,
+/// well-formed message.
+pub(super) fn receive(pipe: &File) -> Option<(Env, Option<OwnedFd>)> {
     let mut header = [0; 4];
-    pipe.read_exact(&mut header).ok()?;
+    // The descriptor comes with the message's first bytes.
+    let (got, lent) = super::sys::receive_go(pipe, &mut header).ok()?;
+    if got == 0 {
+        return None;
+    }
+    Some((read_rest(pipe, header, got)?, lent))
+}
+
+/// The environment from a whole go message in `input`.
+#[cfg(test)]
+fn read(input: impl Read) -> Option<Vec<(OsString, OsString)>> {
+    read_rest(input, [0; 4], 0)
+}
+
+/// The rest of a message whose first `got` bytes are in `header`.
+fn read_rest(
+    mut pipe: impl Read,
+    mut header: [u8; 4],
+    got: usize,
+) -> Option<Vec<(OsString, OsString)>> {
+    pipe.read_exact(&mut header[got..]).ok()?;
     let length = u32::from_le_bytes(header) as usize;
     if length > MAX_BODY {
         return None;
@@ -137,31 +165,31 @@ mod tests {
             env(&[("LOCKRUN_KEY", "a/b c"), ("EMPTY", ""), ("X", "=")]),
         ] {
             let message = encode(&pairs).unwrap();
-            assert_eq!(receive(&message[..]), Some(pairs));
+            assert_eq!(read(&message[..]), Some(pairs));
         }
         let odd = vec![(
             OsString::from("K"),
             OsString::from_vec(vec![0xff, 0xfe, b'\n']),
         )];
-        assert_eq!(receive(&encode(&odd).unwrap()[..]), Some(odd));
+        assert_eq!(read(&encode(&odd).unwrap()[..]), Some(odd));
     }
 
     #[test]
     fn anything_short_of_a_whole_message_is_no() {
         let message = encode(&env(&[("A", "1"), ("B", "2")])).unwrap();
         for cut in 0..message.len() {
-            assert_eq!(receive(&message[..cut]), None, "cut at {cut}");
+            assert_eq!(read(&message[..cut]), None, "cut at {cut}");
         }
         // A length that overruns the body it announces.
         let mut garbled = message.clone();
         garbled[4] = 200;
-        assert_eq!(receive(&garbled[..]), None);
+        assert_eq!(read(&garbled[..]), None);
         // A huge announced length is refused before anything is allocated.
-        assert_eq!(receive(&[0xff, 0xff, 0xff, 0xff][..]), None);
+        assert_eq!(read(&[0xff, 0xff, 0xff, 0xff][..]), None);
         // Bytes after the message are not read.
         let mut longer = message.clone();
         longer.extend_from_slice(b"trailing");
-        assert!(receive(&longer[..]).is_some());
+        assert!(read(&longer[..]).is_some());
     }
 
     #[test]
@@ -179,7 +207,7 @@ mod tests {
             }
             let body = (message.len() - 4) as u32;
             message[..4].copy_from_slice(&body.to_le_bytes());
-            assert_eq!(receive(&message[..]), None, "{key:?}");
+            assert_eq!(read(&message[..]), None, "{key:?}");
         }
         let huge = env(&[("BIG", &"x".repeat(MAX_BODY))]);
         assert_eq!(

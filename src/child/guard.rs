@@ -61,10 +61,6 @@ const SEPARATOR: &str = "--";
 /// before running COMMAND. Without it the guard runs COMMAND at once.
 const GO_FD: &str = "--go-fd";
 
-/// Keep this descriptor open until every other member of our group is dead
-/// (see [`end_group`]).
-const HOLD_FD: &str = "--hold-fd";
-
 /// Exit status when COMMAND was not found (as in sh, env and timeout).
 const NOT_FOUND: u8 = 127;
 /// Exit status when COMMAND was found but could not be executed.
@@ -73,27 +69,24 @@ const NOT_EXECUTABLE: u8 = 126;
 pub(super) const GUARD_FAILED: u8 = 125;
 
 /// The arguments that follow [`SUBCOMMAND`] to run `argv` once the go
-/// message arrives on descriptor `go`, keeping descriptor `hold` if given.
-pub(super) fn arguments(
-    go: RawFd,
-    hold: Option<RawFd>,
-    argv: &[OsString],
-) -> impl Iterator<Item = OsString> + '_ {
-    let hold = hold.map(|fd| [OsString::from(HOLD_FD), OsString::from(fd.to_string())]);
-    [OsString::from(GO_FD), OsString::from(go.to_string())]
-        .into_iter()
-        .chain(hold.into_iter().flatten())
-        .chain([OsString::from(SEPARATOR)])
-        .chain(argv.iter().cloned())
+/// message arrives on descriptor `go`.
+pub(super) fn arguments(go: RawFd, argv: &[OsString]) -> impl Iterator<Item = OsString> + '_ {
+    [
+        OsString::from(GO_FD),
+        OsString::from(go.to_string()),
+        OsString::from(SEPARATOR),
+    ]
+    .into_iter()
+    .chain(argv.iter().cloned())
 }
 
 /// The guard's entry point. `args` are the words after `__guard`:
-/// `[--go-fd N] [--hold-fd N] -- PROGRAM [ARGS...]`.
+/// `[--go-fd N] -- PROGRAM [ARGS...]`.
 pub fn main(args: Vec<OsString>) -> ExitCode {
     let Some(invocation) = parse(&args) else {
         say(format_args!(
             "`{SUBCOMMAND}` is for lockrun's own use: \
-             lockrun {SUBCOMMAND} [{GO_FD} N] [{HOLD_FD} N] -- COMMAND [ARGS...]"
+             lockrun {SUBCOMMAND} [{GO_FD} N] -- COMMAND [ARGS...]"
         ));
         return ExitCode::from(GUARD_FAILED);
     };
@@ -111,10 +104,7 @@ pub(super) struct Environment<'a> {
 }
 
 /// The guard itself, exec'd or forked: returns its exit status.
-pub(super) fn run(
-    Invocation { go, hold, argv }: Invocation<'_>,
-    environment: &Environment<'_>,
-) -> u8 {
+pub(super) fn run(Invocation { go, argv }: Invocation<'_>, environment: &Environment<'_>) -> u8 {
     // Failing to rename ourselves costs operators a hint, nothing else.
     if let Ok(name) = std::ffi::CString::new(PROCESS_NAME) {
         let _ = nix::sys::prctl::set_name(&name);
@@ -128,37 +118,29 @@ pub(super) fn run(
     // Parked: lockrun may not hold the lock yet. Only a whole go message
     // lets us go on. The pipe then carries deadlines (see `deadline`); it
     // becomes close-on-exec before COMMAND exists, so COMMAND never holds it.
-    let (env, channel) = match go {
+    // The go message may lend us a descriptor to hold (a `flock`ed file):
+    // ours until we exit, never COMMAND's (it comes close-on-exec).
+    let (env, channel, held) = match go {
         Some(fd) => {
-            let Ok(mut pipe) = sys::take_inherited(fd) else {
+            let Ok(pipe) = sys::take_inherited(fd) else {
                 return GUARD_FAILED;
             };
-            let Some(env) = go::receive(&mut pipe) else {
+            let Some((env, held)) = go::receive(&pipe) else {
                 return GUARD_FAILED;
             };
             if sys::close_on_exec(&pipe).is_err() {
                 return GUARD_FAILED;
             }
-            (env, Some(pipe))
+            (env, Some(pipe), held)
         }
-        None => (Vec::new(), None),
+        None => (Vec::new(), None, None),
     };
-
-    // The descriptor to hold: ours until we exit, never COMMAND's. As a
-    // subreaper we inherit the group's orphans, so that before we exit we
-    // can kill and reap every other member (`end_group`).
-    let held = match hold {
-        Some(fd) => match sys::take_inherited(fd) {
-            Ok(file) if sys::close_on_exec(&file).is_ok() => {
-                if nix::sys::prctl::set_child_subreaper(true).is_err() {
-                    return GUARD_FAILED;
-                }
-                Some(file)
-            }
-            _ => return GUARD_FAILED,
-        },
-        None => None,
-    };
+    // Holding it, we are a subreaper: we inherit the group's orphans, so
+    // that before we exit we can kill and reap every other member
+    // (`end_group`).
+    if held.is_some() && nix::sys::prctl::set_child_subreaper(true).is_err() {
+        return GUARD_FAILED;
+    }
 
     // COMMAND's exit must wake our poll below, so SIGCHLD arrives on a
     // descriptor; blocked before the spawn, none is missed. Without it we
@@ -409,31 +391,19 @@ fn signal_own_group(number: i32) {
 pub(super) struct Invocation<'a> {
     /// The go pipe's descriptor, if we are to wait for the go message.
     pub go: Option<RawFd>,
-    /// The descriptor to keep until the group is gone.
-    pub hold: Option<RawFd>,
     /// COMMAND, never empty.
     pub argv: &'a [OsString],
 }
 
 fn parse(args: &[OsString]) -> Option<Invocation<'_>> {
     let fd = |word: &OsString| word.to_str()?.parse::<RawFd>().ok().filter(|fd| *fd >= 0);
-    let (mut go, mut hold, mut rest) = (None, None, args);
-    loop {
-        match rest {
-            [option, value, tail @ ..] if option == GO_FD && go.is_none() => {
-                go = Some(fd(value)?);
-                rest = tail;
-            }
-            [option, value, tail @ ..] if option == HOLD_FD && hold.is_none() => {
-                hold = Some(fd(value)?);
-                rest = tail;
-            }
-            _ => break,
-        }
-    }
+    let (go, rest) = match args {
+        [option, value, tail @ ..] if option == GO_FD => (Some(fd(value)?), tail),
+        _ => (None, args),
+    };
     match rest.split_first() {
         Some((separator, argv)) if separator == SEPARATOR && !argv.is_empty() => {
-            Some(Invocation { go, hold, argv })
+            Some(Invocation { go, argv })
         }
         _ => None,
     }
@@ -505,13 +475,9 @@ mod tests {
         assert_eq!(argv(&["--go-fd", "-1", "--", "a"]), None);
         assert_eq!(argv(&["--go-fd", "x", "--", "a"]), None);
         assert_eq!(argv(&["--go-fd", "--", "a"]), None);
-        let built: Vec<OsString> = arguments(4, None, &args(&["a", "b"])).collect();
+        let built: Vec<OsString> = arguments(4, &args(&["a", "b"])).collect();
         assert_eq!(built, args(&["--go-fd", "4", "--", "a", "b"]));
         assert_eq!(argv(&["--go-fd", "4", "--", "a", "b"]).unwrap().0, Some(4));
-        let built: Vec<OsString> = arguments(4, Some(9), &args(&["a"])).collect();
-        assert_eq!(built, args(&["--go-fd", "4", "--hold-fd", "9", "--", "a"]));
-        let parsed = parse(&built).unwrap();
-        assert_eq!((parsed.go, parsed.hold), (Some(4), Some(9)));
-        assert!(parse(&args(&["--hold-fd", "1", "--hold-fd", "2", "--", "a"])).is_none());
+        assert!(parse(&args(&["--go-fd", "1", "--go-fd", "2", "--", "a"])).is_none());
     }
 }

@@ -47,8 +47,12 @@
 //!   first round's guard is forked while lockrun is still small and has one
 //!   thread, right after the command line is checked ([`Forked`]); it closes
 //!   what an exec would have closed, and runs the same code. A lockrun that
-//!   already has a thread, a later round, or a claim that lends the guard a
-//!   descriptor (which exists only once the lock is taken) exec's it.
+//!   already has a thread, or a later round, exec's it.
+//! - **Lending.** On one host the lock is a `flock`ed descriptor, which the
+//!   guard must keep until the whole group is dead, and which exists only
+//!   once the lock is taken. Its go channel is then a Unix socket, and the
+//!   descriptor comes with the go message ([`Prepared::start_lending`]), so
+//!   that this guard too is parked while lockrun waits.
 
 mod deadline;
 mod go;
@@ -110,11 +114,12 @@ pub struct Command {
     pub env_remove: Vec<OsString>,
     /// The lockrun executable to run as the guard; see [`guard_exe`].
     pub guard_exe: PathBuf,
-    /// A descriptor the guard keeps open for as long as anything of the
-    /// child's group lives: a `flock`ed file, say, which the kernel then
+    /// Whether the guard will be lent a descriptor at start
+    /// ([`Prepared::start_lending`]) to keep open for as long as anything of
+    /// the child's group lives: a `flock`ed file, say, which the kernel then
     /// releases only after the whole group is gone. COMMAND never inherits
     /// it, nor does any other child of lockrun's.
-    pub hold_fd: Option<Arc<OwnedFd>>,
+    pub lends: bool,
 }
 
 /// The executable to use as [`Command::guard_exe`]: this very program.
@@ -132,9 +137,9 @@ pub fn guard_exe() -> io::Result<PathBuf> {
 }
 
 impl Command {
-    /// The guard's command line: `lockrun __guard --go-fd GO [--hold-fd H]
-    /// -- PROGRAM [ARGS...]`, where `GO` is the descriptor it waits on for the
-    /// go message and `H` the one it keeps.
+    /// The guard's command line: `lockrun __guard --go-fd GO -- PROGRAM
+    /// [ARGS...]`, where `GO` is the descriptor it waits on for the go
+    /// message.
     fn guard_command(&self, go: RawFd) -> io::Result<std::process::Command> {
         let Some(first) = self.argv.first() else {
             return Err(io::Error::new(
@@ -145,7 +150,7 @@ impl Command {
         let mut cmd = std::process::Command::new(&self.guard_exe);
         cmd.arg0("lockrun")
             .arg(guard::SUBCOMMAND)
-            .args(guard::arguments(go, self.hold(), &self.program(first)));
+            .args(guard::arguments(go, &self.program(first)));
         for key in &self.env_remove {
             cmd.env_remove(key);
         }
@@ -166,10 +171,6 @@ impl Command {
         } else {
             self.argv.clone()
         }
-    }
-
-    fn hold(&self) -> Option<RawFd> {
-        self.hold_fd.as_ref().map(|fd| fd.as_raw_fd())
     }
 }
 
@@ -306,15 +307,11 @@ impl Child {
 
     /// [`Child::prepare`], choosing what `start` does with the terminal.
     pub fn prepare_with(cmd: &Command, terminal: Terminal) -> io::Result<Prepared> {
-        let (go_read, go) = sys::go_pipe()?;
+        let (go_read, go) = sys::go_pipe(cmd.lends)?;
         let mut guard = cmd.guard_command(go_read.as_raw_fd())?;
         // Listening before the fork means no exit can happen unnoticed.
         let sigchld = signal(SignalKind::child())?;
-        if let Some(hold) = &cmd.hold_fd {
-            // Only the guard may inherit it, and only through `arm_guard`.
-            sys::close_on_exec(hold)?;
-        }
-        sys::arm_guard(&mut guard, go_read.as_raw_fd(), cmd.hold());
+        sys::arm_guard(&mut guard, go_read.as_raw_fd());
         let pid = guard.spawn().map_err(|err| spawn_error(cmd, err))?.id();
         // std's Child neither waits nor kills on drop; we reap by pid. Our
         // copy of the read end goes, so a guard that is gone makes `start`
@@ -336,12 +333,11 @@ impl Child {
     /// round that starts with lockrun (see [`Forked`]).
     ///
     /// Call it before the runtime starts, from the thread that will run it.
-    /// `Ok(None)` when it cannot be done safely: lockrun has a thread
-    /// besides this one (a line was logged, say), or `cmd` lends the guard
-    /// a descriptor, which exists only later; [`Child::prepare`] then starts
-    /// the guard as before.
+    /// `Ok(None)` when it cannot be done safely, lockrun having a thread
+    /// besides this one (a line was logged, say): [`Child::prepare`] then
+    /// starts the guard as before.
     pub fn fork_parked(cmd: &Command) -> io::Result<Option<Forked>> {
-        if cmd.hold_fd.is_some() || !sys::single_threaded() {
+        if !sys::single_threaded() {
             return Ok(None);
         }
         let Some(first) = cmd.argv.first() else {
@@ -351,7 +347,7 @@ impl Child {
             ));
         };
         let argv = cmd.program(first);
-        let (go_read, go) = sys::go_pipe()?;
+        let (go_read, go) = sys::go_pipe(cmd.lends)?;
         let keep = go_read.as_raw_fd();
         let environment = guard::Environment {
             remove: &cmd.env_remove,
@@ -359,7 +355,6 @@ impl Child {
         };
         let invocation = || guard::Invocation {
             go: Some(keep),
-            hold: None,
             argv: &argv,
         };
         let pid = sys::fork_guard(keep, || guard::run(invocation(), &environment))?;
@@ -674,7 +669,22 @@ impl Prepared {
     /// foreground if [`Terminal`] allows, and lets it run COMMAND.
     ///
     /// On error the guard is ended as if dropped, having run nothing.
-    pub fn start(mut self, env: Vec<(OsString, OsString)>) -> io::Result<Child> {
+    pub fn start(self, env: Vec<(OsString, OsString)>) -> io::Result<Child> {
+        self.start_with(env, None)
+    }
+
+    /// [`Prepared::start`], lending the guard `hold` to keep until every
+    /// member of the group is dead (see [`Command::lends`], which must have
+    /// been set). Our copy is closed once sent.
+    pub fn start_lending(self, env: Vec<(OsString, OsString)>, hold: OwnedFd) -> io::Result<Child> {
+        self.start_with(env, Some(hold))
+    }
+
+    fn start_with(
+        mut self,
+        env: Vec<(OsString, OsString)>,
+        hold: Option<OwnedFd>,
+    ) -> io::Result<Child> {
         let message = go::encode(&env)?;
         let pid = self.pid;
         let Some(Parked {
@@ -693,7 +703,7 @@ impl Prepared {
         // go message, so COMMAND can never read the terminal before its group
         // owns it.
         let foreground = claim.map(|claim| claim.hand_to(pid));
-        if let Err(err) = go::send(&go, &message) {
+        if let Err(err) = go::send(&go, &message, hold.as_ref()) {
             discard(pid);
             if let Some(foreground) = foreground {
                 foreground.restore();
@@ -890,7 +900,7 @@ mod tests {
             env: vec![],
             env_remove: vec![],
             guard_exe: "/bin/lockrun".into(),
-            hold_fd: None,
+            lends: false,
         };
         assert_eq!(args(&cmd), ["__guard", "--go-fd", "3", "--", "echo", "a b"]);
         cmd.shell = true;

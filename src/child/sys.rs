@@ -76,10 +76,86 @@ fn set_mask(how: libc::c_int, set: &SigSet) {
 /// lets it inherit, and lockrun's write end. Both are close-on-exec, so no
 /// other child of lockrun's (nor, through it, COMMAND) ever holds either; the
 /// write end is non-blocking, so sending the go message cannot hang lockrun.
-pub(super) fn go_pipe() -> io::Result<(OwnedFd, File)> {
-    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+///
+/// A guard that will be lent a descriptor gets a Unix socket instead, which
+/// can carry it beside the go message (`SCM_RIGHTS`). Only then: a socket
+/// charges each small write its own buffer, so it holds far fewer of the
+/// deadlines that follow (see `job`) than a pipe, and an engine that lends
+/// a descriptor renews nothing, so sends none.
+pub(super) fn go_pipe(lends: bool) -> io::Result<(OwnedFd, File)> {
+    let (read, write) = if lends {
+        use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+        socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )?
+    } else {
+        nix::unistd::pipe2(OFlag::O_CLOEXEC)?
+    };
     fcntl(&write, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
     Ok((read, File::from(write)))
+}
+
+/// Writes `message` on the go channel in one call, with `lent` attached if
+/// given (the channel is then a socket, see [`go_pipe`]).
+pub(super) fn send_go(go: &File, message: &[u8], lent: Option<&OwnedFd>) -> io::Result<usize> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let Some(lent) = lent else {
+        let mut go = go;
+        return go.write(message);
+    };
+    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+    let fds = [lent.as_raw_fd()];
+    let iov = [io::IoSlice::new(message)];
+    let sent = sendmsg::<()>(
+        go.as_raw_fd(),
+        &iov,
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::MSG_NOSIGNAL,
+        None,
+    )?;
+    Ok(sent)
+}
+
+/// In the guard: reads the start of the go message into `buf`, with the
+/// descriptor lent beside it, if any (close-on-exec, so COMMAND never holds
+/// it). On a pipe, a plain read. Returns how many bytes were read.
+pub(super) fn receive_go(go: &File, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let mut iov = [io::IoSliceMut::new(buf)];
+    let received = loop {
+        match recvmsg::<()>(
+            go.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(nix::errno::Errno::ENOTSOCK) => {
+                let mut go = go;
+                return Ok((go.read(buf)?, None));
+            }
+            other => break other?,
+        }
+    };
+    let mut lent = None;
+    for message in received.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(fds) = message {
+            for fd in fds {
+                // SAFETY: the kernel just installed `fd` in our table for
+                // us alone; owning it closes any we do not keep.
+                let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                lent.get_or_insert(fd);
+            }
+        }
+    }
+    Ok((received.bytes, lent))
 }
 
 /// Prepares lockrun's side of the guard's spawn.
@@ -88,9 +164,8 @@ pub(super) fn go_pipe() -> io::Result<(OwnedFd, File)> {
 /// 1. block the survivable signals, so a signal sent to the group before the
 ///    guard's handlers exist stays pending instead of killing it (the guard
 ///    relays what is pending to COMMAND once COMMAND exists);
-/// 2. let the guard keep `go`, the read end of the go pipe, and `hold`, the
-///    descriptor it is to keep, across `exec` (lockrun's copies stay
-///    close-on-exec);
+/// 2. let the guard keep `go`, the read end of the go pipe, across `exec`
+///    (lockrun's copy stays close-on-exec);
 /// 3. arm PR_SET_PDEATHSIG, then check the parent is still the lockrun that
 ///    spawned us: if it died before the prctl, no signal would ever come,
 ///    so we refuse to run at all.
@@ -98,7 +173,7 @@ pub(super) fn go_pipe() -> io::Result<(OwnedFd, File)> {
 /// The guard does not take the terminal's foreground here: a parked guard
 /// must leave it to lockrun, so that Ctrl-C while waiting for the lock
 /// reaches lockrun. lockrun hands it over before it sends the go message.
-pub(super) fn arm_guard(cmd: &mut std::process::Command, go: RawFd, hold: Option<RawFd>) {
+pub(super) fn arm_guard(cmd: &mut std::process::Command, go: RawFd) {
     let parent = std::process::id() as libc::pid_t;
     let death = death_signal();
     let blocked = SigSet::of(survivable());
@@ -108,10 +183,8 @@ pub(super) fn arm_guard(cmd: &mut std::process::Command, go: RawFd, hold: Option
         // descriptor's flags in this (the child's) table; it is
         // async-signal-safe. Clearing FD_CLOEXEC is all we ask of it.
         unsafe {
-            for fd in [Some(go), hold].into_iter().flatten() {
-                if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
-                    return Err(io::Error::last_os_error());
-                }
+            if libc::fcntl(go, libc::F_SETFD, 0) == -1 {
+                return Err(io::Error::last_os_error());
             }
         }
         // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number and touches
@@ -220,8 +293,8 @@ fn close_what_exec_would(keep: RawFd) -> io::Result<()> {
     Ok(())
 }
 
-/// In the guard: takes ownership of descriptor `fd` (the go pipe's read end,
-/// or the one to hold), which lockrun let us inherit. Fails if no such
+/// In the guard: takes ownership of descriptor `fd` (the go pipe's read
+/// end), which lockrun let us inherit. Fails if no such
 /// descriptor is open.
 pub(super) fn take_inherited(fd: RawFd) -> io::Result<File> {
     // SAFETY: fcntl(F_GETFD) only reads the descriptor's flags.

@@ -23,9 +23,9 @@ pub struct Job {
 
 impl Job {
     /// Forks the guard now, before the runtime starts (see
-    /// [`hold::fork_guard`]); for an engine whose claim lends no descriptor.
-    pub fn fork_guard(&mut self) {
-        self.guard = hold::fork_guard(&self.config, &self.service);
+    /// [`hold::fork_guard`]).
+    pub fn fork_guard(&mut self, lends: bool) {
+        self.guard = hold::fork_guard(&self.config, &self.service, lends);
     }
 }
 

@@ -19,6 +19,7 @@ use crate::backend::consul::{operator, show as consul_show, Client, Consul};
 use crate::backend::etcd::config::{EtcdConfig, EtcdFlags};
 use crate::backend::etcd::Etcd;
 use crate::backend::local::Local;
+use crate::backend::Engine;
 use crate::cli::{BackendArgs, BackendName, Cli, Command};
 use crate::config::{self, ProcessEnv};
 use crate::error::Failure;
@@ -200,7 +201,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
         BackendName::Etcd => {
             let mut job = job;
             let etcd = etcd_engine(&cli.etcd, &job)?;
-            job.fork_guard();
+            job.fork_guard(Etcd::CLAIM_LENDS_FD);
             runtime()?.block_on(async {
                 match job {
                     Job::Elect(job) => elect::run(&etcd, job).await,
@@ -213,8 +214,8 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
         BackendName::Local => {
             let dir = lock_dir(&cli.backend);
             let local = || Local::open(dir.clone(), cli.backend.allow_network_fs);
-            // No guard forked ahead: a local claim lends the guard its lock's
-            // descriptor, which exists only once the lock is taken.
+            let mut job = job;
+            job.fork_guard(Local::CLAIM_LENDS_FD);
             runtime()?.block_on(async {
                 match job {
                     Job::Elect(job) => elect::run(&local()?, job).await,
@@ -273,7 +274,7 @@ fn run_consul(
     let consul = config::consul(args, env)?;
     let client = Client::new(&consul).map_err(|e| Failure::Config(format!("{e:#}")))?;
     let namespace = consul.namespace.is_some();
-    job.fork_guard();
+    job.fork_guard(Consul::CLAIM_LENDS_FD);
     runtime()?.block_on(async move {
         // Namespaces on an agent without them: said before anything is
         // written (an older agent would ignore `?ns=` and work elsewhere).
@@ -308,10 +309,10 @@ impl Job {
     /// Everything the user typed is valid and the engine's client is built:
     /// the guard of a job that runs a command can be forked now, while
     /// lockrun is small and has one thread, before the runtime starts.
-    fn fork_guard(&mut self) {
+    fn fork_guard(&mut self, lends: bool) {
         match self {
-            Job::Elect(job) => job.fork_guard(),
-            Job::Semaphore(job) => job.fork_guard(),
+            Job::Elect(job) => job.fork_guard(lends),
+            Job::Semaphore(job) => job.fork_guard(lends),
             Job::Leader(_) | Job::Release(_) => {}
         }
     }

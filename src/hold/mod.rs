@@ -8,7 +8,6 @@ use std::cell::Cell;
 use std::convert::Infallible;
 use std::ffi::OsString;
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::signal::unix::{signal, SignalKind};
@@ -195,10 +194,10 @@ fn child_ended(exit: ChildExit, forwarded: Option<Signal>) -> Exit {
 }
 
 /// Forks the first round's guard, parked, before the runtime starts (see
-/// [`child::Forked`]); for an engine whose claim lends no descriptor.
+/// [`child::Forked`]); `lends` as the engine's [`Engine::CLAIM_LENDS_FD`].
 /// `None` when that cannot be done: the round then starts its guard itself.
-pub fn fork_guard(config: &HoldConfig, service: &Service) -> Option<child::Forked> {
-    let forked = child_command(config, service, None)
+pub fn fork_guard(config: &HoldConfig, service: &Service, lends: bool) -> Option<child::Forked> {
+    let forked = child_command(config, service, lends)
         .and_then(|command| Child::fork_parked(&command).map_err(spawn_failure));
     match forked {
         Ok(forked) => forked,
@@ -209,13 +208,13 @@ pub fn fork_guard(config: &HoldConfig, service: &Service) -> Option<child::Forke
     }
 }
 
-/// Spawns the guard, parked, with the descriptor it is to keep.
+/// Spawns the guard, parked; `lends` as [`fork_guard`]'s.
 fn prepare_child(
     config: &HoldConfig,
     service: &Service,
-    hold_fd: Option<std::os::fd::OwnedFd>,
+    lends: bool,
 ) -> Result<child::Prepared, Failure> {
-    Child::prepare(&child_command(config, service, hold_fd)?).map_err(spawn_failure)
+    Child::prepare(&child_command(config, service, lends)?).map_err(spawn_failure)
 }
 
 fn spawn_failure(e: std::io::Error) -> Failure {
@@ -225,11 +224,12 @@ fn spawn_failure(e: std::io::Error) -> Failure {
     ))
 }
 
-/// What the guard is to run, and keep.
+/// What the guard is to run, and whether it will be lent the claim's
+/// descriptor to keep.
 fn child_command(
     config: &HoldConfig,
     service: &Service,
-    hold_fd: Option<std::os::fd::OwnedFd>,
+    lends: bool,
 ) -> Result<child::Command, Failure> {
     let guard_exe = child::guard_exe()
         .map_err(|e| Failure::Internal(format!("cannot find lockrun's own executable ({e})")))?;
@@ -242,7 +242,7 @@ fn child_command(
             None => Vec::new(),
         },
         guard_exe,
-        hold_fd: hold_fd.map(Arc::new),
+        lends,
     })
 }
 
@@ -290,24 +290,21 @@ async fn round<E: Engine>(
         signal = signals.recv() => return Ok(Round::Done(Exit::Interrupted(signal))),
     };
     // The guard starts now, parked, so that its start-up overlaps the wait
-    // instead of delaying COMMAND once the lock is ours; unless the claim
-    // lives in a descriptor the guard must inherit, which exists only once
-    // we hold. It runs nothing until `start`; every path below that does not
-    // start it drops it, which ends it.
-    let mut prepared = None;
-    if !E::CLAIM_LENDS_FD {
-        let parked = match forked.take() {
-            Some(forked) => forked.adopt().map_err(spawn_failure),
-            None => prepare_child(config, service, None),
-        };
-        match parked {
-            Ok(p) => prepared = Some(p),
-            Err(failure) => {
-                cleanup::<E>(target, None, lease).await;
-                return Err(failure);
-            }
+    // instead of delaying COMMAND once the lock is ours (a claim that lives
+    // in a descriptor is lent to it with the go). It runs nothing until
+    // `start`; every path below that does not start it drops it, which ends
+    // it.
+    let parked = match forked.take() {
+        Some(forked) => forked.adopt().map_err(spawn_failure),
+        None => prepare_child(config, service, E::CLAIM_LENDS_FD),
+    };
+    let prepared = match parked {
+        Ok(prepared) => prepared,
+        Err(failure) => {
+            cleanup::<E>(target, None, lease).await;
+            return Err(failure);
         }
-    }
+    };
     let watchdog = || notify::watchdog_loop(service.notifier());
     let mut countdown = config
         .budget
@@ -389,17 +386,13 @@ async fn round<E: Engine>(
         None => {}
     }
 
-    let prepared = match prepared {
-        Some(prepared) => Ok(prepared),
-        None => prepare_child(config, service, claim.take_hold_fd()),
-    };
-    let started_child = prepared.and_then(|prepared| {
-        let pgid = prepared.pid();
-        prepared
-            .start(claim.env())
-            .map(|child| (child, pgid))
-            .map_err(spawn_failure)
-    });
+    let pgid = prepared.pid();
+    let started_child = match claim.take_hold_fd() {
+        Some(hold) => prepared.start_lending(claim.env(), hold),
+        None => prepared.start(claim.env()),
+    }
+    .map(|child| (child, pgid))
+    .map_err(spawn_failure);
     let (mut child, pgid) = match started_child {
         Ok(started) => started,
         Err(failure) => {

@@ -54,7 +54,7 @@ fn direct<S: AsRef<OsStr>>(argv: &[S]) -> Command {
         env: vec![],
         env_remove: vec![],
         guard_exe: GUARD.into(),
-        hold_fd: None,
+        lends: false,
     }
 }
 
@@ -68,7 +68,7 @@ fn shell<S: AsRef<OsStr>>(script: &str, args: &[S]) -> Command {
         env: vec![],
         env_remove: vec![],
         guard_exe: GUARD.into(),
-        hold_fd: None,
+        lends: false,
     }
 }
 
@@ -939,7 +939,7 @@ fn helper_interactive() {
     });
 }
 
-/// A locked file for `hold_fd`: the lock belongs to the open file
+/// A locked file to lend the guard: the lock belongs to the open file
 /// description, which the returned descriptor is the only one to refer to.
 fn locked_file(path: &Path) -> std::os::fd::OwnedFd {
     let file = File::create(path).expect("create the lock file");
@@ -986,12 +986,14 @@ fn a_held_lock_outlives_every_member_when_the_command_exits() {
         r#"(trap '' TERM; exec sleep 600) & echo $! > "$1"; exit 0"#,
         &[&grandchild_file],
     );
-    cmd.hold_fd = Some(Arc::new(locked_file(&lock)));
+    cmd.lends = true;
     let mut groups = KillGroupsOnDrop::new();
     block_on(async {
-        let mut child = spawn(&cmd, &mut groups);
+        let mut child = Child::prepare_with(&cmd, Terminal::Never)
+            .and_then(|parked| parked.start_lending(Vec::new(), locked_file(&lock)))
+            .expect("start the guard");
+        groups.watch(child.pid());
         // Only the guard holds the lock now.
-        drop(cmd);
         assert!(!flock_free(&lock), "the guard holds the lock");
         let grandchild = read_pid_file(&grandchild_file, deadline());
         let alive = alive_when_released(&lock, &[grandchild, child.pid()]);
@@ -1015,13 +1017,15 @@ fn a_held_lock_outlives_every_member_when_lockrun_dies() {
         r#"(trap '' TERM; exec sleep 600) & echo $! > "$1"; echo $$ > "$2"; wait"#,
         &[&grandchild_file, &shell_file],
     );
-    cmd.hold_fd = Some(Arc::new(locked_file(&lock)));
+    cmd.lends = true;
+    let held = locked_file(&lock);
     let lock_name = lock.display().to_string();
     let mut groups = KillGroupsOnDrop::new();
     let (guard, command) = std::thread::spawn(move || {
         runtime().block_on(async {
-            let child = Child::spawn_with(&cmd, Terminal::Never).expect("spawn the guard");
-            drop(cmd);
+            let child = Child::prepare_with(&cmd, Terminal::Never)
+                .and_then(|parked| parked.start_lending(Vec::new(), held))
+                .expect("start the guard");
             let command = read_pid_file(&shell_file, deadline());
             let pid = child.pid();
             // A lockrun that dies runs no destructors (ours would SIGKILL).
