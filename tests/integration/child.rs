@@ -665,6 +665,17 @@ fn a_waiting_lockrun_parks_its_guard_and_an_interrupt_ends_it() {
     assert!(!marker.exists(), "the interrupted waiter's command ran");
 }
 
+/// A guard is forked only from a process with one thread: the child of a
+/// fork would hold every lock another thread held at that moment.
+#[test]
+fn a_guard_is_never_forked_from_a_process_with_threads() {
+    let (_keep, parked) = std::sync::mpsc::channel::<()>();
+    let other = std::thread::spawn(move || parked.recv());
+    assert!(matches!(Child::fork_parked(&direct(&["true"])), Ok(None)));
+    drop(_keep);
+    let _ = other.join();
+}
+
 /// This test binary, run on one ignored helper test with `dir` shared.
 fn helper(name: &str, dir: &Path) -> std::process::Command {
     let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
