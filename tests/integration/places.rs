@@ -87,21 +87,11 @@ impl Place {
     /// Asserts a finished run's status, showing its output and the
     /// engine's log.
     pub fn status(&self, output: &Output, code: i32, what: &str) {
-        assert_eq!(
-            output.status.code(),
-            Some(code),
-            "{what}: {}\n--- stdout ---\n{}\n--- stderr ---\n{}{}",
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr),
-            match self {
-                Place::Consul(consul, _) =>
-                    format!("\n--- Consul ---\n{}", consul.request_log_dump()),
-                Place::Etcd { .. } =>
-                    format!("\n--- etcd ---\n{}", etcd_support::etcd().log_tail()),
-                Place::Local(_) => String::new(),
-            }
-        );
+        support::assert_exit(output, code, what, || match self {
+            Place::Consul(consul, _) => format!("\n--- Consul ---\n{}", consul.request_log_dump()),
+            Place::Etcd { .. } => format!("\n--- etcd ---\n{}", etcd_support::etcd().log_tail()),
+            Place::Local(_) => String::new(),
+        });
     }
 
     /// A holder whose `--shell` child touches `ready` and waits for `go`

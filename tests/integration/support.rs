@@ -205,14 +205,22 @@ impl Drop for Running {
 
 /// Asserts a finished run's status, with diagnostics.
 pub fn assert_status(output: &Output, code: i32, what: &str, consul: &TestConsul) {
+    assert_exit(output, code, what, || {
+        format!("\n--- emulator log ---\n{}", consul.request_log_dump())
+    });
+}
+
+/// Asserts a finished run's status, showing its output and, on failure
+/// only, what `engine_log` returns.
+pub fn assert_exit(output: &Output, code: i32, what: &str, engine_log: impl FnOnce() -> String) {
     assert_eq!(
         output.status.code(),
         Some(code),
-        "{what}: unexpected exit status {}\n--- stdout ---\n{}\n--- stderr ---\n{}\n--- emulator log ---\n{}",
+        "{what}: unexpected exit status {}\n--- stdout ---\n{}\n--- stderr ---\n{}{}",
         output.status,
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr),
-        consul.request_log_dump()
+        engine_log()
     );
 }
 
