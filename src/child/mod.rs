@@ -751,11 +751,6 @@ pub struct Forked {
 }
 
 impl Forked {
-    /// The guard's pid, which will be the child's process group id.
-    pub fn pid(&self) -> u32 {
-        self.pid
-    }
-
     /// Takes the guard on, within the runtime, as [`Child::prepare`] would
     /// have returned it. Its exit may already have happened unheard: the
     /// first look at it asks the kernel, not the signal.

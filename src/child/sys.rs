@@ -320,9 +320,8 @@ pub(super) fn guard_watched_signals(orderly: bool) -> nix::sys::signal::SigSet {
     unsafe { nix::sys::signal::SigSet::from_sigset_t_unchecked(set.0) }
 }
 
-/// Makes `fd` close-on-exec: in the guard, the descriptors it inherited, so
-/// that COMMAND does not; in lockrun, the one it hands the guard, so that
-/// no other child inherits it.
+/// Makes `fd` close-on-exec: in the guard, the go pipe it inherited, so
+/// that COMMAND does not. (A lent descriptor arrives close-on-exec.)
 pub(super) fn close_on_exec(fd: impl std::os::fd::AsFd) -> io::Result<()> {
     fcntl(fd, FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))?;
     Ok(())

@@ -183,7 +183,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
     foreign_flags(matches, backend)?;
     // Everything the user typed is checked before the runtime, the client
     // or any request exists.
-    let job = match cli.command {
+    let mut job = match cli.command {
         Command::Elect(args) => Job::Elect(elect::prepare(args, backend, &env)?),
         Command::Semaphore(args) => Job::Semaphore(semaphore::prepare(args, backend, &env)?),
         Command::Leader(args) => Job::Leader(leader::prepare(args, backend)?),
@@ -199,7 +199,6 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
     match backend {
         BackendName::Consul => run_consul(&cli.consul, &env, job),
         BackendName::Etcd => {
-            let mut job = job;
             let etcd = etcd_engine(&cli.etcd, &job)?;
             job.fork_guard(Etcd::CLAIM_LENDS_FD);
             runtime()?.block_on(async {
@@ -214,7 +213,6 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
         BackendName::Local => {
             let dir = lock_dir(&cli.backend);
             let local = || Local::open(dir.clone(), cli.backend.allow_network_fs);
-            let mut job = job;
             job.fork_guard(Local::CLAIM_LENDS_FD);
             runtime()?.block_on(async {
                 match job {
