@@ -144,6 +144,11 @@ pub(super) fn receive_go(go: &File, buf: &mut [u8]) -> io::Result<(usize, Option
             other => break other?,
         }
     };
+    // A descriptor the kernel could not install (our table full) is dropped
+    // and flagged: a guard that was to keep the lock must not run without it.
+    if received.flags.contains(MsgFlags::MSG_CTRUNC) {
+        return Err(io::Error::other("the descriptor lent with the go was lost"));
+    }
     let mut lent = None;
     for message in received.cmsgs()? {
         if let ControlMessageOwned::ScmRights(fds) = message {
