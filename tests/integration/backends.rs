@@ -55,6 +55,36 @@ fn the_childs_status_key_and_a_growing_fence(place: &Place) {
 }
 on_every_backend!(the_childs_status_key_and_a_growing_fence);
 
+/// The first round's guard is forked from lockrun before its runtime, not
+/// exec'd: the child's parent is named `lockrun-guard` but carries the
+/// command line lockrun was started with. (An exec'd guard would cost each
+/// start a second exec, not safety, so only this test would notice.)
+fn the_first_guard_is_forked_not_execd(place: &Place) {
+    let key = place.key("forked");
+    let output = run(&mut place.lockrun(&[
+        "elect",
+        &key,
+        "--",
+        "sh",
+        "-c",
+        r#"cat /proc/$PPID/comm; tr '\0' ' ' < /proc/$PPID/cmdline"#,
+    ]));
+    place.status(&output, 0, "the child reading its guard");
+    let out = stdout(&output);
+    let (name, cmdline) = out.split_once('\n').unwrap_or((&out, ""));
+    assert_eq!(name, lockrun::child::guard::PROCESS_NAME, "{out}");
+    let words: Vec<&str> = cmdline.split_whitespace().collect();
+    assert!(
+        words.contains(&"elect") && words.contains(&key.as_str()),
+        "the guard's command line is not lockrun's own: {out}"
+    );
+    assert!(
+        !words.contains(&lockrun::child::guard::SUBCOMMAND),
+        "the guard was exec'd: {out}"
+    );
+}
+on_every_backend!(the_first_guard_is_forked_not_execd);
+
 /// Runs `count` lockruns with `args` at once; each child logs its own span.
 fn contend(place: &Place, count: usize, args: &[&str]) -> Vec<(u128, u128)> {
     let work = scratch();
