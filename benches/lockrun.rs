@@ -202,7 +202,7 @@ impl Bench {
         match timestamp_probe() {
             Ok(ms) => println!(
                 "timestamp probe: two consecutive `date +%s%N` in sh are {ms:.2} ms apart \
-                 (handover and lock-loss figures include about one such fork)"
+                 (lock-loss figures include about one such fork; handovers use the tool-only child)"
             ),
             Err(e) => println!("timestamp probe failed: {e}"),
         }
