@@ -369,6 +369,73 @@ fn the_group_dies_when_the_spawning_thread_exits() {
     );
 }
 
+/// COMMAND starts as if exec'd by a plain shell: no signal blocked, SIGPIPE
+/// at its default (lockrun, being Rust, ignores it), whatever the guard
+/// blocked or handled meanwhile.
+#[test]
+fn the_command_starts_with_no_signal_blocked_and_sigpipe_at_its_default() {
+    let mut groups = KillGroupsOnDrop::new();
+    let dir = tempdir();
+    let status = dir.path().join("status");
+    let cmd = shell(r#"exec cat /proc/self/status > "$1""#, &[&status]);
+    let exit = block_on(async { spawn(&cmd, &mut groups).wait().await });
+    assert_eq!(exit, ChildExit::Code(0));
+    let text = std::fs::read_to_string(&status).unwrap();
+    let mask = |name: &str| {
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in {text}"));
+        u64::from_str_radix(line.trim(), 16).unwrap()
+    };
+    assert_eq!(mask("SigBlk:"), 0, "signals blocked in the command");
+    let sigpipe = 1u64 << (libc::SIGPIPE - 1);
+    assert_eq!(
+        mask("SigIgn:") & sigpipe,
+        0,
+        "SIGPIPE ignored in the command"
+    );
+}
+
+/// A guard killed on its own takes COMMAND with it, even a COMMAND that left
+/// the guard's group and session (`setsid`), which no group kill reaches.
+#[test]
+fn a_command_that_left_the_group_dies_with_its_guard() {
+    let mut groups = KillGroupsOnDrop::new();
+    let cmd = direct(&["setsid", "sleep", "600"]);
+    block_on(async {
+        let mut child = spawn(&cmd, &mut groups);
+        let guard = child.pid();
+        let sid = |pid: u32| nix::unistd::getsid(Some(nix::unistd::Pid::from_raw(pid as i32))).ok();
+        let mut command = None;
+        let left = wait_until(deadline(), || {
+            let children = std::fs::read_to_string(format!("/proc/{guard}/task/{guard}/children"))
+                .unwrap_or_default();
+            command = children.split_whitespace().find_map(|pid| pid.parse().ok());
+            command.is_some_and(|pid: u32| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|name| name.trim_end() == "sleep")
+                    && sid(pid) != sid(guard)
+            })
+        });
+        assert!(
+            left,
+            "the command never ran in a session of its own ({command:?})"
+        );
+        let command = groups.watch(command.unwrap());
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(guard as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        assert_eq!(child.wait().await, killed_by(Signal::Kill));
+        assert!(
+            wait_until(deadline(), || !pid_alive(command)),
+            "the command outlived its guard"
+        );
+    });
+}
+
 #[test]
 fn a_dropped_prepared_guard_runs_nothing() {
     let dir = tempdir();
