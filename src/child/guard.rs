@@ -43,7 +43,8 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::Pid;
 
 use super::deadline::{self, Deadline, Step};
-use super::{go, sys};
+use super::go;
+use super::sys::{self, spawn};
 use crate::clock::{self, BootTimer};
 
 /// The hidden subcommand lockrun routes to [`main`].
@@ -103,6 +104,21 @@ pub(super) struct Environment<'a> {
     pub add: &'a [(OsString, OsString)],
 }
 
+impl Environment<'_> {
+    /// COMMAND's whole environment: the guard's, less what lockrun removes,
+    /// plus what it adds and what came with the go message, in that order.
+    fn of_command(&self, from_go: go::Env) -> go::Env {
+        let mut vars: go::Env = std::env::vars_os()
+            .filter(|(key, _)| !self.remove.contains(key))
+            .collect();
+        for (key, value) in self.add.iter().cloned().chain(from_go) {
+            vars.retain(|(k, _)| *k != key);
+            vars.push((key, value));
+        }
+        vars
+    }
+}
+
 /// The guard itself, exec'd or forked: returns its exit status.
 pub(super) fn run(Invocation { go, argv }: Invocation<'_>, environment: &Environment<'_>) -> u8 {
     // Failing to rename ourselves costs operators a hint, nothing else.
@@ -152,16 +168,7 @@ pub(super) fn run(Invocation { go, argv }: Invocation<'_>, environment: &Environ
         ));
     }
 
-    let mut command = std::process::Command::new(&argv[0]);
-    for key in environment.remove {
-        command.env_remove(key);
-    }
-    command
-        .args(&argv[1..])
-        .envs(environment.add.iter().map(|(key, value)| (key, value)))
-        .envs(env);
-    sys::arm_command(&mut command);
-    let mut child = match command.spawn() {
+    let mut child = match spawn::spawn(argv, &environment.of_command(env)) {
         Ok(child) => child,
         Err(err) => {
             let program = argv[0].to_string_lossy();
@@ -233,7 +240,7 @@ impl Watch {
 
     /// Waits for COMMAND, running the stop ladder on our own group if the
     /// last deadline lockrun gave us passes with no newer one.
-    fn run(self, child: &mut std::process::Child, mut channel: Option<File>) -> io::Result<Ending> {
+    fn run(self, child: &mut spawn::Spawned, mut channel: Option<File>) -> io::Result<Ending> {
         let mut reader = deadline::Reader::default();
         let mut current: Option<Deadline> = None;
         let mut signalled = false;

@@ -48,6 +48,12 @@
 //!   thread, right after the command line is checked ([`Forked`]); it closes
 //!   what an exec would have closed, and runs the same code. A lockrun that
 //!   already has a thread, or a later round, exec's it.
+//! - **Spawning COMMAND.** Once the go message arrives the guard starts
+//!   COMMAND as `posix_spawn` does, sharing its memory until the exec
+//!   (`sys::spawn`), rather than by `fork`, which would copy the guard's
+//!   address space on the handover's path. COMMAND arms its own parent-death
+//!   signal first (killed with the guard, even outside its group), which is
+//!   why `posix_spawn` itself will not do.
 //! - **Lending.** On one host the lock is a `flock`ed descriptor, which the
 //!   guard must keep until the whole group is dead, and which exists only
 //!   once the lock is taken. Its go channel is then a Unix socket, and the

@@ -1,10 +1,13 @@
 //! The system calls behind `child/`, and the only `unsafe` code in lockrun.
 //!
-//! Everything that runs between `fork` and `exec` (the `pre_exec` hooks) must
-//! be async-signal-safe: no allocation, no locks, no `std::io::Error` other
+//! Everything that runs between `fork` and `exec` (the `pre_exec` hooks, and
+//! COMMAND's process in `spawn`, which shares the guard's memory) must be
+//! async-signal-safe: no allocation, no locks, no `std::io::Error` other
 //! than the allocation-free OS variant. Every value such a hook needs is
 //! computed before the fork and moved in.
 #![allow(unsafe_code)]
+
+pub(super) mod spawn;
 
 use std::fs::File;
 use std::io;
@@ -332,44 +335,10 @@ pub(super) fn close_on_exec(fd: impl std::os::fd::AsFd) -> io::Result<()> {
     Ok(())
 }
 
-/// Prepares the guard's side of COMMAND's spawn.
-///
-/// COMMAND must start with an empty signal mask: the guard runs with the
-/// survivable signals blocked until COMMAND exists, a mask survives `exec`,
-/// and std does not reset it when it forks for a `pre_exec` hook. A signal
-/// that arrives between this unblock and `exec` meets the guard's inherited
-/// no-op handler, but the guard has it pending too and relays it.
-///
-/// COMMAND also gets SIGKILL if the guard dies, so even a guard killed on its
-/// own cannot leave COMMAND behind. The guard is single-threaded, so the
-/// thread that forks COMMAND lives exactly as long as the guard.
-pub(super) fn arm_command(cmd: &mut std::process::Command) {
-    let parent = std::process::id() as libc::pid_t;
-    let nothing = SigSet::of(std::iter::empty());
-    let hook = move || -> io::Result<()> {
-        set_mask(libc::SIG_SETMASK, &nothing);
-        // SAFETY: as in `arm_guard`: async-signal-safe calls on plain values.
-        unsafe {
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) == -1
-            {
-                return Err(io::Error::last_os_error());
-            }
-            if libc::getppid() != parent {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-        }
-        Ok(())
-    };
-    // SAFETY: see the hook: async-signal-safe, allocation-free.
-    unsafe {
-        cmd.pre_exec(hook);
-    }
+/// The signals the guard survives, as a set: until COMMAND execs, they meet
+/// a no-op handler there (see `spawn`), and the guard relays them.
+pub(super) fn survivable_set() -> libc::sigset_t {
+    SigSet::of(survivable()).0
 }
 
 /// The signals the guard has survived, one bit per number: the guard's

@@ -1,0 +1,333 @@
+//! How the guard starts COMMAND: `clone(CLONE_VM | CLONE_VFORK)`, as
+//! `posix_spawn` does, rather than `fork`.
+//!
+//! The new process borrows the guard's memory until it execs, so nothing of
+//! the guard's address space is copied on the handover's path, and the guard
+//! sleeps meanwhile, leaving its CPU to COMMAND. `posix_spawn` itself will
+//! not do: COMMAND must set its parent-death signal (killed with the guard,
+//! even outside the guard's group), which only the process itself can.
+//!
+//! Sharing memory constrains what runs before the exec: no allocation, no
+//! locks, only async-signal-safe calls on what the guard prepared. Every
+//! signal stays blocked until none of the guard's handlers is left, so none
+//! ever runs on the guard's memory from the new process.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::ptr;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// The stack COMMAND's process runs on until it execs: the few calls below
+/// need far less.
+const STACK_SIZE: usize = 64 * 1024;
+
+/// Where `execvp` looks when PATH is unset.
+const DEFAULT_PATH: &[u8] = b"/bin:/usr/bin";
+
+/// COMMAND once started: its pid until it is reaped.
+pub(in crate::child) struct Spawned {
+    pid: libc::pid_t,
+    status: Option<ExitStatus>,
+}
+
+impl Spawned {
+    pub fn id(&self) -> u32 {
+        self.pid as u32
+    }
+
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        self.wait_with(libc::WNOHANG)
+    }
+
+    pub fn wait(&mut self) -> io::Result<ExitStatus> {
+        loop {
+            if let Some(status) = self.wait_with(0)? {
+                return Ok(status);
+            }
+        }
+    }
+
+    fn wait_with(&mut self, flags: libc::c_int) -> io::Result<Option<ExitStatus>> {
+        if let Some(status) = self.status {
+            return Ok(Some(status));
+        }
+        let mut raw = 0;
+        loop {
+            // SAFETY: waitpid writes the status it is given.
+            match unsafe { libc::waitpid(self.pid, &mut raw, flags) } {
+                0 => return Ok(None),
+                -1 => {
+                    let err = io::Error::last_os_error();
+                    if err.kind() != io::ErrorKind::Interrupted {
+                        return Err(err);
+                    }
+                }
+                _ => {
+                    let status = ExitStatus::from_raw(raw);
+                    self.status = Some(status);
+                    return Ok(Some(status));
+                }
+            }
+        }
+    }
+}
+
+/// What the new process is to exec, all prepared by the guard.
+struct Exec {
+    /// The paths to try in turn, as `execvp` would search them.
+    candidates: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    /// The signals the guard survives (see `run`).
+    survivable: libc::sigset_t,
+    /// The guard's pid: the new process checks it is still its parent once
+    /// its parent-death signal is armed.
+    parent: libc::pid_t,
+    /// Why the exec failed, written by the new process before it exits.
+    errno: AtomicI32,
+}
+
+/// Starts `argv` with exactly `env` as its environment, searching PATH (as
+/// it is in `env`) for a program named without a slash.
+pub(in crate::child) fn spawn(
+    argv: &[OsString],
+    env: &[(OsString, OsString)],
+) -> io::Result<Spawned> {
+    let c = |s: &OsStr| {
+        CString::new(s.as_bytes()).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a NUL byte in the command or its environment",
+            )
+        })
+    };
+    let program = argv
+        .first()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no command to run"))?;
+    let args: Vec<CString> = argv.iter().map(|a| c(a)).collect::<io::Result<_>>()?;
+    let vars: Vec<CString> = env
+        .iter()
+        .map(|(key, value)| {
+            let mut pair = key.clone().into_vec();
+            pair.push(b'=');
+            pair.extend_from_slice(value.as_bytes());
+            c(OsStr::from_bytes(&pair))
+        })
+        .collect::<io::Result<_>>()?;
+    let path = env.iter().find(|(key, _)| key == "PATH").map(|(_, v)| v);
+    let candidates = candidates(program, path.map(|p| p.as_bytes()))
+        .iter()
+        .map(|p| c(p))
+        .collect::<io::Result<Vec<_>>>()?;
+    let nul_terminated = |strings: &[CString]| {
+        strings
+            .iter()
+            .map(|s| s.as_ptr())
+            .chain(std::iter::once(ptr::null()))
+            .collect::<Vec<_>>()
+    };
+    let exec = Exec {
+        candidates,
+        argv: nul_terminated(&args),
+        envp: nul_terminated(&vars),
+        survivable: super::survivable_set(),
+        // SAFETY: getpid has no preconditions.
+        parent: unsafe { libc::getpid() },
+        errno: AtomicI32::new(0),
+    };
+    let mut stack = vec![0u8; STACK_SIZE];
+    // The stack grows down, from its 16-byte aligned top.
+    let top = (stack.as_mut_ptr() as usize + STACK_SIZE) & !15;
+
+    let mut all = MaybeUninit::<libc::sigset_t>::uninit();
+    let mut old = MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: the sets are initialised by sigfillset and pthread_sigmask
+    // before use; clone gets a stack that outlives the new process's use of
+    // it (CLONE_VFORK: we resume only once it has exec'd or exited) and an
+    // argument that lives as long; `run` keeps to what that sharing allows.
+    let pid = unsafe {
+        libc::sigfillset(all.as_mut_ptr());
+        libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr());
+        let pid = libc::clone(
+            run,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&exec as *const Exec).cast_mut().cast(),
+        );
+        let err = io::Error::last_os_error();
+        libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), ptr::null_mut());
+        if pid == -1 {
+            return Err(err);
+        }
+        pid
+    };
+    drop(stack);
+    let mut spawned = Spawned { pid, status: None };
+    match exec.errno.load(Ordering::Acquire) {
+        0 => Ok(spawned),
+        errno => {
+            spawned.wait()?;
+            Err(io::Error::from_raw_os_error(errno))
+        }
+    }
+}
+
+/// The paths `execvp` would try for `program`, in order.
+fn candidates(program: &OsStr, path: Option<&[u8]>) -> Vec<OsString> {
+    let name = program.as_bytes();
+    if name.contains(&b'/') {
+        return vec![program.to_owned()];
+    }
+    if name.is_empty() {
+        // execvp fails an empty name with ENOENT; so does exec of "".
+        return vec![OsString::new()];
+    }
+    path.unwrap_or(DEFAULT_PATH)
+        .split(|b| *b == b':')
+        .map(|dir| {
+            // An empty entry is the current directory.
+            let mut full = if dir.is_empty() {
+                b".".to_vec()
+            } else {
+                dir.to_vec()
+            };
+            full.push(b'/');
+            full.extend_from_slice(name);
+            OsString::from_vec(full)
+        })
+        .collect()
+}
+
+/// The new process, on the guard's memory, until it execs.
+extern "C" fn run(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the guard's `Exec`, alive and untouched by the guard
+    // (suspended by CLONE_VFORK) until we exec or exit. Only
+    // async-signal-safe calls on prepared values follow; errno is the
+    // guard's thread's slot, which the guard does not read after clone.
+    unsafe {
+        let exec = &*(arg as *const Exec);
+        // Every signal is blocked (the guard blocked them all for clone),
+        // and none of the guard's handlers may run here, on its memory.
+        // What the guard survives meets a no-op until exec resets it, as it
+        // met the guard's own no-op under fork: the guard has it pending
+        // too and relays it to COMMAND. Every other handled signal, and
+        // SIGPIPE, which Rust ignores, goes back to its default; what the
+        // guard's own caller ignored stays ignored, as exec keeps it.
+        for sig in 1..=64 {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            let mut current = MaybeUninit::<libc::sigaction>::zeroed();
+            // glibc refuses its own internal signals: skipped.
+            if libc::sigaction(sig, ptr::null(), current.as_mut_ptr()) != 0 {
+                continue;
+            }
+            let mut action = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
+            if libc::sigismember(&exec.survivable, sig) == 1 {
+                action.sa_sigaction = ignore_until_exec as *const () as libc::sighandler_t;
+            } else if current.assume_init().sa_sigaction != libc::SIG_IGN || sig == libc::SIGPIPE {
+                action.sa_sigaction = libc::SIG_DFL;
+            } else {
+                continue;
+            }
+            libc::sigaction(sig, &action, ptr::null_mut());
+        }
+        // Killed with the guard, wherever COMMAND takes itself; a guard
+        // already gone before that was armed would leave us unwatched.
+        if libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) == -1
+        {
+            return fail(exec, errno());
+        }
+        if libc::getppid() != exec.parent {
+            return fail(exec, libc::ESRCH);
+        }
+        let mut none = MaybeUninit::<libc::sigset_t>::uninit();
+        libc::sigemptyset(none.as_mut_ptr());
+        libc::sigprocmask(libc::SIG_SETMASK, none.as_ptr(), ptr::null_mut());
+
+        // As execvp: the first candidate that execs wins, and a permission
+        // refused is remembered while the search goes on. A file not in an
+        // executable format is refused, not run by /bin/sh: lockrun's own
+        // check of COMMAND refuses it before anything is written.
+        let mut refused = false;
+        let mut last = libc::ENOENT;
+        for candidate in &exec.candidates {
+            libc::execve(candidate.as_ptr(), exec.argv.as_ptr(), exec.envp.as_ptr());
+            last = errno();
+            match last {
+                libc::EACCES => refused = true,
+                libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
+                _ => break,
+            }
+        }
+        if refused && matches!(last, libc::ENOENT | libc::ENOTDIR) {
+            last = libc::EACCES;
+        }
+        fail(exec, last)
+    }
+}
+
+/// A survivable signal's handler in the new process until it execs: it
+/// touches nothing, so nothing of the guard's.
+extern "C" fn ignore_until_exec(_: libc::c_int) {}
+
+/// The errno of the call just made; reading it allocates nothing.
+fn errno() -> libc::c_int {
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::ENOENT)
+}
+
+/// Leaves the new process with `errno` for the guard to report.
+fn fail(exec: &Exec, errno: libc::c_int) -> libc::c_int {
+    exec.errno.store(errno.max(1), Ordering::Release);
+    // SAFETY: _exit skips every handler and flush, which would run on the
+    // guard's memory.
+    unsafe { libc::_exit(127) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(paths: Vec<OsString>) -> Vec<String> {
+        paths
+            .into_iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_name_with_a_slash_is_not_searched() {
+        assert_eq!(
+            strings(candidates(OsStr::new("./run"), Some(b"/bin"))),
+            ["./run"]
+        );
+        assert_eq!(
+            strings(candidates(OsStr::new("/usr/bin/env"), None)),
+            ["/usr/bin/env"]
+        );
+    }
+
+    #[test]
+    fn a_bare_name_is_searched_along_path_as_execvp_does() {
+        assert_eq!(
+            strings(candidates(OsStr::new("true"), Some(b"/a::/b/"))),
+            ["/a/true", "./true", "/b//true"]
+        );
+        assert_eq!(
+            strings(candidates(OsStr::new("true"), None)),
+            ["/bin/true", "/usr/bin/true"]
+        );
+    }
+}
