@@ -11,7 +11,7 @@
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::process::{ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -45,36 +45,64 @@ static ETCD: OnceLock<TestEtcd> = OnceLock::new();
 
 /// The shared etcd, started on first use.
 pub fn etcd() -> &'static TestEtcd {
-    ETCD.get_or_init(|| {
-        let mut last = String::new();
-        // A port another process grabbed between our probe and etcd's bind
-        // makes etcd exit; new ports then.
-        for _ in 0..3 {
-            match start("http", &[]) {
-                Ok(etcd) => return etcd,
-                Err(e) => last = e,
-            }
-        }
-        panic!("cannot start a test etcd: {last}");
-    })
+    ETCD.get_or_init(|| start_with_retries("http", &[]))
 }
 
+/// A port free on loopback, for etcd to listen on or for nobody to.
+///
+/// Not an ephemeral one: every outgoing connection takes its local port
+/// from the kernel's ephemeral range (the suite makes thousands, to the
+/// Consul emulator or a real agent), and one could take a port between our
+/// probe and etcd's bind, which then fails. Below that range only
+/// listeners bind, so we count through it from a point of this run's own,
+/// skipping any port that is taken.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("an ephemeral port")
-        .port()
+    const LOWEST: u32 = 10_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    let span = ephemeral.saturating_sub(LOWEST);
+    if span < 1_000 {
+        // Too narrow a range below to count through: any port will do.
+        return TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("an ephemeral port")
+            .port();
+    }
+    let start = std::process::id().wrapping_mul(7_919) % span;
+    for _ in 0..span {
+        let port = LOWEST + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+        if TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
+            return port as u16;
+        }
+    }
+    panic!("no free port on loopback between {LOWEST} and {ephemeral}");
+}
+
+/// `start` tried a few times, with new ports each time: a port may still
+/// be taken by another program between our probe and etcd's bind.
+fn start_with_retries(scheme: &str, extra: &[&str]) -> TestEtcd {
+    let mut last = String::new();
+    for _ in 0..3 {
+        match start(scheme, extra) {
+            Ok(etcd) => return etcd,
+            Err(e) => last = e,
+        }
+    }
+    panic!("cannot start a test etcd: {last}");
 }
 
 /// An etcd of a test's own with `extra` flags (auth, say), stopped when
 /// dropped.
 pub fn private(extra: &[&str]) -> TestEtcd {
-    start("http", extra).unwrap_or_else(|e| panic!("cannot start a test etcd: {e}"))
+    start_with_retries("http", extra)
 }
 
 /// As [`private`], serving clients over TLS (`extra` names the files).
 pub fn private_tls(extra: &[&str]) -> TestEtcd {
-    start("https", extra).unwrap_or_else(|e| panic!("cannot start a test etcd: {e}"))
+    start_with_retries("https", extra)
 }
 
 fn start(scheme: &str, extra: &[&str]) -> Result<TestEtcd, String> {
@@ -87,20 +115,30 @@ fn start(scheme: &str, extra: &[&str]) -> Result<TestEtcd, String> {
 /// A cluster of `n` members, each stopped when dropped. Stopping one of
 /// two leaves the other without a leader; one of three leaves a quorum.
 pub fn cluster(n: usize) -> Vec<TestEtcd> {
+    let mut last = String::new();
+    // As `start_with_retries`: the whole cluster again, on new ports.
+    for _ in 0..3 {
+        match try_cluster(n) {
+            Ok(members) => return members,
+            Err(e) => last = e,
+        }
+    }
+    panic!("cannot start a test etcd cluster: {last}");
+}
+
+fn try_cluster(n: usize) -> Result<Vec<TestEtcd>, String> {
     let members: Vec<Member> = (0..n).map(|_| Member::new("http")).collect();
     let all: Vec<String> = members.iter().map(Member::cluster_entry).collect();
     let all = all.join(",");
-    let launched: Vec<_> = members
+    let launched = members
         .into_iter()
-        .map(|m| m.launch(&all, &[]).unwrap_or_else(|e| panic!("{e}")))
-        .collect();
-    // None is ready before a quorum runs: launch all, then wait.
+        .map(|m| m.launch(&all, &[]))
+        .collect::<Result<Vec<_>, _>>()?;
+    // None is ready before a quorum runs: launch all, then wait. Dropping
+    // the others on a failure stops them.
     launched
         .into_iter()
-        .map(|(etcd, ready)| {
-            etcd.ready(ready)
-                .unwrap_or_else(|e| panic!("cannot start a test etcd: {e}"))
-        })
+        .map(|(etcd, ready)| etcd.ready(ready))
         .collect()
 }
 
