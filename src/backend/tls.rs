@@ -216,6 +216,17 @@ pub fn handshake_cut_short(error: &(dyn Error + 'static)) -> bool {
     })
 }
 
+/// Whether the peer reset the connection. While connecting over TLS, that
+/// too is the handshake cut short: a server that closes with our
+/// ClientHello still unread resets rather than ends the connection, so
+/// etcd's plain port answers one way or the other, by timing.
+pub fn reset_by_peer(error: &(dyn Error + 'static)) -> bool {
+    chain(error).into_iter().any(|link| {
+        link.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionReset)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,5 +259,9 @@ mod tests {
         assert!(handshake_cut_short(outer.as_ref()));
         let eof = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
         assert!(!handshake_cut_short(&eof));
+        assert!(!reset_by_peer(&eof));
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        let outer = anyhow::Error::new(reset).context("client error (Connect)");
+        assert!(reset_by_peer(outer.as_ref()));
     }
 }

@@ -901,6 +901,31 @@ async fn tls_to_a_plain_port_says_tls_failed() {
     assert!(!e.to_string().contains('\n'), "{e}");
 }
 
+/// A port that resets our handshake, rather than ending it, is TLS spoken
+/// to a port without it too: etcd's plain port does either, depending on
+/// whether it closes before or after it has read the whole ClientHello.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_reset_says_tls_failed() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            // Closing with the ClientHello unread makes the kernel reset.
+            let _ = stream.peek(&mut [0; 1]);
+            drop(stream);
+        }
+    });
+    let config = EtcdConfig::plain(&[&format!("https://127.0.0.1:{port}")]).unwrap();
+    let e = Etcd::new(&config, TTL)
+        .unwrap()
+        .open_lease(once())
+        .await
+        .expect_err("a reset handshake");
+    assert!(matches!(e, EtcdError::Tls { .. }), "{e:?}");
+    assert!(e.to_string().contains("scheme"), "{e}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_without_a_leader_is_transient_and_loses_nothing() {
     let mut members = cluster(2);

@@ -248,12 +248,14 @@ fn range_answer(v: &Value) -> Result<RangeAnswer, String> {
 
 /// Why TLS failed, if that is what failed: rustls's own verdict (a
 /// certificate refused either way, TLS spoken to a port that answers
-/// otherwise), or etcd's plain port hanging up on our handshake.
+/// otherwise), or etcd's plain port hanging up on our handshake, with an
+/// end of stream or, while connecting over TLS, a reset.
 fn tls_failure(e: &reqwest::Error) -> Option<String> {
     if let Some(problem) = tls::rustls_error(e) {
         return Some(problem.to_string());
     }
-    tls::handshake_cut_short(e)
+    let connecting_over_tls = e.is_connect() && e.url().is_some_and(|url| url.scheme() == "https");
+    (tls::handshake_cut_short(e) || (connecting_over_tls && tls::reset_by_peer(e)))
         .then(|| "the server hung up during the handshake, as a port without TLS does".into())
 }
 
