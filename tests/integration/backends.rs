@@ -33,18 +33,16 @@ macro_rules! on_every_backend {
     };
 }
 
+/// `lockrun elect KEY -- sh -c SCRIPT` on `place`, run to its end.
+fn elect_sh(place: &Place, key: &str, script: &str) -> std::process::Output {
+    run(&mut place.lockrun(&["elect", key, "--", "sh", "-c", script]))
+}
+
 fn the_childs_status_key_and_a_growing_fence(place: &Place) {
     let key = place.key("status");
     let mut fences = Vec::new();
     for _ in 0..3 {
-        let output = run(&mut place.lockrun(&[
-            "elect",
-            &key,
-            "--",
-            "sh",
-            "-c",
-            "echo $LOCKRUN_KEY $LOCKRUN_LOCK_INDEX; exit 7",
-        ]));
+        let output = elect_sh(place, &key, "echo $LOCKRUN_KEY $LOCKRUN_LOCK_INDEX; exit 7");
         place.status(&output, 7, "the child's own status");
         let out = stdout(&output);
         let words: Vec<&str> = out.split_whitespace().collect();
@@ -61,14 +59,11 @@ on_every_backend!(the_childs_status_key_and_a_growing_fence);
 /// start a second exec, not safety, so only this test would notice.)
 fn the_first_guard_is_forked_not_execd(place: &Place) {
     let key = place.key("forked");
-    let output = run(&mut place.lockrun(&[
-        "elect",
+    let output = elect_sh(
+        place,
         &key,
-        "--",
-        "sh",
-        "-c",
         r#"cat /proc/$PPID/comm; tr '\0' ' ' < /proc/$PPID/cmdline"#,
-    ]));
+    );
     place.status(&output, 0, "the child reading its guard");
     let out = stdout(&output);
     let (name, cmdline) = out.split_once('\n').unwrap_or((&out, ""));

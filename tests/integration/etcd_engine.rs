@@ -889,16 +889,23 @@ async fn tls_with_a_client_certificate_from_etcdctls_names() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_to_a_plain_port_says_tls_failed() {
     let https = etcd().endpoint.replace("http://", "https://");
-    let config = EtcdConfig::plain(&[&https]).unwrap();
+    let e = says_tls_failed(&https).await;
+    assert!(e.to_string().starts_with("TLS with etcd at"), "{e}");
+    assert!(!e.to_string().contains('\n'), "{e}");
+}
+
+/// Opens a lease at `endpoint`, which must fail as TLS failing, with a hint
+/// at the scheme.
+async fn says_tls_failed(endpoint: &str) -> EtcdError {
+    let config = EtcdConfig::plain(&[endpoint]).unwrap();
     let e = Etcd::new(&config, TTL)
         .unwrap()
         .open_lease(once())
         .await
-        .expect_err("https to a plain port");
+        .expect_err("TLS to a port without it");
     assert!(matches!(e, EtcdError::Tls { .. }), "{e:?}");
-    assert!(e.to_string().starts_with("TLS with etcd at"), "{e}");
     assert!(e.to_string().contains("scheme"), "{e}");
-    assert!(!e.to_string().contains('\n'), "{e}");
+    e
 }
 
 /// A port that resets our handshake, rather than ending it, is TLS spoken
@@ -916,14 +923,7 @@ async fn a_handshake_reset_says_tls_failed() {
             drop(stream);
         }
     });
-    let config = EtcdConfig::plain(&[&format!("https://127.0.0.1:{port}")]).unwrap();
-    let e = Etcd::new(&config, TTL)
-        .unwrap()
-        .open_lease(once())
-        .await
-        .expect_err("a reset handshake");
-    assert!(matches!(e, EtcdError::Tls { .. }), "{e:?}");
-    assert!(e.to_string().contains("scheme"), "{e}");
+    says_tls_failed(&format!("https://127.0.0.1:{port}")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
