@@ -147,16 +147,11 @@ impl Command {
     /// [ARGS...]`, where `GO` is the descriptor it waits on for the go
     /// message.
     fn guard_command(&self, go: RawFd) -> io::Result<std::process::Command> {
-        let Some(first) = self.argv.first() else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "no command to run",
-            ));
-        };
+        let program = self.program()?;
         let mut cmd = std::process::Command::new(&self.guard_exe);
         cmd.arg0("lockrun")
             .arg(guard::SUBCOMMAND)
-            .args(guard::arguments(go, &self.program(first)));
+            .args(guard::arguments(go, &program));
         for key in &self.env_remove {
             cmd.env_remove(key);
         }
@@ -166,17 +161,24 @@ impl Command {
     }
 
     /// What the guard runs: `argv`, or with `shell` the shell running it.
-    fn program(&self, first: &OsString) -> Vec<OsString> {
-        if self.shell {
+    /// An empty `argv` is an error: there is nothing to run.
+    fn program(&self) -> io::Result<Vec<OsString>> {
+        let Some((first, rest)) = self.argv.split_first() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no command to run",
+            ));
+        };
+        Ok(if self.shell {
             ["/bin/sh", "-c"]
                 .into_iter()
                 .map(OsString::from)
                 .chain([first.clone(), OsString::from("lockrun")])
-                .chain(self.argv[1..].iter().cloned())
+                .chain(rest.iter().cloned())
                 .collect()
         } else {
             self.argv.clone()
-        }
+        })
     }
 }
 
@@ -346,13 +348,7 @@ impl Child {
         if !sys::single_threaded() {
             return Ok(None);
         }
-        let Some(first) = cmd.argv.first() else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "no command to run",
-            ));
-        };
-        let argv = cmd.program(first);
+        let argv = cmd.program()?;
         let (go_read, go) = sys::go_pipe(cmd.lends)?;
         let keep = go_read.as_raw_fd();
         let environment = guard::Environment {
