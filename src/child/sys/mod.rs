@@ -195,23 +195,31 @@ pub(super) fn arm_guard(cmd: &mut std::process::Command, go: RawFd) {
                 return Err(io::Error::last_os_error());
             }
         }
-        // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number and touches
-        // no memory of ours; getppid cannot fail. Both are async-signal-safe.
-        unsafe {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, death as libc::c_ulong, 0, 0, 0) == -1 {
-                return Err(io::Error::last_os_error());
-            }
-            if libc::getppid() != parent {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-        }
-        Ok(())
+        arm_parent_death(death, parent)
     };
     // SAFETY: the hook only makes async-signal-safe calls, allocates
     // nothing, and owns copies of everything it uses.
     unsafe {
         cmd.pre_exec(hook);
     }
+}
+
+/// Between fork and exec: arms the parent-death signal `signal`, then
+/// checks that `parent` is still our parent. Had it died before the prctl,
+/// no signal would ever come, so the caller must not go on (ESRCH).
+/// Async-signal-safe, and its errors are the allocation-free OS kind.
+fn arm_parent_death(signal: libc::c_int, parent: libc::pid_t) -> io::Result<()> {
+    // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number and touches no
+    // memory of ours; getppid cannot fail. Both are async-signal-safe.
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong, 0, 0, 0) == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::getppid() != parent {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+    }
+    Ok(())
 }
 
 /// Whether this process runs a single thread, from /proc; `false` when we
@@ -248,13 +256,9 @@ pub(super) fn fork_guard(go: RawFd, guard: impl FnOnce() -> u8) -> io::Result<u3
         -1 => Err(io::Error::last_os_error()),
         0 => {
             set_mask(libc::SIG_SETMASK, &blocked);
-            // SAFETY: plain values; as in `arm_guard`, the parent check after
-            // the prctl closes the race with lockrun dying first.
-            let armed = unsafe {
-                libc::setpgid(0, 0) == 0
-                    && libc::prctl(libc::PR_SET_PDEATHSIG, death as libc::c_ulong, 0, 0, 0) == 0
-                    && libc::getppid() == parent
-            };
+            // SAFETY: setpgid takes plain values.
+            let armed =
+                unsafe { libc::setpgid(0, 0) == 0 } && arm_parent_death(death, parent).is_ok();
             let status = if armed && close_what_exec_would(go).is_ok() {
                 guard()
             } else {

@@ -236,20 +236,9 @@ extern "C" fn run(arg: *mut libc::c_void) -> libc::c_int {
             }
             libc::sigaction(sig, &action, ptr::null_mut());
         }
-        // Killed with the guard, wherever COMMAND takes itself; a guard
-        // already gone before that was armed would leave us unwatched.
-        if libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        ) == -1
-        {
-            return fail(exec, errno());
-        }
-        if libc::getppid() != exec.parent {
-            return fail(exec, libc::ESRCH);
+        // Killed with the guard, wherever COMMAND takes itself.
+        if let Err(err) = super::arm_parent_death(libc::SIGKILL, exec.parent) {
+            return fail(exec, err.raw_os_error().unwrap_or(libc::ESRCH));
         }
         let mut none = MaybeUninit::<libc::sigset_t>::uninit();
         libc::sigemptyset(none.as_mut_ptr());
