@@ -647,6 +647,82 @@ fn the_guard_runs_nothing_without_a_whole_go_message() {
     assert!(marker.exists());
 }
 
+/// A guard lent a descriptor (the local engine's `flock`ed file) keeps the
+/// lock by holding it. If its descriptor table is full when the go message
+/// comes, the kernel drops the descriptor and only flags the message: the
+/// guard must then run nothing, as without a go message at all.
+#[test]
+fn a_guard_that_cannot_take_the_lent_descriptor_runs_nothing() {
+    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags, UnixAddr};
+    use std::os::fd::{AsRawFd, OwnedFd};
+    use std::os::unix::net::UnixStream;
+
+    let dir = tempdir();
+    let marker = dir.path().join("marker");
+    let lent = File::create(dir.path().join("lock")).unwrap();
+    let run = |table_full: bool| {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let child = std::process::Command::new(GUARD)
+            .args(["__guard", "--go-fd", "0", "--", "touch"])
+            .arg(&marker)
+            .stdin(Stdio::from(OwnedFd::from(theirs)))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        // The guard names itself once started, and opens nothing between
+        // that and reading the go message.
+        let named = wait_until(deadline(), || {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| comm.trim_end() == "lockrun-guard")
+        });
+        assert!(named, "the guard did not start");
+        if table_full {
+            // Every descriptor number the guard may still use is above its
+            // limit: the lowest free one is where the next would go.
+            let open: Vec<u32> = open_fds(pid).into_iter().map(|(fd, _)| fd).collect();
+            let lowest_free = (0..).find(|fd| !open.contains(fd)).unwrap();
+            let status = std::process::Command::new("prlimit")
+                .args([
+                    "--pid",
+                    &pid.to_string(),
+                    &format!("--nofile={lowest_free}"),
+                ])
+                .status()
+                .expect("run prlimit(1)");
+            assert!(status.success(), "prlimit: {status}");
+        }
+        let message = go_message(&[]);
+        let sent = sendmsg::<UnixAddr>(
+            ours.as_raw_fd(),
+            &[std::io::IoSlice::new(&message)],
+            &[ControlMessage::ScmRights(&[lent.as_raw_fd()])],
+            MsgFlags::empty(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(sent, message.len());
+        drop(ours);
+        child.wait_with_output().unwrap()
+    };
+
+    let output = run(true);
+    assert_eq!(output.status.code(), Some(125), "{output:?}");
+    assert!(
+        output.stdout.is_empty() && output.stderr.is_empty(),
+        "{output:?}"
+    );
+    assert!(
+        !marker.exists(),
+        "the guard ran its command without the lock"
+    );
+    // The same guard, with room for the descriptor, runs the command.
+    let output = run(false);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(marker.exists());
+}
+
 #[test]
 fn a_waiting_lockrun_parks_its_guard_and_an_interrupt_ends_it() {
     let consul = TestConsul::start();
