@@ -206,6 +206,41 @@ impl Bench {
             ),
             Err(e) => println!("timestamp probe failed: {e}"),
         }
+        match self.child_probe() {
+            Ok(ms) => println!(
+                "child probe: the tool-only child logs its start {ms:.2} ms after it is spawned \
+                 (its own start-up, part of every handover for either tool)"
+            ),
+            Err(e) => println!("child probe failed: {e}"),
+        }
+    }
+
+    /// The median time from spawning the tool-only child to its `start`
+    /// line: the share of a handover that is the child's, not the tool's.
+    fn child_probe(&self) -> Result<f64, String> {
+        let dir = self.dir("child-probe");
+        let Job::Exec(argv) = Job::timed(&dir, 0, false) else {
+            unreachable!("the timed child runs without a shell");
+        };
+        let mut delays = Vec::new();
+        for _ in 0..15 {
+            let _ = fs::remove_file(dir.join("events"));
+            let mut child = Command::new(&argv[0]);
+            scrub(&mut child);
+            child.args(&argv[1..]);
+            let spawned_at = realtime_ns();
+            let status = child.status().map_err(|e| format!("run the child: {e}"))?;
+            if !status.success() {
+                return Err(format!("the child failed: {status}"));
+            }
+            let events = read_events(&dir.join("events"))?;
+            let start = events
+                .iter()
+                .find(|e| e.1)
+                .ok_or("the child logged no start")?;
+            delays.push((start.0 as f64 - spawned_at as f64) / 1e6);
+        }
+        Ok(Stats::of(delays).median)
     }
 
     fn wants(&self, section: &str) -> bool {
