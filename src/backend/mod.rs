@@ -165,6 +165,21 @@ pub trait Engine {
         value: &str,
         wait: Wait,
     ) -> impl Future<Output = Result<Acquisition<Self::Claim>, Self::Error>>;
+
+    /// Lets `claim` go and ends `lease`, the one it was acquired under: the
+    /// claim first, then the lease, unless the engine can end both in one
+    /// write, so that the waiter it wakes finds no second write in flight.
+    /// Returns the release's failure; the lease is ended either way.
+    fn release_and_close(
+        claim: Self::Claim,
+        lease: Self::Lease,
+    ) -> impl Future<Output = Result<(), Self::Error>> {
+        async move {
+            let released = claim.release().await;
+            lease.close().await;
+            released
+        }
+    }
 }
 
 /// A lock or slot we hold.

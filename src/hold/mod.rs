@@ -251,12 +251,14 @@ fn child_command(
 /// expiry ends whatever we could not.
 async fn cleanup<E: Engine>(target: &Target, claim: Option<E::Claim>, lease: E::Lease) {
     let work = async {
-        if let Some(claim) = claim {
-            if let Err(e) = claim.release().await {
-                tracing::warn!("could not release `{}`: {e}", target.name());
+        match claim {
+            Some(claim) => {
+                if let Err(e) = E::release_and_close(claim, lease).await {
+                    tracing::warn!("could not release `{}`: {e}", target.name());
+                }
             }
+            None => lease.close().await,
         }
-        lease.close().await;
     };
     if tokio::time::timeout(CLEANUP_TIMEOUT, work).await.is_err() {
         tracing::warn!(

@@ -1045,3 +1045,45 @@ async fn a_compacted_history_is_no_loss_but_a_deletion_still_is() {
     assert!(why.is_verdict(), "{why:?}");
     assert!(why.to_string().contains("deleted"), "{why}");
 }
+
+/// Letting go of a lock or a slot is one write: revoking the lease deletes
+/// our key with it. A delete and then a revoke were two, and the waiter the
+/// delete woke read (linearizably) behind the revoke, on every handover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn letting_go_is_one_write_that_takes_the_key_and_the_lease() {
+    // Counting etcd's raft entries needs an etcd nobody else writes to.
+    let server = private(&[]);
+    let raft_index = || {
+        let args = ["endpoint", "status", "-w", "json"];
+        let status = run_ok(etcdctl_at(&server.endpoint).args(args), &args);
+        let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+        status[0]["Status"]["raftIndex"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no raftIndex in {status}"))
+    };
+    let config = EtcdConfig::plain(&[&server.endpoint]).unwrap();
+    let etcd = Etcd::new(&config, HELD).unwrap();
+    let targets = [
+        lock("one-write/lock"),
+        Target::Slot {
+            prefix: "one-write/slots".into(),
+            limit: 2,
+        },
+    ];
+    for target in targets {
+        let lease = lease(&etcd).await;
+        let id = lease.id();
+        let claim = take(&etcd, &lease, &target, "v").await;
+        let before = raft_index();
+        Etcd::release_and_close(claim, lease).await.unwrap();
+        assert_eq!(raft_index() - before, 1, "{target:?}: writes to let go");
+        let left = etcd
+            .client()
+            .range(&Range::prefix(b"one-write/"))
+            .await
+            .unwrap();
+        assert!(left.kvs.is_empty(), "{target:?}: left {:?}", left.kvs);
+        let ttl = etcd.client().time_to_live(id).await.unwrap();
+        assert_eq!(ttl, None, "{target:?}: the lease outlived the release");
+    }
+}

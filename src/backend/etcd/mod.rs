@@ -385,6 +385,22 @@ impl Engine for Etcd {
             }
         }
     }
+
+    /// One write for both: revoking the lease deletes our key with it, as
+    /// etcd deletes every key attached to a lease. A delete and then a
+    /// revoke were two, and the waiter the delete woke read its queue
+    /// (linearizably) behind the revoke: 0.4–0.7 ms of every handover. If
+    /// the revoke fails, the key is deleted as before.
+    async fn release_and_close(claim: EtcdClaim, lease: EtcdLease) -> Result<(), EtcdError> {
+        match lease.client.revoke(lease.id, CLEANUP_TIMEOUT).await {
+            // Expired: its keys went with it.
+            Ok(()) | Err(EtcdError::LeaseNotFound { .. }) => Ok(()),
+            Err(e) => {
+                tracing::warn!("cannot revoke lease {:x}: {e}; deleting our key", lease.id);
+                claim.release().await
+            }
+        }
+    }
 }
 
 /// A lock or slot we hold: our contender key.
