@@ -22,8 +22,8 @@ use lockrun::signals::Signal;
 
 use crate::consul::TestConsul;
 use crate::procs::{
-    deadline, group_alive, inheritable_fds, open_fds, pid_alive, pid_exists, read_line_file,
-    read_pid_file, reading_a_pipe, wait_until, KillGroupsOnDrop, PATIENCE,
+    deadline, group_alive, inheritable_fds, open_fds, pid_alive, pid_exists, process_name,
+    read_line_file, read_pid_file, reading_a_pipe, wait_until, KillGroupsOnDrop, PATIENCE,
 };
 use crate::support::{assert_killed_by, assert_status, lockrun, wait_for_file, Running};
 
@@ -413,9 +413,7 @@ fn a_command_that_left_the_group_dies_with_its_guard() {
                 .unwrap_or_default();
             command = children.split_whitespace().find_map(|pid| pid.parse().ok());
             command.is_some_and(|pid: u32| {
-                std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                    .is_ok_and(|name| name.trim_end() == "sleep")
-                    && sid(pid) != sid(guard)
+                process_name(pid).is_some_and(|name| name == "sleep") && sid(pid) != sid(guard)
             })
         });
         assert!(
@@ -674,8 +672,7 @@ fn a_guard_that_cannot_take_the_lent_descriptor_runs_nothing() {
         // The guard names itself once started, and opens nothing between
         // that and reading the go message.
         let named = wait_until(deadline(), || {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|comm| comm.trim_end() == "lockrun-guard")
+            process_name(pid).is_some_and(|name| name == lockrun::child::guard::PROCESS_NAME)
         });
         assert!(named, "the guard did not start");
         if table_full {
@@ -764,8 +761,10 @@ fn a_waiting_lockrun_parks_its_guard_and_an_interrupt_ends_it() {
         "the waiting lockrun has no parked guard ({guard:?})"
     );
     let guard = guard.unwrap();
-    let name = std::fs::read_to_string(format!("/proc/{guard}/comm")).unwrap_or_default();
-    assert_eq!(name.trim_end(), lockrun::child::guard::PROCESS_NAME);
+    assert_eq!(
+        process_name(guard).as_deref(),
+        Some(lockrun::child::guard::PROCESS_NAME)
+    );
     // Forked, not exec'd: it has the waiter's own command line...
     let cmdline = |pid| std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     assert_eq!(

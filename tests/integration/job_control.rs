@@ -255,8 +255,8 @@ fn parent(pid: i32) -> Option<i32> {
 /// The foreground group when it is a lockrun guard's, the child's group.
 fn child_group(terminal: &Terminal) -> Option<i32> {
     let group = terminal.foreground()?;
-    let name = std::fs::read_to_string(format!("/proc/{group}/comm")).ok()?;
-    (name.trim_end() == lockrun::child::guard::PROCESS_NAME).then_some(group)
+    let name = procs::process_name(group as u32)?;
+    (name == lockrun::child::guard::PROCESS_NAME).then_some(group)
 }
 
 /// A job started at the prompt: the lock's session, the child's process

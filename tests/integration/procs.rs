@@ -50,6 +50,13 @@ pub fn pid_exists(pid: u32) -> bool {
     stat(pid).is_some()
 }
 
+/// `pid`'s process name (`/proc/PID/comm`, as `ps -o comm` shows it), or
+/// `None` if it is gone.
+pub fn process_name(pid: u32) -> Option<String> {
+    let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(name.trim_end().to_owned())
+}
+
 /// True if `pid` is asleep reading a pipe, from the kernel function it waits
 /// in (`/proc/PID/wchan`: `pipe_read`, or `anon_pipe_read` on newer kernels).
 pub fn reading_a_pipe(pid: u32) -> bool {
