@@ -27,10 +27,10 @@ waiting. See lockrun(1).";
 /// Run a command only while holding a lock or semaphore slot.
 ///
 /// lockrun takes a leader lock (or one of N semaphore slots) in HashiCorp
-/// Consul, or on this host with flock(2) (--backend local), runs COMMAND while
-/// it holds it, and stops COMMAND the moment holding it can no longer be
-/// guaranteed: the child never runs at a moment when another holder could
-/// have acquired the lock.
+/// Consul, in etcd (--backend etcd), or on this host with flock(2) (--backend
+/// local), runs COMMAND while it holds it, and stops COMMAND the moment holding
+/// it can no longer be guaranteed: the child never runs at a moment when
+/// another holder could have acquired the lock.
 #[derive(Debug, Parser)]
 #[command(name = "lockrun", version = env!("LOCKRUN_VERSION"), after_help = AFTER_HELP, max_term_width = 100, args_override_self = true)]
 pub struct Cli {
