@@ -175,7 +175,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l cert -d 'etcd
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
-complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l json -d 'Print one JSON object, the same for a key and a semaphore: {"key", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [{"key", "value", "value_base64", "flags", "session", "session_name", "node", "ttl", "lock_index", "create_index", "modify_index"}]}; with --watch, one per line'
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l json -d 'Print one JSON object, the same for a key and a semaphore: {"key", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [...]}; with --watch, one per line. A holder is, on consul, {"key", "value", "value_base64", "flags", "session", "session_name", "node", "ttl", "lock_index", "create_index", "modify_index"}; on etcd and local, {"key", "value", "host", "pid", "child_pgid", "since", "since_unix", "lock_index", "slot"}, null where the engine does not know'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l wait -d 'Wait until there is a holder'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l watch -d 'Print a line at every change of holder until interrupted'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'

@@ -426,9 +426,12 @@ pub struct LeaderArgs {
     pub key: String,
     /// Print one JSON object, the same for a key and a semaphore: {"key",
     /// "kind": "lock"|"semaphore", "held", "limit" (null for a lock),
-    /// "holders": [{"key", "value", "value_base64", "flags", "session",
-    /// "session_name", "node", "ttl", "lock_index", "create_index",
-    /// "modify_index"}]}; with --watch, one per line.
+    /// "holders": [...]}; with --watch, one per line. A holder is, on consul,
+    /// {"key", "value", "value_base64", "flags", "session", "session_name",
+    /// "node", "ttl", "lock_index", "create_index", "modify_index"}; on etcd
+    /// and local, {"key", "value", "host", "pid", "child_pgid", "since",
+    /// "since_unix", "lock_index", "slot"}, null where the engine does not
+    /// know.
     #[arg(long)]
     pub json: bool,
     /// Wait until there is a holder.

@@ -216,9 +216,13 @@ pub struct Holder {
     pub pid: Option<u32>,
     pub child_pgid: Option<u32>,
     pub since: Option<SystemTime>,
+    /// The number the holder's child was handed, when the engine keeps it.
     pub fence: Option<u64>,
     /// The slot, for a semaphore.
     pub slot: Option<u32>,
+    /// The holder's own entry in the engine, when it has one: how a holder
+    /// that stored no value is told apart.
+    pub entry: Option<String>,
 }
 
 /// Which holders `release` asks to let go.

@@ -12,14 +12,15 @@ use crate::exit::Exit;
 use super::{leader, release};
 use crate::exit::write_stdout;
 
-/// How a holder is shown: its value, or, for a holder that is not lockrun
-/// (`flock(1)`), its process, so that a held lock never prints as an empty
-/// line.
+/// How a holder is shown: its value, or, for a holder that stored none
+/// (`flock(1)`, `etcdctl lock`), its process or its entry, so that a held
+/// lock never prints as an empty line.
 fn label(holder: &Holder) -> String {
-    match (&holder.value, holder.pid) {
-        (Some(value), _) => value.clone(),
-        (None, Some(pid)) => format!("pid {pid} (not lockrun)"),
-        (None, None) => "a process that has exited, through a descriptor it passed on".into(),
+    match (&holder.value, holder.pid, &holder.entry) {
+        (Some(value), _, _) => value.clone(),
+        (None, Some(pid), _) => format!("pid {pid} (not lockrun)"),
+        (None, None, Some(entry)) => format!("{entry} (no value)"),
+        (None, None, None) => "a process that has exited, through a descriptor it passed on".into(),
     }
 }
 
@@ -38,6 +39,7 @@ fn holder_json(holder: &Holder) -> Value {
         "since_unix": seconds(holder.since),
         "lock_index": holder.fence,
         "slot": holder.slot,
+        "key": holder.entry,
     })
 }
 

@@ -7,7 +7,7 @@ use std::process::Stdio;
 
 use crate::etcd_support::{closed_endpoint, etcd, etcdctl, etcdctl_ok};
 use crate::link::Link;
-use crate::places::{last_beat, Place};
+use crate::places::{last_beat, stdout, Place};
 use crate::procs::{self, wait_until};
 use crate::support::{run, scratch, Running};
 
@@ -66,6 +66,106 @@ fn etcdctl_lock_waits_for_lockrun_and_elect_shows_its_value() {
         last_beat(work.path()) < read_ns(&started),
         "etcdctl's child started while lockrun's ran"
     );
+}
+
+/// The fencing number grows across an `etcdctl lock` holder: lockrun, then
+/// etcdctl, then a lockrun that queued while etcdctl still waited. That last
+/// one created its key before etcdctl took the lock, at a revision below the
+/// `ETCD_LOCK_REV` etcdctl handed its child; a service fenced on that number
+/// would have refused it.
+#[test]
+fn the_fencing_number_grows_across_an_etcdctl_holder() {
+    let place = Place::etcd("fence");
+    let key = place.key("k");
+    let work = scratch();
+    let number = |name: &str| -> u64 {
+        let text = std::fs::read_to_string(work.path().join(name)).unwrap();
+        text.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}: {text:?}"))
+    };
+    let queued = |n: usize| {
+        wait_until(procs::deadline(), || {
+            etcdctl_ok(&["get", "--prefix", "--keys-only", &format!("{key}/")])
+                .lines()
+                .filter(|l| !l.is_empty())
+                .count()
+                == n
+        })
+    };
+    let first = place.hold(
+        work.path(),
+        "echo \"$LOCKRUN_LOCK_INDEX\" > \"$1/first\";",
+        &["elect", &key],
+    );
+    let etcdctl_lock = Running::spawn(
+        etcdctl()
+            .args(["lock", &key, "--", "sh", "-c"])
+            .arg(format!(
+                "echo \"$ETCD_LOCK_REV\" > {}",
+                work.path().join("etcdctl").display()
+            ))
+            .stdin(Stdio::null()),
+    );
+    assert!(queued(2), "etcdctl lock never queued");
+    let mut last = place.lockrun(&["elect", &key, "--shell", "--"]);
+    last.arg("echo \"$LOCKRUN_LOCK_INDEX\" > \"$1/last\"")
+        .arg(work.path());
+    let last = Running::spawn(&mut last);
+    assert!(queued(3), "the second lockrun never queued");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&first.finish(), 0, "the first holder");
+    assert!(etcdctl_lock.finish().status.success());
+    place.status(&last.finish(), 0, "the last holder");
+    let numbers = [number("first"), number("etcdctl"), number("last")];
+    assert!(
+        numbers[0] < numbers[1] && numbers[1] < numbers[2],
+        "lockrun, etcdctl, lockrun were handed {numbers:?}"
+    );
+}
+
+/// A holder that stored no value (`etcdctl lock`) is shown by its key, not
+/// an empty line, by `leader` and by `release`; `--json` names the key and
+/// gives no number (etcd does not keep the revision a holder took the lock
+/// at).
+#[test]
+fn an_etcdctl_holder_is_shown_by_its_key() {
+    let place = Place::etcd("shown");
+    let key = place.key("k");
+    let work = scratch();
+    let started = work.path().join("started");
+    let etcdctl_lock = Running::spawn(
+        etcdctl()
+            .args(["lock", &key, "--", "sh", "-c"])
+            .arg(format!(
+                "touch {}; while [ ! -e {} ]; do sleep 0.05; done",
+                started.display(),
+                work.path().join("go").display()
+            ))
+            .stdin(Stdio::null()),
+    );
+    assert!(
+        wait_until(procs::deadline(), || started.exists()),
+        "etcdctl lock never ran its child"
+    );
+    let entry = etcdctl_ok(&["get", "--prefix", "--keys-only", &format!("{key}/")]);
+    let entry = entry.trim();
+    let plain = run(&mut place.lockrun(&["leader", &key]));
+    let json = run(&mut place.lockrun(&["leader", "--json", &key]));
+    let released = run(&mut place.lockrun(&["release", &key]));
+    // etcdctl's child does not stop for a revoked lease: let it end.
+    std::fs::write(work.path().join("go"), "").unwrap();
+    let _ = etcdctl_lock.finish();
+    place.status(&plain, 0, "leader");
+    assert_eq!(stdout(&plain), format!("{entry} (no value)\n"));
+    place.status(&json, 0, "leader --json");
+    let shown: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    let holder = &shown["holders"][0];
+    assert_eq!(holder["key"], entry, "{shown}");
+    assert!(holder["value"].is_null(), "{shown}");
+    assert!(holder["lock_index"].is_null(), "{shown}");
+    place.status(&released, 0, "release");
+    assert!(stdout(&released).contains(entry), "{released:?}");
 }
 
 #[test]

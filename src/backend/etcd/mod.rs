@@ -191,6 +191,18 @@ impl Etcd {
         Ok(Acquisition::Busy { holder })
     }
 
+    /// Our claim, held as of `revision`, the revision of the answer that
+    /// showed it ours.
+    ///
+    /// A lock's fencing number is that revision, as `etcdctl lock`'s
+    /// `ETCD_LOCK_REV` is: our key's CreateRevision would not do, for a
+    /// contender that queued while an `etcdctl lock` waited ahead of it
+    /// created its key before that holder took the lock, at a revision
+    /// below the one etcdctl handed its child. The revision we read at
+    /// follows the deletion of every key ahead of ours, and so every
+    /// earlier holder's own reading. A slot's number stays its key's
+    /// CreateRevision: contenders get slots in that order (etcdctl has no
+    /// semaphore), and two that get theirs in one revision still differ.
     fn claim(
         &self,
         lease: &EtcdLease,
@@ -199,11 +211,16 @@ impl Etcd {
         revision: i64,
         slot: Option<u32>,
     ) -> EtcdClaim {
+        let fence = match slot {
+            None => revision,
+            Some(_) => me.create_revision,
+        };
         EtcdClaim {
             client: self.client.clone(),
             name: target.name().to_owned(),
             key: me.key,
             create_revision: me.create_revision,
+            fence,
             lease: lease.id,
             seen: revision,
             watch: None,
@@ -225,7 +242,10 @@ impl Etcd {
                     let holder = Holder {
                         // `etcdctl lock` stores nothing: no value to show.
                         value: Some(kv.value_str()).filter(|v| !v.is_empty()),
-                        fence: u64::try_from(kv.create_revision).ok(),
+                        // The revision the holder took the lock at, its
+                        // number (see `claim`), is kept nowhere in etcd.
+                        fence: None,
+                        entry: Some(lock::shown(&kv.key)),
                         ..empty_holder()
                     };
                     holders.push((holder, kv));
@@ -244,6 +264,7 @@ impl Etcd {
                         value: Some(value),
                         fence: u64::try_from(kv.create_revision).ok(),
                         slot: u32::try_from(rank).ok(),
+                        entry: Some(lock::shown(&kv.key)),
                         ..empty_holder()
                     };
                     holders.push((holder, kv));
@@ -264,6 +285,7 @@ fn empty_holder() -> Holder {
         since: None,
         fence: None,
         slot: None,
+        entry: None,
     }
 }
 
@@ -410,6 +432,8 @@ pub struct EtcdClaim {
     name: String,
     key: Vec<u8>,
     create_revision: i64,
+    /// The fencing number (see `Etcd::claim`).
+    fence: i64,
     lease: i64,
     /// The revision up to which we know our key is unchanged.
     seen: i64,
@@ -499,11 +523,11 @@ impl Claim for EtcdClaim {
     type Error = EtcdError;
 
     fn fence(&self) -> u64 {
-        u64::try_from(self.create_revision).expect("revisions are positive")
+        u64::try_from(self.fence).expect("revisions are positive")
     }
 
     fn env(&self) -> Vec<(OsString, OsString)> {
-        let rev = self.create_revision.to_string();
+        let rev = self.fence.to_string();
         vec![
             ("LOCKRUN_KEY".into(), self.name.clone().into()),
             ("LOCKRUN_LOCK_INDEX".into(), rev.clone().into()),

@@ -135,6 +135,7 @@ impl Facts {
                 since: Some(UNIX_EPOCH + Duration::from_millis(h.since_ms)),
                 fence: Some(self.fence),
                 slot: None,
+                entry: None,
             },
             None => Holder {
                 value: None,
@@ -144,6 +145,7 @@ impl Facts {
                 since: None,
                 fence: None,
                 slot: None,
+                entry: None,
             },
         }
     }
