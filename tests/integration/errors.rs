@@ -2,7 +2,7 @@
 //! exit status, no panic, and nothing written to Consul.
 
 use crate::consul::TestConsul;
-use crate::support::{bare, describe, lockrun, run, scratch};
+use crate::support::{bare, describe, lockrun, run, scratch, sessions_named_like};
 
 struct Case {
     args: Vec<String>,
@@ -345,6 +345,18 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
             "CONSUL_HTTP_ADDR",
             "127.0.0.1:8500/v1",
         ),
+        // Settings Consul refuses with a 500: a one-off run, with no
+        // --timeout, says so at once instead of retrying for ever.
+        case(
+            &["elect", "--datacenter", "no-such-dc", k, "--", "true"],
+            125,
+            "No path to datacenter); check --datacenter",
+        ),
+        case(
+            &["semaphore", "-l", "2", "--datacenter", "no-such-dc", k, "--", "true"],
+            125,
+            "check --datacenter",
+        ),
         case(&["leader", "--timeout", "1s", k], 2, "--wait"),
         case(&["leader", "a//b"], 2, "`//`"),
         with_env(
@@ -408,6 +420,33 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
         consul.api().kv_list(&prefix).is_empty(),
         "nothing under the prefix"
     );
+}
+
+/// A check the agent's node does not have: Consul refuses the session
+/// (a 500, after its state machine looked), and a one-off run says so at
+/// once, with what to fix, instead of retrying for ever.
+#[test]
+fn a_check_the_node_lacks_is_one_clear_line() {
+    let consul = TestConsul::start();
+    let key = format!("{}/leader", consul.prefix("checks"));
+    let mut cmd = lockrun(
+        &consul,
+        [
+            "elect",
+            "--node-checks",
+            "no-such-check",
+            &key,
+            "--",
+            "true",
+        ],
+    );
+    let output = run(&mut cmd);
+    let what = describe(&cmd, &output, Some(&consul));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(125), "{what}");
+    assert_eq!(stderr.lines().count(), 1, "{what}");
+    assert!(stderr.contains("must name checks registered"), "{what}");
+    assert_eq!(sessions_named_like(&consul.api(), &key), 0, "{what}");
 }
 
 #[test]

@@ -215,6 +215,27 @@ fn a_frozen_link_stops_the_child_before_etcd_expires_the_lease() {
     link.thaw();
 }
 
+/// An endpoint that takes connections and never answers: a one-off run
+/// says so once its first request times out, instead of retrying for ever
+/// without a word; given another endpoint, it goes on to that one.
+#[test]
+fn a_silent_endpoint_is_reported_or_passed_over() {
+    let link = Link::new(etcd().endpoint.trim_start_matches("http://"));
+    link.freeze();
+    let silent = Place::etcd_at("silent", &link.http_addr());
+    let key = silent.key("k");
+    let output = run(&mut silent.lockrun(&["elect", &key, "--", "true"]));
+    silent.status(&output, 125, "a one-off run against a silent etcd");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("did not answer within"), "{stderr}");
+    let both = format!("{},{}", link.http_addr(), etcd().endpoint);
+    let place = Place::etcd_at("silent", &both);
+    let output = run(&mut place.lockrun(&["elect", &key, "--", "sh", "-c", "exit 7"]));
+    place.status(&output, 7, "a run whose first endpoint is silent");
+    link.thaw();
+}
+
 /// `leader` and `release` refuse the keys `elect` refuses, before any
 /// request: one line naming the key, status 2, nothing in etcd; the same
 /// with no etcd to ask at all.

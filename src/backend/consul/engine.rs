@@ -138,14 +138,9 @@ impl Engine for Consul {
             let sent = Instant::now();
             let id = match self.client.session_create(&self.session).await {
                 Ok(id) => id,
-                // No agent, or TLS refused, at the first contact is a wrong
-                // address or certificate far more often than a blip: a
-                // one-off run says so at once.
-                Err(e @ (ConsulError::Unreachable { .. } | ConsulError::Tls { .. }))
-                    if first && !opening.daemon =>
-                {
-                    return Err(e.into())
-                }
+                // At the first contact a one-off run says at once what
+                // is wrong, unless Consul itself says it will pass.
+                Err(e) if first && !opening.daemon && !e.may_pass_soon() => return Err(e.into()),
                 Err(e) => {
                     first = false;
                     if e.is_transient() {

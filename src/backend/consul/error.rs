@@ -96,6 +96,35 @@ impl ConsulError {
     }
 }
 
+impl ConsulError {
+    /// Whether a one-off run's first request should wait this out: a
+    /// connection reset, or Consul saying it has no leader (an election
+    /// under way) or too many requests. An address that refuses or stays
+    /// silent, a TLS mismatch, an unknown datacenter or check: at the first
+    /// contact those are settings to fix far more often than blips, and a
+    /// cron job retrying them for ever would wait without a word.
+    pub fn may_pass_soon(&self) -> bool {
+        match self {
+            ConsulError::Broken { .. } => true,
+            ConsulError::Server { status, body, .. } => {
+                *status == 429 || body.contains("No cluster leader")
+            }
+            _ => false,
+        }
+    }
+}
+
+/// What to do about the 500s that are settings, not trouble.
+fn server_hint(body: &str) -> &'static str {
+    if body.contains("No path to datacenter") {
+        "; check --datacenter"
+    } else if body.contains("Missing check") || body.contains("Missing node registration") {
+        "; --node-checks and --service-checks must name checks registered on this agent's node"
+    } else {
+        ""
+    }
+}
+
 const NAMESPACE_REFUSAL: &str = "Namespaces are a Consul Enterprise feature";
 
 /// What to say when the agent has no namespaces.
@@ -149,9 +178,12 @@ impl fmt::Display for ConsulError {
             ConsulError::Rejected { op, status, body } => {
                 write!(f, "Consul refused {op} ({status}: {})", one_line(body))
             }
-            ConsulError::Server { op, status, body } => {
-                write!(f, "Consul failed {op} ({status}: {})", one_line(body))
-            }
+            ConsulError::Server { op, status, body } => write!(
+                f,
+                "Consul failed {op} ({status}: {}){}",
+                one_line(body),
+                server_hint(body)
+            ),
             ConsulError::Decode { op, cause } => {
                 write!(f, "unexpected answer from Consul {op} ({cause})")
             }

@@ -465,18 +465,23 @@ impl Client {
             EtcdError::TokenExpired { .. } => {
                 *self.inner.token.lock().expect("token lock") = None;
             }
-            // A member without a leader (or overloaded) is as good as down:
-            // the next call starts at the next endpoint.
-            EtcdError::Server { .. } => {
-                let n = self.inner.config.endpoints.len();
-                let _ =
-                    self.inner
-                        .current
-                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |i| Some((i + 1) % n));
-            }
+            // A member without a leader (or overloaded) is as good as down.
+            EtcdError::Server { .. } => self.move_on(),
             _ => {}
         }
         e
+    }
+
+    /// The next call starts at the next endpoint. For a member that
+    /// answered that it is in trouble, or did not answer in time, or broke
+    /// the connection: the request may have been applied there, so only the
+    /// caller's retry goes elsewhere, never this call.
+    fn move_on(&self) {
+        let n = self.inner.config.endpoints.len();
+        let _ = self
+            .inner
+            .current
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |i| Some((i + 1) % n));
     }
 
     /// One call, with our token when we have a user.
@@ -505,13 +510,22 @@ impl Client {
                 other => other,
             }
         };
-        match tokio::time::timeout(timeout, bounded).await {
+        let answer = match tokio::time::timeout(timeout, bounded).await {
             Ok(answer) => answer,
             Err(_) => Err(EtcdError::Timeout {
                 endpoint: self.current_endpoint(),
                 after: timeout,
             }),
+        };
+        if let Err(EtcdError::Timeout { .. } | EtcdError::Broken { .. }) = answer {
+            self.move_on();
         }
+        answer
+    }
+
+    /// How many endpoints the client may try.
+    pub fn endpoint_count(&self) -> usize {
+        self.inner.config.endpoints.len()
     }
 
     fn current_endpoint(&self) -> String {

@@ -88,6 +88,20 @@ impl EtcdError {
         }
     }
 
+    /// Whether a one-off run's first request should wait this out: a
+    /// connection reset, etcd answering that it is in trouble (no leader,
+    /// too many requests, a timeout inside the cluster) or that our token
+    /// expired. An endpoint that refuses or stays silent, or a TLS
+    /// mismatch: at the first contact those are settings to fix far more
+    /// often than blips, and a cron job retrying them for ever would wait
+    /// without a word.
+    pub fn may_pass_soon(&self) -> bool {
+        matches!(
+            self,
+            EtcdError::Broken { .. } | EtcdError::Server { .. } | EtcdError::TokenExpired { .. }
+        )
+    }
+
     /// etcd said our lease is gone: whatever we held with it is lost now,
     /// and etcd has no lock-delay, so a rival may already hold it.
     pub fn is_verdict(&self) -> bool {

@@ -350,9 +350,9 @@ impl Engine for Etcd {
     type Error = EtcdError;
 
     /// Grants the lease, retrying blips within the patience (for ever for
-    /// a daemon); a one-off run that cannot reach any endpoint at the first
-    /// try says so at once, since that is a wrong address far more often
-    /// than a blip.
+    /// a daemon); a one-off run whose first try at every endpoint fails, in
+    /// any way but etcd saying it is in trouble, says so at once, since that
+    /// is a wrong setting far more often than a blip.
     async fn open_lease(&self, opening: Opening<'_>) -> Result<EtcdLease, EtcdError> {
         let until = match (opening.daemon, opening.wait) {
             (true, _) | (false, Wait::Forever) => None,
@@ -360,7 +360,9 @@ impl Engine for Etcd {
             (false, Wait::Until(at)) => Some(at),
         };
         let mut pause = Duration::from_millis(100);
-        let mut first = true;
+        // A one-off run's first contact: one try at each endpoint (a call
+        // that fails goes on to the next endpoint only at the next try).
+        let mut first_round = self.client.endpoint_count();
         loop {
             let granted_at = Instant::now();
             match self.client.grant(self.ttl).await {
@@ -372,13 +374,21 @@ impl Engine for Etcd {
                         granted_at,
                     })
                 }
-                Err(e @ (EtcdError::Unreachable { .. } | EtcdError::Tls { .. }))
-                    if first && !opening.daemon =>
-                {
-                    return Err(e)
+                // At the first contact a one-off run says at once what
+                // is wrong, unless etcd itself says it will pass, or
+                // another endpoint is left to try.
+                Err(e) if first_round > 0 && !opening.daemon && !e.may_pass_soon() => {
+                    first_round -= 1;
+                    // A refused connection was tried at every endpoint.
+                    if first_round == 0
+                        || !e.is_transient()
+                        || matches!(e, EtcdError::Unreachable { .. })
+                    {
+                        return Err(e);
+                    }
                 }
                 Err(e) if e.is_transient() => {
-                    first = false;
+                    first_round = 0;
                     (opening.report)(&format!("engine unreachable, retrying: {e}"));
                     if until.is_some_and(|at| Instant::now() + pause >= at) {
                         return Err(e);
