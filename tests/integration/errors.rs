@@ -360,6 +360,11 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
         case(&["leader", "--timeout", "1s", k], 2, "--wait"),
         case(&["leader", "a//b"], 2, "`//`"),
         with_env(
+            case(&["elect", k, "--", "true"], 125, "carries a user name or password;"),
+            "CONSUL_HTTP_ADDR",
+            "http://ops:pw@127.0.0.1:8500",
+        ),
+        with_env(
             case(&["elect", k, "--", "true"], 125, "unix sockets"),
             "CONSUL_HTTP_ADDR",
             "unix:///tmp/consul.sock",

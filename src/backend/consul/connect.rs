@@ -81,6 +81,10 @@ pub fn parse_addr(addr: &str, use_tls: bool) -> Result<Url> {
             bail!("Consul address `{addr}` has unknown scheme `{other}`; use http:// or https://")
         }
     }
+    if !url.username().is_empty() || url.password().is_some() {
+        // Never echoed: the address holds a password.
+        bail!("the Consul address carries a user name or password; give only host:port, and the token as CONSUL_HTTP_TOKEN or --token-file");
+    }
     if url.host_str().is_none_or(str::is_empty) {
         bail!("Consul address `{addr}` has no host; use host:port");
     }
@@ -213,6 +217,15 @@ mod tests {
         assert!(parse_addr("unix:///run/consul.sock", false).is_err());
         assert!(parse_addr("ftp://x", false).is_err());
         assert!(parse_addr("", false).is_err());
+    }
+
+    #[test]
+    fn an_address_with_a_password_is_refused_without_it() {
+        for addr in ["http://ops:s3cret@consul:8500", "ops:s3cret@consul:8500"] {
+            let e = parse_addr(addr, false).unwrap_err().to_string();
+            assert!(e.contains("user name or password"), "{e}");
+            assert!(!e.contains("s3cret"), "{e}");
+        }
     }
 
     #[test]

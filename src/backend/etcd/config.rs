@@ -55,7 +55,8 @@ pub struct EtcdFlags {
     pub cacert: Option<PathBuf>,
     pub cert: Option<PathBuf>,
     pub key: Option<PathBuf>,
-    /// `--user`: `name:password`.
+    /// `name:password`, as etcdctl's `--user`; lockrun has no such flag (a
+    /// password on a command line shows in `ps`), so only tests set it.
     pub user: Option<String>,
 }
 
@@ -168,6 +169,12 @@ fn parse_endpoints(list: &str, tls: bool, source: &str) -> Result<Vec<Url>, Stri
                 ))
             }
         }
+        if !url.username().is_empty() || url.password().is_some() {
+            // Never echoed: the endpoint holds a password.
+            return Err(format!(
+                "an etcd endpoint in {source} carries a user name or password; give only host:port, and the user as ETCDCTL_USER=name:password"
+            ));
+        }
         if url.host_str().is_none_or(str::is_empty) {
             return Err(format!(
                 "etcd endpoint `{endpoint}` has no host; use host:port"
@@ -189,9 +196,9 @@ fn parse_user(user: &str) -> Result<User, String> {
             name: name.to_owned(),
             password: Password::new(password.to_owned()),
         }),
-        Some(_) => Err("the etcd user name is empty; give --user (or ETCDCTL_USER) as name:password".into()),
+        Some(_) => Err("the etcd user name is empty; set ETCDCTL_USER to name:password".into()),
         None => Err(format!(
-            "the etcd user `{user}` has no password, and lockrun cannot ask for one; give --user (or ETCDCTL_USER) as name:password, or set ETCDCTL_PASSWORD"
+            "the etcd user `{user}` has no password, and lockrun cannot ask for one; set ETCDCTL_USER to name:password, or set ETCDCTL_PASSWORD"
         )),
     }
 }
@@ -252,6 +259,12 @@ mod tests {
         assert!(
             bad(EtcdFlags::default(), &[("ETCDCTL_ENDPOINTS", "ftp://a:1")]).contains("scheme")
         );
+        let e = bad(
+            EtcdFlags::default(),
+            &[("ETCDCTL_ENDPOINTS", "a:1,http://ops:s3cret@b:2")],
+        );
+        assert!(e.contains("ETCDCTL_USER"), "{e}");
+        assert!(!e.contains("s3cret"), "{e}");
         assert!(bad(
             EtcdFlags::default(),
             &[("ETCDCTL_ENDPOINTS", "http://a:1/v3")]

@@ -208,7 +208,7 @@ impl fmt::Display for EtcdError {
             ),
             EtcdError::Denied { what, message } => write!(
                 f,
-                "permission denied {what} ({message}); check ETCDCTL_USER or --user and the user's role"
+                "permission denied {what} ({message}); check ETCDCTL_USER and the user's role"
             ),
             EtcdError::TokenExpired { message } => {
                 write!(f, "etcd refused our auth token ({message}); authenticating again")
