@@ -35,6 +35,12 @@ pub enum Renewal {
 /// The longest a single renewal may take, however far the deadline is.
 const RENEW_TIMEOUT_MAX: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The shortest pause between two renewals after a failure. Retries come
+/// several times before the deadline, at a quarter of what is left, but an
+/// engine that refuses at once would otherwise be asked hundreds of times a
+/// second in the lease's last moments.
+const RETRY_GAP_MIN: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// A lease a backend can renew (a Consul session, an etcd lease).
 pub trait Renew {
     /// One attempt, which must give up after `timeout`.
@@ -299,6 +305,9 @@ impl Countdown {
     /// attempt.
     pub async fn keep<R: Renew>(&mut self, backend: &R) -> Lost {
         let mut last_error = String::from("none");
+        // Failures since the last confirmed renewal: the first is a
+        // warning, the rest detail (the loss, if it comes, says the last).
+        let mut failures = 0u32;
         let mut backoff = Duration::from_millis(100);
         let mut next = self.confirmed + self.budget.renew_every();
         // Without the BOOTTIME timer (no descriptor to spare) a suspend is
@@ -361,6 +370,7 @@ impl Countdown {
                         guard.extend(stop_at_boot);
                     }
                     backoff = Duration::from_millis(100);
+                    failures = 0;
                     next = sent + self.budget.renew_every();
                     debug!(
                         "lease renewed; stop deadline in {}",
@@ -369,15 +379,22 @@ impl Countdown {
                 }
                 Renewal::Gone(why) => return Lost::SessionGone(why),
                 Renewal::Failed(why) => {
-                    warn!(
-                        "renewal failed ({why}); retrying, {} left before the child is stopped",
-                        fmt_duration(self.stop_at().saturating_duration_since(Instant::now()))
-                    );
-                    last_error = why;
-                    // Retry soon, and several times before the deadline
-                    // however little of the lease is left.
                     let left = self.stop_at().saturating_duration_since(Instant::now());
-                    next = Instant::now() + backoff.min(left / 4);
+                    failures += 1;
+                    if failures == 1 {
+                        warn!(
+                            "renewal failed ({why}); retrying, {} left before the child is stopped",
+                            fmt_duration(left)
+                        );
+                    } else {
+                        debug!(
+                            "renewal failed again ({why}), {failures} in a row; {} left",
+                            fmt_duration(left)
+                        );
+                    }
+                    last_error = why;
+                    // Retry soon, and several times before the deadline.
+                    next = Instant::now() + backoff.min(left / 4).max(RETRY_GAP_MIN);
                     backoff = (backoff * 2).min(Duration::from_secs(1));
                 }
             }
@@ -558,6 +575,28 @@ mod tests {
         let lost = lease.keep(&script).await;
         assert!(matches!(lost, Lost::LeaseRanOut { .. }));
         assert_eq!(start.elapsed(), Duration::from_secs(15));
+    }
+
+    /// An engine that refuses every renewal at once is asked a few times
+    /// before the deadline, never in a burst as the lease runs out.
+    #[tokio::test(start_paused = true)]
+    async fn a_refusing_engine_is_retried_without_a_storm() {
+        struct Refusing(RefCell<Vec<Instant>>);
+        impl Renew for Refusing {
+            async fn renew(&self, _timeout: Duration) -> Renewal {
+                self.0.borrow_mut().push(Instant::now());
+                Renewal::Failed("connection refused".into())
+            }
+        }
+        let engine = Refusing(RefCell::new(Vec::new()));
+        let start = Instant::now();
+        let mut lease = Countdown::new(budget(15, 15, 5), start);
+        let lost = lease.keep(&engine).await;
+        assert!(matches!(lost, Lost::LeaseRanOut { .. }), "{lost:?}");
+        let asked = engine.0.into_inner();
+        let gaps: Vec<Duration> = asked.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.iter().all(|g| *g >= RETRY_GAP_MIN), "{gaps:?}");
+        assert!(asked.len() >= 5 && asked.len() <= 25, "{gaps:?}");
     }
 
     /// A resume from suspend: CLOCK_MONOTONIC says the renewal was just
