@@ -433,8 +433,13 @@ impl Client {
         token: Option<&str>,
         what: &str,
     ) -> Result<Value, EtcdError> {
+        let started = std::time::Instant::now();
         let (response, endpoint) = self.send(path, body, timeout, token).await?;
         let status = response.status().as_u16();
+        tracing::debug!(
+            "POST {endpoint}{path} -> {status} in {:?} ({what})",
+            started.elapsed()
+        );
         let text = response
             .text()
             .await
@@ -519,6 +524,12 @@ impl Client {
         };
         if let Err(EtcdError::Timeout { .. } | EtcdError::Broken { .. }) = answer {
             self.move_on();
+        }
+        // A daemon's log says once when etcd stops answering, and again
+        // when it answers (`logging::engine_trouble`).
+        match &answer {
+            Err(e) if e.is_transient() => crate::logging::engine_trouble("etcd", e),
+            _ => crate::logging::engine_answered("etcd"),
         }
         answer
     }
