@@ -260,3 +260,24 @@ fn flags_of_the_other_backend_are_refused_and_nothing_falls_back() {
     let output = run(&mut place.lockrun(&["elect", "../k", "--", "true"]));
     place.status(&output, 2, "a key that climbs out of the lock directory");
 }
+
+/// Keys that would collide with a semaphore's own files, or that no file
+/// name can hold: one line, status 2, and nothing in the lock directory.
+#[test]
+fn keys_no_lock_file_can_carry_are_refused_before_any_file() {
+    let place = Place::local();
+    let dir = place.lock_dir();
+    let long = format!("jobs/{}", "x".repeat(300));
+    for key in ["pool/.limit", "pool/.queue", long.as_str()] {
+        let output = run(&mut place.lockrun(&["elect", key, "--", "true"]));
+        place.status(&output, 2, "a key no lock file can carry");
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.len() < 300, "{err}");
+    }
+    assert_eq!(
+        std::fs::read_dir(dir).unwrap().count(),
+        0,
+        "something was written to the lock directory"
+    );
+}

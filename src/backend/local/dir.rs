@@ -126,8 +126,16 @@ fn check_filesystem(dir: &Path, allow_network: bool) -> Result<(), LocalError> {
     }
 }
 
+/// The names a semaphore keeps for its own files under its prefix.
+const SEMAPHORE_FILES: [&str; 2] = [".limit", ".queue"];
+
+/// The longest segment: a file name holds 255 bytes, and the holder facts'
+/// scratch file adds its suffix to the last one.
+const SEGMENT_MAX: usize = 255 - SCRATCH_SUFFIX.len();
+
 /// Checks a key or prefix: `/`-separated segments, none empty, `.` or `..`,
-/// none naming our own side files, no NUL.
+/// none naming our own side files or a semaphore's, none too long for a
+/// file name, no NUL.
 pub fn check_key(key: &str) -> Result<(), LocalError> {
     if key.contains('\0') {
         return Err(LocalError::usage(format!(
@@ -143,6 +151,17 @@ pub fn check_key(key: &str) -> Result<(), LocalError> {
             }
             s if s.ends_with(FACTS_SUFFIX) || s.ends_with(SCRATCH_SUFFIX) => {
                 "has a segment ending in `.lockrun` or `.lockrun-new`, names kept for holder facts"
+            }
+            s if SEMAPHORE_FILES.contains(&s) => {
+                "has a `.limit` or `.queue` segment, names a semaphore keeps for its own files"
+            }
+            s if s.len() > SEGMENT_MAX => {
+                // The key itself may run to kilobytes: name the segment's start.
+                let start: String = s.chars().take(32).collect();
+                return Err(LocalError::usage(format!(
+                    "a key segment (`{start}...`) is {} bytes, longer than a lock file's name may be here ({SEGMENT_MAX}); choose a shorter key",
+                    s.len()
+                )));
             }
             _ => continue,
         };
@@ -236,12 +255,18 @@ mod tests {
             (".", "`.`"),
             ("a\0b", "NUL"),
             ("jobs/x.lockrun", "holder facts"),
+            ("jobs/.limit", "semaphore keeps"),
+            ("jobs/.queue/x", "semaphore keeps"),
             ("x.lockrun-new", "holder facts"),
         ] {
             let e = check_key(key).unwrap_err().to_string();
             assert!(e.contains(why), "{key:?}: {e}");
             assert!(!e.contains('\n'));
         }
+        let long = format!("jobs/{}", "x".repeat(5000));
+        let e = check_key(&long).unwrap_err().to_string();
+        assert!(e.contains("5000 bytes") && e.len() < 200, "{e}");
+        check_key(&format!("jobs/{}", "x".repeat(SEGMENT_MAX))).unwrap();
         for key in ["a", "a/b/c", "x.lock", ".hidden", "a b", "..."] {
             check_key(key).unwrap();
         }
