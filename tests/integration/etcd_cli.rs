@@ -215,6 +215,36 @@ fn a_frozen_link_stops_the_child_before_etcd_expires_the_lease() {
     link.thaw();
 }
 
+/// `release KEY` touches only a contender's entry: neither a nested lock
+/// under `KEY/` (its holder keeps running) nor plain data there, though
+/// etcd's mutex waits for both as for a holder.
+#[test]
+fn release_leaves_what_is_not_a_contender_alone() {
+    let place = Place::etcd("not-mine");
+    let key = place.key("k");
+    let work = scratch();
+    let inner = format!("{key}/inner");
+    let nested = place.hold(work.path(), "", &["elect", "--value", "inner", &inner]);
+    let output = run(&mut place.lockrun(&["release", &key]));
+    std::fs::write(work.path().join("go"), "").unwrap();
+    // 0, not 124: its lease was not revoked.
+    place.status(&nested.finish(), 0, "the nested lock's holder");
+    place.status(&output, 125, "release over a nested lock");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("not a contender's entry"), "{stderr}");
+
+    let data = format!("{key}/settings");
+    etcdctl_ok(&["put", &data, "keep me"]);
+    let output = run(&mut place.lockrun(&["release", &key]));
+    place.status(&output, 125, "release over plain data");
+    assert_eq!(
+        etcdctl_ok(&["get", "--print-value-only", &data]).trim(),
+        "keep me"
+    );
+    etcdctl_ok(&["del", &data]);
+}
+
 /// An endpoint that takes connections and never answers: a one-off run
 /// says so once its first request times out, instead of retrying for ever
 /// without a word; given another endpoint, it goes on to that one.

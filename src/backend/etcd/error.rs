@@ -60,6 +60,9 @@ pub enum EtcdError {
     },
     /// A key under a semaphore prefix that is not a lockrun contender.
     Foreign { prefix: String, key: String },
+    /// `release` found, where a holder would be, an entry that is not a
+    /// contender's: a nested lock's, or data without a lease.
+    NotAContender { key: String, entry: String },
     /// A key or prefix lockrun cannot use.
     Usage(String),
 }
@@ -84,6 +87,7 @@ impl EtcdError {
             | EtcdError::Decode { .. }
             | EtcdError::LimitMismatch { .. }
             | EtcdError::Foreign { .. }
+            | EtcdError::NotAContender { .. }
             | EtcdError::Usage(_) => false,
         }
     }
@@ -243,6 +247,10 @@ impl fmt::Display for EtcdError {
                 f,
                 "semaphore `{prefix}` has limit {theirs} (stored by `{key}`), not {ours}; use --limit {theirs} or another prefix"
             ),
+            EtcdError::NotAContender { key, entry } => write!(
+                f,
+                "`{entry}` is not a contender's entry (`{key}/<lease id>` with that lease), so it was left alone and nothing was released; etcd's mutex waits for it as for a holder: delete it yourself if it should go"
+            ),
             EtcdError::Foreign { prefix, key } => write!(
                 f,
                 "`{key}` under semaphore prefix `{prefix}` is not a lockrun contender; keep nothing else under `{prefix}/`"
@@ -265,9 +273,9 @@ impl From<EtcdError> for crate::error::Failure {
         use crate::error::Failure;
         match e {
             EtcdError::Usage(m) => Failure::Usage(m),
-            e @ (EtcdError::LimitMismatch { .. } | EtcdError::Foreign { .. }) => {
-                Failure::Conflict(e.to_string())
-            }
+            e @ (EtcdError::LimitMismatch { .. }
+            | EtcdError::Foreign { .. }
+            | EtcdError::NotAContender { .. }) => Failure::Conflict(e.to_string()),
             e => Failure::Engine(e.to_string()),
         }
     }

@@ -618,25 +618,35 @@ impl Inspect for Etcd {
     }
 
     /// Revokes the chosen holders' leases, which deletes their keys: a
-    /// lockrun holder sees its key go and stops its child at once.
+    /// lockrun holder sees its key go and stops its child at once. Only a
+    /// contender's entry (`KEY/<lease id>` with that lease) is touched: the
+    /// oldest key under `KEY/` may be a nested lock's, whose lease is not
+    /// ours to revoke, or plain data, not ours to delete.
     async fn force_release(
         &self,
         target: &Target,
         which: &Which,
     ) -> Result<Vec<Holder>, EtcdError> {
+        let prefix = Self::prefix(target)?;
         let (holders, _) = self.holders_at(target).await?;
-        let mut asked = Vec::new();
+        let mut chosen = Vec::new();
         for (holder, kv) in holders {
             if let Which::Value(v) = which {
                 if holder.value.as_deref() != Some(v.as_str()) {
                     continue;
                 }
             }
-            let done = if kv.lease == 0 {
-                self.client.delete(&kv.key, CLEANUP_TIMEOUT).await.map(drop)
-            } else {
-                self.client.revoke(kv.lease, CLEANUP_TIMEOUT).await
-            };
+            if kv.lease == 0 || kv.key != lock::contender_key(&prefix, kv.lease) {
+                return Err(EtcdError::NotAContender {
+                    key: target.name().to_owned(),
+                    entry: kv.key_str(),
+                });
+            }
+            chosen.push((holder, kv));
+        }
+        let mut asked = Vec::new();
+        for (holder, kv) in chosen {
+            let done = self.client.revoke(kv.lease, CLEANUP_TIMEOUT).await;
             match done {
                 Ok(()) => asked.push(holder),
                 // Gone already: it let go by itself meanwhile.
