@@ -15,14 +15,18 @@ use crate::support::{run, scratch, Running};
 /// included) in `key`.
 const KEEP_KEY: &str = "echo \"$ETCD_LOCK_KEY\" > \"$1/key\";";
 
-/// `etcdctl lock KEY` whose child writes its start time to `file`.
-fn rival(key: &str, file: &Path) -> Running {
+/// `etcdctl lock KEY -- sh -c SCRIPT`.
+fn etcdctl_lock(key: &str, script: &str) -> Running {
     Running::spawn(
         etcdctl()
-            .args(["lock", key, "--", "sh", "-c"])
-            .arg(format!("date +%s%N > {}", file.display()))
+            .args(["lock", key, "--", "sh", "-c", script])
             .stdin(Stdio::null()),
     )
+}
+
+/// `etcdctl lock KEY` whose child writes its start time to `file`.
+fn rival(key: &str, file: &Path) -> Running {
+    etcdctl_lock(key, &format!("date +%s%N > {}", file.display()))
 }
 
 fn read_ns(file: &Path) -> u128 {
@@ -98,14 +102,12 @@ fn the_fencing_number_grows_across_an_etcdctl_holder() {
         "echo \"$LOCKRUN_LOCK_INDEX\" > \"$1/first\";",
         &["elect", &key],
     );
-    let etcdctl_lock = Running::spawn(
-        etcdctl()
-            .args(["lock", &key, "--", "sh", "-c"])
-            .arg(format!(
-                "echo \"$ETCD_LOCK_REV\" > {}",
-                work.path().join("etcdctl").display()
-            ))
-            .stdin(Stdio::null()),
+    let etcdctl_lock = etcdctl_lock(
+        &key,
+        &format!(
+            "echo \"$ETCD_LOCK_REV\" > {}",
+            work.path().join("etcdctl").display()
+        ),
     );
     assert!(queued(2), "etcdctl lock never queued");
     let mut last = place.lockrun(&["elect", &key, "--shell", "--"]);
@@ -134,15 +136,13 @@ fn an_etcdctl_holder_is_shown_by_its_key() {
     let key = place.key("k");
     let work = scratch();
     let started = work.path().join("started");
-    let etcdctl_lock = Running::spawn(
-        etcdctl()
-            .args(["lock", &key, "--", "sh", "-c"])
-            .arg(format!(
-                "touch {}; while [ ! -e {} ]; do sleep 0.05; done",
-                started.display(),
-                work.path().join("go").display()
-            ))
-            .stdin(Stdio::null()),
+    let etcdctl_lock = etcdctl_lock(
+        &key,
+        &format!(
+            "touch {}; while [ ! -e {} ]; do sleep 0.05; done",
+            started.display(),
+            work.path().join("go").display()
+        ),
     );
     assert!(
         wait_until(procs::deadline(), || started.exists()),
