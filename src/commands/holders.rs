@@ -78,13 +78,34 @@ fn print(target: &Target, holders: &[Holder], json: bool) -> Exit {
     }
 }
 
+/// What `key` names, asked again when holders appear where there were none:
+/// a prefix nobody used yet reads as a lock, and its first holder may show
+/// it to be a semaphore (or the other way round).
+async fn target_again<I: Inspect>(
+    inspect: &I,
+    key: &str,
+    target: &Target,
+) -> Result<Option<Target>, Failure> {
+    let now = inspect.target_of(key).await.map_err(Into::into)?;
+    Ok((now != *target).then_some(now))
+}
+
 pub async fn leader<I: Inspect>(inspect: &I, job: leader::Job) -> Result<Exit, Failure> {
-    let target = inspect.target_of(job.key()).await.map_err(Into::into)?;
+    let mut target = inspect.target_of(job.key()).await.map_err(Into::into)?;
     let json = job.args.json;
     if job.args.watch {
         let mut changes = inspect.changes(&target).await.map_err(Into::into)?;
+        let mut had_none = true;
         loop {
-            let holders = changes.next().await.map_err(Into::into)?;
+            let mut holders = changes.next().await.map_err(Into::into)?;
+            if had_none && !holders.is_empty() {
+                if let Some(now) = target_again(inspect, job.key(), &target).await? {
+                    target = now;
+                    changes = inspect.changes(&target).await.map_err(Into::into)?;
+                    holders = changes.next().await.map_err(Into::into)?;
+                }
+            }
+            had_none = holders.is_empty();
             let line = if json {
                 json_line(&target, &holders)
             } else {
@@ -100,12 +121,20 @@ pub async fn leader<I: Inspect>(inspect: &I, job: leader::Job) -> Result<Exit, F
     }
     let holders = if job.args.wait {
         let waited = crate::backend::wait_for_holder(inspect, &target);
-        match job.args.timeout {
+        let holders = match job.args.timeout {
             Some(timeout) => match tokio::time::timeout(timeout, waited).await {
                 Ok(holders) => holders.map_err(Into::into)?,
                 Err(_) => Vec::new(),
             },
             None => waited.await.map_err(Into::into)?,
+        };
+        if holders.is_empty() {
+            holders
+        } else if let Some(now) = target_again(inspect, job.key(), &target).await? {
+            target = now;
+            inspect.holders(&target).await.map_err(Into::into)?
+        } else {
+            holders
         }
     } else {
         inspect.holders(&target).await.map_err(Into::into)?

@@ -215,6 +215,53 @@ fn a_frozen_link_stops_the_child_before_etcd_expires_the_lease() {
     link.thaw();
 }
 
+/// `leader --wait` and `--watch` on a prefix nobody used yet, which reads as
+/// a lock: its first holder shows it to be a semaphore, and is shown by its
+/// value, not as a lock holder whose value is the slot's JSON.
+#[test]
+fn leader_learns_a_prefix_is_a_semaphore_when_its_first_holder_comes() {
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let place = Place::etcd("late-semaphore");
+    let prefix = place.key("pool");
+    let work = scratch();
+    let watched = work.path().join("watched");
+    let watch = Killed(
+        place
+            .lockrun(&["leader", "--watch", &prefix])
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&watched).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let seen = || std::fs::read_to_string(&watched).unwrap_or_default();
+    assert!(
+        wait_until(procs::deadline(), || seen() == "\n"),
+        "{:?}",
+        seen()
+    );
+    let waiter = Running::spawn(&mut place.lockrun(&["leader", "--wait", &prefix]));
+    let holder = place.hold(
+        work.path(),
+        "",
+        &["semaphore", "--limit", "2", "--value", "web-1", &prefix],
+    );
+    let waited = waiter.finish();
+    let shown = wait_until(procs::deadline(), || seen().contains("web-1\n"));
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the slot holder");
+    drop(watch);
+    place.status(&waited, 0, "leader --wait");
+    assert_eq!(stdout(&waited), "web-1\n");
+    assert!(shown && !seen().contains('{'), "{:?}", seen());
+}
+
 /// `release KEY` touches only a contender's entry: neither a nested lock
 /// under `KEY/` (its holder keeps running) nor plain data there, though
 /// etcd's mutex waits for both as for a holder.
