@@ -56,7 +56,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             break
         }
         'lockrun;elect' {
-            [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Session TTL; Consul allows 10s to 24h. Shorter notices a dead host sooner')
+            [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Session (Consul) or lease (etcd) TTL: Consul allows 10s to 24h, etcd whole seconds. Shorter notices a dead host sooner')
             [CompletionResult]::new('--lock-delay', '--lock-delay', [CompletionResultType]::ParameterName, 'How long Consul keeps the lock from a new holder after the session is invalidated (0s to 60s). It is the child''s grace window on a partition')
             [CompletionResult]::new('--behavior', '--behavior', [CompletionResultType]::ParameterName, 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]')
             [CompletionResult]::new('--session-name', '--session-name', [CompletionResultType]::ParameterName, 'Session name shown in Consul [default: lockrun on HOST for KEY]')
@@ -103,7 +103,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
         'lockrun;semaphore' {
             [CompletionResult]::new('-l', '-l', [CompletionResultType]::ParameterName, 'Number of slots; every contender on PREFIX must agree')
             [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Number of slots; every contender on PREFIX must agree')
-            [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Session TTL; Consul allows 10s to 24h. Shorter notices a dead host sooner')
+            [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Session (Consul) or lease (etcd) TTL: Consul allows 10s to 24h, etcd whole seconds. Shorter notices a dead host sooner')
             [CompletionResult]::new('--lock-delay', '--lock-delay', [CompletionResultType]::ParameterName, 'How long Consul keeps the lock from a new holder after the session is invalidated (0s to 60s). It is the child''s grace window on a partition')
             [CompletionResult]::new('--behavior', '--behavior', [CompletionResultType]::ParameterName, 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]')
             [CompletionResult]::new('--session-name', '--session-name', [CompletionResultType]::ParameterName, 'Session name shown in Consul [default: lockrun on HOST for KEY]')

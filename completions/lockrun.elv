@@ -52,7 +52,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'lockrun;elect'= {
-            cand --ttl 'Session TTL; Consul allows 10s to 24h. Shorter notices a dead host sooner'
+            cand --ttl 'Session (Consul) or lease (etcd) TTL: Consul allows 10s to 24h, etcd whole seconds. Shorter notices a dead host sooner'
             cand --lock-delay 'How long Consul keeps the lock from a new holder after the session is invalidated (0s to 60s). It is the child''s grace window on a partition'
             cand --behavior 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]'
             cand --session-name 'Session name shown in Consul [default: lockrun on HOST for KEY]'
@@ -98,7 +98,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
         &'lockrun;semaphore'= {
             cand -l 'Number of slots; every contender on PREFIX must agree'
             cand --limit 'Number of slots; every contender on PREFIX must agree'
-            cand --ttl 'Session TTL; Consul allows 10s to 24h. Shorter notices a dead host sooner'
+            cand --ttl 'Session (Consul) or lease (etcd) TTL: Consul allows 10s to 24h, etcd whole seconds. Shorter notices a dead host sooner'
             cand --lock-delay 'How long Consul keeps the lock from a new holder after the session is invalidated (0s to 60s). It is the child''s grace window on a partition'
             cand --behavior 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]'
             cand --session-name 'Session name shown in Consul [default: lockrun on HOST for KEY]'

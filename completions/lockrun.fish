@@ -55,7 +55,7 @@ complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "release" -d 'Force-
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "completions" -d 'Print the completion script for SHELL on stdout'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "man" -d 'Write the man pages into DIR: lockrun(1) and one page per subcommand'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l ttl -d 'Session TTL; Consul allows 10s to 24h. Shorter notices a dead host sooner' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l ttl -d 'Session (Consul) or lease (etcd) TTL: Consul allows 10s to 24h, etcd whole seconds. Shorter notices a dead host sooner' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l lock-delay -d 'How long Consul keeps the lock from a new holder after the session is invalidated (0s to 60s). It is the child\'s grace window on a partition' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l behavior -d 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]' -r -f -a "release\t''
 delete\t''"
@@ -106,7 +106,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s v -l verbose -
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s l -l limit -d 'Number of slots; every contender on PREFIX must agree' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l ttl -d 'Session TTL; Consul allows 10s to 24h. Shorter notices a dead host sooner' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l ttl -d 'Session (Consul) or lease (etcd) TTL: Consul allows 10s to 24h, etcd whole seconds. Shorter notices a dead host sooner' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l lock-delay -d 'How long Consul keeps the lock from a new holder after the session is invalidated (0s to 60s). It is the child\'s grace window on a partition' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l behavior -d 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]' -r -f -a "release\t''
 delete\t''"

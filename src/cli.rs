@@ -95,9 +95,10 @@ Exit status: 0 held, 1 not held, 125 error.")]
     ///
     /// Works from any host. Prints whose lock it was; the holder's lockrun
     /// notices within a blocking-query round trip and stops its child with
-    /// its full --kill-timeout. A release arms no lock-delay, so a rival may
-    /// start while that child is still stopping: the one overlap lockrun
-    /// accepts, because an operator asked for it.
+    /// its full --kill-timeout (on etcd at once: the release revokes the
+    /// holder's lease). A release arms no lock-delay, so a rival may start
+    /// while that child is still stopping: the one overlap lockrun accepts,
+    /// because an operator asked for it.
     #[command(after_help = "\
 Examples:
   lockrun release service/db/leader
@@ -281,7 +282,8 @@ pub enum LogFormat {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Session")]
 pub struct SessionArgs {
-    /// Session TTL; Consul allows 10s to 24h. Shorter notices a dead host sooner.
+    /// Session (Consul) or lease (etcd) TTL: Consul allows 10s to 24h, etcd
+    /// whole seconds. Shorter notices a dead host sooner.
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "15s", value_name = "DURATION")]
     pub ttl: Duration,
     /// How long Consul keeps the lock from a new holder after the session is
