@@ -534,11 +534,6 @@ impl Client {
         answer
     }
 
-    /// How many endpoints the client may try.
-    pub fn endpoint_count(&self) -> usize {
-        self.inner.config.endpoints.len()
-    }
-
     fn current_endpoint(&self) -> String {
         let index = self.inner.current.load(Ordering::Relaxed);
         shown(&self.inner.config.endpoints[index % self.inner.config.endpoints.len()])

@@ -47,7 +47,7 @@ fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-pub fn shown(key: &[u8]) -> String {
+fn shown(key: &[u8]) -> String {
     String::from_utf8_lossy(key).into_owned()
 }
 

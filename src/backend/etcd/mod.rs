@@ -245,7 +245,7 @@ impl Etcd {
                         // The revision the holder took the lock at, its
                         // number (see `claim`), is kept nowhere in etcd.
                         fence: None,
-                        entry: Some(lock::shown(&kv.key)),
+                        entry: Some(kv.key_str()),
                         ..empty_holder()
                     };
                     holders.push((holder, kv));
@@ -264,7 +264,7 @@ impl Etcd {
                         value: Some(value),
                         fence: u64::try_from(kv.create_revision).ok(),
                         slot: u32::try_from(rank).ok(),
-                        entry: Some(lock::shown(&kv.key)),
+                        entry: Some(kv.key_str()),
                         ..empty_holder()
                     };
                     holders.push((holder, kv));
@@ -362,7 +362,7 @@ impl Engine for Etcd {
         let mut pause = Duration::from_millis(100);
         // A one-off run's first contact: one try at each endpoint (a call
         // that fails goes on to the next endpoint only at the next try).
-        let mut first_round = self.client.endpoint_count();
+        let mut first_round = self.client.endpoints().len();
         loop {
             let granted_at = Instant::now();
             match self.client.grant(self.ttl).await {
