@@ -14,6 +14,19 @@ fn main() {
     if real {
         println!("cargo:rustc-cfg=real_consul");
     }
+    // The real Consul binaries the suite runs against, beside the
+    // repository; a user's clone has none, and the tests that need them are
+    // then listed as ignored with that reason.
+    println!("cargo:rerun-if-env-changed=LOCKRUN_TEST_CONSUL_BINARIES");
+    println!("cargo:rustc-check-cfg=cfg(no_real_consul)");
+    let binaries = match std::env::var_os("LOCKRUN_TEST_CONSUL_BINARIES") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/consul"),
+    };
+    println!("cargo:rerun-if-changed={}", binaries.display());
+    if !binaries.join("consul-1.6.2.xz").is_file() {
+        println!("cargo:rustc-cfg=no_real_consul");
+    }
     let version = env!("CARGO_PKG_VERSION");
     // Only our own repository counts: a tarball unpacked inside another
     // checkout must not claim that checkout's commit.

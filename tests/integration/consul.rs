@@ -117,11 +117,7 @@ impl TestConsul {
     }
 
     pub fn api(&self) -> Api {
-        Api {
-            addr: self.addr.clone(),
-            token: None,
-            timeout: Duration::from_secs(60),
-        }
+        Api::at(&self.addr)
     }
 
     /// The emulator's request log, one request a line, for failure
@@ -285,6 +281,15 @@ pub struct Api {
 }
 
 impl Api {
+    /// A client of the agent at `host:port`, waiting 60 s for an answer.
+    pub fn at(addr: &str) -> Api {
+        Api {
+            addr: addr.to_string(),
+            token: None,
+            timeout: Duration::from_secs(60),
+        }
+    }
+
     /// Sends `X-Consul-Token: token` from now on.
     pub fn with_token(&self, token: &str) -> Api {
         Api {

@@ -9,16 +9,15 @@
 //! the tests loudly with the install hint; it never passes silently.
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::process::{ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use lockrun::backend::etcd::{Etcd, EtcdConfig};
 
-use crate::procs::PATIENCE;
+use crate::procs::{free_port, PATIENCE};
 
 pub const INSTALL_HINT: &str =
     "the etcd tests need etcd and etcdctl 3.4 or later: apt-get install etcd-server etcd-client";
@@ -46,39 +45,6 @@ static ETCD: OnceLock<TestEtcd> = OnceLock::new();
 /// The shared etcd, started on first use.
 pub fn etcd() -> &'static TestEtcd {
     ETCD.get_or_init(|| start_with_retries("http", &[]))
-}
-
-/// A port free on loopback, for etcd to listen on or for nobody to.
-///
-/// Not an ephemeral one: every outgoing connection takes its local port
-/// from the kernel's ephemeral range (the suite makes thousands, to the
-/// Consul emulator or a real agent), and one could take a port between our
-/// probe and etcd's bind, which then fails. Below that range only
-/// listeners bind, so we count through it from a point of this run's own,
-/// skipping any port that is taken.
-fn free_port() -> u16 {
-    const LOWEST: u32 = 10_000;
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
-        .unwrap_or(32_768);
-    let span = ephemeral.saturating_sub(LOWEST);
-    if span < 1_000 {
-        // Too narrow a range below to count through: any port will do.
-        return TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("an ephemeral port")
-            .port();
-    }
-    let start = std::process::id().wrapping_mul(7_919) % span;
-    for _ in 0..span {
-        let port = LOWEST + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span;
-        if TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
-            return port as u16;
-        }
-    }
-    panic!("no free port on loopback between {LOWEST} and {ephemeral}");
 }
 
 /// `start` tried a few times, with new ports each time: a port may still

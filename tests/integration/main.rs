@@ -4,6 +4,8 @@
 
 // Picks the Consul under test and offers a small synchronous HTTP client.
 mod consul;
+// Real Consul agents and clusters from the project's binaries.
+mod real_consul;
 // Facts from CONSUL_API.md, checked over HTTP against the Consul under test.
 mod conformance;
 // Replays the recorded Consul 1.10 transcript against the emulator.

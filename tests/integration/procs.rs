@@ -9,7 +9,9 @@
 
 #![allow(dead_code)] // Not every test module uses every helper.
 
+use std::net::TcpListener;
 use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
@@ -189,4 +191,38 @@ impl Drop for KillGroupsOnDrop {
             }
         }
     }
+}
+
+/// A port free on loopback, for a server of a test's own (etcd, Consul) to
+/// listen on, or for nobody to.
+///
+/// Not an ephemeral one: every outgoing connection takes its local port
+/// from the kernel's ephemeral range (the suite makes thousands, to the
+/// Consul emulator or a real agent), and one could take a port between our
+/// probe and the server's bind, which then fails. Below that range only
+/// listeners bind, so we count through it from a point of this run's own,
+/// skipping any port that is taken.
+pub fn free_port() -> u16 {
+    const LOWEST: u32 = 10_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    let span = ephemeral.saturating_sub(LOWEST);
+    if span < 1_000 {
+        // Too narrow a range below to count through: any port will do.
+        return TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("an ephemeral port")
+            .port();
+    }
+    let start = std::process::id().wrapping_mul(7_919) % span;
+    for _ in 0..span {
+        let port = LOWEST + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+        if TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
+            return port as u16;
+        }
+    }
+    panic!("no free port on loopback between {LOWEST} and {ephemeral}");
 }
