@@ -108,6 +108,9 @@ pub struct Spec {
     pub join: Vec<String>,
     /// HCL fragments, each given as `-hcl` (ACLs, say).
     pub hcl: Vec<String>,
+    /// The token our own requests carry (readiness checks, [`Agent::api`]):
+    /// with ACLs on and a default deny, the anonymous token sees nothing.
+    pub token: Option<String>,
 }
 
 impl Spec {
@@ -118,7 +121,13 @@ impl Spec {
             bind: "127.0.0.1".to_string(),
             join: Vec::new(),
             hcl: Vec::new(),
+            token: None,
         }
+    }
+
+    pub fn token(mut self, token: &str) -> Spec {
+        self.token = Some(token.to_string());
+        self
     }
 
     pub fn hcl(mut self, hcl: &str) -> Spec {
@@ -134,6 +143,7 @@ pub struct Agent {
     http_addr: String,
     serf_lan: String,
     pid: u32,
+    token: Option<String>,
     _keeper: ChildStdin,
     log: Arc<Mutex<Vec<String>>>,
 }
@@ -263,6 +273,7 @@ impl Agent {
             http_addr: format!("{}:{}", spec.bind, ports[0]),
             serf_lan: format!("{}:{}", spec.bind, ports[1]),
             pid,
+            token: spec.token.clone(),
             _keeper: keeper,
             log,
         })
@@ -290,7 +301,11 @@ impl Agent {
     }
 
     pub fn api(&self) -> Api {
-        Api::at(&self.http_addr).with_timeout(Duration::from_secs(5))
+        let api = Api::at(&self.http_addr).with_timeout(Duration::from_secs(5));
+        match &self.token {
+            Some(token) => api.with_token(token),
+            None => api,
+        }
     }
 
     /// Waits until the agent knows a raft leader and its own node is
@@ -349,6 +364,7 @@ impl Cluster {
             bind,
             join,
             hcl: Vec::new(),
+            token: None,
         };
         let first = Agent::start(&spec(
             Role::Server { expect: servers },

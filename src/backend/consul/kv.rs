@@ -158,15 +158,39 @@ impl Client {
             )
             .await?;
         let index = answer.index.unwrap_or(0);
-        if answer.status == StatusCode::NOT_FOUND {
-            return Ok((Vec::new(), index));
+        let pairs = if answer.status == StatusCode::NOT_FOUND {
+            Vec::new()
+        } else {
+            let wire: Vec<WirePair> = decode(&op, &answer.body)?;
+            wire.into_iter()
+                .map(|p| p.decode(&op))
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        if recurse && pairs.is_empty() {
+            self.check_readable(key, &op).await?;
         }
-        let wire: Vec<WirePair> = decode(&op, &answer.body)?;
-        let pairs = wire
-            .into_iter()
-            .map(|p| p.decode(&op))
-            .collect::<Result<Vec<_>, _>>()?;
         Ok((pairs, index))
+    }
+
+    /// Tells "nothing there" from "nothing we may see". Consul filters a
+    /// recursive read by the token's rights and answers 404 when it filtered
+    /// every entry, with no header saying so on 1.6 (1.15 has none on a 404
+    /// either), while a plain read of the key itself checks key:read first
+    /// and answers 403 whether or not the key exists. We ask that plain read
+    /// only when the list came back empty: a holder is never hidden by it,
+    /// and "no holder" is the answer scripts act on.
+    async fn check_readable(&self, key: &str, op: &Op) -> Result<(), ConsulError> {
+        let url = self.url(&["kv"], key);
+        self.send(
+            Method::GET,
+            url,
+            None,
+            REQUEST_TIMEOUT,
+            op,
+            &[StatusCode::NOT_FOUND],
+        )
+        .await
+        .map(|_| ())
     }
 
     /// `?acquire=`: true when the session now holds the key.

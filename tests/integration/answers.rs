@@ -1,0 +1,91 @@
+//! Answers that must be true where production differs from the lab: ACLs
+//! that hide a holder, keys every backend judges alike, a frozen engine.
+
+use crate::consul::{Api, TestConsul};
+use crate::real_consul::{self, Agent, Spec};
+use crate::support::{bare, describe, run};
+
+const ACLS: &str = r#"acl { enabled = true, default_policy = "deny", tokens { master = "root" } }"#;
+
+/// A holder the token cannot see: `leader`, `leader --wait`, `release` and
+/// `leader --json` must fail (125) saying so, never answer "no holder".
+fn hidden_holder_is_an_error(addr: &str, root: &Api, token: Option<&str>, what: &str) {
+    let key = format!("acl/{:08x}/leader", crate::consul::random_u64() as u32);
+    let session = root.session_create("{}");
+    assert!(
+        root.kv_acquire(&key, &session, "primary"),
+        "{what}: acquire"
+    );
+    let cases: &[&[&str]] = &[
+        &["leader"],
+        &["leader", "--json"],
+        &["leader", "--wait", "--timeout", "20s"],
+        &["release"],
+    ];
+    for args in cases {
+        let mut all: Vec<&str> = args.to_vec();
+        all.push(&key);
+        let mut cmd = bare(&all);
+        cmd.env("CONSUL_HTTP_ADDR", addr);
+        if let Some(token) = token {
+            cmd.env("CONSUL_HTTP_TOKEN", token);
+        }
+        let output = run(&mut cmd);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(125),
+            "{what}: {args:?}\n{}",
+            describe(&cmd, &output, None)
+        );
+        assert!(
+            stderr.contains(&format!("permission denied reading `{key}`"))
+                && stderr.contains("the token lacks key:read"),
+            "{what}: {args:?}\n{}",
+            describe(&cmd, &output, None)
+        );
+    }
+    // The holder still holds: nothing was released by the refused run.
+    let entry = root.kv_get(&key).expect("the key is still there");
+    assert_eq!(entry.session.as_deref(), Some(session.as_str()), "{what}");
+}
+
+#[test]
+#[cfg_attr(
+    no_real_consul,
+    ignore = "no real Consul binaries (../shared/tools/consul)"
+)]
+fn a_holder_hidden_by_acls_is_an_error_on_real_consul() {
+    for version in real_consul::VERSIONS {
+        let agent = Agent::dev_with(Spec::dev(version).hcl(ACLS).token("root"));
+        let root = agent.api();
+        // A token that may use sessions but read no key.
+        let policy = r#"{"Name":"no-keys","Rules":"session_prefix \"\" { policy = \"write\" } key_prefix \"other/\" { policy = \"read\" }"}"#;
+        let created = root.put("/v1/acl/policy", policy);
+        assert_eq!(created.status, 200, "{version}: {}", created.text());
+        let token = root.put(
+            "/v1/acl/token",
+            r#"{"Description":"no keys","Policies":[{"Name":"no-keys"}]}"#,
+        );
+        assert_eq!(token.status, 200, "{version}: {}", token.text());
+        let secret = token.json()["SecretID"].as_str().unwrap().to_string();
+        let what = format!("Consul {version}, anonymous");
+        hidden_holder_is_an_error(&agent.http_addr(), &root, None, &what);
+        let what = format!("Consul {version}, token without key:read");
+        hidden_holder_is_an_error(&agent.http_addr(), &root, Some(&secret), &what);
+    }
+}
+
+#[test]
+fn a_holder_hidden_by_acls_is_an_error_on_the_emulator() {
+    use consul_emulator::AclPolicy;
+    let consul = TestConsul::emulator_only(|b| {
+        b.acl_default_deny()
+            .acl_token("root", AclPolicy::Full)
+            .acl_token("no-acl-keys", AclPolicy::DenyKeysUnder("acl/"))
+    });
+    let root = consul.api().with_token("root");
+    let addr = consul.http_addr();
+    hidden_holder_is_an_error(&addr, &root, None, "emulator, anonymous");
+    hidden_holder_is_an_error(&addr, &root, Some("no-acl-keys"), "emulator, no key:read");
+}
