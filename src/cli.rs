@@ -193,7 +193,7 @@ pub struct EtcdArgs {
     /// etcd: endpoints, comma-separated host:port or http(s)://host:port
     /// (else ETCDCTL_ENDPOINTS, else 127.0.0.1:2379); the next is tried when
     /// one is down.
-    #[arg(long, global = true, value_name = "ADDRS")]
+    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), global = true, value_name = "ADDRS")]
     pub endpoints: Option<String>,
     /// etcd: CA certificate file (else ETCDCTL_CACERT).
     #[arg(long, global = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
@@ -241,11 +241,12 @@ pub struct ConsulArgs {
         global = true,
         env = "CONSUL_TLS_SERVER_NAME",
         hide_env_values = true,
+        value_parser = clap::builder::NonEmptyStringValueParser::new(),
         value_name = "NAME"
     )]
     pub tls_server_name: Option<String>,
     /// Datacenter to use (default: the agent's).
-    #[arg(long, global = true, value_name = "DC")]
+    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), global = true, value_name = "DC")]
     pub datacenter: Option<String>,
     /// Enterprise namespace.
     #[arg(
@@ -253,6 +254,7 @@ pub struct ConsulArgs {
         global = true,
         env = "CONSUL_NAMESPACE",
         hide_env_values = true,
+        value_parser = clap::builder::NonEmptyStringValueParser::new(),
         value_name = "NS"
     )]
     pub namespace: Option<String>,
@@ -295,7 +297,7 @@ pub struct SessionArgs {
     #[arg(long, value_enum, value_name = "BEHAVIOR")]
     pub behavior: Option<Behavior>,
     /// Session name shown in Consul [default: lockrun on HOST for KEY].
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), value_name = "NAME")]
     pub session_name: Option<String>,
     /// Node health checks the session is bound to (comma-separated) [default: none].
     /// A failing check ends the session at once, so the child must then be
@@ -359,7 +361,7 @@ pub struct ChildArgs {
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     pub kill_timeout: Option<Duration>,
     /// Value stored in the lock entry [default: this host's name].
-    #[arg(long, value_name = "VALUE")]
+    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), value_name = "VALUE")]
     pub value: Option<String>,
     /// The command and its arguments.
     #[arg(required = true, last = true, value_name = "COMMAND", value_hint = clap::ValueHint::CommandWithArguments)]
@@ -453,7 +455,7 @@ pub struct ReleaseArgs {
     #[arg(value_name = "KEY")]
     pub key: String,
     /// Only if this session holds it (for a semaphore: free this holder's slot).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), value_name = "ID")]
     pub session: Option<String>,
     /// Also destroy the holder's session (its other locks go too, after their lock-delay).
     #[arg(long)]

@@ -90,6 +90,49 @@ pub struct ChildConfig {
     pub kill_timeout: Duration,
 }
 
+/// Variables that say where the locks are. Empty, each would silently pick
+/// another lock space (the agent on 127.0.0.1:8500, the default namespace,
+/// the default lock directory), and a lock taken there excludes nobody; so
+/// an empty one is a usage error, whichever backend is in use. The second
+/// field is what to set instead.
+pub const EMPTY_IS_AN_ERROR: &[(&str, &str)] = &[
+    ("LOCKRUN_BACKEND", "consul, etcd or local"),
+    ("LOCKRUN_LOCK_DIR", "a directory"),
+    (
+        "CONSUL_HTTP_ADDR",
+        "host:port, http://host:port or https://host:port",
+    ),
+    ("CONSUL_NAMESPACE", "a namespace"),
+    ("CONSUL_PARTITION", "an admin partition"),
+    ("ETCDCTL_ENDPOINTS", "host:port[,host:port...]"),
+];
+
+/// Credentials and TLS settings clap reads for us, with their argument ids.
+/// Empty, they count as unset, as the consul CLI reads them: at worst the
+/// request is refused (403, a TLS failure) and the user sees why; it never
+/// reaches another lock. The rest of that kind (`CONSUL_HTTP_TOKEN`,
+/// `CONSUL_HTTP_TOKEN_FILE`, `CONSUL_HTTP_SSL`, `CONSUL_HTTP_SSL_VERIFY`,
+/// `ETCDCTL_*` but ETCDCTL_ENDPOINTS) we read through [`Env::var`], which
+/// treats empty as unset too.
+pub const EMPTY_IS_UNSET: &[(&str, &str)] = &[
+    ("CONSUL_CACERT", "ca_file"),
+    ("CONSUL_CAPATH", "ca_path"),
+    ("CONSUL_CLIENT_CERT", "client_cert"),
+    ("CONSUL_CLIENT_KEY", "client_key"),
+    ("CONSUL_TLS_SERVER_NAME", "tls_server_name"),
+];
+
+/// The one line for the first variable of [`EMPTY_IS_AN_ERROR`] that is set
+/// but empty.
+pub fn empty_variable(is_set_empty: impl Fn(&str) -> bool) -> Option<String> {
+    EMPTY_IS_AN_ERROR
+        .iter()
+        .find(|(name, _)| is_set_empty(name))
+        .map(|(name, what)| {
+            format!("{name} is set but empty; set it to {what}, or unset it for the default")
+        })
+}
+
 /// Connection settings from flags and `CONSUL_*`.
 pub fn consul(args: &ConsulArgs, env: &dyn Env) -> Result<ConsulConfig, Failure> {
     let use_tls = match env.var("CONSUL_HTTP_SSL") {
@@ -100,10 +143,16 @@ pub fn consul(args: &ConsulArgs, env: &dyn Env) -> Result<ConsulConfig, Failure>
         Some(v) => parse_bool("CONSUL_HTTP_SSL_VERIFY", &v)?,
         None => true,
     };
+    // An empty CONSUL_HTTP_ADDR is refused before parsing (see
+    // `empty_variable`), so an empty value here came from the flag.
+    if args.http_addr.as_deref() == Some("") {
+        return Err(Failure::Usage(
+            "--http-addr is empty; give host:port, http://host:port or https://host:port".into(),
+        ));
+    }
     let addr = args
         .http_addr
         .clone()
-        .filter(|a| !a.is_empty())
         .unwrap_or_else(|| "127.0.0.1:8500".to_string());
     let base = consul::connect::parse_addr(&addr, use_tls)
         .map_err(|e| Failure::Config(format!("{e:#}")))?;

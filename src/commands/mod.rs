@@ -27,7 +27,18 @@ use crate::exit::Exit;
 use crate::logging;
 
 pub fn main(args: Vec<OsString>) -> ExitCode {
-    let matches = match Cli::command().try_get_matches_from(&args) {
+    let set_empty = |name: &str| std::env::var_os(name).is_some_and(|v| v.is_empty());
+    if let Some(line) = config::empty_variable(set_empty) {
+        logging::fatal(None, &line);
+        return Exit::Usage.into();
+    }
+    let mut command = Cli::command();
+    for (name, id) in config::EMPTY_IS_UNSET {
+        if set_empty(name) {
+            command = command.mut_arg(*id, |arg| arg.env(None::<&str>));
+        }
+    }
+    let matches = match command.try_get_matches_from(&args) {
         Ok(matches) => matches,
         Err(e) => return clap_error(&args, e),
     };

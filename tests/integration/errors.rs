@@ -636,3 +636,118 @@ fn usage_errors_say_what_to_type_instead() {
         assert!(output.stdout.is_empty(), "{what}");
     }
 }
+
+/// An empty setting is never "the default": `--http-addr ""` once took and
+/// released a lock on 127.0.0.1:8500, an agent nobody meant. Every flag,
+/// and every variable that says where the locks are, refuses an empty
+/// value with one line and status 2, before any request; the credential and
+/// TLS variables the consul CLI and etcdctl treat as unset when empty are
+/// unset here too (README, "Empty settings").
+#[test]
+fn empty_settings_are_usage_errors_or_unset_as_documented() {
+    let consul = TestConsul::start();
+    let prefix = consul.prefix("empty");
+    let key = format!("{prefix}/leader");
+    let k = key.as_str();
+    let addr = consul.http_addr();
+    // Each case runs with CONSUL_HTTP_ADDR naming the Consul under test, so
+    // a run that falls back to a default shows as a wrong status.
+    let flags: &[&[&str]] = &[
+        &["--http-addr", ""],
+        &["--http-addr="],
+        &["--token-file", ""],
+        &["--ca-file", ""],
+        &["--ca-path", ""],
+        &["--client-cert", ""],
+        &["--client-key", ""],
+        &["--tls-server-name", ""],
+        &["--datacenter", ""],
+        &["--namespace", ""],
+        &["--backend", ""],
+        &["--backend", "local", "--lock-dir", ""],
+        &["--backend", "etcd", "--endpoints", ""],
+        &["--backend", "etcd", "--cacert", ""],
+        &["--backend", "etcd", "--cert", ""],
+        &["--backend", "etcd", "--cert-key", ""],
+    ];
+    let mut cases: Vec<Case> = Vec::new();
+    for flag in flags {
+        for sub in [&["leader"][..], &["release"][..], &["elect"][..]] {
+            let mut args: Vec<&str> = sub.to_vec();
+            args.extend_from_slice(flag);
+            args.push(k);
+            if sub[0] == "elect" {
+                args.extend_from_slice(&["--", "true"]);
+            }
+            cases.push(case(&args, 2, "lockrun"));
+        }
+    }
+    cases.push(case(
+        &["elect", "--value", "", k, "--", "true"],
+        2,
+        "--value",
+    ));
+    cases.push(case(
+        &["elect", "--session-name", "", k, "--", "true"],
+        2,
+        "--session-name",
+    ));
+    cases.push(case(&["release", "--session", "", k], 2, "--session"));
+    for (name, backend) in [
+        ("CONSUL_HTTP_ADDR", "consul"),
+        ("CONSUL_NAMESPACE", "consul"),
+        ("CONSUL_PARTITION", "consul"),
+        ("LOCKRUN_BACKEND", "consul"),
+        ("LOCKRUN_LOCK_DIR", "local"),
+        ("ETCDCTL_ENDPOINTS", "etcd"),
+    ] {
+        let c = case(
+            &["--backend", backend, "leader", k],
+            2,
+            "is set but empty; set it to",
+        );
+        cases.push(with_env(c, name, ""));
+    }
+    let writes = consul.emulator().map(|e| e.write_count());
+    for c in &cases {
+        let mut cmd = bare(&c.args);
+        cmd.env("CONSUL_HTTP_ADDR", &addr);
+        for (name, value) in &c.env {
+            cmd.env(name, value);
+        }
+        let output = run(&mut cmd);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let what = describe(&cmd, &output, None);
+        assert_eq!(output.status.code(), Some(c.status), "wrong status\n{what}");
+        assert_eq!(stderr.lines().count(), 1, "not one line\n{what}");
+        assert!(stderr.starts_with("lockrun: "), "{what}");
+        assert!(stderr.contains(c.says), "does not say `{}`\n{what}", c.says);
+        assert!(output.stdout.is_empty(), "{what}");
+    }
+    if let Some(emulator) = consul.emulator() {
+        assert_eq!(Some(emulator.write_count()), writes, "nothing written");
+    }
+    // Empty credential and TLS variables are unset: the run works as
+    // without them (no holder: 1).
+    for name in [
+        "CONSUL_HTTP_TOKEN",
+        "CONSUL_HTTP_TOKEN_FILE",
+        "CONSUL_CACERT",
+        "CONSUL_CAPATH",
+        "CONSUL_CLIENT_CERT",
+        "CONSUL_CLIENT_KEY",
+        "CONSUL_TLS_SERVER_NAME",
+        "CONSUL_HTTP_SSL",
+        "CONSUL_HTTP_SSL_VERIFY",
+    ] {
+        let mut cmd = lockrun(&consul, ["leader", k]);
+        cmd.env(name, "");
+        let output = run(&mut cmd);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{name}= is unset\n{}",
+            describe(&cmd, &output, None)
+        );
+    }
+}
