@@ -27,6 +27,8 @@ pub mod exit;
 pub mod hold;
 /// Job control for an interactive run: the front the shell sees, the worker.
 pub mod job;
+/// One rule for keys, on every backend.
+pub mod key;
 /// The local countdown: renewal and the deadline that does not wait for the engine.
 pub mod lease;
 /// stderr: the `lockrun:` error line and `-v` lifecycle events.

@@ -89,3 +89,72 @@ fn a_holder_hidden_by_acls_is_an_error_on_the_emulator() {
     hidden_holder_is_an_error(&addr, &root, None, "emulator, anonymous");
     hidden_holder_is_an_error(&addr, &root, Some("no-acl-keys"), "emulator, no key:read");
 }
+
+/// One rule for keys on every backend, checked before any write: etcd took
+/// a 120 kB key (written, then refused), and etcd and local took a key with
+/// a newline that Consul refuses.
+#[test]
+fn every_backend_refuses_the_same_keys_before_writing() {
+    use crate::places::Place;
+    for place in [Place::consul("keys"), Place::etcd("keys"), Place::local()] {
+        let base = place.key("k");
+        let keys = [
+            format!("{base}/a\nb"),
+            format!("{base}/{}", "x".repeat(120_000)),
+            format!("{base}/tab\there"),
+            format!("/{base}"),
+            format!("{base}//b"),
+            format!("{base}/../b"),
+            format!("{base}/b "),
+            format!("{base}/\u{FEFF}b"),
+        ];
+        for key in &keys {
+            for args in [
+                vec!["elect", key, "--", "true"],
+                vec!["semaphore", "--limit", "2", key, "--", "true"],
+                vec!["leader", key],
+                vec!["release", key],
+            ] {
+                let mut cmd = place.lockrun(&args);
+                let output = run(&mut cmd);
+                let stderr = String::from_utf8_lossy(&output.stderr);
+                let shown: String = key.chars().take(60).collect();
+                let what = format!("{:?} {shown:?}", args[0]);
+                place.status(&output, 2, &what);
+                assert_eq!(stderr.lines().count(), 1, "{what}: {stderr}");
+                assert!(stderr.contains("key"), "{what}: {stderr}");
+            }
+        }
+        match &place {
+            Place::Consul(consul, prefix) => {
+                assert!(consul.api().kv_list(prefix).is_empty(), "nothing on Consul");
+                if let Some(emulator) = consul.emulator() {
+                    assert_eq!(emulator.write_count(), 0, "no write reached Consul");
+                }
+            }
+            Place::Etcd { prefix, .. } => {
+                let left =
+                    crate::etcd_support::etcdctl_ok(&["get", "--prefix", "--keys-only", prefix]);
+                assert!(left.trim().is_empty(), "nothing on etcd: {left}");
+            }
+            Place::Local(dir) => {
+                let left: Vec<_> = walk(dir.path());
+                assert!(left.is_empty(), "nothing in the lock directory: {left:?}");
+            }
+        }
+    }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}

@@ -47,19 +47,11 @@ use super::{
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 
 /// Why KEY is refused on etcd, before any request: every subcommand asks
-/// this. etcd itself takes any bytes, but a leading `/` or a doubled one
-/// names a different key from the one the user reads, and `etcdctl lock`
-/// users type keys without them.
+/// this. etcd itself takes any bytes, but a key follows lockrun's one rule
+/// on every backend ([`crate::key::check`]): one it refuses on Consul it
+/// refuses here, before anything is written.
 pub fn check_key(key: &str) -> Result<(), String> {
-    if key.is_empty() {
-        return Err("the key is empty; give a key such as `jobs/nightly`".into());
-    }
-    if key.starts_with('/') || key.contains("//") {
-        return Err(format!(
-            "`{key}` is not a key lockrun uses on etcd; give one such as `jobs/nightly`"
-        ));
-    }
-    Ok(())
+    crate::key::check(key)
 }
 
 /// The etcd engine: a client and the TTL of the leases it grants.

@@ -137,6 +137,7 @@ const SEGMENT_MAX: usize = 255 - SCRATCH_SUFFIX.len();
 /// none naming our own side files or a semaphore's, none too long for a
 /// file name, no NUL.
 pub fn check_key(key: &str) -> Result<(), LocalError> {
+    crate::key::check(key).map_err(LocalError::usage)?;
     if key.contains('\0') {
         return Err(LocalError::usage(format!(
             "key `{}` contains a NUL byte; remove it",
@@ -247,13 +248,14 @@ mod tests {
     #[test]
     fn bad_keys_are_refused_with_the_reason() {
         for (key, why) in [
-            ("", "empty segment"),
-            ("/a", "empty segment"),
-            ("a//b", "empty segment"),
-            ("a/", "empty segment"),
+            ("", "empty"),
+            ("/a", "starts with `/`"),
+            ("a//b", "`//`"),
+            ("a/", "ends with `/`"),
             ("a/../b", "`..`"),
             (".", "`.`"),
-            ("a\0b", "NUL"),
+            ("a\0b", "U+0000"),
+            ("a\nb", "U+000A"),
             ("jobs/x.lockrun", "holder facts"),
             ("jobs/.limit", "semaphore keeps"),
             ("jobs/.queue/x", "semaphore keeps"),
@@ -263,9 +265,9 @@ mod tests {
             assert!(e.contains(why), "{key:?}: {e}");
             assert!(!e.contains('\n'));
         }
-        let long = format!("jobs/{}", "x".repeat(5000));
+        let long = format!("jobs/{}", "x".repeat(300));
         let e = check_key(&long).unwrap_err().to_string();
-        assert!(e.contains("5000 bytes") && e.len() < 200, "{e}");
+        assert!(e.contains("300 bytes") && e.len() < 200, "{e}");
         check_key(&format!("jobs/{}", "x".repeat(SEGMENT_MAX))).unwrap();
         for key in ["a", "a/b/c", "x.lock", ".hidden", "a b", "..."] {
             check_key(key).unwrap();
