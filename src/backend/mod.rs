@@ -246,13 +246,23 @@ pub trait Inspect {
     fn holders(&self, target: &Target) -> impl Future<Output = Result<Vec<Holder>, Self::Error>>;
     /// The holders now, then each time they may have changed.
     fn changes(&self, target: &Target) -> impl Future<Output = Result<Self::Changes, Self::Error>>;
-    /// Asks the chosen holders to stop their child and exit 124; the
-    /// holders it asked.
+    /// Asks the chosen holders to stop their child and exit 124: the
+    /// holders it asked, and why it could not ask the others. One holder
+    /// that cannot be asked (a `flock(1)`) does not keep the others
+    /// holding; an error is a failure before any holder was asked.
     fn force_release(
         &self,
         target: &Target,
         which: &Which,
-    ) -> impl Future<Output = Result<Vec<Holder>, Self::Error>>;
+    ) -> impl Future<Output = Result<Released<Self::Error>, Self::Error>>;
+}
+
+/// What a forced release did: the holders asked to let go, and one error
+/// for each holder it could not ask.
+#[derive(Debug)]
+pub struct Released<E> {
+    pub asked: Vec<Holder>,
+    pub refused: Vec<E>,
 }
 
 /// A stream of holder lists: the first call answers at once, each later

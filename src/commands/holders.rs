@@ -152,11 +152,12 @@ pub async fn release<I: Inspect>(inspect: &I, job: release::Job) -> Result<Exit,
             )));
         }
     }
-    let asked = inspect
+    let released = inspect
         .force_release(&target, &Which::All)
         .await
         .map_err(Into::into)?;
-    if asked.is_empty() {
+    let (asked, mut refused) = (released.asked, released.refused);
+    if asked.is_empty() && refused.is_empty() {
         tracing::error!("nothing to release: `{}` is not held", job.key);
         return Ok(Exit::NotHeld);
     }
@@ -176,5 +177,15 @@ pub async fn release<I: Inspect>(inspect: &I, job: release::Job) -> Result<Exit,
         out.push('\n');
     }
     write_stdout(out.as_bytes());
-    Ok(Exit::Success)
+    // The holders we could not ask come after those we asked, one line
+    // each; any of them makes the run a failure (125): the lock, or a slot
+    // of it, is still held.
+    let Some(last) = refused.pop() else {
+        return Ok(Exit::Success);
+    };
+    for e in refused {
+        let failure: Failure = e.into();
+        tracing::error!("{failure}");
+    }
+    Err(last.into())
 }

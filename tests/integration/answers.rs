@@ -158,3 +158,65 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     found
 }
+
+/// local `release --all PREFIX` while a flock(1) holds one slot: the
+/// lockrun holders of the other slots are released and named, then the
+/// slot it could not free is reported, and the run fails (125) because a
+/// slot is still held. It used to stop at the flock(1), after asking some
+/// holders or none, naming none.
+#[test]
+fn local_release_all_frees_what_it_can_and_names_what_it_cannot() {
+    use crate::places::{stdout, Place};
+    use crate::support::{scratch, wait_for_file, Running};
+    use std::process::{Command, Stdio};
+    let place = Place::local();
+    let (work_a, work_b, work_f) = (scratch(), scratch(), scratch());
+    let args = |value: &'static str| ["semaphore", "--limit", "3", "--value", value, "jobs"];
+    let a = place.hold(work_a.path(), "", &args("a"));
+    let b = place.hold(work_b.path(), "", &args("b"));
+    // The third slot's file, locked by flock(1): a holder lockrun cannot ask.
+    let slot = place.lock_dir().join("jobs/slot-2");
+    std::fs::write(&slot, "").unwrap();
+    let ready = work_f.path().join("ready");
+    let flock = Running::spawn(
+        Command::new("flock")
+            .arg(&slot)
+            .arg("sh")
+            .arg("-c")
+            .arg(format!(
+                "touch {}; while [ ! -e {}/go ]; do sleep 0.05; done",
+                ready.display(),
+                work_f.path().display()
+            ))
+            .stdin(Stdio::null()),
+    );
+    // Lets flock's child end even when an assertion fails, so that the
+    // failing test does not wait on its pipes (dropped before `flock`).
+    struct Go(std::path::PathBuf);
+    impl Drop for Go {
+        fn drop(&mut self) {
+            let _ = std::fs::write(&self.0, "");
+        }
+    }
+    let go = Go(work_f.path().join("go"));
+    wait_for_file(&ready);
+    let output = run(&mut place.lockrun(&["release", "--all", "jobs"]));
+    place.status(&output, 125, "release --all with a flock(1) slot");
+    let out = stdout(&output);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        out.contains(": a (lockrun pid") && out.contains(": b (lockrun pid"),
+        "both lockrun holders named: {out}"
+    );
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("slot 2 of `jobs`") && stderr.contains("not lockrun"),
+        "{stderr}"
+    );
+    // The two lockrun holders were released: each stops its child, 124.
+    place.status(&a.finish(), 124, "holder a");
+    place.status(&b.finish(), 124, "holder b");
+    drop(go);
+    let _ = flock.finish();
+}

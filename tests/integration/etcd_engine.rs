@@ -501,7 +501,11 @@ async fn force_release_revokes_the_chosen_holders_lease() {
     let key = unique("force");
     let lease1 = lease(&etcd).await;
     let mut claim = take(&etcd, &lease1, &lock(&key), "victim").await;
-    let released = etcd.force_release(&lock(&key), &Which::All).await.unwrap();
+    let released = etcd
+        .force_release(&lock(&key), &Which::All)
+        .await
+        .unwrap()
+        .asked;
     assert_eq!(released.len(), 1);
     assert_eq!(released[0].value.as_deref(), Some("victim"));
     let why = tokio::time::timeout(Duration::from_secs(10), claim.watch())
@@ -522,7 +526,8 @@ async fn force_release_revokes_the_chosen_holders_lease() {
     let released = etcd
         .force_release(&target, &Which::Value("b".into()))
         .await
-        .unwrap();
+        .unwrap()
+        .asked;
     assert_eq!(released.len(), 1);
     tokio::time::timeout(Duration::from_secs(10), b.watch())
         .await

@@ -516,9 +516,14 @@ async fn force_release_signals_the_holder_through_a_pidfd() {
     let asked = local
         .force_release(&lock("k"), &Which::Value("someone else".into()))
         .await
-        .unwrap();
+        .unwrap()
+        .asked;
     assert_eq!(asked, vec![]);
-    let asked = local.force_release(&lock("k"), &Which::All).await.unwrap();
+    let asked = local
+        .force_release(&lock("k"), &Which::All)
+        .await
+        .unwrap()
+        .asked;
     assert_eq!(asked.len(), 1);
     assert_eq!(asked[0].value.as_deref(), Some("me"));
     tokio::time::timeout(Duration::from_secs(30), released.recv())
@@ -535,10 +540,9 @@ async fn force_release_signals_the_holder_through_a_pidfd() {
     facts
         .write(&facts_path, &tmp.path().join("locks/k.lockrun-new"), false)
         .unwrap();
-    let e = local
-        .force_release(&lock("k"), &Which::All)
-        .await
-        .unwrap_err();
+    let outcome = local.force_release(&lock("k"), &Which::All).await.unwrap();
+    assert!(outcome.asked.is_empty());
+    let e = &outcome.refused[0];
     assert_eq!(e.kind, Kind::Refused);
     assert!(e.to_string().contains("has exited"), "{e}");
     drop(claim.take_hold_fd());
@@ -546,10 +550,9 @@ async fn force_release_signals_the_holder_through_a_pidfd() {
 
     // A flock(1) holder is not lockrun: refused, with what to do instead.
     let holder = flock_holder(&tmp.path().join("locks/k"), &tmp.path().join("ready"));
-    let e = local
-        .force_release(&lock("k"), &Which::All)
-        .await
-        .unwrap_err();
+    let outcome = local.force_release(&lock("k"), &Which::All).await.unwrap();
+    assert!(outcome.asked.is_empty());
+    let e = &outcome.refused[0];
     assert_eq!(e.kind, Kind::Refused);
     assert!(e.to_string().contains("not lockrun"), "{e}");
     end(holder);
@@ -565,7 +568,8 @@ async fn slots_by_holder(local: &Local, released: &mut tokio::signal::unix::Sign
     let asked = local
         .force_release(&slots("p", 3), &Which::Value("b".into()))
         .await
-        .unwrap();
+        .unwrap()
+        .asked;
     assert_eq!(asked.len(), 1);
     assert_eq!(
         (asked[0].value.as_deref(), asked[0].slot),

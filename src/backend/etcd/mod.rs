@@ -39,8 +39,8 @@ use self::lock::{Entered, Pause, SlotWait, CLEANUP_TIMEOUT};
 /// How long a `--no-wait` run keeps retrying a blip, as on Consul.
 const ONCE_GRACE: Duration = Duration::from_millis(500);
 use super::{
-    Acquisition, Changes, Claim, Engine, Holder, Inspect, Lease, Lost, Opening, Renewal, Target,
-    Wait, Which,
+    Acquisition, Changes, Claim, Engine, Holder, Inspect, Lease, Lost, Opening, Released, Renewal,
+    Target, Wait, Which,
 };
 
 /// The TTL lockrun asks for unless told otherwise: etcdctl lock's default.
@@ -618,7 +618,7 @@ impl Inspect for Etcd {
         &self,
         target: &Target,
         which: &Which,
-    ) -> Result<Vec<Holder>, EtcdError> {
+    ) -> Result<Released<EtcdError>, EtcdError> {
         let prefix = Self::prefix(target)?;
         let (holders, _) = self.holders_at(target).await?;
         let mut chosen = Vec::new();
@@ -646,7 +646,12 @@ impl Inspect for Etcd {
                 Err(e) => return Err(e),
             }
         }
-        Ok(asked)
+        // Every entry was checked before the first revoke: etcd refuses all
+        // or none.
+        Ok(Released {
+            asked,
+            refused: Vec::new(),
+        })
     }
 }
 

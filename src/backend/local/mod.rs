@@ -41,7 +41,8 @@ use nix::sys::stat::Mode;
 use self::dir::KeyPaths;
 use self::facts::{Facts, HolderFacts, Lock};
 use super::{
-    Acquisition, Claim, Engine, Holder, Inspect, Lease, Lost, Opening, Renewal, Target, Wait, Which,
+    Acquisition, Claim, Engine, Holder, Inspect, Lease, Lost, Opening, Released, Renewal, Target,
+    Wait, Which,
 };
 
 /// What kind of failure, for the exit status the CLI gives it.
@@ -457,7 +458,7 @@ impl Inspect for Local {
         &self,
         target: &Target,
         which: &Which,
-    ) -> Result<Vec<Holder>, LocalError> {
+    ) -> Result<Released<LocalError>, LocalError> {
         let chosen: Vec<_> = self
             .holders_with_facts(target)?
             .into_iter()
@@ -466,27 +467,36 @@ impl Inspect for Local {
                 Which::Value(v) => h.value.as_deref() == Some(v.as_str()),
             })
             .collect();
+        // Every holder we can ask is asked, whatever the others are: a
+        // flock(1) on one slot must not keep lockrun holders of the other
+        // slots running, nor hide which of them were asked.
         let mut asked = Vec::new();
+        let mut refused = Vec::new();
         for (holder, known) in chosen {
+            let what = match holder.slot {
+                Some(slot) => format!("slot {slot} of `{}`", target.name()),
+                None => format!("`{}`", target.name()),
+            };
             let Some(facts) = known else {
-                return Err(LocalError::new(
+                refused.push(LocalError::new(
                     Kind::Refused,
                     match holder.pid {
                         Some(pid) => format!(
-                            "`{}` is held by pid {pid}, which is not lockrun (flock(1)?); stop that process instead",
-                            target.name()
+                            "{what} is held by pid {pid}, which is not lockrun (flock(1)?); stop that process instead"
                         ),
                         None => format!(
-                            "`{}` is held by a process that has exited, through a descriptor it passed on; stop the process group that inherited it",
-                            target.name()
+                            "{what} is held by a process that has exited, through a descriptor it passed on; stop the process group that inherited it"
                         ),
                     },
                 ));
+                continue;
             };
-            signal_holder(target, &facts)?;
-            asked.push(holder);
+            match signal_holder(target, &facts) {
+                Ok(()) => asked.push(holder),
+                Err(e) => refused.push(e),
+            }
         }
-        Ok(asked)
+        Ok(Released { asked, refused })
     }
 }
 
