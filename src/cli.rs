@@ -16,7 +16,7 @@ Examples:
   lockrun elect service/db/leader -- ./db-primary
   lockrun semaphore --limit 3 jobs/reindex -- ./reindex.sh
   lockrun semaphore --limit 1 --no-wait jobs/backup -- ./backup.sh
-  leader=$(lockrun leader service/db/leader) || echo \"no leader\"
+  leader=$(lockrun leader service/db/leader); status=$?   # 1: no leader, 125: cannot tell
   lockrun release service/db/leader
 
 Exit status: the child's own; 0 held / released; 1 no holder / nothing
@@ -83,7 +83,7 @@ Examples:
     /// session as `NAME (node NODE)`.
     #[command(after_help = "\
 Examples:
-  leader=$(lockrun leader service/db/leader) || echo \"no leader\"
+  leader=$(lockrun leader service/db/leader); status=$?   # 1: no leader, 125: cannot tell
   lockrun leader --json service/db/leader
   lockrun leader --wait --timeout 1m service/db/leader
   lockrun leader --watch service/db/leader
@@ -105,7 +105,9 @@ Examples:
   lockrun release --session 3f2a... --destroy-session service/db/leader
   lockrun release --all jobs/reindex      # free every slot of a semaphore
 
-Exit status: 0 released, 1 nothing was held, 125 error.")]
+Exit status: 0 released, 1 nothing was held, 125 error. On local, every lockrun
+holder that can be asked is, and printed; a holder that cannot (a flock(1))
+is then named on stderr, and the status is 125.")]
     Release(ReleaseArgs),
     /// Print the completion script for SHELL on stdout.
     ///
