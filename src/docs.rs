@@ -592,8 +592,12 @@ const EXAMPLES: &[Block] = &[
     ),
     Code("lockrun semaphore --limit 3 jobs/reindex -- ./reindex.sh"),
     Code("lockrun semaphore --limit 1 --no-wait jobs/backup -- ./backup.sh"),
-    P("In a script, who leads?"),
-    Code("leader=$(lockrun leader service/db/leader) || echo \"no leader\""),
+    P(
+        "In a script, who leads? Status 1 means nobody holds the lock; 125 means lockrun \
+         cannot tell (the engine down, permission denied): never read that as \"no leader\".",
+    ),
+    Code("status=0; leader=$(lockrun leader service/db/leader) || status=$?"),
+    Code("case $status in 0) echo \"$leader\" ;; 1) echo \"no leader\" ;; *) exit 2 ;; esac"),
     P("An operator forces a new election; the holder's lockrun stops its child:"),
     Code("lockrun release service/db/leader"),
 ];
