@@ -377,7 +377,9 @@ pub struct ServiceArgs {
     /// Speak systemd's notify protocol (Type=notify): READY=1 once the lock is
     /// held (`--notify` or `--notify=held`) or at start (`--notify=start`),
     /// STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1.
-    /// COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*.
+    /// COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*. Without
+    /// --timeout or --no-wait it retries an engine that is down at start,
+    /// as --campaign does (a unit may start before its agent).
     #[arg(long, value_enum, value_name = "WHEN", num_args = 0..=1, require_equals = true,
           default_missing_value = "held")]
     pub notify: Option<Ready>,

@@ -282,9 +282,14 @@ async fn round<E: Engine>(
     forked: &mut Option<child::Forked>,
 ) -> Result<Round, Failure> {
     let report = |status: &str| service.status(status);
+    // A service (`--notify`) with no deadline retries an engine that is
+    // down at start as a campaigner does: at boot a Type=notify unit often
+    // starts before the agent it talks to, and failing there would leave it
+    // failed. With --timeout or --no-wait the user asked for an answer by
+    // then, and gets the one-off run's.
     let opening = Opening {
         wait: patience,
-        daemon: campaign,
+        daemon: campaign || (service.notify.is_some() && matches!(patience, Wait::Forever)),
         report: &report,
     };
     let lease = tokio::select! {

@@ -455,3 +455,36 @@ fn a_daemon_reports_an_outage_once_and_the_recovery() {
         "{stderr}"
     );
 }
+
+/// `--notify` without `--campaign`, with the agent not up yet (a unit
+/// started at boot before Consul): lockrun retries, says so in STATUS=,
+/// and takes the lock once the agent answers. It used to exit 125 at once.
+#[test]
+fn notify_retries_an_engine_that_is_down_at_start() {
+    let port = procs::free_port();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let dir = scratch();
+    let socket = NotifySocket::bind(dir.path());
+    let mut cmd = crate::support::bare(["elect", "--notify", "service/boot/leader", "--", "true"]);
+    cmd.env("CONSUL_HTTP_ADDR", addr.to_string())
+        .env("NOTIFY_SOCKET", &socket.path);
+    let mut service = Running::spawn(&mut cmd);
+    // Nothing listens yet: the run must keep trying and say why.
+    let retrying = wait_until(procs::deadline(), || {
+        service.exited()
+            || socket
+                .texts()
+                .iter()
+                .any(|m| m.contains("STATUS=") && m.contains("retrying"))
+    });
+    assert!(retrying && !service.exited(), "{:?}", socket.texts());
+    let consul = consul_emulator::Emulator::builder().bind(addr).start();
+    let output = service.finish();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(
+        socket.texts().iter().any(|m| is_ready(m)),
+        "{:?}",
+        socket.texts()
+    );
+    drop(consul);
+}

@@ -106,6 +106,8 @@ impl Shared {
 #[derive(Clone, Debug)]
 pub struct Builder {
     config: Config,
+    /// Where to listen; `127.0.0.1:0` unless [`Builder::bind`] says.
+    bind: Option<SocketAddr>,
 }
 
 impl Default for Builder {
@@ -123,11 +125,19 @@ impl Default for Builder {
                 version: http::VERSION.to_string(),
                 legacy_1_6: false,
             },
+            bind: None,
         }
     }
 }
 
 impl Builder {
+    /// Listens on `addr`: an agent that comes up where a client was
+    /// already knocking (a unit started before its agent, at boot).
+    pub fn bind(mut self, addr: SocketAddr) -> Builder {
+        self.bind = Some(addr);
+        self
+    }
+
     /// The server's `session_ttl_min` (Consul's default: 10 s). Fault tests
     /// use 1 s to see expiries quickly.
     pub fn session_ttl_min(mut self, min: Duration) -> Builder {
@@ -218,8 +228,11 @@ impl Builder {
     /// Binds `127.0.0.1:0` and starts serving. Panics if the port cannot be
     /// bound or the runtime cannot start, which only a broken machine does.
     pub fn start(self) -> Emulator {
+        let at = self
+            .bind
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
         let listener =
-            std::net::TcpListener::bind("127.0.0.1:0").expect("emulator: bind 127.0.0.1:0");
+            std::net::TcpListener::bind(at).unwrap_or_else(|e| panic!("emulator: bind {at}: {e}"));
         listener
             .set_nonblocking(true)
             .expect("emulator: make the listener non-blocking");
