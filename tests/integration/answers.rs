@@ -220,3 +220,153 @@ fn local_release_all_frees_what_it_can_and_names_what_it_cannot() {
     drop(go);
     let _ = flock.finish();
 }
+
+/// The example unit the .deb ships runs the lockrun the .deb installs
+/// (`/usr/bin/lockrun`, from Cargo.toml's assets), is ready at start (a
+/// standby must count as started, or `systemctl enable --now` blocks and
+/// boot never reaches multi-user.target), and `systemd-analyze verify`
+/// accepts it. The binary's path is the only thing changed for verify,
+/// to the one under test: verify checks that ExecStart is executable.
+#[test]
+fn the_shipped_unit_runs_the_packaged_binary_and_passes_systemd_analyze() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let dest = manifest
+        .lines()
+        .find_map(|l| {
+            let rest = l.trim().strip_prefix("[\"target/release/lockrun\", \"")?;
+            rest.split('"').next().map(str::to_string)
+        })
+        .expect("the .deb installs target/release/lockrun");
+    let installed = format!("/{}lockrun", dest.trim_start_matches('/'));
+    let unit = std::fs::read_to_string(root.join("man/db-primary.service.example")).unwrap();
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("an ExecStart line");
+    assert!(
+        exec.starts_with(&format!("{installed} ")),
+        "ExecStart runs `{exec}`, the .deb installs {installed}"
+    );
+    assert!(unit.contains("\nType=notify\n"), "{unit}");
+    assert!(
+        exec.contains(" --notify=start "),
+        "Type=notify needs readiness at start, or a standby never starts: {exec}"
+    );
+    let Ok(probe) = std::process::Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+    else {
+        eprintln!("not checked: systemd-analyze is missing (apt-get install systemd)");
+        return;
+    };
+    assert!(probe.status.success());
+    let dir = crate::support::scratch();
+    let path = dir.path().join("db-primary.service");
+    let ours = crate::support::bin();
+    std::fs::write(&path, unit.replace(&installed, ours.to_str().unwrap())).unwrap();
+    let mut cmd = std::process::Command::new("systemd-analyze");
+    cmd.arg("verify").arg(&path);
+    let output = run(&mut cmd);
+    assert!(
+        output.status.success() && output.stderr.is_empty(),
+        "{}",
+        describe(&cmd, &output, None)
+    );
+}
+
+/// The README's install lines work on a fresh account: run in an empty
+/// HOME with only `~/.cargo/bin`-style PATH (the `sudo` line left out),
+/// they write every file, and the MANPATH line makes `man` find lockrun(1).
+#[test]
+fn the_readme_install_lines_work_on_a_fresh_account() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let block = |marker: &str| -> String {
+        readme
+            .split("```")
+            .skip(1)
+            .step_by(2)
+            .find(|b| b.contains(marker))
+            .unwrap_or_else(|| panic!("README has no block with {marker}"))
+            .trim_start_matches("sh\n")
+            .to_string()
+    };
+    let install: String = block("lockrun completions bash")
+        .lines()
+        .filter(|l| !l.starts_with("sudo "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let manpath = block("export MANPATH");
+    let home = crate::support::scratch();
+    let bin_dir = crate::support::bin().parent().unwrap().to_path_buf();
+    let script = format!(
+        "set -eu\n{install}\n{}",
+        manpath.replace("man lockrun", "man -w lockrun")
+    );
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", &script])
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin_dir.display()));
+    let output = run(&mut cmd);
+    assert!(output.status.success(), "{}", describe(&cmd, &output, None));
+    for file in [
+        ".local/share/man/man1/lockrun.1",
+        ".local/share/bash-completion/completions/lockrun",
+        ".zfunc/_lockrun",
+        ".config/fish/completions/lockrun.fish",
+    ] {
+        assert!(home.path().join(file).is_file(), "{file} missing");
+    }
+    let found = String::from_utf8_lossy(&output.stdout);
+    if std::path::Path::new("/usr/bin/man").exists() {
+        assert!(
+            found.contains(".local/share/man/man1/lockrun.1"),
+            "man did not find lockrun(1): {found}"
+        );
+    }
+}
+
+/// The README's leader script tells "no leader" (1) from "cannot tell"
+/// (125): run with a lockrun that fails as one does when Consul is down,
+/// it must not say there is no primary. It used to (`|| echo ...`).
+#[test]
+fn the_readme_leader_script_does_not_read_an_error_as_no_leader() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    assert!(
+        !readme.contains("|| echo \"no leader\""),
+        "README still reads 125 as no leader"
+    );
+    let script = readme
+        .split("```")
+        .skip(1)
+        .step_by(2)
+        .find(|b| b.contains("lockrun leader service/db/leader") && b.contains("#!/bin/sh"))
+        .expect("README's leader script")
+        .trim_start_matches("sh\n")
+        .split("\n\n")
+        .next()
+        .unwrap()
+        .to_string();
+    let dir = crate::support::scratch();
+    for (status, says, exit) in [(125, "cannot tell", 2), (1, "no primary", 1)] {
+        let stub = dir.path().join("lockrun");
+        std::fs::write(&stub, format!("#!/bin/sh\nexit {status}\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", &script])
+            .env("PATH", format!("{}:/usr/bin:/bin", dir.path().display()));
+        let output = run(&mut cmd);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(exit),
+            "{}",
+            describe(&cmd, &output, None)
+        );
+        assert!(stderr.contains(says), "lockrun {status}: {stderr}");
+    }
+}
