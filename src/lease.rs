@@ -304,7 +304,7 @@ impl Countdown {
     /// returns. Cancel-safe: dropping it mid-renewal loses nothing but that
     /// attempt.
     pub async fn keep<R: Renew>(&mut self, backend: &R) -> Lost {
-        let mut last_error = String::from("none");
+        let mut last_error = String::from("no renewal was due yet");
         // Failures since the last confirmed renewal: the first is a
         // warning, the rest detail (the loss, if it comes, says the last).
         let mut failures = 0u32;
@@ -351,8 +351,16 @@ impl Countdown {
             };
             let outcome = tokio::select! {
                 outcome = backend.renew(timeout) => outcome,
-                _ = tokio::time::sleep_until(self.stop_at()) => continue,
-                _ = suspended => continue,
+                // The deadline came (on either clock) with this renewal
+                // still unanswered: that silence is the last error.
+                _ = tokio::time::sleep_until(self.stop_at()) => {
+                    last_error = format!("no answer for {}", fmt_duration(sent.elapsed()));
+                    continue;
+                }
+                _ = suspended => {
+                    last_error = format!("no answer for {}", fmt_duration(sent.elapsed()));
+                    continue;
+                }
             };
             match outcome {
                 Renewal::Confirmed { ttl } => {

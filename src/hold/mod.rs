@@ -31,6 +31,12 @@ use self::supervise::{Ending, StopPolicy};
 /// lease's TTL releases whatever we could not).
 const CLEANUP_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The same after the lease ran out because the engine did not answer:
+/// the lease is as good as gone, and an engine that is frozen would only
+/// delay our exit by the whole [`CLEANUP_TIMEOUT`] after the child was
+/// stopped. One quick attempt, for an engine that has just come back.
+const CLEANUP_AFTER_SILENCE: Duration = Duration::from_millis(500);
+
 /// How lockrun runs as a service: the notify protocol and `--min-hold`.
 pub struct Service {
     notify: Option<(Notifier, Ready)>,
@@ -250,6 +256,15 @@ fn child_command(
 /// [`CLEANUP_TIMEOUT`]: failures are reported, not fatal, since the lease's
 /// expiry ends whatever we could not.
 async fn cleanup<E: Engine>(target: &Target, claim: Option<E::Claim>, lease: E::Lease) {
+    cleanup_within::<E>(target, claim, lease, CLEANUP_TIMEOUT).await
+}
+
+async fn cleanup_within<E: Engine>(
+    target: &Target,
+    claim: Option<E::Claim>,
+    lease: E::Lease,
+    within: Duration,
+) {
     let work = async {
         match claim {
             Some(claim) => {
@@ -260,10 +275,10 @@ async fn cleanup<E: Engine>(target: &Target, claim: Option<E::Claim>, lease: E::
             None => lease.close().await,
         }
     };
-    if tokio::time::timeout(CLEANUP_TIMEOUT, work).await.is_err() {
+    if tokio::time::timeout(within, work).await.is_err() {
         tracing::warn!(
             "cleanup did not finish within {}; the engine will expire what is left",
-            fmt_duration(CLEANUP_TIMEOUT)
+            fmt_duration(within)
         );
     }
 }
@@ -468,7 +483,11 @@ async fn round<E: Engine>(
         }
     }
     let held_for = acquired_at.elapsed();
-    cleanup::<E>(target, Some(claim), lease).await;
+    let within = match &ending {
+        Ending::Lost(Lost::LeaseRanOut { .. }, _) => CLEANUP_AFTER_SILENCE,
+        _ => CLEANUP_TIMEOUT,
+    };
+    cleanup_within::<E>(target, Some(claim), lease, within).await;
     match ending {
         Ending::Exited { exit, forwarded } => {
             tracing::info!(

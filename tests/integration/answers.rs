@@ -370,3 +370,62 @@ fn the_readme_leader_script_does_not_read_an_error_as_no_leader() {
         assert!(stderr.contains(says), "lockrun {status}: {stderr}");
     }
 }
+
+/// A frozen engine: the holder's lease runs out, the child is stopped, and
+/// lockrun exits soon after (it waited 5 s for a release the frozen engine
+/// could not answer, though the lease is gone anyway), saying the renewal
+/// got no answer for how long rather than "(last error: none)".
+#[test]
+fn a_frozen_engine_costs_no_extra_wait_after_the_child_stopped() {
+    use crate::link::Link;
+    use crate::support::{lockrun, now_ns, scratch, wait_for_file, Running};
+    let consul = TestConsul::start_fast();
+    let key = consul.prefix("frozen") + "/leader";
+    let link = Link::new(&consul.http_addr());
+    let dir = scratch();
+    let ended = dir.path().join("ended");
+    let body = format!(
+        "trap 'date +%s%N > {}; exit 0' TERM; touch {}/ready; while :; do sleep 0.05; done",
+        ended.display(),
+        dir.path().display()
+    );
+    let ttl = format!("{}ms", consul.ttl_min().as_millis());
+    let mut cmd = lockrun(
+        &consul,
+        [
+            "elect",
+            "--ttl",
+            &ttl,
+            "--lock-delay",
+            "1s",
+            "--kill-timeout",
+            "500ms",
+            "--shell",
+            &key,
+            "--",
+            &body,
+        ],
+    );
+    cmd.env("CONSUL_HTTP_ADDR", link.http_addr());
+    let holder = Running::spawn(&mut cmd);
+    wait_for_file(&dir.path().join("ready"));
+    link.freeze();
+    let output = holder.finish();
+    let exited = now_ns();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(124), "{stderr}");
+    let child_end: u128 = std::fs::read_to_string(&ended)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let after_ms = (exited - child_end) / 1_000_000;
+    eprintln!("frozen engine: lockrun exited {after_ms} ms after its child ended");
+    assert!(
+        after_ms < 2_500,
+        "lockrun exited {after_ms} ms after its child was stopped\n{stderr}"
+    );
+    assert!(!stderr.contains("last error: none"), "{stderr}");
+    assert!(stderr.contains("no answer for "), "{stderr}");
+    link.thaw();
+}
