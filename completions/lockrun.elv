@@ -158,7 +158,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --cert 'etcd: client certificate file (else ETCDCTL_CERT)'
             cand --cert-key 'etcd: the client certificate''s key file (else ETCDCTL_KEY)'
             cand --log-format 'Format of lockrun''s own messages on stderr'
-            cand --json 'Print one JSON object, the same for a key and a semaphore: {"key", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [...]}; with --watch, one per line. A holder is, on consul, {"key", "value", "value_base64", "flags", "session", "session_name", "node", "ttl", "lock_index", "create_index", "modify_index"}; on etcd and local, {"key", "value", "host", "pid", "child_pgid", "since", "since_unix", "lock_index", "slot"}, null where the engine does not know'
+            cand --json 'Print one JSON object, the same schema on every backend: {"key", "backend", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [...]}; with --watch, one per line. A holder is {"value", "fence", "since", "since_unix", "host", "pid", "details"}, null where the engine does not know; "fence" is the holder''s LOCKRUN_LOCK_INDEX where it can be read back (a Consul lock''s ModifyIndex, not its LockIndex; an etcd slot; local), else null; "details" holds the engine''s own facts (Consul''s entry and session)'
             cand --wait 'Wait until there is a holder'
             cand --watch 'Print a line at every change of holder until interrupted'
             cand --allow-network-fs 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'

@@ -432,14 +432,14 @@ pub struct LeaderArgs {
     /// The lock key, or a semaphore prefix.
     #[arg(value_name = "KEY")]
     pub key: String,
-    /// Print one JSON object, the same for a key and a semaphore: {"key",
-    /// "kind": "lock"|"semaphore", "held", "limit" (null for a lock),
-    /// "holders": [...]}; with --watch, one per line. A holder is, on consul,
-    /// {"key", "value", "value_base64", "flags", "session", "session_name",
-    /// "node", "ttl", "lock_index", "create_index", "modify_index"}; on etcd
-    /// and local, {"key", "value", "host", "pid", "child_pgid", "since",
-    /// "since_unix", "lock_index", "slot"}, null where the engine does not
-    /// know.
+    /// Print one JSON object, the same schema on every backend: {"key",
+    /// "backend", "kind": "lock"|"semaphore", "held", "limit" (null for a
+    /// lock), "holders": [...]}; with --watch, one per line. A holder is
+    /// {"value", "fence", "since", "since_unix", "host", "pid", "details"},
+    /// null where the engine does not know; "fence" is the holder's
+    /// LOCKRUN_LOCK_INDEX where it can be read back (a Consul lock's
+    /// ModifyIndex, not its LockIndex; an etcd slot; local), else null;
+    /// "details" holds the engine's own facts (Consul's entry and session).
     #[arg(long)]
     pub json: bool,
     /// Wait until there is a holder.

@@ -29,41 +29,55 @@ fn seconds(at: Option<SystemTime>) -> Option<u64> {
         .map(|d| d.as_secs())
 }
 
-fn holder_json(holder: &Holder) -> Value {
+/// The fields every backend shows, and the engine's own under `details`.
+/// `fence` is the holder's LOCKRUN_LOCK_INDEX where the engine keeps it:
+/// local's facts, an etcd slot's CreateRevision; an etcd lock holder's is
+/// the revision at which it found the lock its own, which etcd keeps
+/// nowhere (null).
+fn holder_json(backend: &str, holder: &Holder) -> Value {
+    let details = match backend {
+        "local" => json!({
+            "child_pgid": holder.child_pgid,
+            "slot": holder.slot,
+        }),
+        _ => json!({
+            "key": holder.entry,
+            "slot": holder.slot,
+        }),
+    };
     json!({
         "value": holder.value,
-        "host": holder.host,
-        "pid": holder.pid,
-        "child_pgid": holder.child_pgid,
+        "fence": holder.fence,
         "since": holder.since.map(|t| humantime::format_rfc3339_seconds(t).to_string()),
         "since_unix": seconds(holder.since),
-        "lock_index": holder.fence,
-        "slot": holder.slot,
-        "key": holder.entry,
+        "host": holder.host,
+        "pid": holder.pid,
+        "details": details,
     })
 }
 
 /// The one JSON shape of `--json` and `--json --watch`, as a line.
-fn json_line(target: &Target, holders: &[Holder]) -> Vec<u8> {
+fn json_line(backend: &str, target: &Target, holders: &[Holder]) -> Vec<u8> {
     let (kind, limit) = match target {
         Target::Lock { .. } => ("lock", None),
         Target::Slot { limit, .. } => ("semaphore", Some(*limit)),
     };
     let value = json!({
         "key": target.name(),
+        "backend": backend,
         "kind": kind,
         "held": !holders.is_empty(),
         "limit": limit,
-        "holders": holders.iter().map(holder_json).collect::<Vec<_>>(),
+        "holders": holders.iter().map(|h| holder_json(backend, h)).collect::<Vec<_>>(),
     });
     let mut line = serde_json::to_vec(&value).expect("JSON serialises");
     line.push(b'\n');
     line
 }
 
-fn print(target: &Target, holders: &[Holder], json: bool) -> Exit {
+fn print(backend: &str, target: &Target, holders: &[Holder], json: bool) -> Exit {
     let out = if json {
-        json_line(target, holders)
+        json_line(backend, target, holders)
     } else {
         holders
             .iter()
@@ -90,7 +104,12 @@ async fn target_again<I: Inspect>(
     Ok((now != *target).then_some(now))
 }
 
-pub async fn leader<I: Inspect>(inspect: &I, job: leader::Job) -> Result<Exit, Failure> {
+/// `backend` names the engine in `--json` (`etcd`, `local`).
+pub async fn leader<I: Inspect>(
+    inspect: &I,
+    backend: &str,
+    job: leader::Job,
+) -> Result<Exit, Failure> {
     let mut target = inspect.target_of(job.key()).await.map_err(Into::into)?;
     let json = job.args.json;
     if job.args.watch {
@@ -107,7 +126,7 @@ pub async fn leader<I: Inspect>(inspect: &I, job: leader::Job) -> Result<Exit, F
             }
             had_none = holders.is_empty();
             let line = if json {
-                json_line(&target, &holders)
+                json_line(backend, &target, &holders)
             } else {
                 // One line per change: the holders' labels joined by spaces,
                 // or an empty line for "no holder".
@@ -139,7 +158,7 @@ pub async fn leader<I: Inspect>(inspect: &I, job: leader::Job) -> Result<Exit, F
     } else {
         inspect.holders(&target).await.map_err(Into::into)?
     };
-    Ok(print(&target, &holders, json))
+    Ok(print(backend, &target, &holders, json))
 }
 
 pub async fn release<I: Inspect>(inspect: &I, job: release::Job) -> Result<Exit, Failure> {

@@ -216,7 +216,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
                 match job {
                     Job::Elect(job) => elect::run(&etcd, job).await,
                     Job::Semaphore(job) => semaphore::run(&etcd, job).await,
-                    Job::Leader(job) => holders::leader(&etcd, job).await,
+                    Job::Leader(job) => holders::leader(&etcd, "etcd", job).await,
                     Job::Release(job) => holders::release(&etcd, job).await,
                 }
             })
@@ -232,7 +232,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
                     // Looking creates nothing, and may look at a directory
                     // that is not ours (root's, from a user's shell).
                     Job::Leader(job) => {
-                        holders::leader(&Local::for_reading(dir.clone()), job).await
+                        holders::leader(&Local::for_reading(dir.clone()), "local", job).await
                     }
                     Job::Release(job) => {
                         holders::release(&Local::for_reading(dir.clone()), job).await

@@ -429,3 +429,85 @@ fn a_frozen_engine_costs_no_extra_wait_after_the_child_stopped() {
     assert!(stderr.contains("no answer for "), "{stderr}");
     link.thaw();
 }
+
+/// `leader --json` has one schema on every backend: the same top-level
+/// fields, and holders with value, fence, since, host and pid, plus the
+/// engine's own facts under `details`. `fence` is the holder's
+/// LOCKRUN_LOCK_INDEX wherever the engine keeps it (Consul's lock: its
+/// ModifyIndex at acquisition, not LockIndex), else null.
+#[test]
+fn leader_json_has_one_schema_and_the_fence_the_child_got() {
+    use crate::places::{stdout, Place};
+    use crate::support::scratch;
+    use std::collections::BTreeSet;
+    let top: BTreeSet<&str> = ["key", "backend", "kind", "held", "limit", "holders"].into();
+    let holder_fields: BTreeSet<&str> = [
+        "value",
+        "fence",
+        "since",
+        "since_unix",
+        "host",
+        "pid",
+        "details",
+    ]
+    .into();
+    for (place, backend) in [
+        (Place::consul("json"), "consul"),
+        (Place::etcd("json"), "etcd"),
+        (Place::local(), "local"),
+    ] {
+        for semaphore in [false, true] {
+            let key = place.key(if semaphore { "slots" } else { "lock" });
+            let work = scratch();
+            let mut args = vec!["elect", "--value", "v1"];
+            if semaphore {
+                args = vec!["semaphore", "--limit", "2", "--value", "v1"];
+            }
+            if backend == "consul" {
+                args.extend(["--lock-delay", "0s"]);
+            }
+            args.push(&key);
+            let holder = place.hold(
+                work.path(),
+                "echo \"$LOCKRUN_LOCK_INDEX\" > \"$1/index\";",
+                &args,
+            );
+            let output = run(&mut place.lockrun(&["leader", "--json", &key]));
+            let what = format!("{backend} {}", if semaphore { "slot" } else { "lock" });
+            place.status(&output, 0, &what);
+            let shown: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+            let fields: BTreeSet<&str> = shown
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .collect();
+            assert_eq!(fields, top, "{what}: {shown}");
+            assert_eq!(shown["backend"], backend, "{what}");
+            assert_eq!(shown["held"], true, "{what}");
+            let holders = shown["holders"].as_array().unwrap();
+            assert_eq!(holders.len(), 1, "{what}: {shown}");
+            let h = &holders[0];
+            let fields: BTreeSet<&str> =
+                h.as_object().unwrap().keys().map(String::as_str).collect();
+            assert_eq!(fields, holder_fields, "{what}: {shown}");
+            assert!(h["details"].is_object(), "{what}: {shown}");
+            assert_eq!(h["value"], "v1", "{what}");
+            let index: u64 = std::fs::read_to_string(work.path().join("index"))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            // Where the engine keeps no fence for the holder, null, never
+            // another number.
+            let unknown = (backend == "consul" && semaphore) || (backend == "etcd" && !semaphore);
+            if unknown {
+                assert!(h["fence"].is_null(), "{what}: {shown}");
+            } else {
+                assert_eq!(h["fence"].as_u64(), Some(index), "{what}: {shown}");
+            }
+            std::fs::write(work.path().join("go"), "").unwrap();
+            place.status(&holder.finish(), 0, &what);
+        }
+    }
+}

@@ -161,9 +161,9 @@ fn an_etcdctl_holder_is_shown_by_its_key() {
     place.status(&json, 0, "leader --json");
     let shown: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
     let holder = &shown["holders"][0];
-    assert_eq!(holder["key"], entry, "{shown}");
+    assert_eq!(holder["details"]["key"], entry, "{shown}");
     assert!(holder["value"].is_null(), "{shown}");
-    assert!(holder["lock_index"].is_null(), "{shown}");
+    assert!(holder["fence"].is_null(), "{shown}");
     place.status(&released, 0, "release");
     assert!(stdout(&released).contains(entry), "{released:?}");
 }

@@ -68,16 +68,21 @@ fn json_has_the_entry_and_the_session() {
     let holders = value["holders"].as_array().expect("holders is an array");
     assert_eq!(holders.len(), 1, "{value}");
     let holder = &holders[0];
-    assert_eq!(holder["key"], key);
     assert_eq!(holder["value"], "node-a");
-    assert_eq!(holder["value_base64"], "bm9kZS1h");
-    assert_eq!(holder["session"], session);
-    assert_eq!(holder["session_name"], "test holder");
-    assert_eq!(holder["ttl"], "30s");
-    assert_eq!(holder["lock_index"], 1);
-    assert!(holder["node"].as_str().is_some_and(|n| !n.is_empty()));
-    assert!(holder["modify_index"].as_u64().is_some_and(|i| i > 0));
-    assert!(holder["create_index"].as_u64().is_some_and(|i| i > 0));
+    // The fence is the key's ModifyIndex at acquisition, what the holder's
+    // child gets as LOCKRUN_LOCK_INDEX; Consul's own facts are in details.
+    assert_eq!(holder["fence"], holder["details"]["modify_index"]);
+    assert_eq!(holder["host"], holder["details"]["node"]);
+    let details = &holder["details"];
+    assert_eq!(details["key"], key);
+    assert_eq!(details["value_base64"], "bm9kZS1h");
+    assert_eq!(details["session"], session);
+    assert_eq!(details["session_name"], "test holder");
+    assert_eq!(details["ttl"], "30s");
+    assert_eq!(details["lock_index"], 1);
+    assert!(details["node"].as_str().is_some_and(|n| !n.is_empty()));
+    assert!(details["modify_index"].as_u64().is_some_and(|i| i > 0));
+    assert!(details["create_index"].as_u64().is_some_and(|i| i > 0));
     // Nobody: the same shape, with no holder.
     let free = consul.prefix("leader-json") + "/free";
     let output = run(&mut lockrun(&consul, ["leader", "--json", free.as_str()]));
@@ -85,7 +90,7 @@ fn json_has_the_entry_and_the_session() {
     let value: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
     assert_eq!(
         value,
-        serde_json::json!({"key": free, "kind": "lock", "held": false, "limit": null, "holders": []})
+        serde_json::json!({"key": free, "backend": "consul", "kind": "lock", "held": false, "limit": null, "holders": []})
     );
     consul.api().session_destroy(&session);
 }

@@ -174,7 +174,7 @@ fn leader_json_wait_and_timeout() {
     let holders = json["holders"].as_array().unwrap();
     assert_eq!(holders.len(), 1, "{json}");
     assert_eq!(holders[0]["value"], "v1");
-    assert!(holders[0]["lock_index"].as_u64().is_some(), "{json}");
+    assert!(holders[0]["fence"].as_u64().is_some(), "{json}");
     assert!(
         u128::from(holders[0]["since_unix"].as_u64().unwrap()) * 1_000_000_000 + 1_000_000_000
             >= before,

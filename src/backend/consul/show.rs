@@ -168,10 +168,11 @@ async fn label(client: &Client, pair: &KvPair) -> Result<Vec<u8>, Failure> {
 async fn json_line(client: &Client, key: &str, state: &State) -> Result<Vec<u8>, Failure> {
     let mut holders = Vec::new();
     for pair in &state.holders {
-        holders.push(holder_json(client, pair).await?);
+        holders.push(holder_json(client, pair, state.semaphore).await?);
     }
     let value = json!({
         "key": key,
+        "backend": "consul",
         "kind": if state.semaphore { "semaphore" } else { "lock" },
         "held": state.held(),
         "limit": state.limit,
@@ -182,25 +183,40 @@ async fn json_line(client: &Client, key: &str, state: &State) -> Result<Vec<u8>,
     Ok(line)
 }
 
-/// A held entry and its holder's session facts as one JSON object.
-async fn holder_json(client: &Client, pair: &KvPair) -> Result<Value, Failure> {
+/// A held entry and its holder's session facts as one JSON object: the
+/// fields every backend shows, and Consul's own under `details`.
+///
+/// `fence` is what the holder's child got as LOCKRUN_LOCK_INDEX: for a lock,
+/// the key's ModifyIndex at acquisition, which is its ModifyIndex now
+/// unless the key was written while held (a plain `consul kv put`); not
+/// LockIndex, which counts acquisitions of the key. A slot's number was the
+/// record's ModifyIndex when the slot was taken, which every later change
+/// of holders overwrites: unknown (null).
+async fn holder_json(client: &Client, pair: &KvPair, semaphore: bool) -> Result<Value, Failure> {
     let session = match pair.holder() {
         Some(id) => client.session_info(id).await?,
         None => None,
     };
     let value = pair.value.as_ref();
     Ok(json!({
-        "key": pair.key,
         "value": value.and_then(|v| std::str::from_utf8(v).ok()),
-        "value_base64": value.map(|v| base64::engine::general_purpose::STANDARD.encode(v)),
-        "flags": pair.flags,
-        "session": pair.holder(),
-        "session_name": session.as_ref().map(|s| s.name.clone()),
-        "node": session.as_ref().map(|s| s.node.clone()),
-        "ttl": session.as_ref().map(|s| s.ttl.clone()),
-        "lock_index": pair.lock_index,
-        "create_index": pair.create_index,
-        "modify_index": pair.modify_index,
+        "fence": (!semaphore).then_some(pair.modify_index),
+        "since": null,
+        "since_unix": null,
+        "host": session.as_ref().map(|s| s.node.clone()),
+        "pid": null,
+        "details": {
+            "key": pair.key,
+            "value_base64": value.map(|v| base64::engine::general_purpose::STANDARD.encode(v)),
+            "flags": pair.flags,
+            "session": pair.holder(),
+            "session_name": session.as_ref().map(|s| s.name.clone()),
+            "node": session.as_ref().map(|s| s.node.clone()),
+            "ttl": session.as_ref().map(|s| s.ttl.clone()),
+            "lock_index": pair.lock_index,
+            "create_index": pair.create_index,
+            "modify_index": pair.modify_index,
+        },
     }))
 }
 
