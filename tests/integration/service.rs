@@ -245,7 +245,7 @@ fn min_hold_runs_a_job_once_per_period() {
     let job = dir.path().join("backup");
     std::fs::write(&job, format!("#!/bin/sh\necho ran >> {}\n", log.display())).unwrap();
     std::fs::set_permissions(&job, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let crontab = readme_block("PATH=");
+    let crontab = readme_block("PATH=/usr/local/bin");
     let line = crontab.lines().find(|l| l.contains("--min-hold")).unwrap();
     // Five schedule fields, then the command.
     let words: Vec<String> = line.split_whitespace().skip(5).map(String::from).collect();
