@@ -28,10 +28,14 @@ use crate::logging;
 
 pub fn main(args: Vec<OsString>) -> ExitCode {
     let set_empty = |name: &str| std::env::var_os(name).is_some_and(|v| v.is_empty());
-    if let Some(line) = config::empty_variable(set_empty) {
+    // An empty variable that says where the locks are is a usage error for
+    // every run, but not for `--help` or `--version`: a user reading the
+    // help to find out what the variable takes must get it.
+    let empty = config::empty_variable(set_empty);
+    let refuse_empty = |line: String| {
         logging::fatal(None, &line);
-        return Exit::Usage.into();
-    }
+        ExitCode::from(Exit::Usage)
+    };
     let mut command = Cli::command();
     for (name, id) in config::EMPTY_IS_UNSET {
         if set_empty(name) {
@@ -40,8 +44,18 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     }
     let matches = match command.try_get_matches_from(&args) {
         Ok(matches) => matches,
-        Err(e) => return clap_error(&args, e),
+        Err(e) => match (empty, e.kind()) {
+            (Some(line), kind)
+                if !matches!(kind, ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) =>
+            {
+                return refuse_empty(line)
+            }
+            _ => return clap_error(&args, e),
+        },
     };
+    if let Some(line) = empty {
+        return refuse_empty(line);
+    }
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => return clap_error(&args, e),

@@ -750,4 +750,14 @@ fn empty_settings_are_usage_errors_or_unset_as_documented() {
             describe(&cmd, &output, None)
         );
     }
+    // The help still answers under an empty variable: it is where a user
+    // finds out what the variable takes.
+    for args in [&["--help"][..], &["elect", "--help"], &["--version"]] {
+        let mut cmd = bare(args);
+        cmd.env("CONSUL_HTTP_ADDR", "");
+        let output = run(&mut cmd);
+        let what = describe(&cmd, &output, None);
+        assert_eq!(output.status.code(), Some(0), "{what}");
+        assert!(!output.stdout.is_empty(), "{what}");
+    }
 }
