@@ -1,19 +1,12 @@
 //! `lockrun --version` names the commit it was built from, when it was built
 //! from a git checkout; a source tarball gives the version alone. And the
-//! `real_consul` cfg, set when the integration suite is built to run against
-//! a real agent, so that tests needing the emulator show as ignored there
-//! instead of passing without having checked anything.
+//! cfgs that list the integration tests needing real engine binaries as
+//! ignored, with the reason, where those binaries are absent.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
-    println!("cargo:rerun-if-env-changed=LOCKRUN_TEST_CONSUL_ADDR");
-    println!("cargo:rustc-check-cfg=cfg(real_consul)");
-    let real = std::env::var("LOCKRUN_TEST_CONSUL_ADDR").is_ok_and(|a| !a.trim().is_empty());
-    if real {
-        println!("cargo:rustc-cfg=real_consul");
-    }
     // The real Consul binaries the suite runs against, beside the
     // repository; a user's clone has none, and the tests that need them are
     // then listed as ignored with that reason.
@@ -26,6 +19,14 @@ fn main() {
     println!("cargo:rerun-if-changed={}", binaries.display());
     if !binaries.join("consul-1.6.2.xz").is_file() {
         println!("cargo:rustc-cfg=no_real_consul");
+    }
+    // etcd 3.5 for the suite's second etcd run, beside the `etcd` on PATH:
+    // .ci/run installs it and names its folder. Set but wrong fails the
+    // test; unset (a user's clone) lists it as ignored with the reason.
+    println!("cargo:rerun-if-env-changed=LOCKRUN_TEST_ETCD_35_BIN_DIR");
+    println!("cargo:rustc-check-cfg=cfg(no_etcd_35)");
+    if std::env::var_os("LOCKRUN_TEST_ETCD_35_BIN_DIR").is_none_or(|d| d.is_empty()) {
+        println!("cargo:rustc-cfg=no_etcd_35");
     }
     let version = env!("CARGO_PKG_VERSION");
     // Only our own repository counts: a tarball unpacked inside another

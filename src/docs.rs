@@ -437,6 +437,19 @@ const ENVIRONMENT: &[Block] = &[
         "The shortest `--ttl` lockrun accepts [default: 10s, Consul's own minimum]. Lower it \
          only to match servers whose session_ttl_min is lowered.",
     ),
+    P(
+        "On etcd (`--backend etcd`) lockrun reads etcdctl's variables instead: \
+         `ETCDCTL_ENDPOINTS`, `ETCDCTL_CACERT`, `ETCDCTL_CERT`, `ETCDCTL_KEY`, and \
+         `ETCDCTL_USER` (with `ETCDCTL_PASSWORD`) for the user, which has no flag.",
+    ),
+    P(
+        "lockrun talks to etcd's JSON gateway (`/v3/...`), not gRPC, and has the gateway's \
+         limits: an etcd started with `--enable-grpc-gateway=false` cannot be reached at \
+         all; the gateway cannot authenticate a client by its certificate's common name \
+         (etcd's `--client-cert-auth` users), so name the user in `ETCDCTL_USER`; and etcd \
+         3.6 changed the gateway's error bodies (lockrun reads the code and message, which \
+         3.4 to 3.6 all give; it is tested on 3.4 and 3.5).",
+    ),
     P("COMMAND inherits lockrun's environment, plus:"),
     Item("`LOCKRUN_KEY`", "The lock key, or the semaphore prefix."),
     Item(

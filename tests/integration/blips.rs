@@ -56,7 +56,6 @@ fn survives(consul: &TestConsul, steps: &[Step], args: impl Fn(&str) -> Vec<Stri
 }
 
 #[test]
-#[cfg_attr(real_consul, ignore = "needs the emulator: blips are injected faults")]
 fn a_blip_at_any_step_of_elect_costs_time_not_the_run() {
     let consul = TestConsul::emulator_only(|b| b);
     let prefix = consul.prefix("blips-elect");
@@ -83,7 +82,6 @@ fn a_blip_at_any_step_of_elect_costs_time_not_the_run() {
 }
 
 #[test]
-#[cfg_attr(real_consul, ignore = "needs the emulator: blips are injected faults")]
 fn a_blip_at_any_step_of_semaphore_costs_time_not_the_run() {
     let consul = TestConsul::emulator_only(|b| b);
     let prefix = consul.prefix("blips-semaphore");
@@ -111,7 +109,6 @@ fn a_blip_at_any_step_of_semaphore_costs_time_not_the_run() {
 /// A failure that outlasts the patience ends the run with lockrun's status
 /// and a last line naming the step, soon after the patience ran out.
 #[test]
-#[cfg_attr(real_consul, ignore = "needs the emulator: blips are injected faults")]
 fn a_failure_longer_than_the_patience_names_its_step() {
     let consul = TestConsul::emulator_only(|b| b);
     let emu = consul.emulator().expect("blips need the emulator");

@@ -3,9 +3,10 @@
 //!
 //! By default each test gets a fresh emulator. With
 //! `LOCKRUN_TEST_CONSUL_ADDR=host:port` the tests run against that (real)
-//! agent instead, each under its own key prefix so they can share it; tests
-//! that need the emulator are ignored there (the `real_consul` cfg, set by
-//! build.rs).
+//! agent instead, each under its own key prefix so they can share it. The
+//! choice is made at run time: `versions.rs` re-runs this binary so. Tests
+//! that need the emulator itself take [`TestConsul::emulator_only`] and live
+//! in modules named `emulator_faults`, which those re-runs skip.
 //!
 //! The client speaks HTTP/1.1 over a plain `TcpStream`, one connection per
 //! request: nothing to share between tests, no runtime, and a connection
@@ -150,8 +151,8 @@ impl TestConsul {
 
 /// The emulator of [`TestConsul::start_fast`]: TTLs down to 1 s. A test
 /// that needs the emulator itself takes `TestConsul::emulator_only(fast)`
-/// and `#[cfg_attr(real_consul, ignore = "needs the emulator: ...")]`, so a
-/// run against a real agent lists it as ignored rather than passed.
+/// and lives in a module named `emulator_faults`, which the re-runs against
+/// real agents skip.
 pub fn fast(b: consul_emulator::Builder) -> consul_emulator::Builder {
     b.session_ttl_min(Duration::from_secs(1))
 }
@@ -471,11 +472,16 @@ impl Api {
     /// Whether the agent predates 1.7. Where Consul's answers differ by
     /// version (CONSUL_API.md Part A2) a test asserts the agent's own.
     pub fn is_pre_1_7(&self) -> bool {
+        self.version_number() < (1, 7)
+    }
+
+    /// The agent's (major, minor) version, for facts that changed.
+    pub fn version_number(&self) -> (u32, u32) {
         let version = self.version();
         let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
         let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
         assert!(major > 0, "agent/self reports no version: {version:?}");
-        (major, minor) < (1, 7)
+        (major, minor)
     }
 }
 

@@ -38,7 +38,6 @@ fn blocking_read(
 }
 
 #[test]
-#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn partition_hangs_requests_and_applies_nothing() {
     let consul = TestConsul::emulator_only(fast);
     let emu = consul.emulator().expect("an emulator");
@@ -68,7 +67,6 @@ fn partition_hangs_requests_and_applies_nothing() {
 }
 
 #[test]
-#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn sessions_expire_during_a_partition() {
     let consul = TestConsul::emulator_only(fast);
     let emu = consul.emulator().expect("an emulator");
@@ -90,7 +88,6 @@ fn sessions_expire_during_a_partition() {
 }
 
 #[test]
-#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn a_blocking_read_caught_by_a_partition_is_never_answered() {
     let consul = TestConsul::emulator_only(fast);
     let emu = consul.emulator().expect("an emulator");
@@ -113,7 +110,6 @@ fn a_blocking_read_caught_by_a_partition_is_never_answered() {
 }
 
 #[test]
-#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn no_leader_fails_server_requests_with_500_and_applies_nothing() {
     let consul = TestConsul::emulator_only(fast);
     let emu = consul.emulator().expect("an emulator");
@@ -141,7 +137,6 @@ fn no_leader_fails_server_requests_with_500_and_applies_nothing() {
 }
 
 #[test]
-#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn losing_the_leader_ends_waiting_blocking_reads_with_500() {
     let consul = TestConsul::emulator_only(fast);
     let emu = consul.emulator().expect("an emulator");
@@ -160,7 +155,6 @@ fn losing_the_leader_ends_waiting_blocking_reads_with_500() {
 }
 
 #[test]
-#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn dropped_connections_get_no_answer_and_apply_nothing() {
     let consul = TestConsul::emulator_only(fast);
     let emu = consul.emulator().expect("an emulator");
@@ -179,7 +173,6 @@ fn dropped_connections_get_no_answer_and_apply_nothing() {
 }
 
 #[test]
-#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn restart_loses_all_state_and_the_index_goes_down() {
     let consul = TestConsul::emulator_only(fast);
     let emu = consul.emulator().expect("an emulator");
@@ -210,7 +203,6 @@ fn restart_loses_all_state_and_the_index_goes_down() {
 }
 
 #[test]
-#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn restart_drops_waiting_blocking_reads() {
     let consul = TestConsul::emulator_only(fast);
     let emu = consul.emulator().expect("an emulator");
@@ -229,7 +221,6 @@ fn restart_drops_waiting_blocking_reads() {
 }
 
 #[test]
-#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn latency_delays_every_answer() {
     let consul = TestConsul::emulator_only(fast);
     let emu = consul.emulator().expect("an emulator");
@@ -242,7 +233,6 @@ fn latency_delays_every_answer() {
 }
 
 #[test]
-#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn acl_tokens_are_enforced_with_consuls_messages() {
     let consul = TestConsul::emulator_only(|b| {
         b.acl_token("root", AclPolicy::Full)
@@ -323,7 +313,6 @@ fn acl_tokens_are_enforced_with_consuls_messages() {
 }
 
 #[test]
-#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn counters_count_requests_per_endpoint_and_writes() {
     let consul = TestConsul::emulator_only(fast);
     let emu = consul.emulator().expect("an emulator");
@@ -352,7 +341,6 @@ fn counters_count_requests_per_endpoint_and_writes() {
 }
 
 #[test]
-#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn invalidate_session_releases_held_keys_and_arms_the_lock_delay() {
     let consul = TestConsul::emulator_only(fast);
     let emu = consul.emulator().expect("an emulator");
@@ -371,7 +359,6 @@ fn invalidate_session_releases_held_keys_and_arms_the_lock_delay() {
 }
 
 #[test]
-#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn a_ttl_session_expires_after_twice_its_ttl_unless_renewed() {
     let consul = TestConsul::emulator_only(fast);
     let emu = consul.emulator().expect("an emulator");
@@ -404,7 +391,6 @@ fn a_ttl_session_expires_after_twice_its_ttl_unless_renewed() {
 }
 
 #[test]
-#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
 fn the_node_name_and_datacenter_are_configurable() {
     let consul = TestConsul::emulator_only(|b| b.node_name("node-7").datacenter("east"));
     let api = consul.api();

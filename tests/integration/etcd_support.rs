@@ -19,6 +19,19 @@ use lockrun::backend::etcd::{Etcd, EtcdConfig};
 
 use crate::procs::{free_port, PATIENCE};
 
+/// A folder whose `etcd` and `etcdctl` the tests run instead of those on
+/// PATH: how the suite runs again against etcd 3.5 (`versions.rs`).
+pub const ETCD_BIN_DIR_ENV: &str = "LOCKRUN_TEST_ETCD_BIN_DIR";
+
+/// `etcd` or `etcdctl`: from [`ETCD_BIN_DIR_ENV`]'s folder if set, else
+/// from PATH.
+pub fn etcd_bin(name: &str) -> std::path::PathBuf {
+    match std::env::var_os(ETCD_BIN_DIR_ENV) {
+        Some(dir) if !dir.is_empty() => std::path::Path::new(&dir).join(name),
+        _ => name.into(),
+    }
+}
+
 pub const INSTALL_HINT: &str =
     "the etcd tests need etcd and etcdctl 3.4 or later: apt-get install etcd-server etcd-client";
 
@@ -135,7 +148,7 @@ impl Member {
         cluster: &str,
         extra: &[&str],
     ) -> Result<(TestEtcd, mpsc::Receiver<bool>), String> {
-        match Command::new("etcd").arg("--version").output() {
+        match Command::new(etcd_bin("etcd")).arg("--version").output() {
             Ok(out) if out.status.success() => {}
             Ok(out) => panic!("`etcd --version` failed ({}); {INSTALL_HINT}", out.status),
             Err(e) => panic!("cannot run `etcd` ({e}); {INSTALL_HINT}"),
@@ -148,10 +161,11 @@ impl Member {
         let mut child = Command::new("sh")
             .args([
                 "-c",
-                r#"dir=$1; shift; etcd "$@" 2>&1 & e=$!; read _; kill $e; wait $e; rm -rf "$dir""#,
+                r#"dir=$1; bin=$2; shift 2; "$bin" "$@" 2>&1 & e=$!; read _; kill $e; wait $e; rm -rf "$dir""#,
                 "sh",
             ])
             .arg(&dir)
+            .arg(etcd_bin("etcd"))
             .args(["--name", &self.name, "--data-dir"])
             .arg(dir.join("data"))
             .args(["--listen-client-urls", &self.endpoint])
@@ -236,7 +250,7 @@ pub fn etcdctl() -> Command {
 
 /// `etcdctl` pointed at `endpoint`.
 pub fn etcdctl_at(endpoint: &str) -> Command {
-    let mut cmd = Command::new("etcdctl");
+    let mut cmd = Command::new(etcd_bin("etcdctl"));
     cmd.env("ETCDCTL_API", "3")
         .env_remove("ETCDCTL_USER")
         .args(["--endpoints", endpoint]);

@@ -1,11 +1,15 @@
 //! lockrun's one integration test binary: every area is a module here so the
 //! suite links once. Each test gets its own Consul (the emulator) or, with
-//! `LOCKRUN_TEST_CONSUL_ADDR=host:port`, a unique key prefix on a real agent.
+//! `LOCKRUN_TEST_CONSUL_ADDR=host:port`, a unique key prefix on a real agent;
+//! `versions` re-runs the Consul part so against real 1.6.2 and 1.15.10
+//! agents, and the etcd part against etcd 3.5.
 
 // Picks the Consul under test and offers a small synchronous HTTP client.
 mod consul;
 // Real Consul agents and clusters from the project's binaries.
 mod real_consul;
+// The Consul and etcd parts again, against each real engine version.
+mod versions;
 // Facts from CONSUL_API.md, checked over HTTP against the Consul under test.
 mod conformance;
 // Replays the recorded Consul 1.10 transcript against the emulator.

@@ -95,49 +95,6 @@ fn waiters_take_the_lock_in_the_order_they_came() {
     );
 }
 
-/// Only the waiter at the head of the queue blocks on the key itself, so a
-/// release wakes one waiter; the others block on the entry ahead of theirs.
-#[test]
-#[cfg_attr(
-    real_consul,
-    ignore = "needs the emulator: it counts the blocking reads in flight"
-)]
-fn only_the_head_of_the_queue_waits_on_the_key() {
-    let consul = TestConsul::emulator_only(|b| b);
-    let emu = consul.emulator().expect("emulator");
-    let key = consul.prefix("queue-head") + "/leader";
-    let dir = scratch();
-    let log = dir.path().join("log");
-    let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
-    let runs = waiters(&consul, &key, 5, &log, &[]);
-    let key_path = format!("/v1/kv/{key}?");
-    let entry_path = format!("/v1/kv/{}", line_of(&key));
-    let blocked = |path: &str| {
-        emu.request_log()
-            .iter()
-            .filter(|r| {
-                r.status.is_none()
-                    && !r.dropped
-                    && r.path.starts_with(path)
-                    && r.path.contains("index=")
-                    && !r.path.contains("consistent")
-            })
-            .count()
-    };
-    assert!(
-        wait_until(procs::deadline(), || blocked(&key_path) == 1
-            && blocked(&entry_path) == 4),
-        "blocking reads on the key: {} (want 1), on queue entries: {} (want 4)",
-        blocked(&key_path),
-        blocked(&entry_path)
-    );
-    holder.finish(&consul);
-    for running in runs {
-        assert_status(&running.finish(), 0, "a waiter", &consul);
-    }
-    assert_eq!(order(&log), (0..5).collect::<Vec<_>>());
-}
-
 /// A waiter that gives up (`--timeout`) leaves the queue, and the one that
 /// was behind it moves up.
 #[test]
@@ -262,32 +219,6 @@ fn semaphore_waiters_take_slots_in_the_order_they_came() {
     );
 }
 
-/// A blip (a reset connection, a 500 during an election) while a waiter
-/// takes its place in the queue or reads it costs time, not the run.
-#[test]
-#[cfg_attr(real_consul, ignore = "needs the emulator: blips are injected faults")]
-fn a_blip_in_the_queue_costs_time_not_the_run() {
-    let consul = TestConsul::emulator_only(|b| b);
-    let emu = consul.emulator().expect("emulator");
-    for (i, kind) in [BlipKind::Drop, BlipKind::NoLeader].into_iter().enumerate() {
-        let key = consul.prefix(&format!("queue-blips-{i}")) + "/leader";
-        let dir = scratch();
-        let log = dir.path().join("log");
-        let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
-        // The first waiter's transactions: its attempt on the held key,
-        // then its queue entry.
-        emu.blip("PUT", "/v1/txn", 2, kind);
-        emu.blip("GET", &format!("/v1/kv/{}?recurse", line_of(&key)), 1, kind);
-        let runs = waiters(&consul, &key, 2, &log, &[]);
-        assert_eq!(emu.blips_pending(), 0, "{kind:?}: the blips never came");
-        holder.finish(&consul);
-        for running in runs {
-            assert_status(&running.finish(), 0, "a waiter", &consul);
-        }
-        assert_eq!(order(&log), vec![0, 1], "{kind:?}");
-    }
-}
-
 /// Spans `(start, end)` in nanoseconds from lines `start NS` / `end NS`
 /// that one child at a time appends.
 fn spans(log: &std::path::Path) -> Vec<(u128, u128)> {
@@ -305,100 +236,167 @@ fn spans(log: &std::path::Path) -> Vec<(u128, u128)> {
     spans
 }
 
-/// A token that may not write the queue's keys (a `deny` rule on them)
-/// turns the queue off: waiters block on the key or the slots themselves,
-/// as they did before the queue, and each still runs, one at a time; the
-/// releases, which also clear a queue entry, fall back to the plain delete.
-#[test]
-#[cfg_attr(
-    real_consul,
-    ignore = "needs the emulator: a token denied the queue's keys"
-)]
-fn waiters_whose_token_may_not_queue_still_take_turns() {
-    let consul = TestConsul::emulator_only(|b| {
-        b.acl_token("root", AclPolicy::Full)
-            .acl_token(
-                "no-queue-leader",
-                AclPolicy::DenyKeysUnder("acl/leader/.lockrun-queue/"),
-            )
-            .acl_token(
-                "no-queue-slots",
-                AclPolicy::DenyKeysUnder("acl/slots.lockrun-queue/"),
-            )
-    });
-    let emu = consul.emulator().expect("emulator");
-    let root = consul.api().with_token("root");
-    for (what, target, token, line) in [
-        (
-            "elect",
-            "acl/leader",
-            "no-queue-leader",
-            "acl/leader/.lockrun-queue/",
-        ),
-        (
-            "semaphore",
-            "acl/slots",
-            "no-queue-slots",
-            "acl/slots.lockrun-queue/",
-        ),
-    ] {
+/// What needs the emulator itself; the re-runs against real agents skip
+/// modules of this name (`versions.rs`).
+mod emulator_faults {
+    use super::*;
+
+    /// Only the waiter at the head of the queue blocks on the key itself, so a
+    /// release wakes one waiter; the others block on the entry ahead of theirs.
+    #[test]
+    fn only_the_head_of_the_queue_waits_on_the_key() {
+        let consul = TestConsul::emulator_only(|b| b);
+        let emu = consul.emulator().expect("emulator");
+        let key = consul.prefix("queue-head") + "/leader";
         let dir = scratch();
         let log = dir.path().join("log");
-        let run = |child: &[&str]| {
-            let mut args = vec![what];
-            if what == "semaphore" {
-                args.extend(["--limit", "1"]);
-            }
-            args.extend(["--lock-delay", "0s", "--kill-timeout", "1s", "--shell"]);
-            args.push(target);
-            args.push("--");
-            args.extend_from_slice(child);
-            let mut cmd = lockrun(&consul, args);
-            cmd.env("CONSUL_HTTP_TOKEN", token);
-            cmd
-        };
-        let holder = Holder::spawn(run);
-        let body = format!(
-            "echo start $(date +%s%N) >> {0}; sleep 0.2; echo end $(date +%s%N) >> {0}",
-            log.display()
-        );
-        let waiters: Vec<Running> = (0..3).map(|_| Running::spawn(&mut run(&[&body]))).collect();
-        // Without a queue every waiter blocks on the key (or the slots'
-        // listing) itself; the holder's own watch reads consistently.
-        let on_target = format!("/v1/kv/{target}");
-        let blocked = || {
+        let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
+        let runs = waiters(&consul, &key, 5, &log, &[]);
+        let key_path = format!("/v1/kv/{key}?");
+        let entry_path = format!("/v1/kv/{}", line_of(&key));
+        let blocked = |path: &str| {
             emu.request_log()
                 .iter()
                 .filter(|r| {
                     r.status.is_none()
                         && !r.dropped
-                        && r.path.starts_with(&on_target)
-                        && !r.path.contains(".lockrun-queue")
+                        && r.path.starts_with(path)
                         && r.path.contains("index=")
                         && !r.path.contains("consistent")
                 })
                 .count()
         };
         assert!(
-            wait_until(procs::deadline(), || blocked() == 3),
-            "{what}: {} waiters block on `{target}` (want 3)",
-            blocked()
+            wait_until(procs::deadline(), || blocked(&key_path) == 1
+                && blocked(&entry_path) == 4),
+            "blocking reads on the key: {} (want 1), on queue entries: {} (want 4)",
+            blocked(&key_path),
+            blocked(&entry_path)
         );
-        assert!(root.kv_list(line).is_empty(), "{what}: nobody queued");
         holder.finish(&consul);
-        for running in waiters {
-            assert_status(&running.finish(), 0, &format!("a {what} waiter"), &consul);
+        for running in runs {
+            assert_status(&running.finish(), 0, "a waiter", &consul);
         }
-        let spans = spans(&log);
-        assert_eq!(spans.len(), 3, "{what}: every waiter ran");
-        assert_eq!(
-            crate::support::max_overlap(spans),
-            1,
-            "{what}: one at a time"
-        );
-        assert!(
-            root.kv_list(&format!("{target}/")).is_empty() && root.kv_get(target).is_none(),
-            "{what}: every release cleared its entries"
-        );
+        assert_eq!(order(&log), (0..5).collect::<Vec<_>>());
+    }
+
+    /// A blip (a reset connection, a 500 during an election) while a waiter
+    /// takes its place in the queue or reads it costs time, not the run.
+    #[test]
+    fn a_blip_in_the_queue_costs_time_not_the_run() {
+        let consul = TestConsul::emulator_only(|b| b);
+        let emu = consul.emulator().expect("emulator");
+        for (i, kind) in [BlipKind::Drop, BlipKind::NoLeader].into_iter().enumerate() {
+            let key = consul.prefix(&format!("queue-blips-{i}")) + "/leader";
+            let dir = scratch();
+            let log = dir.path().join("log");
+            let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
+            // The first waiter's transactions: its attempt on the held key,
+            // then its queue entry.
+            emu.blip("PUT", "/v1/txn", 2, kind);
+            emu.blip("GET", &format!("/v1/kv/{}?recurse", line_of(&key)), 1, kind);
+            let runs = waiters(&consul, &key, 2, &log, &[]);
+            assert_eq!(emu.blips_pending(), 0, "{kind:?}: the blips never came");
+            holder.finish(&consul);
+            for running in runs {
+                assert_status(&running.finish(), 0, "a waiter", &consul);
+            }
+            assert_eq!(order(&log), vec![0, 1], "{kind:?}");
+        }
+    }
+
+    /// A token that may not write the queue's keys (a `deny` rule on them)
+    /// turns the queue off: waiters block on the key or the slots themselves,
+    /// as they did before the queue, and each still runs, one at a time; the
+    /// releases, which also clear a queue entry, fall back to the plain delete.
+    #[test]
+    fn waiters_whose_token_may_not_queue_still_take_turns() {
+        let consul = TestConsul::emulator_only(|b| {
+            b.acl_token("root", AclPolicy::Full)
+                .acl_token(
+                    "no-queue-leader",
+                    AclPolicy::DenyKeysUnder("acl/leader/.lockrun-queue/"),
+                )
+                .acl_token(
+                    "no-queue-slots",
+                    AclPolicy::DenyKeysUnder("acl/slots.lockrun-queue/"),
+                )
+        });
+        let emu = consul.emulator().expect("emulator");
+        let root = consul.api().with_token("root");
+        for (what, target, token, line) in [
+            (
+                "elect",
+                "acl/leader",
+                "no-queue-leader",
+                "acl/leader/.lockrun-queue/",
+            ),
+            (
+                "semaphore",
+                "acl/slots",
+                "no-queue-slots",
+                "acl/slots.lockrun-queue/",
+            ),
+        ] {
+            let dir = scratch();
+            let log = dir.path().join("log");
+            let run = |child: &[&str]| {
+                let mut args = vec![what];
+                if what == "semaphore" {
+                    args.extend(["--limit", "1"]);
+                }
+                args.extend(["--lock-delay", "0s", "--kill-timeout", "1s", "--shell"]);
+                args.push(target);
+                args.push("--");
+                args.extend_from_slice(child);
+                let mut cmd = lockrun(&consul, args);
+                cmd.env("CONSUL_HTTP_TOKEN", token);
+                cmd
+            };
+            let holder = Holder::spawn(run);
+            let body = format!(
+                "echo start $(date +%s%N) >> {0}; sleep 0.2; echo end $(date +%s%N) >> {0}",
+                log.display()
+            );
+            let waiters: Vec<Running> =
+                (0..3).map(|_| Running::spawn(&mut run(&[&body]))).collect();
+            // Without a queue every waiter blocks on the key (or the slots'
+            // listing) itself; the holder's own watch reads consistently.
+            let on_target = format!("/v1/kv/{target}");
+            let blocked = || {
+                emu.request_log()
+                    .iter()
+                    .filter(|r| {
+                        r.status.is_none()
+                            && !r.dropped
+                            && r.path.starts_with(&on_target)
+                            && !r.path.contains(".lockrun-queue")
+                            && r.path.contains("index=")
+                            && !r.path.contains("consistent")
+                    })
+                    .count()
+            };
+            assert!(
+                wait_until(procs::deadline(), || blocked() == 3),
+                "{what}: {} waiters block on `{target}` (want 3)",
+                blocked()
+            );
+            assert!(root.kv_list(line).is_empty(), "{what}: nobody queued");
+            holder.finish(&consul);
+            for running in waiters {
+                assert_status(&running.finish(), 0, &format!("a {what} waiter"), &consul);
+            }
+            let spans = spans(&log);
+            assert_eq!(spans.len(), 3, "{what}: every waiter ran");
+            assert_eq!(
+                crate::support::max_overlap(spans),
+                1,
+                "{what}: one at a time"
+            );
+            assert!(
+                root.kv_list(&format!("{target}/")).is_empty() && root.kv_get(target).is_none(),
+                "{what}: every release cleared its entries"
+            );
+        }
     }
 }

@@ -132,124 +132,6 @@ fn a_partitioned_holder_stops_its_child_before_a_rival_starts() {
     );
 }
 
-#[test]
-#[cfg_attr(real_consul, ignore = "needs the emulator: fault injection")]
-fn brief_trouble_does_not_stop_the_child() {
-    let consul = TestConsul::emulator_only(fast);
-    let emulator = consul.emulator().expect("an emulator");
-    let key = consul.prefix("safety-transient") + "/leader";
-    let dir = scratch();
-    let body =
-        script("while [ ! -e \"$1/go\" ]; do sleep 0.05; done; echo finished > \"$1/finished\"");
-    let holder = Running::spawn(&mut lockrun(
-        &consul,
-        [
-            "elect",
-            "--ttl",
-            "2s",
-            "--lock-delay",
-            "2s",
-            "--kill-timeout",
-            "500ms",
-            "--shell",
-            &key,
-            "--",
-            &body,
-            &dir.path().display().to_string(),
-        ],
-    ));
-    wait_for_file(&dir.path().join("ready"));
-    let renewals =
-        |e: &consul_emulator::Emulator| e.request_count(consul_emulator::Endpoint::SessionRenew);
-    let wait_renewal = |e: &consul_emulator::Emulator| {
-        let before = renewals(e);
-        assert!(
-            wait_until(procs::deadline(), || renewals(e) > before + 1),
-            "renewals resumed"
-        );
-    };
-    // Each fault lasts well under the 2 s lease.
-    emulator.set_no_leader(true);
-    std::thread::sleep(Duration::from_millis(500));
-    emulator.set_no_leader(false);
-    wait_renewal(emulator);
-    emulator.set_drop_connections(true);
-    std::thread::sleep(Duration::from_millis(500));
-    emulator.set_drop_connections(false);
-    wait_renewal(emulator);
-    emulator.set_latency(Duration::from_millis(300));
-    wait_renewal(emulator);
-    emulator.set_latency(Duration::ZERO);
-    std::fs::write(dir.path().join("go"), "").unwrap();
-    let output = holder.finish();
-    assert_status(&output, 0, "the child ran to its own end", &consul);
-    assert!(dir.path().join("finished").exists());
-}
-
-#[test]
-#[cfg_attr(real_consul, ignore = "needs the emulator: restarts Consul")]
-fn a_restarted_consul_ends_the_lock_and_campaign_leads_again() {
-    let consul = TestConsul::emulator_only(fast);
-    let emulator = consul.emulator().expect("an emulator");
-    let key = consul.prefix("safety-restart") + "/leader";
-    let dir = scratch();
-    let log = dir.path().join("log");
-    let body = script(&format!(
-        "echo run >> {}; while [ ! -e \"$1/go\" ]; do sleep 0.05; done",
-        log.display()
-    ));
-    let args = |extra: &[&str]| {
-        let mut v: Vec<String> = [
-            "elect",
-            "--ttl",
-            "2s",
-            "--lock-delay",
-            "1s",
-            "--kill-timeout",
-            "500ms",
-            "--shell",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        v.extend(extra.iter().map(|s| s.to_string()));
-        v.extend([
-            key.clone(),
-            "--".into(),
-            body.clone(),
-            dir.path().display().to_string(),
-        ]);
-        v
-    };
-    // Without --campaign: the lock is gone, so is the child, exit 124.
-    let holder = Running::spawn(&mut lockrun(&consul, args(&[])));
-    wait_for_file(&dir.path().join("ready"));
-    let pid = read_pid_file(&dir.path().join("pid"), procs::deadline());
-    emulator.restart();
-    assert_status(&holder.finish(), 124, "state lost", &consul);
-    assert!(!pid_alive(pid));
-
-    // With --campaign: it leads again once Consul is back.
-    std::fs::remove_file(&log).unwrap();
-    let holder = Running::spawn(&mut lockrun(&consul, args(&["--campaign"])));
-    assert!(
-        wait_until(procs::deadline(), || count_lines(&log) == 1),
-        "first run"
-    );
-    emulator.restart();
-    assert!(
-        wait_until(procs::deadline(), || count_lines(&log) == 2),
-        "led again after the restart"
-    );
-    std::fs::write(dir.path().join("go"), "").unwrap();
-    assert_status(
-        &holder.finish(),
-        0,
-        "the second run ended by itself",
-        &consul,
-    );
-}
-
 fn count_lines(path: &Path) -> usize {
     std::fs::read_to_string(path)
         .map(|t| t.lines().count())
@@ -978,4 +860,128 @@ fn stopped_lockrun(stall_stderr: bool) {
         (spans[1].1 - stopped_at) / 1_000_000,
         ms(ttl)
     );
+}
+
+/// What needs the emulator itself; the re-runs against real agents skip
+/// modules of this name (`versions.rs`).
+mod emulator_faults {
+    use super::*;
+
+    #[test]
+    fn brief_trouble_does_not_stop_the_child() {
+        let consul = TestConsul::emulator_only(fast);
+        let emulator = consul.emulator().expect("an emulator");
+        let key = consul.prefix("safety-transient") + "/leader";
+        let dir = scratch();
+        let body = script(
+            "while [ ! -e \"$1/go\" ]; do sleep 0.05; done; echo finished > \"$1/finished\"",
+        );
+        let holder = Running::spawn(&mut lockrun(
+            &consul,
+            [
+                "elect",
+                "--ttl",
+                "2s",
+                "--lock-delay",
+                "2s",
+                "--kill-timeout",
+                "500ms",
+                "--shell",
+                &key,
+                "--",
+                &body,
+                &dir.path().display().to_string(),
+            ],
+        ));
+        wait_for_file(&dir.path().join("ready"));
+        let renewals = |e: &consul_emulator::Emulator| {
+            e.request_count(consul_emulator::Endpoint::SessionRenew)
+        };
+        let wait_renewal = |e: &consul_emulator::Emulator| {
+            let before = renewals(e);
+            assert!(
+                wait_until(procs::deadline(), || renewals(e) > before + 1),
+                "renewals resumed"
+            );
+        };
+        // Each fault lasts well under the 2 s lease.
+        emulator.set_no_leader(true);
+        std::thread::sleep(Duration::from_millis(500));
+        emulator.set_no_leader(false);
+        wait_renewal(emulator);
+        emulator.set_drop_connections(true);
+        std::thread::sleep(Duration::from_millis(500));
+        emulator.set_drop_connections(false);
+        wait_renewal(emulator);
+        emulator.set_latency(Duration::from_millis(300));
+        wait_renewal(emulator);
+        emulator.set_latency(Duration::ZERO);
+        std::fs::write(dir.path().join("go"), "").unwrap();
+        let output = holder.finish();
+        assert_status(&output, 0, "the child ran to its own end", &consul);
+        assert!(dir.path().join("finished").exists());
+    }
+
+    #[test]
+    fn a_restarted_consul_ends_the_lock_and_campaign_leads_again() {
+        let consul = TestConsul::emulator_only(fast);
+        let emulator = consul.emulator().expect("an emulator");
+        let key = consul.prefix("safety-restart") + "/leader";
+        let dir = scratch();
+        let log = dir.path().join("log");
+        let body = script(&format!(
+            "echo run >> {}; while [ ! -e \"$1/go\" ]; do sleep 0.05; done",
+            log.display()
+        ));
+        let args = |extra: &[&str]| {
+            let mut v: Vec<String> = [
+                "elect",
+                "--ttl",
+                "2s",
+                "--lock-delay",
+                "1s",
+                "--kill-timeout",
+                "500ms",
+                "--shell",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            v.extend(extra.iter().map(|s| s.to_string()));
+            v.extend([
+                key.clone(),
+                "--".into(),
+                body.clone(),
+                dir.path().display().to_string(),
+            ]);
+            v
+        };
+        // Without --campaign: the lock is gone, so is the child, exit 124.
+        let holder = Running::spawn(&mut lockrun(&consul, args(&[])));
+        wait_for_file(&dir.path().join("ready"));
+        let pid = read_pid_file(&dir.path().join("pid"), procs::deadline());
+        emulator.restart();
+        assert_status(&holder.finish(), 124, "state lost", &consul);
+        assert!(!pid_alive(pid));
+
+        // With --campaign: it leads again once Consul is back.
+        std::fs::remove_file(&log).unwrap();
+        let holder = Running::spawn(&mut lockrun(&consul, args(&["--campaign"])));
+        assert!(
+            wait_until(procs::deadline(), || count_lines(&log) == 1),
+            "first run"
+        );
+        emulator.restart();
+        assert!(
+            wait_until(procs::deadline(), || count_lines(&log) == 2),
+            "led again after the restart"
+        );
+        std::fs::write(dir.path().join("go"), "").unwrap();
+        assert_status(
+            &holder.finish(),
+            0,
+            "the second run ended by itself",
+            &consul,
+        );
+    }
 }

@@ -405,57 +405,59 @@ fn text_lines_carry_a_timestamp_and_one_off_runs_stay_quiet() {
     );
 }
 
-/// A daemon says once that the engine is unreachable (not at every retry)
-/// and once that it answers again.
-#[test]
-#[cfg_attr(
-    real_consul,
-    ignore = "needs the emulator: an outage is an injected fault"
-)]
-fn a_daemon_reports_an_outage_once_and_the_recovery() {
-    let consul = TestConsul::emulator_only(|b| b);
-    let emulator = consul.emulator().expect("an emulator");
-    let key = consul.prefix("service-outage") + "/leader";
-    let holder = Holder::spawn(|child| {
-        let mut args = vec!["elect", "--shell", &key, "--"];
-        args.extend(child);
-        lockrun(&consul, args)
-    });
-    let standby = Running::spawn(&mut lockrun(
-        &consul,
-        ["elect", "--campaign", &key, "--", "true"],
-    ));
-    let api = consul.api();
-    assert!(
-        wait_until(procs::deadline(), || crate::support::sessions_named_like(
-            &api, &key
-        ) == 2),
-        "the standby waits"
-    );
-    emulator.set_no_leader(true);
-    // Longer than the 5 s a daemon keeps quiet about trouble.
-    let outage = std::time::Instant::now();
-    while outage.elapsed() < Duration::from_secs(7) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    emulator.set_no_leader(false);
-    holder.finish(&consul);
-    let output = standby.finish();
-    assert_status(&output, 0, "the standby led and its child exited", &consul);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let unreachable = stderr
-        .lines()
-        .filter(|l| l.contains("Consul unreachable for"))
-        .count();
-    assert_eq!(unreachable, 1, "{stderr}");
-    assert_eq!(
-        stderr
+/// What needs the emulator itself; the re-runs against real agents skip
+/// modules of this name (`versions.rs`).
+mod emulator_faults {
+    use super::*;
+
+    /// A daemon says once that the engine is unreachable (not at every retry)
+    /// and once that it answers again.
+    #[test]
+    fn a_daemon_reports_an_outage_once_and_the_recovery() {
+        let consul = TestConsul::emulator_only(|b| b);
+        let emulator = consul.emulator().expect("an emulator");
+        let key = consul.prefix("service-outage") + "/leader";
+        let holder = Holder::spawn(|child| {
+            let mut args = vec!["elect", "--shell", &key, "--"];
+            args.extend(child);
+            lockrun(&consul, args)
+        });
+        let standby = Running::spawn(&mut lockrun(
+            &consul,
+            ["elect", "--campaign", &key, "--", "true"],
+        ));
+        let api = consul.api();
+        assert!(
+            wait_until(procs::deadline(), || crate::support::sessions_named_like(
+                &api, &key
+            ) == 2),
+            "the standby waits"
+        );
+        emulator.set_no_leader(true);
+        // Longer than the 5 s a daemon keeps quiet about trouble.
+        let outage = std::time::Instant::now();
+        while outage.elapsed() < Duration::from_secs(7) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        emulator.set_no_leader(false);
+        holder.finish(&consul);
+        let output = standby.finish();
+        assert_status(&output, 0, "the standby led and its child exited", &consul);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let unreachable = stderr
             .lines()
-            .filter(|l| l.contains("Consul answers again"))
-            .count(),
-        1,
-        "{stderr}"
-    );
+            .filter(|l| l.contains("Consul unreachable for"))
+            .count();
+        assert_eq!(unreachable, 1, "{stderr}");
+        assert_eq!(
+            stderr
+                .lines()
+                .filter(|l| l.contains("Consul answers again"))
+                .count(),
+            1,
+            "{stderr}"
+        );
+    }
 }
 
 /// `--notify` without `--campaign`, with the agent not up yet (a unit

@@ -114,8 +114,9 @@ pub struct SessionInfo {
     pub node_checks: Option<Option<Vec<String>>>,
     #[serde(default)]
     pub service_checks: Option<Vec<ServiceCheck>>,
-    /// `null` on 1.6 whatever the session's checks are (CONSUL_API Part A2),
-    /// and on 1.7+ when only `serfHealth` is set (the rest is in NodeChecks).
+    /// On 1.6 the session's checks (`[]` for none, as 1.6.2 answers); on
+    /// 1.7+ absent when only `serfHealth` is set (the rest is in
+    /// NodeChecks). `null` is taken as "not shown", never as "none".
     #[serde(default)]
     pub checks: Option<Vec<String>>,
 }
@@ -339,7 +340,12 @@ mod tests {
         assert!(i.verify(&spec(&["serfHealth"], &[])).is_ok());
         let i = info(r#"{"NodeChecks":["a"],"Checks":["a"],"ServiceChecks":[{"ID":"s"}]}"#);
         assert!(i.verify(&spec(&["a"], &["s"])).is_ok());
-        // 1.6: no NodeChecks field, `Checks: null` whatever was set.
+        // 1.6.2: no NodeChecks field; `Checks` as set.
+        let i = info(r#"{"Checks":[]}"#);
+        assert!(i.verify(&spec(&[], &[])).is_ok());
+        let i = info(r#"{"Checks":["serfHealth"]}"#);
+        assert!(i.verify(&spec(&["serfHealth"], &[])).is_ok());
+        // A server that shows `Checks: null` tells us nothing to refuse.
         let i = info(r#"{"Checks":null}"#);
         assert!(i.verify(&spec(&[], &[])).is_ok());
         assert!(i.verify(&spec(&["serfHealth"], &[])).is_ok());

@@ -198,8 +198,10 @@ impl Builder {
     /// `1.6.x`. A 1.6 agent (observed on a 1.6.2 dev agent, CONSUL_API.md
     /// Part A2) pretty-prints every JSON answer (so a KV write answers
     /// `true\n`), words an acquire by an unknown session without the
-    /// `raft apply failed: ` prefix, knows no `NodeChecks`/`ServiceChecks`
-    /// (a session shows `"Checks": null`), and ignores `?ns=`.
+    /// `raft apply failed: ` prefix and a failed session create without
+    /// `apply failed: `, knows no `NodeChecks`/`ServiceChecks` (a session
+    /// shows its `Checks`: `["serfHealth"]` by default, `[]` for none), and
+    /// ignores `?ns=`.
     /// Panics on any other version: we imitate only what was observed.
     pub fn version(mut self, version: &str) -> Builder {
         let legacy = if version.starts_with("1.6.") {
@@ -218,8 +220,8 @@ impl Builder {
     /// Imitates a Consul server before 1.7 (1.6.2 observed, CONSUL_API Part
     /// A2): session create ignores `NodeChecks` and `ServiceChecks` and
     /// knows only `Checks` (default `[serfHealth]`, `[]` for none); session
-    /// reads have no `NodeChecks`/`ServiceChecks` fields and show
-    /// `"Checks": null` whatever the checks are.
+    /// reads have no `NodeChecks`/`ServiceChecks` fields and show the
+    /// session's `Checks` (`[]` when it has none).
     pub fn pre_1_7(mut self) -> Builder {
         self.config.pre_1_7 = true;
         self

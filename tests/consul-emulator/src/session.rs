@@ -47,10 +47,12 @@ struct ServiceCheckJson<'a> {
 impl<'a> SessionJson<'a> {
     fn new(s: &'a Session, pre_1_7: bool) -> SessionJson<'a> {
         if pre_1_7 {
+            // 1.6.2 shows the checks the session has, `[]` included, and
+            // no NodeChecks/ServiceChecks.
             return SessionJson {
                 node_checks: None,
                 service_checks: None,
-                checks: Some(None),
+                checks: Some(Some(&s.checks[..])),
                 ..SessionJson::new(s, false)
             };
         }
@@ -361,6 +363,8 @@ pub fn create(shared: &Shared, req: &Request) -> Outcome {
     shared.record.count_write();
     match created {
         Ok(id) => Answer::json(&serde_json::json!({ "ID": id }), req).into(),
+        // 1.6.2 answers the FSM's text bare.
+        Err(e) if req.legacy_1_6 => Answer::text(500, e).into(),
         Err(e) => Answer::text(500, format!("apply failed: {e}")).into(),
     }
 }
