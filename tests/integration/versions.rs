@@ -35,6 +35,7 @@ pub const ETCD_35_ENV: &str = "LOCKRUN_TEST_ETCD_35_BIN_DIR";
 /// The modules whose tests talk to Consul through `TestConsul`. A new
 /// Consul-facing module belongs here.
 const CONSUL_MODULES: &[&str] = &[
+    "answers::",
     "backends::",
     "child::",
     "conformance::",
