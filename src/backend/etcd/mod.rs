@@ -78,10 +78,12 @@ impl Etcd {
                 humantime::format_duration(ttl)
             ));
         }
-        Ok(Etcd {
-            client: Client::new(config)?,
-            ttl,
-        })
+        let mut client = Client::new(config)?;
+        // A quarter of the TTL: a member that hangs costs one such wait,
+        // and the retry on the next endpoint still comes well before the
+        // lease runs out.
+        client.set_call_timeout(ttl / 4);
+        Ok(Etcd { client, ttl })
     }
 
     pub fn client(&self) -> &Client {
