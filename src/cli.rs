@@ -211,7 +211,8 @@ pub struct EtcdArgs {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Consul connection")]
 pub struct ConsulArgs {
-    /// Consul agent address: host:port, http://host:port or https://host:port.
+    /// Consul agent address: host:port, http://host:port or https://host:port;
+    /// several, comma-separated, to renew through the next when one hangs or dies.
     #[arg(
         long,
         global = true,
