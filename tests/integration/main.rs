@@ -58,3 +58,6 @@ mod local_engine;
 mod etcd_support;
 // The `etcd` backend's engine against a real etcd.
 mod etcd_engine;
+// Faults in real etcd and Consul clusters: members and agents stopped or
+// killed, leaders killed, quorum lost.
+mod clusters;

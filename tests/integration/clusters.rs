@@ -1,0 +1,204 @@
+//! Faults in real clusters on loopback: a 3-member etcd and 3-server Consul
+//! clusters with client agents. A member or agent of the holder's is
+//! stopped (it hangs, sockets open) or killed, the leader is killed, the
+//! quorum is lost, or the holder's lockrun itself is stopped. Each test
+//! measures overlap with the children's own timestamps, checks that fences
+//! grow, the exit statuses the README documents, and that the lock is kept
+//! wherever a healthy path was there (the holder is given every endpoint or
+//! agent).
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+
+use crate::etcd_support::{cluster, etcdctl_at, unique, TestEtcd};
+use crate::procs::{self, wait_until};
+use crate::support::{self, assert_exit, max_overlap, scratch, Running};
+
+/// The child of every contender: its fence, then a timestamp every 10 ms
+/// until the test writes `go`. Killed, it simply stops beating: its last
+/// beat is when it last ran.
+const BODY: &str = "echo \"$LOCKRUN_LOCK_INDEX\" > \"$1/fence\"; \
+    while [ ! -e \"$1/go\" ]; do date +%s%N >> \"$1/beat\"; sleep 0.01; done; \
+    date +%s%N >> \"$1/beat\"";
+
+/// One lockrun whose child beats in a directory of its own.
+struct Contender {
+    running: Option<Running>,
+    dir: tempfile::TempDir,
+}
+
+impl Contender {
+    /// `cmd` (lockrun with its settings and subcommand) with the child.
+    fn spawn(mut cmd: Command) -> Contender {
+        let dir = scratch();
+        cmd.args(["--shell", "--", BODY]).arg(dir.path());
+        Contender {
+            running: Some(Running::spawn(&mut cmd)),
+            dir,
+        }
+    }
+
+    /// Spawns and waits until its child runs.
+    fn holding(cmd: Command) -> Contender {
+        let c = Contender::spawn(cmd);
+        c.wait_started();
+        c
+    }
+
+    fn started(&self) -> bool {
+        self.dir.path().join("beat").exists()
+    }
+
+    fn wait_started(&self) {
+        assert!(
+            wait_until(procs::deadline(), || self.started()),
+            "{} never ran its child",
+            self.running
+                .as_ref()
+                .map(|r| r.description.as_str())
+                .unwrap_or("lockrun")
+        );
+    }
+
+    /// (first beat, last beat) in ns.
+    fn span(&self) -> (u128, u128) {
+        let beats = beats(self.dir.path());
+        (beats[0], *beats.last().unwrap())
+    }
+
+    fn fence(&self) -> u64 {
+        let text = std::fs::read_to_string(self.dir.path().join("fence")).unwrap();
+        text.trim().parse().unwrap()
+    }
+
+    fn go(&self) {
+        std::fs::write(self.dir.path().join("go"), "").unwrap();
+    }
+
+    /// Waits for lockrun to exit.
+    fn finish(&mut self) -> Output {
+        self.running.take().expect("running").finish()
+    }
+
+    fn exited(&mut self) -> bool {
+        self.running.as_mut().expect("running").exited()
+    }
+
+    fn signal(&self, signal: Signal) {
+        self.running.as_ref().expect("running").signal(signal);
+    }
+}
+
+fn beats(dir: &Path) -> Vec<u128> {
+    std::fs::read_to_string(dir.join("beat"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Watches `window` go by and fails at once if the holder exits or the
+/// rival's child starts: the lock must be kept throughout.
+fn kept_for(window: Duration, holder: &mut Contender, rival: &Contender, what: &str) {
+    let until = Instant::now() + window;
+    while Instant::now() < until {
+        assert!(
+            !holder.exited(),
+            "{what}: the holder exited; it should have kept the lock"
+        );
+        assert!(!rival.started(), "{what}: the rival took the lock");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Zero overlap between every pair, and strictly growing fences in the
+/// order the children started.
+fn no_overlap_and_growing_fences(all: &[&Contender], what: &str) {
+    let spans: Vec<(u128, u128)> = all.iter().map(|c| c.span()).collect();
+    assert!(
+        max_overlap(spans.iter().copied()) <= 1,
+        "{what}: two children ran at once: {spans:?}"
+    );
+    let mut by_start: Vec<(u128, u64)> = all.iter().map(|c| (c.span().0, c.fence())).collect();
+    by_start.sort();
+    assert!(
+        by_start.windows(2).all(|w| w[0].1 < w[1].1),
+        "{what}: fences do not grow with the holders: {by_start:?}"
+    );
+}
+
+// ---------------------------------------------------------------- etcd
+
+/// `lockrun --backend etcd --endpoints EPS elect --ttl 4 KEY`: a stop
+/// window of 3.1 s (kill timeout 500 ms, margin 400 ms).
+fn etcd_elect(endpoints: &[&TestEtcd], key: &str) -> Command {
+    let eps: Vec<&str> = endpoints.iter().map(|m| m.endpoint.as_str()).collect();
+    let mut cmd = support::bare(["--backend", "etcd", "--endpoints", &eps.join(",")]);
+    cmd.args(["elect", "--ttl", "4s", "--kill-timeout", "500ms", key]);
+    cmd
+}
+
+/// Waits until `n` contenders are queued under `key`.
+fn etcd_queued(member: &TestEtcd, key: &str, n: usize) {
+    let queued = wait_until(procs::deadline(), || {
+        let out = etcdctl_at(&member.endpoint)
+            .args(["get", "--prefix", "--keys-only", &format!("{key}/")])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .count()
+            == n
+    });
+    assert!(queued, "{n} contenders never queued under `{key}`");
+}
+
+/// The member that leads the cluster now.
+fn etcd_leader(members: &[TestEtcd]) -> usize {
+    let eps: Vec<&str> = members.iter().map(|m| m.endpoint.as_str()).collect();
+    let out = etcdctl_at(&eps.join(","))
+        .args(["endpoint", "status", "-w", "json"])
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let all = status.as_array().unwrap();
+    let leader = all[0]["Status"]["leader"].as_u64().unwrap();
+    all.iter()
+        .position(|s| s["Status"]["header"]["member_id"].as_u64() == Some(leader))
+        .expect("the leader among the endpoints")
+}
+
+/// A stopped member hangs every request sent to it. The holder, given all
+/// three endpoints, used to wait for it as long as the lease lasted and
+/// then stop its child while two healthy members were there; now the hang
+/// costs one short timeout and the keepalive goes to the next endpoint.
+#[test]
+fn etcd_a_stopped_member_of_the_holders_costs_no_lock() {
+    let members = cluster(3);
+    let key = unique("stopped-member");
+    let all: Vec<&TestEtcd> = members.iter().collect();
+    // The holder talks to the first member first.
+    let mut holder = Contender::holding(etcd_elect(&all, &key));
+    let rival = Contender::spawn(etcd_elect(&all[1..], &key));
+    etcd_queued(&members[1], &key, 2);
+    members[0].signal(Signal::SIGSTOP);
+    // Twice the TTL: the lease would have run out twice over.
+    kept_for(
+        Duration::from_secs(8),
+        &mut holder,
+        &rival,
+        "member stopped",
+    );
+    members[0].signal(Signal::SIGCONT);
+    holder.go();
+    assert_exit(&holder.finish(), 0, "the holder", String::new);
+    let mut rival = rival;
+    rival.wait_started();
+    rival.go();
+    assert_exit(&rival.finish(), 0, "the rival", String::new);
+    no_overlap_and_growing_fences(&[&holder, &rival], "member stopped");
+}
