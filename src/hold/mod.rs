@@ -143,6 +143,7 @@ pub async fn run<E: Engine>(
         Some((notifier, Ready::Held)) => notifier.status(&waiting),
         None => {}
     }
+    let first_contact = Cell::new(true);
     let exit = loop {
         let round = round(
             engine,
@@ -155,6 +156,7 @@ pub async fn run<E: Engine>(
             &mut signals,
             &mut released,
             &mut forked,
+            &first_contact,
         );
         let round = tokio::select! {
             round = round => round?,
@@ -280,11 +282,13 @@ async fn round<E: Engine>(
     signals: &mut Signals,
     released: &mut tokio::signal::unix::Signal,
     forked: &mut Option<child::Forked>,
+    first_contact: &Cell<bool>,
 ) -> Result<Round, Failure> {
     let report = |status: &str| service.status(status);
     let opening = Opening {
         wait: patience,
         daemon: campaign,
+        first: first_contact.replace(false),
         report: &report,
     };
     let lease = tokio::select! {

@@ -132,12 +132,13 @@ fn no_overlap_and_growing_fences(all: &[&Contender], what: &str) {
 
 // ---------------------------------------------------------------- etcd
 
-/// `lockrun --backend etcd --endpoints EPS elect --ttl 4 KEY`: a stop
-/// window of 3.1 s (kill timeout 500 ms, margin 400 ms).
+/// `lockrun --backend etcd --endpoints EPS elect --ttl 6s KEY`: a stop
+/// window of 4.9 s (kill timeout 500 ms, margin 600 ms), in which a leader
+/// election on a loaded host fits.
 fn etcd_elect(endpoints: &[&TestEtcd], key: &str) -> Command {
     let eps: Vec<&str> = endpoints.iter().map(|m| m.endpoint.as_str()).collect();
     let mut cmd = support::bare(["--backend", "etcd", "--endpoints", &eps.join(",")]);
-    cmd.args(["elect", "--ttl", "4s", "--kill-timeout", "500ms", key]);
+    cmd.args(["elect", "--ttl", "6s", "--kill-timeout", "500ms", key]);
     cmd
 }
 
@@ -201,4 +202,87 @@ fn etcd_a_stopped_member_of_the_holders_costs_no_lock() {
     rival.go();
     assert_exit(&rival.finish(), 0, "the rival", String::new);
     no_overlap_and_growing_fences(&[&holder, &rival], "member stopped");
+}
+
+/// The leader killed, and with it the holder's own member (the holder
+/// talks to the leader first): a quorum is left, so the holder keeps its
+/// lock through the election, and a one-off run finds the lock taken (75),
+/// never a failure (125).
+#[test]
+fn etcd_the_leader_killed_under_the_holder_leaves_it_the_lock() {
+    let members = cluster(3);
+    let key = unique("killed-leader");
+    let leader = etcd_leader(&members);
+    let mut all: Vec<&TestEtcd> = members.iter().collect();
+    all.swap(0, leader);
+    let mut holder = Contender::holding(etcd_elect(&all, &key));
+    let rival = Contender::spawn(etcd_elect(&all, &key));
+    etcd_queued(all[1], &key, 2);
+    all[0].signal(Signal::SIGKILL);
+    let mut once = etcd_elect(&all, &key);
+    once.args(["--no-wait", "--", "true"]);
+    let out = support::run(&mut once);
+    assert_exit(
+        &out,
+        75,
+        "a one-off run after the leader's death",
+        String::new,
+    );
+    kept_for(Duration::from_secs(8), &mut holder, &rival, "leader killed");
+    holder.go();
+    assert_exit(&holder.finish(), 0, "the holder", String::new);
+    let mut rival = rival;
+    rival.wait_started();
+    rival.go();
+    assert_exit(&rival.finish(), 0, "the rival", String::new);
+    no_overlap_and_growing_fences(&[&holder, &rival], "leader killed");
+}
+
+/// Two of three members stopped: no quorum, no keepalive anywhere. The
+/// holder stops its child before its lease can run out and exits 124; once
+/// the members are back the rival takes over, after the child's end.
+#[test]
+fn etcd_quorum_loss_stops_the_child_before_a_rival_leads() {
+    let members = cluster(3);
+    let key = unique("quorum-loss");
+    let all: Vec<&TestEtcd> = members.iter().collect();
+    let mut holder = Contender::holding(etcd_elect(&all, &key));
+    let mut rival_cmd = etcd_elect(&all, &key);
+    rival_cmd.arg("-v");
+    let mut rival = Contender::spawn(rival_cmd);
+    etcd_queued(&members[1], &key, 2);
+    members[1].signal(Signal::SIGSTOP);
+    members[2].signal(Signal::SIGSTOP);
+    assert_exit(
+        &holder.finish(),
+        124,
+        "the holder without a quorum",
+        String::new,
+    );
+    members[1].signal(Signal::SIGCONT);
+    members[2].signal(Signal::SIGCONT);
+    rival.wait_started();
+    rival.go();
+    assert_exit(&rival.finish(), 0, "the rival", String::new);
+    no_overlap_and_growing_fences(&[&holder, &rival], "quorum loss");
+}
+
+/// The holder's lockrun stopped: it cannot renew, its lease runs out and
+/// the rival takes over, but its guard has stopped the child first. Let go
+/// on, lockrun says the lock was lost (124).
+#[test]
+fn etcd_a_stopped_holder_is_stopped_before_its_rival_runs() {
+    let members = cluster(3);
+    let key = unique("stopped-holder");
+    let all: Vec<&TestEtcd> = members.iter().collect();
+    let mut holder = Contender::holding(etcd_elect(&all, &key));
+    let mut rival = Contender::spawn(etcd_elect(&all, &key));
+    etcd_queued(&members[1], &key, 2);
+    holder.signal(Signal::SIGSTOP);
+    rival.wait_started();
+    holder.signal(Signal::SIGCONT);
+    assert_exit(&holder.finish(), 124, "the stopped holder", String::new);
+    rival.go();
+    assert_exit(&rival.finish(), 0, "the rival", String::new);
+    no_overlap_and_growing_fences(&[&holder, &rival], "holder stopped");
 }

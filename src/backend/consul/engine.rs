@@ -133,7 +133,7 @@ impl Engine for Consul {
         } else {
             patience(opening.wait)
         });
-        let mut first = true;
+        let mut first = opening.first;
         loop {
             let sent = Instant::now();
             let id = match self.client.session_create(&self.session).await {

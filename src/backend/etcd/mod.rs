@@ -364,7 +364,11 @@ impl Engine for Etcd {
         let mut pause = Duration::from_millis(100);
         // A one-off run's first contact: one try at each endpoint (a call
         // that fails goes on to the next endpoint only at the next try).
-        let mut first_round = self.client.endpoints().len();
+        let mut first_round = if opening.first {
+            self.client.endpoints().len()
+        } else {
+            0
+        };
         loop {
             let granted_at = Instant::now();
             match self.client.grant(self.ttl).await {
