@@ -15,6 +15,7 @@ use nix::sys::signal::Signal;
 
 use crate::etcd_support::{cluster, etcdctl_at, unique, TestEtcd};
 use crate::procs::{self, wait_until};
+use crate::real_consul::{Agent, Cluster};
 use crate::support::{self, assert_exit, max_overlap, scratch, Running};
 
 /// The child of every contender: its fence, then a timestamp every 10 ms
@@ -285,4 +286,119 @@ fn etcd_a_stopped_holder_is_stopped_before_its_rival_runs() {
     rival.go();
     assert_exit(&rival.finish(), 0, "the rival", String::new);
     no_overlap_and_growing_fences(&[&holder, &rival], "holder stopped");
+}
+
+// -------------------------------------------------------------- Consul
+
+/// `lockrun --http-addr ADDRS elect --ttl 10s --lock-delay 5s KEY`: a stop
+/// window of the TTL, renewals every 5 s.
+fn consul_elect(agents: &[&Agent], key: &str) -> Command {
+    let addrs: Vec<String> = agents.iter().map(|a| a.http_addr()).collect();
+    let mut cmd = support::bare(["--http-addr", &addrs.join(",")]);
+    cmd.args(["elect", "--ttl", "10s", "--lock-delay", "5s", key]);
+    cmd
+}
+
+/// Waits until `n` lockrun sessions exist for `key`.
+fn consul_contenders(agent: &Agent, key: &str, n: usize) {
+    let api = agent.api();
+    let there = wait_until(procs::deadline(), || {
+        support::sessions_named_like(&api, key) == n
+    });
+    assert!(there, "{n} sessions for `{key}` never appeared");
+}
+
+/// The holder's own agent stopped (it hangs, sockets open), then made to
+/// leave. Stopped: the holder, given a second agent, renews through it and
+/// keeps the lock (its session is bound to no check). Left: Consul
+/// destroys the node's sessions, so the holder loses the lock, stops its
+/// child and exits 124; the rival takes over after the lock-delay.
+#[test]
+#[cfg_attr(
+    no_real_consul,
+    ignore = "no real Consul binaries (../shared/tools/consul)"
+)]
+fn consul_1_15_a_stopped_agent_costs_no_lock_and_a_leaving_one_does() {
+    let cluster = Cluster::start("1.15.10", 3, 2);
+    let key = unique("stopped-agent");
+    let (mine, other) = (&cluster.clients[0], &cluster.clients[1]);
+    let mut holder = Contender::holding(consul_elect(&[mine, other], &key));
+    let mut rival = Contender::spawn(consul_elect(&[other], &key));
+    consul_contenders(other, &key, 2);
+    mine.signal(Signal::SIGSTOP);
+    // Well past the TTL: before renewals had deadlines and a second
+    // address, the holder gave up here.
+    kept_for(
+        Duration::from_secs(15),
+        &mut holder,
+        &rival,
+        "agent stopped",
+    );
+    mine.signal(Signal::SIGCONT);
+    // A 1.15 client agent leaves on SIGTERM (leave_on_terminate).
+    mine.signal(Signal::SIGTERM);
+    assert_exit(&holder.finish(), 124, "the holder whose node left", || {
+        mine.log_tail()
+    });
+    rival.wait_started();
+    rival.go();
+    assert_exit(&rival.finish(), 0, "the rival", String::new);
+    no_overlap_and_growing_fences(&[&holder, &rival], "agent stopped, then left");
+}
+
+/// The raft leader killed: the holder keeps its lock through the election,
+/// and one-off runs on a free key started at once wait the election out
+/// (Consul answers 500 "No cluster leader" or "rpc error ... failed to get
+/// conn" meanwhile) and run their command, never failing (125).
+fn consul_leader_killed(version: &str) {
+    let cluster = Cluster::start(version, 3, 2);
+    let key = unique("killed-leader");
+    let (mine, other) = (&cluster.clients[0], &cluster.clients[1]);
+    let mut holder = Contender::holding(consul_elect(&[mine, other], &key));
+    let rival = Contender::spawn(consul_elect(&[other], &key));
+    consul_contenders(other, &key, 2);
+    cluster.leader().signal(Signal::SIGKILL);
+    let free = unique("free");
+    for agent in [other, mine, other] {
+        let mut once = consul_elect(&[agent], &free);
+        once.args(["--", "true"]);
+        let out = support::run(&mut once);
+        assert_exit(
+            &out,
+            0,
+            "a one-off run after the leader's death",
+            String::new,
+        );
+    }
+    kept_for(
+        Duration::from_secs(12),
+        &mut holder,
+        &rival,
+        "leader killed",
+    );
+    holder.go();
+    assert_exit(&holder.finish(), 0, "the holder", String::new);
+    let mut rival = rival;
+    rival.wait_started();
+    rival.go();
+    assert_exit(&rival.finish(), 0, "the rival", String::new);
+    no_overlap_and_growing_fences(&[&holder, &rival], "leader killed");
+}
+
+#[test]
+#[cfg_attr(
+    no_real_consul,
+    ignore = "no real Consul binaries (../shared/tools/consul)"
+)]
+fn consul_1_15_the_leader_killed_costs_no_lock_and_fails_no_run() {
+    consul_leader_killed("1.15.10");
+}
+
+#[test]
+#[cfg_attr(
+    no_real_consul,
+    ignore = "no real Consul binaries (../shared/tools/consul)"
+)]
+fn consul_1_6_the_leader_killed_costs_no_lock_and_fails_no_run() {
+    consul_leader_killed("1.6.2");
 }
