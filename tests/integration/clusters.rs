@@ -402,3 +402,59 @@ fn consul_1_15_the_leader_killed_costs_no_lock_and_fails_no_run() {
 fn consul_1_6_the_leader_killed_costs_no_lock_and_fails_no_run() {
     consul_leader_killed("1.6.2");
 }
+
+// ------------------------------------------------ semaphore fences (etcd)
+
+/// What README and `semaphore --help` say a semaphore's number orders:
+/// admissions across the semaphore, not each slot. Two slots held; two
+/// waiters queue; the second holder ends first and lets the first waiter
+/// in, then the first holder the second. Numbers grow in admission order,
+/// whichever slot is freed, so each newcomer's exceeds the number of the
+/// holder that ended before it came in.
+#[test]
+fn etcd_semaphore_numbers_grow_with_admissions_not_slots() {
+    let etcd = crate::etcd_support::etcd();
+    let prefix = unique("semaphore-fences");
+    let semaphore = || {
+        let mut cmd = support::bare(["--backend", "etcd", "--endpoints", &etcd.endpoint]);
+        cmd.args(["semaphore", "--limit", "2", &prefix]);
+        cmd
+    };
+    let mut first = Contender::holding(semaphore());
+    let mut second = Contender::holding(semaphore());
+    let mut third = Contender::spawn(semaphore());
+    etcd_queued(etcd, &prefix, 3);
+    let mut fourth = Contender::spawn(semaphore());
+    etcd_queued(etcd, &prefix, 4);
+    second.go();
+    assert_exit(&second.finish(), 0, "the second holder", String::new);
+    third.wait_started();
+    assert!(
+        !fourth.started(),
+        "the fourth came in with a slot taken by two"
+    );
+    first.go();
+    assert_exit(&first.finish(), 0, "the first holder", String::new);
+    fourth.wait_started();
+    for c in [&third, &fourth] {
+        c.go();
+    }
+    assert_exit(&third.finish(), 0, "the third", String::new);
+    assert_exit(&fourth.finish(), 0, "the fourth", String::new);
+    let fences: Vec<u64> = [&first, &second, &third, &fourth]
+        .iter()
+        .map(|c| c.fence())
+        .collect();
+    assert!(
+        fences.windows(2).all(|w| w[0] < w[1]),
+        "numbers do not grow in admission order: {fences:?}"
+    );
+    let spans: Vec<(u128, u128)> = [&first, &second, &third, &fourth]
+        .iter()
+        .map(|c| c.span())
+        .collect();
+    assert!(
+        max_overlap(spans.iter().copied()) <= 2,
+        "more than two slots held at once: {spans:?}"
+    );
+}
