@@ -458,3 +458,32 @@ fn etcd_semaphore_numbers_grow_with_admissions_not_slots() {
         "more than two slots held at once: {spans:?}"
     );
 }
+
+/// A list of agents: an empty entry is refused before any request, a TLS
+/// server name with a list too, and when every agent refuses the message
+/// names them all.
+#[test]
+fn consul_address_lists_are_checked_and_every_refusal_named() {
+    let closed = || format!("127.0.0.1:{}", crate::procs::free_port());
+    let (a, b) = (closed(), closed());
+    let run = |addrs: &str, extra: &[&str]| {
+        let mut cmd = support::bare(["--http-addr", addrs]);
+        cmd.args(extra)
+            .args(["elect", "--no-wait", "k", "--", "true"]);
+        let out = support::run(&mut cmd);
+        assert_exit(&out, 125, addrs, String::new);
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let empty = run(&format!("{a},,{b}"), &[]);
+    assert!(empty.contains("has an empty entry"), "{empty}");
+    let named = run(
+        &format!("https://{a},https://{b}"),
+        &["--tls-server-name", "consul"],
+    );
+    assert!(named.contains("pins one agent's address"), "{named}");
+    let refused = run(&format!("{a},{b}"), &[]);
+    assert!(
+        refused.contains(&format!("http://{a},http://{b}")) && refused.contains("refused"),
+        "{refused}"
+    );
+}

@@ -244,6 +244,15 @@ impl Client {
                                 .expect("a valid base and path make a valid URL");
                             at = next;
                         }
+                        ConsulError::Unreachable { cause, .. } if n > 1 => {
+                            // Every agent refused: name them all.
+                            let all: Vec<&str> =
+                                self.bases.iter().map(|(_, shown)| shown.as_str()).collect();
+                            return Err(ConsulError::Unreachable {
+                                addr: all.join(","),
+                                cause,
+                            });
+                        }
                         _ => {
                             self.move_on(at);
                             return Err(error);
