@@ -349,7 +349,10 @@ fn consul_1_15_a_stopped_agent_costs_no_lock_and_a_leaving_one_does() {
 /// The raft leader killed: the holder keeps its lock through the election,
 /// and one-off runs on a free key started at once wait the election out
 /// (Consul answers 500 "No cluster leader" or "rpc error ... failed to get
-/// conn" meanwhile) and run their command, never failing (125).
+/// conn" meanwhile) and run their command, never failing (125). Then the
+/// holder's own agent is killed: its session, bound to no check (lockrun
+/// sends an empty list, which 1.6 honours in `Checks`), lives on, and the
+/// holder renews through its second agent.
 fn consul_leader_killed(version: &str) {
     let cluster = Cluster::start(version, 3, 2);
     let key = unique("killed-leader");
@@ -376,13 +379,15 @@ fn consul_leader_killed(version: &str) {
         &rival,
         "leader killed",
     );
+    mine.signal(Signal::SIGKILL);
+    kept_for(Duration::from_secs(12), &mut holder, &rival, "agent killed");
     holder.go();
     assert_exit(&holder.finish(), 0, "the holder", String::new);
     let mut rival = rival;
     rival.wait_started();
     rival.go();
     assert_exit(&rival.finish(), 0, "the rival", String::new);
-    no_overlap_and_growing_fences(&[&holder, &rival], "leader killed");
+    no_overlap_and_growing_fences(&[&holder, &rival], "leader and agent killed");
 }
 
 #[test]
@@ -390,7 +395,7 @@ fn consul_leader_killed(version: &str) {
     no_real_consul,
     ignore = "no real Consul binaries (../shared/tools/consul)"
 )]
-fn consul_1_15_the_leader_killed_costs_no_lock_and_fails_no_run() {
+fn consul_1_15_leader_and_holder_agent_killed() {
     consul_leader_killed("1.15.10");
 }
 
@@ -399,7 +404,7 @@ fn consul_1_15_the_leader_killed_costs_no_lock_and_fails_no_run() {
     no_real_consul,
     ignore = "no real Consul binaries (../shared/tools/consul)"
 )]
-fn consul_1_6_the_leader_killed_costs_no_lock_and_fails_no_run() {
+fn consul_1_6_leader_and_holder_agent_killed() {
     consul_leader_killed("1.6.2");
 }
 
