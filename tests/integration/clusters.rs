@@ -239,6 +239,35 @@ fn etcd_the_leader_killed_under_the_holder_leaves_it_the_lock() {
     no_overlap_and_growing_fences(&[&holder, &rival], "leader killed");
 }
 
+/// A waiter whose member hangs: its watch there would never deliver the
+/// holder's release. A silent watch is opened again, on a member that
+/// answers, so the waiter takes the lock when the holder lets go.
+#[test]
+fn etcd_a_waiter_whose_member_hangs_still_takes_the_lock() {
+    let members = cluster(3);
+    let key = unique("stopped-waiter-member");
+    let all: Vec<&TestEtcd> = members.iter().collect();
+    let holder_eps = [all[1], all[2]];
+    let mut holder = Contender::holding(etcd_elect(&holder_eps, &key));
+    // The waiter talks to the first member first, and watches there.
+    let mut waiter = Contender::spawn(etcd_elect(&all, &key));
+    etcd_queued(&members[1], &key, 2);
+    members[0].signal(Signal::SIGSTOP);
+    kept_for(
+        Duration::from_secs(6),
+        &mut holder,
+        &waiter,
+        "waiter's member stopped",
+    );
+    holder.go();
+    assert_exit(&holder.finish(), 0, "the holder", String::new);
+    waiter.wait_started();
+    members[0].signal(Signal::SIGCONT);
+    waiter.go();
+    assert_exit(&waiter.finish(), 0, "the waiter", String::new);
+    no_overlap_and_growing_fences(&[&holder, &waiter], "waiter's member stopped");
+}
+
 /// Two of three members stopped: no quorum, no keepalive anywhere. The
 /// holder stops its child before its lease can run out and exits 124; once
 /// the members are back the rival takes over, after the child's end.
