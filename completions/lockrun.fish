@@ -28,7 +28,7 @@ complete -c lockrun -n "__fish_lockrun_needs_command" -l backend -d 'Where the l
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
 complete -c lockrun -n "__fish_lockrun_needs_command" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
-complete -c lockrun -n "__fish_lockrun_needs_command" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
+complete -c lockrun -n "__fish_lockrun_needs_command" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
 complete -c lockrun -n "__fish_lockrun_needs_command" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
 complete -c lockrun -n "__fish_lockrun_needs_command" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
 complete -c lockrun -n "__fish_lockrun_needs_command" -l ca-path -d 'Directory of CA certificates' -r -f -a "(__fish_complete_directories)"
@@ -82,7 +82,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l backend -d 'Wh
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
-complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l ca-path -d 'Directory of CA certificates' -r -f -a "(__fish_complete_directories)"
@@ -133,7 +133,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l backend -d
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
-complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l ca-path -d 'Directory of CA certificates' -r -f -a "(__fish_complete_directories)"
@@ -160,7 +160,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l backend -d 'W
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
-complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l ca-path -d 'Directory of CA certificates' -r -f -a "(__fish_complete_directories)"
@@ -187,7 +187,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l backend -d '
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
-complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l ca-path -d 'Directory of CA certificates' -r -f -a "(__fish_complete_directories)"
@@ -212,7 +212,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l backend 
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
-complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l ca-path -d 'Directory of CA certificates' -r -f -a "(__fish_complete_directories)"
@@ -236,7 +236,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l backend -d 'Wher
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
-complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l ca-path -d 'Directory of CA certificates' -r -f -a "(__fish_complete_directories)"

@@ -68,7 +68,10 @@ Examples:
     ///
     /// The same lifecycle as elect, holding one of N slots. On Consul the format
     /// is that of `consul lock -n N PREFIX`, so both share slots; every
-    /// contender must use the same --limit.
+    /// contender must use the same --limit. LOCKRUN_LOCK_INDEX orders
+    /// admissions across the semaphore, not each slot: a slot admitted later
+    /// has a greater number (above that of every slot that ended before),
+    /// but N holders at once may start their commands in any order.
     #[command(after_help = "\
 Examples:
   lockrun semaphore --limit 3 jobs/reindex -- ./reindex.sh
@@ -213,7 +216,8 @@ pub struct EtcdArgs {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Consul connection")]
 pub struct ConsulArgs {
-    /// Consul agent address: host:port, http://host:port or https://host:port.
+    /// Consul agent address: host:port, http://host:port or https://host:port;
+    /// several, comma-separated, to renew through the next when one hangs or dies.
     #[arg(
         long,
         global = true,

@@ -154,8 +154,31 @@ pub fn consul(args: &ConsulArgs, env: &dyn Env) -> Result<ConsulConfig, Failure>
         .http_addr
         .clone()
         .unwrap_or_else(|| "127.0.0.1:8500".to_string());
-    let base = consul::connect::parse_addr(&addr, use_tls)
-        .map_err(|e| Failure::Config(format!("{e:#}")))?;
+    // Several agents, comma-separated as etcd's endpoints: renewals and
+    // other requests move to the next when one hangs or dies.
+    let mut bases = Vec::new();
+    for one in addr.split(',') {
+        if one.trim().is_empty() {
+            return Err(Failure::Config(format!(
+                "the Consul address list `{addr}` has an empty entry; give host:port,host:port"
+            )));
+        }
+        bases.push(
+            consul::connect::parse_addr(one, use_tls)
+                .map_err(|e| Failure::Config(format!("{e:#}")))?,
+        );
+    }
+    let base = bases.remove(0);
+    if !bases.is_empty()
+        && args
+            .tls_server_name
+            .as_deref()
+            .is_some_and(|n| !n.is_empty())
+    {
+        return Err(Failure::Config(
+            "a TLS server name pins one agent's address; give one Consul address with CONSUL_TLS_SERVER_NAME or --tls-server-name".into(),
+        ));
+    }
     let token = token(args.token_file.as_deref(), env)?;
     let non_empty = |p: &Option<PathBuf>| p.clone().filter(|p| !p.as_os_str().is_empty());
     for (name, path) in [
@@ -180,6 +203,7 @@ pub fn consul(args: &ConsulArgs, env: &dyn Env) -> Result<ConsulConfig, Failure>
     }
     Ok(ConsulConfig {
         base,
+        more: bases,
         token,
         ca_file: non_empty(&args.ca_file),
         ca_path: non_empty(&args.ca_path),

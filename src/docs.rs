@@ -393,7 +393,11 @@ const ENVIRONMENT: &[Block] = &[
     Item(
         "`CONSUL_HTTP_ADDR`",
         "The agent's address: `host:port`, `http://host:port` or `https://host:port` \
-         [default: 127.0.0.1:8500]. Flag: `--http-addr`.",
+         [default: 127.0.0.1:8500]. Flag: `--http-addr`. Several, comma-separated, are \
+         tried in turn: a refused connection goes to the next at once, and after one that \
+         hangs, breaks or cannot reach a server, the next request goes to the next agent. \
+         The consul CLI takes one address in this variable, so give a list with \
+         `--http-addr` and keep the variable to one address if the CLI shares it.",
     ),
     Item(
         "`CONSUL_HTTP_TOKEN`",

@@ -35,6 +35,10 @@ pub enum Renewal {
 /// The longest a single renewal may take, however far the deadline is.
 const RENEW_TIMEOUT_MAX: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The shortest deadline of one renewal: a loaded engine on a loaded host
+/// answers well within it.
+const ATTEMPT_TIMEOUT_MIN: std::time::Duration = std::time::Duration::from_millis(750);
+
 /// The shortest pause between two renewals after a failure. Retries come
 /// several times before the deadline, at a quarter of what is left, but an
 /// engine that refuses at once would otherwise be asked hundreds of times a
@@ -142,6 +146,19 @@ impl Budget {
     /// lease runs out: twice per stop window (TTL/2 with the defaults).
     pub fn renew_every(&self) -> Duration {
         self.stop_after() / 2
+    }
+
+    /// How long one renewal may take: a quarter of the stop window, at
+    /// least [`ATTEMPT_TIMEOUT_MIN`]. A member or agent that hangs (stopped,
+    /// partitioned, a stalled disk) accepts the connection and never
+    /// answers; waiting for it as long as the lease lasts left no time to
+    /// try another (a stopped etcd member cost the lock while two healthy
+    /// ones were there). Now it costs one such wait, and the retries, on
+    /// the next endpoint or agent, still fit several times in the window.
+    pub fn attempt_timeout(&self) -> Duration {
+        (self.stop_after() / 4)
+            .max(ATTEMPT_TIMEOUT_MIN)
+            .min(RENEW_TIMEOUT_MAX)
     }
 
     /// The shortest stop window these settings accept.
@@ -339,9 +356,9 @@ impl Countdown {
             let sent = Instant::now();
             let sent_boot = clock::boottime();
             let timeout = self
-                .stop_at()
-                .saturating_duration_since(sent)
-                .min(RENEW_TIMEOUT_MAX)
+                .budget
+                .attempt_timeout()
+                .min(self.stop_at().saturating_duration_since(sent))
                 .max(Duration::from_millis(50));
             let suspended = async {
                 match &boot_timer {

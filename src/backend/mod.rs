@@ -93,6 +93,11 @@ pub trait EngineError: std::error::Error + Send + Sync + 'static + Into<Failure>
 pub struct Opening<'a> {
     pub wait: Wait,
     pub daemon: bool,
+    /// The run's first contact with the engine: a one-off run then says at
+    /// once what a setting explains. A lease opened again (ours ran out
+    /// while we waited, as when the cluster lost its quorum) is not: the
+    /// engine answered before, so its failures are waited out.
+    pub first: bool,
     pub report: &'a (dyn Fn(&str) + Sync),
 }
 

@@ -149,6 +149,7 @@ pub async fn run<E: Engine>(
         Some((notifier, Ready::Held)) => notifier.status(&waiting),
         None => {}
     }
+    let first_contact = Cell::new(true);
     let exit = loop {
         let round = round(
             engine,
@@ -161,6 +162,7 @@ pub async fn run<E: Engine>(
             &mut signals,
             &mut released,
             &mut forked,
+            &first_contact,
         );
         let round = tokio::select! {
             round = round => round?,
@@ -295,6 +297,7 @@ async fn round<E: Engine>(
     signals: &mut Signals,
     released: &mut tokio::signal::unix::Signal,
     forked: &mut Option<child::Forked>,
+    first_contact: &Cell<bool>,
 ) -> Result<Round, Failure> {
     let report = |status: &str| service.status(status);
     // A service (`--notify`) with no deadline retries an engine that is
@@ -305,6 +308,7 @@ async fn round<E: Engine>(
     let opening = Opening {
         wait: patience,
         daemon: campaign || (service.notify.is_some() && matches!(patience, Wait::Forever)),
+        first: first_contact.replace(false),
         report: &report,
     };
     let lease = tokio::select! {

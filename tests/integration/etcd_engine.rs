@@ -47,6 +47,7 @@ fn once() -> lockrun::backend::Opening<'static> {
     lockrun::backend::Opening {
         wait: Wait::Once,
         daemon: false,
+        first: true,
         report: &quiet,
     }
 }

@@ -42,9 +42,22 @@ pub struct TestEtcd {
     /// as the test binary.
     _keeper: Mutex<ChildStdin>,
     log: Arc<Mutex<Vec<String>>>,
+    /// etcd's own pid, for the tests that stop or kill a member.
+    pid: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl TestEtcd {
+    /// etcd's process id.
+    pub fn pid(&self) -> u32 {
+        self.pid.load(Ordering::Relaxed)
+    }
+
+    /// Sends `signal` to this member (SIGSTOP: it hangs; SIGKILL: it is
+    /// gone). Dropping it continues it first, so a stopped member ends too.
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid() as i32), signal);
+    }
+
     /// etcd's last log lines, for a failing test's message.
     pub fn log_tail(&self) -> String {
         let log = self.log.lock().unwrap();
@@ -161,7 +174,7 @@ impl Member {
         let mut child = Command::new("sh")
             .args([
                 "-c",
-                r#"dir=$1; bin=$2; shift 2; "$bin" "$@" 2>&1 & e=$!; read _; kill $e; wait $e; rm -rf "$dir""#,
+                r#"dir=$1; bin=$2; shift 2; "$bin" "$@" 2>&1 & e=$!; echo "etcd-pid $e"; read _; kill $e; kill -CONT $e; wait $e; rm -rf "$dir""#,
                 "sh",
             ])
             .arg(&dir)
@@ -184,11 +197,17 @@ impl Member {
         let log = Arc::new(Mutex::new(Vec::new()));
         let (ready_tx, ready_rx) = mpsc::channel();
         let sink = log.clone();
+        let pid = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let pid_sink = pid.clone();
         // Drains etcd's log for as long as it runs, so it never blocks on a
         // full pipe, and reports readiness.
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
+                if let Some(n) = line.strip_prefix("etcd-pid ") {
+                    pid_sink.store(n.trim().parse().unwrap_or(0), Ordering::Relaxed);
+                    continue;
+                }
                 if line.contains("ready to serve client requests") {
                     let _ = ready_tx.send(true);
                 }
@@ -204,6 +223,7 @@ impl Member {
             endpoint: self.endpoint,
             _keeper: Mutex::new(keeper),
             log,
+            pid,
         };
         Ok((etcd, ready_rx))
     }

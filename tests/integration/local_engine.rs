@@ -188,6 +188,7 @@ async fn the_lock_file_is_where_flock_finds_it_and_the_lease_never_runs_out() {
     let opening = lockrun::backend::Opening {
         wait: Wait::Once,
         daemon: false,
+        first: true,
         report: &report,
     };
     let lease = local.open_lease(opening).await.unwrap();

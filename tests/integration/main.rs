@@ -64,3 +64,6 @@ mod etcd_support;
 mod etcd_engine;
 // Answers true where production differs from the lab: ACLs, keys, empty settings.
 mod answers;
+// Faults in real etcd and Consul clusters: members and agents stopped or
+// killed, leaders killed, quorum lost.
+mod clusters;

@@ -43,6 +43,8 @@ impl fmt::Display for Token {
 pub struct ConsulConfig {
     /// `http://host:port/` or `https://host:port/prefix/`.
     pub base: Url,
+    /// Further agents, tried in turn after `base` when one hangs or dies.
+    pub more: Vec<Url>,
     pub token: Option<Token>,
     pub ca_file: Option<PathBuf>,
     pub ca_path: Option<PathBuf>,

@@ -133,7 +133,7 @@ impl Engine for Consul {
         } else {
             patience(opening.wait)
         });
-        let mut first = true;
+        let mut first = opening.first;
         loop {
             let sent = Instant::now();
             let id = match self.client.session_create(&self.session).await {
@@ -168,10 +168,14 @@ impl Engine for Consul {
                 Ok(None) => {
                     tracing::warn!("session {} vanished at once; creating another", session.id);
                 }
-                Err(e) if opening.daemon && e.is_transient() => {
+                // Consul answered the creation, so this is no first contact:
+                // trouble now (an election's 500, say) is waited out within
+                // the patience, as any later failure is.
+                Err(e) if e.is_transient() => {
                     tracing::warn!("cannot read session {} back: {e}; retrying", session.id);
                     session.close().await;
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    first = false;
+                    retry.pause("reading the session back", e).await?;
                 }
                 Err(e) => {
                     session.close().await;

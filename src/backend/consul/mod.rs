@@ -14,6 +14,7 @@ pub mod session;
 pub mod show;
 pub mod txn;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -36,9 +37,11 @@ pub struct Client {
     /// The pool of [`Client::for_watch`], built at its first use.
     watch_http: Arc<OnceLock<reqwest::Client>>,
     config: Arc<ConsulConfig>,
-    base: Url,
-    /// The address as the user gave it, for messages.
-    shown_addr: String,
+    /// Every agent address (requests go to one): the base URL and the
+    /// address as the user gave it, for messages.
+    bases: Arc<Vec<(Url, String)>>,
+    /// The agent requests go to now; shared by every clone.
+    current: Arc<AtomicUsize>,
     /// The token as a sensitive header value: built once, so a token that
     /// cannot travel in a header fails here instead of being sent as
     /// something else.
@@ -72,8 +75,12 @@ impl Client {
             http: connect::http_client(config)?,
             watch_http: Arc::new(OnceLock::new()),
             config: Arc::new(config.clone()),
-            base: connect::effective_base(config)?,
-            shown_addr: config.base.as_str().trim_end_matches('/').to_string(),
+            bases: Arc::new(
+                std::iter::once(Ok((connect::effective_base(config)?, shown(&config.base))))
+                    .chain(config.more.iter().map(|url| Ok((url.clone(), shown(url)))))
+                    .collect::<Result<_>>()?,
+            ),
+            current: Arc::new(AtomicUsize::new(0)),
             token: config.token.as_ref().map(token_header).transpose()?,
             datacenter: config.datacenter.clone(),
             namespace: config.namespace.clone(),
@@ -123,14 +130,34 @@ impl Client {
 
     /// The address requests go to, as shown in messages.
     pub fn addr(&self) -> &str {
-        &self.shown_addr
+        &self.bases[self.index()].1
+    }
+
+    fn index(&self) -> usize {
+        self.current.load(Ordering::Relaxed) % self.bases.len()
+    }
+
+    /// The next request goes to the next agent: this one hung, broke the
+    /// connection, or answered that its servers are out of reach. Only the
+    /// caller's retry goes there, never the request itself, which may have
+    /// been applied.
+    fn move_on(&self, from: usize) {
+        let n = self.bases.len();
+        if n > 1 {
+            let _ = self.current.compare_exchange(
+                from,
+                (from + 1) % n,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
     }
 
     /// A URL under `/v1/`: fixed `segments`, then the key's parts, encoded.
     pub(crate) fn url(&self, segments: &[&str], key: &str) -> Url {
         let mut all = vec!["v1"];
         all.extend_from_slice(segments);
-        let mut url = path::url_for(&self.base, &all, key);
+        let mut url = path::url_for(&self.bases[self.index()].0, &all, key);
         {
             let mut query = url.query_pairs_mut();
             if let Some(dc) = &self.datacenter {
@@ -179,32 +206,74 @@ impl Client {
         op: &Op,
         accept: &[StatusCode],
     ) -> Result<Answer, ConsulError> {
-        debug!(target: "lockrun::http", "{method} {}", url.as_str());
-        let mut request = self
-            .http
-            .request(method.clone(), url.clone())
-            .timeout(timeout);
-        if let Some(token) = &self.token {
-            request = request.header("X-Consul-Token", token.clone());
-        }
-        if let Some(body) = body {
-            request = request.body(body);
-        }
+        // The agent the URL was built for; a connection it refuses moves
+        // the request itself to the next agent (it never left), once round.
+        let n = self.bases.len();
+        let mut at = (0..n)
+            .find(|i| url.as_str().starts_with(self.bases[*i].0.as_str()))
+            .unwrap_or_else(|| self.index());
+        let mut url = url;
+        let mut tried = 0;
         let started = tokio::time::Instant::now();
-        let response = request
-            .send()
-            .await
-            .map_err(|e| self.transport_error(e, timeout))?;
+        let response = loop {
+            debug!(target: "lockrun::http", "{method} {}", url.as_str());
+            let mut request = self
+                .http
+                .request(method.clone(), url.clone())
+                .timeout(timeout.saturating_sub(started.elapsed()));
+            if let Some(token) = &self.token {
+                request = request.header("X-Consul-Token", token.clone());
+            }
+            if let Some(body) = &body {
+                request = request.body(body.clone());
+            }
+            match request.send().await {
+                Ok(response) => {
+                    self.current.store(at, Ordering::Relaxed);
+                    break response;
+                }
+                Err(e) => {
+                    let error = self.transport_error(e, timeout, at);
+                    tried += 1;
+                    match error {
+                        ConsulError::Unreachable { .. } if tried < n => {
+                            debug!(target: "lockrun::http", "{error}; trying the next agent");
+                            let next = (at + 1) % n;
+                            let rest = &url.as_str()[self.bases[at].0.as_str().len()..];
+                            url = Url::parse(&format!("{}{rest}", self.bases[next].0))
+                                .expect("a valid base and path make a valid URL");
+                            at = next;
+                        }
+                        ConsulError::Unreachable { cause, .. } if n > 1 => {
+                            // Every agent refused: name them all.
+                            let all: Vec<&str> =
+                                self.bases.iter().map(|(_, shown)| shown.as_str()).collect();
+                            return Err(ConsulError::Unreachable {
+                                addr: all.join(","),
+                                cause,
+                            });
+                        }
+                        _ => {
+                            self.move_on(at);
+                            return Err(error);
+                        }
+                    }
+                }
+            }
+        };
         let status = response.status();
         let index = response
             .headers()
             .get("X-Consul-Index")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| self.transport_error(e, timeout))?;
+        let body = match response.bytes().await {
+            Ok(body) => body,
+            Err(e) => {
+                self.move_on(at);
+                return Err(self.transport_error(e, timeout, at));
+            }
+        };
         debug!(
             target: "lockrun::http",
             "{method} {} -> {} in {:?}{}",
@@ -222,7 +291,7 @@ impl Client {
         }
         let text = String::from_utf8_lossy(&body).into_owned();
         let op = op.clone();
-        Err(match status.as_u16() {
+        let error = match status.as_u16() {
             403 => ConsulError::Forbidden { op, body: text },
             404 => ConsulError::NotFound { op, body: text },
             429 | 500..=599 => ConsulError::Server {
@@ -235,18 +304,25 @@ impl Client {
                 status: code,
                 body: text,
             },
-        })
+        };
+        // An agent whose servers are out of reach (an election, its server
+        // gone): another agent may reach a server that answers.
+        if error.may_pass_soon() {
+            self.move_on(at);
+        }
+        Err(error)
     }
 
-    fn transport_error(&self, error: reqwest::Error, timeout: Duration) -> ConsulError {
-        let addr = self.shown_addr.clone();
+    fn transport_error(&self, error: reqwest::Error, timeout: Duration, at: usize) -> ConsulError {
+        let (base, addr) = &self.bases[at];
+        let addr = addr.clone();
         if error.is_timeout() {
             return ConsulError::Timeout {
                 addr,
                 after: timeout,
             };
         }
-        if let Some(problem) = tls_problem(&error, &self.base) {
+        if let Some(problem) = tls_problem(&error, base) {
             return ConsulError::Tls { addr, problem };
         }
         let cause = root_cause(&error);
@@ -256,6 +332,11 @@ impl Client {
             ConsulError::Broken { addr, cause }
         }
     }
+}
+
+/// An address as the user wrote it.
+fn shown(url: &Url) -> String {
+    url.as_str().trim_end_matches('/').to_string()
 }
 
 /// What a TLS failure means for the operator, if the error is one.

@@ -22,8 +22,13 @@ use super::error::EtcdError;
 use crate::backend::one_line;
 use crate::backend::tls::{self, innermost};
 
-/// How long a call other than a watch may take unless the caller says.
+/// How long a call other than a watch may take unless the caller says,
+/// when no lease TTL says shorter (see [`Client::set_call_timeout`]).
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The shortest deadline we give a call: a loaded member on a loaded host
+/// still answers a keepalive or a small transaction well within it.
+pub const CALL_TIMEOUT_MIN: Duration = Duration::from_secs(1);
 
 /// A connection to an etcd cluster through any of its endpoints.
 #[derive(Clone)]
@@ -44,6 +49,14 @@ struct Inner {
     /// The endpoint that answered last; calls start there.
     current: AtomicUsize,
     token: Mutex<Option<String>>,
+    /// The deadline of a grant, read or transaction, and of a watch's
+    /// creation; a watch that stays silent for twice this is opened again.
+    /// A member that hangs (stopped, partitioned, a stalled disk) accepts
+    /// connections and never answers: like etcd's clientv3, which gives
+    /// every call a context deadline, we bound each call so that the hang
+    /// costs one short timeout and the caller's next try goes to the next
+    /// endpoint, well before a lease runs out.
+    call_timeout: Duration,
 }
 
 impl std::fmt::Debug for Client {
@@ -298,8 +311,22 @@ impl Client {
                 config: config.clone(),
                 current: AtomicUsize::new(0),
                 token: Mutex::new(None),
+                call_timeout: CALL_TIMEOUT,
             }),
         })
+    }
+
+    /// Bounds every call by `timeout` (at least [`CALL_TIMEOUT_MIN`]);
+    /// only before the client is shared.
+    pub fn set_call_timeout(&mut self, timeout: Duration) {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.call_timeout = timeout.clamp(CALL_TIMEOUT_MIN, CALL_TIMEOUT);
+        }
+    }
+
+    /// The deadline of one call.
+    pub fn call_timeout(&self) -> Duration {
+        self.inner.call_timeout
     }
 
     pub fn endpoints(&self) -> &[Url] {
@@ -407,7 +434,7 @@ impl Client {
             .answer(
                 "/v3/auth/authenticate",
                 &body,
-                Some(CALL_TIMEOUT),
+                Some(self.inner.call_timeout),
                 None,
                 &what,
             )
@@ -554,7 +581,7 @@ impl Client {
             .call(
                 "/v3/lease/grant",
                 &json!({ "TTL": secs.to_string() }),
-                CALL_TIMEOUT,
+                self.inner.call_timeout,
                 what,
             )
             .await?;
@@ -574,7 +601,10 @@ impl Client {
     }
 
     /// One `/v3/lease/keepalive`: the TTL the lease now has, counted from
-    /// when the leader received it.
+    /// when the leader received it. Unlike a transaction, a keepalive may be
+    /// sent again anywhere: applied twice it only restarts the lease's TTL
+    /// twice, so the lease's retry after a timeout goes to the next
+    /// endpoint at once.
     pub async fn keepalive(&self, id: i64, timeout: Duration) -> Result<Duration, EtcdError> {
         let what = "renewing the lease";
         let v = self
@@ -595,16 +625,29 @@ impl Client {
     }
 
     /// `/v3/lease/revoke`: deletes every key attached to the lease.
+    /// Like a keepalive, a revoke may be sent again elsewhere (a second one
+    /// answers "lease not found"), so one that hangs is tried on the next
+    /// endpoint within `timeout`.
     pub async fn revoke(&self, id: i64, timeout: Duration) -> Result<(), EtcdError> {
-        self.call(
-            "/v3/lease/revoke",
-            &json!({ "ID": id.to_string() }),
-            timeout,
-            "revoking a lease",
-        )
-        .await
-        .map_err(|e| lease_gone(e, id))?;
-        Ok(())
+        let until = tokio::time::Instant::now() + timeout;
+        loop {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            let answer = self
+                .call(
+                    "/v3/lease/revoke",
+                    &json!({ "ID": id.to_string() }),
+                    left.min(self.inner.call_timeout),
+                    "revoking a lease",
+                )
+                .await
+                .map_err(|e| lease_gone(e, id));
+            match answer {
+                Err(EtcdError::Timeout { .. } | EtcdError::Broken { .. })
+                    if until.saturating_duration_since(tokio::time::Instant::now())
+                        > CALL_TIMEOUT_MIN / 4 => {}
+                other => return other.map(drop),
+            }
+        }
     }
 
     /// `/v3/lease/timetolive`: the remaining TTL, `None` if the lease is gone.
@@ -614,7 +657,7 @@ impl Client {
             .call(
                 "/v3/lease/timetolive",
                 &json!({ "ID": id.to_string() }),
-                CALL_TIMEOUT,
+                self.inner.call_timeout,
                 what,
             )
             .await?;
@@ -626,7 +669,12 @@ impl Client {
     pub async fn range(&self, range: &Range) -> Result<RangeAnswer, EtcdError> {
         let what = format!("reading `{}`", String::from_utf8_lossy(&range.key));
         let v = self
-            .call("/v3/kv/range", &range.to_json(), CALL_TIMEOUT, &what)
+            .call(
+                "/v3/kv/range",
+                &range.to_json(),
+                self.inner.call_timeout,
+                &what,
+            )
             .await?;
         Self::decode(&what, range_answer(&v))
     }
@@ -640,7 +688,9 @@ impl Client {
         what: &str,
     ) -> Result<TxnAnswer, EtcdError> {
         let body = json!({ "compare": compare, "success": success, "failure": failure });
-        let v = self.call("/v3/kv/txn", &body, CALL_TIMEOUT, what).await?;
+        let v = self
+            .call("/v3/kv/txn", &body, self.inner.call_timeout, what)
+            .await?;
         Self::decode(what, txn_answer(&v))
     }
 
@@ -678,38 +728,75 @@ impl Client {
         if deletes_only {
             create["filters"] = json!(["NOPUT"]);
         }
-        let token = self.token().await?;
-        let (response, endpoint) = self
-            .send_watch(&json!({ "create_request": create }), token.as_deref())
-            .await?;
-        let status = response.status().as_u16();
-        if status != 200 {
-            let text = response.text().await.unwrap_or_default();
-            return Err(self.refused(&what, status, &text));
-        }
+        let (stream, endpoint, first) = self.open_watch(&create, start_revision, &what).await?;
         let mut watch = Watch {
-            response,
-            buffer: Vec::new(),
+            client: self.clone(),
+            create,
+            resume_from: start_revision,
+            stream,
             endpoint,
             what,
             pending: None,
         };
-        // The first message confirms the watch; events may only follow it.
-        let created = watch.message().await?;
-        if created.get("created").and_then(Value::as_bool) != Some(true) {
-            return Err(EtcdError::Decode {
-                what: watch.what.clone(),
-                cause: format!(
-                    "the watch was not created: {}",
-                    one_line(&created.to_string())
-                ),
-            });
-        }
-        let batch = Self::decode(&watch.what, watch_batch(&created))?;
-        if batch.canceled || !batch.events.is_empty() {
-            watch.pending = Some(batch);
+        watch.note(&first);
+        if first.canceled || !first.events.is_empty() {
+            watch.pending = Some(first);
         }
         Ok(watch)
+    }
+
+    /// Opens one watch stream from `start_revision` and reads the message
+    /// that confirms it, within the call deadline: a member that hangs
+    /// accepts the connection and never confirms, and then the next try
+    /// goes to the next endpoint.
+    async fn open_watch(
+        &self,
+        create: &Value,
+        start_revision: i64,
+        what: &str,
+    ) -> Result<(Stream, String, WatchBatch), EtcdError> {
+        let mut create = create.clone();
+        create["start_revision"] = start_revision.to_string().into();
+        let timeout = self.inner.call_timeout;
+        let opened = async {
+            let token = self.token().await?;
+            let (response, endpoint) = self
+                .send_watch(&json!({ "create_request": create }), token.as_deref())
+                .await?;
+            let status = response.status().as_u16();
+            if status != 200 {
+                let text = response.text().await.unwrap_or_default();
+                return Err(self.refused(what, status, &text));
+            }
+            let mut stream = Stream {
+                response,
+                buffer: Vec::new(),
+            };
+            // The first message confirms the watch; events may only follow it.
+            let created = stream.message(&endpoint, what).await?;
+            if created.get("created").and_then(Value::as_bool) != Some(true) {
+                return Err(EtcdError::Decode {
+                    what: what.to_owned(),
+                    cause: format!(
+                        "the watch was not created: {}",
+                        one_line(&created.to_string())
+                    ),
+                });
+            }
+            let batch = Self::decode(what, watch_batch(&created))?;
+            Ok((stream, endpoint, batch))
+        };
+        let answer = match tokio::time::timeout(timeout, opened).await {
+            Ok(answer) => answer,
+            Err(_) => Err(EtcdError::Timeout {
+                endpoint: self.current_endpoint(),
+                after: timeout,
+            }),
+        };
+        if let Err(EtcdError::Timeout { .. } | EtcdError::Broken { .. }) = answer {
+            self.move_on();
+        }
+        answer
     }
 }
 
@@ -775,10 +862,60 @@ fn transport(e: reqwest::Error, endpoint: &str, timeout: Option<Duration>) -> Et
     }
 }
 
-/// An open watch stream: JSON messages, one a line.
-pub struct Watch {
+/// The bytes of one watch stream: JSON messages, one a line.
+struct Stream {
     response: reqwest::Response,
     buffer: Vec<u8>,
+}
+
+impl Stream {
+    /// The next message as JSON (the `result` of the gateway's envelope).
+    async fn message(&mut self, endpoint: &str, what: &str) -> Result<Value, EtcdError> {
+        loop {
+            if let Some(end) = self.buffer.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=end).collect();
+                let line = String::from_utf8_lossy(&line);
+                let line = line.trim();
+                if line.is_empty() {
+                    continue;
+                }
+                let value: Value = serde_json::from_str(line).map_err(|e| EtcdError::Decode {
+                    what: what.to_owned(),
+                    cause: format!("{e}: {}", one_line(line)),
+                })?;
+                if let Some(error) = value.get("error").filter(|e| e.is_object()) {
+                    return Err(EtcdError::from_answer(what, 200, &error.to_string()));
+                }
+                return Ok(value.get("result").cloned().unwrap_or(value));
+            }
+            match self.response.chunk().await {
+                Ok(Some(chunk)) => self.buffer.extend_from_slice(&chunk),
+                Ok(None) => {
+                    return Err(EtcdError::Broken {
+                        endpoint: endpoint.to_owned(),
+                        cause: format!("the stream {what} ended"),
+                    })
+                }
+                Err(e) => return Err(transport(e, endpoint, None)),
+            }
+        }
+    }
+}
+
+/// An open watch. One that stays silent for twice the call deadline is
+/// opened again from where it was, so that a watch on a member that hangs
+/// (which accepts the connection, confirms nothing and delivers nothing)
+/// moves to a member that answers instead of waiting for ever: a waiter
+/// would otherwise never see the lock come free. The gateway's HTTP/1
+/// stream has no pings of its own (gRPC's keepalive, in clientv3), and
+/// etcd's progress notifications come every ten minutes by default.
+pub struct Watch {
+    client: Client,
+    /// The create request, without its start revision.
+    create: Value,
+    /// Every event before this revision was delivered (or filtered out).
+    resume_from: i64,
+    stream: Stream,
     endpoint: String,
     what: String,
     pending: Option<WatchBatch>,
@@ -794,35 +931,10 @@ impl std::fmt::Debug for Watch {
 }
 
 impl Watch {
-    /// The next message as JSON (the `result` of the gateway's envelope).
-    async fn message(&mut self) -> Result<Value, EtcdError> {
-        loop {
-            if let Some(end) = self.buffer.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = self.buffer.drain(..=end).collect();
-                let line = String::from_utf8_lossy(&line);
-                let line = line.trim();
-                if line.is_empty() {
-                    continue;
-                }
-                let value: Value = serde_json::from_str(line).map_err(|e| EtcdError::Decode {
-                    what: self.what.clone(),
-                    cause: format!("{e}: {}", one_line(line)),
-                })?;
-                if let Some(error) = value.get("error").filter(|e| e.is_object()) {
-                    return Err(EtcdError::from_answer(&self.what, 200, &error.to_string()));
-                }
-                return Ok(value.get("result").cloned().unwrap_or(value));
-            }
-            match self.response.chunk().await {
-                Ok(Some(chunk)) => self.buffer.extend_from_slice(&chunk),
-                Ok(None) => {
-                    return Err(EtcdError::Broken {
-                        endpoint: self.endpoint.clone(),
-                        cause: format!("the stream {} ended", self.what),
-                    })
-                }
-                Err(e) => return Err(transport(e, &self.endpoint, None)),
-            }
+    /// Records what a batch delivered, for reopening after it.
+    fn note(&mut self, batch: &WatchBatch) {
+        if let Some(last) = batch.events.iter().map(|e| e.kv.mod_revision).max() {
+            self.resume_from = self.resume_from.max(last + 1);
         }
     }
 
@@ -831,9 +943,36 @@ impl Watch {
         if let Some(batch) = self.pending.take() {
             return Ok(batch);
         }
+        let idle = self.client.call_timeout() * 2;
         loop {
-            let v = self.message().await?;
+            let message =
+                tokio::time::timeout(idle, self.stream.message(&self.endpoint, &self.what)).await;
+            let v = match message {
+                Ok(v) => v?,
+                Err(_) => {
+                    // Silent for long: open it again where it was. Should
+                    // this member hang, the reopening times out and the
+                    // caller's next try goes to the next endpoint.
+                    tracing::debug!(
+                        "no word from {} {} for {idle:?}; opening the watch again",
+                        self.endpoint,
+                        self.what
+                    );
+                    let (stream, endpoint, batch) = self
+                        .client
+                        .open_watch(&self.create, self.resume_from, &self.what)
+                        .await?;
+                    self.stream = stream;
+                    self.endpoint = endpoint;
+                    self.note(&batch);
+                    if batch.canceled || !batch.events.is_empty() {
+                        return Ok(batch);
+                    }
+                    continue;
+                }
+            };
             let batch = Client::decode(&self.what, watch_batch(&v))?;
+            self.note(&batch);
             if batch.canceled || !batch.events.is_empty() {
                 return Ok(batch);
             }

@@ -70,10 +70,12 @@ impl Etcd {
                 humantime::format_duration(ttl)
             ));
         }
-        Ok(Etcd {
-            client: Client::new(config)?,
-            ttl,
-        })
+        let mut client = Client::new(config)?;
+        // A quarter of the TTL: a member that hangs costs one such wait,
+        // and the retry on the next endpoint still comes well before the
+        // lease runs out.
+        client.set_call_timeout(ttl / 4);
+        Ok(Etcd { client, ttl })
     }
 
     pub fn client(&self) -> &Client {
@@ -354,7 +356,11 @@ impl Engine for Etcd {
         let mut pause = Duration::from_millis(100);
         // A one-off run's first contact: one try at each endpoint (a call
         // that fails goes on to the next endpoint only at the next try).
-        let mut first_round = self.client.endpoints().len();
+        let mut first_round = if opening.first {
+            self.client.endpoints().len()
+        } else {
+            0
+        };
         loop {
             let granted_at = Instant::now();
             match self.client.grant(self.ttl).await {

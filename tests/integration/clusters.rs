@@ -1,0 +1,523 @@
+//! Faults in real clusters on loopback: a 3-member etcd and 3-server Consul
+//! clusters with client agents. A member or agent of the holder's is
+//! stopped (it hangs, sockets open) or killed, the leader is killed, the
+//! quorum is lost, or the holder's lockrun itself is stopped. Each test
+//! measures overlap with the children's own timestamps, checks that fences
+//! grow, the exit statuses the README documents, and that the lock is kept
+//! wherever a healthy path was there (the holder is given every endpoint or
+//! agent).
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+
+use crate::etcd_support::{cluster, etcdctl_at, unique, TestEtcd};
+use crate::procs::{self, wait_until};
+use crate::real_consul::{Agent, Cluster};
+use crate::support::{self, assert_exit, max_overlap, scratch, Running};
+
+/// The child of every contender: its fence, then a timestamp every 10 ms
+/// until the test writes `go`. Killed, it simply stops beating: its last
+/// beat is when it last ran.
+const BODY: &str = "echo \"$LOCKRUN_LOCK_INDEX\" > \"$1/fence\"; \
+    while [ ! -e \"$1/go\" ]; do date +%s%N >> \"$1/beat\"; sleep 0.01; done; \
+    date +%s%N >> \"$1/beat\"";
+
+/// One lockrun whose child beats in a directory of its own.
+struct Contender {
+    running: Option<Running>,
+    dir: tempfile::TempDir,
+}
+
+impl Contender {
+    /// `cmd` (lockrun with its settings and subcommand) with the child.
+    fn spawn(mut cmd: Command) -> Contender {
+        let dir = scratch();
+        cmd.args(["--shell", "--", BODY]).arg(dir.path());
+        Contender {
+            running: Some(Running::spawn(&mut cmd)),
+            dir,
+        }
+    }
+
+    /// Spawns and waits until its child runs.
+    fn holding(cmd: Command) -> Contender {
+        let c = Contender::spawn(cmd);
+        c.wait_started();
+        c
+    }
+
+    fn started(&self) -> bool {
+        self.dir.path().join("beat").exists()
+    }
+
+    fn wait_started(&self) {
+        assert!(
+            wait_until(procs::deadline(), || self.started()),
+            "{} never ran its child",
+            self.running
+                .as_ref()
+                .map(|r| r.description.as_str())
+                .unwrap_or("lockrun")
+        );
+    }
+
+    /// (first beat, last beat) in ns.
+    fn span(&self) -> (u128, u128) {
+        let beats = beats(self.dir.path());
+        (beats[0], *beats.last().unwrap())
+    }
+
+    fn fence(&self) -> u64 {
+        let text = std::fs::read_to_string(self.dir.path().join("fence")).unwrap();
+        text.trim().parse().unwrap()
+    }
+
+    fn go(&self) {
+        std::fs::write(self.dir.path().join("go"), "").unwrap();
+    }
+
+    /// Waits for lockrun to exit.
+    fn finish(&mut self) -> Output {
+        self.running.take().expect("running").finish()
+    }
+
+    fn exited(&mut self) -> bool {
+        self.running.as_mut().expect("running").exited()
+    }
+
+    fn signal(&self, signal: Signal) {
+        self.running.as_ref().expect("running").signal(signal);
+    }
+}
+
+fn beats(dir: &Path) -> Vec<u128> {
+    std::fs::read_to_string(dir.join("beat"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Watches `window` go by and fails at once if the holder exits or the
+/// rival's child starts: the lock must be kept throughout.
+fn kept_for(window: Duration, holder: &mut Contender, rival: &Contender, what: &str) {
+    let until = Instant::now() + window;
+    while Instant::now() < until {
+        assert!(
+            !holder.exited(),
+            "{what}: the holder exited; it should have kept the lock"
+        );
+        assert!(!rival.started(), "{what}: the rival took the lock");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Zero overlap between every pair, and strictly growing fences in the
+/// order the children started.
+fn no_overlap_and_growing_fences(all: &[&Contender], what: &str) {
+    let spans: Vec<(u128, u128)> = all.iter().map(|c| c.span()).collect();
+    assert!(
+        max_overlap(spans.iter().copied()) <= 1,
+        "{what}: two children ran at once: {spans:?}"
+    );
+    let mut by_start: Vec<(u128, u64)> = all.iter().map(|c| (c.span().0, c.fence())).collect();
+    by_start.sort();
+    assert!(
+        by_start.windows(2).all(|w| w[0].1 < w[1].1),
+        "{what}: fences do not grow with the holders: {by_start:?}"
+    );
+}
+
+// ---------------------------------------------------------------- etcd
+
+/// `lockrun --backend etcd --endpoints EPS elect --ttl 6s KEY`: a stop
+/// window of 4.9 s (kill timeout 500 ms, margin 600 ms), in which a leader
+/// election on a loaded host fits.
+fn etcd_elect(endpoints: &[&TestEtcd], key: &str) -> Command {
+    let eps: Vec<&str> = endpoints.iter().map(|m| m.endpoint.as_str()).collect();
+    let mut cmd = support::bare(["--backend", "etcd", "--endpoints", &eps.join(",")]);
+    cmd.args(["elect", "--ttl", "6s", "--kill-timeout", "500ms", key]);
+    cmd
+}
+
+/// Waits until `n` contenders are queued under `key`.
+fn etcd_queued(member: &TestEtcd, key: &str, n: usize) {
+    let queued = wait_until(procs::deadline(), || {
+        let out = etcdctl_at(&member.endpoint)
+            .args(["get", "--prefix", "--keys-only", &format!("{key}/")])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .count()
+            == n
+    });
+    assert!(queued, "{n} contenders never queued under `{key}`");
+}
+
+/// The member that leads the cluster now.
+fn etcd_leader(members: &[TestEtcd]) -> usize {
+    let eps: Vec<&str> = members.iter().map(|m| m.endpoint.as_str()).collect();
+    let out = etcdctl_at(&eps.join(","))
+        .args(["endpoint", "status", "-w", "json"])
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let all = status.as_array().unwrap();
+    let leader = all[0]["Status"]["leader"].as_u64().unwrap();
+    all.iter()
+        .position(|s| s["Status"]["header"]["member_id"].as_u64() == Some(leader))
+        .expect("the leader among the endpoints")
+}
+
+/// A stopped member hangs every request sent to it. The holder, given all
+/// three endpoints, used to wait for it as long as the lease lasted and
+/// then stop its child while two healthy members were there; now the hang
+/// costs one short timeout and the keepalive goes to the next endpoint.
+#[test]
+fn etcd_a_stopped_member_of_the_holders_costs_no_lock() {
+    let members = cluster(3);
+    let key = unique("stopped-member");
+    let all: Vec<&TestEtcd> = members.iter().collect();
+    // The holder talks to the first member first.
+    let mut holder = Contender::holding(etcd_elect(&all, &key));
+    let rival = Contender::spawn(etcd_elect(&all[1..], &key));
+    etcd_queued(&members[1], &key, 2);
+    members[0].signal(Signal::SIGSTOP);
+    // Twice the TTL: the lease would have run out twice over.
+    kept_for(
+        Duration::from_secs(8),
+        &mut holder,
+        &rival,
+        "member stopped",
+    );
+    members[0].signal(Signal::SIGCONT);
+    holder.go();
+    assert_exit(&holder.finish(), 0, "the holder", String::new);
+    let mut rival = rival;
+    rival.wait_started();
+    rival.go();
+    assert_exit(&rival.finish(), 0, "the rival", String::new);
+    no_overlap_and_growing_fences(&[&holder, &rival], "member stopped");
+}
+
+/// The leader killed, and with it the holder's own member (the holder
+/// talks to the leader first): a quorum is left, so the holder keeps its
+/// lock through the election, and a one-off run finds the lock taken (75),
+/// never a failure (125).
+#[test]
+fn etcd_the_leader_killed_under_the_holder_leaves_it_the_lock() {
+    let members = cluster(3);
+    let key = unique("killed-leader");
+    let leader = etcd_leader(&members);
+    let mut all: Vec<&TestEtcd> = members.iter().collect();
+    all.swap(0, leader);
+    let mut holder = Contender::holding(etcd_elect(&all, &key));
+    let rival = Contender::spawn(etcd_elect(&all, &key));
+    etcd_queued(all[1], &key, 2);
+    all[0].signal(Signal::SIGKILL);
+    let mut once = etcd_elect(&all, &key);
+    once.args(["--no-wait", "--", "true"]);
+    let out = support::run(&mut once);
+    assert_exit(
+        &out,
+        75,
+        "a one-off run after the leader's death",
+        String::new,
+    );
+    kept_for(Duration::from_secs(8), &mut holder, &rival, "leader killed");
+    holder.go();
+    assert_exit(&holder.finish(), 0, "the holder", String::new);
+    let mut rival = rival;
+    rival.wait_started();
+    rival.go();
+    assert_exit(&rival.finish(), 0, "the rival", String::new);
+    no_overlap_and_growing_fences(&[&holder, &rival], "leader killed");
+}
+
+/// A waiter whose member hangs: its watch there would never deliver the
+/// holder's release. A silent watch is opened again, on a member that
+/// answers, so the waiter takes the lock when the holder lets go.
+#[test]
+fn etcd_a_waiter_whose_member_hangs_still_takes_the_lock() {
+    let members = cluster(3);
+    let key = unique("stopped-waiter-member");
+    let all: Vec<&TestEtcd> = members.iter().collect();
+    let holder_eps = [all[1], all[2]];
+    let mut holder = Contender::holding(etcd_elect(&holder_eps, &key));
+    // The waiter talks to the first member first, and watches there.
+    let mut waiter = Contender::spawn(etcd_elect(&all, &key));
+    etcd_queued(&members[1], &key, 2);
+    members[0].signal(Signal::SIGSTOP);
+    kept_for(
+        Duration::from_secs(6),
+        &mut holder,
+        &waiter,
+        "waiter's member stopped",
+    );
+    holder.go();
+    assert_exit(&holder.finish(), 0, "the holder", String::new);
+    waiter.wait_started();
+    members[0].signal(Signal::SIGCONT);
+    waiter.go();
+    assert_exit(&waiter.finish(), 0, "the waiter", String::new);
+    no_overlap_and_growing_fences(&[&holder, &waiter], "waiter's member stopped");
+}
+
+/// Two of three members stopped: no quorum, no keepalive anywhere. The
+/// holder stops its child before its lease can run out and exits 124; once
+/// the members are back the rival takes over, after the child's end.
+#[test]
+fn etcd_quorum_loss_stops_the_child_before_a_rival_leads() {
+    let members = cluster(3);
+    let key = unique("quorum-loss");
+    let all: Vec<&TestEtcd> = members.iter().collect();
+    let mut holder = Contender::holding(etcd_elect(&all, &key));
+    let mut rival_cmd = etcd_elect(&all, &key);
+    rival_cmd.arg("-v");
+    let mut rival = Contender::spawn(rival_cmd);
+    etcd_queued(&members[1], &key, 2);
+    members[1].signal(Signal::SIGSTOP);
+    members[2].signal(Signal::SIGSTOP);
+    assert_exit(
+        &holder.finish(),
+        124,
+        "the holder without a quorum",
+        String::new,
+    );
+    members[1].signal(Signal::SIGCONT);
+    members[2].signal(Signal::SIGCONT);
+    rival.wait_started();
+    rival.go();
+    assert_exit(&rival.finish(), 0, "the rival", String::new);
+    no_overlap_and_growing_fences(&[&holder, &rival], "quorum loss");
+}
+
+/// The holder's lockrun stopped: it cannot renew, its lease runs out and
+/// the rival takes over, but its guard has stopped the child first. Let go
+/// on, lockrun says the lock was lost (124).
+#[test]
+fn etcd_a_stopped_holder_is_stopped_before_its_rival_runs() {
+    let members = cluster(3);
+    let key = unique("stopped-holder");
+    let all: Vec<&TestEtcd> = members.iter().collect();
+    let mut holder = Contender::holding(etcd_elect(&all, &key));
+    let mut rival = Contender::spawn(etcd_elect(&all, &key));
+    etcd_queued(&members[1], &key, 2);
+    holder.signal(Signal::SIGSTOP);
+    rival.wait_started();
+    holder.signal(Signal::SIGCONT);
+    assert_exit(&holder.finish(), 124, "the stopped holder", String::new);
+    rival.go();
+    assert_exit(&rival.finish(), 0, "the rival", String::new);
+    no_overlap_and_growing_fences(&[&holder, &rival], "holder stopped");
+}
+
+// -------------------------------------------------------------- Consul
+
+/// `lockrun --http-addr ADDRS elect --ttl 10s --lock-delay 5s KEY`: a stop
+/// window of the TTL, renewals every 5 s.
+fn consul_elect(agents: &[&Agent], key: &str) -> Command {
+    let addrs: Vec<String> = agents.iter().map(|a| a.http_addr()).collect();
+    let mut cmd = support::bare(["--http-addr", &addrs.join(",")]);
+    cmd.args(["elect", "--ttl", "10s", "--lock-delay", "5s", key]);
+    cmd
+}
+
+/// Waits until `n` lockrun sessions exist for `key`.
+fn consul_contenders(agent: &Agent, key: &str, n: usize) {
+    let api = agent.api();
+    let there = wait_until(procs::deadline(), || {
+        support::sessions_named_like(&api, key) == n
+    });
+    assert!(there, "{n} sessions for `{key}` never appeared");
+}
+
+/// The holder's own agent stopped (it hangs, sockets open), then made to
+/// leave. Stopped: the holder, given a second agent, renews through it and
+/// keeps the lock (its session is bound to no check). Left: Consul
+/// destroys the node's sessions, so the holder loses the lock, stops its
+/// child and exits 124; the rival takes over after the lock-delay.
+#[test]
+#[cfg_attr(
+    no_real_consul,
+    ignore = "no real Consul binaries (../shared/tools/consul)"
+)]
+fn consul_1_15_a_stopped_agent_costs_no_lock_and_a_leaving_one_does() {
+    let cluster = Cluster::start("1.15.10", 3, 2);
+    let key = unique("stopped-agent");
+    let (mine, other) = (&cluster.clients[0], &cluster.clients[1]);
+    let mut holder = Contender::holding(consul_elect(&[mine, other], &key));
+    let mut rival = Contender::spawn(consul_elect(&[other], &key));
+    consul_contenders(other, &key, 2);
+    mine.signal(Signal::SIGSTOP);
+    // Well past the TTL: before renewals had deadlines and a second
+    // address, the holder gave up here.
+    kept_for(
+        Duration::from_secs(15),
+        &mut holder,
+        &rival,
+        "agent stopped",
+    );
+    mine.signal(Signal::SIGCONT);
+    // A 1.15 client agent leaves on SIGTERM (leave_on_terminate).
+    mine.signal(Signal::SIGTERM);
+    assert_exit(&holder.finish(), 124, "the holder whose node left", || {
+        mine.log_tail()
+    });
+    rival.wait_started();
+    rival.go();
+    assert_exit(&rival.finish(), 0, "the rival", String::new);
+    no_overlap_and_growing_fences(&[&holder, &rival], "agent stopped, then left");
+}
+
+/// The raft leader killed: the holder keeps its lock through the election,
+/// and one-off runs on a free key started at once wait the election out
+/// (Consul answers 500 "No cluster leader" or "rpc error ... failed to get
+/// conn" meanwhile) and run their command, never failing (125). Then the
+/// holder's own agent is killed: its session, bound to no check (lockrun
+/// sends an empty list, which 1.6 honours in `Checks`), lives on, and the
+/// holder renews through its second agent.
+fn consul_leader_killed(version: &str) {
+    let cluster = Cluster::start(version, 3, 2);
+    let key = unique("killed-leader");
+    let (mine, other) = (&cluster.clients[0], &cluster.clients[1]);
+    let mut holder = Contender::holding(consul_elect(&[mine, other], &key));
+    let rival = Contender::spawn(consul_elect(&[other], &key));
+    consul_contenders(other, &key, 2);
+    cluster.leader().signal(Signal::SIGKILL);
+    let free = unique("free");
+    for agent in [other, mine, other] {
+        let mut once = consul_elect(&[agent], &free);
+        once.args(["--", "true"]);
+        let out = support::run(&mut once);
+        assert_exit(
+            &out,
+            0,
+            "a one-off run after the leader's death",
+            String::new,
+        );
+    }
+    kept_for(
+        Duration::from_secs(12),
+        &mut holder,
+        &rival,
+        "leader killed",
+    );
+    mine.signal(Signal::SIGKILL);
+    kept_for(Duration::from_secs(12), &mut holder, &rival, "agent killed");
+    holder.go();
+    assert_exit(&holder.finish(), 0, "the holder", String::new);
+    let mut rival = rival;
+    rival.wait_started();
+    rival.go();
+    assert_exit(&rival.finish(), 0, "the rival", String::new);
+    no_overlap_and_growing_fences(&[&holder, &rival], "leader and agent killed");
+}
+
+#[test]
+#[cfg_attr(
+    no_real_consul,
+    ignore = "no real Consul binaries (../shared/tools/consul)"
+)]
+fn consul_1_15_leader_and_holder_agent_killed() {
+    consul_leader_killed("1.15.10");
+}
+
+#[test]
+#[cfg_attr(
+    no_real_consul,
+    ignore = "no real Consul binaries (../shared/tools/consul)"
+)]
+fn consul_1_6_leader_and_holder_agent_killed() {
+    consul_leader_killed("1.6.2");
+}
+
+// ------------------------------------------------ semaphore fences (etcd)
+
+/// What README and `semaphore --help` say a semaphore's number orders:
+/// admissions across the semaphore, not each slot. Two slots held; two
+/// waiters queue; the second holder ends first and lets the first waiter
+/// in, then the first holder the second. Numbers grow in admission order,
+/// whichever slot is freed, so each newcomer's exceeds the number of the
+/// holder that ended before it came in.
+#[test]
+fn etcd_semaphore_numbers_grow_with_admissions_not_slots() {
+    let etcd = crate::etcd_support::etcd();
+    let prefix = unique("semaphore-fences");
+    let semaphore = || {
+        let mut cmd = support::bare(["--backend", "etcd", "--endpoints", &etcd.endpoint]);
+        cmd.args(["semaphore", "--limit", "2", &prefix]);
+        cmd
+    };
+    let mut first = Contender::holding(semaphore());
+    let mut second = Contender::holding(semaphore());
+    let mut third = Contender::spawn(semaphore());
+    etcd_queued(etcd, &prefix, 3);
+    let mut fourth = Contender::spawn(semaphore());
+    etcd_queued(etcd, &prefix, 4);
+    second.go();
+    assert_exit(&second.finish(), 0, "the second holder", String::new);
+    third.wait_started();
+    assert!(
+        !fourth.started(),
+        "the fourth came in with a slot taken by two"
+    );
+    first.go();
+    assert_exit(&first.finish(), 0, "the first holder", String::new);
+    fourth.wait_started();
+    for c in [&third, &fourth] {
+        c.go();
+    }
+    assert_exit(&third.finish(), 0, "the third", String::new);
+    assert_exit(&fourth.finish(), 0, "the fourth", String::new);
+    let fences: Vec<u64> = [&first, &second, &third, &fourth]
+        .iter()
+        .map(|c| c.fence())
+        .collect();
+    assert!(
+        fences.windows(2).all(|w| w[0] < w[1]),
+        "numbers do not grow in admission order: {fences:?}"
+    );
+    let spans: Vec<(u128, u128)> = [&first, &second, &third, &fourth]
+        .iter()
+        .map(|c| c.span())
+        .collect();
+    assert!(
+        max_overlap(spans.iter().copied()) <= 2,
+        "more than two slots held at once: {spans:?}"
+    );
+}
+
+/// A list of agents: an empty entry is refused before any request, a TLS
+/// server name with a list too, and when every agent refuses the message
+/// names them all.
+#[test]
+fn consul_address_lists_are_checked_and_every_refusal_named() {
+    let closed = || format!("127.0.0.1:{}", crate::procs::free_port());
+    let (a, b) = (closed(), closed());
+    let run = |addrs: &str, extra: &[&str]| {
+        let mut cmd = support::bare(["--http-addr", addrs]);
+        cmd.args(extra)
+            .args(["elect", "--no-wait", "k", "--", "true"]);
+        let out = support::run(&mut cmd);
+        assert_exit(&out, 125, addrs, String::new);
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let empty = run(&format!("{a},,{b}"), &[]);
+    assert!(empty.contains("has an empty entry"), "{empty}");
+    let named = run(
+        &format!("https://{a},https://{b}"),
+        &["--tls-server-name", "consul"],
+    );
+    assert!(named.contains("pins one agent's address"), "{named}");
+    let refused = run(&format!("{a},{b}"), &[]);
+    assert!(
+        refused.contains(&format!("http://{a},http://{b}")) && refused.contains("refused"),
+        "{refused}"
+    );
+}
