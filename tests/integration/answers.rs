@@ -430,8 +430,14 @@ fn a_frozen_engine_costs_no_extra_wait_after_the_child_stopped() {
         after_ms < 2_500,
         "lockrun exited {after_ms} ms after its child was stopped\n{stderr}"
     );
+    // The loss names the silence: the renewal still pending when the
+    // window closed ("no answer for ..."), or one that ran out its own
+    // deadline before it, whichever the timing gave.
     assert!(!stderr.contains("last error: none"), "{stderr}");
-    assert!(stderr.contains("no answer for "), "{stderr}");
+    assert!(
+        stderr.contains("no answer for ") || stderr.contains("did not answer within "),
+        "{stderr}"
+    );
     link.thaw();
 }
 
