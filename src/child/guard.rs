@@ -187,8 +187,16 @@ pub(super) fn run(Invocation { go, argv }: Invocation<'_>, environment: &Environ
     };
     // Whatever ended us, we exit (and the held descriptor closes) only after
     // the rest of the tree is dead.
-    end_tree();
+    // COMMAND's pid is ours to signal only while we have not reaped it.
+    let unreaped = matches!(waited, Ok(Ending::Killed)).then(|| child.id());
+    end_tree(unreaped);
+    let lent = held.is_some();
     drop(held);
+    if matches!(waited, Ok(Ending::Killed)) && !lent {
+        // Killed as the rest of the tree was: lockrun reads our end as it
+        // always has, as death by SIGKILL.
+        let _ = nix::sys::signal::raise(NixSignal::SIGKILL);
+    }
     match waited {
         Ok(Ending::Exited(status)) => match (status.code(), status.signal()) {
             (Some(code), _) => code as u8,
@@ -355,7 +363,12 @@ impl Watch {
 /// forked before is found by the next pass. No time limit: a member stuck
 /// in the kernel keeps us, and so the lock, alive, which is the side a lock
 /// must err on.
-fn end_tree() {
+fn end_tree(command: Option<u32>) {
+    // COMMAND first, before any look at /proc: when a deadline passes, it
+    // is what most likely still runs, and it must not wait for a scan.
+    if let Some(pid) = command {
+        let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), NixSignal::SIGKILL);
+    }
     // A subreaper with no children has no descendants: COMMAND and all it
     // started are gone, zombies included, so reading every process's /proc
     // entry would find nobody but a process from outside that joined our

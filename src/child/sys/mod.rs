@@ -552,6 +552,9 @@ fn waitid(pid: u32, flags: libc::c_int) -> io::Result<Option<ChildExit>> {
         }
         return Ok(match info.si_code {
             libc::CLD_EXITED => Some(ChildExit::Code(status)),
+            // A guard that met our request to end (`ask_guard_to_end`)
+            // before it could handle it was killed as SIGKILL would have.
+            libc::CLD_KILLED if status == death_signal() => Some(ChildExit::Signal(libc::SIGKILL)),
             libc::CLD_KILLED | libc::CLD_DUMPED => Some(ChildExit::Signal(status)),
             // Only WEXITED was asked for; anything else is not an exit.
             _ => None,
