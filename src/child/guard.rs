@@ -263,6 +263,17 @@ impl Watch {
             if let Some(status) = command_exit {
                 // COMMAND is gone; the job lasts until its tree is empty,
                 // unless the operator asked for the leftovers to be killed.
+                // Once lockrun asked the job to stop and COMMAND obeyed,
+                // what COMMAND left in its group is killed with it, as
+                // lockrun's sweep always did; processes outside the group
+                // heard the stop signal too (relayed) and get their grace
+                // until lockrun's SIGKILL step.
+                let stopping = [libc::SIGTERM, libc::SIGINT, libc::SIGQUIT, libc::SIGABRT]
+                    .into_iter()
+                    .any(sys::guard_survived);
+                if stopping {
+                    kill_group_but_us();
+                }
                 if leftovers == Leftovers::Kill || !reap_children() {
                     return Ok(Ending::Exited(status));
                 }
@@ -407,6 +418,17 @@ fn end_tree(command: Option<u32>) {
         // the pause is short and grows to a bound, as in lockrun's sweep.
         std::thread::sleep(pause);
         pause = (pause * 2).min(std::time::Duration::from_millis(50));
+    }
+}
+
+/// SIGKILLs every live member of our group but ourselves.
+fn kill_group_but_us() {
+    let me = std::process::id();
+    let group = nix::unistd::getpgrp().as_raw() as u32;
+    if let Ok(members) = sys::live_group_members(group) {
+        for pid in members.into_iter().filter(|pid| *pid != me) {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), NixSignal::SIGKILL);
+        }
     }
 }
 

@@ -1143,6 +1143,9 @@ fn a_held_lock_outlives_every_member_when_the_command_exits() {
         &[&grandchild_file],
     );
     cmd.lends = true;
+    // The job would otherwise last as long as the sleep (`--leftovers wait`).
+    cmd.env
+        .push(("LOCKRUN_GUARD_LEFTOVERS".into(), "kill".into()));
     let mut groups = KillGroupsOnDrop::new();
     block_on(async {
         let mut child = Child::prepare_with(&cmd, Terminal::Never)
