@@ -109,7 +109,7 @@ impl Environment<'_> {
     /// plus what it adds and what came with the go message, in that order.
     fn of_command(&self, from_go: go::Env) -> go::Env {
         let mut vars: go::Env = std::env::vars_os()
-            .filter(|(key, _)| !self.remove.contains(key))
+            .filter(|(key, _)| !self.remove.contains(key) && key != LEFTOVERS_ENV)
             .collect();
         for (key, value) in self.add.iter().cloned().chain(from_go) {
             vars.retain(|(k, _)| *k != key);
@@ -151,17 +151,20 @@ pub(super) fn run(Invocation { go, argv }: Invocation<'_>, environment: &Environ
         }
         None => (Vec::new(), None, None),
     };
-    // Holding it, we are a subreaper: we inherit the group's orphans, so
-    // that before we exit we can kill and reap every other member
-    // (`end_group`).
-    if held.is_some() && nix::sys::prctl::set_child_subreaper(true).is_err() {
+    // The job is COMMAND's whole process tree (SPEC §3). As a subreaper we
+    // inherit every orphan of it, a daemon that called `setsid` and forked
+    // twice included, so the tree stays below us whatever its groups and
+    // sessions: we can find it, signal it, and we exit only once it is
+    // empty (`end_tree`), which is what lockrun waits for before it gives
+    // up the lock on any backend.
+    if nix::sys::prctl::set_child_subreaper(true).is_err() {
         return GUARD_FAILED;
     }
 
     // COMMAND's exit must wake our poll below, so SIGCHLD arrives on a
     // descriptor; blocked before the spawn, none is missed. Without it we
     // can still wait for COMMAND, only not keep deadlines meanwhile.
-    let watch = Watch::new(held.is_some());
+    let watch = Watch::new(true);
     if let Err(err) = &watch {
         say(format_args!(
             "cannot watch the lease's deadline ({err}); the command runs under lockrun's watch alone"
@@ -182,11 +185,17 @@ pub(super) fn run(Invocation { go, argv }: Invocation<'_>, environment: &Environ
         Ok(watch) => watch.run(&mut child, channel),
         Err(_) => child.wait().map(Ending::Exited),
     };
-    if held.is_some() {
-        // Whatever ended us, the held descriptor closes only after the rest
-        // of the group is dead.
-        end_group();
-        drop(held);
+    // Whatever ended us, we exit (and the held descriptor closes) only after
+    // the rest of the tree is dead.
+    // COMMAND's pid is ours to signal only while we have not reaped it.
+    let unreaped = matches!(waited, Ok(Ending::Killed)).then(|| child.id());
+    end_tree(unreaped);
+    let lent = held.is_some();
+    drop(held);
+    if matches!(waited, Ok(Ending::Killed)) && !lent {
+        // Killed as the rest of the tree was: lockrun reads our end as it
+        // always has, as death by SIGKILL.
+        let _ = nix::sys::signal::raise(NixSignal::SIGKILL);
     }
     match waited {
         Ok(Ending::Exited(status)) => match (status.code(), status.signal()) {
@@ -244,9 +253,30 @@ impl Watch {
         let mut reader = deadline::Reader::default();
         let mut current: Option<Deadline> = None;
         let mut signalled = false;
+        let mut command_exit: Option<ExitStatus> = None;
+        let leftovers = Leftovers::from_env();
         loop {
-            if let Some(status) = child.try_wait()? {
-                return Ok(Ending::Exited(status));
+            relay_to_strays();
+            if command_exit.is_none() {
+                command_exit = child.try_wait()?;
+            }
+            if let Some(status) = command_exit {
+                // COMMAND is gone; the job lasts until its tree is empty,
+                // unless the operator asked for the leftovers to be killed.
+                // Once lockrun asked the job to stop and COMMAND obeyed,
+                // what COMMAND left in its group is killed with it, as
+                // lockrun's sweep always did; processes outside the group
+                // heard the stop signal too (relayed) and get their grace
+                // until lockrun's SIGKILL step.
+                let stopping = [libc::SIGTERM, libc::SIGINT, libc::SIGQUIT, libc::SIGABRT]
+                    .into_iter()
+                    .any(sys::guard_survived);
+                if stopping {
+                    kill_group_but_us();
+                }
+                if leftovers == Leftovers::Kill || !reap_children() {
+                    return Ok(Ending::Exited(status));
+                }
             }
             if let Some(deadline) = current {
                 match deadline.step(clock::boottime(), signalled) {
@@ -263,10 +293,16 @@ impl Watch {
                     // lockrun reports the loss once it runs again.
                     Step::Signal(number) => {
                         signal_own_group(number);
+                        signal_strays(number);
                         signalled = true;
                         continue;
                     }
-                    Step::Kill if self.orderly => return Ok(Ending::Killed),
+                    Step::Kill if self.orderly => {
+                        return Ok(match command_exit {
+                            Some(status) => Ending::Exited(status),
+                            None => Ending::Killed,
+                        })
+                    }
                     Step::Kill => {
                         // Ourselves included: this does not return.
                         signal_own_group(libc::SIGKILL);
@@ -302,7 +338,10 @@ impl Watch {
                     orphaned |= info.ssi_signo as i32 == sys::death_signal();
                 }
                 if orphaned {
-                    return Ok(Ending::Killed);
+                    return Ok(match command_exit {
+                        Some(status) => Ending::Exited(status),
+                        None => Ending::Killed,
+                    });
                 }
             }
             if fired {
@@ -327,17 +366,24 @@ impl Watch {
     }
 }
 
-/// Kills every other member of our group and waits until none is alive,
-/// reaping those that are our children (as a subreaper, the group's orphans
-/// are). No time limit: a member stuck in the kernel keeps us, and so the
-/// descriptor we hold, alive, which is the side a lock must err on.
-fn end_group() {
+/// Kills every other process of COMMAND's tree (our descendants, whatever
+/// their group or session, and any member of our group) and waits until
+/// none is alive, reaping those that are our children (as a subreaper, the
+/// tree's orphans are). Kill passes repeat until a pass finds nobody, so a
+/// fork loop loses: a process SIGKILLed cannot fork again, and what it
+/// forked before is found by the next pass. No time limit: a member stuck
+/// in the kernel keeps us, and so the lock, alive, which is the side a lock
+/// must err on.
+fn end_tree(command: Option<u32>) {
+    // COMMAND first, before any look at /proc: when a deadline passes, it
+    // is what most likely still runs, and it must not wait for a scan.
+    if let Some(pid) = command {
+        let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), NixSignal::SIGKILL);
+    }
     // A subreaper with no children has no descendants: COMMAND and all it
     // started are gone, zombies included, so reading every process's /proc
-    // entry (3.5 ms of a local handover on a host of 70 processes, growing
-    // with their number) would find nobody. A process from outside that
-    // joined our group is not COMMAND's; lockrun's own sweep, done while it
-    // still holds its copy of the descriptor, looks for any member left.
+    // entry would find nobody but a process from outside that joined our
+    // group, which lockrun's own sweep looks for.
     if !reap_children() {
         return;
     }
@@ -346,29 +392,94 @@ fn end_group() {
     let mut pause = std::time::Duration::from_millis(1);
     loop {
         reap_children();
-        let members = match sys::live_group_members(group) {
-            Ok(members) => members,
+        let others = match sys::live_tree(me, group) {
+            Ok(others) => others,
             Err(_) => {
                 // Without /proc we cannot tell who is left: SIGKILL all of
-                // us at once, which is what we did before holding anything.
-                // Nothing on stderr first: a stalled reader would stall us.
+                // the group at once, ourselves included, as before we were
+                // a subreaper. Nothing on stderr first: a stalled reader
+                // would stall us.
                 signal_own_group(libc::SIGKILL);
                 return;
             }
         };
-        let others: Vec<u32> = members.into_iter().filter(|pid| *pid != me).collect();
-        if others.is_empty() {
+        if others.is_empty() && !reap_children() {
             break;
         }
-        for pid in others {
-            let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), NixSignal::SIGKILL);
+        for pid in &others {
+            let _ = nix::sys::signal::kill(Pid::from_raw(*pid as i32), NixSignal::SIGKILL);
+        }
+        if others.is_empty() {
+            // Only zombies of ours are left, or a child is between fork
+            // and showing in /proc: look again at once.
+            continue;
         }
         // Members that are not our children send us nothing when they die;
         // the pause is short and grows to a bound, as in lockrun's sweep.
         std::thread::sleep(pause);
         pause = (pause * 2).min(std::time::Duration::from_millis(50));
     }
-    reap_children();
+}
+
+/// SIGKILLs every live member of our group but ourselves.
+fn kill_group_but_us() {
+    let me = std::process::id();
+    let group = nix::unistd::getpgrp().as_raw() as u32;
+    if let Ok(members) = sys::live_group_members(group) {
+        for pid in members.into_iter().filter(|pid| *pid != me) {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), NixSignal::SIGKILL);
+        }
+    }
+}
+
+/// Sends signal `number` to the processes of COMMAND's tree outside our
+/// process group: a daemon that called `setsid` hears what lockrun sends the
+/// group (a stop, a reload) as COMMAND does.
+fn signal_strays(number: i32) {
+    let Ok(signal) = NixSignal::try_from(number) else {
+        return;
+    };
+    let me = std::process::id();
+    let group = nix::unistd::getpgrp().as_raw() as u32;
+    if let Ok(tree) = sys::live_tree(me, group) {
+        for pid in tree {
+            if sys::process_group_of(pid) != Some(group) {
+                let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), signal);
+            }
+        }
+    }
+}
+
+/// Passes the signals lockrun sent our group since the last call on to the
+/// tree's processes outside the group.
+fn relay_to_strays() {
+    for number in sys::guard_take_relayed() {
+        signal_strays(number);
+    }
+}
+
+/// What the job does with processes COMMAND leaves behind when it exits:
+/// lockrun passes `--leftovers` to the guard in its environment (see
+/// [`LEFTOVERS_ENV`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leftovers {
+    /// The job lasts until the tree is empty.
+    Wait,
+    /// The job ends with COMMAND: what is left is killed.
+    Kill,
+}
+
+/// The guard's environment variable for [`Leftovers`]; removed from
+/// COMMAND's environment.
+pub const LEFTOVERS_ENV: &str = "LOCKRUN_GUARD_LEFTOVERS";
+
+impl Leftovers {
+    fn from_env() -> Leftovers {
+        match std::env::var_os(LEFTOVERS_ENV) {
+            Some(value) if value == "kill" => Leftovers::Kill,
+            _ => Leftovers::Wait,
+        }
+    }
 }
 
 /// Reaps every child of ours that has exited, never blocking. False only

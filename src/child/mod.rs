@@ -392,6 +392,14 @@ impl Child {
         if matches!(self.state, State::Reaped(_)) {
             return;
         }
+        if sig == Signal::Kill && matches!(self.state, State::Running) {
+            // A SIGKILL would kill the guard too, and the tree's processes
+            // outside the group (a daemon that called `setsid`) would be
+            // orphaned to init, out of reach. The guard kills the whole
+            // tree, then exits, when it hears its parent-death signal.
+            sys::ask_guard_to_end(self.pid);
+            return;
+        }
         if let Err(err) = sys::kill_group(self.pid, sig.number()) {
             tracing::warn!("cannot send {sig} to the child's process group: {err}");
         }
@@ -650,7 +658,9 @@ impl Child {
 
 impl Drop for Child {
     fn drop(&mut self) {
-        if !matches!(self.state, State::Reaped(_)) {
+        if matches!(self.state, State::Running) {
+            sys::ask_guard_to_end(self.pid);
+        } else if !matches!(self.state, State::Reaped(_)) {
             // Unreaped, so the group id is still ours to signal.
             let _ = sys::kill_group(self.pid, Signal::Kill.number());
         }

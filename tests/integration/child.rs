@@ -201,7 +201,10 @@ fn arguments_and_environment_reach_the_command() {
 fn waiting_sweeps_what_the_command_left_behind() {
     let dir = tempdir();
     let grandchild_file = dir.path().join("grandchild");
-    let cmd = shell(r#"sleep 600 & echo $! > "$1""#, &[&grandchild_file]);
+    let mut cmd = shell(r#"sleep 600 & echo $! > "$1""#, &[&grandchild_file]);
+    // The job would otherwise last as long as the sleep (`--leftovers wait`).
+    cmd.env
+        .push(("LOCKRUN_GUARD_LEFTOVERS".into(), "kill".into()));
     let mut groups = KillGroupsOnDrop::new();
     block_on(async {
         let mut child = spawn(&cmd, &mut groups);
@@ -1140,6 +1143,9 @@ fn a_held_lock_outlives_every_member_when_the_command_exits() {
         &[&grandchild_file],
     );
     cmd.lends = true;
+    // The job would otherwise last as long as the sleep (`--leftovers wait`).
+    cmd.env
+        .push(("LOCKRUN_GUARD_LEFTOVERS".into(), "kill".into()));
     let mut groups = KillGroupsOnDrop::new();
     block_on(async {
         let mut child = Child::prepare_with(&cmd, Terminal::Never)

@@ -54,6 +54,8 @@ mod tls;
 mod local_cli;
 // The same scenarios on every backend.
 mod backends;
+
+mod contain;
 // `--backend etcd` end to end beside etcdctl.
 mod etcd_cli;
 // The `local` backend's engine through the backend seam.

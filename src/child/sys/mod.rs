@@ -349,11 +349,95 @@ pub(super) fn survivable_set() -> libc::sigset_t {
 /// deadline ladder skips a kill signal lockrun has already sent the group.
 static SURVIVED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// The signals the guard has survived and not yet relayed to the processes
+/// of COMMAND's tree outside its group.
+static RELAY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 extern "C" fn survive(sig: libc::c_int) {
     // A lock-free atomic store is async-signal-safe.
     if (1..64).contains(&sig) {
         SURVIVED.fetch_or(1 << sig, std::sync::atomic::Ordering::Relaxed);
+        RELAY.fetch_or(1 << sig, std::sync::atomic::Ordering::Relaxed);
     }
+}
+
+/// Has the running guard `pid` kill COMMAND's whole tree and exit: its
+/// parent-death signal, which nobody else sends, and SIGCONT in case the job
+/// is stopped.
+pub(super) fn ask_guard_to_end(pid: u32) {
+    // SAFETY: kill takes plain values; ESRCH (the guard already gone) is fine.
+    unsafe {
+        libc::kill(pid as libc::pid_t, death_signal());
+        libc::kill(pid as libc::pid_t, libc::SIGCONT);
+    }
+}
+
+/// In the guard: the signals survived since the last call, to relay.
+pub(super) fn guard_take_relayed() -> Vec<i32> {
+    let bits = RELAY.swap(0, std::sync::atomic::Ordering::Relaxed);
+    (1..64).filter(|sig| bits & (1 << sig) != 0).collect()
+}
+
+/// The live processes of the tree below `root` (a subreaper, so every
+/// descendant's parent chain leads to it), plus the live members of group
+/// `pgid`, `root` itself excepted, from /proc.
+pub(super) fn live_tree(root: u32, pgid: u32) -> io::Result<Vec<u32>> {
+    let mut table = Vec::new();
+    for entry in std::fs::read_dir("/proc")? {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if let Some((state, ppid, pgrp)) = parse_stat_parent(&stat) {
+            table.push((pid, state, ppid, pgrp));
+        }
+    }
+    let parent: std::collections::HashMap<u32, u32> = table
+        .iter()
+        .map(|(pid, _, ppid, _)| (*pid, *ppid))
+        .collect();
+    let below = |mut pid: u32| {
+        // Bounded: a parent chain has no cycles, but a table read while
+        // processes come and go might.
+        for _ in 0..table.len() {
+            match parent.get(&pid) {
+                Some(&up) if up == root => return true,
+                Some(&up) if up > 1 => pid = up,
+                _ => return false,
+            }
+        }
+        false
+    };
+    Ok(table
+        .iter()
+        .filter(|(pid, state, _, pgrp)| {
+            *pid != root && !matches!(state, 'Z' | 'X' | 'x') && (*pgrp == pgid || below(*pid))
+        })
+        .map(|(pid, ..)| *pid)
+        .collect())
+}
+
+/// The process group of `pid`, from /proc, if it is alive.
+pub(super) fn process_group_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_parent(&stat).map(|(_, _, pgrp)| pgrp)
+}
+
+/// State, parent and process group from a /proc/PID/stat line.
+fn parse_stat_parent(stat: &str) -> Option<(char, u32, u32)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((state, ppid, pgrp))
 }
 
 /// In the guard: forgets the signals survived so far, when a new deadline
@@ -468,6 +552,9 @@ fn waitid(pid: u32, flags: libc::c_int) -> io::Result<Option<ChildExit>> {
         }
         return Ok(match info.si_code {
             libc::CLD_EXITED => Some(ChildExit::Code(status)),
+            // A guard that met our request to end (`ask_guard_to_end`)
+            // before it could handle it was killed as SIGKILL would have.
+            libc::CLD_KILLED if status == death_signal() => Some(ChildExit::Signal(libc::SIGKILL)),
             libc::CLD_KILLED | libc::CLD_DUMPED => Some(ChildExit::Signal(status)),
             // Only WEXITED was asked for; anything else is not an exit.
             _ => None,

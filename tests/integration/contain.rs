@@ -1,0 +1,156 @@
+//! The job is the command's whole process tree (SPEC §3): a command that
+//! daemonizes (`setsid` and a double fork, as `pg_ctl start` does) keeps the
+//! lock while its daemon runs, and the daemon is gone before a rival's
+//! command starts, however the job ends. Every scenario compares the
+//! daemon's own heartbeats with the rival's own start.
+
+use nix::sys::signal::Signal;
+
+use crate::places::{last_beat, Place};
+use crate::support::{run, scratch, wait_for_file, Running};
+
+/// One scenario as a test per backend.
+macro_rules! on_every_backend {
+    ($scenario:ident) => {
+        mod $scenario {
+            use super::*;
+
+            #[test]
+            fn on_local() {
+                super::$scenario(&Place::local());
+            }
+
+            #[test]
+            fn on_consul() {
+                super::$scenario(&Place::consul(stringify!($scenario)));
+            }
+
+            #[test]
+            fn on_etcd() {
+                super::$scenario(&Place::etcd(stringify!($scenario)));
+            }
+        }
+    };
+}
+
+/// A command that starts a daemon (a double fork, then `setsid`) beating
+/// into `$1/beat` every 10 ms until `$1/go` appears, and exits at once.
+const DAEMONIZE: &str = "(setsid sh -c 'while [ ! -e \"$0/go\" ]; do date +%s%N >> \"$0/beat\"; \
+     sleep 0.01; done' \"$1\" </dev/null >/dev/null 2>&1 &); exit 0";
+
+/// A fork loop that leaves every group: each process beats, starts the
+/// next in a session of its own, and exits, until `$1/go` appears.
+const WANDER: &str = "export S='[ -e \"$W/go\" ] && exit 0; date +%s%N >> \"$W/beat\"; \
+     (setsid sh -c \"$S\" </dev/null >/dev/null 2>&1 &)'; W=\"$1\" setsid sh -c \"$S\" \
+     </dev/null >/dev/null 2>&1 & exit 0";
+
+/// How the holder's job ends.
+#[derive(Clone, Copy, PartialEq)]
+enum End {
+    ByItself,
+    Release,
+    Signal(Signal),
+}
+
+/// Starts `lockrun elect KEY --shell -- SCRIPT WORK` and a waiting rival,
+/// ends the holder's job as `end` says, and asserts the tree's last beat
+/// came before the rival's command started.
+fn contained(place: &Place, name: &str, script: &str, end: End) {
+    let key = place.key(name);
+    let work = scratch();
+    let mut cmd = place.lockrun(&["elect", &key, "--shell", "--", script]);
+    cmd.arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    wait_for_file(&work.path().join("beat"));
+    let rival_mark = work.path().join("rival");
+    let mut cmd = place.lockrun(&["elect", &key, "--shell", "--", "date +%s%N > \"$1\""]);
+    cmd.arg(&rival_mark);
+    let rival = Running::spawn(&mut cmd);
+    // The rival gets time to start, measured in the daemon's own beats: a
+    // daemon that escaped would beat beside it.
+    let beats = beat_count(work.path());
+    wait_until_beats(work.path(), beats + 30);
+    match end {
+        End::ByItself => {
+            // Still holding while the daemon runs, though its command exited.
+            std::fs::write(work.path().join("go"), "").unwrap();
+        }
+        End::Release => {
+            let output = run(&mut place.lockrun(&["release", &key]));
+            place.status(&output, 0, "release");
+        }
+        End::Signal(signal) => holder.signal(signal),
+    }
+    let _ = holder.finish();
+    let holder_ended = crate::support::now_ns();
+    place.status(&rival.finish(), 0, "the rival");
+    // Whatever happened, nothing of ours beats on after the test.
+    std::fs::write(work.path().join("go"), "").unwrap();
+    let started: u128 = std::fs::read_to_string(&rival_mark)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let last = last_beat(work.path());
+    if end == End::Release && !matches!(place, Place::Local(_)) {
+        // On Consul and etcd an operator's release frees the key at once
+        // (SPEC §3 states it per backend), so the rival may start while the
+        // holder stops its tree; what we promise there is that the holder
+        // ends only once its whole tree is gone.
+        assert!(
+            last < holder_ended,
+            "the holder's daemon beat {} ms after the holder ended",
+            (last - holder_ended) / 1_000_000
+        );
+        return;
+    }
+    assert!(
+        last < started,
+        "the holder's daemon beat {} ms after the rival's command started",
+        (last - started) / 1_000_000
+    );
+}
+
+fn a_daemon_ending_by_itself_keeps_the_lock(place: &Place) {
+    contained(place, "by-itself", DAEMONIZE, End::ByItself);
+}
+on_every_backend!(a_daemon_ending_by_itself_keeps_the_lock);
+
+fn a_released_daemon_is_gone_before_the_rival(place: &Place) {
+    contained(place, "released", DAEMONIZE, End::Release);
+}
+on_every_backend!(a_released_daemon_is_gone_before_the_rival);
+
+fn a_daemon_is_gone_after_sigterm_to_lockrun(place: &Place) {
+    contained(place, "term", DAEMONIZE, End::Signal(Signal::SIGTERM));
+}
+on_every_backend!(a_daemon_is_gone_after_sigterm_to_lockrun);
+
+fn a_daemon_is_gone_after_sigkill_to_lockrun(place: &Place) {
+    contained(place, "kill", DAEMONIZE, End::Signal(Signal::SIGKILL));
+}
+on_every_backend!(a_daemon_is_gone_after_sigkill_to_lockrun);
+
+fn a_fork_loop_is_gone_after_release(place: &Place) {
+    contained(place, "fork-loop", WANDER, End::Release);
+}
+on_every_backend!(a_fork_loop_is_gone_after_release);
+
+/// How many beats the tree has written so far.
+fn beat_count(work: &std::path::Path) -> usize {
+    std::fs::read_to_string(work.join("beat"))
+        .map(|text| text.lines().count())
+        .unwrap_or(0)
+}
+
+/// Waits (within the test patience) until the tree has beaten `count` times.
+fn wait_until_beats(work: &std::path::Path, count: usize) {
+    let deadline = crate::procs::deadline() + crate::procs::PATIENCE;
+    while beat_count(work) < count {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon stopped beating"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
