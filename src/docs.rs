@@ -15,12 +15,10 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use clap::CommandFactory;
 use clap_complete::Shell;
 use clap_mangen::roff::{bold, italic, roman, Inline, Roff};
 use clap_mangen::Man;
 
-use crate::cli::Cli;
 use crate::exit::Exit;
 
 /// The date on every page. A build-time date would make the committed pages
@@ -46,7 +44,7 @@ pub const SHELLS: [Shell; 5] = [
 pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     // The man pages list subcommands as pages, and `help` has none; the real
     // binary keeps its `help` subcommand (and the completions offer it).
-    let mut cli = Cli::command().disable_help_subcommand(true);
+    let mut cli = crate::cli::command().disable_help_subcommand(true);
     // Subcommands are rendered from the built parent: building is what copies
     // the global flags (Consul connection, output) into each subcommand.
     // Rendering a subcommand on its own would lose them.
@@ -70,12 +68,12 @@ pub fn completions() -> Vec<(String, Vec<u8>)> {
 
 /// The name `shell` expects the script to have, e.g. `_lockrun` for zsh.
 pub fn completion_file(shell: Shell) -> String {
-    clap_complete::Generator::file_name(&shell, Cli::command().get_name())
+    clap_complete::Generator::file_name(&shell, crate::cli::command().get_name())
 }
 
 /// The completion script for `shell`.
 pub fn completion(shell: Shell) -> Vec<u8> {
-    let mut cli = Cli::command();
+    let mut cli = crate::cli::command();
     let bin = cli.get_name().to_string();
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut cli, &bin, &mut script);

@@ -2,6 +2,7 @@
 //! runtime, and turn the outcome into an exit status and at most one line.
 
 mod elect;
+mod explain;
 mod holders;
 mod install;
 mod leader;
@@ -13,7 +14,7 @@ use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::parser::ValueSource;
-use clap::{ArgMatches, CommandFactory, FromArgMatches};
+use clap::{ArgMatches, FromArgMatches};
 
 use crate::backend::consul::{operator, show as consul_show, Client, Consul};
 use crate::backend::etcd::config::{EtcdConfig, EtcdFlags};
@@ -27,7 +28,7 @@ use crate::exit::Exit;
 use crate::logging;
 
 pub fn main(args: Vec<OsString>) -> ExitCode {
-    let matches = match Cli::command().try_get_matches_from(&args) {
+    let matches = match crate::cli::command().try_get_matches_from(&args) {
         Ok(matches) => matches,
         Err(e) => return clap_error(&args, e),
     };
@@ -135,8 +136,9 @@ const OWNED: &[(&str, &[BackendName])] = &[
 /// meant something by it (SPEC §6). Environment variables are left alone,
 /// since a shell may export both backends' settings.
 fn foreign_flags(matches: &ArgMatches, backend: BackendName) -> Result<(), Failure> {
+    // `explain` nests `elect` and `semaphore` one level deeper.
     let mut levels = vec![matches];
-    if let Some((_, sub)) = matches.subcommand() {
+    while let Some((_, sub)) = levels[levels.len() - 1].subcommand() {
         levels.push(sub);
     }
     for level in levels {
@@ -191,6 +193,8 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
         // Installing needs no engine, so no engine setting can stand in its way.
         Command::Completions(args) => return install::completions(&args),
         Command::Man(args) => return install::man(&args),
+        // Explaining contacts no engine: it validates and computes only.
+        Command::Explain(args) => return explain::run(args, backend, &env),
     };
     if matches!(job, Job::Leader(_) | Job::Release(_)) {
         // These handle no signal: an early one ends them as it always would.
