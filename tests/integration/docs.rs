@@ -12,7 +12,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use clap::{CommandFactory, Parser};
+use clap::CommandFactory;
 use lockrun::cli::Cli;
 use lockrun::docs;
 use lockrun::exit::Exit;
