@@ -52,6 +52,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('release', 'release', [CompletionResultType]::ParameterValue, 'Force-release the lock on KEY (or semaphore slots), from any host')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print the completion script for SHELL on stdout')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Write the man pages into DIR: lockrun(1) and one page per subcommand')
+            [CompletionResult]::new('explain', 'explain', [CompletionResultType]::ParameterValue, 'Print the timing promise that elect or semaphore would keep with these flags')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -258,6 +259,142 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             break
         }
+        'lockrun;explain' {
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
+            [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
+            [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies')
+            [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
+            [CompletionResult]::new('--ca-file', '--ca-file', [CompletionResultType]::ParameterName, 'CA certificate file to verify Consul''s TLS certificate')
+            [CompletionResult]::new('--ca-path', '--ca-path', [CompletionResultType]::ParameterName, 'Directory of CA certificates')
+            [CompletionResult]::new('--client-cert', '--client-cert', [CompletionResultType]::ParameterName, 'Client certificate for Consul''s verify_incoming')
+            [CompletionResult]::new('--client-key', '--client-key', [CompletionResultType]::ParameterName, 'Client key for Consul''s verify_incoming')
+            [CompletionResult]::new('--tls-server-name', '--tls-server-name', [CompletionResultType]::ParameterName, 'Server name to verify Consul''s certificate against (SNI)')
+            [CompletionResult]::new('--datacenter', '--datacenter', [CompletionResultType]::ParameterName, 'Datacenter to use (default: the agent''s)')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Enterprise namespace')
+            [CompletionResult]::new('--endpoints', '--endpoints', [CompletionResultType]::ParameterName, 'etcd: endpoints, comma-separated host:port or http(s)://host:port (else ETCDCTL_ENDPOINTS, else 127.0.0.1:2379); the next is tried when one is down')
+            [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'etcd: CA certificate file (else ETCDCTL_CACERT)')
+            [CompletionResult]::new('--cert', '--cert', [CompletionResultType]::ParameterName, 'etcd: client certificate file (else ETCDCTL_CERT)')
+            [CompletionResult]::new('--cert-key', '--cert-key', [CompletionResultType]::ParameterName, 'etcd: the client certificate''s key file (else ETCDCTL_KEY)')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON object instead of text')
+            [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('elect', 'elect', [CompletionResultType]::ParameterValue, 'Explain `lockrun elect` with these flags')
+            [CompletionResult]::new('semaphore', 'semaphore', [CompletionResultType]::ParameterValue, 'Explain `lockrun semaphore` with these flags')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'lockrun;explain;elect' {
+            [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Session (Consul) or lease (etcd) TTL: Consul allows 10s to 24h, etcd whole seconds. Shorter notices a dead host sooner')
+            [CompletionResult]::new('--lock-delay', '--lock-delay', [CompletionResultType]::ParameterName, 'How long Consul keeps the lock from a new holder after the session is invalidated (0s to 60s). It is the child''s grace window on a partition')
+            [CompletionResult]::new('--behavior', '--behavior', [CompletionResultType]::ParameterName, 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]')
+            [CompletionResult]::new('--session-name', '--session-name', [CompletionResultType]::ParameterName, 'Session name shown in Consul [default: lockrun on HOST for KEY]')
+            [CompletionResult]::new('--node-checks', '--node-checks', [CompletionResultType]::ParameterName, 'Node health checks the session is bound to (comma-separated) [default: none]. A failing check ends the session at once, so the child must then be dead within the lock-delay: renewals come more often and the grace period must fit in the lock-delay. Not for semaphores')
+            [CompletionResult]::new('--service-checks', '--service-checks', [CompletionResultType]::ParameterName, 'Service health checks the session is bound to (comma-separated; Consul 1.7 or later). As --node-checks')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Give up after DURATION without the lock (exit 75)')
+            [CompletionResult]::new('-E', '-E ', [CompletionResultType]::ParameterName, 'Exit status when the lock was not acquired (like flock -E); 0 makes a conflict count as success, for cron jobs another host already ran')
+            [CompletionResult]::new('--conflict-exit-code', '--conflict-exit-code', [CompletionResultType]::ParameterName, 'Exit status when the lock was not acquired (like flock -E); 0 makes a conflict count as success, for cron jobs another host already ran')
+            [CompletionResult]::new('--kill-signal', '--kill-signal', [CompletionResultType]::ParameterName, 'Signal that asks the child to stop when the lock is lost')
+            [CompletionResult]::new('--kill-timeout', '--kill-timeout', [CompletionResultType]::ParameterName, 'Grace period after the kill signal before SIGKILL [default: 5s for elect, 2s for semaphore, less if --ttl or --lock-delay leave less room]. It must fit in the safety budget (lockrun says by how much if it does not). When Consul reports the lock lost, only what the lock-delay leaves is granted (none for a semaphore)')
+            [CompletionResult]::new('--value', '--value', [CompletionResultType]::ParameterName, 'Value stored in the lock entry [default: this host''s name]')
+            [CompletionResult]::new('--notify', '--notify', [CompletionResultType]::ParameterName, 'Speak systemd''s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*. Without --timeout or --no-wait it retries an engine that is down at start, as --campaign does (a unit may start before its agent)')
+            [CompletionResult]::new('--min-hold', '--min-hold', [CompletionResultType]::ParameterName, 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
+            [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
+            [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies')
+            [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
+            [CompletionResult]::new('--ca-file', '--ca-file', [CompletionResultType]::ParameterName, 'CA certificate file to verify Consul''s TLS certificate')
+            [CompletionResult]::new('--ca-path', '--ca-path', [CompletionResultType]::ParameterName, 'Directory of CA certificates')
+            [CompletionResult]::new('--client-cert', '--client-cert', [CompletionResultType]::ParameterName, 'Client certificate for Consul''s verify_incoming')
+            [CompletionResult]::new('--client-key', '--client-key', [CompletionResultType]::ParameterName, 'Client key for Consul''s verify_incoming')
+            [CompletionResult]::new('--tls-server-name', '--tls-server-name', [CompletionResultType]::ParameterName, 'Server name to verify Consul''s certificate against (SNI)')
+            [CompletionResult]::new('--datacenter', '--datacenter', [CompletionResultType]::ParameterName, 'Datacenter to use (default: the agent''s)')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Enterprise namespace')
+            [CompletionResult]::new('--endpoints', '--endpoints', [CompletionResultType]::ParameterName, 'etcd: endpoints, comma-separated host:port or http(s)://host:port (else ETCDCTL_ENDPOINTS, else 127.0.0.1:2379); the next is tried when one is down')
+            [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'etcd: CA certificate file (else ETCDCTL_CACERT)')
+            [CompletionResult]::new('--cert', '--cert', [CompletionResultType]::ParameterName, 'etcd: client certificate file (else ETCDCTL_CERT)')
+            [CompletionResult]::new('--cert-key', '--cert-key', [CompletionResultType]::ParameterName, 'etcd: the client certificate''s key file (else ETCDCTL_KEY)')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
+            [CompletionResult]::new('--campaign', '--campaign', [CompletionResultType]::ParameterName, 'After losing the lock, stop the child and campaign again instead of exiting 124 (for long-running daemons)')
+            [CompletionResult]::new('--no-checks', '--no-checks', [CompletionResultType]::ParameterName, 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)')
+            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once (a network blip is retried for up to 500ms)')
+            [CompletionResult]::new('--no-wait', '--no-wait', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once (a network blip is retried for up to 500ms)')
+            [CompletionResult]::new('--shell', '--shell', [CompletionResultType]::ParameterName, 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...')
+            [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'lockrun;explain;semaphore' {
+            [CompletionResult]::new('-l', '-l', [CompletionResultType]::ParameterName, 'Number of slots; every contender on PREFIX must agree')
+            [CompletionResult]::new('--limit', '--limit', [CompletionResultType]::ParameterName, 'Number of slots; every contender on PREFIX must agree')
+            [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Session (Consul) or lease (etcd) TTL: Consul allows 10s to 24h, etcd whole seconds. Shorter notices a dead host sooner')
+            [CompletionResult]::new('--lock-delay', '--lock-delay', [CompletionResultType]::ParameterName, 'How long Consul keeps the lock from a new holder after the session is invalidated (0s to 60s). It is the child''s grace window on a partition')
+            [CompletionResult]::new('--behavior', '--behavior', [CompletionResultType]::ParameterName, 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]')
+            [CompletionResult]::new('--session-name', '--session-name', [CompletionResultType]::ParameterName, 'Session name shown in Consul [default: lockrun on HOST for KEY]')
+            [CompletionResult]::new('--node-checks', '--node-checks', [CompletionResultType]::ParameterName, 'Node health checks the session is bound to (comma-separated) [default: none]. A failing check ends the session at once, so the child must then be dead within the lock-delay: renewals come more often and the grace period must fit in the lock-delay. Not for semaphores')
+            [CompletionResult]::new('--service-checks', '--service-checks', [CompletionResultType]::ParameterName, 'Service health checks the session is bound to (comma-separated; Consul 1.7 or later). As --node-checks')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Give up after DURATION without the lock (exit 75)')
+            [CompletionResult]::new('-E', '-E ', [CompletionResultType]::ParameterName, 'Exit status when the lock was not acquired (like flock -E); 0 makes a conflict count as success, for cron jobs another host already ran')
+            [CompletionResult]::new('--conflict-exit-code', '--conflict-exit-code', [CompletionResultType]::ParameterName, 'Exit status when the lock was not acquired (like flock -E); 0 makes a conflict count as success, for cron jobs another host already ran')
+            [CompletionResult]::new('--kill-signal', '--kill-signal', [CompletionResultType]::ParameterName, 'Signal that asks the child to stop when the lock is lost')
+            [CompletionResult]::new('--kill-timeout', '--kill-timeout', [CompletionResultType]::ParameterName, 'Grace period after the kill signal before SIGKILL [default: 5s for elect, 2s for semaphore, less if --ttl or --lock-delay leave less room]. It must fit in the safety budget (lockrun says by how much if it does not). When Consul reports the lock lost, only what the lock-delay leaves is granted (none for a semaphore)')
+            [CompletionResult]::new('--value', '--value', [CompletionResultType]::ParameterName, 'Value stored in the lock entry [default: this host''s name]')
+            [CompletionResult]::new('--notify', '--notify', [CompletionResultType]::ParameterName, 'Speak systemd''s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*. Without --timeout or --no-wait it retries an engine that is down at start, as --campaign does (a unit may start before its agent)')
+            [CompletionResult]::new('--min-hold', '--min-hold', [CompletionResultType]::ParameterName, 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
+            [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
+            [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies')
+            [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
+            [CompletionResult]::new('--ca-file', '--ca-file', [CompletionResultType]::ParameterName, 'CA certificate file to verify Consul''s TLS certificate')
+            [CompletionResult]::new('--ca-path', '--ca-path', [CompletionResultType]::ParameterName, 'Directory of CA certificates')
+            [CompletionResult]::new('--client-cert', '--client-cert', [CompletionResultType]::ParameterName, 'Client certificate for Consul''s verify_incoming')
+            [CompletionResult]::new('--client-key', '--client-key', [CompletionResultType]::ParameterName, 'Client key for Consul''s verify_incoming')
+            [CompletionResult]::new('--tls-server-name', '--tls-server-name', [CompletionResultType]::ParameterName, 'Server name to verify Consul''s certificate against (SNI)')
+            [CompletionResult]::new('--datacenter', '--datacenter', [CompletionResultType]::ParameterName, 'Datacenter to use (default: the agent''s)')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Enterprise namespace')
+            [CompletionResult]::new('--endpoints', '--endpoints', [CompletionResultType]::ParameterName, 'etcd: endpoints, comma-separated host:port or http(s)://host:port (else ETCDCTL_ENDPOINTS, else 127.0.0.1:2379); the next is tried when one is down')
+            [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'etcd: CA certificate file (else ETCDCTL_CACERT)')
+            [CompletionResult]::new('--cert', '--cert', [CompletionResultType]::ParameterName, 'etcd: client certificate file (else ETCDCTL_CERT)')
+            [CompletionResult]::new('--cert-key', '--cert-key', [CompletionResultType]::ParameterName, 'etcd: the client certificate''s key file (else ETCDCTL_KEY)')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
+            [CompletionResult]::new('--no-checks', '--no-checks', [CompletionResultType]::ParameterName, 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)')
+            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once (a network blip is retried for up to 500ms)')
+            [CompletionResult]::new('--no-wait', '--no-wait', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once (a network blip is retried for up to 500ms)')
+            [CompletionResult]::new('--shell', '--shell', [CompletionResultType]::ParameterName, 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...')
+            [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'lockrun;explain;help' {
+            [CompletionResult]::new('elect', 'elect', [CompletionResultType]::ParameterValue, 'Explain `lockrun elect` with these flags')
+            [CompletionResult]::new('semaphore', 'semaphore', [CompletionResultType]::ParameterValue, 'Explain `lockrun semaphore` with these flags')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'lockrun;explain;help;elect' {
+            break
+        }
+        'lockrun;explain;help;semaphore' {
+            break
+        }
+        'lockrun;explain;help;help' {
+            break
+        }
         'lockrun;help' {
             [CompletionResult]::new('elect', 'elect', [CompletionResultType]::ParameterValue, 'Run COMMAND while holding the leader lock on KEY')
             [CompletionResult]::new('semaphore', 'semaphore', [CompletionResultType]::ParameterValue, 'Run COMMAND while holding one of N slots of the semaphore PREFIX')
@@ -265,6 +402,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('release', 'release', [CompletionResultType]::ParameterValue, 'Force-release the lock on KEY (or semaphore slots), from any host')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print the completion script for SHELL on stdout')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Write the man pages into DIR: lockrun(1) and one page per subcommand')
+            [CompletionResult]::new('explain', 'explain', [CompletionResultType]::ParameterValue, 'Print the timing promise that elect or semaphore would keep with these flags')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -284,6 +422,17 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             break
         }
         'lockrun;help;man' {
+            break
+        }
+        'lockrun;help;explain' {
+            [CompletionResult]::new('elect', 'elect', [CompletionResultType]::ParameterValue, 'Explain `lockrun elect` with these flags')
+            [CompletionResult]::new('semaphore', 'semaphore', [CompletionResultType]::ParameterValue, 'Explain `lockrun semaphore` with these flags')
+            break
+        }
+        'lockrun;help;explain;elect' {
+            break
+        }
+        'lockrun;help;explain;semaphore' {
             break
         }
         'lockrun;help;help' {

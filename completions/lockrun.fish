@@ -54,6 +54,7 @@ complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "leader" -d 'Print w
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "release" -d 'Force-release the lock on KEY (or semaphore slots), from any host'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "completions" -d 'Print the completion script for SHELL on stdout'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "man" -d 'Write the man pages into DIR: lockrun(1) and one page per subcommand'
+complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "explain" -d 'Print the timing promise that elect or semaphore would keep with these flags'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l ttl -d 'Session (Consul) or lease (etcd) TTL: Consul allows 10s to 24h, etcd whole seconds. Shorter notices a dead host sooner' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l lock-delay -d 'How long Consul keeps the lock from a new holder after the session is invalidated (0s to 60s). It is the child\'s grace window on a partition' -r
@@ -255,10 +256,143 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l allow-network-fs
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man help" -f -a "elect" -d 'Run COMMAND while holding the leader lock on KEY'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man help" -f -a "semaphore" -d 'Run COMMAND while holding one of N slots of the semaphore PREFIX'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man help" -f -a "leader" -d 'Print who holds the lock on KEY (or the semaphore PREFIX)'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man help" -f -a "release" -d 'Force-release the lock on KEY (or semaphore slots), from any host'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man help" -f -a "completions" -d 'Print the completion script for SHELL on stdout'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man help" -f -a "man" -d 'Write the man pages into DIR: lockrun(1) and one page per subcommand'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l backend -d 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l ca-path -d 'Directory of CA certificates' -r -f -a "(__fish_complete_directories)"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l client-cert -d 'Client certificate for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l client-key -d 'Client key for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l tls-server-name -d 'Server name to verify Consul\'s certificate against (SNI)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l datacenter -d 'Datacenter to use (default: the agent\'s)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l namespace -d 'Enterprise namespace' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l endpoints -d 'etcd: endpoints, comma-separated host:port or http(s)://host:port (else ETCDCTL_ENDPOINTS, else 127.0.0.1:2379); the next is tried when one is down' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
+json\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l json -d 'Print one JSON object instead of text'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -s q -l quiet -d 'Nothing on stderr but fatal errors'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -f -a "elect" -d 'Explain `lockrun elect` with these flags'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -f -a "semaphore" -d 'Explain `lockrun semaphore` with these flags'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l ttl -d 'Session (Consul) or lease (etcd) TTL: Consul allows 10s to 24h, etcd whole seconds. Shorter notices a dead host sooner' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l lock-delay -d 'How long Consul keeps the lock from a new holder after the session is invalidated (0s to 60s). It is the child\'s grace window on a partition' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l behavior -d 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]' -r -f -a "release\t''
+delete\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l session-name -d 'Session name shown in Consul [default: lockrun on HOST for KEY]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l node-checks -d 'Node health checks the session is bound to (comma-separated) [default: none]. A failing check ends the session at once, so the child must then be dead within the lock-delay: renewals come more often and the grace period must fit in the lock-delay. Not for semaphores' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l service-checks -d 'Service health checks the session is bound to (comma-separated; Consul 1.7 or later). As --node-checks' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l timeout -d 'Give up after DURATION without the lock (exit 75)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -s E -l conflict-exit-code -d 'Exit status when the lock was not acquired (like flock -E); 0 makes a conflict count as success, for cron jobs another host already ran' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l kill-signal -d 'Signal that asks the child to stop when the lock is lost' -r -f -a "HUP\t''
+INT\t''
+QUIT\t''
+ABRT\t''
+KILL\t''
+USR1\t''
+USR2\t''
+ALRM\t''
+TERM\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l kill-timeout -d 'Grace period after the kill signal before SIGKILL [default: 5s for elect, 2s for semaphore, less if --ttl or --lock-delay leave less room]. It must fit in the safety budget (lockrun says by how much if it does not). When Consul reports the lock lost, only what the lock-delay leaves is granted (none for a semaphore)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l value -d 'Value stored in the lock entry [default: this host\'s name]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l notify -d 'Speak systemd\'s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*. Without --timeout or --no-wait it retries an engine that is down at start, as --campaign does (a unit may start before its agent)' -r -f -a "start\t'At once: a standby is a healthy, started service'
+held\t'Only once the lock or slot is held: a standby stays "activating"'"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l min-hold -d 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l backend -d 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l ca-path -d 'Directory of CA certificates' -r -f -a "(__fish_complete_directories)"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l client-cert -d 'Client certificate for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l client-key -d 'Client key for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l tls-server-name -d 'Server name to verify Consul\'s certificate against (SNI)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l datacenter -d 'Datacenter to use (default: the agent\'s)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l namespace -d 'Enterprise namespace' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l endpoints -d 'etcd: endpoints, comma-separated host:port or http(s)://host:port (else ETCDCTL_ENDPOINTS, else 127.0.0.1:2379); the next is tried when one is down' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
+json\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l campaign -d 'After losing the lock, stop the child and campaign again instead of exiting 124 (for long-running daemons)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l no-checks -d 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -s n -l no-wait -d 'Try once; if the lock is taken, exit 75 at once (a network blip is retried for up to 500ms)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l shell -d 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -s q -l quiet -d 'Nothing on stderr but fatal errors'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -s l -l limit -d 'Number of slots; every contender on PREFIX must agree' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l ttl -d 'Session (Consul) or lease (etcd) TTL: Consul allows 10s to 24h, etcd whole seconds. Shorter notices a dead host sooner' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l lock-delay -d 'How long Consul keeps the lock from a new holder after the session is invalidated (0s to 60s). It is the child\'s grace window on a partition' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l behavior -d 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]' -r -f -a "release\t''
+delete\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l session-name -d 'Session name shown in Consul [default: lockrun on HOST for KEY]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l node-checks -d 'Node health checks the session is bound to (comma-separated) [default: none]. A failing check ends the session at once, so the child must then be dead within the lock-delay: renewals come more often and the grace period must fit in the lock-delay. Not for semaphores' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l service-checks -d 'Service health checks the session is bound to (comma-separated; Consul 1.7 or later). As --node-checks' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l timeout -d 'Give up after DURATION without the lock (exit 75)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -s E -l conflict-exit-code -d 'Exit status when the lock was not acquired (like flock -E); 0 makes a conflict count as success, for cron jobs another host already ran' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l kill-signal -d 'Signal that asks the child to stop when the lock is lost' -r -f -a "HUP\t''
+INT\t''
+QUIT\t''
+ABRT\t''
+KILL\t''
+USR1\t''
+USR2\t''
+ALRM\t''
+TERM\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l kill-timeout -d 'Grace period after the kill signal before SIGKILL [default: 5s for elect, 2s for semaphore, less if --ttl or --lock-delay leave less room]. It must fit in the safety budget (lockrun says by how much if it does not). When Consul reports the lock lost, only what the lock-delay leaves is granted (none for a semaphore)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l value -d 'Value stored in the lock entry [default: this host\'s name]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l notify -d 'Speak systemd\'s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*. Without --timeout or --no-wait it retries an engine that is down at start, as --campaign does (a unit may start before its agent)' -r -f -a "start\t'At once: a standby is a healthy, started service'
+held\t'Only once the lock or slot is held: a standby stays "activating"'"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l min-hold -d 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l backend -d 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l ca-path -d 'Directory of CA certificates' -r -f -a "(__fish_complete_directories)"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l client-cert -d 'Client certificate for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l client-key -d 'Client key for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l tls-server-name -d 'Server name to verify Consul\'s certificate against (SNI)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l datacenter -d 'Datacenter to use (default: the agent\'s)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l namespace -d 'Enterprise namespace' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l endpoints -d 'etcd: endpoints, comma-separated host:port or http(s)://host:port (else ETCDCTL_ENDPOINTS, else 127.0.0.1:2379); the next is tried when one is down' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
+json\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l no-checks -d 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -s n -l no-wait -d 'Try once; if the lock is taken, exit 75 at once (a network blip is retried for up to 500ms)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l shell -d 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -s q -l quiet -d 'Nothing on stderr but fatal errors'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from help" -f -a "elect" -d 'Explain `lockrun elect` with these flags'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from help" -f -a "semaphore" -d 'Explain `lockrun semaphore` with these flags'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man explain help" -f -a "elect" -d 'Run COMMAND while holding the leader lock on KEY'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man explain help" -f -a "semaphore" -d 'Run COMMAND while holding one of N slots of the semaphore PREFIX'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man explain help" -f -a "leader" -d 'Print who holds the lock on KEY (or the semaphore PREFIX)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man explain help" -f -a "release" -d 'Force-release the lock on KEY (or semaphore slots), from any host'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man explain help" -f -a "completions" -d 'Print the completion script for SHELL on stdout'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man explain help" -f -a "man" -d 'Write the man pages into DIR: lockrun(1) and one page per subcommand'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man explain help" -f -a "explain" -d 'Print the timing promise that elect or semaphore would keep with these flags'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man explain help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and __fish_seen_subcommand_from explain" -f -a "elect" -d 'Explain `lockrun elect` with these flags'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and __fish_seen_subcommand_from explain" -f -a "semaphore" -d 'Explain `lockrun semaphore` with these flags'

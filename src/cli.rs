@@ -112,6 +112,23 @@ Exit status: 0 released, 1 nothing was held, 125 error. On local, every lockrun
 holder that can be asked is, and printed; a holder that cannot (a flock(1))
 is then named on stderr, and the status is 125.")]
     Release(ReleaseArgs),
+    /// Print the timing promise that elect or semaphore would keep with these flags.
+    ///
+    /// Takes the flags of `elect` or `semaphore` (COMMAND is not needed) and
+    /// prints, for them and the backend: how often the lease is renewed, the
+    /// last moment COMMAND can still run after the last confirmed renewal
+    /// (SIGKILL included), the earliest moment a rival can acquire, the margin
+    /// between them, the clock-rate error that margin tolerates, and what the
+    /// promise assumes. It validates the flags as `elect` and `semaphore` do
+    /// (usage errors exit 2) and contacts no engine.
+    #[command(after_help = "\
+Examples:
+  lockrun explain elect service/db/leader
+  lockrun explain --json --backend etcd elect --ttl 5s --kill-timeout 200ms jobs/migrate
+  lockrun explain semaphore --limit 3 jobs/reindex
+
+Exit status: 0 explained, 2 usage.")]
+    Explain(ExplainArgs),
     /// Print the completion script for SHELL on stdout.
     ///
     /// The script completes subcommands, flags, signal names and, after `--`,
@@ -132,6 +149,38 @@ Examples:
   lockrun man --dir ~/.local/share/man/man1
   sudo lockrun man --dir /usr/local/share/man/man1")]
     Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub what: ExplainWhat,
+}
+
+/// The run to explain: the very flags of `elect` and `semaphore`, so that the
+/// two cannot drift apart.
+#[derive(Debug, Subcommand)]
+pub enum ExplainWhat {
+    /// Explain `lockrun elect` with these flags.
+    Elect(ElectArgs),
+    /// Explain `lockrun semaphore` with these flags.
+    Semaphore(SemaphoreArgs),
+}
+
+/// The command line as parsed and documented: [`Cli`], with COMMAND optional
+/// under `explain`, which runs nothing.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command().mut_subcommand("explain", |explain| {
+        ["elect", "semaphore"]
+            .into_iter()
+            .fold(explain, |explain, name| {
+                explain.mut_subcommand(name, |sub| sub.mut_arg("command", |a| a.required(false)))
+            })
+    })
 }
 
 #[derive(Debug, Args)]
@@ -512,6 +561,7 @@ mod tests {
     #[test]
     fn the_definition_is_consistent() {
         Cli::command().debug_assert();
+        command().debug_assert();
     }
 
     #[test]

@@ -15,12 +15,10 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use clap::CommandFactory;
 use clap_complete::Shell;
 use clap_mangen::roff::{bold, italic, roman, Inline, Roff};
 use clap_mangen::Man;
 
-use crate::cli::Cli;
 use crate::exit::Exit;
 
 /// The date on every page. A build-time date would make the committed pages
@@ -46,7 +44,7 @@ pub const SHELLS: [Shell; 5] = [
 pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     // The man pages list subcommands as pages, and `help` has none; the real
     // binary keeps its `help` subcommand (and the completions offer it).
-    let mut cli = Cli::command().disable_help_subcommand(true);
+    let mut cli = crate::cli::command().disable_help_subcommand(true);
     // Subcommands are rendered from the built parent: building is what copies
     // the global flags (Consul connection, output) into each subcommand.
     // Rendering a subcommand on its own would lose them.
@@ -70,12 +68,12 @@ pub fn completions() -> Vec<(String, Vec<u8>)> {
 
 /// The name `shell` expects the script to have, e.g. `_lockrun` for zsh.
 pub fn completion_file(shell: Shell) -> String {
-    clap_complete::Generator::file_name(&shell, Cli::command().get_name())
+    clap_complete::Generator::file_name(&shell, crate::cli::command().get_name())
 }
 
 /// The completion script for `shell`.
 pub fn completion(shell: Shell) -> Vec<u8> {
-    let mut cli = Cli::command();
+    let mut cli = crate::cli::command();
     let bin = cli.get_name().to_string();
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut cli, &bin, &mut script);
@@ -560,6 +558,42 @@ const SAFETY: &[Block] = &[
          grandchildren included. If lockrun dies, even by SIGKILL, the kernel tells the \
          guard (PR_SET_PDEATHSIG) and the guard SIGKILLs the whole group: nothing keeps \
          running outside the lock.",
+    ),
+    Sub("Per backend"),
+    P(
+        "`lockrun explain` prints these figures for any flags of `elect` or `semaphore`, \
+         without contacting an engine. Times count from the send time of the last confirmed \
+         renewal; the margin is what lies between SIGKILL and the earliest rival.",
+    ),
+    Item(
+        "consul",
+        "A rival may acquire a lock TTL + `--lock-delay` after the last renewal Consul \
+         processed (only the lock-delay with health checks), and a semaphore slot the TTL \
+         after it. With the defaults (TTL 15s, lock-delay 15s, `--kill-timeout` 5s) SIGKILL \
+         has landed by 20s, a rival comes at 30s: a 10s margin, which tolerates a combined \
+         clock-rate error of 33%. An invalidated or destroyed session keeps the lock-delay, \
+         which is the grace COMMAND gets; `lockrun release` arms none.",
+    ),
+    Item(
+        "etcd",
+        "A rival may acquire when the lease expires, the TTL after the last keep-alive etcd \
+         processed; no lock-delay exists. The margin is a tenth of the TTL, so it tolerates a \
+         combined clock-rate error of 10%. A revoked lease (`lockrun release`, `etcdctl \
+         lease revoke`) or a key gone from etcd lets a rival hold at once, so COMMAND gets \
+         SIGKILL at once.",
+    ),
+    Item(
+        "local",
+        "flock(2) holds as long as the guard process lives: no rival on this host can lock \
+         before the guard has exited, whatever the clocks do. A lock file replaced under us \
+         lets a rival lock the new one at once, so COMMAND is killed at once.",
+    ),
+    Item(
+        "Assumptions",
+        "The combined rate error of this host's clock and the engine's stays under what the \
+         margin tolerates; the whole host (lockrun and its guard together: a frozen cgroup, \
+         a paused VM) never stops for longer than the margin, against which use `--notify` \
+         with `WatchdogSec=`, a hardware watchdog, or fencing; the engine is linearizable.",
     ),
     Sub("Limits"),
     Item(

@@ -161,6 +161,31 @@ impl Budget {
             .min(RENEW_TIMEOUT_MAX)
     }
 
+    /// The last moment, after the send time of the last confirmed renewal,
+    /// the command can still run: the kill signal at [`Budget::stop_after`],
+    /// SIGKILL a `--kill-timeout` later.
+    pub fn killed_by(&self) -> Duration {
+        self.stop_after() + self.kill_timeout
+    }
+
+    /// The room between SIGKILL and the earliest moment a rival can hold
+    /// the lock (zero when none is left).
+    pub fn slack(&self) -> Duration {
+        self.rival_after().saturating_sub(self.killed_by())
+    }
+
+    /// The combined clock-rate error the slack tolerates, as a fraction: our
+    /// clock may run this much slower than the engine's (our `killed_by`
+    /// then lasts `killed_by / (1 - e)` of the engine's time) before SIGKILL
+    /// lands after a rival could acquire.
+    pub fn tolerated_rate_error(&self) -> f64 {
+        let rival = self.rival_after().as_secs_f64();
+        if rival == 0.0 {
+            return 0.0;
+        }
+        self.slack().as_secs_f64() / rival
+    }
+
     /// The shortest stop window these settings accept.
     fn min_window(&self) -> Duration {
         if self.checks {
@@ -424,6 +449,57 @@ impl Countdown {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod explain_tests {
+    use super::*;
+
+    fn secs(s: f64) -> Duration {
+        Duration::from_secs_f64(s)
+    }
+
+    #[test]
+    fn etcd_five_seconds_tolerates_a_tenth() {
+        // The run: etcd, --ttl 5s, a SIGTERM-proof child. The kill
+        // timeout shrinks to what the TTL leaves; the margin is TTL/10.
+        let b = Budget {
+            ttl: secs(5.0),
+            lock_delay: Duration::ZERO,
+            kill_timeout: secs(0.7),
+            checks: false,
+        };
+        assert_eq!(b.stop_after(), secs(3.8));
+        assert_eq!(b.killed_by(), secs(4.5));
+        assert_eq!(b.slack(), secs(0.5));
+        assert!((b.tolerated_rate_error() - 0.1).abs() < 1e-9);
+    }
+
+    #[test]
+    fn consul_defaults_leave_the_lock_delay_as_slack() {
+        let b = Budget {
+            ttl: secs(15.0),
+            lock_delay: secs(15.0),
+            kill_timeout: secs(5.0),
+            checks: false,
+        };
+        assert_eq!(b.rival_after(), secs(30.0));
+        assert_eq!(b.killed_by(), secs(20.0));
+        assert_eq!(b.slack(), secs(10.0));
+        assert!((b.tolerated_rate_error() - 1.0 / 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn no_slack_tolerates_nothing() {
+        let b = Budget {
+            ttl: secs(10.0),
+            lock_delay: Duration::ZERO,
+            kill_timeout: secs(20.0),
+            checks: false,
+        };
+        assert_eq!(b.slack(), Duration::ZERO);
+        assert_eq!(b.tolerated_rate_error(), 0.0);
     }
 }
 

@@ -8,9 +8,6 @@
 use std::ffi::OsString;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::CommandFactory;
-
-use crate::cli::Cli;
 
 /// The subcommands that run COMMAND after `--`.
 const RUNNERS: [&str; 2] = ["elect", "semaphore"];
@@ -60,7 +57,7 @@ fn ours(words: &[String]) -> &[String] {
 
 /// The subcommand on the line, and where it is.
 fn subcommand(ours: &[String]) -> Option<(usize, &str)> {
-    let names: Vec<String> = Cli::command()
+    let names: Vec<String> = crate::cli::command()
         .get_subcommands()
         .map(|s| s.get_name().to_string())
         .collect();
@@ -161,7 +158,7 @@ fn habit(ours: &[String], sub: Option<&str>) -> Option<(String, Option<&'static 
 
 /// Every long flag lockrun knows, of every subcommand.
 fn long_flags() -> Vec<String> {
-    let mut cli = Cli::command();
+    let mut cli = crate::cli::command();
     cli.build();
     let mut flags: Vec<String> = Vec::new();
     for cmd in std::iter::once(&cli).chain(cli.get_subcommands()) {
@@ -276,7 +273,7 @@ mod tests {
             .chain(args.split_whitespace())
             .map(OsString::from)
             .collect();
-        let error = Cli::try_parse_from(&args).expect_err("must not parse");
+        let error = crate::cli::Cli::try_parse_from(&args).expect_err("must not parse");
         explain(&args, &error)
     }
 

@@ -2,6 +2,7 @@
 //! runtime, and turn the outcome into an exit status and at most one line.
 
 mod elect;
+mod explain;
 mod holders;
 mod install;
 mod leader;
@@ -13,7 +14,7 @@ use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::parser::ValueSource;
-use clap::{ArgMatches, CommandFactory, FromArgMatches};
+use clap::{ArgMatches, FromArgMatches};
 
 use crate::backend::consul::{operator, show as consul_show, Client, Consul};
 use crate::backend::etcd::config::{EtcdConfig, EtcdFlags};
@@ -36,7 +37,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         logging::fatal(None, &line);
         ExitCode::from(Exit::Usage)
     };
-    let mut command = Cli::command();
+    let mut command = crate::cli::command();
     for (name, id) in config::EMPTY_IS_UNSET {
         if set_empty(name) {
             command = command.mut_arg(*id, |arg| arg.env(None::<&str>));
@@ -160,8 +161,9 @@ const OWNED: &[(&str, &[BackendName])] = &[
 /// meant something by it (SPEC §6). Environment variables are left alone,
 /// since a shell may export both backends' settings.
 fn foreign_flags(matches: &ArgMatches, backend: BackendName) -> Result<(), Failure> {
+    // `explain` nests `elect` and `semaphore` one level deeper.
     let mut levels = vec![matches];
-    if let Some((_, sub)) = matches.subcommand() {
+    while let Some((_, sub)) = levels[levels.len() - 1].subcommand() {
         levels.push(sub);
     }
     for level in levels {
@@ -216,6 +218,8 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
         // Installing needs no engine, so no engine setting can stand in its way.
         Command::Completions(args) => return install::completions(&args),
         Command::Man(args) => return install::man(&args),
+        // Explaining contacts no engine: it validates and computes only.
+        Command::Explain(args) => return explain::run(args, backend, &env),
     };
     if matches!(job, Job::Leader(_) | Job::Release(_)) {
         // These handle no signal: an early one ends them as it always would.

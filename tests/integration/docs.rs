@@ -12,7 +12,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use clap::{CommandFactory, Parser};
+use clap::CommandFactory;
 use lockrun::cli::Cli;
 use lockrun::docs;
 use lockrun::exit::Exit;
@@ -320,7 +320,7 @@ fn help_examples_parse() {
     for (whose, line) in examples {
         let words = shell_words(command_of(&line));
         assert_eq!(words.first().map(String::as_str), Some("lockrun"), "{line}");
-        if let Err(e) = Cli::try_parse_from(&words) {
+        if let Err(e) = lockrun::cli::command().try_get_matches_from(&words) {
             panic!(
                 "the example in `{whose} --help` does not parse:\n  {line}\nwords: {words:?}\n{e}"
             );

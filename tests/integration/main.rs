@@ -22,6 +22,7 @@ mod child;
 mod procs;
 // Man pages and completions match the clap definition; help examples parse.
 mod docs;
+mod explain;
 // Runs the real binary: command builder, background runs, failure dumps.
 mod support;
 // Where a CLI test's locks live (Consul, etcd, local) and its lockrun there.

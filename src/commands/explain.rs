@@ -1,0 +1,276 @@
+//! `lockrun explain elect|semaphore ...`: the timing promise that a run with
+//! these flags would keep, worked out by the same validation and the same
+//! [`Budget`] the run uses, and printed without contacting any engine.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::cli::{BackendName, ChildArgs, ExplainArgs, ExplainWhat};
+use crate::config::{self, Env, Kind};
+use crate::error::Failure;
+use crate::exit::Exit;
+use crate::lease::{fmt_duration, Budget};
+
+/// What `explain` prints: the flags' promise on one backend.
+struct Promise {
+    backend: BackendName,
+    kind: Kind,
+    key: String,
+    budget: Option<Budget>,
+    kill_timeout: Duration,
+    kill_signal: String,
+}
+
+pub fn run(args: ExplainArgs, backend: BackendName, env: &dyn Env) -> Result<Exit, Failure> {
+    let json = args.json;
+    let promise = match args.what {
+        ExplainWhat::Elect(mut a) => {
+            runnable(&mut a.child);
+            let (config, _) = config::hold(
+                config::LEADER,
+                backend,
+                &a.key,
+                &a.session,
+                &a.wait,
+                &a.child,
+                env,
+            )?;
+            crate::hold::Service::new(&a.service)?;
+            promise(backend, config::LEADER, a.key, &config)
+        }
+        ExplainWhat::Semaphore(mut a) => {
+            runnable(&mut a.child);
+            let prefix = a.prefix.strip_suffix('/').unwrap_or(&a.prefix).to_string();
+            let (config, _) = config::hold(
+                config::SEMAPHORE,
+                backend,
+                &prefix,
+                &a.session,
+                &a.wait,
+                &a.child,
+                env,
+            )?;
+            crate::hold::Service::new(&a.service)?;
+            promise(backend, config::SEMAPHORE, prefix, &config)
+        }
+    };
+    let text = if json {
+        promise.json().to_string()
+    } else {
+        promise.text()
+    };
+    println!("{text}");
+    Ok(Exit::Success)
+}
+
+/// COMMAND is optional here: without one we validate as if a shell ran
+/// `:`, which every check accepts, since no command is ever started.
+fn runnable(child: &mut ChildArgs) {
+    if child.command.is_empty() {
+        child.shell = true;
+        child.command = vec![OsString::from(":")];
+    }
+}
+
+fn promise(backend: BackendName, kind: Kind, key: String, c: &config::HoldConfig) -> Promise {
+    Promise {
+        backend,
+        kind,
+        key,
+        budget: c.budget,
+        kill_timeout: c.child.kill_timeout,
+        kill_signal: c.child.kill_signal.name().to_string(),
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis() as u64
+}
+
+impl Promise {
+    fn lock(&self) -> bool {
+        self.kind.lock_delay_protects
+    }
+
+    fn what(&self) -> &'static str {
+        if self.lock() {
+            "lock"
+        } else {
+            "semaphore slot"
+        }
+    }
+
+    /// When a rival may acquire, in words, per backend.
+    fn rival_rule(&self) -> &'static str {
+        match (self.backend, self.lock(), self.budget.is_some_and(|b| b.checks)) {
+            (BackendName::Local, _, _) => "never while lockrun's guard holds the lock file open",
+            (BackendName::Etcd, _, _) => "when the lease expires: the TTL after the last renewal etcd processed",
+            (BackendName::Consul, true, true) => "the lock-delay after a health check ends the session, which may be right after a renewal",
+            (BackendName::Consul, true, false) => "TTL + lock-delay after the last renewal Consul processed",
+            (BackendName::Consul, false, _) => "when the session expires: the TTL after the last renewal Consul processed (no lock-delay protects a slot)",
+        }
+    }
+
+    fn on_release(&self) -> &'static str {
+        match (self.backend, self.lock()) {
+            (BackendName::Local, _) => "`lockrun release` signals the holder; the lock file stays locked until its guard has stopped the command, so no rival overlaps",
+            (BackendName::Etcd, _) => "`lockrun release` revokes the holder's lease: a rival may hold the lock at once, so the holder sends SIGKILL at once (no grace period)",
+            (BackendName::Consul, true) => "`lockrun release` arms no lock-delay: a rival may start at once while the holder's command gets its full --kill-timeout (the one overlap lockrun accepts, since an operator asked for it)",
+            (BackendName::Consul, false) => "`lockrun release` frees the slot at once: a rival may start while the holder's command gets its full --kill-timeout (the one overlap lockrun accepts)",
+        }
+    }
+
+    fn on_lost_state(&self) -> &'static str {
+        match (self.backend, self.lock()) {
+            (BackendName::Local, _) => "the lock file replaced or removed: a rival may lock the new file at once, so the command is killed at once",
+            (BackendName::Etcd, _) => "a lease or key gone from etcd (revoked, compacted away, a restored snapshot): a rival may hold at once, so the command gets SIGKILL at once",
+            (BackendName::Consul, true) => "a session Consul invalidates or destroys keeps the lock-delay: the command gets what the lock-delay leaves of --kill-timeout, then SIGKILL; a Consul that loses its state (a new cluster) arms nothing, and only the local lease stops the command",
+            (BackendName::Consul, false) => "a session Consul ends frees the slot at once, so the command gets SIGKILL at once",
+        }
+    }
+
+    fn assumptions(&self) -> Vec<String> {
+        let mut list = Vec::new();
+        if let Some(b) = self.budget {
+            list.push(format!(
+                "the combined rate error of this host's clock and the engine's stays under {:.1}% (lockrun's clock slower than the engine's by at most that)",
+                b.tolerated_rate_error() * 100.0
+            ));
+            list.push(format!(
+                "the whole host (lockrun and its guard together: a frozen cgroup, a paused VM, SIGSTOP to both) never stops for longer than the margin, {}; against that, use --notify with WatchdogSec=, a hardware watchdog, or fencing",
+                fmt_duration(b.slack())
+            ));
+            list.push(match self.backend {
+                BackendName::Etcd => "etcd is linearizable and its leader expires leases no earlier than the TTL after the keep-alive it processed".to_string(),
+                _ => "Consul's servers are linearizable (raft) and never invalidate a session earlier than its TTL after the renewal they processed".to_string(),
+            });
+        } else {
+            list.push("flock(2) on a local file system: the lock lives as long as lockrun's guard process, and a rival on this host cannot take it before the guard has exited".to_string());
+            list.push("no other host shares the lock (a network file system is refused without --allow-network-fs)".to_string());
+        }
+        list.push("every contender uses lockrun, `consul lock`, `etcdctl lock` or `flock` on the same KEY and backend".to_string());
+        list
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let b = self.budget;
+        let d = |f: fn(&Budget) -> Duration| b.map(|b| ms(f(&b)));
+        json!({
+            "backend": self.backend.name(),
+            "kind": if self.lock() { "lock" } else { "semaphore" },
+            "key": self.key,
+            "ttl_ms": b.map(|b| ms(b.ttl)),
+            "lock_delay_ms": b.map(|b| ms(b.lock_delay)),
+            "checks": b.map(|b| b.checks),
+            "kill_signal": self.kill_signal,
+            "kill_timeout_ms": ms(self.kill_timeout),
+            "renew_every_ms": d(Budget::renew_every),
+            "kill_signal_after_ms": d(Budget::stop_after),
+            "killed_by_ms": d(Budget::killed_by),
+            "rival_after_ms": d(Budget::rival_after),
+            "margin_ms": d(Budget::slack),
+            "tolerated_rate_error_ppm": b.map(|b| (b.tolerated_rate_error() * 1e6).round() as u64),
+            "loss_grace_ms": d(Budget::loss_grace),
+            "rival_rule": self.rival_rule(),
+            "on_release": self.on_release(),
+            "on_lost_state": self.on_lost_state(),
+            "assumptions": self.assumptions(),
+        })
+    }
+
+    fn text(&self) -> String {
+        let mut out = format!(
+            "lockrun {}: {} `{}` on the {} backend\n",
+            if self.lock() { "elect" } else { "semaphore" },
+            self.what(),
+            self.key,
+            self.backend.name()
+        );
+        let line = |out: &mut String, label: &str, value: String| {
+            out.push_str(&format!("  {label:<22}{value}\n"));
+        };
+        match self.budget {
+            Some(b) => {
+                let t0 = "after the send time of the last confirmed renewal";
+                line(
+                    &mut out,
+                    "renewal",
+                    format!("every {}", fmt_duration(b.renew_every())),
+                );
+                line(
+                    &mut out,
+                    "kill signal",
+                    format!(
+                        "SIG{} {} {t0}",
+                        self.kill_signal,
+                        fmt_duration(b.stop_after())
+                    ),
+                );
+                line(
+                    &mut out,
+                    "command gone by",
+                    format!(
+                        "{} {t0} (SIGKILL after --kill-timeout {})",
+                        fmt_duration(b.killed_by()),
+                        fmt_duration(b.kill_timeout)
+                    ),
+                );
+                line(
+                    &mut out,
+                    "earliest rival",
+                    format!(
+                        "{} {t0}: {}",
+                        fmt_duration(b.rival_after()),
+                        self.rival_rule()
+                    ),
+                );
+                line(
+                    &mut out,
+                    "margin",
+                    format!(
+                        "{}, which tolerates a combined clock-rate error of {:.1}% ({} ppm)",
+                        fmt_duration(b.slack()),
+                        b.tolerated_rate_error() * 100.0,
+                        (b.tolerated_rate_error() * 1e6).round() as u64
+                    ),
+                );
+                line(
+                    &mut out,
+                    "grace on a loss",
+                    format!(
+                        "{} before SIGKILL when the engine reports the {} lost",
+                        fmt_duration(b.loss_grace()),
+                        self.what()
+                    ),
+                );
+            }
+            None => {
+                line(
+                    &mut out,
+                    "renewal",
+                    "none: the lock lives as long as the guard".into(),
+                );
+                line(
+                    &mut out,
+                    "command gone by",
+                    format!(
+                        "SIG{} when asked to stop, SIGKILL {} later; the lock is kept until then",
+                        self.kill_signal,
+                        fmt_duration(self.kill_timeout)
+                    ),
+                );
+                line(&mut out, "earliest rival", self.rival_rule().into());
+            }
+        }
+        line(&mut out, "on release", self.on_release().into());
+        line(&mut out, "on lost state", self.on_lost_state().into());
+        out.push_str("assumptions:\n");
+        for a in self.assumptions() {
+            out.push_str(&format!("  - {a}\n"));
+        }
+        out.pop();
+        out
+    }
+}

@@ -1,0 +1,149 @@
+//! `lockrun explain`: the timing promise per backend, worked out from the
+//! flags alone. No engine runs in these tests, and addresses that answer
+//! nothing show that none is contacted.
+
+use std::process::Command;
+
+use crate::support::{bin, run};
+
+fn explain(args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin());
+    for name in ["CONSUL_HTTP_ADDR", "ETCDCTL_ENDPOINTS", "LOCKRUN_BACKEND"] {
+        cmd.env_remove(name);
+    }
+    cmd.args(args);
+    cmd
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let out = run(&mut explain(args));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+#[test]
+fn etcd_with_the_issues_settings_tolerates_a_tenth() {
+    // 10.255.255.1 answers nothing: a run that tried would hang, not print.
+    let v = json(&[
+        "--backend",
+        "etcd",
+        "--endpoints",
+        "10.255.255.1:2379",
+        "explain",
+        "--json",
+        "elect",
+        "--ttl",
+        "5s",
+        "k",
+    ]);
+    assert_eq!(v["backend"], "etcd");
+    assert_eq!(v["rival_after_ms"], 5000);
+    assert_eq!(v["killed_by_ms"], 4500);
+    assert_eq!(v["margin_ms"], 500);
+    assert_eq!(v["tolerated_rate_error_ppm"], 100_000);
+    assert_eq!(v["loss_grace_ms"], 0);
+}
+
+#[test]
+fn consul_lock_counts_the_lock_delay_and_a_slot_does_not() {
+    let lock = json(&[
+        "--http-addr",
+        "10.255.255.1:8500",
+        "explain",
+        "--json",
+        "elect",
+        "k",
+    ]);
+    assert_eq!(lock["rival_after_ms"], 30_000);
+    assert_eq!(lock["killed_by_ms"], 20_000);
+    assert_eq!(lock["renew_every_ms"], 7_500);
+    let slot = json(&["explain", "--json", "semaphore", "--limit", "2", "p"]);
+    assert_eq!(slot["kind"], "semaphore");
+    assert_eq!(slot["rival_after_ms"], 15_000);
+    assert_eq!(slot["lock_delay_ms"], 0);
+}
+
+#[test]
+fn local_has_no_lease() {
+    let v = json(&["--backend", "local", "explain", "--json", "elect", "k"]);
+    assert_eq!(v["rival_after_ms"], serde_json::Value::Null);
+    let out = run(&mut explain(&[
+        "--backend",
+        "local",
+        "explain",
+        "elect",
+        "k",
+    ]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("never while lockrun's guard"), "{text}");
+}
+
+#[test]
+fn text_names_the_margin_and_the_assumptions() {
+    let out = run(&mut explain(&[
+        "--backend",
+        "etcd",
+        "explain",
+        "elect",
+        "--ttl",
+        "5s",
+        "k",
+    ]));
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "margin",
+        "500ms",
+        "10.0%",
+        "assumptions:",
+        "revokes the holder's lease",
+    ] {
+        assert!(text.contains(want), "{want} missing in\n{text}");
+    }
+}
+
+#[test]
+fn bad_flags_are_the_same_usage_errors_as_elect() {
+    for args in [
+        &[
+            "--backend",
+            "etcd",
+            "explain",
+            "elect",
+            "--ttl",
+            "5s",
+            "--kill-timeout",
+            "10s",
+            "k",
+        ][..],
+        &[
+            "--backend",
+            "etcd",
+            "explain",
+            "elect",
+            "--lock-delay",
+            "1s",
+            "k",
+        ],
+        &["explain", "semaphore", "p"],
+        &["explain", "elect", "--ttl", "", "k"],
+    ] {
+        let out = run(&mut explain(args));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+    let out = run(&mut explain(&[
+        "--backend",
+        "etcd",
+        "explain",
+        "elect",
+        "--ttl",
+        "5s",
+        "--kill-timeout",
+        "10s",
+        "k",
+    ]));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--kill-timeout 700ms"));
+}
