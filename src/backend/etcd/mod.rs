@@ -38,6 +38,13 @@ use self::lock::{Entered, Pause, SlotWait, CLEANUP_TIMEOUT};
 
 /// How long a `--no-wait` run keeps retrying a blip, as on Consul.
 const ONCE_GRACE: Duration = Duration::from_millis(500);
+
+/// How long a one-off run's first contact goes round endpoints that take
+/// the connection and stay silent before saying so: a hung member costs
+/// one call's deadline before the next is tried, but a leader election
+/// silences every member at once, and on a loaded host it outlasted three
+/// 1.5 s tries (`--ttl 6s`) while a quorum was there all along.
+const FIRST_CONTACT_SILENCE: Duration = Duration::from_secs(10);
 use super::{
     Acquisition, Changes, Claim, Engine, Holder, Inspect, Lease, Lost, Opening, Released, Renewal,
     Target, Wait, Which,
@@ -354,13 +361,13 @@ impl Engine for Etcd {
             (false, Wait::Until(at)) => Some(at),
         };
         let mut pause = Duration::from_millis(100);
-        // A one-off run's first contact: one try at each endpoint (a call
-        // that fails goes on to the next endpoint only at the next try).
-        let mut first_round = if opening.first {
-            self.client.endpoints().len()
-        } else {
-            0
-        };
+        // A one-off run's first contact: a refusal or a wrong setting is
+        // said at once; silent endpoints are tried in turn (a call that
+        // times out goes on to the next endpoint at the next try) for
+        // [`FIRST_CONTACT_SILENCE`].
+        let mut first_contact = opening
+            .first
+            .then(|| Instant::now() + FIRST_CONTACT_SILENCE);
         loop {
             let granted_at = Instant::now();
             match self.client.grant(self.ttl).await {
@@ -375,18 +382,15 @@ impl Engine for Etcd {
                 // At the first contact a one-off run says at once what
                 // is wrong, unless etcd itself says it will pass, or
                 // another endpoint is left to try.
-                Err(e) if first_round > 0 && !opening.daemon && !e.may_pass_soon() => {
-                    first_round -= 1;
+                Err(e) if first_contact.is_some() && !opening.daemon && !e.may_pass_soon() => {
                     // A refused connection was tried at every endpoint.
-                    if first_round == 0
-                        || !e.is_transient()
-                        || matches!(e, EtcdError::Unreachable { .. })
-                    {
+                    let silent = matches!(e, EtcdError::Timeout { .. });
+                    if !silent || first_contact.is_some_and(|at| Instant::now() >= at) {
                         return Err(e);
                     }
                 }
                 Err(e) if e.is_transient() => {
-                    first_round = 0;
+                    first_contact = None;
                     (opening.report)(&format!("engine unreachable, retrying: {e}"));
                     if until.is_some_and(|at| Instant::now() + pause >= at) {
                         return Err(e);
