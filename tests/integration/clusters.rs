@@ -54,8 +54,12 @@ impl Contender {
     }
 
     fn wait_started(&self) {
+        self.wait_started_within(procs::PATIENCE);
+    }
+
+    fn wait_started_within(&self, patience: Duration) {
         assert!(
-            wait_until(procs::deadline(), || self.started()),
+            wait_until(Instant::now() + patience, || self.started()),
             "{} never ran its child",
             self.running
                 .as_ref()
@@ -435,6 +439,74 @@ fn consul_1_15_leader_and_holder_agent_killed() {
 )]
 fn consul_1_6_leader_and_holder_agent_killed() {
     consul_leader_killed("1.6.2");
+}
+
+/// Two of three servers stopped: no quorum, so no renewal is answered
+/// through any agent. The holder stops its child before its session could
+/// expire and exits 124; once the servers are back, the rival takes over
+/// after the session's expiry and the lock-delay, never beside the
+/// holder's child.
+#[test]
+#[cfg_attr(
+    no_real_consul,
+    ignore = "no real Consul binaries (../shared/tools/consul)"
+)]
+fn consul_1_15_quorum_loss_stops_the_child_before_a_rival_leads() {
+    let cluster = Cluster::start("1.15.10", 3, 2);
+    let key = unique("quorum-loss");
+    let (mine, other) = (&cluster.clients[0], &cluster.clients[1]);
+    let mut holder = Contender::holding(consul_elect(&[mine, other], &key));
+    let mut rival = Contender::spawn(consul_elect(&[other], &key));
+    consul_contenders(other, &key, 2);
+    let leader = cluster.leader().pid();
+    let stopped: Vec<&Agent> = cluster
+        .servers
+        .iter()
+        .filter(|s| s.pid() != leader)
+        .collect();
+    for server in &stopped {
+        server.signal(Signal::SIGSTOP);
+    }
+    assert_exit(
+        &holder.finish(),
+        124,
+        "the holder without a quorum",
+        String::new,
+    );
+    for server in &stopped {
+        server.signal(Signal::SIGCONT);
+    }
+    // A leader that lost its quorum steps down, and the next one restarts
+    // every session's timer: the session may live on for twice its TTL
+    // after the election, then the lock-delay (25 s), plus the election.
+    rival.wait_started_within(Duration::from_secs(60));
+    rival.go();
+    assert_exit(&rival.finish(), 0, "the rival", String::new);
+    no_overlap_and_growing_fences(&[&holder, &rival], "quorum loss");
+}
+
+/// The holder's lockrun stopped: it cannot renew, and its guard stops the
+/// child when the stop window runs out, before Consul expires the session
+/// and the lock-delay passes. Let go on, lockrun says the lock was lost.
+#[test]
+#[cfg_attr(
+    no_real_consul,
+    ignore = "no real Consul binaries (../shared/tools/consul)"
+)]
+fn consul_1_6_a_stopped_holder_is_stopped_before_its_rival_runs() {
+    let cluster = Cluster::start("1.6.2", 3, 2);
+    let key = unique("stopped-holder");
+    let (mine, other) = (&cluster.clients[0], &cluster.clients[1]);
+    let mut holder = Contender::holding(consul_elect(&[mine, other], &key));
+    let mut rival = Contender::spawn(consul_elect(&[other], &key));
+    consul_contenders(other, &key, 2);
+    holder.signal(Signal::SIGSTOP);
+    rival.wait_started();
+    holder.signal(Signal::SIGCONT);
+    assert_exit(&holder.finish(), 124, "the stopped holder", String::new);
+    rival.go();
+    assert_exit(&rival.finish(), 0, "the rival", String::new);
+    no_overlap_and_growing_fences(&[&holder, &rival], "holder stopped");
 }
 
 // ------------------------------------------------ semaphore fences (etcd)

@@ -98,7 +98,7 @@ pub fn private_tls(extra: &[&str]) -> TestEtcd {
 }
 
 fn start(scheme: &str, extra: &[&str]) -> Result<TestEtcd, String> {
-    let member = Member::new(scheme);
+    let member = Member::new(scheme, "127.0.0.1");
     let cluster = member.cluster_entry();
     let (etcd, ready) = member.launch(&cluster, extra)?;
     etcd.ready(ready)
@@ -119,7 +119,10 @@ pub fn cluster(n: usize) -> Vec<TestEtcd> {
 }
 
 fn try_cluster(n: usize) -> Result<Vec<TestEtcd>, String> {
-    let members: Vec<Member> = (0..n).map(|_| Member::new("http")).collect();
+    // Each member on an address of its own, as on separate hosts: 127.0.0.31, .32, …
+    let members: Vec<Member> = (0..n)
+        .map(|i| Member::new("http", &format!("127.0.0.{}", 31 + i)))
+        .collect();
     let all: Vec<String> = members.iter().map(Member::cluster_entry).collect();
     let all = all.join(",");
     let launched = members
@@ -142,12 +145,12 @@ struct Member {
 }
 
 impl Member {
-    fn new(scheme: &str) -> Member {
+    fn new(scheme: &str, host: &str) -> Member {
         let (client, peer) = (free_port(), free_port());
         Member {
             name: format!("lockrun-test-{peer}"),
-            endpoint: format!("{scheme}://127.0.0.1:{client}"),
-            peer_url: format!("http://127.0.0.1:{peer}"),
+            endpoint: format!("{scheme}://{host}:{client}"),
+            peer_url: format!("http://{host}:{peer}"),
         }
     }
 
