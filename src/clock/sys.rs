@@ -1,4 +1,5 @@
-//! The one system-level promise `clock` makes to tokio.
+//! The system calls behind `clock`: registering the timer with tokio, and
+//! reading (never setting) the kernel's clock state.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -13,4 +14,43 @@ pub(super) fn register(timer: BootTimer) -> io::Result<AsyncFd<BootTimer>> {
     // `BootTimer::new` until the timer is dropped, which the `AsyncFd` does
     // as it drops itself, and `as_raw_fd` always returns that same number.
     unsafe { AsyncFd::register(timer) }.map_err(io::Error::from)
+}
+
+/// adjtimex(2) in read-only mode (`modes` = 0): the kernel's NTP state,
+/// which any user may read. `None` where the call fails (a seccomp filter
+/// in a container, say).
+pub(super) fn adjtimex_read() -> Option<super::rate::Timex> {
+    timex(0).map(|(t, _)| super::rate::Timex {
+        freq: t.freq as i64,
+        tick: t.tick as i64,
+        offset: t.offset as i64,
+        constant: t.constant as i64,
+        status: t.status,
+    })
+}
+
+/// What adjtime(3) has still to slew, in µs, read with
+/// `ADJ_OFFSET_SS_READ`, which also needs no privilege.
+pub(super) fn adjtime_remaining() -> Option<i64> {
+    timex(libc::ADJ_OFFSET_SS_READ).map(|(t, _)| t.offset as i64)
+}
+
+fn timex(modes: libc::c_uint) -> Option<(libc::timex, libc::c_int)> {
+    // SAFETY: `timex` is plain old data, valid zeroed; adjtimex only writes
+    // into the struct we own for the duration of the call. `modes` is 0 or
+    // ADJ_OFFSET_SS_READ, both read-only: the clock is never changed.
+    let mut t: libc::timex = unsafe { std::mem::zeroed() };
+    t.modes = modes;
+    // SAFETY: as above; the pointer is to our live, exclusively borrowed
+    // struct.
+    let state = unsafe { libc::adjtimex(&mut t) };
+    (state >= 0).then_some((t, state))
+}
+
+/// USER_HZ, the unit of `tick`: `sysconf(_SC_CLK_TCK)`.
+pub(super) fn user_hz() -> Option<i64> {
+    // SAFETY: sysconf reads a constant of the C library; it takes no
+    // pointer and touches no memory of ours.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then_some(hz as i64)
 }
