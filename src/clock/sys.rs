@@ -19,20 +19,24 @@ pub(super) fn register(timer: BootTimer) -> io::Result<AsyncFd<BootTimer>> {
 /// adjtimex(2) in read-only mode (`modes` = 0): the kernel's NTP state,
 /// which any user may read. `None` where the call fails (a seccomp filter
 /// in a container, say).
+// `c_long` is 32 bits wide on 32-bit targets, where the conversions are not
+// no-ops.
+#[allow(clippy::useless_conversion)]
 pub(super) fn adjtimex_read() -> Option<super::rate::Timex> {
     timex(0).map(|(t, _)| super::rate::Timex {
-        freq: t.freq as i64,
-        tick: t.tick as i64,
-        offset: t.offset as i64,
-        constant: t.constant as i64,
+        freq: i64::from(t.freq),
+        tick: i64::from(t.tick),
+        offset: i64::from(t.offset),
+        constant: i64::from(t.constant),
         status: t.status,
     })
 }
 
 /// What adjtime(3) has still to slew, in µs, read with
 /// `ADJ_OFFSET_SS_READ`, which also needs no privilege.
+#[allow(clippy::useless_conversion)] // As above.
 pub(super) fn adjtime_remaining() -> Option<i64> {
-    timex(libc::ADJ_OFFSET_SS_READ).map(|(t, _)| t.offset as i64)
+    timex(libc::ADJ_OFFSET_SS_READ).map(|(t, _)| i64::from(t.offset))
 }
 
 fn timex(modes: libc::c_uint) -> Option<(libc::timex, libc::c_int)> {
@@ -48,9 +52,10 @@ fn timex(modes: libc::c_uint) -> Option<(libc::timex, libc::c_int)> {
 }
 
 /// USER_HZ, the unit of `tick`: `sysconf(_SC_CLK_TCK)`.
+#[allow(clippy::useless_conversion)] // As above.
 pub(super) fn user_hz() -> Option<i64> {
     // SAFETY: sysconf reads a constant of the C library; it takes no
     // pointer and touches no memory of ours.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    (hz > 0).then_some(hz as i64)
+    (hz > 0).then_some(i64::from(hz))
 }
