@@ -453,6 +453,9 @@ pub struct Countdown {
     confirmed: Instant,
     confirmed_boot: std::time::Duration,
     guard: Option<GuardDeadlines>,
+    /// Reads how the kernel steers our clock ([`clock::state`]; a test's
+    /// own clock in unit tests, which must not touch the host's).
+    read_clock: fn() -> Option<clock::ClockState>,
 }
 
 impl Countdown {
@@ -470,6 +473,7 @@ impl Countdown {
             confirmed: created_at,
             confirmed_boot: created_boot,
             guard: None,
+            read_clock: clock::state,
         }
     }
 
@@ -511,7 +515,7 @@ impl Countdown {
     /// comes back when it stops; when no window is left, the lock is as
     /// good as lost. A clock we cannot read keeps the budget we have.
     fn follow_clock(&mut self) -> Result<(), Lost> {
-        let Some(state) = clock::state() else {
+        let Some(state) = (self.read_clock)() else {
             return Ok(());
         };
         match self.base.for_clock(state.slowing()) {
@@ -1063,5 +1067,77 @@ mod tests {
         assert!(waited >= Duration::from_millis(250), "{waited:?}");
         assert!(waited < Duration::from_secs(7), "{waited:?}");
         assert!(lease.ran_out());
+    }
+
+    fn slowed_by(ppm: f64) -> Option<clock::ClockState> {
+        Some(clock::ClockState {
+            freq_ppm: 0.0,
+            tick_ppm: -ppm,
+            pll_ppm: 0.0,
+            adjtime_ppm: 0.0,
+            unsync: false,
+            freq_hold: false,
+        })
+    }
+
+    fn etcd_default() -> Budget {
+        Budget {
+            kill_timeout: Duration::from_millis(2300),
+            ..budget(15, 0, 0)
+        }
+    }
+
+    /// A kernel slowing our clock by 10 %, beyond this host's 8.3 % share:
+    /// the window narrows from 10.05 s to 9.8 s, and the lease ends there.
+    #[tokio::test(start_paused = true)]
+    async fn a_clock_slowed_beyond_its_share_narrows_the_window_at_once() {
+        let script = Script(RefCell::new(VecDeque::new()));
+        let start = Instant::now();
+        let mut lease = Countdown::new(etcd_default(), start);
+        lease.read_clock = || slowed_by(100_000.0);
+        let lost = lease.keep(&script).await;
+        assert!(matches!(lost, Lost::LeaseRanOut { .. }), "{lost:?}");
+        assert_eq!(lease.budget().rate_error, Ppm(183_333));
+        // tokio's timers tick in whole milliseconds.
+        let waited = start.elapsed();
+        assert!(
+            waited >= Duration::from_nanos(9_800_005_000) && waited <= Duration::from_millis(9_801),
+            "{waited:?}"
+        );
+    }
+
+    /// Back within the share at a renewal: the configured window again.
+    #[tokio::test(start_paused = true)]
+    async fn a_clock_back_within_its_share_gets_the_window_back() {
+        let script = Script(RefCell::new(VecDeque::from([Renewal::Confirmed {
+            ttl: None,
+        }])));
+        let start = Instant::now();
+        let mut lease = Countdown::new(etcd_default(), start);
+        lease.read_clock = || slowed_by(100_000.0);
+        assert!(lease.follow_clock().is_ok());
+        assert_eq!(lease.budget().rate_error, Ppm(183_333));
+        lease.read_clock = || slowed_by(0.0);
+        let lost = lease.keep(&script).await;
+        assert!(matches!(lost, Lost::LeaseRanOut { .. }), "{lost:?}");
+        assert_eq!(lease.budget(), etcd_default());
+    }
+
+    /// Slowed by half: no window is left, and the lease is given up at
+    /// once, as a loss of its own kind.
+    #[tokio::test(start_paused = true)]
+    async fn a_clock_slowed_past_any_window_ends_the_hold() {
+        let script = Script(RefCell::new(VecDeque::new()));
+        let start = Instant::now();
+        let mut lease = Countdown::new(etcd_default(), start);
+        lease.read_clock = || slowed_by(500_000.0);
+        match lease.keep(&script).await {
+            Lost::ClockSlewed(why) => {
+                assert!(why.contains("slowed by 500000 ppm"), "{why}");
+                assert!(why.contains("--clock-rate-error 166666ppm"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO);
     }
 }

@@ -65,7 +65,13 @@ fn an_etcd_holder_slowed_by_the_whole_default_bound_is_killed_before_the_rival_s
         cmd.args(["--shell", "--", &body]).arg(work.path());
         Running::spawn(&mut cmd)
     };
-    support::wait_for_file(&work.path().join("beat"));
+    // A whole stamp, not just the file `>>` creates before `date` writes.
+    let beat_file = work.path().join("beat");
+    assert!(
+        wait_until(procs::deadline(), || std::fs::read_to_string(&beat_file)
+            .is_ok_and(|t| t.contains('\n'))),
+        "the holder's command never wrote a heartbeat"
+    );
     // The child's stamps are the real clock's, not libfaketime's: a slowed
     // clock would already lag by a sixth of the time since lockrun began.
     let (beat, now) = (last_beat(work.path()), now_ns());
