@@ -378,6 +378,15 @@ pub struct SessionArgs {
     /// (the default; sent to Consul explicitly, old and new fields alike).
     #[arg(long)]
     pub no_checks: bool,
+    /// The largest combined clock-rate error between this host and the
+    /// engine's that the stop window allows for, in ppm or % (consul and
+    /// etcd; the local backend has no lease, and refuses it). The default
+    /// is two hosts slewing opposite ways at chrony's maximum, 2 x 83,333
+    /// ppm. This host's share is half: when the kernel slows our clock
+    /// more (adjtimex), the window narrows, or the command is stopped
+    /// (exit 124) when none is left.
+    #[arg(long, value_parser = crate::clock::rate::parse_bound, default_value = "166666ppm", value_name = "RATE")]
+    pub clock_rate_error: crate::clock::Ppm,
 }
 
 /// How long to wait for the lock.

@@ -419,6 +419,7 @@ pub fn hold(
         },
         kill_timeout: child.kill_timeout.unwrap_or(default_kill_timeout),
         checks,
+        rate_error: session.clock_rate_error,
     };
     let settings = format!(
         "--ttl {} and --lock-delay {}",
@@ -427,7 +428,9 @@ pub fn hold(
     );
     fit_default_grace(&mut budget, child, &settings);
     budget.check().map_err(|message| {
-        if lock_delay_protects {
+        // Only a grace period that is too long has a semaphore's own line;
+        // a clock-rate bound that leaves nothing says so itself.
+        if lock_delay_protects || budget.max_kill_timeout().is_none() {
             Failure::Usage(message)
         } else {
             Failure::Usage(format!(
@@ -438,6 +441,7 @@ pub fn hold(
             ))
         }
     })?;
+    let budget = crate::lease::fit_this_host(budget).map_err(Failure::Config)?;
     let host = hostname();
     let value = child.value.clone().unwrap_or_else(|| host.clone());
     let spec = SessionSpec {
@@ -523,16 +527,22 @@ fn etcd_hold(
         lock_delay: Duration::ZERO,
         kill_timeout: child.kill_timeout.unwrap_or(kind.default_kill_timeout),
         checks: false,
+        rate_error: session.clock_rate_error,
     };
     fit_default_grace(&mut budget, child, &format!("--ttl {}", flag_duration(ttl)));
-    budget.check().map_err(|_| {
+    budget.check().map_err(|message| {
+        let Some(max) = budget.max_kill_timeout() else {
+            // The clock-rate bound leaves nothing, whatever the grace.
+            return Failure::Usage(message);
+        };
         Failure::Usage(format!(
             "--kill-timeout {} is too long for --ttl {}: on etcd a rival takes the lock as soon as the lease expires, so the child must be dead by then; use --kill-timeout {} or less, or a longer --ttl",
             flag_duration(budget.kill_timeout),
             flag_duration(ttl),
-            flag_duration(budget.max_kill_timeout().unwrap_or_default()),
+            flag_duration(max),
         ))
     })?;
+    let budget = crate::lease::fit_this_host(budget).map_err(Failure::Config)?;
     let value = child.value.clone().unwrap_or_else(hostname);
     assemble(Some(budget), budget.kill_timeout, value, wait, child, env)
 }

@@ -544,12 +544,28 @@ const SAFETY: &[Block] = &[
          lasts; it is not a loss.",
     ),
     Item(
+        "Clock rate",
+        "lockrun counts its deadlines on this host's clock and the engine its TTL on its own: \
+         the clocks need not agree on the time, but must run at nearly the same rate. \
+         `--clock-rate-error` (default 166666ppm, 16.7%: two hosts slewing opposite ways at \
+         chrony's default maximum of 83,333 ppm) is the combined error the stop window allows \
+         for: SIGKILL lands by the earliest rival moment times (1 - the bound), less a \
+         hundredth of it for late timers. A bound that leaves no stop window is refused \
+         (status 2) with one that does. This host's share, half the bound, is checked: \
+         lockrun reads how the kernel steers its clock with adjtimex(2) (frequency, tick, \
+         the PLL's and adjtime's slews) at start (shown with `-v`) and after every renewal. \
+         Beyond the share the margin grows by the excess and the stop window narrows; when \
+         none is left COMMAND is stopped as on a loss (status 124), or lockrun ends with \
+         status 125 if it does not hold the lock yet.",
+    ),
+    Item(
         "Consul's verdicts",
         "A renewal answered 404, the key showing another session or none, or the session \
          destroyed by an operator end the hold at once: COMMAND is stopped and lockrun exits \
          124, or campaigns again with `--campaign`. Only the lock-delay, already running, \
          keeps a rival out then, so COMMAND's grace period is cut to what it leaves (the \
-         lock-delay less a tenth of the TTL), and a semaphore's COMMAND is SIGKILLed at once.",
+         lock-delay less its clock-rate and timer margin), and a semaphore's COMMAND is \
+         SIGKILLed at once.",
     ),
     Item(
         "Process group",
@@ -571,14 +587,15 @@ const SAFETY: &[Block] = &[
          processed (only the lock-delay with health checks), and a semaphore slot the TTL \
          after it. With the defaults (TTL 15s, lock-delay 15s, `--kill-timeout` 5s) SIGKILL \
          has landed by 20s, a rival comes at 30s: a 10s margin, which tolerates a combined \
-         clock-rate error of 33%. An invalidated or destroyed session keeps the lock-delay, \
+         clock-rate error of 32%. An invalidated or destroyed session keeps the lock-delay, \
          which is the grace COMMAND gets; `lockrun release` arms none.",
     ),
     Item(
         "etcd",
         "A rival may acquire when the lease expires, the TTL after the last keep-alive etcd \
-         processed; no lock-delay exists. The margin is a tenth of the TTL, so it tolerates a \
-         combined clock-rate error of 10%. A revoked lease (`lockrun release`, `etcdctl \
+         processed; no lock-delay exists. The margin is the clock-rate bound's share of the \
+         TTL plus a hundredth: with the defaults (TTL 15s) 2.65s, so the default \
+         `--kill-timeout` shrinks to 2.3s and SIGKILL has landed by 12.35s. A revoked lease (`lockrun release`, `etcdctl \
          lease revoke`) or a key gone from etcd lets a rival hold at once, so COMMAND gets \
          SIGKILL at once.",
     ),
@@ -590,8 +607,9 @@ const SAFETY: &[Block] = &[
     ),
     Item(
         "Assumptions",
-        "The combined rate error of this host's clock and the engine's stays under what the \
-         margin tolerates; the whole host (lockrun and its guard together: a frozen cgroup, \
+        "The combined rate error of this host's clock and the engine's stays within \
+         `--clock-rate-error` (this host's half is checked, the engine's host must keep the \
+         other); the whole host (lockrun and its guard together: a frozen cgroup, \
          a paused VM) never stops for longer than the margin, against which use `--notify` \
          with `WatchdogSec=`, a hardware watchdog, or fencing; the engine is linearizable.",
     ),
@@ -603,8 +621,9 @@ const SAFETY: &[Block] = &[
     ),
     Item(
         "Clocks",
-        "The lease arithmetic assumes that lockrun's host and the Consul servers measure time \
-         at similar rates; their clocks need not be synchronised. A host frozen for longer \
+        "The lease arithmetic assumes that lockrun's host and the engine's measure time at \
+         rates within `--clock-rate-error` of each other; their clocks need not be \
+         synchronised. A host frozen for longer \
          than the margin (a suspended VM) can resume COMMAND after the lease ran out.",
     ),
     Item(

@@ -7,7 +7,10 @@
 //! The guard and lockrun read the same clock, so a deadline one computes
 //! means the same moment to the other.
 
+pub mod rate;
 mod sys;
+
+pub use rate::{ClockState, Ppm};
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
@@ -23,6 +26,18 @@ pub fn boottime() -> Duration {
     // clock_gettime fails only for a clock the kernel does not know.
     let now = clock_gettime(Clock::CLOCK_BOOTTIME).expect("CLOCK_BOOTTIME is readable");
     Duration::from(now)
+}
+
+/// How the kernel steers this host's clock now (adjtimex(2), read-only),
+/// or `None` where it will not say.
+pub fn state() -> Option<ClockState> {
+    let timex = sys::adjtimex_read()?;
+    let user_hz = sys::user_hz().unwrap_or(100);
+    Some(ClockState::from_timex(
+        &timex,
+        user_hz,
+        sys::adjtime_remaining(),
+    ))
 }
 
 /// A CLOCK_BOOTTIME timer on a descriptor: it becomes readable at an
@@ -103,6 +118,15 @@ mod tests {
         // BOOTTIME is MONOTONIC plus the time spent suspended, never less.
         let monotonic = Duration::from(clock_gettime(Clock::CLOCK_MONOTONIC).unwrap());
         assert!(boottime() >= monotonic);
+    }
+
+    /// Read-only: whatever NTP does on this host, the kernel answers, and
+    /// with a tick Linux allows (±10 %).
+    #[test]
+    fn reads_how_the_kernel_steers_this_hosts_clock() {
+        let state = state().expect("adjtimex answers");
+        assert!(state.tick_ppm.abs() <= 100_000.0, "{state:?}");
+        assert!(state.steering_ppm().is_finite(), "{state:?}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::cli::{BackendName, ChildArgs, ExplainArgs, ExplainWhat};
+use crate::clock::{self, ClockState, Ppm};
 use crate::config::{self, Env, Kind};
 use crate::error::Failure;
 use crate::exit::Exit;
@@ -19,6 +20,11 @@ struct Promise {
     kind: Kind,
     key: String,
     budget: Option<Budget>,
+    /// `--clock-rate-error` as given (the budget's may be widened for this
+    /// host's clock).
+    rate_bound: Ppm,
+    /// How the kernel steers this host's clock now, where it says.
+    clock: Option<ClockState>,
     kill_timeout: Duration,
     kill_signal: String,
 }
@@ -38,7 +44,8 @@ pub fn run(args: ExplainArgs, backend: BackendName, env: &dyn Env) -> Result<Exi
                 env,
             )?;
             crate::hold::Service::new(&a.service)?;
-            promise(backend, config::LEADER, a.key, &config)
+            let bound = a.session.clock_rate_error;
+            promise(backend, config::LEADER, a.key, bound, &config)
         }
         ExplainWhat::Semaphore(mut a) => {
             runnable(&mut a.child);
@@ -53,7 +60,8 @@ pub fn run(args: ExplainArgs, backend: BackendName, env: &dyn Env) -> Result<Exi
                 env,
             )?;
             crate::hold::Service::new(&a.service)?;
-            promise(backend, config::SEMAPHORE, prefix, &config)
+            let bound = a.session.clock_rate_error;
+            promise(backend, config::SEMAPHORE, prefix, bound, &config)
         }
     };
     let text = if json {
@@ -74,12 +82,20 @@ fn runnable(child: &mut ChildArgs) {
     }
 }
 
-fn promise(backend: BackendName, kind: Kind, key: String, c: &config::HoldConfig) -> Promise {
+fn promise(
+    backend: BackendName,
+    kind: Kind,
+    key: String,
+    rate_bound: Ppm,
+    c: &config::HoldConfig,
+) -> Promise {
     Promise {
         backend,
         kind,
         key,
         budget: c.budget,
+        rate_bound,
+        clock: c.budget.and_then(|_| clock::state()),
         kill_timeout: c.child.kill_timeout,
         kill_signal: c.child.kill_signal.name().to_string(),
     }
@@ -135,7 +151,8 @@ impl Promise {
         let mut list = Vec::new();
         if let Some(b) = self.budget {
             list.push(format!(
-                "the combined rate error of this host's clock and the engine's stays under {:.1}% (lockrun's clock slower than the engine's by at most that)",
+                "the combined rate error of this host's clock and the engine's stays within --clock-rate-error {} (lockrun's clock slower than the engine's by at most that; the margin tolerates {:.1}%): this host's half is checked with adjtimex at start and at every renewal, and the engine's host must keep the other half",
+                self.rate_bound,
                 b.tolerated_rate_error() * 100.0
             ));
             list.push(format!(
@@ -172,6 +189,20 @@ impl Promise {
             "rival_after_ms": d(Budget::rival_after),
             "margin_ms": d(Budget::slack),
             "tolerated_rate_error_ppm": b.map(|b| (b.tolerated_rate_error() * 1e6).round() as u64),
+            "clock_rate_error_ppm": b.map(|_| self.rate_bound.0),
+            "applied_rate_error_ppm": b.map(|b| b.rate_error.0),
+            "rate_margin_ms": d(Budget::rate_margin),
+            "scheduling_ms": d(Budget::scheduling),
+            "clock": self.clock.map(|c| json!({
+                "steering_ppm": c.steering_ppm(),
+                "freq_ppm": c.freq_ppm,
+                "tick_ppm": c.tick_ppm,
+                "pll_ppm": c.pll_ppm,
+                "adjtime_ppm": c.adjtime_ppm,
+                "synchronised": !c.unsync,
+                "slowing_ppm": c.slowing().0,
+                "share_ppm": self.rate_bound.0 / 2,
+            })),
             "loss_grace_ms": d(Budget::loss_grace),
             "rival_rule": self.rival_rule(),
             "on_release": self.on_release(),
@@ -230,11 +261,39 @@ impl Promise {
                     &mut out,
                     "margin",
                     format!(
-                        "{}, which tolerates a combined clock-rate error of {:.1}% ({} ppm)",
+                        "{} (needed: {} for clocks {} apart, {} for late timers), which tolerates a combined clock-rate error of {:.1}% ({} ppm)",
                         fmt_duration(b.slack()),
+                        fmt_duration(b.rate_margin()),
+                        b.rate_error.percent(),
+                        fmt_duration(b.scheduling()),
                         b.tolerated_rate_error() * 100.0,
                         (b.tolerated_rate_error() * 1e6).round() as u64
                     ),
+                );
+                let widened = if b.rate_error == self.rate_bound {
+                    String::new()
+                } else {
+                    format!(
+                        "; widened to {} for this host's clock",
+                        b.rate_error.percent()
+                    )
+                };
+                line(
+                    &mut out,
+                    "clock-rate bound",
+                    format!(
+                        "{} combined (--clock-rate-error), {} ppm of it this host's share{widened}",
+                        self.rate_bound,
+                        self.rate_bound.0 / 2
+                    ),
+                );
+                line(
+                    &mut out,
+                    "this host's clock",
+                    match &self.clock {
+                        Some(c) => format!("{}; slowed by {} ppm", c.describe(), c.slowing().0),
+                        None => "unknown (adjtimex refused)".to_string(),
+                    },
                 );
                 line(
                     &mut out,

@@ -142,6 +142,10 @@ const OWNED: &[(&str, &[BackendName])] = &[
     ("namespace", &[BackendName::Consul]),
     ("ttl", &[BackendName::Consul, BackendName::Etcd]),
     ("lock_delay", &[BackendName::Consul]),
+    (
+        "clock_rate_error",
+        &[BackendName::Consul, BackendName::Etcd],
+    ),
     ("behavior", &[BackendName::Consul]),
     ("session_name", &[BackendName::Consul]),
     ("node_checks", &[BackendName::Consul]),

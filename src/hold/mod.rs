@@ -370,6 +370,11 @@ async fn round<E: Engine>(
             tracing::info!("{signal} while waiting for the lock; giving up");
             Err(Ok(Round::Done(Exit::Interrupted(signal))))
         }
+        Waited::Lost(Lost::ClockSlewed(why)) => {
+            // Nothing runs yet, and nothing can run under a clock slowed
+            // this far: a new lease would meet the same clock.
+            Err(Err(Failure::Config(why)))
+        }
         Waited::Lost(why) => {
             // Our lease may be gone while we waited; start over with a new one.
             tracing::warn!(target: EVENT, "lease lost while waiting: {why}");

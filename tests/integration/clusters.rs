@@ -138,7 +138,7 @@ fn no_overlap_and_growing_fences(all: &[&Contender], what: &str) {
 // ---------------------------------------------------------------- etcd
 
 /// `lockrun --backend etcd --endpoints EPS elect --ttl 6s KEY`: a stop
-/// window of 4.9 s (kill timeout 500 ms, margin 600 ms), in which a leader
+/// window of 4.44 s (kill timeout 500 ms, margin 1.06 s), in which a leader
 /// election on a loaded host fits.
 fn etcd_elect(endpoints: &[&TestEtcd], key: &str) -> Command {
     let eps: Vec<&str> = endpoints.iter().map(|m| m.endpoint.as_str()).collect();

@@ -466,7 +466,7 @@ fn no_lock_delay_shrinks_the_default_kill_timeout() {
     assert_status(&output, 0, "the child's status", &consul);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("--kill-timeout defaults to 2200ms to fit --ttl 15s and --lock-delay 0s"),
+        stderr.contains("--kill-timeout defaults to 2300ms to fit --ttl 15s and --lock-delay 0s"),
         "{stderr}"
     );
 }

@@ -100,7 +100,32 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
             ],
             2,
             // A suggestion that pastes: one word, within the budget.
-            "--kill-timeout 30s is too long for --ttl 15s and --lock-delay 0s: a rival could take the lock before the child is killed; use --kill-timeout 2200ms or less",
+            "--kill-timeout 30s is too long for --ttl 15s and --lock-delay 0s: a rival could take the lock before the child is killed; use --kill-timeout 2300ms or less",
+        ),
+        // A clock-rate bound that leaves no stop window names one that does.
+        case(
+            &[
+                "elect",
+                "--lock-delay",
+                "0s",
+                "--clock-rate-error",
+                "40%",
+                k,
+                "--",
+                "true",
+            ],
+            2,
+            "--clock-rate-error 40.0% leaves no time to run the command with --ttl 15s: the margin for clocks that far apart takes the whole lease; use --clock-rate-error 32.3% or less",
+        ),
+        case(
+            &["elect", "--clock-rate-error", "16.7", k, "--", "true"],
+            2,
+            "`16.7` is not a clock-rate error; give ppm or a percentage",
+        ),
+        case(
+            &["elect", "--clock-rate-error", "100%", k, "--", "true"],
+            2,
+            "100% or more",
         ),
         case(
             &[
@@ -122,13 +147,13 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
                 "--node-checks",
                 "serfHealth",
                 "--lock-delay",
-                "2s",
+                "1s",
                 k,
                 "--",
                 "true",
             ],
             2,
-            "--lock-delay 2s is too short for --ttl 15s with health checks",
+            "--lock-delay 1s is too short for --ttl 15s with health checks",
         ),
         case(
             &[
@@ -693,6 +718,11 @@ fn empty_settings_are_usage_errors_or_unset_as_documented() {
         "--session-name",
     ));
     cases.push(case(&["release", "--session", "", k], 2, "--session"));
+    cases.push(case(
+        &["elect", "--clock-rate-error", "", k, "--", "true"],
+        2,
+        "clock-rate error is empty",
+    ));
     for (name, backend) in [
         ("CONSUL_HTTP_ADDR", "consul"),
         ("CONSUL_NAMESPACE", "consul"),

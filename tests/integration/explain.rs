@@ -22,7 +22,7 @@ fn json(args: &[&str]) -> serde_json::Value {
 }
 
 #[test]
-fn etcd_with_the_issues_settings_tolerates_a_tenth() {
+fn etcd_with_the_issues_settings_covers_the_default_bound() {
     // 10.255.255.1 answers nothing: a run that tried would hang, not print.
     let v = json(&[
         "--backend",
@@ -38,10 +38,80 @@ fn etcd_with_the_issues_settings_tolerates_a_tenth() {
     ]);
     assert_eq!(v["backend"], "etcd");
     assert_eq!(v["rival_after_ms"], 5000);
-    assert_eq!(v["killed_by_ms"], 4500);
-    assert_eq!(v["margin_ms"], 500);
-    assert_eq!(v["tolerated_rate_error_ppm"], 100_000);
+    // 5 s x (1 - 16.7 %) - 50 ms for late timers.
+    assert_eq!(v["killed_by_ms"], 4116);
+    assert_eq!(v["margin_ms"], 883);
+    assert_eq!(v["rate_margin_ms"], 833);
+    assert_eq!(v["scheduling_ms"], 50);
+    assert_eq!(v["clock_rate_error_ppm"], 166_666);
+    assert_eq!(v["tolerated_rate_error_ppm"], 166_666);
     assert_eq!(v["loss_grace_ms"], 0);
+    // This host's clock, read with adjtimex.
+    assert!(v["clock"]["steering_ppm"].is_number(), "{v}");
+    assert_eq!(v["clock"]["share_ppm"], 83_333);
+}
+
+/// A bound given explicitly: the figures follow it, and a clock slower
+/// than it is beyond the promise (SIGKILL lands by 5 s x (1 - 5 %) - 1 %).
+#[test]
+fn an_explicit_clock_rate_bound_sets_the_margin() {
+    let v = json(&[
+        "--backend",
+        "etcd",
+        "explain",
+        "--json",
+        "elect",
+        "--ttl",
+        "5s",
+        "--clock-rate-error",
+        "5%",
+        "k",
+    ]);
+    assert_eq!(v["clock_rate_error_ppm"], 50_000);
+    assert_eq!(v["rate_margin_ms"], 250);
+    // The grace grows into the room the smaller margin leaves: 5 s - 3.33 s
+    // window - 300 ms margin is 1.36 s, rounded down to 1.3 s.
+    assert_eq!(v["kill_timeout_ms"], 1300);
+    assert_eq!(v["killed_by_ms"], 4700);
+    assert_eq!(v["tolerated_rate_error_ppm"], 50_000);
+    let text = run(&mut explain(&[
+        "--backend",
+        "etcd",
+        "explain",
+        "elect",
+        "--ttl",
+        "5s",
+        "--clock-rate-error",
+        "50000ppm",
+        "k",
+    ]));
+    let text = String::from_utf8_lossy(&text.stdout);
+    for want in [
+        "50000ppm (5.0%) combined",
+        "this host's clock",
+        "steered by",
+    ] {
+        assert!(text.contains(want), "{want} missing in\n{text}");
+    }
+}
+
+#[test]
+fn the_local_backend_refuses_a_clock_rate_bound() {
+    let out = run(&mut explain(&[
+        "--backend",
+        "local",
+        "explain",
+        "elect",
+        "--clock-rate-error",
+        "5%",
+        "k",
+    ]));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--clock-rate-error belongs to the consul and etcd backends"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -93,8 +163,9 @@ fn text_names_the_margin_and_the_assumptions() {
     let text = String::from_utf8_lossy(&out.stdout);
     for want in [
         "margin",
-        "500ms",
-        "10.0%",
+        "883ms",
+        "16.7%",
+        "clock-rate bound",
         "assumptions:",
         "revokes the holder's lease",
     ] {
@@ -127,6 +198,16 @@ fn bad_flags_are_the_same_usage_errors_as_elect() {
         ],
         &["explain", "semaphore", "p"],
         &["explain", "elect", "--ttl", "", "k"],
+        &["explain", "elect", "--clock-rate-error", "", "k"],
+        &[
+            "--backend",
+            "etcd",
+            "explain",
+            "elect",
+            "--clock-rate-error",
+            "50%",
+            "k",
+        ],
     ] {
         let out = run(&mut explain(args));
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");

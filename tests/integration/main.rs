@@ -57,6 +57,8 @@ mod local_cli;
 mod backends;
 
 mod contain;
+// The clock-rate bound, measured with libfaketime against a real etcd.
+mod clock_rate;
 // `--backend etcd` end to end beside etcdctl.
 mod etcd_cli;
 // The `local` backend's engine through the backend seam.

@@ -207,7 +207,7 @@ fn churn(kind: &str, limit: usize) {
     };
     let ttl = ms(consul.ttl_min());
     // The lock-delay must leave the child a grace period after a destroyed
-    // session (lock-delay minus the budget's margin, TTL/10), so that its
+    // session (lock-delay minus the budget's margin for it), so that its
     // TERM trap logs its end: with a real agent's 10 s TTL, 1 s leaves none,
     // the child is SIGKILLed unlogged, and its span would never close.
     let lock_delay = if consul.emulator().is_some() {

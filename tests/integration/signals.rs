@@ -16,11 +16,15 @@ fn elect_shell(
     body: &str,
     dir: &str,
 ) -> Running {
-    // The lock-delay only has to leave room for the grace period.
+    // The lock-delay only has to leave room for the grace period; with the
+    // clock-rate margin (a sixth of TTL + lock-delay) a 61 s grace needs a
+    // TTL of 90 s to leave a stop window.
     Running::spawn(&mut lockrun(
         consul,
         [
             "elect",
+            "--ttl",
+            "90s",
             "--lock-delay",
             "60s",
             "--kill-timeout",
