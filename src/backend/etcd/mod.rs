@@ -280,6 +280,8 @@ fn empty_holder() -> Holder {
         fence: None,
         slot: None,
         entry: None,
+        label: None,
+        details: None,
     }
 }
 
@@ -657,6 +659,7 @@ impl Inspect for Etcd {
         Ok(Released {
             asked,
             refused: Vec::new(),
+            nothing: None,
         })
     }
 }

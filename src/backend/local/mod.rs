@@ -496,7 +496,11 @@ impl Inspect for Local {
                 Err(e) => refused.push(e),
             }
         }
-        Ok(Released { asked, refused })
+        Ok(Released {
+            asked,
+            refused,
+            nothing: None,
+        })
     }
 }
 
