@@ -17,9 +17,9 @@ use tokio::time::Instant;
 use super::blocking::QueryIndex;
 use super::kv::Read;
 use super::lock::semaphore::{self, Record, View};
-use super::lock::{AcquireError, Patience, Waiter, SEMAPHORE_FLAG};
+use super::lock::{AcquireError, Waiter, SEMAPHORE_FLAG};
 use super::{Client, KvPair, SessionId};
-use crate::backend::{Changes, Holder, Inspect, Released, Target, Which};
+use crate::backend::{Changes, Holder, Inspect, Released, Target, Wait, Which};
 
 /// How `leader` reads: once, waiting for a holder (`--wait`, for at most
 /// `--timeout`), or watching (`--watch`).
@@ -36,7 +36,7 @@ pub struct Outside {
     client: Client,
     reading: Reading,
     /// How long `--wait` waits, from when we started.
-    patience: Patience,
+    patience: Wait,
     /// Whether every holder's session is looked up (`--json` shows its
     /// facts); otherwise only a holder without a value costs a request,
     /// for its label.
@@ -56,9 +56,9 @@ impl Outside {
     /// For `leader`; `json` for `--json`.
     pub fn leader(client: Client, reading: Reading, json: bool) -> Outside {
         let patience = match reading {
-            Reading::Waiting(Some(timeout)) => Patience::Until(Instant::now() + timeout),
-            Reading::Waiting(None) | Reading::Watching => Patience::Forever,
-            Reading::Once => Patience::Once,
+            Reading::Waiting(Some(timeout)) => Wait::Until(Instant::now() + timeout),
+            Reading::Waiting(None) | Reading::Watching => Wait::Forever,
+            Reading::Once => Wait::Once,
         };
         Outside {
             client,
@@ -79,7 +79,7 @@ impl Outside {
         Outside {
             client,
             reading: Reading::Once,
-            patience: Patience::Once,
+            patience: Wait::Once,
             facts: false,
             consistent: true,
             session,
