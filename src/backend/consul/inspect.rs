@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::blocking::QueryIndex;
 use super::kv::Read;
 use super::lock::semaphore::{self, Record, View};
-use super::lock::{AcquireError, Waiter, SEMAPHORE_FLAG};
+use super::lock::{AcquireError, Retry, Waiter, SEMAPHORE_FLAG};
 use super::{Client, KvPair, SessionId};
 use crate::backend::{Changes, Holder, Inspect, Released, Target, Wait, Which};
 
@@ -337,7 +337,21 @@ impl Inspect for Outside {
     type Changes = OutsideChanges;
 
     async fn target_of(&self, key: &str) -> Result<Target, AcquireError> {
-        let (pairs, _) = self.client.kv_list(key, self.read()).await?;
+        // A `--wait` or `--watch` rides out a blip within its patience from
+        // the first read on, as its later reads do: a script may start it
+        // while the agent is still coming up. A one-off look answers at once.
+        let (mut retry, step) = match self.reading {
+            Reading::Once => (None, String::new()),
+            Reading::Waiting(_) => (Some(Retry::new(self.patience)), format!("reading `{key}`")),
+            Reading::Watching => (Some(Retry::new(self.patience)), format!("watching `{key}`")),
+        };
+        let pairs = loop {
+            match (self.client.kv_list(key, self.read()).await, retry.as_mut()) {
+                (Ok((pairs, _)), _) => break pairs,
+                (Err(e), Some(retry)) => retry.pause(&step, e).await?,
+                (Err(e), None) => return Err(e.into()),
+            }
+        };
         let state = State::of(key, &pairs)?;
         *self.listed.borrow_mut() = Some(pairs);
         Ok(match state.limit {
