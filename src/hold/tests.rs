@@ -82,6 +82,8 @@ struct Script {
     /// asked to.
     child_exits_after: Option<Duration>,
     release_takes: Duration,
+    /// Which of the guard's steps fails: parking it, or starting COMMAND.
+    guard_fails: Option<Phase>,
 }
 
 impl Script {
@@ -94,6 +96,7 @@ impl Script {
             claim_lost_after: None,
             child_exits_after: Some(Duration::from_secs(1)),
             release_takes: Duration::from_millis(100),
+            guard_fails: None,
         }
     }
 
@@ -265,6 +268,11 @@ impl Launch for FakeGuards {
     type Child = FakeChild;
 
     fn park(&mut self) -> Result<FakeParked, Failure> {
+        if self.0.guard_fails == Some(Phase::Opening) {
+            return Err(Failure::Internal(
+                "cannot start the child (no guard)".into(),
+            ));
+        }
         self.0.log.note("guard parked");
         Ok(FakeParked(self.0.clone()))
     }
@@ -284,6 +292,9 @@ impl Parked for FakeParked {
     ) -> std::io::Result<FakeChild> {
         let script = self.0.clone();
         std::mem::forget(self);
+        if script.guard_fails == Some(Phase::Running) {
+            return Err(std::io::Error::from_raw_os_error(libc::EAGAIN));
+        }
         script.log.note("child started");
         script.interrupt(Phase::Running);
         Ok(FakeChild {
@@ -341,7 +352,9 @@ fn config(budget: Option<Budget>) -> HoldConfig {
 
 /// Plays one round of `script` and returns how it ended.
 async fn play(script: Script, budget: Option<Budget>, min_hold: Option<Duration>) -> Outcome {
-    play_with(script, budget, min_hold, None).await
+    play_with(script, budget, min_hold, None)
+        .await
+        .expect("the fake engine does not fail")
 }
 
 async fn play_with(
@@ -349,7 +362,7 @@ async fn play_with(
     budget: Option<Budget>,
     min_hold: Option<Duration>,
     interrupt: Option<Phase>,
-) -> Outcome {
+) -> Result<Outcome, Failure> {
     let (sender, mut signals) = Signals::channel();
     if let Some(phase) = interrupt {
         script.signal = Some((phase, sender));
@@ -379,7 +392,7 @@ async fn play_with(
         released: &mut released,
         guards: &mut guards,
     };
-    round.play().await.expect("the fake engine does not fail")
+    round.play().await
 }
 
 fn names(list: &[&str]) -> Vec<String> {
@@ -410,7 +423,9 @@ async fn a_round_runs_the_child_and_lets_go() {
 #[tokio::test(start_paused = true)]
 async fn a_signal_while_opening_the_lease_leaves_nothing_to_clean_up() {
     let log = Rc::new(Log::default());
-    let outcome = play_with(Script::new(&log), None, None, Some(Phase::Opening)).await;
+    let outcome = play_with(Script::new(&log), None, None, Some(Phase::Opening))
+        .await
+        .unwrap();
     assert_eq!(outcome, Outcome::Done(Exit::Interrupted(Signal::Term)));
     assert_eq!(log.names(), names(&["start", "TERM sent"]));
 }
@@ -420,7 +435,9 @@ async fn a_signal_while_waiting_ends_the_guard_and_the_lease() {
     let log = Rc::new(Log::default());
     let mut script = Script::new(&log);
     script.granted_after = None;
-    let outcome = play_with(script, None, None, Some(Phase::Waiting)).await;
+    let outcome = play_with(script, None, None, Some(Phase::Waiting))
+        .await
+        .unwrap();
     assert_eq!(outcome, Outcome::Done(Exit::Interrupted(Signal::Term)));
     assert_eq!(
         log.names(),
@@ -440,7 +457,9 @@ async fn a_signal_while_running_goes_to_the_child_and_ends_the_run_by_it() {
     let log = Rc::new(Log::default());
     let mut script = Script::new(&log);
     script.child_exits_after = None;
-    let outcome = play_with(script, None, None, Some(Phase::Running)).await;
+    let outcome = play_with(script, None, None, Some(Phase::Running))
+        .await
+        .unwrap();
     assert_eq!(outcome, Outcome::Done(Exit::Interrupted(Signal::Term)));
     assert_eq!(
         log.names(),
@@ -584,7 +603,9 @@ async fn a_signal_during_clean_up_does_not_cut_the_release_short() {
     let log = Rc::new(Log::default());
     let mut script = Script::new(&log);
     script.release_takes = Duration::from_secs(2);
-    let outcome = play_with(script, None, None, Some(Phase::Releasing)).await;
+    let outcome = play_with(script, None, None, Some(Phase::Releasing))
+        .await
+        .unwrap();
     // The child had exited by itself: its status, not the signal's.
     assert_eq!(outcome, Outcome::Done(Exit::Child(0)));
     assert_eq!(
@@ -657,6 +678,47 @@ async fn a_busy_lock_ends_the_round_with_the_conflict_status() {
             "guard parked",
             "guard dropped",
             "lease closed"
+        ])
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_guard_that_cannot_start_closes_the_lease_and_fails() {
+    let log = Rc::new(Log::default());
+    let mut script = Script::new(&log);
+    script.guard_fails = Some(Phase::Opening);
+    let failure = play_with(script, None, None, None)
+        .await
+        .expect_err("no guard, no run");
+    assert_eq!(failure.to_string(), "cannot start the child (no guard)");
+    assert_eq!(
+        log.names(),
+        names(&["start", "lease opened", "lease closed"])
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_command_that_cannot_start_releases_the_lock_and_fails() {
+    let log = Rc::new(Log::default());
+    let mut script = Script::new(&log);
+    script.guard_fails = Some(Phase::Running);
+    let failure = play_with(script, None, None, None)
+        .await
+        .expect_err("no child, no run");
+    assert!(
+        failure.to_string().starts_with("cannot start the child"),
+        "{failure}"
+    );
+    assert_eq!(
+        log.names(),
+        names(&[
+            "start",
+            "lease opened",
+            "guard parked",
+            "acquired",
+            "releasing",
+            "released",
+            "lease closed",
         ])
     );
 }
