@@ -141,63 +141,97 @@ pub async fn run<E: Engine>(
     campaign: bool,
     forked: Option<child::Forked>,
 ) -> Result<Exit, Failure> {
-    let mut signals =
+    let signals =
         Signals::new().map_err(|e| Failure::Internal(format!("cannot handle signals ({e})")))?;
-    let mut released = release_requests()?;
-    let patience = config.deadline();
-    let ready_sent = Cell::new(false);
-    let waiting = format!("waiting for `{}`", target.name());
-    match &service.notify {
-        Some((notifier, Ready::Start)) => {
-            notifier.ready(&waiting);
-            ready_sent.set(true);
-        }
-        Some((notifier, Ready::Held)) => notifier.status(&waiting),
-        None => {}
-    }
-    let first_contact = Cell::new(true);
-    let mut guards = Guards {
+    let released = release_requests()?;
+    let guards = Guards {
         config,
         service,
         lends: E::CLAIM_LENDS_FD,
         forked,
     };
-    let exit = loop {
-        let round = Round {
-            engine,
-            target,
-            config,
-            service,
-            campaign,
-            patience,
-            ready_sent: &ready_sent,
-            first_contact: &first_contact,
-            signals: &mut signals,
-            released: &mut released,
-            guards: &mut guards,
-        };
-        let outcome = tokio::select! {
-            outcome = round.play() => outcome?,
-            never = service.extend_start(&ready_sent) => match never {},
-        };
-        match outcome {
-            Outcome::Done(exit) => break exit,
-            Outcome::Lost if campaign => {
-                tracing::info!(target: EVENT, lock = target.name(), "campaigning again");
-                service.status(&format!("lost `{}`; campaigning again", target.name()));
-            }
-            Outcome::Lost => break Exit::Lost,
-            Outcome::Retry => {}
-        }
-    };
-    if let Some(notifier) = service.notifier() {
-        notifier.stopping(&match exit {
-            Exit::Interrupted(signal) => format!("stopped by {signal}"),
-            Exit::Lost => format!("lost `{}`", target.name()),
-            _ => "done".to_string(),
-        });
+    Run {
+        engine,
+        target,
+        config,
+        service,
+        campaign,
+        signals,
+        released,
+        guards,
     }
-    Ok(exit)
+    .rounds()
+    .await
+}
+
+/// What a run lends each of its rounds: the engine, the settings, and
+/// where signals and guards come from.
+struct Run<'r, E: Engine, G: Launch> {
+    engine: &'r E,
+    target: &'r Target,
+    config: &'r HoldConfig,
+    service: &'r Service,
+    campaign: bool,
+    signals: Signals,
+    released: tokio::signal::unix::Signal,
+    guards: G,
+}
+
+impl<E: Engine, G: Launch> Run<'_, E, G> {
+    /// Plays rounds until one ends the run: the child's status, a signal,
+    /// a loss (a campaigner campaigns again), or a failure. A lease lost
+    /// while waiting starts the next round with a new one.
+    async fn rounds(mut self) -> Result<Exit, Failure> {
+        let (target, service) = (self.target, self.service);
+        let patience = self.config.deadline();
+        let ready_sent = Cell::new(false);
+        let waiting = format!("waiting for `{}`", target.name());
+        match &service.notify {
+            Some((notifier, Ready::Start)) => {
+                notifier.ready(&waiting);
+                ready_sent.set(true);
+            }
+            Some((notifier, Ready::Held)) => notifier.status(&waiting),
+            None => {}
+        }
+        let first_contact = Cell::new(true);
+        let exit = loop {
+            let round = Round {
+                engine: self.engine,
+                target,
+                config: self.config,
+                service,
+                campaign: self.campaign,
+                patience,
+                ready_sent: &ready_sent,
+                first_contact: &first_contact,
+                signals: &mut self.signals,
+                released: &mut self.released,
+                guards: &mut self.guards,
+            };
+            let outcome = tokio::select! {
+                outcome = round.play() => outcome?,
+                never = service.extend_start(&ready_sent) => match never {},
+            };
+            match outcome {
+                Outcome::Done(exit) => break exit,
+                Outcome::Lost if self.campaign => {
+                    tracing::info!(target: EVENT, lock = target.name(), "campaigning again");
+                    service.status(&format!("lost `{}`; campaigning again", target.name()));
+                }
+                Outcome::Lost => break Exit::Lost,
+                Outcome::Retry => {}
+            }
+        };
+        if let Some(notifier) = service.notifier() {
+            notifier.stopping(&match exit {
+                Exit::Interrupted(signal) => format!("stopped by {signal}"),
+                Exit::Lost => format!("lost `{}`", target.name()),
+                _ => "done".to_string(),
+            });
+        }
+        Ok(exit)
+    }
 }
 
 /// The status of a run whose child has exited. A child that ended of the

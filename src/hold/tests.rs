@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::launch::{Launch, Parked, Supervised};
-use super::{release_requests, Outcome, Round, Service};
+use super::{release_requests, Outcome, Round, Run, Service};
 use crate::backend::{Acquisition, Claim, Engine, EngineError, Lease, Lost, Opening, Renewal};
 use crate::backend::{Target, Wait};
 use crate::child::{ChildExit, GuardDeadlines};
@@ -84,6 +84,12 @@ struct Script {
     release_takes: Duration,
     /// Which of the guard's steps fails: parking it, or starting COMMAND.
     guard_fails: Option<Phase>,
+    /// Leases opened, claims acquired and children started so far: the
+    /// script's losses and `child_exits_after` concern the first of each;
+    /// later children exit after a second.
+    leases: Cell<u32>,
+    claims: Cell<u32>,
+    children: Cell<u32>,
 }
 
 impl Script {
@@ -97,7 +103,16 @@ impl Script {
             child_exits_after: Some(Duration::from_secs(1)),
             release_takes: Duration::from_millis(100),
             guard_fails: None,
+            leases: Cell::new(0),
+            claims: Cell::new(0),
+            children: Cell::new(0),
         }
+    }
+
+    /// Counts one more of `what`, and says whether it is the first.
+    fn first(what: &Cell<u32>) -> bool {
+        what.set(what.get() + 1);
+        what.get() == 1
     }
 
     fn interrupt(&self, phase: Phase) {
@@ -138,11 +153,13 @@ struct FakeEngine(Rc<Script>);
 struct FakeLease {
     script: Rc<Script>,
     opened: Instant,
+    first: bool,
 }
 
 struct FakeClaim {
     script: Rc<Script>,
     acquired: Instant,
+    first: bool,
 }
 
 impl Lease for FakeLease {
@@ -151,7 +168,7 @@ impl Lease for FakeLease {
     }
 
     async fn renew(&self, _timeout: Duration) -> Renewal {
-        if self.script.lease_gone {
+        if self.script.lease_gone && self.first {
             Renewal::Gone("the fake lease expired".into())
         } else {
             Renewal::Confirmed { ttl: None }
@@ -183,6 +200,7 @@ impl Engine for FakeEngine {
         Ok(FakeLease {
             script: self.0.clone(),
             opened: Instant::now(),
+            first: Script::first(&self.0.leases),
         })
     }
 
@@ -202,6 +220,7 @@ impl Engine for FakeEngine {
         Ok(Acquisition::Held(FakeClaim {
             script: self.0.clone(),
             acquired: Instant::now(),
+            first: Script::first(&self.0.claims),
         }))
     }
 }
@@ -230,7 +249,7 @@ impl Claim for FakeClaim {
     }
 
     async fn watch(&mut self) -> Lost {
-        match self.script.claim_lost_after {
+        match self.script.claim_lost_after.filter(|_| self.first) {
             Some(after) => tokio::time::sleep_until(self.acquired + after).await,
             None => std::future::pending().await,
         }
@@ -297,8 +316,12 @@ impl Parked for FakeParked {
         }
         script.log.note("child started");
         script.interrupt(Phase::Running);
+        let exits_after = match Script::first(&script.children) {
+            true => script.child_exits_after,
+            false => Some(Duration::from_secs(1)),
+        };
         Ok(FakeChild {
-            exits_at: script.child_exits_after.map(|after| Instant::now() + after),
+            exits_at: exits_after.map(|after| Instant::now() + after),
             script,
             exit: None,
         })
@@ -721,4 +744,69 @@ async fn a_command_that_cannot_start_releases_the_lock_and_fails() {
             "lease closed",
         ])
     );
+}
+
+/// Plays a whole run of `script`, round after round.
+async fn run(script: Script, budget: Option<Budget>, campaign: bool) -> Result<Exit, Failure> {
+    let (_sender, signals) = Signals::channel();
+    script.log.note("start");
+    let script = Rc::new(script);
+    let engine = FakeEngine(script.clone());
+    let config = config(budget);
+    let service = Service {
+        notify: None,
+        min_hold: None,
+    };
+    let target = Target::Lock { key: "k".into() };
+    Run {
+        engine: &engine,
+        target: &target,
+        config: &config,
+        service: &service,
+        campaign,
+        signals,
+        released: release_requests().expect("a handler for the release signal"),
+        guards: FakeGuards(script.clone()),
+    }
+    .rounds()
+    .await
+}
+
+fn count(log: &Log, what: &str) -> usize {
+    log.names().iter().filter(|e| *e == what).count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lease_lost_while_waiting_is_replaced_and_the_wait_goes_on() {
+    let log = Rc::new(Log::default());
+    let mut script = Script::new(&log);
+    script.lease_gone = true;
+    script.granted_after = Some(Duration::from_secs(30));
+    let budget = Budget {
+        ttl: Duration::from_secs(15),
+        lock_delay: Duration::from_secs(15),
+        kill_timeout: Duration::from_secs(5),
+        checks: false,
+    };
+    let exit = run(script, Some(budget), false).await.unwrap();
+    assert_eq!(exit, Exit::Child(0));
+    assert_eq!(count(&log, "lease opened"), 2, "{:?}", log.names());
+    assert_eq!(count(&log, "lease closed"), 2, "{:?}", log.names());
+    assert_eq!(count(&log, "acquired"), 1, "{:?}", log.names());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_loss_ends_a_one_off_run_and_a_campaigner_campaigns_again() {
+    for (campaign, expected) in [(false, Exit::Lost), (true, Exit::Child(0))] {
+        let log = Rc::new(Log::default());
+        let mut script = Script::new(&log);
+        script.child_exits_after = None;
+        script.claim_lost_after = Some(Duration::from_secs(3));
+        let exit = run(script, None, campaign).await.unwrap();
+        assert_eq!(exit, expected, "campaign {campaign}");
+        let rounds = if campaign { 2 } else { 1 };
+        assert_eq!(count(&log, "acquired"), rounds, "{:?}", log.names());
+        assert_eq!(count(&log, "released"), rounds, "{:?}", log.names());
+        assert_eq!(count(&log, "lease closed"), rounds, "{:?}", log.names());
+    }
 }
