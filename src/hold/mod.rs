@@ -1,6 +1,15 @@
 //! The hold loop: open a lease, acquire, run the child while the claim is
 //! ours, stop it the moment that can no longer be guaranteed, release, on
 //! every path — the same for every engine behind [`crate::backend`].
+//!
+//! Read it top down: [`run`] builds the real signal sources and guards;
+//! `Run::rounds` plays one `Round` after another (a lease lost while
+//! waiting, or a campaigner's loss, starts a new one); `Round::play` reads
+//! as the phases in order (`open_lease`, `wait`, `start`, `run`,
+//! `min_hold`, `clean_up`) and says in one place what each early end lets
+//! go of; `supervise` stops the child when the lock is lost. The guard and
+//! the child stand behind the traits in `launch`, so that `tests` can play
+//! rounds against an in-memory engine on paused time.
 
 mod launch;
 mod supervise;
