@@ -134,25 +134,26 @@ pub async fn leader<I: Inspect>(
             }
         }
     }
-    let holders = if job.args.wait {
-        let waited = crate::backend::wait_for_holder(inspect, &target);
-        let holders = match job.args.timeout {
-            Some(timeout) => match tokio::time::timeout(timeout, waited).await {
-                Ok(holders) => holders.map_err(Into::into)?,
-                Err(_) => Vec::new(),
-            },
-            None => waited.await.map_err(Into::into)?,
-        };
-        if holders.is_empty() {
-            holders
-        } else if let Some(now) = target_again(inspect, job.key(), &target).await? {
-            target = now;
-            inspect.holders(&target).await.map_err(Into::into)?
-        } else {
-            holders
+    let holders = match job.wait {
+        Some(wait) => {
+            let waited = crate::backend::wait_for_holder(inspect, &target);
+            let holders = match wait.deadline() {
+                Some(at) => match tokio::time::timeout_at(at, waited).await {
+                    Ok(holders) => holders.map_err(Into::into)?,
+                    Err(_) => Vec::new(),
+                },
+                None => waited.await.map_err(Into::into)?,
+            };
+            if holders.is_empty() {
+                holders
+            } else if let Some(now) = target_again(inspect, job.key(), &target).await? {
+                target = now;
+                inspect.holders(&target).await.map_err(Into::into)?
+            } else {
+                holders
+            }
         }
-    } else {
-        inspect.holders(&target).await.map_err(Into::into)?
+        None => inspect.holders(&target).await.map_err(Into::into)?,
     };
     Ok(print(backend, &target, &holders, json))
 }

@@ -321,10 +321,10 @@ fn run_consul(
                 semaphore::run(&Consul::new(client, session), job).await
             }
             Job::Leader(job) => {
-                let reading = match (job.args.watch, job.args.wait) {
+                let reading = match (job.args.watch, job.wait) {
                     (true, _) => Reading::Watching,
-                    (false, true) => Reading::Waiting(job.args.timeout),
-                    (false, false) => Reading::Once,
+                    (false, Some(wait)) => Reading::Waiting(wait),
+                    (false, None) => Reading::Once,
                 };
                 let outside = Outside::leader(client, reading, job.args.json);
                 holders::leader(&outside, "consul", job).await

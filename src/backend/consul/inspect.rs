@@ -8,11 +8,9 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use base64::Engine;
 use serde_json::json;
-use tokio::time::Instant;
 
 use super::blocking::QueryIndex;
 use super::kv::Read;
@@ -21,12 +19,12 @@ use super::lock::{AcquireError, Retry, Waiter, SEMAPHORE_FLAG};
 use super::{Client, KvPair, SessionId};
 use crate::backend::{Changes, Holder, Inspect, Released, Target, Wait, Which};
 
-/// How `leader` reads: once, waiting for a holder (`--wait`, for at most
+/// How `leader` reads: once, waiting for a holder (`--wait`, within
 /// `--timeout`), or watching (`--watch`).
 #[derive(Debug, Clone, Copy)]
 pub enum Reading {
     Once,
-    Waiting(Option<Duration>),
+    Waiting(Wait),
     Watching,
 }
 
@@ -35,7 +33,7 @@ pub enum Reading {
 pub struct Outside {
     client: Client,
     reading: Reading,
-    /// How long `--wait` waits, from when we started.
+    /// How long `--wait` waits.
     patience: Wait,
     /// Whether every holder's session is looked up (`--json` shows its
     /// facts); otherwise only a holder without a value costs a request,
@@ -56,8 +54,8 @@ impl Outside {
     /// For `leader`; `json` for `--json`.
     pub fn leader(client: Client, reading: Reading, json: bool) -> Outside {
         let patience = match reading {
-            Reading::Waiting(Some(timeout)) => Wait::Until(Instant::now() + timeout),
-            Reading::Waiting(None) | Reading::Watching => Wait::Forever,
+            Reading::Waiting(wait) => wait,
+            Reading::Watching => Wait::Forever,
             Reading::Once => Wait::Once,
         };
         Outside {
