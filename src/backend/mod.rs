@@ -232,8 +232,9 @@ pub struct Holder {
     /// value and the facts above (Consul: a session's name and node for a
     /// holder that stored no value, or a value that is not text, as is).
     pub label: Option<Vec<u8>>,
-    /// The engine's own facts, shown under `details` by `leader --json`;
-    /// `None` where the fields above say all (`local`, `etcd`).
+    /// The engine's own facts, shown under `details` by `leader --json`,
+    /// when it gathered them with the holder (Consul's session); otherwise
+    /// [`Inspect::details`] makes them from the fields above.
     pub details: Option<serde_json::Value>,
 }
 
@@ -267,6 +268,17 @@ pub trait Inspect {
         target: &Target,
         which: &Which,
     ) -> impl Future<Output = Result<Released<Self::Error>, Self::Error>>;
+
+    /// The engine's own facts about `holder`, shown under `details` by
+    /// `leader --json`: by default the holder's entry and slot.
+    fn details(&self, holder: &Holder) -> serde_json::Value {
+        holder.details.clone().unwrap_or_else(|| {
+            serde_json::json!({
+                "key": holder.entry,
+                "slot": holder.slot,
+            })
+        })
+    }
 
     /// Why `release` refuses to free every slot of a semaphore when `--all`
     /// was not given, or `None` when this engine was told which holder to

@@ -23,18 +23,7 @@ fn seconds(at: Option<SystemTime>) -> Option<u64> {
 /// ModifyIndex; an etcd lock holder's is the revision at which it found the
 /// lock its own, which etcd keeps nowhere (null), and a Consul slot's was
 /// overwritten by the next change of holders (null).
-fn holder_json(backend: &str, holder: &Holder) -> Value {
-    let details = match (&holder.details, backend) {
-        (Some(details), _) => details.clone(),
-        (None, "local") => json!({
-            "child_pgid": holder.child_pgid,
-            "slot": holder.slot,
-        }),
-        (None, _) => json!({
-            "key": holder.entry,
-            "slot": holder.slot,
-        }),
-    };
+fn holder_json<I: Inspect>(inspect: &I, holder: &Holder) -> Value {
     json!({
         "value": holder.value,
         "fence": holder.fence,
@@ -42,12 +31,17 @@ fn holder_json(backend: &str, holder: &Holder) -> Value {
         "since_unix": seconds(holder.since),
         "host": holder.host,
         "pid": holder.pid,
-        "details": details,
+        "details": inspect.details(holder),
     })
 }
 
 /// The one JSON shape of `--json` and `--json --watch`, as a line.
-fn json_line(backend: &str, target: &Target, holders: &[Holder]) -> Vec<u8> {
+fn json_line<I: Inspect>(
+    inspect: &I,
+    backend: &str,
+    target: &Target,
+    holders: &[Holder],
+) -> Vec<u8> {
     let (kind, limit) = match target {
         Target::Lock { .. } => ("lock", None),
         Target::Slot { limit, .. } => ("semaphore", Some(*limit)),
@@ -58,16 +52,22 @@ fn json_line(backend: &str, target: &Target, holders: &[Holder]) -> Vec<u8> {
         "kind": kind,
         "held": !holders.is_empty(),
         "limit": limit,
-        "holders": holders.iter().map(|h| holder_json(backend, h)).collect::<Vec<_>>(),
+        "holders": holders.iter().map(|h| holder_json(inspect, h)).collect::<Vec<_>>(),
     });
     let mut line = serde_json::to_vec(&value).expect("JSON serialises");
     line.push(b'\n');
     line
 }
 
-fn print(backend: &str, target: &Target, holders: &[Holder], json: bool) -> Exit {
+fn print<I: Inspect>(
+    inspect: &I,
+    backend: &str,
+    target: &Target,
+    holders: &[Holder],
+    json: bool,
+) -> Exit {
     let out = if json {
-        json_line(backend, target, holders)
+        json_line(inspect, backend, target, holders)
     } else {
         holders
             .iter()
@@ -120,7 +120,7 @@ pub async fn leader<I: Inspect>(
             }
             had_none = holders.is_empty();
             let line = if json {
-                json_line(backend, &target, &holders)
+                json_line(inspect, backend, &target, &holders)
             } else {
                 // One line per change: the holders' labels joined by spaces,
                 // or an empty line for "no holder".
@@ -155,7 +155,7 @@ pub async fn leader<I: Inspect>(
         }
         None => inspect.holders(&target).await.map_err(Into::into)?,
     };
-    Ok(print(backend, &target, &holders, json))
+    Ok(print(inspect, backend, &target, &holders, json))
 }
 
 pub async fn release<I: Inspect>(inspect: &I, job: release::Job) -> Result<Exit, Failure> {
