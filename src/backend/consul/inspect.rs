@@ -47,7 +47,7 @@ pub struct Outside {
     /// The listing `target_of` read, which answers the `holders` or
     /// `force_release` that follows it: one read per look, as a script
     /// calling `leader` in a loop expects.
-    listed: RefCell<Option<Vec<KvPair>>>,
+    listed: RefCell<Option<(String, Vec<KvPair>)>>,
 }
 
 impl Outside {
@@ -97,8 +97,10 @@ impl Outside {
     /// The listing of `key` as a string prefix: the one `target_of` just
     /// read, or a new one.
     async fn listing(&self, key: &str) -> Result<Vec<KvPair>, AcquireError> {
-        if let Some(pairs) = self.listed.borrow_mut().take() {
-            return Ok(pairs);
+        if let Some((listed, pairs)) = self.listed.borrow_mut().take() {
+            if listed == key {
+                return Ok(pairs);
+            }
         }
         Ok(self.client.kv_list(key, self.read()).await?.0)
     }
@@ -205,6 +207,7 @@ impl Outside {
             ))));
         }
         let asked = ReleasedHolder {
+            entry: key.to_string(),
             session: holder,
             node_and_name: info.map(|s| (s.node, s.name)),
             value: pair.value_bytes().to_vec(),
@@ -257,6 +260,7 @@ impl Outside {
                         .map(|p| p.value_bytes().to_vec())
                         .unwrap_or_default();
                     ReleasedHolder {
+                        entry: format!("{key}/{id}"),
                         session: id,
                         node_and_name: None,
                         value,
@@ -304,6 +308,8 @@ fn nothing(why: Option<String>) -> Released<AcquireError> {
 
 /// A holder `release` let go of, as its line shows it.
 struct ReleasedHolder {
+    /// The held entry: the lock's key, or the slot holder's contender key.
+    entry: String,
     session: String,
     /// The session's node and name, for a lock's holder whose session
     /// was still there.
@@ -321,11 +327,16 @@ impl ReleasedHolder {
             since: None,
             fence: None,
             slot: None,
-            entry: Some(self.session),
+            entry: Some(self.entry),
             label: None,
-            details: self
-                .node_and_name
-                .map(|(node, name)| json!({ "node": node, "session_name": name })),
+            // What the line `release` prints needs: the session, and its
+            // node and name when it was looked up.
+            details: Some(match self.node_and_name {
+                Some((node, name)) => {
+                    json!({ "session": self.session, "node": node, "session_name": name })
+                }
+                None => json!({ "session": self.session }),
+            }),
         }
     }
 }
@@ -351,7 +362,7 @@ impl Inspect for Outside {
             }
         };
         let state = State::of(key, &pairs)?;
-        *self.listed.borrow_mut() = Some(pairs);
+        *self.listed.borrow_mut() = Some((key.to_string(), pairs));
         Ok(match state.limit {
             Some(limit) if state.semaphore => Target::Slot {
                 prefix: key.to_string(),
@@ -411,17 +422,15 @@ impl Inspect for Outside {
 
     fn asked_line(&self, target: &Target, holder: &Holder) -> String {
         let key = target.name();
-        let session = holder.entry.as_deref().unwrap_or_default();
+        let details = holder.details.as_ref();
+        let fact = |name: &str| details.and_then(|d| d[name].as_str());
+        let session = fact("session").unwrap_or_default();
         let mut line = match target {
             Target::Lock { .. } => format!("released `{key}` held by session {session}"),
             Target::Slot { .. } => format!("released a slot of `{key}` held by session {session}"),
         };
-        if let Some(details) = &holder.details {
-            line.push_str(&format!(
-                " (node {}, name \"{}\")",
-                details["node"].as_str().unwrap_or_default(),
-                details["session_name"].as_str().unwrap_or_default()
-            ));
+        if let (Some(node), Some(name)) = (fact("node"), fact("session_name")) {
+            line.push_str(&format!(" (node {node}, name \"{name}\")"));
         }
         if let Some(value) = holder.value.as_deref().filter(|v| !v.is_empty()) {
             line.push_str(&format!(", value {value}"));
