@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::backend::consul::Behavior;
+use crate::logging::LogFormat;
 use crate::notify::Ready;
 use crate::signals::{Signal, SignalParser};
 
@@ -327,12 +328,6 @@ pub struct OutputArgs {
     /// Format of lockrun's own messages on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, value_name = "FORMAT")]
     pub log_format: LogFormat,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
 }
 
 /// The session that holds the lock.

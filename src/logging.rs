@@ -16,7 +16,14 @@ use std::time::{Duration, Instant};
 
 use tracing::level_filters::LevelFilter;
 
-use crate::cli::LogFormat;
+/// The format of lockrun's own messages on stderr (`--log-format`). It
+/// lives here, not in `cli`, so that the engines, which report through this
+/// module, do not depend on the command line, which names their settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
 
 #[derive(Debug, Clone, Copy)]
 pub struct Logging {

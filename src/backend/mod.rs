@@ -228,6 +228,14 @@ pub struct Holder {
     /// The holder's own entry in the engine, when it has one: how a holder
     /// that stored no value is told apart.
     pub entry: Option<String>,
+    /// How `leader` names the holder, when the engine knows better than its
+    /// value and the facts above (Consul: a session's name and node for a
+    /// holder that stored no value, or a value that is not text, as is).
+    pub label: Option<Vec<u8>>,
+    /// The engine's own facts, shown under `details` by `leader --json`,
+    /// when it gathered them with the holder (Consul's session); otherwise
+    /// [`Inspect::details`] makes them from the fields above.
+    pub details: Option<serde_json::Value>,
 }
 
 /// Which holders `release` asks to let go.
@@ -260,6 +268,44 @@ pub trait Inspect {
         target: &Target,
         which: &Which,
     ) -> impl Future<Output = Result<Released<Self::Error>, Self::Error>>;
+
+    /// The engine's own facts about `holder`, shown under `details` by
+    /// `leader --json`: by default the holder's entry and slot.
+    fn details(&self, holder: &Holder) -> serde_json::Value {
+        holder.details.clone().unwrap_or_else(|| {
+            serde_json::json!({
+                "key": holder.entry,
+                "slot": holder.slot,
+            })
+        })
+    }
+
+    /// Why `release` refuses to free every slot of a semaphore when `--all`
+    /// was not given, or `None` when this engine was told which holder to
+    /// free some other way (Consul's `--session`).
+    fn refuse_every_slot(&self, prefix: &str) -> Option<String> {
+        Some(format!(
+            "`{prefix}` is a semaphore; free every slot with --all"
+        ))
+    }
+
+    /// The line `release` prints for a holder it asked to let go: by
+    /// default the holder's label and its lockrun's pid; an engine that
+    /// released the claim itself says so (Consul).
+    fn asked_line(&self, target: &Target, holder: &Holder) -> String {
+        let what = match holder.slot {
+            Some(slot) => format!("slot {slot} of `{}`", target.name()),
+            None => format!("`{}`", target.name()),
+        };
+        let mut line = format!(
+            "asked the holder of {what} to release it: {}",
+            String::from_utf8_lossy(&holder.label())
+        );
+        if let Some(pid) = holder.pid {
+            line.push_str(&format!(" (lockrun pid {pid})"));
+        }
+        line
+    }
 }
 
 /// What a forced release did: the holders asked to let go, and one error
@@ -268,6 +314,31 @@ pub trait Inspect {
 pub struct Released<E> {
     pub asked: Vec<Holder>,
     pub refused: Vec<E>,
+    /// Why nothing was released, when no holder was asked or refused and
+    /// the engine can say more than "not held" (Consul: held by another
+    /// session than the one named, changed hands meanwhile).
+    pub nothing: Option<String>,
+}
+
+impl Holder {
+    /// How `leader` shows the holder: the engine's label, else its value,
+    /// else, for a holder that stored none (`flock(1)`, `etcdctl lock`),
+    /// its process or its entry, so that a held lock never prints as an
+    /// empty line.
+    pub fn label(&self) -> Vec<u8> {
+        if let Some(label) = &self.label {
+            return label.clone();
+        }
+        match (&self.value, self.pid, &self.entry) {
+            (Some(value), _, _) => value.clone(),
+            (None, Some(pid), _) => format!("pid {pid} (not lockrun)"),
+            (None, None, Some(entry)) => format!("{entry} (no value)"),
+            (None, None, None) => {
+                "a process that has exited, through a descriptor it passed on".into()
+            }
+        }
+        .into_bytes()
+    }
 }
 
 /// A stream of holder lists: the first call answers at once, each later

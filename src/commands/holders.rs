@@ -12,18 +12,6 @@ use crate::exit::Exit;
 use super::{leader, release};
 use crate::exit::write_stdout;
 
-/// How a holder is shown: its value, or, for a holder that stored none
-/// (`flock(1)`, `etcdctl lock`), its process or its entry, so that a held
-/// lock never prints as an empty line.
-fn label(holder: &Holder) -> String {
-    match (&holder.value, holder.pid, &holder.entry) {
-        (Some(value), _, _) => value.clone(),
-        (None, Some(pid), _) => format!("pid {pid} (not lockrun)"),
-        (None, None, Some(entry)) => format!("{entry} (no value)"),
-        (None, None, None) => "a process that has exited, through a descriptor it passed on".into(),
-    }
-}
-
 fn seconds(at: Option<SystemTime>) -> Option<u64> {
     at.and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
         .map(|d| d.as_secs())
@@ -31,20 +19,11 @@ fn seconds(at: Option<SystemTime>) -> Option<u64> {
 
 /// The fields every backend shows, and the engine's own under `details`.
 /// `fence` is the holder's LOCKRUN_LOCK_INDEX where the engine keeps it:
-/// local's facts, an etcd slot's CreateRevision; an etcd lock holder's is
-/// the revision at which it found the lock its own, which etcd keeps
-/// nowhere (null).
-fn holder_json(backend: &str, holder: &Holder) -> Value {
-    let details = match backend {
-        "local" => json!({
-            "child_pgid": holder.child_pgid,
-            "slot": holder.slot,
-        }),
-        _ => json!({
-            "key": holder.entry,
-            "slot": holder.slot,
-        }),
-    };
+/// local's facts, an etcd slot's CreateRevision, a Consul lock's
+/// ModifyIndex; an etcd lock holder's is the revision at which it found the
+/// lock its own, which etcd keeps nowhere (null), and a Consul slot's was
+/// overwritten by the next change of holders (null).
+fn holder_json<I: Inspect>(inspect: &I, holder: &Holder) -> Value {
     json!({
         "value": holder.value,
         "fence": holder.fence,
@@ -52,12 +31,17 @@ fn holder_json(backend: &str, holder: &Holder) -> Value {
         "since_unix": seconds(holder.since),
         "host": holder.host,
         "pid": holder.pid,
-        "details": details,
+        "details": inspect.details(holder),
     })
 }
 
 /// The one JSON shape of `--json` and `--json --watch`, as a line.
-fn json_line(backend: &str, target: &Target, holders: &[Holder]) -> Vec<u8> {
+fn json_line<I: Inspect>(
+    inspect: &I,
+    backend: &str,
+    target: &Target,
+    holders: &[Holder],
+) -> Vec<u8> {
     let (kind, limit) = match target {
         Target::Lock { .. } => ("lock", None),
         Target::Slot { limit, .. } => ("semaphore", Some(*limit)),
@@ -68,20 +52,30 @@ fn json_line(backend: &str, target: &Target, holders: &[Holder]) -> Vec<u8> {
         "kind": kind,
         "held": !holders.is_empty(),
         "limit": limit,
-        "holders": holders.iter().map(|h| holder_json(backend, h)).collect::<Vec<_>>(),
+        "holders": holders.iter().map(|h| holder_json(inspect, h)).collect::<Vec<_>>(),
     });
     let mut line = serde_json::to_vec(&value).expect("JSON serialises");
     line.push(b'\n');
     line
 }
 
-fn print(backend: &str, target: &Target, holders: &[Holder], json: bool) -> Exit {
+fn print<I: Inspect>(
+    inspect: &I,
+    backend: &str,
+    target: &Target,
+    holders: &[Holder],
+    json: bool,
+) -> Exit {
     let out = if json {
-        json_line(backend, target, holders)
+        json_line(inspect, backend, target, holders)
     } else {
         holders
             .iter()
-            .flat_map(|h| (label(h) + "\n").into_bytes())
+            .flat_map(|h| {
+                let mut line = h.label();
+                line.push(b'\n');
+                line
+            })
             .collect()
     };
     write_stdout(&out);
@@ -104,7 +98,7 @@ async fn target_again<I: Inspect>(
     Ok((now != *target).then_some(now))
 }
 
-/// `backend` names the engine in `--json` (`etcd`, `local`).
+/// `backend` names the engine in `--json` (`consul`, `etcd`, `local`).
 pub async fn leader<I: Inspect>(
     inspect: &I,
     backend: &str,
@@ -126,49 +120,51 @@ pub async fn leader<I: Inspect>(
             }
             had_none = holders.is_empty();
             let line = if json {
-                json_line(backend, &target, &holders)
+                json_line(inspect, backend, &target, &holders)
             } else {
                 // One line per change: the holders' labels joined by spaces,
                 // or an empty line for "no holder".
-                let labels: Vec<String> = holders.iter().map(label).collect();
-                (labels.join(" ") + "\n").into_bytes()
+                let labels: Vec<Vec<u8>> = holders.iter().map(Holder::label).collect();
+                let mut line = labels.join(&b' ');
+                line.push(b'\n');
+                line
             };
             if !write_stdout(&line) {
                 return Ok(Exit::Success);
             }
         }
     }
-    let holders = if job.args.wait {
-        let waited = crate::backend::wait_for_holder(inspect, &target);
-        let holders = match job.args.timeout {
-            Some(timeout) => match tokio::time::timeout(timeout, waited).await {
-                Ok(holders) => holders.map_err(Into::into)?,
-                Err(_) => Vec::new(),
-            },
-            None => waited.await.map_err(Into::into)?,
-        };
-        if holders.is_empty() {
-            holders
-        } else if let Some(now) = target_again(inspect, job.key(), &target).await? {
-            target = now;
-            inspect.holders(&target).await.map_err(Into::into)?
-        } else {
-            holders
+    let holders = match job.wait {
+        Some(wait) => {
+            let waited = crate::backend::wait_for_holder(inspect, &target);
+            let holders = match wait.deadline() {
+                Some(at) => match tokio::time::timeout_at(at, waited).await {
+                    Ok(holders) => holders.map_err(Into::into)?,
+                    Err(_) => Vec::new(),
+                },
+                None => waited.await.map_err(Into::into)?,
+            };
+            if holders.is_empty() {
+                holders
+            } else if let Some(now) = target_again(inspect, job.key(), &target).await? {
+                target = now;
+                inspect.holders(&target).await.map_err(Into::into)?
+            } else {
+                holders
+            }
         }
-    } else {
-        inspect.holders(&target).await.map_err(Into::into)?
+        None => inspect.holders(&target).await.map_err(Into::into)?,
     };
-    Ok(print(backend, &target, &holders, json))
+    Ok(print(inspect, backend, &target, &holders, json))
 }
 
 pub async fn release<I: Inspect>(inspect: &I, job: release::Job) -> Result<Exit, Failure> {
     let target = inspect.target_of(&job.key).await.map_err(Into::into)?;
-    if let Target::Slot { .. } = target {
+    if let Target::Slot { prefix, .. } = &target {
         if !job.args.all {
-            return Err(Failure::Usage(format!(
-                "`{}` is a semaphore; free every slot with --all",
-                job.key
-            )));
+            if let Some(why) = inspect.refuse_every_slot(prefix) {
+                return Err(Failure::Usage(why));
+            }
         }
     }
     let released = inspect
@@ -177,22 +173,15 @@ pub async fn release<I: Inspect>(inspect: &I, job: release::Job) -> Result<Exit,
         .map_err(Into::into)?;
     let (asked, mut refused) = (released.asked, released.refused);
     if asked.is_empty() && refused.is_empty() {
-        tracing::error!("nothing to release: `{}` is not held", job.key);
+        match released.nothing {
+            Some(why) => tracing::error!("{why}"),
+            None => tracing::error!("nothing to release: `{}` is not held", job.key),
+        }
         return Ok(Exit::NotHeld);
     }
     let mut out = String::new();
     for holder in &asked {
-        let what = match holder.slot {
-            Some(slot) => format!("slot {slot} of `{}`", job.key),
-            None => format!("`{}`", job.key),
-        };
-        out.push_str(&format!(
-            "asked the holder of {what} to release it: {}",
-            label(holder)
-        ));
-        if let Some(pid) = holder.pid {
-            out.push_str(&format!(" (lockrun pid {pid})"));
-        }
+        out.push_str(&inspect.asked_line(&target, holder));
         out.push('\n');
     }
     write_stdout(out.as_bytes());

@@ -1,11 +1,15 @@
 //! `lockrun leader KEY`: who holds it, for shell scripts and humans.
 
 use crate::backend::consul::path;
+use crate::backend::Wait;
 use crate::cli::{BackendName, LeaderArgs};
 use crate::error::Failure;
 
 pub struct Job {
     pub args: LeaderArgs,
+    /// How long `--wait` waits for a holder (`--timeout`, from now); `None`
+    /// without `--wait`.
+    pub wait: Option<Wait>,
 }
 
 impl Job {
@@ -16,7 +20,11 @@ impl Job {
 }
 
 pub fn prepare(args: LeaderArgs, backend: BackendName) -> Result<Job, Failure> {
-    let job = Job { args };
+    let wait = args.wait.then(|| match args.timeout {
+        Some(timeout) => Wait::Until(tokio::time::Instant::now() + timeout),
+        None => Wait::Forever,
+    });
+    let job = Job { args, wait };
     match backend {
         BackendName::Consul => path::check_key(job.key()).map_err(Failure::Usage)?,
         BackendName::Local => crate::backend::local::dir::check_key(job.key())

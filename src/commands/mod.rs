@@ -16,7 +16,8 @@ use clap::error::ErrorKind;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, FromArgMatches};
 
-use crate::backend::consul::{operator, show as consul_show, Client, Consul};
+use crate::backend::consul::inspect::{Outside, Reading};
+use crate::backend::consul::{Client, Consul};
 use crate::backend::etcd::config::{EtcdConfig, EtcdFlags};
 use crate::backend::etcd::Etcd;
 use crate::backend::local::Local;
@@ -323,8 +324,20 @@ fn run_consul(
                 let session = job.session.take().expect("a Consul job has a session");
                 semaphore::run(&Consul::new(client, session), job).await
             }
-            Job::Leader(job) => consul_show::leader(&client, &job.args).await,
-            Job::Release(job) => operator::release(&client, &job.key, &job.args).await,
+            Job::Leader(job) => {
+                let reading = match (job.args.watch, job.wait) {
+                    (true, _) => Reading::Watching,
+                    (false, Some(wait)) => Reading::Waiting(wait),
+                    (false, None) => Reading::Once,
+                };
+                let outside = Outside::leader(client, reading, job.args.json);
+                holders::leader(&outside, "consul", job).await
+            }
+            Job::Release(job) => {
+                let outside =
+                    Outside::release(client, job.args.session.clone(), job.args.destroy_session);
+                holders::release(&outside, job).await
+            }
         }
     })
 }

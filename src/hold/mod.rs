@@ -1,8 +1,20 @@
 //! The hold loop: open a lease, acquire, run the child while the claim is
 //! ours, stop it the moment that can no longer be guaranteed, release, on
 //! every path — the same for every engine behind [`crate::backend`].
+//!
+//! Read it top down: [`run`] builds the real signal sources and guards;
+//! `Run::rounds` plays one `Round` after another (a lease lost while
+//! waiting, or a campaigner's loss, starts a new one); `Round::play` reads
+//! as the phases in order (`open_lease`, `wait`, `start`, `run`,
+//! `min_hold`, `clean_up`) and says in one place what each early end lets
+//! go of; `supervise` stops the child when the lock is lost. The guard and
+//! the child stand behind the traits in `launch`, so that `tests` can play
+//! rounds against an in-memory engine on paused time.
 
+mod launch;
 mod supervise;
+#[cfg(test)]
+mod tests;
 
 use std::cell::Cell;
 use std::convert::Infallible;
@@ -25,6 +37,7 @@ use crate::logging::EVENT;
 use crate::notify::{self, Notifier, Ready};
 use crate::signals::{Signal, Signals};
 
+use self::launch::{Launch, Parked, Supervised};
 use self::supervise::{Ending, StopPolicy};
 
 /// How long cleanup may take before we leave the rest to the engine (a
@@ -92,7 +105,9 @@ fn now_utc() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
-enum Round {
+/// How a round ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
     Done(Exit),
     /// We held the lock and lost it.
     Lost,
@@ -133,59 +148,99 @@ pub async fn run<E: Engine>(
     config: &HoldConfig,
     service: &Service,
     campaign: bool,
-    mut forked: Option<child::Forked>,
+    forked: Option<child::Forked>,
 ) -> Result<Exit, Failure> {
-    let mut signals =
+    let signals =
         Signals::new().map_err(|e| Failure::Internal(format!("cannot handle signals ({e})")))?;
-    let mut released = release_requests()?;
-    let patience = config.deadline();
-    let ready_sent = Cell::new(false);
-    let waiting = format!("waiting for `{}`", target.name());
-    match &service.notify {
-        Some((notifier, Ready::Start)) => {
-            notifier.ready(&waiting);
-            ready_sent.set(true);
-        }
-        Some((notifier, Ready::Held)) => notifier.status(&waiting),
-        None => {}
-    }
-    let first_contact = Cell::new(true);
-    let exit = loop {
-        let round = round(
-            engine,
-            target,
-            config,
-            service,
-            &ready_sent,
-            patience,
-            campaign,
-            &mut signals,
-            &mut released,
-            &mut forked,
-            &first_contact,
-        );
-        let round = tokio::select! {
-            round = round => round?,
-            never = service.extend_start(&ready_sent) => match never {},
-        };
-        match round {
-            Round::Done(exit) => break exit,
-            Round::Lost if campaign => {
-                tracing::info!(target: EVENT, lock = target.name(), "campaigning again");
-                service.status(&format!("lost `{}`; campaigning again", target.name()));
-            }
-            Round::Lost => break Exit::Lost,
-            Round::Retry => {}
-        }
+    let released = release_requests()?;
+    let guards = Guards {
+        config,
+        service,
+        lends: E::CLAIM_LENDS_FD,
+        forked,
     };
-    if let Some(notifier) = service.notifier() {
-        notifier.stopping(&match exit {
-            Exit::Interrupted(signal) => format!("stopped by {signal}"),
-            Exit::Lost => format!("lost `{}`", target.name()),
-            _ => "done".to_string(),
-        });
+    Run {
+        engine,
+        target,
+        config,
+        service,
+        campaign,
+        signals,
+        released,
+        guards,
     }
-    Ok(exit)
+    .rounds()
+    .await
+}
+
+/// What a run lends each of its rounds: the engine, the settings, and
+/// where signals and guards come from.
+struct Run<'r, E: Engine, G: Launch> {
+    engine: &'r E,
+    target: &'r Target,
+    config: &'r HoldConfig,
+    service: &'r Service,
+    campaign: bool,
+    signals: Signals,
+    released: tokio::signal::unix::Signal,
+    guards: G,
+}
+
+impl<E: Engine, G: Launch> Run<'_, E, G> {
+    /// Plays rounds until one ends the run: the child's status, a signal,
+    /// a loss (a campaigner campaigns again), or a failure. A lease lost
+    /// while waiting starts the next round with a new one.
+    async fn rounds(mut self) -> Result<Exit, Failure> {
+        let (target, service) = (self.target, self.service);
+        let patience = self.config.deadline();
+        let ready_sent = Cell::new(false);
+        let waiting = format!("waiting for `{}`", target.name());
+        match &service.notify {
+            Some((notifier, Ready::Start)) => {
+                notifier.ready(&waiting);
+                ready_sent.set(true);
+            }
+            Some((notifier, Ready::Held)) => notifier.status(&waiting),
+            None => {}
+        }
+        let first_contact = Cell::new(true);
+        let exit = loop {
+            let round = Round {
+                engine: self.engine,
+                target,
+                config: self.config,
+                service,
+                campaign: self.campaign,
+                patience,
+                ready_sent: &ready_sent,
+                first_contact: &first_contact,
+                signals: &mut self.signals,
+                released: &mut self.released,
+                guards: &mut self.guards,
+            };
+            let outcome = tokio::select! {
+                outcome = round.play() => outcome?,
+                never = service.extend_start(&ready_sent) => match never {},
+            };
+            match outcome {
+                Outcome::Done(exit) => break exit,
+                Outcome::Lost if self.campaign => {
+                    tracing::info!(target: EVENT, lock = target.name(), "campaigning again");
+                    service.status(&format!("lost `{}`; campaigning again", target.name()));
+                }
+                Outcome::Lost => break Exit::Lost,
+                Outcome::Retry => {}
+            }
+        };
+        if let Some(notifier) = service.notifier() {
+            notifier.stopping(&match exit {
+                Exit::Interrupted(signal) => format!("stopped by {signal}"),
+                Exit::Lost => format!("lost `{}`", target.name()),
+                _ => "done".to_string(),
+            });
+        }
+        Ok(exit)
+    }
 }
 
 /// The status of a run whose child has exited. A child that ended of the
@@ -223,6 +278,28 @@ fn prepare_child(
     lends: bool,
 ) -> Result<child::Prepared, Failure> {
     Child::prepare(&child_command(config, service, lends)?).map_err(spawn_failure)
+}
+
+/// The real guards: the first round's, forked before the runtime started,
+/// then one per round.
+struct Guards<'a> {
+    config: &'a HoldConfig,
+    service: &'a Service,
+    /// As the engine's [`Engine::CLAIM_LENDS_FD`].
+    lends: bool,
+    forked: Option<child::Forked>,
+}
+
+impl Launch for Guards<'_> {
+    type Parked = child::Prepared;
+    type Child = Child;
+
+    fn park(&mut self) -> Result<child::Prepared, Failure> {
+        match self.forked.take() {
+            Some(forked) => forked.adopt().map_err(spawn_failure),
+            None => prepare_child(self.config, self.service, self.lends),
+        }
+    }
 }
 
 fn spawn_failure(e: std::io::Error) -> Failure {
@@ -285,243 +362,361 @@ async fn cleanup_within<E: Engine>(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn round<E: Engine>(
-    engine: &E,
-    target: &Target,
-    config: &HoldConfig,
-    service: &Service,
-    ready_sent: &Cell<bool>,
-    patience: Wait,
+/// One round: a lease opened, the lock waited for, the child run while the
+/// lock is ours, everything let go. Each phase is one method; a phase that
+/// ends the round early returns how ([`Step::Over`]), and [`Round::play`]
+/// cleans up after it.
+struct Round<'r, E: Engine, G: Launch> {
+    engine: &'r E,
+    target: &'r Target,
+    config: &'r HoldConfig,
+    service: &'r Service,
     campaign: bool,
-    signals: &mut Signals,
-    released: &mut tokio::signal::unix::Signal,
-    forked: &mut Option<child::Forked>,
-    first_contact: &Cell<bool>,
-) -> Result<Round, Failure> {
-    let report = |status: &str| service.status(status);
-    // A service (`--notify`) with no deadline retries an engine that is
-    // down at start as a campaigner does: at boot a Type=notify unit often
-    // starts before the agent it talks to, and failing there would leave it
-    // failed. With --timeout or --no-wait the user asked for an answer by
-    // then, and gets the one-off run's.
-    let opening = Opening {
-        wait: patience,
-        daemon: campaign || (service.notify.is_some() && matches!(patience, Wait::Forever)),
-        first: first_contact.replace(false),
-        report: &report,
-    };
-    let lease = tokio::select! {
-        lease = engine.open_lease(opening) => lease.map_err(Into::into)?,
-        signal = signals.recv() => return Ok(Round::Done(Exit::Interrupted(signal))),
-    };
-    // The guard starts now, parked, so that its start-up overlaps the wait
-    // instead of delaying COMMAND once the lock is ours (a claim that lives
-    // in a descriptor is lent to it with the go). It runs nothing until
-    // `start`; every path below that does not start it drops it, which ends
-    // it.
-    let parked = match forked.take() {
-        Some(forked) => forked.adopt().map_err(spawn_failure),
-        None => prepare_child(config, service, E::CLAIM_LENDS_FD),
-    };
-    let prepared = match parked {
-        Ok(prepared) => prepared,
-        Err(failure) => {
-            cleanup::<E>(target, None, lease).await;
-            return Err(failure);
-        }
-    };
-    let watchdog = || notify::watchdog_loop(service.notifier());
-    let mut countdown = config
-        .budget
-        .map(|budget| Countdown::new(budget, lease.confirmed_at()));
-    let started = Instant::now();
+    patience: Wait,
+    ready_sent: &'r Cell<bool>,
+    first_contact: &'r Cell<bool>,
+    signals: &'r mut Signals,
+    released: &'r mut tokio::signal::unix::Signal,
+    guards: &'r mut G,
+}
 
-    enum Waited<C, Err> {
-        Acquired(Result<Acquisition<C>, Err>),
-        Signal(Signal),
-        Lost(Lost),
-    }
-    let acquisition = with_deadline(
-        patience,
-        engine.acquire(&lease, target, &config.value, patience),
-    );
-    let waited = tokio::select! {
-        signal = signals.recv() => Waited::Signal(signal),
-        lost = keep(&mut countdown, &lease) => Waited::Lost(lost),
-        acquired = acquisition => Waited::Acquired(acquired),
-        never = watchdog() => match never {},
-    };
-    // `Err` carries how the round ends when the lock is not ours.
-    let outcome = match waited {
-        Waited::Acquired(Ok(Acquisition::Held(claim))) => Ok(claim),
-        Waited::Acquired(Ok(Acquisition::Busy { holder })) => {
-            tracing::info!(
-                lock = target.name(),
-                holder = holder.as_deref().unwrap_or("-"),
-                "not acquired"
-            );
-            Err(Ok(Round::Done(Exit::NotAcquired(
-                config.conflict_exit_code,
-            ))))
-        }
-        Waited::Acquired(Err(e)) => Err(Err(e.into())),
-        Waited::Signal(signal) => {
-            tracing::info!("{signal} while waiting for the lock; giving up");
-            Err(Ok(Round::Done(Exit::Interrupted(signal))))
-        }
-        Waited::Lost(Lost::ClockSlewed(why)) => {
-            // Nothing runs yet, and nothing can run under a clock slowed
-            // this far: a new lease would meet the same clock.
-            Err(Err(Failure::Config(why)))
-        }
-        Waited::Lost(why) => {
-            // Our lease may be gone while we waited; start over with a new one.
-            tracing::warn!(target: EVENT, "lease lost while waiting: {why}");
-            Err(Ok(Round::Retry))
-        }
-    };
-    let mut claim = match outcome {
-        Ok(claim) => claim,
-        Err(round) => {
-            // COMMAND does not run this round: the parked guard goes first.
-            drop(prepared);
-            cleanup::<E>(target, None, lease).await;
-            return round;
-        }
-    };
-    let acquired_at = Instant::now();
-    tracing::info!(
-        target: EVENT,
-        lock = target.name(),
-        holder = claim.describe(),
-        lock_index = claim.fence(),
-        waited_ms = started.elapsed().as_millis() as u64,
-        "acquired"
-    );
-    let leading = match target {
-        Target::Lock { key } => format!("leading `{key}` since {}", now_utc()),
-        Target::Slot { prefix, limit } => {
-            format!(
-                "holding a slot of `{prefix}` (limit {limit}) since {}",
-                now_utc()
-            )
-        }
-    };
-    match service.notifier() {
-        Some(notifier) if !ready_sent.get() => {
-            notifier.ready(&leading);
-            ready_sent.set(true);
-        }
-        Some(notifier) => notifier.status(&leading),
-        None => {}
-    }
+/// What a phase hands the next, or how the round ends without it.
+enum Step<T> {
+    Next(T),
+    Over(Outcome),
+}
 
-    let pgid = prepared.pid();
-    let started_child = match claim.take_hold_fd() {
-        Some(hold) => prepared.start_lending(claim.env(), hold),
-        None => prepared.start(claim.env()),
-    }
-    .map(|child| (child, pgid))
-    .map_err(spawn_failure);
-    let (mut child, pgid) = match started_child {
-        Ok(started) => started,
-        Err(failure) => {
-            cleanup::<E>(target, Some(claim), lease).await;
-            return Err(failure);
-        }
-    };
-    if let Err(e) = claim.record_child(pgid).await {
-        tracing::warn!("could not record the child's group beside the lock: {e}");
-    }
-    let policy = StopPolicy {
-        signal: config.child.kill_signal,
-        grace: config.child.kill_timeout,
-        loss_grace: config.loss_grace(),
-    };
-    if let (Some(countdown), Some(deadlines)) = (
-        countdown.as_mut(),
-        child.deadlines(policy.signal, policy.grace),
-    ) {
-        countdown.hand_to_guard(deadlines);
-    }
-    let ending = {
-        let lost = async {
-            tokio::select! {
-                lost = keep(&mut countdown, &lease) => lost,
-                lost = claim.watch() => lost,
-                _ = released.recv() => Lost::Released("an operator released the lock (`lockrun release`)".into()),
-                never = watchdog() => match never {},
+impl<E: Engine, G: Launch> Round<'_, E, G> {
+    async fn play(mut self) -> Result<Outcome, Failure> {
+        let lease = match self.open_lease().await? {
+            Step::Next(lease) => lease,
+            Step::Over(outcome) => return Ok(outcome),
+        };
+        // The guard starts now, parked, so that its start-up overlaps the
+        // wait instead of delaying COMMAND once the lock is ours (a claim
+        // that lives in a descriptor is lent to it with the go). It runs
+        // nothing until `start`; every path below that does not start it
+        // drops it, which ends it.
+        let parked = match self.guards.park() {
+            Ok(parked) => parked,
+            Err(failure) => {
+                cleanup::<E>(self.target, None, lease).await;
+                return Err(failure);
             }
         };
-        supervise::supervise(&mut child, signals, lost, policy).await
-    };
-    // A lockrun that could not run past its deadline (stopped, starved,
-    // suspended) may find the child already ended by the guard: the lock
-    // was lost, whoever stopped the child.
-    let ending = match ending {
-        Ending::Exited { exit, .. } if countdown.as_ref().is_some_and(Countdown::ran_out) => {
-            let why = countdown
-                .as_ref()
-                .map(Countdown::ran_out_reason)
-                .expect("checked above");
-            Ending::Lost(why, exit)
+        let mut countdown = self
+            .config
+            .budget
+            .map(|budget| Countdown::new(budget, lease.confirmed_at()));
+        let claim = match self.wait(&lease, &mut countdown).await {
+            Ok(Step::Next(claim)) => claim,
+            Ok(Step::Over(outcome)) => {
+                self.abandon(parked, lease).await;
+                return Ok(outcome);
+            }
+            Err(failure) => {
+                self.abandon(parked, lease).await;
+                return Err(failure);
+            }
+        };
+        let mut held = Held {
+            claim,
+            lease,
+            countdown,
+            acquired_at: Instant::now(),
+        };
+        self.announce();
+        let mut child = match self.start(parked, &mut held).await {
+            Ok(child) => child,
+            Err(failure) => {
+                cleanup::<E>(self.target, Some(held.claim), held.lease).await;
+                return Err(failure);
+            }
+        };
+        let ending = self.run(&mut child, &mut held).await;
+        if let Ending::Exited { .. } = ending {
+            self.min_hold(&mut held).await;
         }
-        ending => ending,
-    };
-    if let (Ending::Exited { .. }, Some(min_hold)) = (&ending, service.min_hold) {
-        // The child is done, but the lock stays ours until `--min-hold` from
-        // acquisition, so later contenders of the same period find it held.
-        // Nothing runs meanwhile, so a loss costs nothing; a signal ends it.
-        let until = acquired_at + min_hold;
-        if Instant::now() < until {
-            tracing::info!(
-                lock = target.name(),
-                until_ms = (until - Instant::now()).as_millis() as u64,
-                "child exited; keeping the lock for --min-hold"
-            );
-            service.status(&format!("keeping `{}` for --min-hold", target.name()));
+        let held_for = held.acquired_at.elapsed();
+        self.clean_up(held, &ending).await;
+        Ok(self.ended(ending, held_for))
+    }
+
+    /// Opens the lease the claim will be tied to; a signal meanwhile ends
+    /// the run with nothing to clean up.
+    async fn open_lease(&mut self) -> Result<Step<E::Lease>, Failure> {
+        let service = self.service;
+        let report = |status: &str| service.status(status);
+        // A service (`--notify`) with no deadline retries an engine that is
+        // down at start as a campaigner does: at boot a Type=notify unit
+        // often starts before the agent it talks to, and failing there would
+        // leave it failed. With --timeout or --no-wait the user asked for an
+        // answer by then, and gets the one-off run's.
+        let opening = Opening {
+            wait: self.patience,
+            daemon: self.campaign
+                || (service.notify.is_some() && matches!(self.patience, Wait::Forever)),
+            first: self.first_contact.replace(false),
+            report: &report,
+        };
+        tokio::select! {
+            lease = self.engine.open_lease(opening) => Ok(Step::Next(lease.map_err(Into::into)?)),
+            signal = self.signals.recv() => Ok(Step::Over(Outcome::Done(Exit::Interrupted(signal)))),
+        }
+    }
+
+    /// Waits for the lock while keeping the lease: the claim, or how the
+    /// round ends without it (busy, a signal, the lease lost meanwhile).
+    async fn wait(
+        &mut self,
+        lease: &E::Lease,
+        countdown: &mut Option<Countdown>,
+    ) -> Result<Step<E::Claim>, Failure> {
+        let started = Instant::now();
+        let acquisition = with_deadline(
+            self.patience,
+            self.engine
+                .acquire(lease, self.target, &self.config.value, self.patience),
+        );
+        let waited = tokio::select! {
+            signal = self.signals.recv() => Waited::Signal(signal),
+            lost = keep(countdown, lease) => Waited::Lost(lost),
+            acquired = acquisition => Waited::Acquired(acquired),
+            never = notify::watchdog_loop(self.service.notifier()) => match never {},
+        };
+        let target = self.target.name();
+        Ok(match waited {
+            Waited::Acquired(Ok(Acquisition::Held(claim))) => {
+                tracing::info!(
+                    target: EVENT,
+                    lock = target,
+                    holder = claim.describe(),
+                    lock_index = claim.fence(),
+                    waited_ms = started.elapsed().as_millis() as u64,
+                    "acquired"
+                );
+                Step::Next(claim)
+            }
+            Waited::Acquired(Ok(Acquisition::Busy { holder })) => {
+                tracing::info!(
+                    lock = target,
+                    holder = holder.as_deref().unwrap_or("-"),
+                    "not acquired"
+                );
+                Step::Over(Outcome::Done(Exit::NotAcquired(
+                    self.config.conflict_exit_code,
+                )))
+            }
+            Waited::Acquired(Err(e)) => return Err(e.into()),
+            Waited::Signal(signal) => {
+                tracing::info!("{signal} while waiting for the lock; giving up");
+                Step::Over(Outcome::Done(Exit::Interrupted(signal)))
+            }
+            Waited::Lost(Lost::ClockSlewed(why)) => {
+                // Nothing runs yet, and nothing can run under a clock slowed
+                // this far: a new lease would meet the same clock.
+                return Err(Failure::Config(why));
+            }
+            Waited::Lost(why) => {
+                // Our lease may be gone while we waited; start over with a
+                // new one.
+                tracing::warn!(target: EVENT, "lease lost while waiting: {why}");
+                Step::Over(Outcome::Retry)
+            }
+        })
+    }
+
+    /// Ends a round in which COMMAND does not run: the parked guard goes
+    /// first, then the lease.
+    async fn abandon(&self, parked: G::Parked, lease: E::Lease) {
+        drop(parked);
+        cleanup::<E>(self.target, None, lease).await;
+    }
+
+    /// Tells the service manager we hold the lock.
+    fn announce(&self) {
+        let leading = match self.target {
+            Target::Lock { key } => format!("leading `{key}` since {}", now_utc()),
+            Target::Slot { prefix, limit } => {
+                format!(
+                    "holding a slot of `{prefix}` (limit {limit}) since {}",
+                    now_utc()
+                )
+            }
+        };
+        match self.service.notifier() {
+            Some(notifier) if !self.ready_sent.get() => {
+                notifier.ready(&leading);
+                self.ready_sent.set(true);
+            }
+            Some(notifier) => notifier.status(&leading),
+            None => {}
+        }
+    }
+
+    /// Gives the parked guard the go, records its group beside the lock,
+    /// and hands it the deadline by which it must have stopped COMMAND.
+    async fn start(
+        &self,
+        parked: G::Parked,
+        held: &mut Held<E::Claim, E::Lease>,
+    ) -> Result<G::Child, Failure> {
+        let pgid = parked.pid();
+        let hold = held.claim.take_hold_fd();
+        let mut child = parked
+            .start(held.claim.env(), hold)
+            .map_err(spawn_failure)?;
+        if let Err(e) = held.claim.record_child(pgid).await {
+            tracing::warn!("could not record the child's group beside the lock: {e}");
+        }
+        let policy = self.stop_policy();
+        if let (Some(countdown), Some(deadlines)) = (
+            held.countdown.as_mut(),
+            child.deadlines(policy.signal, policy.grace),
+        ) {
+            countdown.hand_to_guard(deadlines);
+        }
+        Ok(child)
+    }
+
+    fn stop_policy(&self) -> StopPolicy {
+        StopPolicy {
+            signal: self.config.child.kill_signal,
+            grace: self.config.child.kill_timeout,
+            loss_grace: self.config.loss_grace(),
+        }
+    }
+
+    /// Runs the child until it exits or the lock is lost (the lease runs
+    /// out, the engine's watch says so, an operator releases it).
+    async fn run(&mut self, child: &mut G::Child, held: &mut Held<E::Claim, E::Lease>) -> Ending {
+        let policy = self.stop_policy();
+        let notifier = self.service.notifier();
+        let released = &mut *self.released;
+        let Held {
+            claim,
+            lease,
+            countdown,
+            ..
+        } = held;
+        let lost = async {
             tokio::select! {
-                _ = tokio::time::sleep_until(until) => {}
-                lost = keep(&mut countdown, &lease) => tracing::info!("lost during --min-hold: {lost}"),
-                lost = claim.watch() => tracing::info!("lost during --min-hold: {lost}"),
-                _ = released.recv() => tracing::info!("released by an operator during --min-hold"),
-                signal = signals.recv() => tracing::info!("{signal} during --min-hold; releasing"),
-                never = watchdog() => match never {},
+                lost = keep(countdown, lease) => lost,
+                lost = claim.watch() => lost,
+                _ = released.recv() => Lost::Released("an operator released the lock (`lockrun release`)".into()),
+                never = notify::watchdog_loop(notifier) => match never {},
+            }
+        };
+        let ending = supervise::supervise(child, self.signals, lost, policy).await;
+        // A lockrun that could not run past its deadline (stopped, starved,
+        // suspended) may find the child already ended by the guard: the lock
+        // was lost, whoever stopped the child.
+        match ending {
+            Ending::Exited { exit, .. }
+                if held.countdown.as_ref().is_some_and(Countdown::ran_out) =>
+            {
+                let why = held
+                    .countdown
+                    .as_ref()
+                    .map(Countdown::ran_out_reason)
+                    .expect("checked above");
+                Ending::Lost(why, exit)
+            }
+            ending => ending,
+        }
+    }
+
+    /// The child is done, but the lock stays ours until `--min-hold` from
+    /// acquisition, so later contenders of the same period find it held.
+    /// Nothing runs meanwhile, so a loss costs nothing; a signal ends it.
+    async fn min_hold(&mut self, held: &mut Held<E::Claim, E::Lease>) {
+        let Some(min_hold) = self.service.min_hold else {
+            return;
+        };
+        let until = held.acquired_at + min_hold;
+        if Instant::now() >= until {
+            return;
+        }
+        let target = self.target.name();
+        tracing::info!(
+            lock = target,
+            until_ms = (until - Instant::now()).as_millis() as u64,
+            "child exited; keeping the lock for --min-hold"
+        );
+        self.service
+            .status(&format!("keeping `{target}` for --min-hold"));
+        let Held {
+            claim,
+            lease,
+            countdown,
+            ..
+        } = held;
+        tokio::select! {
+            _ = tokio::time::sleep_until(until) => {}
+            lost = keep(countdown, lease) => tracing::info!("lost during --min-hold: {lost}"),
+            lost = claim.watch() => tracing::info!("lost during --min-hold: {lost}"),
+            _ = self.released.recv() => tracing::info!("released by an operator during --min-hold"),
+            signal = self.signals.recv() => tracing::info!("{signal} during --min-hold; releasing"),
+            never = notify::watchdog_loop(self.service.notifier()) => match never {},
+        }
+    }
+
+    /// Releases the claim and closes the lease; quickly after a lease that
+    /// ran out for want of answers, since the engine is then as good as
+    /// gone. Signals wait until it is done: the child is gone already, and
+    /// what we release now is what a waiter needs.
+    async fn clean_up(&self, held: Held<E::Claim, E::Lease>, ending: &Ending) {
+        let within = match ending {
+            Ending::Lost(Lost::LeaseRanOut { .. }, _) => CLEANUP_AFTER_SILENCE,
+            _ => CLEANUP_TIMEOUT,
+        };
+        cleanup_within::<E>(self.target, Some(held.claim), held.lease, within).await;
+    }
+
+    /// How the round ended, logged.
+    fn ended(&self, ending: Ending, held_for: Duration) -> Outcome {
+        let target = self.target.name();
+        match ending {
+            Ending::Exited { exit, forwarded } => {
+                tracing::info!(
+                    target: EVENT,
+                    lock = target,
+                    status = exit.code(),
+                    "child exited; released"
+                );
+                Outcome::Done(child_ended(exit, forwarded))
+            }
+            Ending::Lost(why, exit) => {
+                let message = format!(
+                    "lost `{target}` after {}: {why}; the child was stopped (status {})",
+                    fmt_duration(held_for),
+                    exit.code()
+                );
+                if self.campaign {
+                    tracing::warn!(target: EVENT, "{message}");
+                } else {
+                    tracing::error!(target: EVENT, "{message}");
+                }
+                Outcome::Lost
             }
         }
     }
-    let held_for = acquired_at.elapsed();
-    let within = match &ending {
-        Ending::Lost(Lost::LeaseRanOut { .. }, _) => CLEANUP_AFTER_SILENCE,
-        _ => CLEANUP_TIMEOUT,
-    };
-    cleanup_within::<E>(target, Some(claim), lease, within).await;
-    match ending {
-        Ending::Exited { exit, forwarded } => {
-            tracing::info!(
-                target: EVENT,
-                lock = target.name(),
-                status = exit.code(),
-                "child exited; released"
-            );
-            Ok(Round::Done(child_ended(exit, forwarded)))
-        }
-        Ending::Lost(why, exit) => {
-            let message = format!(
-                "lost `{}` after {}: {why}; the child was stopped (status {})",
-                target.name(),
-                fmt_duration(held_for),
-                exit.code()
-            );
-            if campaign {
-                tracing::warn!(target: EVENT, "{message}");
-            } else {
-                tracing::error!(target: EVENT, "{message}");
-            }
-            Ok(Round::Lost)
-        }
-    }
+}
+
+/// What the wait for the lock ended with.
+enum Waited<C, Err> {
+    Acquired(Result<Acquisition<C>, Err>),
+    Signal(Signal),
+    Lost(Lost),
+}
+
+/// A claim and what keeps it: the lease, its countdown, and when it
+/// became ours.
+struct Held<C, L> {
+    claim: C,
+    lease: L,
+    countdown: Option<Countdown>,
+    acquired_at: Instant,
 }
 
 /// `--timeout` bounds the whole acquisition, whatever it is doing.

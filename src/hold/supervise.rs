@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::child::{Child, ChildExit};
+use super::launch::Supervised;
+use crate::child::ChildExit;
 use crate::lease::Lost;
 use crate::signals::{Signal, Signals};
 
@@ -49,7 +50,7 @@ fn is_shutdown(signal: Signal) -> bool {
 }
 
 pub async fn supervise(
-    child: &mut Child,
+    child: &mut impl Supervised,
     signals: &mut Signals,
     lost: impl Future<Output = Lost>,
     policy: StopPolicy,

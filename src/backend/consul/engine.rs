@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::lock::{leader, semaphore, AcquireError, Acquired, Held, Patience, Retry};
+use super::lock::{leader, semaphore, AcquireError, Acquired, Held, Retry};
 use super::{Client, ConsulError, SessionId, SessionSpec};
 use crate::backend::{
     Acquisition, Claim, Engine, EngineError, Lease, Lost, Opening, Renewal, Target, Wait,
@@ -35,14 +35,6 @@ impl EngineError for AcquireError {
             AcquireError::Consul(e) => e.is_transient(),
             AcquireError::Conflict(_) | AcquireError::Session(_) => false,
         }
-    }
-}
-
-fn patience(wait: Wait) -> Patience {
-    match wait {
-        Wait::Once => Patience::Once,
-        Wait::Until(at) => Patience::Until(at),
-        Wait::Forever => Patience::Forever,
     }
 }
 
@@ -129,9 +121,9 @@ impl Engine for Consul {
     /// reads it back: the budget holds only for the session we asked for.
     async fn open_lease(&self, opening: Opening<'_>) -> Result<ConsulSession, AcquireError> {
         let mut retry = Retry::new(if opening.daemon {
-            Patience::Forever
+            Wait::Forever
         } else {
-            patience(opening.wait)
+            opening.wait
         });
         let mut first = opening.first;
         loop {
@@ -199,7 +191,7 @@ impl Engine for Consul {
             value: value.to_vec(),
             released: Rc::clone(&released),
         }));
-        let patience = patience(wait);
+        let patience = wait;
         let acquired = match target {
             Target::Lock { key } => {
                 match leader::acquire(&self.client, key, &lease.id, value, patience).await? {

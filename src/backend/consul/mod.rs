@@ -6,12 +6,11 @@ pub mod blocking;
 pub mod connect;
 pub mod engine;
 pub mod error;
+pub mod inspect;
 pub mod kv;
 pub mod lock;
-pub mod operator;
 pub mod path;
 pub mod session;
-pub mod show;
 pub mod txn;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

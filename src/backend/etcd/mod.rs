@@ -287,6 +287,8 @@ fn empty_holder() -> Holder {
         fence: None,
         slot: None,
         entry: None,
+        label: None,
+        details: None,
     }
 }
 
@@ -661,6 +663,7 @@ impl Inspect for Etcd {
         Ok(Released {
             asked,
             refused: Vec::new(),
+            nothing: None,
         })
     }
 }

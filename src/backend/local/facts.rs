@@ -136,6 +136,8 @@ impl Facts {
                 fence: Some(self.fence),
                 slot: None,
                 entry: None,
+                label: None,
+                details: None,
             },
             None => Holder {
                 value: None,
@@ -146,6 +148,8 @@ impl Facts {
                 fence: None,
                 slot: None,
                 entry: None,
+                label: None,
+                details: None,
             },
         }
     }

@@ -420,6 +420,15 @@ impl Inspect for Local {
     type Error = LocalError;
     type Changes = watch::LocalChanges;
 
+    /// A lock file has no entry of its own: the child's group is the fact
+    /// worth showing.
+    fn details(&self, holder: &Holder) -> serde_json::Value {
+        serde_json::json!({
+            "child_pgid": holder.child_pgid,
+            "slot": holder.slot,
+        })
+    }
+
     /// What `key` names here: a semaphore's prefix (a directory with a
     /// `.limit`) or a lock.
     async fn target_of(&self, key: &str) -> Result<Target, LocalError> {
@@ -496,7 +505,11 @@ impl Inspect for Local {
                 Err(e) => refused.push(e),
             }
         }
-        Ok(Released { asked, refused })
+        Ok(Released {
+            asked,
+            refused,
+            nothing: None,
+        })
     }
 }
 

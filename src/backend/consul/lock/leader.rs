@@ -8,7 +8,8 @@ use crate::backend::consul::{Client, ConsulError, KvPair, Op, SessionId};
 use crate::lease::Lost;
 
 use super::queue::{self, Turn};
-use super::{AcquireError, Acquired, DelayBackoff, Held, Patience, Waiter, LOCK_FLAG};
+use super::{AcquireError, Acquired, DelayBackoff, Held, Waiter, LOCK_FLAG};
+use crate::backend::Wait;
 
 /// A lock we hold, with what the watch and the release need to know.
 #[derive(Debug)]
@@ -48,7 +49,7 @@ pub async fn acquire(
     key: &str,
     session: &SessionId,
     value: &[u8],
-    patience: Patience,
+    patience: Wait,
 ) -> Result<Acquired<Holding>, AcquireError> {
     let mut waiter = Waiter::acquiring(patience);
     let mut delay = DelayBackoff::new();
@@ -93,7 +94,7 @@ pub async fn acquire(
                 continue;
             }
             if refusals.iter().any(Refusal::is_lock_delay) {
-                if matches!(patience, Patience::Once) {
+                if matches!(patience, Wait::Once) {
                     return Ok(Acquired::No { holder: None });
                 }
                 tracing::debug!(key, "lock refused by a lock-delay");

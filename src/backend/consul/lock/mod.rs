@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use crate::backend::consul::blocking::{QueryIndex, RateLimit};
 use crate::backend::consul::kv::Read;
 use crate::backend::consul::{ConsulError, SessionId};
+use crate::backend::Wait;
 
 /// `LockFlagValue` of Consul's Go API: marks a key as a leader lock.
 pub const LOCK_FLAG: u64 = 0x2ddc_cbc0_58a5_0c18;
@@ -32,34 +33,15 @@ pub struct Held {
     pub lock_index: u64,
 }
 
-/// How acquisition may wait.
-#[derive(Debug, Clone, Copy)]
-pub enum Patience {
-    /// One attempt (`--no-wait`).
-    Once,
-    /// Until this moment (`--timeout`).
-    Until(Instant),
-    Forever,
-}
-
-impl Patience {
-    pub fn deadline(self) -> Option<Instant> {
-        match self {
-            Patience::Until(at) => Some(at),
-            Patience::Once | Patience::Forever => None,
-        }
-    }
-
-    /// How long the next blocking read may wait, or `None` when waiting is
-    /// over.
-    pub fn next_wait(self) -> Option<Duration> {
-        match self {
-            Patience::Once => None,
-            Patience::Forever => Some(WATCH_WAIT),
-            Patience::Until(at) => {
-                let left = at.saturating_duration_since(Instant::now());
-                (!left.is_zero()).then(|| left.min(WATCH_WAIT))
-            }
+/// How long the next blocking read may wait within `patience`, or `None`
+/// when waiting is over.
+pub fn next_wait(patience: Wait) -> Option<Duration> {
+    match patience {
+        Wait::Once => None,
+        Wait::Forever => Some(WATCH_WAIT),
+        Wait::Until(at) => {
+            let left = at.saturating_duration_since(Instant::now());
+            (!left.is_zero()).then(|| left.min(WATCH_WAIT))
         }
     }
 }
@@ -148,11 +130,11 @@ pub struct Retry {
 }
 
 impl Retry {
-    pub fn new(patience: Patience) -> Retry {
+    pub fn new(patience: Wait) -> Retry {
         let until = match patience {
-            Patience::Once => Some(Instant::now() + ONCE_GRACE),
-            Patience::Until(at) => Some(at),
-            Patience::Forever => None,
+            Wait::Once => Some(Instant::now() + ONCE_GRACE),
+            Wait::Until(at) => Some(at),
+            Wait::Forever => None,
         };
         Retry { until, errors: 0 }
     }
@@ -198,7 +180,7 @@ pub struct Waiter {
     block: bool,
     retry: Retry,
     rate: RateLimit,
-    patience: Patience,
+    patience: Wait,
     consistent: bool,
 }
 
@@ -207,7 +189,7 @@ impl Waiter {
     /// larger than a watch's: a semaphore waiter reads several times per
     /// round of releases (each release wakes it, each lost race sends it
     /// back), and a burst of 5 made it sit out 50 ms in the middle of one.
-    pub fn acquiring(patience: Patience) -> Waiter {
+    pub fn acquiring(patience: Wait) -> Waiter {
         Waiter {
             index: QueryIndex::NONE,
             block: false,
@@ -225,9 +207,9 @@ impl Waiter {
         Waiter {
             index,
             block: true,
-            retry: Retry::new(Patience::Forever),
+            retry: Retry::new(Wait::Forever),
             rate: RateLimit::new(5, 20),
-            patience: Patience::Forever,
+            patience: Wait::Forever,
             consistent: true,
         }
     }
@@ -237,10 +219,10 @@ impl Waiter {
         let read = if self.block && self.index != QueryIndex::NONE {
             Read {
                 index: self.index,
-                wait: Some(self.patience.next_wait()?),
+                wait: Some(next_wait(self.patience)?),
                 consistent: self.consistent,
             }
-        } else if self.block && matches!(self.patience, Patience::Once) {
+        } else if self.block && matches!(self.patience, Wait::Once) {
             return None;
         } else {
             Read {

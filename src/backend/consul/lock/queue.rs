@@ -17,7 +17,8 @@ use crate::backend::consul::kv::Read;
 use crate::backend::consul::txn::{Txn, TxnOp};
 use crate::backend::consul::{Client, ConsulError, KvPair, SessionId};
 
-use super::{Patience, Waiter};
+use super::Waiter;
+use crate::backend::Wait;
 
 /// How long a waiter trusts an unchanged entry ahead before it checks
 /// whether the lock is free with nobody taking it (a waiter ahead that was
@@ -58,11 +59,11 @@ pub struct Line {
 }
 
 impl Line {
-    pub fn new(prefix: String, patience: Patience) -> Line {
+    pub fn new(prefix: String, patience: Wait) -> Line {
         Line {
             prefix,
             place: None,
-            joined: matches!(patience, Patience::Once),
+            joined: matches!(patience, Wait::Once),
             head: true,
         }
     }
@@ -95,7 +96,7 @@ impl Line {
     pub async fn wait(
         &mut self,
         client: &Client,
-        patience: Patience,
+        patience: Wait,
         waiter: &mut Waiter,
     ) -> Result<Turn, ConsulError> {
         let Some(ours) = &self.place else {
@@ -219,7 +220,7 @@ async fn wait_turn(
     client: &Client,
     queue: &str,
     ours: &Place,
-    patience: Patience,
+    patience: Wait,
     waiter: &mut Waiter,
 ) -> Result<Turn, ConsulError> {
     let what = format!("waiting in the queue `{queue}`");
@@ -234,7 +235,7 @@ async fn wait_turn(
         let Some(ahead) = ahead else {
             return Ok(Turn::Head);
         };
-        let Some(wait) = patience.next_wait() else {
+        let Some(wait) = super::next_wait(patience) else {
             return Ok(Turn::Over);
         };
         match changed(client, &ahead, wait.min(STUCK_CHECK)).await {

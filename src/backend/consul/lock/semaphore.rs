@@ -14,7 +14,8 @@ use crate::backend::consul::{Client, ConsulError, KvPair, SessionId};
 use crate::lease::Lost;
 
 use super::queue::{self, Turn};
-use super::{AcquireError, Acquired, Held, Patience, Waiter, SEMAPHORE_FLAG};
+use super::{AcquireError, Acquired, Held, Waiter, SEMAPHORE_FLAG};
+use crate::backend::Wait;
 
 /// The coordination record's key under a prefix.
 pub fn record_key(prefix: &str) -> String {
@@ -157,7 +158,7 @@ pub async fn acquire(
     session: &SessionId,
     value: &[u8],
     limit: u64,
-    patience: Patience,
+    patience: Wait,
 ) -> Result<Acquired<Holding>, AcquireError> {
     let contender = contender_key(prefix, session);
     let record_key = record_key(prefix);

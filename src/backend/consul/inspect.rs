@@ -1,0 +1,551 @@
+//! Consul seen from outside, for `leader` and `release`: a lock's holder
+//! from its key, a semaphore's from its `.lock` record, each shown by value
+//! or by session; and the operator's lever. Consul lets any client release
+//! a lock on behalf of its holder, as long as it names the holder's
+//! session; we read it from the key, and send the value and flags back so
+//! the entry keeps them. The holder's lockrun sees the change on its watch
+//! and stops its child.
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+
+use base64::Engine;
+use serde_json::json;
+
+use super::blocking::QueryIndex;
+use super::kv::Read;
+use super::lock::semaphore::{self, Record, View};
+use super::lock::{AcquireError, Retry, Waiter, SEMAPHORE_FLAG};
+use super::{Client, KvPair, SessionId};
+use crate::backend::{Changes, Holder, Inspect, Released, Target, Wait, Which};
+
+/// How `leader` reads: once, waiting for a holder (`--wait`, within
+/// `--timeout`), or watching (`--watch`).
+#[derive(Debug, Clone, Copy)]
+pub enum Reading {
+    Once,
+    Waiting(Wait),
+    Watching,
+}
+
+/// Consul's outside view: a client and what the command asked for.
+#[derive(Debug)]
+pub struct Outside {
+    client: Client,
+    reading: Reading,
+    /// How long `--wait` waits.
+    patience: Wait,
+    /// Whether every holder's session is looked up (`--json` shows its
+    /// facts); otherwise only a holder without a value costs a request,
+    /// for its label.
+    facts: bool,
+    consistent: bool,
+    /// `release --session`: the one holder to free.
+    session: Option<String>,
+    /// `release --destroy-session`.
+    destroy: bool,
+    /// The listing `target_of` read, which answers the `holders` or
+    /// `force_release` that follows it: one read per look, as a script
+    /// calling `leader` in a loop expects.
+    listed: RefCell<Option<(String, Vec<KvPair>)>>,
+}
+
+impl Outside {
+    /// For `leader`; `json` for `--json`.
+    pub fn leader(client: Client, reading: Reading, json: bool) -> Outside {
+        let patience = match reading {
+            Reading::Waiting(wait) => wait,
+            Reading::Watching => Wait::Forever,
+            Reading::Once => Wait::Once,
+        };
+        Outside {
+            client,
+            reading,
+            patience,
+            facts: json,
+            consistent: false,
+            session: None,
+            destroy: false,
+            listed: RefCell::new(None),
+        }
+    }
+
+    /// For `release`: `session` for `--session`, `destroy` for
+    /// `--destroy-session`. Its reads are consistent: what it releases must
+    /// be what holds now.
+    pub fn release(client: Client, session: Option<String>, destroy: bool) -> Outside {
+        Outside {
+            client,
+            reading: Reading::Once,
+            patience: Wait::Once,
+            facts: false,
+            consistent: true,
+            session,
+            destroy,
+            listed: RefCell::new(None),
+        }
+    }
+
+    fn read(&self) -> Read {
+        if self.consistent {
+            Read::consistent()
+        } else {
+            Read::now()
+        }
+    }
+
+    /// The listing of `key` as a string prefix: the one `target_of` just
+    /// read, or a new one.
+    async fn listing(&self, key: &str) -> Result<Vec<KvPair>, AcquireError> {
+        if let Some((listed, pairs)) = self.listed.borrow_mut().take() {
+            if listed == key {
+                return Ok(pairs);
+            }
+        }
+        Ok(self.client.kv_list(key, self.read()).await?.0)
+    }
+
+    /// The holders of one listing, with their sessions' facts as far as
+    /// they are shown.
+    async fn holders_of(&self, state: &State) -> Result<Vec<Holder>, AcquireError> {
+        let mut holders = Vec::new();
+        for pair in &state.holders {
+            holders.push(self.holder(pair, state.semaphore).await?);
+        }
+        Ok(holders)
+    }
+
+    /// A held entry as a [`Holder`]. A holder that stores no value (as
+    /// `consul lock` and the Go API's do) is shown by its session's name
+    /// and node, so that a held lock never prints as an empty line.
+    ///
+    /// `fence` is what the holder's child got as LOCKRUN_LOCK_INDEX: for a
+    /// lock, the key's ModifyIndex at acquisition, which is its ModifyIndex
+    /// now unless the key was written while held (a plain `consul kv put`);
+    /// not LockIndex, which counts acquisitions of the key. A slot's number
+    /// was the record's ModifyIndex when the slot was taken, which every
+    /// later change of holders overwrites: unknown (null).
+    async fn holder(&self, pair: &KvPair, semaphore: bool) -> Result<Holder, AcquireError> {
+        let id = pair.holder().unwrap_or_default();
+        let bytes = pair.value_bytes();
+        let session = if self.facts || bytes.is_empty() {
+            self.client.session_info(id).await?
+        } else {
+            None
+        };
+        let text = pair
+            .value
+            .as_ref()
+            .and_then(|v| std::str::from_utf8(v).ok());
+        let label = if bytes.is_empty() {
+            Some(
+                match &session {
+                    Some(session) => format!("{} (node {})", session.name, session.node),
+                    // The session ended between the two reads.
+                    None => format!("session {id}"),
+                }
+                .into_bytes(),
+            )
+        } else if text.is_none() {
+            Some(bytes.to_vec())
+        } else {
+            None
+        };
+        let details = self.facts.then(|| {
+            json!({
+                "key": pair.key,
+                "value_base64": pair.value.as_ref().map(|v| base64::engine::general_purpose::STANDARD.encode(v)),
+                "flags": pair.flags,
+                "session": pair.holder(),
+                "session_name": session.as_ref().map(|s| s.name.clone()),
+                "node": session.as_ref().map(|s| s.node.clone()),
+                "ttl": session.as_ref().map(|s| s.ttl.clone()),
+                "lock_index": pair.lock_index,
+                "create_index": pair.create_index,
+                "modify_index": pair.modify_index,
+            })
+        });
+        Ok(Holder {
+            value: text.map(str::to_string),
+            host: session.as_ref().map(|s| s.node.clone()),
+            pid: None,
+            child_pgid: None,
+            since: None,
+            fence: (!semaphore).then_some(pair.modify_index),
+            slot: None,
+            entry: Some(pair.key.clone()),
+            label,
+            details,
+        })
+    }
+
+    async fn release_lock(&self, key: &str) -> Result<Released<AcquireError>, AcquireError> {
+        let pairs = self.listing(key).await?;
+        let Some(pair) = pairs
+            .into_iter()
+            .find(|p| p.key == key && p.holder().is_some())
+        else {
+            return Ok(nothing(None));
+        };
+        let holder = pair.holder().unwrap_or_default().to_string();
+        if let Some(only) = &self.session {
+            if only != &holder {
+                return Ok(nothing(Some(format!(
+                    "nothing released: `{key}` is held by session {holder}, not {only}"
+                ))));
+            }
+        }
+        let info = self.client.session_info(&holder).await?;
+        // Send the value and flags back: a bare release would wipe them.
+        let released = self
+            .client
+            .kv_release(key, &holder, pair.value_bytes(), pair.flags)
+            .await?;
+        if !released {
+            return Ok(nothing(Some(format!(
+                "nothing released: `{key}` changed hands while we released it; run again"
+            ))));
+        }
+        let asked = ReleasedHolder {
+            entry: key.to_string(),
+            session: holder,
+            node_and_name: info.map(|s| (s.node, s.name)),
+            value: pair.value_bytes().to_vec(),
+        };
+        Ok(self.destroying(vec![asked]).await)
+    }
+
+    async fn release_slots(&self, key: &str) -> Result<Released<AcquireError>, AcquireError> {
+        for _ in 0..16 {
+            let (pairs, _) = semaphore::list(&self.client, key, Read::consistent()).await?;
+            let view = View::read(key, pairs).map_err(AcquireError::Conflict)?;
+            let Some((record, modify)) = &view.record else {
+                break;
+            };
+            let freed: BTreeSet<String> = match &self.session {
+                Some(id) => record
+                    .holders
+                    .iter()
+                    .filter(|h| *h == id)
+                    .cloned()
+                    .collect(),
+                None => record.holders.clone(),
+            };
+            if freed.is_empty() {
+                break;
+            }
+            let updated = Record {
+                limit: record.limit,
+                holders: record.holders.difference(&freed).cloned().collect(),
+            };
+            if !self
+                .client
+                .kv_cas(
+                    &semaphore::record_key(key),
+                    &updated.encode(),
+                    SEMAPHORE_FLAG,
+                    *modify,
+                )
+                .await?
+            {
+                continue;
+            }
+            let asked = freed
+                .into_iter()
+                .map(|id| {
+                    let value = view
+                        .contenders
+                        .iter()
+                        .find(|p| p.key == format!("{key}/{id}"))
+                        .map(|p| p.value_bytes().to_vec())
+                        .unwrap_or_default();
+                    ReleasedHolder {
+                        entry: format!("{key}/{id}"),
+                        session: id,
+                        node_and_name: None,
+                        value,
+                    }
+                })
+                .collect();
+            return Ok(self.destroying(asked).await);
+        }
+        Ok(nothing(Some(format!(
+            "nothing to release: no matching holder of `{key}`"
+        ))))
+    }
+
+    /// The holders released, their sessions destroyed if asked: a session
+    /// that cannot be destroyed is a failure of its own, its holder no
+    /// longer counted among those released.
+    async fn destroying(&self, released: Vec<ReleasedHolder>) -> Released<AcquireError> {
+        let mut asked = Vec::new();
+        let mut refused = Vec::new();
+        for holder in released {
+            if self.destroy {
+                let id = SessionId::new(holder.session.clone());
+                if let Err(e) = self.client.session_destroy(&id).await {
+                    refused.push(e.into());
+                    continue;
+                }
+            }
+            asked.push(holder.into_holder());
+        }
+        Released {
+            asked,
+            refused,
+            nothing: None,
+        }
+    }
+}
+
+fn nothing(why: Option<String>) -> Released<AcquireError> {
+    Released {
+        asked: Vec::new(),
+        refused: Vec::new(),
+        nothing: why,
+    }
+}
+
+/// A holder `release` let go of, as its line shows it.
+struct ReleasedHolder {
+    /// The held entry: the lock's key, or the slot holder's contender key.
+    entry: String,
+    session: String,
+    /// The session's node and name, for a lock's holder whose session
+    /// was still there.
+    node_and_name: Option<(String, String)>,
+    value: Vec<u8>,
+}
+
+impl ReleasedHolder {
+    fn into_holder(self) -> Holder {
+        Holder {
+            value: String::from_utf8(self.value).ok(),
+            host: self.node_and_name.as_ref().map(|(node, _)| node.clone()),
+            pid: None,
+            child_pgid: None,
+            since: None,
+            fence: None,
+            slot: None,
+            entry: Some(self.entry),
+            label: None,
+            // What the line `release` prints needs: the session, and its
+            // node and name when it was looked up.
+            details: Some(match self.node_and_name {
+                Some((node, name)) => {
+                    json!({ "session": self.session, "node": node, "session_name": name })
+                }
+                None => json!({ "session": self.session }),
+            }),
+        }
+    }
+}
+
+impl Inspect for Outside {
+    type Error = AcquireError;
+    type Changes = OutsideChanges;
+
+    async fn target_of(&self, key: &str) -> Result<Target, AcquireError> {
+        // A `--wait` or `--watch` rides out a blip within its patience from
+        // the first read on, as its later reads do: a script may start it
+        // while the agent is still coming up. A one-off look answers at once.
+        let (mut retry, step) = match self.reading {
+            Reading::Once => (None, String::new()),
+            Reading::Waiting(_) => (Some(Retry::new(self.patience)), format!("reading `{key}`")),
+            Reading::Watching => (Some(Retry::new(self.patience)), format!("watching `{key}`")),
+        };
+        let pairs = loop {
+            match (self.client.kv_list(key, self.read()).await, retry.as_mut()) {
+                (Ok((pairs, _)), _) => break pairs,
+                (Err(e), Some(retry)) => retry.pause(&step, e).await?,
+                (Err(e), None) => return Err(e.into()),
+            }
+        };
+        let state = State::of(key, &pairs)?;
+        *self.listed.borrow_mut() = Some((key.to_string(), pairs));
+        Ok(match state.limit {
+            Some(limit) if state.semaphore => Target::Slot {
+                prefix: key.to_string(),
+                limit: u32::try_from(limit).unwrap_or(u32::MAX),
+            },
+            _ => Target::Lock {
+                key: key.to_string(),
+            },
+        })
+    }
+
+    async fn holders(&self, target: &Target) -> Result<Vec<Holder>, AcquireError> {
+        let key = target.name();
+        let pairs = self.listing(key).await?;
+        self.holders_of(&State::of(key, &pairs)?).await
+    }
+
+    async fn changes(&self, target: &Target) -> Result<OutsideChanges, AcquireError> {
+        self.listed.borrow_mut().take();
+        let waiter = match self.reading {
+            Reading::Waiting(_) => Waiter::acquiring(self.patience),
+            Reading::Once | Reading::Watching => Waiter::watching(QueryIndex::NONE),
+        };
+        Ok(OutsideChanges {
+            outside: Outside {
+                client: self.client.clone(),
+                reading: self.reading,
+                patience: self.patience,
+                facts: self.facts,
+                consistent: self.consistent,
+                session: None,
+                destroy: false,
+                listed: RefCell::new(None),
+            },
+            key: target.name().to_string(),
+            waiter,
+            last: None,
+        })
+    }
+
+    async fn force_release(
+        &self,
+        target: &Target,
+        _which: &Which,
+    ) -> Result<Released<AcquireError>, AcquireError> {
+        match target {
+            Target::Lock { key } => self.release_lock(key).await,
+            Target::Slot { prefix, .. } => self.release_slots(prefix).await,
+        }
+    }
+
+    fn refuse_every_slot(&self, prefix: &str) -> Option<String> {
+        self.session.is_none().then(|| format!(
+            "`{prefix}` is a semaphore; name the holder to free with --session ID, or free every slot with --all"
+        ))
+    }
+
+    fn asked_line(&self, target: &Target, holder: &Holder) -> String {
+        let key = target.name();
+        let details = holder.details.as_ref();
+        let fact = |name: &str| details.and_then(|d| d[name].as_str());
+        let session = fact("session").unwrap_or_default();
+        let mut line = match target {
+            Target::Lock { .. } => format!("released `{key}` held by session {session}"),
+            Target::Slot { .. } => format!("released a slot of `{key}` held by session {session}"),
+        };
+        if let (Some(node), Some(name)) = (fact("node"), fact("session_name")) {
+            line.push_str(&format!(" (node {node}, name \"{name}\")"));
+        }
+        if let Some(value) = holder.value.as_deref().filter(|v| !v.is_empty()) {
+            line.push_str(&format!(", value {value}"));
+        }
+        if self.destroy {
+            line.push_str("; session destroyed");
+        }
+        line
+    }
+}
+
+/// What a key holds right now: a lock's holder, or a semaphore's holders.
+struct State {
+    semaphore: bool,
+    /// A semaphore's slot count, as its record says.
+    limit: Option<u64>,
+    /// The entries held by a session: one at most for a lock.
+    holders: Vec<KvPair>,
+}
+
+impl State {
+    /// One listing of KEY as a string prefix answers both questions: the
+    /// key itself, and whether it is a semaphore prefix (`KEY/.lock` with
+    /// the semaphore flag).
+    fn of(key: &str, pairs: &[KvPair]) -> Result<State, AcquireError> {
+        if let Some(lock) = pairs.iter().find(|p| p.key == key && p.holder().is_some()) {
+            return Ok(State {
+                semaphore: false,
+                limit: None,
+                holders: vec![lock.clone()],
+            });
+        }
+        let record_key = semaphore::record_key(key);
+        let under: Vec<KvPair> = pairs
+            .iter()
+            .filter(|p| p.key.starts_with(&format!("{key}/")))
+            .cloned()
+            .collect();
+        let is_semaphore = under
+            .iter()
+            .any(|p| p.key == record_key && p.flags == SEMAPHORE_FLAG);
+        if !is_semaphore {
+            return Ok(State {
+                semaphore: false,
+                limit: None,
+                holders: Vec::new(),
+            });
+        }
+        let view = View::read(key, under).map_err(AcquireError::Conflict)?;
+        let live = view.live_holders();
+        let limit = view.record.as_ref().map(|(record, _)| record.limit);
+        let holders = view
+            .contenders
+            .into_iter()
+            .filter(|p| p.holder().is_some_and(|h| live.contains(h)))
+            .collect();
+        Ok(State {
+            semaphore: true,
+            limit,
+            holders,
+        })
+    }
+
+    /// What identifies the holder(s), to tell a change of holder from any
+    /// other write.
+    fn identity(&self) -> Vec<(String, Vec<u8>)> {
+        self.holders
+            .iter()
+            .map(|p| {
+                (
+                    p.holder().unwrap_or_default().to_string(),
+                    p.value_bytes().to_vec(),
+                )
+            })
+            .collect()
+    }
+}
+
+/// The holders of a key each time its holders change, from blocking reads
+/// of its listing.
+#[derive(Debug)]
+pub struct OutsideChanges {
+    outside: Outside,
+    key: String,
+    waiter: Waiter,
+    last: Option<Vec<(String, Vec<u8>)>>,
+}
+
+impl Changes for OutsideChanges {
+    type Error = AcquireError;
+
+    async fn next(&mut self) -> Result<Vec<Holder>, AcquireError> {
+        let key = &self.key;
+        let what = match self.outside.reading {
+            Reading::Waiting(_) => format!("reading `{key}`"),
+            Reading::Once | Reading::Watching => format!("watching `{key}`"),
+        };
+        loop {
+            let Some(read) = self.waiter.next_read().await else {
+                // `--timeout` ran out: the caller's own deadline ends the
+                // wait, with no holder.
+                return std::future::pending().await;
+            };
+            let result = self.outside.client.kv_list(key, read).await;
+            let Some(pairs) = self.waiter.answer(&what, result).await? else {
+                continue;
+            };
+            self.waiter.block();
+            let state = State::of(key, &pairs)?;
+            let identity = state.identity();
+            if self.last.as_ref() == Some(&identity) {
+                continue;
+            }
+            self.last = Some(identity);
+            return self.outside.holders_of(&state).await;
+        }
+    }
+}
