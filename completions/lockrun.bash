@@ -430,7 +430,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__elect)
-            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --value --notify --min-hold --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --verbose --quiet --log-format --help"
+            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --leftovers --value --notify --min-hold --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -478,6 +478,10 @@ _lockrun() {
                     ;;
                 --kill-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --leftovers)
+                    COMPREPLY=($(compgen -W "wait kill" -- "${cur}"))
                     return 0
                     ;;
                 --value)
@@ -808,7 +812,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__explain__subcmd__elect)
-            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --value --notify --min-hold --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --verbose --quiet --log-format --help"
+            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --leftovers --value --notify --min-hold --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -856,6 +860,10 @@ _lockrun() {
                     ;;
                 --kill-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --leftovers)
+                    COMPREPLY=($(compgen -W "wait kill" -- "${cur}"))
                     return 0
                     ;;
                 --value)
@@ -1081,7 +1089,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__explain__subcmd__semaphore)
-            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --value --notify --min-hold --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --verbose --quiet --log-format --help"
+            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --leftovers --value --notify --min-hold --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1137,6 +1145,10 @@ _lockrun() {
                     ;;
                 --kill-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --leftovers)
+                    COMPREPLY=($(compgen -W "wait kill" -- "${cur}"))
                     return 0
                     ;;
                 --value)
@@ -1958,7 +1970,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__semaphore)
-            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --value --notify --min-hold --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --verbose --quiet --log-format --help"
+            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --leftovers --value --notify --min-hold --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2014,6 +2026,10 @@ _lockrun() {
                     ;;
                 --kill-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --leftovers)
+                    COMPREPLY=($(compgen -W "wait kill" -- "${cur}"))
                     return 0
                     ;;
                 --value)

@@ -415,12 +415,28 @@ pub struct ChildArgs {
     /// lock-delay leaves is granted (none for a semaphore).
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     pub kill_timeout: Option<Duration>,
+    /// What becomes of the processes COMMAND leaves running when it exits
+    /// (a daemon it started, a background job): `wait` keeps the job, and
+    /// the lock, until the last of them is gone; `kill` gives them
+    /// --kill-signal, then SIGKILL after --kill-timeout. The exit status is
+    /// COMMAND's either way.
+    #[arg(long, value_enum, default_value_t = Leftovers::Wait, value_name = "WHAT")]
+    pub leftovers: Leftovers,
     /// Value stored in the lock entry [default: this host's name].
     #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), value_name = "VALUE")]
     pub value: Option<String>,
     /// The command and its arguments.
     #[arg(required = true, last = true, value_name = "COMMAND", value_hint = clap::ValueHint::CommandWithArguments)]
     pub command: Vec<OsString>,
+}
+
+/// `--leftovers`: what becomes of what COMMAND leaves running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Leftovers {
+    /// The job lasts until the last process of COMMAND's tree is gone.
+    Wait,
+    /// What COMMAND left is stopped when COMMAND exits.
+    Kill,
 }
 
 /// Running under systemd or cron.

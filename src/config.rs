@@ -88,6 +88,7 @@ pub struct ChildConfig {
     pub shell: bool,
     pub kill_signal: Signal,
     pub kill_timeout: Duration,
+    pub leftovers: crate::cli::Leftovers,
 }
 
 /// Variables that say where the locks are. Empty, each would silently pick
@@ -485,6 +486,7 @@ fn assemble(
         shell: child.shell,
         kill_signal: child.kill_signal,
         kill_timeout,
+        leftovers: child.leftovers,
     };
     check_command(&child_config, env)?;
     Ok(HoldConfig {

@@ -35,6 +35,7 @@ use std::io::{self, Write};
 use std::os::fd::{AsFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitCode, ExitStatus};
+use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -45,7 +46,9 @@ use nix::unistd::Pid;
 use super::deadline::{self, Deadline, Step};
 use super::go;
 use super::sys::{self, spawn};
+pub use super::Leftovers;
 use crate::clock::{self, BootTimer};
+use crate::signals::Signal;
 
 /// The hidden subcommand lockrun routes to [`main`].
 pub const SUBCOMMAND: &str = "__guard";
@@ -84,13 +87,14 @@ pub(super) fn arguments(go: RawFd, argv: &[OsString]) -> impl Iterator<Item = Os
 /// The guard's entry point. `args` are the words after `__guard`:
 /// `[--go-fd N] -- PROGRAM [ARGS...]`.
 pub fn main(args: Vec<OsString>) -> ExitCode {
-    let Some(invocation) = parse(&args) else {
+    let Some(mut invocation) = parse(&args) else {
         say(format_args!(
             "`{SUBCOMMAND}` is for lockrun's own use: \
              lockrun {SUBCOMMAND} [{GO_FD} N] -- COMMAND [ARGS...]"
         ));
         return ExitCode::from(GUARD_FAILED);
     };
+    invocation.leftovers = Leftovers::from_env();
     // Exec'd, we were given COMMAND's environment by lockrun's spawn.
     ExitCode::from(run(invocation, &Environment::default()))
 }
@@ -120,7 +124,14 @@ impl Environment<'_> {
 }
 
 /// The guard itself, exec'd or forked: returns its exit status.
-pub(super) fn run(Invocation { go, argv }: Invocation<'_>, environment: &Environment<'_>) -> u8 {
+pub(super) fn run(
+    Invocation {
+        go,
+        argv,
+        leftovers,
+    }: Invocation<'_>,
+    environment: &Environment<'_>,
+) -> u8 {
     // Failing to rename ourselves costs operators a hint, nothing else.
     if let Ok(name) = std::ffi::CString::new(PROCESS_NAME) {
         let _ = nix::sys::prctl::set_name(&name);
@@ -182,7 +193,7 @@ pub(super) fn run(Invocation { go, argv }: Invocation<'_>, environment: &Environ
     sys::guard_relay_pending_and_unblock(child.id());
 
     let waited = match watch {
-        Ok(watch) => watch.run(&mut child, channel),
+        Ok(watch) => watch.run(&mut child, channel, leftovers),
         Err(_) => child.wait().map(Ending::Exited),
     };
     // Whatever ended us, we exit (and the held descriptor closes) only after
@@ -249,14 +260,22 @@ impl Watch {
 
     /// Waits for COMMAND, running the stop ladder on our own group if the
     /// last deadline lockrun gave us passes with no newer one.
-    fn run(self, child: &mut spawn::Spawned, mut channel: Option<File>) -> io::Result<Ending> {
+    fn run(
+        self,
+        child: &mut spawn::Spawned,
+        mut channel: Option<File>,
+        leftovers: Leftovers,
+    ) -> io::Result<Ending> {
         let mut reader = deadline::Reader::default();
         let mut current: Option<Deadline> = None;
         let mut signalled = false;
         let mut command_exit: Option<ExitStatus> = None;
-        let leftovers = Leftovers::from_env();
+        // With `--leftovers kill`: when the leftovers get SIGKILL.
+        let mut leftovers_kill_at: Option<Duration> = None;
         loop {
             relay_to_strays();
+            // The earliest moment something is due: the timer is set to it.
+            let mut wake: Option<Duration> = None;
             if command_exit.is_none() {
                 command_exit = child.try_wait()?;
             }
@@ -274,13 +293,25 @@ impl Watch {
                 if stopping {
                     kill_group_but_us();
                 }
-                if leftovers == Leftovers::Kill || !reap_children() {
+                if !reap_children() {
                     return Ok(Ending::Exited(status));
+                }
+                if let Leftovers::Kill { signal, grace } = leftovers {
+                    let now = clock::boottime();
+                    let kill_at = *leftovers_kill_at.get_or_insert_with(|| {
+                        signal_tree(signal.number());
+                        now + grace
+                    });
+                    // Past the grace, `end_tree` SIGKILLs what is left.
+                    if signal == Signal::Kill || now >= kill_at {
+                        return Ok(Ending::Exited(status));
+                    }
+                    wake = Some(kill_at);
                 }
             }
             if let Some(deadline) = current {
                 match deadline.step(clock::boottime(), signalled) {
-                    Step::WaitUntil(at) => self.timer.set(at)?,
+                    Step::WaitUntil(at) => wake = Some(wake.map_or(at, |w| w.min(at))),
                     // lockrun, running, sent it to the group (us included)
                     // itself: a second one could cut the child's shutdown
                     // short.
@@ -309,6 +340,9 @@ impl Watch {
                         continue;
                     }
                 }
+            }
+            if let Some(at) = wake {
+                self.timer.set(at)?;
             }
             let (exited, fired, message) = {
                 let interest = PollFlags::POLLIN;
@@ -450,6 +484,21 @@ fn signal_strays(number: i32) {
     }
 }
 
+/// Sends signal `number` to every process of COMMAND's tree, in our group
+/// or not, ourselves excepted.
+fn signal_tree(number: i32) {
+    let Ok(signal) = NixSignal::try_from(number) else {
+        return;
+    };
+    let me = std::process::id();
+    let group = nix::unistd::getpgrp().as_raw() as u32;
+    if let Ok(tree) = sys::live_tree(me, group) {
+        for pid in tree {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), signal);
+        }
+    }
+}
+
 /// Passes the signals lockrun sent our group since the last call on to the
 /// tree's processes outside the group.
 fn relay_to_strays() {
@@ -458,27 +507,41 @@ fn relay_to_strays() {
     }
 }
 
-/// What the job does with processes COMMAND leaves behind when it exits:
-/// lockrun passes `--leftovers` to the guard in its environment (see
-/// [`LEFTOVERS_ENV`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Leftovers {
-    /// The job lasts until the tree is empty.
-    Wait,
-    /// The job ends with COMMAND: what is left is killed.
-    Kill,
-}
-
-/// The guard's environment variable for [`Leftovers`]; removed from
-/// COMMAND's environment.
+/// The guard's environment variable for [`Leftovers`], set by lockrun for
+/// an exec'd guard (a forked one is handed it directly) and removed from
+/// COMMAND's environment: `wait`, or `kill:SIGNAL:GRACE_NANOS`.
 pub const LEFTOVERS_ENV: &str = "LOCKRUN_GUARD_LEFTOVERS";
 
 impl Leftovers {
-    fn from_env() -> Leftovers {
-        match std::env::var_os(LEFTOVERS_ENV) {
-            Some(value) if value == "kill" => Leftovers::Kill,
-            _ => Leftovers::Wait,
+    /// The value of [`LEFTOVERS_ENV`] that says `self`.
+    pub(super) fn to_env(self) -> OsString {
+        match self {
+            Leftovers::Wait => OsString::from("wait"),
+            Leftovers::Kill { signal, grace } => {
+                format!("kill:{}:{}", signal.number(), grace.as_nanos()).into()
+            }
         }
+    }
+
+    /// Read back from [`LEFTOVERS_ENV`]; anything we did not write is the
+    /// default, which keeps the lock longest.
+    fn from_env() -> Leftovers {
+        std::env::var_os(LEFTOVERS_ENV)
+            .and_then(|value| Leftovers::parse(value.to_str()?))
+            .unwrap_or_default()
+    }
+
+    fn parse(value: &str) -> Option<Leftovers> {
+        if value == "wait" {
+            return Some(Leftovers::Wait);
+        }
+        let mut words = value.strip_prefix("kill:")?.split(':');
+        let signal = Signal::from_number(words.next()?.parse().ok()?)?;
+        let nanos: u64 = words.next()?.parse().ok()?;
+        words.next().is_none().then_some(Leftovers::Kill {
+            signal,
+            grace: Duration::from_nanos(nanos),
+        })
     }
 }
 
@@ -511,6 +574,8 @@ pub(super) struct Invocation<'a> {
     pub go: Option<RawFd>,
     /// COMMAND, never empty.
     pub argv: &'a [OsString],
+    /// What to do with what COMMAND leaves running.
+    pub leftovers: Leftovers,
 }
 
 fn parse(args: &[OsString]) -> Option<Invocation<'_>> {
@@ -520,9 +585,11 @@ fn parse(args: &[OsString]) -> Option<Invocation<'_>> {
         _ => (None, args),
     };
     match rest.split_first() {
-        Some((separator, argv)) if separator == SEPARATOR && !argv.is_empty() => {
-            Some(Invocation { go, argv })
-        }
+        Some((separator, argv)) if separator == SEPARATOR && !argv.is_empty() => Some(Invocation {
+            go,
+            argv,
+            leftovers: Leftovers::Wait,
+        }),
         _ => None,
     }
 }
@@ -575,6 +642,27 @@ mod tests {
         let busy = io::Error::from_raw_os_error(libc::ETXTBSY);
         assert_eq!(exit_for(&busy), 126);
         assert_eq!(reason(&busy), "text file busy");
+    }
+
+    #[test]
+    fn leftovers_survive_the_trip_through_the_environment() {
+        for leftovers in [
+            Leftovers::Wait,
+            Leftovers::Kill {
+                signal: Signal::Term,
+                grace: Duration::from_millis(2500),
+            },
+            Leftovers::Kill {
+                signal: Signal::Kill,
+                grace: Duration::ZERO,
+            },
+        ] {
+            let value = leftovers.to_env();
+            assert_eq!(Leftovers::parse(value.to_str().unwrap()), Some(leftovers));
+        }
+        for bad in ["", "kill", "kill:15", "kill:99:1", "kill:15:1:2", "Wait"] {
+            assert_eq!(Leftovers::parse(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

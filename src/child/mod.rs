@@ -126,6 +126,21 @@ pub struct Command {
     /// releases only after the whole group is gone. COMMAND never inherits
     /// it, nor does any other child of lockrun's.
     pub lends: bool,
+    /// What becomes of the processes COMMAND leaves running when it exits.
+    pub leftovers: Leftovers,
+}
+
+/// What the job does with the processes COMMAND leaves running when it
+/// exits (`--leftovers`). The job's exit status is COMMAND's either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Leftovers {
+    /// The job, and so the lock, lasts until the last of them is gone: a
+    /// daemon COMMAND started is the job (`pg_ctl start`).
+    #[default]
+    Wait,
+    /// They get `signal`, then SIGKILL after `grace`; the job ends once
+    /// they are gone.
+    Kill { signal: Signal, grace: Duration },
 }
 
 /// The executable to use as [`Command::guard_exe`]: this very program.
@@ -156,6 +171,10 @@ impl Command {
             cmd.env_remove(key);
         }
         cmd.envs(self.env.iter().map(|(key, value)| (key, value)));
+        // Always set, so that a value in lockrun's own environment (a
+        // lockrun run by another's COMMAND never sees one, but a user might
+        // set it) cannot choose for us.
+        cmd.env(guard::LEFTOVERS_ENV, self.leftovers.to_env());
         cmd.process_group(0);
         Ok(cmd)
     }
@@ -358,6 +377,7 @@ impl Child {
         let invocation = || guard::Invocation {
             go: Some(keep),
             argv: &argv,
+            leftovers: cmd.leftovers,
         };
         let pid = sys::fork_guard(keep, || guard::run(invocation(), &environment))?;
         // As in `prepare_with`: without our copy of the read end, a guard
@@ -908,6 +928,7 @@ mod tests {
             env_remove: vec![],
             guard_exe: "/bin/lockrun".into(),
             lends: false,
+            leftovers: Leftovers::Wait,
         };
         assert_eq!(args(&cmd), ["__guard", "--go-fd", "3", "--", "echo", "a b"]);
         cmd.shell = true;

@@ -17,6 +17,7 @@ use crate::backend::{
     self, Acquisition, Claim, Engine, Lease, Lost, Opening, Renewal, Target, Wait,
 };
 use crate::child::{self, Child, ChildExit};
+use crate::cli::Leftovers;
 use crate::config::HoldConfig;
 use crate::error::Failure;
 use crate::exit::Exit;
@@ -251,6 +252,13 @@ fn child_command(
         },
         guard_exe,
         lends,
+        leftovers: match config.child.leftovers {
+            Leftovers::Wait => child::Leftovers::Wait,
+            Leftovers::Kill => child::Leftovers::Kill {
+                signal: config.child.kill_signal,
+                grace: config.child.kill_timeout,
+            },
+        },
     })
 }
 

@@ -136,6 +136,113 @@ fn a_fork_loop_is_gone_after_release(place: &Place) {
 }
 on_every_backend!(a_fork_loop_is_gone_after_release);
 
+/// A daemon that ignores SIGTERM and beats until `$1/go` appears, started
+/// by a command that notes when it exits, with status 3.
+const DAEMONIZE_STUBBORN: &str = "(setsid sh -c 'trap \"\" TERM; while [ ! -e \"$0/go\" ]; do \
+     date +%s%N >> \"$0/beat\"; sleep 0.01; done' \"$1\" </dev/null >/dev/null 2>&1 &); \
+     while [ ! -s \"$1/beat\" ]; do sleep 0.01; done; date +%s%N > \"$1/exited\"; exit 3";
+
+/// `--leftovers kill`: when COMMAND exits, what it left gets the kill
+/// signal, then SIGKILL after --kill-timeout; lockrun exits with COMMAND's
+/// status once they are gone, and a rival's command starts only after.
+fn leftovers_kill_ends_the_job_with_the_command(place: &Place) {
+    let key = place.key("leftovers-kill");
+    let work = scratch();
+    let mut cmd = place.lockrun(&[
+        "elect",
+        &key,
+        "--leftovers",
+        "kill",
+        "--kill-timeout",
+        "300ms",
+        "--shell",
+        "--",
+        DAEMONIZE_STUBBORN,
+    ]);
+    cmd.arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    wait_for_file(&work.path().join("beat"));
+    let rival_mark = work.path().join("rival");
+    let mut cmd = place.lockrun(&["elect", &key, "--shell", "--", "date +%s%N > \"$1\""]);
+    cmd.arg(&rival_mark);
+    let rival = Running::spawn(&mut cmd);
+    let output = holder.finish();
+    let holder_ended = crate::support::now_ns();
+    place.status(&output, 3, "the holder, with COMMAND's status");
+    place.status(&rival.finish(), 0, "the rival");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    let read = |name: &str| -> u128 {
+        let text = std::fs::read_to_string(work.path().join(name)).unwrap();
+        text.trim().parse().unwrap()
+    };
+    let (exited, started, last) = (read("exited"), read("rival"), last_beat(work.path()));
+    assert!(
+        last < started,
+        "the leftover beat {} ms after the rival's command started",
+        (last - started) / 1_000_000
+    );
+    assert!(last < holder_ended, "the leftover outlived the holder");
+    // It ignored SIGTERM, so only SIGKILL ended it, after the grace.
+    assert!(
+        last >= exited + 250_000_000,
+        "the leftover was killed {} ms after COMMAND exited, before --kill-timeout 300ms",
+        (last.saturating_sub(exited)) / 1_000_000
+    );
+}
+on_every_backend!(leftovers_kill_ends_the_job_with_the_command);
+
+/// An unknown `--leftovers` value is a usage error naming the values, and
+/// nothing reaches the engine.
+#[test]
+fn an_unknown_leftovers_value_is_a_usage_error_on_every_backend() {
+    for place in [
+        Place::consul("leftovers"),
+        Place::etcd("leftovers"),
+        Place::local(),
+    ] {
+        let key = place.key("k");
+        for args in [
+            vec!["elect", "--leftovers", "linger", &key, "--", "true"],
+            vec![
+                "semaphore",
+                "-l",
+                "2",
+                "--leftovers",
+                "",
+                &key,
+                "--",
+                "true",
+            ],
+        ] {
+            let output = run(&mut place.lockrun(&args));
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            place.status(&output, 2, "a bad --leftovers");
+            assert_eq!(stderr.lines().count(), 1, "{stderr}");
+            assert!(
+                stderr.contains("wait") && stderr.contains("kill"),
+                "names the values: {stderr}"
+            );
+        }
+        match &place {
+            Place::Consul(consul, prefix) => {
+                assert!(consul.api().kv_list(prefix).is_empty(), "nothing on Consul");
+                if let Some(emulator) = consul.emulator() {
+                    assert_eq!(emulator.write_count(), 0, "no write reached Consul");
+                }
+            }
+            Place::Etcd { prefix, .. } => {
+                let left =
+                    crate::etcd_support::etcdctl_ok(&["get", "--prefix", "--keys-only", prefix]);
+                assert!(left.trim().is_empty(), "nothing on etcd: {left}");
+            }
+            Place::Local(dir) => {
+                let left = std::fs::read_dir(dir.path()).unwrap().count();
+                assert_eq!(left, 0, "nothing in the lock directory");
+            }
+        }
+    }
+}
+
 /// How many beats the tree has written so far.
 fn beat_count(work: &std::path::Path) -> usize {
     std::fs::read_to_string(work.join("beat"))
