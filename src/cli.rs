@@ -422,6 +422,15 @@ pub struct ChildArgs {
     /// COMMAND's either way.
     #[arg(long, value_enum, default_value_t = Leftovers::Wait, value_name = "WHAT")]
     pub leftovers: Leftovers,
+    /// How COMMAND's process tree is kept together. `auto`: in a cgroup v2
+    /// of its own where lockrun may create one (as root, or under systemd
+    /// delegation: `Delegate=yes`, `systemd-run --scope`, the user@
+    /// service), stopped at once by `cgroup.kill`; elsewhere, and after any
+    /// failure, as `subreaper`: the guard, a child subreaper, finds the
+    /// tree's processes in /proc and kills them in passes until none is
+    /// left. `-v` says which mode a run got.
+    #[arg(long, value_enum, default_value_t = ContainmentMode::Auto, value_name = "MODE")]
+    pub containment: ContainmentMode,
     /// Value stored in the lock entry [default: this host's name].
     #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), value_name = "VALUE")]
     pub value: Option<String>,
@@ -437,6 +446,15 @@ pub enum Leftovers {
     Wait,
     /// What COMMAND left is stopped when COMMAND exits.
     Kill,
+}
+
+/// `--containment`: how COMMAND's tree is kept together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ContainmentMode {
+    /// A cgroup of its own where possible, else the subreaper.
+    Auto,
+    /// The guard as a child subreaper alone, never a cgroup.
+    Subreaper,
 }
 
 /// Running under systemd or cron.

@@ -89,6 +89,7 @@ pub struct ChildConfig {
     pub kill_signal: Signal,
     pub kill_timeout: Duration,
     pub leftovers: crate::cli::Leftovers,
+    pub containment: crate::cli::ContainmentMode,
 }
 
 /// Variables that say where the locks are. Empty, each would silently pick
@@ -487,6 +488,7 @@ fn assemble(
         kill_signal: child.kill_signal,
         kill_timeout,
         leftovers: child.leftovers,
+        containment: child.containment,
     };
     check_command(&child_config, env)?;
     Ok(HoldConfig {

@@ -34,6 +34,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
 use std::process::{ExitCode, ExitStatus};
 use std::time::Duration;
 
@@ -43,6 +44,7 @@ use nix::sys::signal::Signal as NixSignal;
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::Pid;
 
+use super::cgroup::{Cgroup, Containment};
 use super::deadline::{self, Deadline, Step};
 use super::go;
 use super::sys::{self, spawn};
@@ -95,6 +97,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         return ExitCode::from(GUARD_FAILED);
     };
     invocation.leftovers = Leftovers::from_env();
+    invocation.cgroup = CgroupPlan::from_env();
     // Exec'd, we were given COMMAND's environment by lockrun's spawn.
     ExitCode::from(run(invocation, &Environment::default()))
 }
@@ -113,7 +116,9 @@ impl Environment<'_> {
     /// plus what it adds and what came with the go message, in that order.
     fn of_command(&self, from_go: go::Env) -> go::Env {
         let mut vars: go::Env = std::env::vars_os()
-            .filter(|(key, _)| !self.remove.contains(key) && key != LEFTOVERS_ENV)
+            .filter(|(key, _)| {
+                !self.remove.contains(key) && key != LEFTOVERS_ENV && key != CGROUP_ENV
+            })
             .collect();
         for (key, value) in self.add.iter().cloned().chain(from_go) {
             vars.retain(|(k, _)| *k != key);
@@ -129,6 +134,7 @@ pub(super) fn run(
         go,
         argv,
         leftovers,
+        cgroup: plan,
     }: Invocation<'_>,
     environment: &Environment<'_>,
 ) -> u8 {
@@ -182,25 +188,62 @@ pub(super) fn run(
         ));
     }
 
-    let mut child = match spawn::spawn(argv, &environment.of_command(env)) {
+    // COMMAND's own cgroup, if lockrun found one we may make; otherwise,
+    // or if anything fails on the way, the subreaper alone contains it.
+    let mut cgroup = plan
+        .as_ref()
+        .and_then(|plan| match Cgroup::create(&plan.parent) {
+            Ok(cgroup) => Some(cgroup),
+            Err(err) => {
+                plan.fell_back(format_args!(
+                    "cannot create a cgroup in `{}`: {}",
+                    plan.parent.display(),
+                    reason(&err)
+                ));
+                None
+            }
+        });
+    let spawned = spawn::spawn(
+        argv,
+        &environment.of_command(env),
+        cgroup.as_ref().map(Cgroup::procs),
+    );
+    let mut child = match spawned {
         Ok(child) => child,
         Err(err) => {
+            if let Some(cgroup) = cgroup {
+                let _ = cgroup.remove();
+            }
             let program = argv[0].to_string_lossy();
             say(format_args!("cannot run `{program}`: {}", reason(&err)));
             return exit_for(&err);
         }
     };
     sys::guard_relay_pending_and_unblock(child.id());
+    if let Some(err) = child.cgroup_refused() {
+        if let (Some(plan), Some(made)) = (&plan, cgroup.take()) {
+            plan.fell_back(format_args!(
+                "cannot move the command into `{}`: {}",
+                made.dir().display(),
+                reason(&err)
+            ));
+            let _ = made.remove();
+        }
+    }
 
     let waited = match watch {
-        Ok(watch) => watch.run(&mut child, channel, leftovers),
+        Ok(watch) => watch.run(&mut child, channel, leftovers, cgroup.as_mut()),
         Err(_) => child.wait().map(Ending::Exited),
     };
     // Whatever ended us, we exit (and the held descriptor closes) only after
     // the rest of the tree is dead.
     // COMMAND's pid is ours to signal only while we have not reaped it.
     let unreaped = matches!(waited, Ok(Ending::Killed)).then(|| child.id());
-    end_tree(unreaped);
+    end_tree(unreaped, cgroup.as_mut());
+    if let Some(cgroup) = cgroup {
+        // Empty now; a failure leaves an empty directory, nothing running.
+        let _ = cgroup.remove();
+    }
     let lent = held.is_some();
     drop(held);
     if matches!(waited, Ok(Ending::Killed)) && !lent {
@@ -265,6 +308,7 @@ impl Watch {
         child: &mut spawn::Spawned,
         mut channel: Option<File>,
         leftovers: Leftovers,
+        mut cgroup: Option<&mut Cgroup>,
     ) -> io::Result<Ending> {
         let mut reader = deadline::Reader::default();
         let mut current: Option<Deadline> = None;
@@ -293,7 +337,7 @@ impl Watch {
                 if stopping {
                     kill_group_but_us();
                 }
-                if !reap_children() {
+                if tree_is_empty(cgroup.as_deref_mut()) {
                     return Ok(Ending::Exited(status));
                 }
                 if let Leftovers::Kill { signal, grace } = leftovers {
@@ -350,6 +394,13 @@ impl Watch {
                     PollFd::new(self.exits.as_fd(), interest),
                     PollFd::new(self.timer.as_fd(), interest),
                 ];
+                // Once COMMAND is gone, a cgroup that empties wakes us too,
+                // should its last process not be our child. (Only then:
+                // `tree_is_empty` has just read the file, re-arming it.)
+                if let (Some(cgroup), Some(_)) = (&cgroup, command_exit) {
+                    fds.push(PollFd::new(cgroup.events(), PollFlags::POLLPRI));
+                }
+                let channel_at = fds.len();
                 if let Some(pipe) = &channel {
                     fds.push(PollFd::new(pipe.as_fd(), interest));
                 }
@@ -363,7 +414,7 @@ impl Watch {
                 (
                     ready(&fds[0]),
                     ready(&fds[1]),
-                    fds.get(2).is_some_and(ready),
+                    fds.get(channel_at).is_some_and(ready),
                 )
             };
             if exited {
@@ -408,11 +459,23 @@ impl Watch {
 /// forked before is found by the next pass. No time limit: a member stuck
 /// in the kernel keeps us, and so the lock, alive, which is the side a lock
 /// must err on.
-fn end_tree(command: Option<u32>) {
+fn end_tree(command: Option<u32>, cgroup: Option<&mut Cgroup>) {
     // COMMAND first, before any look at /proc: when a deadline passes, it
     // is what most likely still runs, and it must not wait for a scan.
     if let Some(pid) = command {
         let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), NixSignal::SIGKILL);
+    }
+    // In a cgroup, the kernel kills the whole tree at once, whatever forks
+    // meanwhile, and tells us when it is empty; the passes below then find
+    // nobody but zombies to reap, or a process that joined our group from
+    // outside. If the cgroup stops answering, the passes do the work.
+    if let Some(cgroup) = cgroup {
+        if cgroup.kill().is_ok() {
+            while cgroup.populated() == Some(true) {
+                reap_children();
+                cgroup.wait_change(std::time::Duration::from_millis(50));
+            }
+        }
     }
     // A subreaper with no children has no descendants: COMMAND and all it
     // started are gone, zombies included, so reading every process's /proc
@@ -453,6 +516,16 @@ fn end_tree(command: Option<u32>) {
         std::thread::sleep(pause);
         pause = (pause * 2).min(std::time::Duration::from_millis(50));
     }
+}
+
+/// Whether COMMAND's tree is gone, its zombies reaped: we have no child
+/// left (as a subreaper, every process of the tree is our descendant), and
+/// its cgroup, if it has one, holds no process.
+fn tree_is_empty(cgroup: Option<&mut Cgroup>) -> bool {
+    // Read first, always: the read is what re-arms the events file's
+    // wakeup, which would otherwise fire at every poll.
+    let populated = cgroup.and_then(|cgroup| cgroup.populated());
+    !reap_children() && populated != Some(true)
 }
 
 /// SIGKILLs every live member of our group but ourselves.
@@ -545,6 +618,56 @@ impl Leftovers {
     }
 }
 
+/// The guard's environment variable for [`CgroupPlan`], set by lockrun for
+/// an exec'd guard and removed from COMMAND's environment: the cgroup to
+/// make COMMAND's in, after `say:` if a fall-back is to be said.
+pub const CGROUP_ENV: &str = "LOCKRUN_GUARD_CGROUP";
+
+/// Where the guard is to make COMMAND's cgroup (see `cgroup`).
+pub(super) struct CgroupPlan {
+    /// The cgroup to make it in: lockrun's (and so ours).
+    parent: PathBuf,
+    /// Whether to say, on stderr, that we fell back to the subreaper: at
+    /// `-v`, where lockrun said we would use a cgroup.
+    say: bool,
+}
+
+impl CgroupPlan {
+    /// The plan for lockrun's choice of mode; its log's verbosity decides
+    /// whether a fall-back is said.
+    pub(super) fn of(containment: &Containment) -> Option<CgroupPlan> {
+        match containment {
+            Containment::Cgroup(parent) => Some(CgroupPlan {
+                parent: parent.clone(),
+                say: tracing::enabled!(tracing::Level::INFO),
+            }),
+            Containment::Subreaper(_) => None,
+        }
+    }
+
+    pub(super) fn to_env(&self) -> OsString {
+        let mut value = OsString::from(if self.say { "say:" } else { "" });
+        value.push(&self.parent);
+        value
+    }
+
+    fn from_env() -> Option<CgroupPlan> {
+        let value = PathBuf::from(std::env::var_os(CGROUP_ENV)?);
+        let (parent, say) = match value.strip_prefix("say:") {
+            Ok(rest) => (rest.to_owned(), true),
+            Err(_) => (value, false),
+        };
+        parent.is_absolute().then_some(CgroupPlan { parent, say })
+    }
+
+    /// Says, if asked to, that the job runs in subreaper mode after all.
+    fn fell_back(&self, why: std::fmt::Arguments<'_>) {
+        if self.say {
+            say(format_args!("containment: subreaper ({why})"));
+        }
+    }
+}
+
 /// Reaps every child of ours that has exited, never blocking. False only
 /// when we have no child left at all.
 fn reap_children() -> bool {
@@ -576,6 +699,8 @@ pub(super) struct Invocation<'a> {
     pub argv: &'a [OsString],
     /// What to do with what COMMAND leaves running.
     pub leftovers: Leftovers,
+    /// Where to make COMMAND's cgroup, if anywhere.
+    pub cgroup: Option<CgroupPlan>,
 }
 
 fn parse(args: &[OsString]) -> Option<Invocation<'_>> {
@@ -589,6 +714,7 @@ fn parse(args: &[OsString]) -> Option<Invocation<'_>> {
             go,
             argv,
             leftovers: Leftovers::Wait,
+            cgroup: None,
         }),
         _ => None,
     }

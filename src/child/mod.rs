@@ -9,8 +9,9 @@
 //!
 //! - **Process group.** Every signal goes to the whole group, so `sh -c`
 //!   wrappers and grandchildren are stopped with COMMAND. A process that
-//!   calls `setsid` or `setpgid` leaves the group, and only cgroups could
-//!   follow it.
+//!   calls `setsid` or `setpgid` leaves the group; the guard, a child
+//!   subreaper, still finds it below itself, and in cgroup mode it stays in
+//!   the job's cgroup (see `cgroup`).
 //! - **Parent death.** The guard's `PR_SET_PDEATHSIG` fires when the
 //!   *thread* that spawned it exits, which is why lockrun runs a
 //!   current-thread runtime and spawns from it. The guard answers by
@@ -60,6 +61,7 @@
 //!   descriptor comes with the go message ([`Prepared::start_lending`]), so
 //!   that this guard too is parked while lockrun waits.
 
+mod cgroup;
 mod deadline;
 mod go;
 pub mod guard;
@@ -76,6 +78,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use cgroup::Containment;
 pub use deadline::{Deadline, GuardDeadlines};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::{sleep, timeout, Instant};
@@ -128,6 +131,8 @@ pub struct Command {
     pub lends: bool,
     /// What becomes of the processes COMMAND leaves running when it exits.
     pub leftovers: Leftovers,
+    /// How COMMAND's tree is kept together (see the `cgroup` module).
+    pub containment: Containment,
 }
 
 /// What the job does with the processes COMMAND leaves running when it
@@ -175,6 +180,10 @@ impl Command {
         // lockrun run by another's COMMAND never sees one, but a user might
         // set it) cannot choose for us.
         cmd.env(guard::LEFTOVERS_ENV, self.leftovers.to_env());
+        match guard::CgroupPlan::of(&self.containment) {
+            Some(plan) => cmd.env(guard::CGROUP_ENV, plan.to_env()),
+            None => cmd.env_remove(guard::CGROUP_ENV),
+        };
         cmd.process_group(0);
         Ok(cmd)
     }
@@ -286,6 +295,9 @@ pub struct Child {
     /// of the terminal in the background, say) is answered with SIGCONT,
     /// never reported, or the child could not act on that request.
     ending: bool,
+    /// The cgroup the guard was to make for COMMAND, in cgroup mode: the
+    /// guard removes it, unless it was killed first; then we do.
+    cgroup: Option<PathBuf>,
 }
 
 /// A guard started ahead of COMMAND and parked: it runs nothing until
@@ -295,6 +307,8 @@ pub struct Prepared {
     pid: u32,
     /// Always `Some` until `start` takes it or `drop` discards it.
     parked: Option<Parked>,
+    /// The mode the guard was asked to contain COMMAND in, to say at start.
+    containment: Containment,
 }
 
 struct Parked {
@@ -352,6 +366,7 @@ impl Child {
                 sigchld,
                 terminal,
             }),
+            containment: cmd.containment.clone(),
         })
     }
 
@@ -378,13 +393,18 @@ impl Child {
             go: Some(keep),
             argv: &argv,
             leftovers: cmd.leftovers,
+            cgroup: guard::CgroupPlan::of(&cmd.containment),
         };
         let pid = sys::fork_guard(keep, || guard::run(invocation(), &environment))?;
         // As in `prepare_with`: without our copy of the read end, a guard
         // that is gone makes `start` fail rather than write into the void.
         drop(go_read);
         tracing::debug!(pid, "forked the guard, parked");
-        Ok(Some(Forked { pid, go: Some(go) }))
+        Ok(Some(Forked {
+            pid,
+            go: Some(go),
+            containment: cmd.containment.clone(),
+        }))
     }
 
     /// The guard's pid, which is also the child's process group id.
@@ -618,7 +638,10 @@ impl Child {
                 tracing::warn!("cannot kill the child's process group: {err}");
             }
             match sys::reap(self.pid) {
-                Ok(()) => self.state = State::Reaped(exit),
+                Ok(()) => {
+                    self.state = State::Reaped(exit);
+                    self.remove_cgroup();
+                }
                 Err(err) => {
                     tracing::warn!("cannot reap the guard: {err}");
                     return;
@@ -672,7 +695,18 @@ impl Child {
             }
         }
         self.state = State::Reaped(exit);
+        self.remove_cgroup();
         exit
+    }
+
+    /// Once the guard is reaped: its cgroup, if it left one (killed before
+    /// it could remove it), is emptied and removed.
+    fn remove_cgroup(&mut self) {
+        if let Some(dir) = self.cgroup.take() {
+            if let Err(err) = cgroup::remove_after_guard(&dir, SWEEP_LIMIT) {
+                tracing::warn!("cannot remove the cgroup `{}`: {err}", dir.display());
+            }
+        }
     }
 }
 
@@ -746,6 +780,9 @@ impl Prepared {
             ));
         }
         tracing::debug!(pid, "started the guard");
+        // Should the guard fail to use the cgroup, it says so itself, at
+        // the same verbosity.
+        tracing::info!("containment: {}", self.containment.describe(pid));
         let job = match crate::job::Watch::new() {
             Some(Ok(watch)) => Some(watch),
             Some(Err(err)) => {
@@ -767,6 +804,7 @@ impl Prepared {
             stopping: None,
             latest_deadline: Arc::default(),
             ending: false,
+            cgroup: self.containment.dir_of(pid),
         })
     }
 }
@@ -780,6 +818,7 @@ pub struct Forked {
     pid: u32,
     /// lockrun's end of the go pipe; `None` once adopted.
     go: Option<File>,
+    containment: Containment,
 }
 
 impl Forked {
@@ -796,6 +835,7 @@ impl Forked {
                 sigchld,
                 terminal: Terminal::Auto,
             }),
+            containment: self.containment.clone(),
         })
     }
 }
@@ -929,6 +969,7 @@ mod tests {
             guard_exe: "/bin/lockrun".into(),
             lends: false,
             leftovers: Leftovers::Wait,
+            containment: Containment::Subreaper("a test".into()),
         };
         assert_eq!(args(&cmd), ["__guard", "--go-fd", "3", "--", "echo", "a b"]);
         cmd.shell = true;

@@ -17,7 +17,7 @@ use crate::backend::{
     self, Acquisition, Claim, Engine, Lease, Lost, Opening, Renewal, Target, Wait,
 };
 use crate::child::{self, Child, ChildExit};
-use crate::cli::Leftovers;
+use crate::cli::{ContainmentMode, Leftovers};
 use crate::config::HoldConfig;
 use crate::error::Failure;
 use crate::exit::Exit;
@@ -258,6 +258,12 @@ fn child_command(
                 signal: config.child.kill_signal,
                 grace: config.child.kill_timeout,
             },
+        },
+        containment: match config.child.containment {
+            ContainmentMode::Auto => child::Containment::detect(),
+            ContainmentMode::Subreaper => {
+                child::Containment::Subreaper("--containment subreaper".into())
+            }
         },
     })
 }

@@ -17,7 +17,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lockrun::child::{Child, ChildExit, Command, Leftovers, Prepared, Terminal};
+use lockrun::child::{Child, ChildExit, Command, Containment, Leftovers, Prepared, Terminal};
 use lockrun::signals::Signal;
 
 use crate::consul::TestConsul;
@@ -56,6 +56,7 @@ fn direct<S: AsRef<OsStr>>(argv: &[S]) -> Command {
         guard_exe: GUARD.into(),
         lends: false,
         leftovers: Leftovers::Wait,
+        containment: Containment::detect(),
     }
 }
 
@@ -71,6 +72,7 @@ fn shell<S: AsRef<OsStr>>(script: &str, args: &[S]) -> Command {
         guard_exe: GUARD.into(),
         lends: false,
         leftovers: Leftovers::Wait,
+        containment: Containment::detect(),
     }
 }
 

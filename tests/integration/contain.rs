@@ -9,7 +9,7 @@ use nix::sys::signal::Signal;
 use crate::places::{last_beat, Place};
 use crate::support::{run, scratch, wait_for_file, Running};
 
-/// One scenario as a test per backend.
+/// One scenario as a test per backend and containment mode.
 macro_rules! on_every_backend {
     ($scenario:ident) => {
         mod $scenario {
@@ -17,20 +17,110 @@ macro_rules! on_every_backend {
 
             #[test]
             fn on_local() {
-                super::$scenario(&Place::local());
+                super::$scenario(&Place::local(), Mode::Cgroup);
             }
 
             #[test]
             fn on_consul() {
-                super::$scenario(&Place::consul(stringify!($scenario)));
+                super::$scenario(&Place::consul(stringify!($scenario)), Mode::Cgroup);
             }
 
             #[test]
             fn on_etcd() {
-                super::$scenario(&Place::etcd(stringify!($scenario)));
+                super::$scenario(&Place::etcd(stringify!($scenario)), Mode::Cgroup);
+            }
+
+            #[test]
+            fn on_local_subreaper() {
+                super::$scenario(&Place::local(), Mode::Subreaper);
+            }
+
+            #[test]
+            fn on_consul_subreaper() {
+                super::$scenario(&Place::consul(stringify!($scenario)), Mode::Subreaper);
+            }
+
+            #[test]
+            fn on_etcd_subreaper() {
+                super::$scenario(&Place::etcd(stringify!($scenario)), Mode::Subreaper);
             }
         }
     };
+}
+
+/// The containment a scenario runs in.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Mode {
+    /// `--containment auto`, where the host lets us write a cgroup v2:
+    /// cgroup mode. Elsewhere the test says why, and checks the subreaper.
+    Cgroup,
+    /// `--containment subreaper`.
+    Subreaper,
+}
+
+impl Mode {
+    /// The holder's flags for this mode, `-v` to have it say which it got.
+    fn flags(self) -> &'static [&'static str] {
+        match self {
+            Mode::Cgroup => &["-v", "--containment", "auto"],
+            Mode::Subreaper => &["-v", "--containment", "subreaper"],
+        }
+    }
+
+    /// Asserts from the holder's `-v` output that it ran in this mode, and
+    /// that its cgroup, if any, is gone now; the cgroup's path.
+    fn check(self, stderr: &str) -> Option<std::path::PathBuf> {
+        let line = stderr
+            .lines()
+            .find_map(|line| line.split_once("containment: ").map(|(_, mode)| mode))
+            .unwrap_or_else(|| panic!("the holder did not say its containment:\n{stderr}"));
+        let expected = match self {
+            Mode::Cgroup => match writable_cgroup_v2() {
+                Ok(_) => "cgroup ",
+                Err(why) => {
+                    eprintln!("cgroup mode not checked: {why}");
+                    "subreaper ("
+                }
+            },
+            Mode::Subreaper => "subreaper (--containment subreaper)",
+        };
+        assert!(
+            line.starts_with(expected),
+            "ran in `{line}`, not `{expected}`:\n{stderr}"
+        );
+        let dir = line.strip_prefix("cgroup ").map(std::path::PathBuf::from)?;
+        // A guard whose lockrun was SIGKILLed removes it on its own time.
+        let gone = crate::procs::wait_until(crate::procs::deadline(), || !dir.exists());
+        assert!(gone, "the job's cgroup `{}` was left behind", dir.display());
+        Some(dir)
+    }
+}
+
+/// Our own cgroup v2 directory if we may create cgroups in it, else why
+/// not: where lockrun must use cgroup mode.
+fn writable_cgroup_v2() -> Result<std::path::PathBuf, String> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| e.to_string())?;
+    let path = own
+        .lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .ok_or("no cgroup v2 hierarchy")?;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
+    let mount = mounts
+        .lines()
+        .filter(|line| line.contains(" - cgroup2 "))
+        .find_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            (fields.get(3) == Some(&"/")).then(|| fields[4].to_owned())
+        })
+        .ok_or("no whole cgroup v2 hierarchy mounted")?;
+    let dir = std::path::Path::new(&mount).join(path.trim_start_matches('/'));
+    nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK)
+        .map_err(|e| format!("`{}` is not writable ({e})", dir.display()))?;
+    if !nix::unistd::Uid::effective().is_root() && std::env::var_os("LOCKRUN_TEST_CGROUP").is_none()
+    {
+        return Err("not root".into());
+    }
+    Ok(dir)
 }
 
 /// A command that starts a daemon (a double fork, then `setsid`) beating
@@ -55,10 +145,13 @@ enum End {
 /// Starts `lockrun elect KEY --shell -- SCRIPT WORK` and a waiting rival,
 /// ends the holder's job as `end` says, and asserts the tree's last beat
 /// came before the rival's command started.
-fn contained(place: &Place, name: &str, script: &str, end: End) {
+fn contained(place: &Place, mode: Mode, name: &str, script: &str, end: End) {
     let key = place.key(name);
     let work = scratch();
-    let mut cmd = place.lockrun(&["elect", &key, "--shell", "--", script]);
+    let mut args = vec!["elect", &key];
+    args.extend(mode.flags());
+    args.extend(["--shell", "--", script]);
+    let mut cmd = place.lockrun(&args);
     cmd.arg(work.path());
     let holder = Running::spawn(&mut cmd);
     wait_for_file(&work.path().join("beat"));
@@ -81,9 +174,10 @@ fn contained(place: &Place, name: &str, script: &str, end: End) {
         }
         End::Signal(signal) => holder.signal(signal),
     }
-    let _ = holder.finish();
+    let output = holder.finish();
     let holder_ended = crate::support::now_ns();
     place.status(&rival.finish(), 0, "the rival");
+    mode.check(&String::from_utf8_lossy(&output.stderr));
     // Whatever happened, nothing of ours beats on after the test.
     std::fs::write(work.path().join("go"), "").unwrap();
     let started: u128 = std::fs::read_to_string(&rival_mark)
@@ -111,30 +205,41 @@ fn contained(place: &Place, name: &str, script: &str, end: End) {
     );
 }
 
-fn a_daemon_ending_by_itself_keeps_the_lock(place: &Place) {
-    contained(place, "by-itself", DAEMONIZE, End::ByItself);
+fn a_daemon_ending_by_itself_keeps_the_lock(place: &Place, mode: Mode) {
+    contained(place, mode, "by-itself", DAEMONIZE, End::ByItself);
 }
 on_every_backend!(a_daemon_ending_by_itself_keeps_the_lock);
 
-fn a_released_daemon_is_gone_before_the_rival(place: &Place) {
-    contained(place, "released", DAEMONIZE, End::Release);
+fn a_released_daemon_is_gone_before_the_rival(place: &Place, mode: Mode) {
+    contained(place, mode, "released", DAEMONIZE, End::Release);
 }
 on_every_backend!(a_released_daemon_is_gone_before_the_rival);
 
-fn a_daemon_is_gone_after_sigterm_to_lockrun(place: &Place) {
-    contained(place, "term", DAEMONIZE, End::Signal(Signal::SIGTERM));
+fn a_daemon_is_gone_after_sigterm_to_lockrun(place: &Place, mode: Mode) {
+    contained(place, mode, "term", DAEMONIZE, End::Signal(Signal::SIGTERM));
 }
 on_every_backend!(a_daemon_is_gone_after_sigterm_to_lockrun);
 
-fn a_daemon_is_gone_after_sigkill_to_lockrun(place: &Place) {
-    contained(place, "kill", DAEMONIZE, End::Signal(Signal::SIGKILL));
+fn a_daemon_is_gone_after_sigkill_to_lockrun(place: &Place, mode: Mode) {
+    contained(place, mode, "kill", DAEMONIZE, End::Signal(Signal::SIGKILL));
 }
 on_every_backend!(a_daemon_is_gone_after_sigkill_to_lockrun);
 
-fn a_fork_loop_is_gone_after_release(place: &Place) {
-    contained(place, "fork-loop", WANDER, End::Release);
+fn a_fork_loop_is_gone_after_release(place: &Place, mode: Mode) {
+    contained(place, mode, "fork-loop", WANDER, End::Release);
 }
 on_every_backend!(a_fork_loop_is_gone_after_release);
+
+fn a_fork_loop_is_gone_after_sigkill_to_lockrun(place: &Place, mode: Mode) {
+    contained(
+        place,
+        mode,
+        "fork-loop-kill",
+        WANDER,
+        End::Signal(Signal::SIGKILL),
+    );
+}
+on_every_backend!(a_fork_loop_is_gone_after_sigkill_to_lockrun);
 
 /// A daemon that ignores SIGTERM and beats until `$1/go` appears, started
 /// by a command that notes when it exits, with status 3.
@@ -145,20 +250,20 @@ const DAEMONIZE_STUBBORN: &str = "(setsid sh -c 'trap \"\" TERM; while [ ! -e \"
 /// `--leftovers kill`: when COMMAND exits, what it left gets the kill
 /// signal, then SIGKILL after --kill-timeout; lockrun exits with COMMAND's
 /// status once they are gone, and a rival's command starts only after.
-fn leftovers_kill_ends_the_job_with_the_command(place: &Place) {
+fn leftovers_kill_ends_the_job_with_the_command(place: &Place, mode: Mode) {
     let key = place.key("leftovers-kill");
     let work = scratch();
-    let mut cmd = place.lockrun(&[
+    let mut args = vec![
         "elect",
         &key,
         "--leftovers",
         "kill",
         "--kill-timeout",
         "300ms",
-        "--shell",
-        "--",
-        DAEMONIZE_STUBBORN,
-    ]);
+    ];
+    args.extend(mode.flags());
+    args.extend(["--shell", "--", DAEMONIZE_STUBBORN]);
+    let mut cmd = place.lockrun(&args);
     cmd.arg(work.path());
     let holder = Running::spawn(&mut cmd);
     wait_for_file(&work.path().join("beat"));
@@ -169,6 +274,7 @@ fn leftovers_kill_ends_the_job_with_the_command(place: &Place) {
     let output = holder.finish();
     let holder_ended = crate::support::now_ns();
     place.status(&output, 3, "the holder, with COMMAND's status");
+    mode.check(&String::from_utf8_lossy(&output.stderr));
     place.status(&rival.finish(), 0, "the rival");
     std::fs::write(work.path().join("go"), "").unwrap();
     let read = |name: &str| -> u128 {
