@@ -1039,6 +1039,7 @@ mod tests {
                 stopping: None,
                 latest_deadline: Arc::default(),
                 ending: false,
+                cgroup: None,
             };
             let lapsed = crate::clock::boottime().saturating_sub(Duration::from_secs(1));
             let ahead = crate::clock::boottime() + Duration::from_secs(3600);
@@ -1112,6 +1113,7 @@ mod tests {
                 stopping: None,
                 latest_deadline: Arc::default(),
                 ending: false,
+                cgroup: None,
             };
             let exit = tokio::time::timeout(Duration::from_secs(60), child.wait())
                 .await
