@@ -367,3 +367,233 @@ fn wait_until_beats(work: &std::path::Path, count: usize) {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
+
+/// PostgreSQL 15's programs, where the build machine has them.
+const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+/// A throwaway PostgreSQL cluster, made by `initdb` as an unprivileged user
+/// (postgres refuses to run as root), listening on a Unix socket in its own
+/// directory only.
+struct Cluster {
+    work: tempfile::TempDir,
+    /// How to run a program as the cluster's owner: `setpriv` to `nobody`
+    /// when we are root, nothing otherwise.
+    as_owner: Vec<String>,
+}
+
+impl Cluster {
+    /// None, having said why, where PostgreSQL 15 is not installed.
+    fn init() -> Option<Cluster> {
+        if !std::path::Path::new(PG_BIN).join("pg_ctl").exists() {
+            eprintln!("not checked: no PostgreSQL 15 at {PG_BIN} (Debian: postgresql-15)");
+            return None;
+        }
+        let work = scratch();
+        let as_owner: Vec<String> = if nix::unistd::Uid::effective().is_root() {
+            let nobody = nix::unistd::User::from_name("nobody")
+                .unwrap()
+                .expect("a `nobody` user");
+            nix::unistd::chown(work.path(), Some(nobody.uid), Some(nobody.gid)).unwrap();
+            let group = format!("--regid={}", nobody.gid);
+            let user = format!("--reuid={}", nobody.uid);
+            ["setpriv", &user, &group, "--clear-groups"]
+                .map(String::from)
+                .to_vec()
+        } else {
+            Vec::new()
+        };
+        let cluster = Cluster { work, as_owner };
+        let mut initdb = cluster.command("initdb");
+        initdb
+            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-D"])
+            .arg(cluster.data());
+        let output = run(&mut initdb);
+        assert!(
+            output.status.success(),
+            "initdb failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Some(cluster)
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.work.path()
+    }
+
+    fn data(&self) -> std::path::PathBuf {
+        self.path().join("data")
+    }
+
+    /// `program` from PostgreSQL's directory, run as the cluster's owner.
+    fn command(&self, program: &str) -> std::process::Command {
+        let program = format!("{PG_BIN}/{program}");
+        let mut words = self.as_owner.iter().chain(std::iter::once(&program));
+        let mut cmd = std::process::Command::new(words.next().unwrap());
+        cmd.args(words);
+        cmd
+    }
+
+    /// `pg_ctl start`'s words, for lockrun to run.
+    fn start_words(&self) -> Vec<String> {
+        let mut words = self.as_owner.clone();
+        words.push(format!("{PG_BIN}/pg_ctl"));
+        words.extend(["-D".into(), self.data().display().to_string()]);
+        words.extend(["-l".into(), self.path().join("log").display().to_string()]);
+        words.push("-o".into());
+        words.push(format!(
+            "-k {} -p 5432 -c listen_addresses=''",
+            self.path().display()
+        ));
+        words.push("start".into());
+        words
+    }
+
+    /// The postmaster's pid once it is ready, from `postmaster.pid`, and its
+    /// workers (its children, from /proc).
+    fn running(&self) -> Vec<u32> {
+        let pid_file = self.data().join("postmaster.pid");
+        let deadline = crate::procs::deadline();
+        let mut postmaster = None;
+        let ready = crate::procs::wait_until(deadline, || {
+            let text = std::fs::read_to_string(&pid_file).unwrap_or_default();
+            postmaster = text
+                .lines()
+                .next()
+                .and_then(|l| l.trim().parse::<u32>().ok());
+            text.lines().any(|line| line.trim() == "ready")
+        });
+        assert!(ready, "postgres did not start:\n{}", self.log());
+        let postmaster = postmaster.unwrap();
+        let mut pids = vec![postmaster];
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            let ppid = stat.rfind(')').and_then(|at| {
+                stat[at + 1..]
+                    .split_whitespace()
+                    .nth(1)?
+                    .parse::<u32>()
+                    .ok()
+            });
+            if ppid == Some(postmaster) {
+                pids.push(pid);
+            }
+        }
+        assert!(pids.len() > 2, "postgres has workers: {pids:?}");
+        pids
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.path().join("log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Cluster {
+    /// A failing test leaves no postgres running.
+    fn drop(&mut self) {
+        if self.data().join("postmaster.pid").exists() {
+            let mut stop = self.command("pg_ctl");
+            stop.args(["stop", "-m", "immediate", "-D"])
+                .arg(self.data());
+            let _ = run(&mut stop);
+        }
+    }
+}
+
+/// `lockrun elect KEY -- pg_ctl start`: pg_ctl exits once the server is up,
+/// and the job, and the lock, last as long as postgres runs. Ended as `end`
+/// says, the postmaster and all its workers are gone before a rival's
+/// command starts: the rival's command itself looks for them.
+fn postgres_is_the_job(place: &Place, mode: Mode, end: End) {
+    let Some(cluster) = Cluster::init() else {
+        return;
+    };
+    let key = place.key("postgres");
+    let mut args = vec!["elect", &key];
+    args.extend(mode.flags());
+    args.push("--");
+    let words = cluster.start_words();
+    args.extend(words.iter().map(String::as_str));
+    let holder = Running::spawn(&mut place.lockrun(&args));
+    let pids = cluster.running();
+    // The rival's command notes which of them it finds alive, then its
+    // start.
+    let look = "W=$1; shift; for p in \"$@\"; do kill -0 \"$p\" 2>/dev/null && echo \"$p\" >> \"$W/alive\"; \
+                done; date +%s%N > \"$W/rival\"";
+    let work = scratch();
+    let mut cmd = place.lockrun(&["elect", &key, "--shell", "--", look]);
+    cmd.arg(work.path()).args(pids.iter().map(u32::to_string));
+    let rival = Running::spawn(&mut cmd);
+    // pg_ctl exited long ago; the job must still hold the lock. We give the
+    // rival time to (wrongly) start, measured in postgres's own progress:
+    // a checkpoint forced through the socket would do, but a plain wait
+    // for the log to settle is enough here, since no start may happen.
+    let quiet = crate::procs::wait_until(
+        std::time::Instant::now() + std::time::Duration::from_secs(1),
+        || work.path().join("rival").exists(),
+    );
+    assert!(!quiet, "the rival started while postgres ran");
+    match end {
+        End::Release => {
+            let output = run(&mut place.lockrun(&["release", &key]));
+            place.status(&output, 0, "release");
+        }
+        End::Signal(signal) => holder.signal(signal),
+        End::ByItself => unreachable!("postgres runs until stopped"),
+    }
+    let output = holder.finish();
+    place.status(&rival.finish(), 0, "the rival");
+    mode.check(&String::from_utf8_lossy(&output.stderr));
+    let alive = std::fs::read_to_string(work.path().join("alive")).unwrap_or_default();
+    assert!(
+        alive.trim().is_empty(),
+        "postgres processes ran when the rival's command started: {}\nof {pids:?}\n{}",
+        alive.trim(),
+        cluster.log()
+    );
+    let left: Vec<u32> = pids
+        .iter()
+        .copied()
+        .filter(|pid| crate::procs::pid_alive(*pid))
+        .collect();
+    assert!(left.is_empty(), "postgres processes left: {left:?}");
+}
+
+#[test]
+fn postgres_is_gone_after_release_on_local() {
+    postgres_is_the_job(&Place::local(), Mode::Cgroup, End::Release);
+}
+
+#[test]
+fn postgres_is_gone_after_release_on_local_subreaper() {
+    postgres_is_the_job(&Place::local(), Mode::Subreaper, End::Release);
+}
+
+#[test]
+fn postgres_is_gone_after_sigterm_on_local() {
+    postgres_is_the_job(&Place::local(), Mode::Cgroup, End::Signal(Signal::SIGTERM));
+}
+
+#[test]
+fn postgres_is_gone_after_sigterm_on_etcd() {
+    postgres_is_the_job(
+        &Place::etcd("postgres"),
+        Mode::Cgroup,
+        End::Signal(Signal::SIGTERM),
+    );
+}
+
+#[test]
+fn postgres_is_gone_after_sigterm_on_etcd_subreaper() {
+    postgres_is_the_job(
+        &Place::etcd("postgres"),
+        Mode::Subreaper,
+        End::Signal(Signal::SIGTERM),
+    );
+}
