@@ -298,6 +298,9 @@ pub struct Child {
     /// The cgroup the guard was to make for COMMAND, in cgroup mode: the
     /// guard removes it, unless it was killed first; then we do.
     cgroup: Option<PathBuf>,
+    /// We stopped the guard before it ran COMMAND, the job being stopped
+    /// already: its stop is the job's, not news for the front.
+    started_stopped: bool,
 }
 
 /// A guard started ahead of COMMAND and parked: it runs nothing until
@@ -575,7 +578,13 @@ impl Child {
         if let Some(foreground) = &self.foreground {
             foreground.take_back();
         }
-        if let Some(job) = &self.job {
+        if std::mem::take(&mut self.started_stopped) {
+            // Our own stop, for the job's: if the job was continued before
+            // the guard's stop reached us, we continue the child now.
+            if !crate::job::job_stopping() {
+                self.resume(Resume::Job);
+            }
+        } else if let Some(job) = &self.job {
             job.report_stop(signal);
         }
         None
@@ -761,6 +770,16 @@ impl Prepared {
         else {
             unreachable!("a Prepared is parked until started or dropped");
         };
+        // Listening for the job's continues before anything else: a job
+        // stopped before its child started may be continued at any moment.
+        let job = match crate::job::Watch::new() {
+            Some(Ok(watch)) => Some(watch),
+            Some(Err(err)) => {
+                tracing::debug!("cannot watch the job's stops and continues: {err}");
+                None
+            }
+            None => None,
+        };
         let claim = match terminal {
             Terminal::Auto => terminal::Claim::detect(),
             Terminal::Never => None,
@@ -769,6 +788,16 @@ impl Prepared {
         // go message, so COMMAND can never read the terminal before its group
         // owns it.
         let foreground = claim.map(|claim| claim.hand_to(pid));
+        // A Ctrl-Z that reached the job's group before the hand-off stopped
+        // (or is stopping) the front alone: COMMAND starts stopped with it,
+        // the guard stopped before it reads the go message, and `fg`
+        // continues them all. (After the hand-off, a Ctrl-Z reaches the
+        // guard's group itself.)
+        let started_stopped =
+            crate::job::job_stopping() && sys::kill_group(pid, libc::SIGSTOP).is_ok() && {
+                tracing::debug!(pid, "the job is stopped: the child starts stopped");
+                true
+            };
         if let Err(err) = go::send(&go, &message, hold.as_ref()) {
             discard(pid);
             if let Some(foreground) = foreground {
@@ -783,14 +812,6 @@ impl Prepared {
         // Should the guard fail to use the cgroup, it says so itself, at
         // the same verbosity.
         tracing::info!("containment: {}", self.containment.describe(pid));
-        let job = match crate::job::Watch::new() {
-            Some(Ok(watch)) => Some(watch),
-            Some(Err(err)) => {
-                tracing::debug!("cannot watch the job's stops and continues: {err}");
-                None
-            }
-            None => None,
-        };
         Ok(Child {
             pid,
             state: State::Running,
@@ -805,6 +826,7 @@ impl Prepared {
             latest_deadline: Arc::default(),
             ending: false,
             cgroup: self.containment.dir_of(pid),
+            started_stopped,
         })
     }
 }
@@ -1040,6 +1062,7 @@ mod tests {
                 latest_deadline: Arc::default(),
                 ending: false,
                 cgroup: None,
+                started_stopped: false,
             };
             let lapsed = crate::clock::boottime().saturating_sub(Duration::from_secs(1));
             let ahead = crate::clock::boottime() + Duration::from_secs(3600);
@@ -1114,6 +1137,7 @@ mod tests {
                 latest_deadline: Arc::default(),
                 ending: false,
                 cgroup: None,
+                started_stopped: false,
             };
             let exit = tokio::time::timeout(Duration::from_secs(60), child.wait())
                 .await

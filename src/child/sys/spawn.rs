@@ -177,6 +177,9 @@ pub(in crate::child) fn spawn(
             (&exec as *const Exec).cast_mut().cast(),
         );
         let err = io::Error::last_os_error();
+        if pid != -1 {
+            pass_on_stops(pid);
+        }
         libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), ptr::null_mut());
         if pid == -1 {
             return Err(err);
@@ -253,7 +256,8 @@ extern "C" fn run(arg: *mut libc::c_void) -> libc::c_int {
                 continue;
             }
             let mut action = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
-            if libc::sigismember(&exec.survivable, sig) == 1 {
+            let ignored = current.assume_init().sa_sigaction == libc::SIG_IGN;
+            if libc::sigismember(&exec.survivable, sig) == 1 || (is_stop(sig) && !ignored) {
                 action.sa_sigaction = ignore_until_exec as *const () as libc::sighandler_t;
             } else if current.assume_init().sa_sigaction != libc::SIG_IGN || sig == libc::SIGPIPE {
                 action.sa_sigaction = libc::SIG_DFL;
@@ -303,6 +307,34 @@ extern "C" fn run(arg: *mut libc::c_void) -> libc::c_int {
             last = libc::EACCES;
         }
         fail(exec, last)
+    }
+}
+
+/// The stop signals a terminal sends (Ctrl-Z, a background read or write).
+/// Until it execs, the new process only notes them (see `run`): stopped
+/// there, it would hold the guard in its vfork wait, unable to stop or to
+/// see the job stop, and the job would be stopped in part.
+fn is_stop(sig: libc::c_int) -> bool {
+    matches!(sig, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU)
+}
+
+/// In the guard, right after the clone, its signals still blocked: a stop
+/// sent to the group while the new process could not stop is pending on
+/// us too; it goes to COMMAND, which has exec'd, so that the whole job
+/// stops. We stop ourselves once our mask is restored.
+///
+/// # Safety
+/// Plain system calls on values; `pid` is our unreaped child.
+unsafe fn pass_on_stops(pid: libc::pid_t) {
+    let mut pending = MaybeUninit::<libc::sigset_t>::uninit();
+    libc::sigemptyset(pending.as_mut_ptr());
+    if libc::sigpending(pending.as_mut_ptr()) != 0 {
+        return;
+    }
+    for sig in [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU] {
+        if libc::sigismember(pending.as_ptr(), sig) == 1 {
+            libc::kill(pid, sig);
+        }
     }
 }
 
