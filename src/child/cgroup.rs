@@ -10,23 +10,21 @@
 //!
 //! lockrun looks for a cgroup it may write ([`detect`]) before it starts the
 //! guard, and says which mode the job runs in; the guard creates
-//! `lockrun-<its pid>` under it ([`Cgroup::create`]), COMMAND moves itself
-//! in before it execs (see `spawn`), and the guard removes the cgroup once
-//! the tree is empty. Any failure on the way leaves the job in subreaper
+//! `lockrun-<its pid>` under it ([`Cgroup::create`]) and moves into it while
+//! parked, so that COMMAND starts there, then moves back out once COMMAND
+//! runs, and removes the cgroup once the tree is empty. Any failure on the way leaves the job in subreaper
 //! mode, which is never an error: cgroups are a better tool, not a
 //! requirement.
 //!
-//! The guard itself stays where it was, outside: `cgroup.kill` must not
-//! reach it, and a cgroup that holds processes may not, in cgroup v2's "no
+//! The guard itself lives outside once COMMAND runs: `cgroup.kill` must not
+//! reach it. A cgroup that holds processes may not, in cgroup v2's "no
 //! internal processes" rule, have controllers enabled for its children. Our
 //! own cgroup holds lockrun already, so it has none, and a child of it with
 //! none is always allowed.
 
-use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Read, Seek};
 use std::os::fd::AsFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -141,7 +139,7 @@ pub(super) fn remove_after_guard(dir: &Path, within: Duration) -> io::Result<()>
     let events = File::open(dir.join("cgroup.events"))?;
     let mut cgroup = Cgroup {
         dir: dir.to_owned(),
-        procs: CString::default(),
+        parent: dir.parent().unwrap_or(dir).to_owned(),
         events,
     };
     let until = std::time::Instant::now() + within;
@@ -197,8 +195,8 @@ fn unescape(field: &str) -> String {
 /// The job's own cgroup, created by the guard and removed by it.
 pub(super) struct Cgroup {
     dir: PathBuf,
-    /// `cgroup.procs`, for COMMAND to write itself into before it execs.
-    procs: CString,
+    /// Where the guard goes back to once COMMAND runs in `dir`.
+    parent: PathBuf,
     /// `cgroup.events`, open for its poll(2) wakeups.
     events: File,
 }
@@ -225,13 +223,14 @@ impl Cgroup {
                     "no cgroup.kill (Linux 5.14 or later has it)",
                 ));
             }
-            let procs = CString::new(dir.join("cgroup.procs").as_os_str().as_bytes())
-                .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-            let events = File::open(dir.join("cgroup.events"))?;
-            Ok((procs, events))
+            File::open(dir.join("cgroup.events"))
         })();
         match made {
-            Ok((procs, events)) => Ok(Cgroup { dir, procs, events }),
+            Ok(events) => Ok(Cgroup {
+                dir,
+                parent: parent.to_owned(),
+                events,
+            }),
             Err(err) => {
                 let _ = std::fs::remove_dir(&dir);
                 Err(err)
@@ -243,9 +242,20 @@ impl Cgroup {
         &self.dir
     }
 
-    /// The path COMMAND writes `0` to, to move itself in.
-    pub fn procs(&self) -> &CString {
-        &self.procs
+    /// Moves us (the guard) into the cgroup, so that COMMAND starts in it.
+    ///
+    /// Moving a process between cgroups waits for an RCU grace period in
+    /// the kernel, about 10 ms; the guard pays it while parked, before
+    /// lockrun has the lock, rather than on the handover's path, and again
+    /// in [`Cgroup::leave`] once COMMAND runs.
+    pub fn enter(&self) -> io::Result<()> {
+        std::fs::write(self.dir.join("cgroup.procs"), "0")
+    }
+
+    /// Moves us back to the cgroup we came from, leaving COMMAND's tree
+    /// alone in its own, where `cgroup.kill` cannot reach us.
+    pub fn leave(&self) -> io::Result<()> {
+        std::fs::write(self.parent.join("cgroup.procs"), "0")
     }
 
     /// SIGKILLs every process in the cgroup, at once.

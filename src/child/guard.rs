@@ -148,25 +148,53 @@ pub(super) fn run(
     // The parent-death handler must be in place before we park, too.
     sys::guard_install_handlers();
 
+    // COMMAND's own cgroup, if lockrun found one we may make: made and
+    // entered now, while lockrun may still wait for the lock, so that
+    // COMMAND starts in it with no move on the handover's path. Otherwise,
+    // or if anything fails on the way, the subreaper alone contains it.
+    let mut cgroup = plan.as_ref().and_then(|plan| {
+        let made = Cgroup::create(&plan.parent).and_then(|made| match made.enter() {
+            Ok(()) => Ok(made),
+            Err(err) => {
+                let _ = made.remove();
+                Err(err)
+            }
+        });
+        match made {
+            Ok(made) => Some(made),
+            Err(err) => {
+                plan.fell_back(format_args!(
+                    "cannot make a cgroup of its own in `{}`: {}",
+                    plan.parent.display(),
+                    reason(&err)
+                ));
+                None
+            }
+        }
+    });
+
     // Parked: lockrun may not hold the lock yet. Only a whole go message
     // lets us go on. The pipe then carries deadlines (see `deadline`); it
     // becomes close-on-exec before COMMAND exists, so COMMAND never holds it.
     // The go message may lend us a descriptor to hold (a `flock`ed file):
     // ours until we exit, never COMMAND's (it comes close-on-exec).
-    let (env, channel, held) = match go {
-        Some(fd) => {
-            let Ok(pipe) = sys::take_inherited(fd) else {
-                return GUARD_FAILED;
-            };
-            let Some((env, held)) = go::receive(&pipe) else {
-                return GUARD_FAILED;
-            };
-            if sys::close_on_exec(&pipe).is_err() {
-                return GUARD_FAILED;
+    let parked = match go {
+        Some(fd) => (|| {
+            let pipe = sys::take_inherited(fd).ok()?;
+            let (env, held) = go::receive(&pipe)?;
+            sys::close_on_exec(&pipe).ok()?;
+            Some((env, Some(pipe), held))
+        })(),
+        None => Some((Vec::new(), None, None)),
+    };
+    let Some((env, channel, held)) = parked else {
+        // Nothing ran: our cgroup goes with us.
+        if let Some(made) = cgroup {
+            if made.leave().is_ok() {
+                let _ = made.remove();
             }
-            (env, Some(pipe), held)
         }
-        None => (Vec::new(), None, None),
+        return GUARD_FAILED;
     };
     // The job is COMMAND's whole process tree (SPEC §3). As a subreaper we
     // inherit every orphan of it, a daemon that called `setsid` and forked
@@ -188,26 +216,7 @@ pub(super) fn run(
         ));
     }
 
-    // COMMAND's own cgroup, if lockrun found one we may make; otherwise,
-    // or if anything fails on the way, the subreaper alone contains it.
-    let mut cgroup = plan
-        .as_ref()
-        .and_then(|plan| match Cgroup::create(&plan.parent) {
-            Ok(cgroup) => Some(cgroup),
-            Err(err) => {
-                plan.fell_back(format_args!(
-                    "cannot create a cgroup in `{}`: {}",
-                    plan.parent.display(),
-                    reason(&err)
-                ));
-                None
-            }
-        });
-    let spawned = spawn::spawn(
-        argv,
-        &environment.of_command(env),
-        cgroup.as_ref().map(Cgroup::procs),
-    );
+    let spawned = spawn::spawn(argv, &environment.of_command(env));
     let mut child = match spawned {
         Ok(child) => child,
         Err(err) => {
@@ -220,14 +229,19 @@ pub(super) fn run(
         }
     };
     sys::guard_relay_pending_and_unblock(child.id());
-    if let Some(err) = child.cgroup_refused() {
-        if let (Some(plan), Some(made)) = (&plan, cgroup.take()) {
-            plan.fell_back(format_args!(
-                "cannot move the command into `{}`: {}",
-                made.dir().display(),
-                reason(&err)
-            ));
-            let _ = made.remove();
+    // COMMAND runs in the cgroup; we leave it, so that its `cgroup.kill`
+    // spares us. Should we fail to, it stays our cgroup as much as
+    // COMMAND's: we do without it.
+    if let Some(made) = &cgroup {
+        if let Err(err) = made.leave() {
+            if let Some(plan) = &plan {
+                plan.fell_back(format_args!(
+                    "cannot leave `{}` to the command: {}",
+                    made.dir().display(),
+                    reason(&err)
+                ));
+            }
+            cgroup = None;
         }
     }
 

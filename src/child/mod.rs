@@ -867,6 +867,7 @@ impl Drop for Forked {
         if let Some(go) = self.go.take() {
             drop(go);
             discard(self.pid);
+            discard_cgroup(&self.containment, self.pid);
         }
     }
 }
@@ -878,6 +879,17 @@ impl Drop for Prepared {
             // `discard` does not wait for it to notice.
             drop(go);
             discard(self.pid);
+            discard_cgroup(&self.containment, self.pid);
+        }
+    }
+}
+
+/// The cgroup a discarded guard made while parked (see `cgroup`): killed
+/// before it could remove it, it leaves it to us.
+fn discard_cgroup(containment: &Containment, pid: u32) {
+    if let Some(dir) = containment.dir_of(pid) {
+        if let Err(err) = cgroup::remove_after_guard(&dir, DISCARD_PATIENCE) {
+            tracing::debug!("cannot remove the cgroup `{}`: {err}", dir.display());
         }
     }
 }

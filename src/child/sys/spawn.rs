@@ -32,19 +32,11 @@ const DEFAULT_PATH: &[u8] = b"/bin:/usr/bin";
 pub(in crate::child) struct Spawned {
     pid: libc::pid_t,
     status: Option<ExitStatus>,
-    /// Why COMMAND could not move itself into the cgroup it was given.
-    cgroup_refused: Option<io::Error>,
 }
 
 impl Spawned {
     pub fn id(&self) -> u32 {
         self.pid as u32
-    }
-
-    /// Why COMMAND is not in the cgroup it was to join, if it was given
-    /// one and is not.
-    pub fn cgroup_refused(&mut self) -> Option<io::Error> {
-        self.cgroup_refused.take()
     }
 
     pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
@@ -97,21 +89,13 @@ struct Exec {
     parent: libc::pid_t,
     /// Why the exec failed, written by the new process before it exits.
     errno: AtomicI32,
-    /// The `cgroup.procs` to write `0` to, moving the new process into its
-    /// cgroup before it execs, so that nothing COMMAND starts is ever
-    /// outside it; null for none.
-    cgroup_procs: *const libc::c_char,
-    /// Why that move failed (COMMAND then runs anyway, outside).
-    cgroup_errno: AtomicI32,
 }
 
 /// Starts `argv` with exactly `env` as its environment, searching PATH (as
-/// it is in `env`) for a program named without a slash; in the cgroup whose
-/// `cgroup.procs` is `cgroup`, if given and the kernel lets it in.
+/// it is in `env`) for a program named without a slash.
 pub(in crate::child) fn spawn(
     argv: &[OsString],
     env: &[(OsString, OsString)],
-    cgroup: Option<&CString>,
 ) -> io::Result<Spawned> {
     let c = |s: &OsStr| {
         CString::new(s.as_bytes()).map_err(|_| {
@@ -154,8 +138,6 @@ pub(in crate::child) fn spawn(
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
         errno: AtomicI32::new(0),
-        cgroup_procs: cgroup.map_or(ptr::null(), |path| path.as_ptr()),
-        cgroup_errno: AtomicI32::new(0),
     };
     let mut stack = vec![0u8; STACK_SIZE];
     // The stack grows down, from its 16-byte aligned top.
@@ -187,15 +169,7 @@ pub(in crate::child) fn spawn(
         pid
     };
     drop(stack);
-    let cgroup_refused = match exec.cgroup_errno.load(Ordering::Acquire) {
-        0 => None,
-        errno => Some(io::Error::from_raw_os_error(errno)),
-    };
-    let mut spawned = Spawned {
-        pid,
-        status: None,
-        cgroup_refused,
-    };
+    let mut spawned = Spawned { pid, status: None };
     match exec.errno.load(Ordering::Acquire) {
         0 => Ok(spawned),
         errno => {
@@ -269,20 +243,6 @@ extern "C" fn run(arg: *mut libc::c_void) -> libc::c_int {
         // Killed with the guard, wherever COMMAND takes itself.
         if let Err(err) = super::arm_parent_death(libc::SIGKILL, exec.parent) {
             return fail(exec, err.raw_os_error().unwrap_or(libc::ESRCH));
-        }
-        // Into the job's cgroup, before anything of COMMAND's runs: "0" is
-        // the writing process. A refusal is the guard's to report; COMMAND
-        // runs anyway, contained by the subreaper alone.
-        if !exec.cgroup_procs.is_null() {
-            let fd = libc::open(exec.cgroup_procs, libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd < 0 {
-                exec.cgroup_errno.store(errno().max(1), Ordering::Release);
-            } else {
-                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                    exec.cgroup_errno.store(errno().max(1), Ordering::Release);
-                }
-                libc::close(fd);
-            }
         }
         let mut none = MaybeUninit::<libc::sigset_t>::uninit();
         libc::sigemptyset(none.as_mut_ptr());
