@@ -47,19 +47,54 @@ pub struct HolderFacts {
 
 impl Facts {
     /// The facts at `path`; default (fence 0) when there are none yet.
+    ///
+    /// A reader that does not hold the lock (`leader`) may open the record
+    /// just before a write swaps it out, and then read it while the holder
+    /// writes the next record over it (see [`Facts::write`]). So a read
+    /// counts only if the name still leads to the file read once it is
+    /// read, and parses; otherwise the name holds a newer, whole record, and
+    /// we read again. The holder's own reads happen under the lock, when
+    /// nobody writes.
     pub fn read(path: &Path) -> Result<Facts, LocalError> {
-        match fs::read(path) {
+        const ATTEMPTS: usize = 5;
+        let mut attempt = 1;
+        loop {
+            match Facts::read_once(path)? {
+                Ok(facts) => return Ok(facts),
+                Err(_) if attempt < ATTEMPTS => attempt += 1,
+                Err(unreadable) => return Err(LocalError::io_msg(unreadable)),
+            }
+        }
+    }
+
+    /// One read: the facts, or why the bytes read do not parse.
+    fn read_once(path: &Path) -> Result<Result<Facts, String>, LocalError> {
+        let read = fs::File::open(path).and_then(|mut file| {
+            use std::io::Read;
+            use std::os::unix::fs::MetadataExt;
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes)?;
+            let ours = file.metadata()?.ino();
+            // Swapped out meanwhile: as unreadable as a torn record.
+            let current = fs::metadata(path).map(|m| m.ino()).unwrap_or(0);
+            Ok((bytes, ours == current))
+        });
+        match read {
+            Ok((_, false)) => Ok(Err(format!(
+                "holder facts `{}` kept changing while read; try again",
+                path.display()
+            ))),
             // A crash after renaming a record that had not reached the disk
             // can leave the name on an empty file, or on one of zeros; the
             // clock seeds the next fencing number then (see `next_fence`).
-            Ok(bytes) if bytes.iter().all(|b| *b == 0) => Ok(Facts::default()),
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                LocalError::io_msg(format!(
+            Ok((bytes, _)) if bytes.iter().all(|b| *b == 0) => Ok(Ok(Facts::default())),
+            Ok((bytes, _)) => Ok(serde_json::from_slice(&bytes).map_err(|e| {
+                format!(
                     "holder facts `{}` are unreadable ({e}); the fencing number cannot continue from them, remove the file only when nobody holds the lock",
                     path.display()
-                ))
-            }),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Facts::default()),
+                )
+            })),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Ok(Facts::default())),
             Err(e) => Err(LocalError::io(
                 format!("cannot read holder facts `{}`", path.display()),
                 e,
@@ -68,9 +103,10 @@ impl Facts {
     }
 
     /// Replaces the facts at `path` through `scratch`: the record is
-    /// written there, then the two names are swapped at once, so a reader
-    /// never sees half a record and the old one stays behind as the next
-    /// scratch. A rename over `path` would do as well, but it makes a new
+    /// written there, then the two names are swapped at once, so the name
+    /// always leads to a whole record, and the old one stays behind as the
+    /// next scratch (a reader that opened it just before checks, see
+    /// [`Facts::read`]). A rename over `path` would do as well, but it makes a new
     /// file and deletes one at every write, and ext4's search for a free
     /// inode was a third of an uncontended run's CPU here (three writes a
     /// run); where the filesystem cannot swap, we rename.
