@@ -429,7 +429,8 @@ pub struct ChildArgs {
     /// How COMMAND's process tree is kept together. `auto`: in a cgroup v2
     /// of its own where lockrun may create one (as root, or under systemd
     /// delegation: a `Delegate=yes` unit, `systemd-run --scope -p
-    /// Delegate=yes`), stopped at once by `cgroup.kill`; elsewhere, and after any
+    /// Delegate=yes`; a service's cgroup not delegated stays systemd's),
+    /// stopped at once by `cgroup.kill`; elsewhere, and after any
     /// failure, as `subreaper`: the guard, a child subreaper, finds the
     /// tree's processes in /proc and kills them in passes until none is
     /// left. `-v` says which mode a run got.

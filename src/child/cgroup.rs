@@ -96,6 +96,9 @@ fn detect() -> Result<PathBuf, String> {
         .strip_prefix(&root)
         .map_err(|_| format!("our cgroup `{path}` is outside the mounted cgroup v2"))?;
     let dir = mount.join(relative);
+    if let Some(unit) = undelegated_unit(path, delegated(&dir)) {
+        return Err(unit);
+    }
     for (what, flags) in [
         (dir.clone(), AccessFlags::W_OK | AccessFlags::X_OK),
         (dir.join("cgroup.procs"), AccessFlags::W_OK),
@@ -104,6 +107,28 @@ fn detect() -> Result<PathBuf, String> {
             .map_err(|e| format!("`{}` is not writable: {}", what.display(), e.desc()))?;
     }
     Ok(dir)
+}
+
+/// Why not, when our cgroup is a systemd service's or scope's that was not
+/// delegated to it: systemd owns that subtree (it is its only writer, by
+/// its delegation rules), and root may write it all the same. With
+/// `Delegate=yes` (a unit, `systemd-run -p Delegate=yes`, a user manager's
+/// units) the subtree is the unit's to use. Units and scopes are the only
+/// cgroups of systemd's that hold processes.
+fn undelegated_unit(path: &str, delegated: bool) -> Option<String> {
+    let last = path.rsplit('/').next().unwrap_or_default();
+    let unit = last.ends_with(".service") || last.ends_with(".scope");
+    (unit && !delegated).then(|| {
+        format!("`{path}` is systemd's and not delegated; Delegate=yes in the unit lets lockrun use a cgroup")
+    })
+}
+
+/// Whether systemd marked `dir` delegated: `trusted.delegate` (the system
+/// manager, systemd 251 and later) or `user.delegate` (a user manager).
+fn delegated(dir: &Path) -> bool {
+    ["trusted.delegate", "user.delegate"]
+        .iter()
+        .any(|name| super::sys::xattr(dir, name).is_some_and(|v| v.starts_with(b"1")))
 }
 
 /// Removes the empty cgroups of guards that are gone: a guard SIGKILLed
@@ -323,6 +348,21 @@ mod tests {
         );
         let v1 = "35 31 0:30 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory";
         assert_eq!(cgroup2_mount(v1), None);
+    }
+
+    #[test]
+    fn a_systemd_unit_is_used_only_when_delegated() {
+        let service = "/system.slice/db.service";
+        let why = undelegated_unit(service, false).expect("refused");
+        assert!(why.contains("Delegate=yes"), "{why}");
+        assert_eq!(undelegated_unit(service, true), None);
+        assert!(undelegated_unit("/user.slice/run-r1.scope", false).is_some());
+        // Below a delegated unit, or outside systemd: the cgroup is ours.
+        assert_eq!(
+            undelegated_unit("/system.slice/db.service/payload", false),
+            None
+        );
+        assert_eq!(undelegated_unit("/", false), None);
     }
 
     #[test]

@@ -597,3 +597,72 @@ fn postgres_is_gone_after_sigterm_on_etcd_subreaper() {
         End::Signal(Signal::SIGTERM),
     );
 }
+
+/// A systemd service's or scope's cgroup is systemd's unless delegated to
+/// it (`Delegate=yes`, which systemd marks with the `trusted.delegate`
+/// attribute): there lockrun, root or not, runs the job in subreaper mode
+/// and says why; marked delegated, it uses a cgroup below the unit's.
+#[test]
+fn a_systemd_units_cgroup_is_used_only_when_delegated() {
+    let parent = match writable_cgroup_v2() {
+        Ok(parent) => parent,
+        Err(why) => {
+            eprintln!("not checked: {why}");
+            return;
+        }
+    };
+    for delegated in [false, true] {
+        let unit = parent.join(format!(
+            "lockrun-test-{}-{}.service",
+            std::process::id(),
+            u8::from(delegated)
+        ));
+        std::fs::create_dir(&unit).unwrap();
+        if delegated {
+            let set = std::process::Command::new("python3")
+                .args([
+                    "-c",
+                    "import os, sys; os.setxattr(sys.argv[1], 'trusted.delegate', b'1')",
+                ])
+                .arg(&unit)
+                .status()
+                .expect("python3 runs");
+            assert!(set.success(), "cannot mark `{}` delegated", unit.display());
+        }
+        let place = Place::local();
+        let key = place.key("unit");
+        let inner = place.lockrun(&["elect", &key, "-v", "--", "true"]);
+        // lockrun starts inside the unit's cgroup, as systemd starts a
+        // service's main process.
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", "echo $$ > \"$0\" && exec \"$@\""])
+            .arg(unit.join("cgroup.procs"))
+            .arg(inner.get_program())
+            .args(inner.get_args());
+        for (name, value) in inner.get_envs() {
+            match value {
+                Some(value) => cmd.env(name, value),
+                None => cmd.env_remove(name),
+            };
+        }
+        let output = crate::support::run(&mut cmd);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{stderr}");
+        let mode = stderr
+            .lines()
+            .find_map(|line| line.split_once("containment: ").map(|(_, mode)| mode))
+            .unwrap_or_else(|| panic!("lockrun did not say its containment:\n{stderr}"));
+        if delegated {
+            let expected = format!("cgroup {}/lockrun-", unit.display());
+            assert!(mode.starts_with(&expected), "{mode}");
+        } else {
+            assert!(mode.starts_with("subreaper ("), "{mode}");
+            assert!(mode.contains("Delegate=yes"), "{mode}");
+        }
+        // Empty once lockrun is gone, and its job's cgroup removed.
+        let removed = crate::procs::wait_until(crate::procs::deadline(), || {
+            std::fs::remove_dir(&unit).is_ok()
+        });
+        assert!(removed, "`{}` kept a process or a cgroup", unit.display());
+    }
+}

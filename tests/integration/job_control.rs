@@ -594,20 +594,26 @@ fn job_states(terminal: &Terminal) -> Vec<(i32, char, String)> {
         let fields: Vec<&str> = stat[close + 1..].split_ascii_whitespace().collect();
         let state = fields[0].chars().next().unwrap_or('?');
         let ppid: i32 = fields[1].parse().unwrap_or(0);
+        let pgid: i32 = fields[2].parse().unwrap_or(0);
         let sid: i32 = fields[3].parse().unwrap_or(0);
         if sid == session && pid != session && state != 'Z' {
-            table.push((pid, ppid, state, name));
+            table.push((pid, ppid, pgid, state, name));
         }
     }
+    // The guard leads a group of its own from its fork on, before it takes
+    // its name (a Ctrl-Z may stop it first); the front is the other group
+    // leader, bash's child. The worker is the guard's parent.
     let workers: Vec<i32> = table
         .iter()
-        .filter(|(_, _, _, name)| name == lockrun::child::guard::PROCESS_NAME)
-        .map(|(_, ppid, _, _)| *ppid)
+        .filter(|(pid, ppid, pgid, _, name)| {
+            name == lockrun::child::guard::PROCESS_NAME || (pgid == pid && *ppid != session)
+        })
+        .map(|(_, ppid, ..)| *ppid)
         .collect();
     table
         .into_iter()
         .filter(|(pid, ..)| !workers.contains(pid))
-        .map(|(pid, _, state, name)| (pid, state, name))
+        .map(|(pid, _, _, state, name)| (pid, state, name))
         .collect()
 }
 
