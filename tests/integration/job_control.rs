@@ -635,24 +635,35 @@ fn ctrl_z_at_any_moment_of_start_up_stops_the_whole_job() {
     {
         let mark = dir.path().join(format!("done-{round}"));
         terminal.type_line(&format!(
-            "{} -vv --backend local --lock-dir {} elect k -- sh -c 'sleep 0.3; touch {}'",
+            "{} -vv --backend local --lock-dir {} elect k -- sh -c 'sleep 0.6; touch {}'",
             bin().display(),
             dir.path().display(),
             mark.display()
         ));
         // From the moment lockrun runs in the job bash gave the terminal
         // (earlier, a Ctrl-Z meets bash's own child, which ignores it until
-        // it execs: bash's race, not ours).
+        // it execs: bash's race, not ours). The front holds the terminal
+        // for a few milliseconds before the guard's group takes it, so we
+        // look often, and a look that finds the guard's group is later in
+        // the start-up, never past it.
         let lockrun_runs = || {
             terminal.foreground().is_some_and(|group| {
-                group != bash && procs::process_name(group as u32).as_deref() == Some("lockrun")
+                group != bash
+                    && matches!(
+                        procs::process_name(group as u32).as_deref(),
+                        Some("lockrun") | Some(lockrun::child::guard::PROCESS_NAME)
+                    )
             })
         };
-        assert!(
-            wait_until(deadline(), lockrun_runs),
-            "the job never got the terminal; terminal:\n{}",
-            terminal.output()
-        );
+        let until = deadline();
+        while !lockrun_runs() {
+            assert!(
+                std::time::Instant::now() < until,
+                "the job never got the terminal; terminal:\n{}",
+                terminal.output()
+            );
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
         std::thread::sleep(std::time::Duration::from_micros(delay_us));
         terminal.send(b"\x1a");
         terminal.expect("Stopped");
