@@ -44,6 +44,8 @@ pub struct Cli {
     #[command(flatten)]
     pub etcd: EtcdArgs,
     #[command(flatten)]
+    pub postgres: PostgresArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
 }
 
@@ -207,6 +209,8 @@ pub enum BackendName {
     Etcd,
     /// This host only: `flock(2)` on a file per lock, as `flock(1)`; no server.
     Local,
+    /// PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`).
+    Postgres,
 }
 
 impl BackendName {
@@ -215,6 +219,7 @@ impl BackendName {
             BackendName::Consul => "consul",
             BackendName::Etcd => "etcd",
             BackendName::Local => "local",
+            BackendName::Postgres => "postgres",
         }
     }
 }
@@ -259,6 +264,20 @@ pub struct EtcdArgs {
     /// etcd: the client certificate's key file (else ETCDCTL_KEY).
     #[arg(long, global = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub cert_key: Option<PathBuf>,
+}
+
+/// Where PostgreSQL is; the flag overrides libpq's environment variables
+/// (PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD, PGSSLMODE). A password
+/// belongs in PGPASSWORD, not on a command line every user can read.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "PostgreSQL connection")]
+pub struct PostgresArgs {
+    /// postgres: a postgres:// URL or libpq `key=value` words, e.g.
+    /// postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER,
+    /// PGDATABASE; else the local socket). TLS is not supported yet:
+    /// sslmode=require and verify-* are refused.
+    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), global = true, value_name = "DSN")]
+    pub dsn: Option<String>,
 }
 
 /// Where Consul is and how to authenticate; flags override the consul CLI's

@@ -65,6 +65,10 @@ mod etcd_cli;
 mod local_engine;
 // A real etcd for the etcd tests, shared by the test binary.
 mod etcd_support;
+// A throwaway PostgreSQL for the postgres tests, shared by the test binary.
+mod pg_support;
+// `--backend postgres` end to end beside psql.
+mod postgres_cli;
 // The `etcd` backend's engine against a real etcd.
 mod etcd_engine;
 // Answers true where production differs from the lab: ACLs, keys, empty settings.
