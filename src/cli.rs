@@ -28,8 +28,8 @@ waiting. See lockrun(1).";
 /// Run a command only while holding a lock or semaphore slot.
 ///
 /// lockrun takes a leader lock (or one of N semaphore slots) in HashiCorp
-/// Consul, in etcd (--backend etcd), or on this host with flock(2) (--backend
-/// local), runs COMMAND while it holds it, and stops COMMAND the moment holding
+/// Consul, in etcd (--backend etcd), in PostgreSQL (--backend postgres), or on
+/// this host with flock(2) (--backend local), runs COMMAND while it holds it, and stops COMMAND the moment holding
 /// it can no longer be guaranteed: the child never runs at a moment when
 /// another holder could have acquired the lock.
 #[derive(Debug, Parser)]
@@ -228,8 +228,8 @@ impl BackendName {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Backend")]
 pub struct BackendArgs {
-    /// Where the locks live: consul, etcd, or local (this host only, no
-    /// server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is
+    /// Where the locks live: consul, etcd, postgres, or local (this host
+    /// only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is
     /// consul.
     #[arg(long, global = true, value_enum, env = "LOCKRUN_BACKEND", default_value_t = BackendName::Consul, value_name = "BACKEND")]
     pub backend: BackendName,

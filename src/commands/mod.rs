@@ -196,11 +196,13 @@ fn foreign_flags(matches: &ArgMatches, backend: BackendName) -> Result<(), Failu
             if typed {
                 let flag = format!("--{}", id.replace('_', "-"));
                 let owner = owners[0].name();
-                let owned_by = owners
-                    .iter()
-                    .map(|b| b.name())
-                    .collect::<Vec<_>>()
-                    .join(" and ");
+                let names: Vec<&str> = owners.iter().map(|b| b.name()).collect();
+                let owned_by = match names.split_last() {
+                    Some((last, rest)) if !rest.is_empty() => {
+                        format!("{} and {last}", rest.join(", "))
+                    }
+                    _ => names.join(""),
+                };
                 let plural = if owners.len() > 1 { "s" } else { "" };
                 return Err(Failure::Usage(format!(
                     "{flag} belongs to the {owned_by} backend{plural}, and this run uses --backend {}; drop {flag}, or pass --backend {owner}",

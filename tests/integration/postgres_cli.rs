@@ -161,6 +161,12 @@ fn a_terminated_backend_stops_the_child_before_a_rival_starts() {
         .parse()
         .unwrap();
     let last = last_beat(work.path());
+    if last < started {
+        eprintln!(
+            "the rival started {} µs after the holder's child last beat",
+            (started - last) / 1000
+        );
+    }
     assert!(
         last < started,
         "the holder's child beat at {last}, after the rival started at {started} (overlap {} µs)",
