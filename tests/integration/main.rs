@@ -25,7 +25,7 @@ mod docs;
 mod explain;
 // Runs the real binary: command builder, background runs, failure dumps.
 mod support;
-// Where a CLI test's locks live (Consul, etcd, local) and its lockrun there.
+// Where a CLI test's locks live (Consul, etcd, PostgreSQL, local) and its lockrun there.
 mod places;
 // A TCP relay a test can freeze: a partition for one lockrun alone.
 mod link;

@@ -41,9 +41,7 @@ fn refuse_tls(mode: &str, source: &str) -> Result<(), String> {
 /// The `sslmode` a DSN names, if any, in either form.
 fn dsn_sslmode(dsn: &str) -> Option<String> {
     let rest = dsn.split("sslmode=").nth(1)?;
-    let end = rest
-        .find(|c: char| c == '&' || c == ' ' || c == '#')
-        .unwrap_or(rest.len());
+    let end = rest.find(['&', ' ', '#']).unwrap_or(rest.len());
     Some(rest[..end].trim_matches('\'').to_string())
 }
 
