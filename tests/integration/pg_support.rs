@@ -69,17 +69,21 @@ static POSTGRES: OnceLock<TestPostgres> = OnceLock::new();
 
 /// The shared cluster, started on first use.
 pub fn postgres() -> &'static TestPostgres {
-    POSTGRES.get_or_init(|| {
-        let mut last = String::new();
-        // A port may be taken between our probe and the server's bind.
-        for _ in 0..3 {
-            match start() {
-                Ok(pg) => return pg,
-                Err(e) => last = e,
-            }
+    POSTGRES.get_or_init(private)
+}
+
+/// A cluster of a test's own, stopped (fast shutdown: every session ends)
+/// when dropped.
+pub fn private() -> TestPostgres {
+    let mut last = String::new();
+    // A port may be taken between our probe and the server's bind.
+    for _ in 0..3 {
+        match start() {
+            Ok(pg) => return pg,
+            Err(e) => last = e,
         }
-        panic!("cannot start a test PostgreSQL: {last}");
-    })
+    }
+    panic!("cannot start a test PostgreSQL: {last}");
 }
 
 fn as_nobody(program: &Path) -> Command {

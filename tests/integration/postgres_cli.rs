@@ -289,3 +289,27 @@ fn libpq_variables_and_a_unix_socket_reach_the_server() {
     assert!(output.status.success(), "{output:?}");
     assert!(stdout(&output).trim().parse::<u64>().is_ok(), "{output:?}");
 }
+
+/// A server that shuts down ends every session, and so frees every lock:
+/// the holder stops its child at once, not a TTL later.
+#[test]
+fn a_server_shutdown_stops_the_holder_at_once() {
+    let pg = pg_support::private();
+    let place = Place::Postgres {
+        prefix: pg_support::unique("shutdown"),
+        url: pg.url(),
+    };
+    let key = place.key("job");
+    let work = scratch();
+    let holder = place.heartbeat(work.path(), "", &["elect", "--ttl", "30s", &key]);
+    let stopped = std::time::Instant::now();
+    drop(pg);
+    let output = holder.finish();
+    place.status(&output, 124, "the holder whose server shut down");
+    let took = stopped.elapsed();
+    eprintln!("the holder ended {took:?} after the shutdown began");
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "the holder took {took:?}, renewals come every 10s, so: the closed connection went unnoticed"
+    );
+}
