@@ -313,3 +313,42 @@ fn a_server_shutdown_stops_the_holder_at_once() {
         "the holder took {took:?}, renewals come every 10s, so: the closed connection went unnoticed"
     );
 }
+
+/// The session settings the budget rests on are the server's, over TCP:
+/// it gives up on a silent connection no earlier than the TTL, and no idle
+/// timeout ends us.
+#[test]
+fn the_server_applies_the_timeouts_the_budget_rests_on() {
+    use lockrun::backend::postgres::{config, Postgres};
+    use lockrun::backend::{Engine, Opening, Wait};
+    let url = pg_support::postgres().url();
+    let config = config::resolve(Some(&url), |_| None).unwrap();
+    let engine = Postgres::new(config, std::time::Duration::from_secs(9)).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let report = |_: &str| {};
+        let lease = engine
+            .open_lease(Opening {
+                wait: Wait::Once,
+                daemon: false,
+                first: true,
+                report: &report,
+            })
+            .await
+            .unwrap();
+        for (name, expected) in [
+            ("tcp_user_timeout", "9000"),
+            ("tcp_keepalives_idle", "9"),
+            ("tcp_keepalives_interval", "3"),
+            ("tcp_keepalives_count", "3"),
+            ("idle_session_timeout", "0"),
+            ("statement_timeout", "9s"),
+            ("application_name", "lockrun"),
+        ] {
+            assert_eq!(lease.setting(name).await.unwrap(), expected, "{name}");
+        }
+    });
+}

@@ -354,6 +354,19 @@ impl PgLease {
     pub fn backend_pid(&self) -> i32 {
         self.shared.conn.backend_pid
     }
+
+    /// A setting of our session as the server applies it (`SHOW name`):
+    /// how the tests check that the timeouts the budget rests on took.
+    pub async fn setting(&self, name: &str) -> Result<String, PgError> {
+        let row = self
+            .shared
+            .conn
+            .client
+            .query_one("select current_setting($1)", &[&name])
+            .await
+            .map_err(|e| PgError::from_client("reading a setting", e))?;
+        Ok(row.get(0))
+    }
 }
 
 impl Lease for PgLease {
