@@ -170,9 +170,14 @@ impl Postgres {
     /// `Some(why)` when the connection ends.
     async fn connect(&self) -> Result<Conn, PgError> {
         let mut config = self.config.clone();
+        // The user's own `options` first: ours come later and so win.
+        let options = match self.config.get_options() {
+            Some(theirs) => format!("{theirs} {}", self.session_options()),
+            None => self.session_options(),
+        };
         config
             .application_name(APPLICATION_NAME)
-            .options(self.session_options())
+            .options(options)
             .connect_timeout((self.ttl / 2).max(Duration::from_secs(1)))
             .keepalives(true)
             .keepalives_idle((self.ttl / 3).max(Duration::from_secs(1)))
