@@ -78,7 +78,7 @@ pub fn private() -> TestPostgres {
     let mut last = String::new();
     // A port may be taken between our probe and the server's bind.
     for _ in 0..3 {
-        match start() {
+        match start(None) {
             Ok(pg) => return pg,
             Err(e) => last = e,
         }
@@ -93,7 +93,13 @@ fn as_nobody(program: &Path) -> Command {
     cmd
 }
 
-fn start() -> Result<TestPostgres, String> {
+/// A hot standby of `primary` (pg_basebackup -R), stopped when dropped.
+pub fn standby_of(primary: &TestPostgres) -> TestPostgres {
+    start(Some(primary.port)).unwrap_or_else(|e| panic!("cannot start a standby: {e}"))
+}
+
+/// A new cluster, or with `primary` a standby streaming from that port.
+fn start(primary: Option<u16>) -> Result<TestPostgres, String> {
     let bin = bin_dir();
     // Kept: the keeper shell removes it when the server ends.
     let dir = tempfile::Builder::new()
@@ -113,23 +119,31 @@ fn start() -> Result<TestPostgres, String> {
     if !chown.success() {
         return Err("chown of the cluster dir failed".into());
     }
-    let init = as_nobody(&bin.join("initdb"))
-        .args([
-            "-A",
-            "trust",
-            "-U",
-            "postgres",
-            "--no-sync",
-            "-E",
-            "UTF8",
-            "-D",
-        ])
-        .arg(&data)
-        .output()
-        .map_err(|e| format!("{INSTALL_HINT} ({e})"))?;
+    let init = match primary {
+        None => as_nobody(&bin.join("initdb"))
+            .args([
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "--no-sync",
+                "-E",
+                "UTF8",
+                "-D",
+            ])
+            .arg(&data)
+            .output(),
+        Some(port) => as_nobody(&bin.join("pg_basebackup"))
+            .args(["-h", "127.0.0.1", "-U", "postgres", "-R", "--no-sync", "-p"])
+            .arg(port.to_string())
+            .arg("-D")
+            .arg(&data)
+            .output(),
+    }
+    .map_err(|e| format!("{INSTALL_HINT} ({e})"))?;
     if !init.status.success() {
         return Err(format!(
-            "initdb failed: {}",
+            "initdb or pg_basebackup failed: {}",
             String::from_utf8_lossy(&init.stderr)
         ));
     }

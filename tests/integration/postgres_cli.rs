@@ -352,3 +352,21 @@ fn the_server_applies_the_timeouts_the_budget_rests_on() {
         }
     });
 }
+
+/// A hot standby's advisory locks exclude nobody on the primary: refused,
+/// with the fix, before anything is held.
+#[test]
+fn a_hot_standby_is_refused() {
+    let primary = pg_support::private();
+    let standby = pg_support::standby_of(&primary);
+    let key = pg_support::unique("standby");
+    let output = run(bare(["--backend", "postgres", "--dsn", &standby.url()])
+        .args(["elect", "-n", &key, "--", "true"]));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains("hot standby") && err.contains("primary"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
