@@ -278,6 +278,13 @@ impl Postgres {
             let slot = texts[index].1;
             let facts = Facts::parse(&query).filter(|f| f.key == target.name() && f.slot == slot);
             let started: Option<SystemTime> = row.get(3);
+            // What `leader --json` shows under `details`: what a psql user
+            // needs to find the holder (pg_stat_activity, pg_locks).
+            let details = Some(serde_json::json!({
+                "backend_pid": pid,
+                "lock_id": id,
+                "slot": slot,
+            }));
             let holder = match facts {
                 Some(f) => Holder {
                     value: Some(f.value),
@@ -289,7 +296,7 @@ impl Postgres {
                     slot,
                     entry: Some(format!("backend {pid}")),
                     label: None,
-                    details: None,
+                    details: details.clone(),
                 },
                 None => Holder {
                     value: None,
@@ -301,7 +308,7 @@ impl Postgres {
                     slot,
                     entry: Some(format!("backend {pid}")),
                     label: None,
-                    details: None,
+                    details: details.clone(),
                 },
             };
             holders.push((holder, pid));
@@ -649,11 +656,36 @@ impl Inspect for Postgres {
             )
             .await
             .map_err(|e| PgError::from_client("reading pg_stat_activity", e))?;
-        let limit = rows
+        let queries: Vec<Option<String>> = rows.iter().map(|r| r.get(0)).collect();
+        let limit = queries
             .iter()
-            .filter_map(|r| Facts::parse(&r.get::<_, Option<String>>(0).unwrap_or_default()))
+            .filter_map(|q| Facts::parse(q.as_deref().unwrap_or_default()))
             .find(|f| f.key == key && f.limit.is_some())
             .and_then(|f| f.limit);
+        // Other roles' queries are hidden from us: a semaphore whose
+        // holders we cannot read would pass for a free lock. Slot 0 of a
+        // held semaphore is held, whoever holds it; then we cannot tell.
+        let hidden = queries
+            .iter()
+            .any(|q| q.as_deref().is_none_or(|q| q == "<insufficient privilege>"));
+        if limit.is_none() && hidden {
+            let ids = Self::ids(&conn.client, &[slot_text(key, 0)]).await?;
+            let row = conn
+                .client
+                .query_one(
+                    "select exists (select from pg_locks where locktype = 'advisory' \
+                     and objsubid = 1 and ((classid::bigint << 32) | objid::bigint) = $1)",
+                    &[&ids[0]],
+                )
+                .await
+                .map_err(|e| PgError::from_client("reading pg_locks", e))?;
+            if row.get::<_, bool>(0) {
+                return Err(PgError::Denied {
+                    what: format!("reading who holds `{key}`"),
+                    message: "a semaphore's holders run as a role whose queries this role cannot see; connect as that role or a member of pg_read_all_stats".into(),
+                });
+            }
+        }
         Ok(match limit {
             Some(limit) => Target::Slot {
                 prefix: key.to_string(),
