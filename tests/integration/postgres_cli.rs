@@ -370,3 +370,25 @@ fn a_hot_standby_is_refused() {
     );
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+/// Another role's queries are hidden from a plain role, and with them a
+/// semaphore's facts: `leader` says it cannot tell (125), never that the
+/// semaphore is free.
+#[test]
+fn leader_cannot_tell_a_semaphore_whose_holders_are_hidden() {
+    let place = Place::postgres("hidden");
+    let prefix = place.key("pool");
+    psql_ok("do $$ begin if not exists (select from pg_roles where rolname = 'plain') then create role plain login; end if; end $$");
+    let work = scratch();
+    let holder = place.hold(work.path(), "", &["semaphore", "--limit", "2", &prefix]);
+    let url = format!(
+        "postgres://plain@127.0.0.1:{}/postgres",
+        pg_support::postgres().port
+    );
+    let output = run(bare(["--backend", "postgres", "--dsn", &url]).args(["leader", &prefix]));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(125), "{output:?}");
+    assert!(err.contains("pg_read_all_stats"), "{err}");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the holder");
+}
