@@ -1,11 +1,18 @@
 //! How fast `lockrun` takes and hands over a lock, how much it asks of
 //! Consul while others wait, and how much memory it keeps while supervising,
-//! measured against the targets of the performance issue and, when a
-//! `consul` binary is on PATH, against `consul lock` doing the same work.
+//! measured against the targets of the performance issue and against
+//! `consul lock` doing the same work in the same run.
 //!
-//! Run it with `cargo bench --bench lockrun`. It talks to an in-process
-//! consul-emulator, or to a real agent when `LOCKRUN_TEST_CONSUL_ADDR` is
-//! set (request counts are then "n/a": only the emulator counts requests).
+//! Run it with `cargo bench --bench lockrun`. Where the real Consul binaries
+//! sit beside the repository (`../shared/tools/consul/consul-VERSION.xz`,
+//! or the folder `LOCKRUN_TEST_CONSUL_BINARIES` names) it unpacks one
+//! (`LOCKRUN_BENCH_CONSUL_VERSION`, 1.15.10 by default), starts a dev agent
+//! of its own and runs both lockrun and that binary's `consul lock` against
+//! it. Otherwise, or with `LOCKRUN_BENCH_EMULATOR=1`, it talks to an
+//! in-process consul-emulator, the only Consul that counts requests (with
+//! `consul lock` beside it when a `consul` is on PATH); or to the agent
+//! `LOCKRUN_TEST_CONSUL_ADDR` names. Against a real agent request counts are
+//! "n/a".
 //!
 //! The timed children are this very program run as `__child`: it appends
 //! `start`/`end` lines with nanosecond wall-clock timestamps to a file and
@@ -35,6 +42,129 @@ use nix::unistd::Pid;
 
 /// Set to `host:port` of a Consul agent to measure against it.
 const REAL_AGENT_ENV: &str = "LOCKRUN_TEST_CONSUL_ADDR";
+
+/// Set (to anything) to measure against the in-process emulator, the only
+/// Consul that counts requests, even where real binaries are at hand.
+const EMULATOR_ENV: &str = "LOCKRUN_BENCH_EMULATOR";
+
+/// The Consul version to unpack from `../shared/tools/consul` (or the folder
+/// `LOCKRUN_TEST_CONSUL_BINARIES` names), when that folder holds it.
+const VERSION_ENV: &str = "LOCKRUN_BENCH_CONSUL_VERSION";
+const DEFAULT_VERSION: &str = "1.15.10";
+
+/// A `consul agent -dev` of ours on loopback ports of its own, killed when
+/// dropped, from the real binaries beside the repository: both tools then
+/// run against the same real agent, and `consul lock` is that binary.
+struct Agent {
+    addr: String,
+    binary: PathBuf,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Agent {
+    fn start() -> Option<Agent> {
+        let folder = std::env::var_os("LOCKRUN_TEST_CONSUL_BINARIES")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/consul")
+            });
+        let version = std::env::var(VERSION_ENV).unwrap_or_else(|_| DEFAULT_VERSION.into());
+        let packed = folder.join(format!("consul-{version}.xz"));
+        if !packed.is_file() {
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("lockrun-bench-consul-")
+            .tempdir()
+            .expect("a folder for Consul");
+        let binary = dir.path().join("consul");
+        let unpacked = Command::new("sh")
+            .arg("-c")
+            .arg("xz -dc \"$1\" > \"$2\" && chmod +x \"$2\"")
+            .arg("sh")
+            .arg(&packed)
+            .arg(&binary)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !unpacked {
+            println!(
+                "cannot unpack {} (is xz installed?): using the emulator",
+                packed.display()
+            );
+            return None;
+        }
+        let port = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port()
+        };
+        let (http, lan, wan, server, grpc, dns, tls) =
+            (port(), port(), port(), port(), port(), port(), port());
+        let data = dir.path().join("data");
+        let mut cmd = Command::new(&binary);
+        cmd.args([
+            "agent",
+            "-dev",
+            "-bind",
+            "127.0.0.1",
+            "-client",
+            "127.0.0.1",
+        ])
+        .arg("-data-dir")
+        .arg(&data);
+        if version.starts_with("1.6.") {
+            // 1.6 knows no `grpc_tls` port; its flags name the others.
+            for (flag, p) in [
+                ("-http-port", http),
+                ("-serf-lan-port", lan),
+                ("-serf-wan-port", wan),
+                ("-server-port", server),
+                ("-grpc-port", grpc),
+                ("-dns-port", dns),
+            ] {
+                cmd.arg(flag).arg(p.to_string());
+            }
+        } else {
+            cmd.arg("-hcl").arg(format!(
+                "ports {{ http = {http}, serf_lan = {lan}, serf_wan = {wan}, server = {server}, \
+                 grpc = {grpc}, dns = {dns}, grpc_tls = {tls} }}"
+            ));
+        }
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the Consul agent");
+        let agent = Agent {
+            addr: format!("127.0.0.1:{http}"),
+            binary,
+            child,
+            _dir: dir,
+        };
+        let ready = wait_until(Instant::now() + PATIENCE, || {
+            http_get_leader(&agent.addr).is_some_and(|l| l.len() > 2)
+        });
+        assert!(ready, "the Consul {version} dev agent never elected itself");
+        Some(agent)
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The agent's answer to `/v1/status/leader` (a quoted address once ready).
+fn http_get_leader(addr: &str) -> Option<String> {
+    http(addr, "GET", "/v1/status/leader")
+        .ok()
+        .filter(|r| r.status == 200)
+        .map(|r| String::from_utf8_lossy(&r.body).trim().to_string())
+}
 
 /// Consul's Go API `LockFlagValue`, sent with our own forced release.
 const LOCK_FLAG: u64 = 0x2ddc_cbc0_58a5_0c18;
@@ -98,6 +228,8 @@ fn main() {
 struct Consul {
     emulator: Option<Emulator>,
     addr: String,
+    /// A dev agent of real Consul we started, and the binary it runs.
+    agent: Option<Agent>,
 }
 
 impl Consul {
@@ -110,6 +242,16 @@ impl Consul {
                 return Consul {
                     emulator: None,
                     addr: addr.to_string(),
+                    agent: None,
+                };
+            }
+        }
+        if std::env::var_os(EMULATOR_ENV).is_none() {
+            if let Some(agent) = Agent::start() {
+                return Consul {
+                    emulator: None,
+                    addr: agent.addr.clone(),
+                    agent: Some(agent),
                 };
             }
         }
@@ -117,6 +259,7 @@ impl Consul {
         Consul {
             addr: emulator.http_addr(),
             emulator: Some(emulator),
+            agent: None,
         }
     }
 
@@ -169,10 +312,16 @@ impl Bench {
             .prefix("lockrun-bench-")
             .tempdir()
             .expect("create a scratch directory");
+        let consul = Consul::start();
+        // The agent's own binary when we started one: like for like.
+        let consul_bin = match &consul.agent {
+            Some(agent) => Some(agent.binary.clone()),
+            None => find_on_path("consul"),
+        };
         Bench {
-            consul: Consul::start(),
+            consul,
             lockrun: PathBuf::from(env!("CARGO_BIN_EXE_lockrun")),
-            consul_bin: find_on_path("consul"),
+            consul_bin,
             scratch,
             only,
         }
@@ -197,7 +346,9 @@ impl Bench {
                     .next()
                     .unwrap_or("")
             ),
-            None => println!("compare:  consul not on PATH: comparison skipped"),
+            None => println!(
+                "compare:  no real Consul binaries beside the repository and no consul on PATH: comparison skipped"
+            ),
         }
         match timestamp_probe() {
             Ok(ms) => println!(
@@ -664,7 +815,9 @@ impl Bench {
             wait_until_every(deadline, Duration::from_millis(10), || {
                 procs
                     .iter()
-                    .all(|p| p.stderr_text().contains("waiting: the lock is held"))
+                    // `waiting: held by another` (a lock), `waiting: all
+                    // slots are taken` (a semaphore).
+                    .all(|p| p.stderr_text().contains("waiting: "))
             })
         } else {
             sleep(Duration::from_secs(1) + Duration::from_millis(20) * want as u32);

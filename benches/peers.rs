@@ -20,6 +20,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const PATIENCE: Duration = Duration::from_secs(30);
 const UNCONTENDED_RUNS: usize = 30;
+/// Runs of one tool before the other's turn.
+const UNCONTENDED_ROUND: usize = 3;
 /// Long enough for every waiter to queue behind the first holder.
 const JOB_MS: u64 = 300;
 /// (contenders, chains).
@@ -78,16 +80,27 @@ fn compare(title: &str, peer: &str, tools: [Tool; 2], me: &Path) {
         "{:<44} {:>12} {:>12} {:>7}",
         "figure", "lockrun", peer, "ratio"
     );
-    let uncontended: Vec<f64> = tools.iter().map(|t| median(&uncontended(t, me))).collect();
+    // Run by run, the two tools alternate, so whatever else loads the
+    // machine meanwhile weighs on both alike.
+    let mut times = [Vec::new(), Vec::new()];
+    for _ in 0..UNCONTENDED_RUNS / UNCONTENDED_ROUND {
+        for (tool, times) in tools.iter().zip(times.iter_mut()) {
+            times.extend(uncontended(tool, me));
+        }
+    }
+    let uncontended: Vec<f64> = times.iter().map(|t| median(t)).collect();
     row(
         "uncontended run of a child that forks nothing",
         &uncontended,
     );
     for (contenders, chains) in HANDOVERS {
-        let figures: Vec<f64> = tools
-            .iter()
-            .map(|t| median(&handovers(t, me, contenders, chains)))
-            .collect();
+        let mut gaps = [Vec::new(), Vec::new()];
+        for _ in 0..chains {
+            for (tool, gaps) in tools.iter().zip(gaps.iter_mut()) {
+                gaps.extend(handovers(tool, me, contenders, 1));
+            }
+        }
+        let figures: Vec<f64> = gaps.iter().map(|g| median(g)).collect();
         let name = if contenders == 2 {
             "handover, one waiter".to_string()
         } else {
@@ -246,21 +259,23 @@ fn finish(mut child: Child) {
     }
 }
 
-/// Wall time of whole runs of `true`-like children, in ms.
+/// Wall time of [`UNCONTENDED_ROUND`] whole runs of `true`-like children,
+/// in ms.
 fn uncontended(tool: &Tool, me: &Path) -> Vec<f64> {
     let dir = scratch();
     let log = dir.path().join("log");
     let log = log.to_str().expect("utf-8 path");
     let me = me.to_str().expect("utf-8 path");
     let mut times = Vec::new();
-    for run in 0..UNCONTENDED_RUNS + 3 {
+    // One untimed run first: it creates the lock file.
+    for run in 0..UNCONTENDED_ROUND + 1 {
         let started = Instant::now();
         finish(
             tool.command(dir.path(), "k", &[me, "__child", log, "0"])
                 .spawn()
                 .expect("spawn"),
         );
-        if run >= 3 {
+        if run >= 1 {
             times.push(started.elapsed().as_secs_f64() * 1000.0);
         }
     }

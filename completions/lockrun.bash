@@ -438,7 +438,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__elect)
-            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --value --notify --min-hold --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --verbose --quiet --log-format --help"
+            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --leftovers --containment --value --notify --min-hold --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -490,6 +490,14 @@ _lockrun() {
                     ;;
                 --kill-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --leftovers)
+                    COMPREPLY=($(compgen -W "wait kill" -- "${cur}"))
+                    return 0
+                    ;;
+                --containment)
+                    COMPREPLY=($(compgen -W "auto subreaper" -- "${cur}"))
                     return 0
                     ;;
                 --value)
@@ -828,7 +836,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__explain__subcmd__elect)
-            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --value --notify --min-hold --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --verbose --quiet --log-format --help"
+            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --leftovers --containment --value --notify --min-hold --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -880,6 +888,14 @@ _lockrun() {
                     ;;
                 --kill-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --leftovers)
+                    COMPREPLY=($(compgen -W "wait kill" -- "${cur}"))
+                    return 0
+                    ;;
+                --containment)
+                    COMPREPLY=($(compgen -W "auto subreaper" -- "${cur}"))
                     return 0
                     ;;
                 --value)
@@ -1109,7 +1125,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__explain__subcmd__semaphore)
-            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --value --notify --min-hold --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --verbose --quiet --log-format --help"
+            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --leftovers --containment --value --notify --min-hold --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1169,6 +1185,14 @@ _lockrun() {
                     ;;
                 --kill-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --leftovers)
+                    COMPREPLY=($(compgen -W "wait kill" -- "${cur}"))
+                    return 0
+                    ;;
+                --containment)
+                    COMPREPLY=($(compgen -W "auto subreaper" -- "${cur}"))
                     return 0
                     ;;
                 --value)
@@ -2006,7 +2030,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__semaphore)
-            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --value --notify --min-hold --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --verbose --quiet --log-format --help"
+            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --leftovers --containment --value --notify --min-hold --backend --lock-dir --allow-network-fs --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2066,6 +2090,14 @@ _lockrun() {
                     ;;
                 --kill-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --leftovers)
+                    COMPREPLY=($(compgen -W "wait kill" -- "${cur}"))
+                    return 0
+                    ;;
+                --containment)
+                    COMPREPLY=($(compgen -W "auto subreaper" -- "${cur}"))
                     return 0
                     ;;
                 --value)

@@ -438,12 +438,47 @@ pub struct ChildArgs {
     /// lock-delay leaves is granted (none for a semaphore).
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     pub kill_timeout: Option<Duration>,
+    /// What becomes of the processes COMMAND leaves running when it exits
+    /// (a daemon it started, a background job): `wait` keeps the job, and
+    /// the lock, until the last of them is gone; `kill` gives them
+    /// --kill-signal, then SIGKILL after --kill-timeout. The exit status is
+    /// COMMAND's either way.
+    #[arg(long, value_enum, default_value_t = Leftovers::Wait, value_name = "WHAT")]
+    pub leftovers: Leftovers,
+    /// How COMMAND's process tree is kept together. `auto`: in a cgroup v2
+    /// of its own where lockrun may create one (as root, or under systemd
+    /// delegation: a `Delegate=yes` unit, `systemd-run --scope -p
+    /// Delegate=yes`; a service's cgroup not delegated stays systemd's),
+    /// stopped at once by `cgroup.kill`; elsewhere, and after any
+    /// failure, as `subreaper`: the guard, a child subreaper, finds the
+    /// tree's processes in /proc and kills them in passes until none is
+    /// left. `-v` says which mode a run got.
+    #[arg(long, value_enum, default_value_t = ContainmentMode::Auto, value_name = "MODE")]
+    pub containment: ContainmentMode,
     /// Value stored in the lock entry [default: this host's name].
     #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), value_name = "VALUE")]
     pub value: Option<String>,
     /// The command and its arguments.
     #[arg(required = true, last = true, value_name = "COMMAND", value_hint = clap::ValueHint::CommandWithArguments)]
     pub command: Vec<OsString>,
+}
+
+/// `--leftovers`: what becomes of what COMMAND leaves running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Leftovers {
+    /// The job lasts until the last process of COMMAND's tree is gone.
+    Wait,
+    /// What COMMAND left is stopped when COMMAND exits.
+    Kill,
+}
+
+/// `--containment`: how COMMAND's tree is kept together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ContainmentMode {
+    /// A cgroup of its own where possible, else the subreaper.
+    Auto,
+    /// The guard as a child subreaper alone, never a cgroup.
+    Subreaper,
 }
 
 /// Running under systemd or cron.

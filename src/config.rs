@@ -88,6 +88,8 @@ pub struct ChildConfig {
     pub shell: bool,
     pub kill_signal: Signal,
     pub kill_timeout: Duration,
+    pub leftovers: crate::cli::Leftovers,
+    pub containment: crate::cli::ContainmentMode,
 }
 
 /// Variables that say where the locks are. Empty, each would silently pick
@@ -489,6 +491,8 @@ fn assemble(
         shell: child.shell,
         kill_signal: child.kill_signal,
         kill_timeout,
+        leftovers: child.leftovers,
+        containment: child.containment,
     };
     check_command(&child_config, env)?;
     Ok(HoldConfig {

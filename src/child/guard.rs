@@ -34,7 +34,9 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
 use std::process::{ExitCode, ExitStatus};
+use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -42,10 +44,13 @@ use nix::sys::signal::Signal as NixSignal;
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::Pid;
 
+use super::cgroup::{Cgroup, Containment};
 use super::deadline::{self, Deadline, Step};
 use super::go;
 use super::sys::{self, spawn};
+pub use super::Leftovers;
 use crate::clock::{self, BootTimer};
+use crate::signals::Signal;
 
 /// The hidden subcommand lockrun routes to [`main`].
 pub const SUBCOMMAND: &str = "__guard";
@@ -84,13 +89,15 @@ pub(super) fn arguments(go: RawFd, argv: &[OsString]) -> impl Iterator<Item = Os
 /// The guard's entry point. `args` are the words after `__guard`:
 /// `[--go-fd N] -- PROGRAM [ARGS...]`.
 pub fn main(args: Vec<OsString>) -> ExitCode {
-    let Some(invocation) = parse(&args) else {
+    let Some(mut invocation) = parse(&args) else {
         say(format_args!(
             "`{SUBCOMMAND}` is for lockrun's own use: \
              lockrun {SUBCOMMAND} [{GO_FD} N] -- COMMAND [ARGS...]"
         ));
         return ExitCode::from(GUARD_FAILED);
     };
+    invocation.leftovers = Leftovers::from_env();
+    invocation.cgroup = CgroupPlan::from_env();
     // Exec'd, we were given COMMAND's environment by lockrun's spawn.
     ExitCode::from(run(invocation, &Environment::default()))
 }
@@ -109,7 +116,9 @@ impl Environment<'_> {
     /// plus what it adds and what came with the go message, in that order.
     fn of_command(&self, from_go: go::Env) -> go::Env {
         let mut vars: go::Env = std::env::vars_os()
-            .filter(|(key, _)| !self.remove.contains(key) && key != LEFTOVERS_ENV)
+            .filter(|(key, _)| {
+                !self.remove.contains(key) && key != LEFTOVERS_ENV && key != CGROUP_ENV
+            })
             .collect();
         for (key, value) in self.add.iter().cloned().chain(from_go) {
             vars.retain(|(k, _)| *k != key);
@@ -120,7 +129,15 @@ impl Environment<'_> {
 }
 
 /// The guard itself, exec'd or forked: returns its exit status.
-pub(super) fn run(Invocation { go, argv }: Invocation<'_>, environment: &Environment<'_>) -> u8 {
+pub(super) fn run(
+    Invocation {
+        go,
+        argv,
+        leftovers,
+        cgroup: plan,
+    }: Invocation<'_>,
+    environment: &Environment<'_>,
+) -> u8 {
     // Failing to rename ourselves costs operators a hint, nothing else.
     if let Ok(name) = std::ffi::CString::new(PROCESS_NAME) {
         let _ = nix::sys::prctl::set_name(&name);
@@ -131,25 +148,53 @@ pub(super) fn run(Invocation { go, argv }: Invocation<'_>, environment: &Environ
     // The parent-death handler must be in place before we park, too.
     sys::guard_install_handlers();
 
+    // COMMAND's own cgroup, if lockrun found one we may make: made and
+    // entered now, while lockrun may still wait for the lock, so that
+    // COMMAND starts in it with no move on the handover's path. Otherwise,
+    // or if anything fails on the way, the subreaper alone contains it.
+    let mut cgroup = plan.as_ref().and_then(|plan| {
+        let made = Cgroup::create(&plan.parent).and_then(|made| match made.enter() {
+            Ok(()) => Ok(made),
+            Err(err) => {
+                let _ = made.remove();
+                Err(err)
+            }
+        });
+        match made {
+            Ok(made) => Some(made),
+            Err(err) => {
+                plan.fell_back(format_args!(
+                    "cannot make a cgroup of its own in `{}`: {}",
+                    plan.parent.display(),
+                    reason(&err)
+                ));
+                None
+            }
+        }
+    });
+
     // Parked: lockrun may not hold the lock yet. Only a whole go message
     // lets us go on. The pipe then carries deadlines (see `deadline`); it
     // becomes close-on-exec before COMMAND exists, so COMMAND never holds it.
     // The go message may lend us a descriptor to hold (a `flock`ed file):
     // ours until we exit, never COMMAND's (it comes close-on-exec).
-    let (env, channel, held) = match go {
-        Some(fd) => {
-            let Ok(pipe) = sys::take_inherited(fd) else {
-                return GUARD_FAILED;
-            };
-            let Some((env, held)) = go::receive(&pipe) else {
-                return GUARD_FAILED;
-            };
-            if sys::close_on_exec(&pipe).is_err() {
-                return GUARD_FAILED;
+    let parked = match go {
+        Some(fd) => (|| {
+            let pipe = sys::take_inherited(fd).ok()?;
+            let (env, held) = go::receive(&pipe)?;
+            sys::close_on_exec(&pipe).ok()?;
+            Some((env, Some(pipe), held))
+        })(),
+        None => Some((Vec::new(), None, None)),
+    };
+    let Some((env, channel, held)) = parked else {
+        // Nothing ran: our cgroup goes with us.
+        if let Some(made) = cgroup {
+            if made.leave().is_ok() {
+                let _ = made.remove();
             }
-            (env, Some(pipe), held)
         }
-        None => (Vec::new(), None, None),
+        return GUARD_FAILED;
     };
     // The job is COMMAND's whole process tree (SPEC §3). As a subreaper we
     // inherit every orphan of it, a daemon that called `setsid` and forked
@@ -171,25 +216,48 @@ pub(super) fn run(Invocation { go, argv }: Invocation<'_>, environment: &Environ
         ));
     }
 
-    let mut child = match spawn::spawn(argv, &environment.of_command(env)) {
+    let spawned = spawn::spawn(argv, &environment.of_command(env));
+    let mut child = match spawned {
         Ok(child) => child,
         Err(err) => {
+            if let Some(cgroup) = cgroup {
+                let _ = cgroup.remove();
+            }
             let program = argv[0].to_string_lossy();
             say(format_args!("cannot run `{program}`: {}", reason(&err)));
             return exit_for(&err);
         }
     };
     sys::guard_relay_pending_and_unblock(child.id());
+    // COMMAND runs in the cgroup; we leave it, so that its `cgroup.kill`
+    // spares us. Should we fail to, it stays our cgroup as much as
+    // COMMAND's: we do without it.
+    if let Some(made) = &cgroup {
+        if let Err(err) = made.leave() {
+            if let Some(plan) = &plan {
+                plan.fell_back(format_args!(
+                    "cannot leave `{}` to the command: {}",
+                    made.dir().display(),
+                    reason(&err)
+                ));
+            }
+            cgroup = None;
+        }
+    }
 
     let waited = match watch {
-        Ok(watch) => watch.run(&mut child, channel),
+        Ok(watch) => watch.run(&mut child, channel, leftovers, cgroup.as_mut()),
         Err(_) => child.wait().map(Ending::Exited),
     };
     // Whatever ended us, we exit (and the held descriptor closes) only after
     // the rest of the tree is dead.
     // COMMAND's pid is ours to signal only while we have not reaped it.
     let unreaped = matches!(waited, Ok(Ending::Killed)).then(|| child.id());
-    end_tree(unreaped);
+    end_tree(unreaped, cgroup.as_mut());
+    if let Some(cgroup) = cgroup {
+        // Empty now; a failure leaves an empty directory, nothing running.
+        let _ = cgroup.remove();
+    }
     let lent = held.is_some();
     drop(held);
     if matches!(waited, Ok(Ending::Killed)) && !lent {
@@ -249,14 +317,23 @@ impl Watch {
 
     /// Waits for COMMAND, running the stop ladder on our own group if the
     /// last deadline lockrun gave us passes with no newer one.
-    fn run(self, child: &mut spawn::Spawned, mut channel: Option<File>) -> io::Result<Ending> {
+    fn run(
+        self,
+        child: &mut spawn::Spawned,
+        mut channel: Option<File>,
+        leftovers: Leftovers,
+        mut cgroup: Option<&mut Cgroup>,
+    ) -> io::Result<Ending> {
         let mut reader = deadline::Reader::default();
         let mut current: Option<Deadline> = None;
         let mut signalled = false;
         let mut command_exit: Option<ExitStatus> = None;
-        let leftovers = Leftovers::from_env();
+        // With `--leftovers kill`: when the leftovers get SIGKILL.
+        let mut leftovers_kill_at: Option<Duration> = None;
         loop {
             relay_to_strays();
+            // The earliest moment something is due: the timer is set to it.
+            let mut wake: Option<Duration> = None;
             if command_exit.is_none() {
                 command_exit = child.try_wait()?;
             }
@@ -274,13 +351,25 @@ impl Watch {
                 if stopping {
                     kill_group_but_us();
                 }
-                if leftovers == Leftovers::Kill || !reap_children() {
+                if tree_is_empty(cgroup.as_deref_mut()) {
                     return Ok(Ending::Exited(status));
+                }
+                if let Leftovers::Kill { signal, grace } = leftovers {
+                    let now = clock::boottime();
+                    let kill_at = *leftovers_kill_at.get_or_insert_with(|| {
+                        signal_tree(signal.number());
+                        now + grace
+                    });
+                    // Past the grace, `end_tree` SIGKILLs what is left.
+                    if signal == Signal::Kill || now >= kill_at {
+                        return Ok(Ending::Exited(status));
+                    }
+                    wake = Some(kill_at);
                 }
             }
             if let Some(deadline) = current {
                 match deadline.step(clock::boottime(), signalled) {
-                    Step::WaitUntil(at) => self.timer.set(at)?,
+                    Step::WaitUntil(at) => wake = Some(wake.map_or(at, |w| w.min(at))),
                     // lockrun, running, sent it to the group (us included)
                     // itself: a second one could cut the child's shutdown
                     // short.
@@ -310,12 +399,22 @@ impl Watch {
                     }
                 }
             }
+            if let Some(at) = wake {
+                self.timer.set(at)?;
+            }
             let (exited, fired, message) = {
                 let interest = PollFlags::POLLIN;
                 let mut fds = vec![
                     PollFd::new(self.exits.as_fd(), interest),
                     PollFd::new(self.timer.as_fd(), interest),
                 ];
+                // Once COMMAND is gone, a cgroup that empties wakes us too,
+                // should its last process not be our child. (Only then:
+                // `tree_is_empty` has just read the file, re-arming it.)
+                if let (Some(cgroup), Some(_)) = (&cgroup, command_exit) {
+                    fds.push(PollFd::new(cgroup.events(), PollFlags::POLLPRI));
+                }
+                let channel_at = fds.len();
                 if let Some(pipe) = &channel {
                     fds.push(PollFd::new(pipe.as_fd(), interest));
                 }
@@ -329,7 +428,7 @@ impl Watch {
                 (
                     ready(&fds[0]),
                     ready(&fds[1]),
-                    fds.get(2).is_some_and(ready),
+                    fds.get(channel_at).is_some_and(ready),
                 )
             };
             if exited {
@@ -374,11 +473,23 @@ impl Watch {
 /// forked before is found by the next pass. No time limit: a member stuck
 /// in the kernel keeps us, and so the lock, alive, which is the side a lock
 /// must err on.
-fn end_tree(command: Option<u32>) {
+fn end_tree(command: Option<u32>, cgroup: Option<&mut Cgroup>) {
     // COMMAND first, before any look at /proc: when a deadline passes, it
     // is what most likely still runs, and it must not wait for a scan.
     if let Some(pid) = command {
         let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), NixSignal::SIGKILL);
+    }
+    // In a cgroup, the kernel kills the whole tree at once, whatever forks
+    // meanwhile, and tells us when it is empty; the passes below then find
+    // nobody but zombies to reap, or a process that joined our group from
+    // outside. If the cgroup stops answering, the passes do the work.
+    if let Some(cgroup) = cgroup {
+        if cgroup.kill().is_ok() {
+            while cgroup.populated() == Some(true) {
+                reap_children();
+                cgroup.wait_change(std::time::Duration::from_millis(50));
+            }
+        }
     }
     // A subreaper with no children has no descendants: COMMAND and all it
     // started are gone, zombies included, so reading every process's /proc
@@ -421,6 +532,16 @@ fn end_tree(command: Option<u32>) {
     }
 }
 
+/// Whether COMMAND's tree is gone, its zombies reaped: we have no child
+/// left (as a subreaper, every process of the tree is our descendant), and
+/// its cgroup, if it has one, holds no process.
+fn tree_is_empty(cgroup: Option<&mut Cgroup>) -> bool {
+    // Read first, always: the read is what re-arms the events file's
+    // wakeup, which would otherwise fire at every poll.
+    let populated = cgroup.and_then(|cgroup| cgroup.populated());
+    !reap_children() && populated != Some(true)
+}
+
 /// SIGKILLs every live member of our group but ourselves.
 fn kill_group_but_us() {
     let me = std::process::id();
@@ -450,6 +571,21 @@ fn signal_strays(number: i32) {
     }
 }
 
+/// Sends signal `number` to every process of COMMAND's tree, in our group
+/// or not, ourselves excepted.
+fn signal_tree(number: i32) {
+    let Ok(signal) = NixSignal::try_from(number) else {
+        return;
+    };
+    let me = std::process::id();
+    let group = nix::unistd::getpgrp().as_raw() as u32;
+    if let Ok(tree) = sys::live_tree(me, group) {
+        for pid in tree {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), signal);
+        }
+    }
+}
+
 /// Passes the signals lockrun sent our group since the last call on to the
 /// tree's processes outside the group.
 fn relay_to_strays() {
@@ -458,26 +594,90 @@ fn relay_to_strays() {
     }
 }
 
-/// What the job does with processes COMMAND leaves behind when it exits:
-/// lockrun passes `--leftovers` to the guard in its environment (see
-/// [`LEFTOVERS_ENV`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Leftovers {
-    /// The job lasts until the tree is empty.
-    Wait,
-    /// The job ends with COMMAND: what is left is killed.
-    Kill,
-}
-
-/// The guard's environment variable for [`Leftovers`]; removed from
-/// COMMAND's environment.
+/// The guard's environment variable for [`Leftovers`], set by lockrun for
+/// an exec'd guard (a forked one is handed it directly) and removed from
+/// COMMAND's environment: `wait`, or `kill:SIGNAL:GRACE_NANOS`.
 pub const LEFTOVERS_ENV: &str = "LOCKRUN_GUARD_LEFTOVERS";
 
 impl Leftovers {
+    /// The value of [`LEFTOVERS_ENV`] that says `self`.
+    pub(super) fn to_env(self) -> OsString {
+        match self {
+            Leftovers::Wait => OsString::from("wait"),
+            Leftovers::Kill { signal, grace } => {
+                format!("kill:{}:{}", signal.number(), grace.as_nanos()).into()
+            }
+        }
+    }
+
+    /// Read back from [`LEFTOVERS_ENV`]; anything we did not write is the
+    /// default, which keeps the lock longest.
     fn from_env() -> Leftovers {
-        match std::env::var_os(LEFTOVERS_ENV) {
-            Some(value) if value == "kill" => Leftovers::Kill,
-            _ => Leftovers::Wait,
+        std::env::var_os(LEFTOVERS_ENV)
+            .and_then(|value| Leftovers::parse(value.to_str()?))
+            .unwrap_or_default()
+    }
+
+    fn parse(value: &str) -> Option<Leftovers> {
+        if value == "wait" {
+            return Some(Leftovers::Wait);
+        }
+        let mut words = value.strip_prefix("kill:")?.split(':');
+        let signal = Signal::from_number(words.next()?.parse().ok()?)?;
+        let nanos: u64 = words.next()?.parse().ok()?;
+        words.next().is_none().then_some(Leftovers::Kill {
+            signal,
+            grace: Duration::from_nanos(nanos),
+        })
+    }
+}
+
+/// The guard's environment variable for [`CgroupPlan`], set by lockrun for
+/// an exec'd guard and removed from COMMAND's environment: the cgroup to
+/// make COMMAND's in, after `say:` if a fall-back is to be said.
+pub const CGROUP_ENV: &str = "LOCKRUN_GUARD_CGROUP";
+
+/// Where the guard is to make COMMAND's cgroup (see `cgroup`).
+pub(super) struct CgroupPlan {
+    /// The cgroup to make it in: lockrun's (and so ours).
+    parent: PathBuf,
+    /// Whether to say, on stderr, that we fell back to the subreaper: at
+    /// `-v`, where lockrun said we would use a cgroup.
+    say: bool,
+}
+
+impl CgroupPlan {
+    /// The plan for lockrun's choice of mode; its log's verbosity decides
+    /// whether a fall-back is said.
+    pub(super) fn of(containment: &Containment) -> Option<CgroupPlan> {
+        match containment {
+            Containment::Cgroup(parent) => Some(CgroupPlan {
+                parent: parent.clone(),
+                say: tracing::enabled!(tracing::Level::INFO),
+            }),
+            Containment::Subreaper(_) => None,
+        }
+    }
+
+    pub(super) fn to_env(&self) -> OsString {
+        let mut value = OsString::from(if self.say { "say:" } else { "" });
+        value.push(&self.parent);
+        value
+    }
+
+    fn from_env() -> Option<CgroupPlan> {
+        let value = PathBuf::from(std::env::var_os(CGROUP_ENV)?);
+        let (parent, say) = match value.strip_prefix("say:") {
+            Ok(rest) => (rest.to_owned(), true),
+            Err(_) => (value, false),
+        };
+        parent.is_absolute().then_some(CgroupPlan { parent, say })
+    }
+
+    /// Says, if asked to, that the job runs in subreaper mode after all.
+    fn fell_back(&self, why: std::fmt::Arguments<'_>) {
+        if self.say {
+            say(format_args!("containment: subreaper ({why})"));
         }
     }
 }
@@ -511,6 +711,10 @@ pub(super) struct Invocation<'a> {
     pub go: Option<RawFd>,
     /// COMMAND, never empty.
     pub argv: &'a [OsString],
+    /// What to do with what COMMAND leaves running.
+    pub leftovers: Leftovers,
+    /// Where to make COMMAND's cgroup, if anywhere.
+    pub cgroup: Option<CgroupPlan>,
 }
 
 fn parse(args: &[OsString]) -> Option<Invocation<'_>> {
@@ -520,9 +724,12 @@ fn parse(args: &[OsString]) -> Option<Invocation<'_>> {
         _ => (None, args),
     };
     match rest.split_first() {
-        Some((separator, argv)) if separator == SEPARATOR && !argv.is_empty() => {
-            Some(Invocation { go, argv })
-        }
+        Some((separator, argv)) if separator == SEPARATOR && !argv.is_empty() => Some(Invocation {
+            go,
+            argv,
+            leftovers: Leftovers::Wait,
+            cgroup: None,
+        }),
         _ => None,
     }
 }
@@ -575,6 +782,27 @@ mod tests {
         let busy = io::Error::from_raw_os_error(libc::ETXTBSY);
         assert_eq!(exit_for(&busy), 126);
         assert_eq!(reason(&busy), "text file busy");
+    }
+
+    #[test]
+    fn leftovers_survive_the_trip_through_the_environment() {
+        for leftovers in [
+            Leftovers::Wait,
+            Leftovers::Kill {
+                signal: Signal::Term,
+                grace: Duration::from_millis(2500),
+            },
+            Leftovers::Kill {
+                signal: Signal::Kill,
+                grace: Duration::ZERO,
+            },
+        ] {
+            let value = leftovers.to_env();
+            assert_eq!(Leftovers::parse(value.to_str().unwrap()), Some(leftovers));
+        }
+        for bad in ["", "kill", "kill:15", "kill:99:1", "kill:15:1:2", "Wait"] {
+            assert_eq!(Leftovers::parse(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -9,8 +9,9 @@
 //!
 //! - **Process group.** Every signal goes to the whole group, so `sh -c`
 //!   wrappers and grandchildren are stopped with COMMAND. A process that
-//!   calls `setsid` or `setpgid` leaves the group, and only cgroups could
-//!   follow it.
+//!   calls `setsid` or `setpgid` leaves the group; the guard, a child
+//!   subreaper, still finds it below itself, and in cgroup mode it stays in
+//!   the job's cgroup (see `cgroup`).
 //! - **Parent death.** The guard's `PR_SET_PDEATHSIG` fires when the
 //!   *thread* that spawned it exits, which is why lockrun runs a
 //!   current-thread runtime and spawns from it. The guard answers by
@@ -60,6 +61,7 @@
 //!   descriptor comes with the go message ([`Prepared::start_lending`]), so
 //!   that this guard too is parked while lockrun waits.
 
+mod cgroup;
 mod deadline;
 mod go;
 pub mod guard;
@@ -76,6 +78,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use cgroup::Containment;
 pub use deadline::{Deadline, GuardDeadlines};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::{sleep, timeout, Instant};
@@ -126,6 +129,23 @@ pub struct Command {
     /// releases only after the whole group is gone. COMMAND never inherits
     /// it, nor does any other child of lockrun's.
     pub lends: bool,
+    /// What becomes of the processes COMMAND leaves running when it exits.
+    pub leftovers: Leftovers,
+    /// How COMMAND's tree is kept together (see the `cgroup` module).
+    pub containment: Containment,
+}
+
+/// What the job does with the processes COMMAND leaves running when it
+/// exits (`--leftovers`). The job's exit status is COMMAND's either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Leftovers {
+    /// The job, and so the lock, lasts until the last of them is gone: a
+    /// daemon COMMAND started is the job (`pg_ctl start`).
+    #[default]
+    Wait,
+    /// They get `signal`, then SIGKILL after `grace`; the job ends once
+    /// they are gone.
+    Kill { signal: Signal, grace: Duration },
 }
 
 /// The executable to use as [`Command::guard_exe`]: this very program.
@@ -156,6 +176,14 @@ impl Command {
             cmd.env_remove(key);
         }
         cmd.envs(self.env.iter().map(|(key, value)| (key, value)));
+        // Always set, so that a value in lockrun's own environment (a
+        // lockrun run by another's COMMAND never sees one, but a user might
+        // set it) cannot choose for us.
+        cmd.env(guard::LEFTOVERS_ENV, self.leftovers.to_env());
+        match guard::CgroupPlan::of(&self.containment) {
+            Some(plan) => cmd.env(guard::CGROUP_ENV, plan.to_env()),
+            None => cmd.env_remove(guard::CGROUP_ENV),
+        };
         cmd.process_group(0);
         Ok(cmd)
     }
@@ -267,6 +295,12 @@ pub struct Child {
     /// of the terminal in the background, say) is answered with SIGCONT,
     /// never reported, or the child could not act on that request.
     ending: bool,
+    /// The cgroup the guard was to make for COMMAND, in cgroup mode: the
+    /// guard removes it, unless it was killed first; then we do.
+    cgroup: Option<PathBuf>,
+    /// We stopped the guard before it ran COMMAND, the job being stopped
+    /// already: its stop is the job's, not news for the front.
+    started_stopped: bool,
 }
 
 /// A guard started ahead of COMMAND and parked: it runs nothing until
@@ -276,6 +310,8 @@ pub struct Prepared {
     pid: u32,
     /// Always `Some` until `start` takes it or `drop` discards it.
     parked: Option<Parked>,
+    /// The mode the guard was asked to contain COMMAND in, to say at start.
+    containment: Containment,
 }
 
 struct Parked {
@@ -333,6 +369,7 @@ impl Child {
                 sigchld,
                 terminal,
             }),
+            containment: cmd.containment.clone(),
         })
     }
 
@@ -358,13 +395,19 @@ impl Child {
         let invocation = || guard::Invocation {
             go: Some(keep),
             argv: &argv,
+            leftovers: cmd.leftovers,
+            cgroup: guard::CgroupPlan::of(&cmd.containment),
         };
         let pid = sys::fork_guard(keep, || guard::run(invocation(), &environment))?;
         // As in `prepare_with`: without our copy of the read end, a guard
         // that is gone makes `start` fail rather than write into the void.
         drop(go_read);
         tracing::debug!(pid, "forked the guard, parked");
-        Ok(Some(Forked { pid, go: Some(go) }))
+        Ok(Some(Forked {
+            pid,
+            go: Some(go),
+            containment: cmd.containment.clone(),
+        }))
     }
 
     /// The guard's pid, which is also the child's process group id.
@@ -535,7 +578,13 @@ impl Child {
         if let Some(foreground) = &self.foreground {
             foreground.take_back();
         }
-        if let Some(job) = &self.job {
+        if std::mem::take(&mut self.started_stopped) {
+            // Our own stop, for the job's: if the job was continued before
+            // the guard's stop reached us, we continue the child now.
+            if !crate::job::job_stopping() {
+                self.resume(Resume::Job);
+            }
+        } else if let Some(job) = &self.job {
             job.report_stop(signal);
         }
         None
@@ -598,7 +647,10 @@ impl Child {
                 tracing::warn!("cannot kill the child's process group: {err}");
             }
             match sys::reap(self.pid) {
-                Ok(()) => self.state = State::Reaped(exit),
+                Ok(()) => {
+                    self.state = State::Reaped(exit);
+                    self.remove_cgroup();
+                }
                 Err(err) => {
                     tracing::warn!("cannot reap the guard: {err}");
                     return;
@@ -652,7 +704,18 @@ impl Child {
             }
         }
         self.state = State::Reaped(exit);
+        self.remove_cgroup();
         exit
+    }
+
+    /// Once the guard is reaped: its cgroup, if it left one (killed before
+    /// it could remove it), is emptied and removed.
+    fn remove_cgroup(&mut self) {
+        if let Some(dir) = self.cgroup.take() {
+            if let Err(err) = cgroup::remove_after_guard(&dir, SWEEP_LIMIT) {
+                tracing::warn!("cannot remove the cgroup `{}`: {err}", dir.display());
+            }
+        }
     }
 }
 
@@ -707,6 +770,16 @@ impl Prepared {
         else {
             unreachable!("a Prepared is parked until started or dropped");
         };
+        // Listening for the job's continues before anything else: a job
+        // stopped before its child started may be continued at any moment.
+        let job = match crate::job::Watch::new() {
+            Some(Ok(watch)) => Some(watch),
+            Some(Err(err)) => {
+                tracing::debug!("cannot watch the job's stops and continues: {err}");
+                None
+            }
+            None => None,
+        };
         let claim = match terminal {
             Terminal::Auto => terminal::Claim::detect(),
             Terminal::Never => None,
@@ -715,6 +788,16 @@ impl Prepared {
         // go message, so COMMAND can never read the terminal before its group
         // owns it.
         let foreground = claim.map(|claim| claim.hand_to(pid));
+        // A Ctrl-Z that reached the job's group before the hand-off stopped
+        // (or is stopping) the front alone: COMMAND starts stopped with it,
+        // the guard stopped before it reads the go message, and `fg`
+        // continues them all. (After the hand-off, a Ctrl-Z reaches the
+        // guard's group itself.)
+        let started_stopped =
+            crate::job::job_stopping() && sys::kill_group(pid, libc::SIGSTOP).is_ok() && {
+                tracing::debug!(pid, "the job is stopped: the child starts stopped");
+                true
+            };
         if let Err(err) = go::send(&go, &message, hold.as_ref()) {
             discard(pid);
             if let Some(foreground) = foreground {
@@ -726,14 +809,9 @@ impl Prepared {
             ));
         }
         tracing::debug!(pid, "started the guard");
-        let job = match crate::job::Watch::new() {
-            Some(Ok(watch)) => Some(watch),
-            Some(Err(err)) => {
-                tracing::debug!("cannot watch the job's stops and continues: {err}");
-                None
-            }
-            None => None,
-        };
+        // Should the guard fail to use the cgroup, it says so itself, at
+        // the same verbosity.
+        tracing::info!("containment: {}", self.containment.describe(pid));
         Ok(Child {
             pid,
             state: State::Running,
@@ -747,6 +825,8 @@ impl Prepared {
             stopping: None,
             latest_deadline: Arc::default(),
             ending: false,
+            cgroup: self.containment.dir_of(pid),
+            started_stopped,
         })
     }
 }
@@ -760,6 +840,7 @@ pub struct Forked {
     pid: u32,
     /// lockrun's end of the go pipe; `None` once adopted.
     go: Option<File>,
+    containment: Containment,
 }
 
 impl Forked {
@@ -776,6 +857,7 @@ impl Forked {
                 sigchld,
                 terminal: Terminal::Auto,
             }),
+            containment: self.containment.clone(),
         })
     }
 }
@@ -785,6 +867,7 @@ impl Drop for Forked {
         if let Some(go) = self.go.take() {
             drop(go);
             discard(self.pid);
+            discard_cgroup(&self.containment, self.pid);
         }
     }
 }
@@ -796,6 +879,17 @@ impl Drop for Prepared {
             // `discard` does not wait for it to notice.
             drop(go);
             discard(self.pid);
+            discard_cgroup(&self.containment, self.pid);
+        }
+    }
+}
+
+/// The cgroup a discarded guard made while parked (see `cgroup`): killed
+/// before it could remove it, it leaves it to us.
+fn discard_cgroup(containment: &Containment, pid: u32) {
+    if let Some(dir) = containment.dir_of(pid) {
+        if let Err(err) = cgroup::remove_after_guard(&dir, DISCARD_PATIENCE) {
+            tracing::debug!("cannot remove the cgroup `{}`: {err}", dir.display());
         }
     }
 }
@@ -908,6 +1002,8 @@ mod tests {
             env_remove: vec![],
             guard_exe: "/bin/lockrun".into(),
             lends: false,
+            leftovers: Leftovers::Wait,
+            containment: Containment::Subreaper("a test".into()),
         };
         assert_eq!(args(&cmd), ["__guard", "--go-fd", "3", "--", "echo", "a b"]);
         cmd.shell = true;
@@ -977,6 +1073,8 @@ mod tests {
                 stopping: None,
                 latest_deadline: Arc::default(),
                 ending: false,
+                cgroup: None,
+                started_stopped: false,
             };
             let lapsed = crate::clock::boottime().saturating_sub(Duration::from_secs(1));
             let ahead = crate::clock::boottime() + Duration::from_secs(3600);
@@ -1050,6 +1148,8 @@ mod tests {
                 stopping: None,
                 latest_deadline: Arc::default(),
                 ending: false,
+                cgroup: None,
+                started_stopped: false,
             };
             let exit = tokio::time::timeout(Duration::from_secs(60), child.wait())
                 .await

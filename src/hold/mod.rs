@@ -29,6 +29,7 @@ use crate::backend::{
     self, Acquisition, Claim, Engine, Lease, Lost, Opening, Renewal, Target, Wait,
 };
 use crate::child::{self, Child, ChildExit};
+use crate::cli::{ContainmentMode, Leftovers};
 use crate::config::HoldConfig;
 use crate::error::Failure;
 use crate::exit::Exit;
@@ -328,6 +329,19 @@ fn child_command(
         },
         guard_exe,
         lends,
+        leftovers: match config.child.leftovers {
+            Leftovers::Wait => child::Leftovers::Wait,
+            Leftovers::Kill => child::Leftovers::Kill {
+                signal: config.child.kill_signal,
+                grace: config.child.kill_timeout,
+            },
+        },
+        containment: match config.child.containment {
+            ContainmentMode::Auto => child::Containment::detect(),
+            ContainmentMode::Subreaper => {
+                child::Containment::Subreaper("--containment subreaper".into())
+            }
+        },
     })
 }
 

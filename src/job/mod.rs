@@ -238,6 +238,30 @@ impl Watch {
     }
 }
 
+/// In the worker: whether the job is stopped, or about to be: the front is
+/// stopped, or has a stop signal pending that it has not acted on yet (a
+/// Ctrl-Z that reached the job's group an instant ago). A child about to
+/// start must then start stopped, or it would run while the shell shows
+/// the job stopped. False in a lockrun that did not split.
+pub(crate) fn job_stopping() -> bool {
+    let Some(link) = WORKER.get() else {
+        return false;
+    };
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", link.front)) else {
+        return false;
+    };
+    let stops = [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU, libc::SIGSTOP]
+        .into_iter()
+        .fold(0u64, |mask, sig| mask | 1 << (sig - 1));
+    status.lines().any(|line| match line.split_once(':') {
+        Some(("State", value)) => value.trim_start().starts_with('T'),
+        Some(("SigPnd" | "ShdPnd", value)) => {
+            u64::from_str_radix(value.trim(), 16).is_ok_and(|pending| pending & stops != 0)
+        }
+        _ => false,
+    })
+}
+
 /// Whether process `pid` is stopped, from its state in /proc.
 fn is_stopped(pid: Pid) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {

@@ -17,7 +17,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lockrun::child::{Child, ChildExit, Command, Prepared, Terminal};
+use lockrun::child::{Child, ChildExit, Command, Containment, Leftovers, Prepared, Terminal};
 use lockrun::signals::Signal;
 
 use crate::consul::TestConsul;
@@ -55,6 +55,8 @@ fn direct<S: AsRef<OsStr>>(argv: &[S]) -> Command {
         env_remove: vec![],
         guard_exe: GUARD.into(),
         lends: false,
+        leftovers: Leftovers::Wait,
+        containment: Containment::detect(),
     }
 }
 
@@ -69,6 +71,8 @@ fn shell<S: AsRef<OsStr>>(script: &str, args: &[S]) -> Command {
         env_remove: vec![],
         guard_exe: GUARD.into(),
         lends: false,
+        leftovers: Leftovers::Wait,
+        containment: Containment::detect(),
     }
 }
 
@@ -203,8 +207,10 @@ fn waiting_sweeps_what_the_command_left_behind() {
     let grandchild_file = dir.path().join("grandchild");
     let mut cmd = shell(r#"sleep 600 & echo $! > "$1""#, &[&grandchild_file]);
     // The job would otherwise last as long as the sleep (`--leftovers wait`).
-    cmd.env
-        .push(("LOCKRUN_GUARD_LEFTOVERS".into(), "kill".into()));
+    cmd.leftovers = Leftovers::Kill {
+        signal: Signal::Term,
+        grace: Duration::ZERO,
+    };
     let mut groups = KillGroupsOnDrop::new();
     block_on(async {
         let mut child = spawn(&cmd, &mut groups);
@@ -1144,8 +1150,10 @@ fn a_held_lock_outlives_every_member_when_the_command_exits() {
     );
     cmd.lends = true;
     // The job would otherwise last as long as the sleep (`--leftovers wait`).
-    cmd.env
-        .push(("LOCKRUN_GUARD_LEFTOVERS".into(), "kill".into()));
+    cmd.leftovers = Leftovers::Kill {
+        signal: Signal::Term,
+        grace: Duration::ZERO,
+    };
     let mut groups = KillGroupsOnDrop::new();
     block_on(async {
         let mut child = Child::prepare_with(&cmd, Terminal::Never)

@@ -9,7 +9,7 @@ use nix::sys::signal::Signal;
 use crate::places::{last_beat, Place};
 use crate::support::{run, scratch, wait_for_file, Running};
 
-/// One scenario as a test per backend.
+/// One scenario as a test per backend and containment mode.
 macro_rules! on_every_backend {
     ($scenario:ident) => {
         mod $scenario {
@@ -17,20 +17,110 @@ macro_rules! on_every_backend {
 
             #[test]
             fn on_local() {
-                super::$scenario(&Place::local());
+                super::$scenario(&Place::local(), Mode::Cgroup);
             }
 
             #[test]
             fn on_consul() {
-                super::$scenario(&Place::consul(stringify!($scenario)));
+                super::$scenario(&Place::consul(stringify!($scenario)), Mode::Cgroup);
             }
 
             #[test]
             fn on_etcd() {
-                super::$scenario(&Place::etcd(stringify!($scenario)));
+                super::$scenario(&Place::etcd(stringify!($scenario)), Mode::Cgroup);
+            }
+
+            #[test]
+            fn on_local_subreaper() {
+                super::$scenario(&Place::local(), Mode::Subreaper);
+            }
+
+            #[test]
+            fn on_consul_subreaper() {
+                super::$scenario(&Place::consul(stringify!($scenario)), Mode::Subreaper);
+            }
+
+            #[test]
+            fn on_etcd_subreaper() {
+                super::$scenario(&Place::etcd(stringify!($scenario)), Mode::Subreaper);
             }
         }
     };
+}
+
+/// The containment a scenario runs in.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Mode {
+    /// `--containment auto`, where the host lets us write a cgroup v2:
+    /// cgroup mode. Elsewhere the test says why, and checks the subreaper.
+    Cgroup,
+    /// `--containment subreaper`.
+    Subreaper,
+}
+
+impl Mode {
+    /// The holder's flags for this mode, `-v` to have it say which it got.
+    fn flags(self) -> &'static [&'static str] {
+        match self {
+            Mode::Cgroup => &["-v", "--containment", "auto"],
+            Mode::Subreaper => &["-v", "--containment", "subreaper"],
+        }
+    }
+
+    /// Asserts from the holder's `-v` output that it ran in this mode, and
+    /// that its cgroup, if any, is gone now; the cgroup's path.
+    fn check(self, stderr: &str) -> Option<std::path::PathBuf> {
+        let line = stderr
+            .lines()
+            .find_map(|line| line.split_once("containment: ").map(|(_, mode)| mode))
+            .unwrap_or_else(|| panic!("the holder did not say its containment:\n{stderr}"));
+        let expected = match self {
+            Mode::Cgroup => match writable_cgroup_v2() {
+                Ok(_) => "cgroup ",
+                Err(why) => {
+                    eprintln!("cgroup mode not checked: {why}");
+                    "subreaper ("
+                }
+            },
+            Mode::Subreaper => "subreaper (--containment subreaper)",
+        };
+        assert!(
+            line.starts_with(expected),
+            "ran in `{line}`, not `{expected}`:\n{stderr}"
+        );
+        let dir = line.strip_prefix("cgroup ").map(std::path::PathBuf::from)?;
+        // A guard whose lockrun was SIGKILLed removes it on its own time.
+        let gone = crate::procs::wait_until(crate::procs::deadline(), || !dir.exists());
+        assert!(gone, "the job's cgroup `{}` was left behind", dir.display());
+        Some(dir)
+    }
+}
+
+/// Our own cgroup v2 directory if we may create cgroups in it, else why
+/// not: where lockrun must use cgroup mode.
+fn writable_cgroup_v2() -> Result<std::path::PathBuf, String> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| e.to_string())?;
+    let path = own
+        .lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .ok_or("no cgroup v2 hierarchy")?;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
+    let mount = mounts
+        .lines()
+        .filter(|line| line.contains(" - cgroup2 "))
+        .find_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            (fields.get(3) == Some(&"/")).then(|| fields[4].to_owned())
+        })
+        .ok_or("no whole cgroup v2 hierarchy mounted")?;
+    let dir = std::path::Path::new(&mount).join(path.trim_start_matches('/'));
+    nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK)
+        .map_err(|e| format!("`{}` is not writable ({e})", dir.display()))?;
+    if !nix::unistd::Uid::effective().is_root() && std::env::var_os("LOCKRUN_TEST_CGROUP").is_none()
+    {
+        return Err("not root".into());
+    }
+    Ok(dir)
 }
 
 /// A command that starts a daemon (a double fork, then `setsid`) beating
@@ -55,10 +145,13 @@ enum End {
 /// Starts `lockrun elect KEY --shell -- SCRIPT WORK` and a waiting rival,
 /// ends the holder's job as `end` says, and asserts the tree's last beat
 /// came before the rival's command started.
-fn contained(place: &Place, name: &str, script: &str, end: End) {
+fn contained(place: &Place, mode: Mode, name: &str, script: &str, end: End) {
     let key = place.key(name);
     let work = scratch();
-    let mut cmd = place.lockrun(&["elect", &key, "--shell", "--", script]);
+    let mut args = vec!["elect", &key];
+    args.extend(mode.flags());
+    args.extend(["--shell", "--", script]);
+    let mut cmd = place.lockrun(&args);
     cmd.arg(work.path());
     let holder = Running::spawn(&mut cmd);
     wait_for_file(&work.path().join("beat"));
@@ -81,9 +174,10 @@ fn contained(place: &Place, name: &str, script: &str, end: End) {
         }
         End::Signal(signal) => holder.signal(signal),
     }
-    let _ = holder.finish();
+    let output = holder.finish();
     let holder_ended = crate::support::now_ns();
     place.status(&rival.finish(), 0, "the rival");
+    mode.check(&String::from_utf8_lossy(&output.stderr));
     // Whatever happened, nothing of ours beats on after the test.
     std::fs::write(work.path().join("go"), "").unwrap();
     let started: u128 = std::fs::read_to_string(&rival_mark)
@@ -111,30 +205,151 @@ fn contained(place: &Place, name: &str, script: &str, end: End) {
     );
 }
 
-fn a_daemon_ending_by_itself_keeps_the_lock(place: &Place) {
-    contained(place, "by-itself", DAEMONIZE, End::ByItself);
+fn a_daemon_ending_by_itself_keeps_the_lock(place: &Place, mode: Mode) {
+    contained(place, mode, "by-itself", DAEMONIZE, End::ByItself);
 }
 on_every_backend!(a_daemon_ending_by_itself_keeps_the_lock);
 
-fn a_released_daemon_is_gone_before_the_rival(place: &Place) {
-    contained(place, "released", DAEMONIZE, End::Release);
+fn a_released_daemon_is_gone_before_the_rival(place: &Place, mode: Mode) {
+    contained(place, mode, "released", DAEMONIZE, End::Release);
 }
 on_every_backend!(a_released_daemon_is_gone_before_the_rival);
 
-fn a_daemon_is_gone_after_sigterm_to_lockrun(place: &Place) {
-    contained(place, "term", DAEMONIZE, End::Signal(Signal::SIGTERM));
+fn a_daemon_is_gone_after_sigterm_to_lockrun(place: &Place, mode: Mode) {
+    contained(place, mode, "term", DAEMONIZE, End::Signal(Signal::SIGTERM));
 }
 on_every_backend!(a_daemon_is_gone_after_sigterm_to_lockrun);
 
-fn a_daemon_is_gone_after_sigkill_to_lockrun(place: &Place) {
-    contained(place, "kill", DAEMONIZE, End::Signal(Signal::SIGKILL));
+fn a_daemon_is_gone_after_sigkill_to_lockrun(place: &Place, mode: Mode) {
+    contained(place, mode, "kill", DAEMONIZE, End::Signal(Signal::SIGKILL));
 }
 on_every_backend!(a_daemon_is_gone_after_sigkill_to_lockrun);
 
-fn a_fork_loop_is_gone_after_release(place: &Place) {
-    contained(place, "fork-loop", WANDER, End::Release);
+fn a_fork_loop_is_gone_after_release(place: &Place, mode: Mode) {
+    contained(place, mode, "fork-loop", WANDER, End::Release);
 }
 on_every_backend!(a_fork_loop_is_gone_after_release);
+
+fn a_fork_loop_is_gone_after_sigkill_to_lockrun(place: &Place, mode: Mode) {
+    contained(
+        place,
+        mode,
+        "fork-loop-kill",
+        WANDER,
+        End::Signal(Signal::SIGKILL),
+    );
+}
+on_every_backend!(a_fork_loop_is_gone_after_sigkill_to_lockrun);
+
+/// A daemon that ignores SIGTERM and beats until `$1/go` appears, started
+/// by a command that notes when it exits, with status 3.
+const DAEMONIZE_STUBBORN: &str = "(setsid sh -c 'trap \"\" TERM; while [ ! -e \"$0/go\" ]; do \
+     date +%s%N >> \"$0/beat\"; sleep 0.01; done' \"$1\" </dev/null >/dev/null 2>&1 &); \
+     while [ ! -s \"$1/beat\" ]; do sleep 0.01; done; date +%s%N > \"$1/exited\"; exit 3";
+
+/// `--leftovers kill`: when COMMAND exits, what it left gets the kill
+/// signal, then SIGKILL after --kill-timeout; lockrun exits with COMMAND's
+/// status once they are gone, and a rival's command starts only after.
+fn leftovers_kill_ends_the_job_with_the_command(place: &Place, mode: Mode) {
+    let key = place.key("leftovers-kill");
+    let work = scratch();
+    let mut args = vec![
+        "elect",
+        &key,
+        "--leftovers",
+        "kill",
+        "--kill-timeout",
+        "300ms",
+    ];
+    args.extend(mode.flags());
+    args.extend(["--shell", "--", DAEMONIZE_STUBBORN]);
+    let mut cmd = place.lockrun(&args);
+    cmd.arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    wait_for_file(&work.path().join("beat"));
+    let rival_mark = work.path().join("rival");
+    let mut cmd = place.lockrun(&["elect", &key, "--shell", "--", "date +%s%N > \"$1\""]);
+    cmd.arg(&rival_mark);
+    let rival = Running::spawn(&mut cmd);
+    let output = holder.finish();
+    let holder_ended = crate::support::now_ns();
+    place.status(&output, 3, "the holder, with COMMAND's status");
+    mode.check(&String::from_utf8_lossy(&output.stderr));
+    place.status(&rival.finish(), 0, "the rival");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    let read = |name: &str| -> u128 {
+        let text = std::fs::read_to_string(work.path().join(name)).unwrap();
+        text.trim().parse().unwrap()
+    };
+    let (exited, started, last) = (read("exited"), read("rival"), last_beat(work.path()));
+    assert!(
+        last < started,
+        "the leftover beat {} ms after the rival's command started",
+        (last - started) / 1_000_000
+    );
+    assert!(last < holder_ended, "the leftover outlived the holder");
+    // It ignored SIGTERM, so only SIGKILL ended it, after the grace.
+    assert!(
+        last >= exited + 250_000_000,
+        "the leftover was killed {} ms after COMMAND exited, before --kill-timeout 300ms",
+        (last.saturating_sub(exited)) / 1_000_000
+    );
+}
+on_every_backend!(leftovers_kill_ends_the_job_with_the_command);
+
+/// An unknown `--leftovers` value is a usage error naming the values, and
+/// nothing reaches the engine.
+#[test]
+fn an_unknown_leftovers_value_is_a_usage_error_on_every_backend() {
+    for place in [
+        Place::consul("leftovers"),
+        Place::etcd("leftovers"),
+        Place::local(),
+    ] {
+        let key = place.key("k");
+        for args in [
+            vec!["elect", "--leftovers", "linger", &key, "--", "true"],
+            vec![
+                "semaphore",
+                "-l",
+                "2",
+                "--leftovers",
+                "",
+                &key,
+                "--",
+                "true",
+            ],
+        ] {
+            let output = run(&mut place.lockrun(&args));
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            place.status(&output, 2, "a bad --leftovers");
+            assert_eq!(stderr.lines().count(), 1, "{stderr}");
+            assert!(
+                stderr.contains("wait") && stderr.contains("kill"),
+                "names the values: {stderr}"
+            );
+        }
+        match &place {
+            Place::Consul(consul, prefix) => {
+                assert!(consul.api().kv_list(prefix).is_empty(), "nothing on Consul");
+                if let Some(emulator) = consul.emulator() {
+                    assert_eq!(emulator.write_count(), 0, "no write reached Consul");
+                }
+            }
+            Place::Etcd { prefix, .. } => {
+                let left =
+                    crate::etcd_support::etcdctl_ok(&["get", "--prefix", "--keys-only", prefix]);
+                assert!(left.trim().is_empty(), "nothing on etcd: {left}");
+            }
+            Place::Local(dir) => {
+                let left = std::fs::read_dir(dir.path()).unwrap().count();
+                assert_eq!(left, 0, "nothing in the lock directory");
+            }
+            // Not among the places above: an advisory lock writes nothing.
+            Place::Postgres { .. } => {}
+        }
+    }
+}
 
 /// How many beats the tree has written so far.
 fn beat_count(work: &std::path::Path) -> usize {
@@ -152,5 +367,304 @@ fn wait_until_beats(work: &std::path::Path, count: usize) {
             "the daemon stopped beating"
         );
         std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// PostgreSQL 15's programs, where the build machine has them.
+const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+/// A throwaway PostgreSQL cluster, made by `initdb` as an unprivileged user
+/// (postgres refuses to run as root), listening on a Unix socket in its own
+/// directory only.
+struct Cluster {
+    work: tempfile::TempDir,
+    /// How to run a program as the cluster's owner: `setpriv` to `nobody`
+    /// when we are root, nothing otherwise.
+    as_owner: Vec<String>,
+}
+
+impl Cluster {
+    /// None, having said why, where PostgreSQL 15 is not installed.
+    fn init() -> Option<Cluster> {
+        if !std::path::Path::new(PG_BIN).join("pg_ctl").exists() {
+            eprintln!("not checked: no PostgreSQL 15 at {PG_BIN} (Debian: postgresql-15)");
+            return None;
+        }
+        let work = scratch();
+        let as_owner: Vec<String> = if nix::unistd::Uid::effective().is_root() {
+            let nobody = nix::unistd::User::from_name("nobody")
+                .unwrap()
+                .expect("a `nobody` user");
+            nix::unistd::chown(work.path(), Some(nobody.uid), Some(nobody.gid)).unwrap();
+            let group = format!("--regid={}", nobody.gid);
+            let user = format!("--reuid={}", nobody.uid);
+            ["setpriv", &user, &group, "--clear-groups"]
+                .map(String::from)
+                .to_vec()
+        } else {
+            Vec::new()
+        };
+        let cluster = Cluster { work, as_owner };
+        let mut initdb = cluster.command("initdb");
+        initdb
+            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-D"])
+            .arg(cluster.data());
+        let output = run(&mut initdb);
+        assert!(
+            output.status.success(),
+            "initdb failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Some(cluster)
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.work.path()
+    }
+
+    fn data(&self) -> std::path::PathBuf {
+        self.path().join("data")
+    }
+
+    /// `program` from PostgreSQL's directory, run as the cluster's owner.
+    fn command(&self, program: &str) -> std::process::Command {
+        let program = format!("{PG_BIN}/{program}");
+        let mut words = self.as_owner.iter().chain(std::iter::once(&program));
+        let mut cmd = std::process::Command::new(words.next().unwrap());
+        cmd.args(words);
+        cmd
+    }
+
+    /// `pg_ctl start`'s words, for lockrun to run.
+    fn start_words(&self) -> Vec<String> {
+        let mut words = self.as_owner.clone();
+        words.push(format!("{PG_BIN}/pg_ctl"));
+        words.extend(["-D".into(), self.data().display().to_string()]);
+        words.extend(["-l".into(), self.path().join("log").display().to_string()]);
+        words.push("-o".into());
+        words.push(format!(
+            "-k {} -p 5432 -c listen_addresses=''",
+            self.path().display()
+        ));
+        words.push("start".into());
+        words
+    }
+
+    /// The postmaster's pid once it is ready, from `postmaster.pid`, and its
+    /// workers (its children, from /proc).
+    fn running(&self) -> Vec<u32> {
+        let pid_file = self.data().join("postmaster.pid");
+        let deadline = crate::procs::deadline();
+        let mut postmaster = None;
+        let ready = crate::procs::wait_until(deadline, || {
+            let text = std::fs::read_to_string(&pid_file).unwrap_or_default();
+            postmaster = text
+                .lines()
+                .next()
+                .and_then(|l| l.trim().parse::<u32>().ok());
+            text.lines().any(|line| line.trim() == "ready")
+        });
+        assert!(ready, "postgres did not start:\n{}", self.log());
+        let postmaster = postmaster.unwrap();
+        let mut pids = vec![postmaster];
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            let ppid = stat.rfind(')').and_then(|at| {
+                stat[at + 1..]
+                    .split_whitespace()
+                    .nth(1)?
+                    .parse::<u32>()
+                    .ok()
+            });
+            if ppid == Some(postmaster) {
+                pids.push(pid);
+            }
+        }
+        assert!(pids.len() > 2, "postgres has workers: {pids:?}");
+        pids
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.path().join("log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Cluster {
+    /// A failing test leaves no postgres running.
+    fn drop(&mut self) {
+        if self.data().join("postmaster.pid").exists() {
+            let mut stop = self.command("pg_ctl");
+            stop.args(["stop", "-m", "immediate", "-D"])
+                .arg(self.data());
+            let _ = run(&mut stop);
+        }
+    }
+}
+
+/// `lockrun elect KEY -- pg_ctl start`: pg_ctl exits once the server is up,
+/// and the job, and the lock, last as long as postgres runs. Ended as `end`
+/// says, the postmaster and all its workers are gone before a rival's
+/// command starts: the rival's command itself looks for them.
+fn postgres_is_the_job(place: &Place, mode: Mode, end: End) {
+    let Some(cluster) = Cluster::init() else {
+        return;
+    };
+    let key = place.key("postgres");
+    let mut args = vec!["elect", &key];
+    args.extend(mode.flags());
+    args.push("--");
+    let words = cluster.start_words();
+    args.extend(words.iter().map(String::as_str));
+    let holder = Running::spawn(&mut place.lockrun(&args));
+    let pids = cluster.running();
+    // The rival's command notes which of them it finds alive, then its
+    // start.
+    let look = "W=$1; shift; for p in \"$@\"; do kill -0 \"$p\" 2>/dev/null && echo \"$p\" >> \"$W/alive\"; \
+                done; date +%s%N > \"$W/rival\"";
+    let work = scratch();
+    let mut cmd = place.lockrun(&["elect", &key, "--shell", "--", look]);
+    cmd.arg(work.path()).args(pids.iter().map(u32::to_string));
+    let rival = Running::spawn(&mut cmd);
+    // pg_ctl exited long ago; the job must still hold the lock. We give the
+    // rival time to (wrongly) start, measured in postgres's own progress:
+    // a checkpoint forced through the socket would do, but a plain wait
+    // for the log to settle is enough here, since no start may happen.
+    let quiet = crate::procs::wait_until(
+        std::time::Instant::now() + std::time::Duration::from_secs(1),
+        || work.path().join("rival").exists(),
+    );
+    assert!(!quiet, "the rival started while postgres ran");
+    match end {
+        End::Release => {
+            let output = run(&mut place.lockrun(&["release", &key]));
+            place.status(&output, 0, "release");
+        }
+        End::Signal(signal) => holder.signal(signal),
+        End::ByItself => unreachable!("postgres runs until stopped"),
+    }
+    let output = holder.finish();
+    place.status(&rival.finish(), 0, "the rival");
+    mode.check(&String::from_utf8_lossy(&output.stderr));
+    let alive = std::fs::read_to_string(work.path().join("alive")).unwrap_or_default();
+    assert!(
+        alive.trim().is_empty(),
+        "postgres processes ran when the rival's command started: {}\nof {pids:?}\n{}",
+        alive.trim(),
+        cluster.log()
+    );
+    let left: Vec<u32> = pids
+        .iter()
+        .copied()
+        .filter(|pid| crate::procs::pid_alive(*pid))
+        .collect();
+    assert!(left.is_empty(), "postgres processes left: {left:?}");
+}
+
+#[test]
+fn postgres_is_gone_after_release_on_local() {
+    postgres_is_the_job(&Place::local(), Mode::Cgroup, End::Release);
+}
+
+#[test]
+fn postgres_is_gone_after_release_on_local_subreaper() {
+    postgres_is_the_job(&Place::local(), Mode::Subreaper, End::Release);
+}
+
+#[test]
+fn postgres_is_gone_after_sigterm_on_local() {
+    postgres_is_the_job(&Place::local(), Mode::Cgroup, End::Signal(Signal::SIGTERM));
+}
+
+#[test]
+fn postgres_is_gone_after_sigterm_on_etcd() {
+    postgres_is_the_job(
+        &Place::etcd("postgres"),
+        Mode::Cgroup,
+        End::Signal(Signal::SIGTERM),
+    );
+}
+
+#[test]
+fn postgres_is_gone_after_sigterm_on_etcd_subreaper() {
+    postgres_is_the_job(
+        &Place::etcd("postgres"),
+        Mode::Subreaper,
+        End::Signal(Signal::SIGTERM),
+    );
+}
+
+/// A systemd service's or scope's cgroup is systemd's unless delegated to
+/// it (`Delegate=yes`, which systemd marks with the `trusted.delegate`
+/// attribute): there lockrun, root or not, runs the job in subreaper mode
+/// and says why; marked delegated, it uses a cgroup below the unit's.
+#[test]
+fn a_systemd_units_cgroup_is_used_only_when_delegated() {
+    let parent = match writable_cgroup_v2() {
+        Ok(parent) => parent,
+        Err(why) => {
+            eprintln!("not checked: {why}");
+            return;
+        }
+    };
+    for delegated in [false, true] {
+        let unit = parent.join(format!(
+            "lockrun-test-{}-{}.service",
+            std::process::id(),
+            u8::from(delegated)
+        ));
+        std::fs::create_dir(&unit).unwrap();
+        if delegated {
+            let set = std::process::Command::new("python3")
+                .args([
+                    "-c",
+                    "import os, sys; os.setxattr(sys.argv[1], 'trusted.delegate', b'1')",
+                ])
+                .arg(&unit)
+                .status()
+                .expect("python3 runs");
+            assert!(set.success(), "cannot mark `{}` delegated", unit.display());
+        }
+        let place = Place::local();
+        let key = place.key("unit");
+        let inner = place.lockrun(&["elect", &key, "-v", "--", "true"]);
+        // lockrun starts inside the unit's cgroup, as systemd starts a
+        // service's main process.
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", "echo $$ > \"$0\" && exec \"$@\""])
+            .arg(unit.join("cgroup.procs"))
+            .arg(inner.get_program())
+            .args(inner.get_args());
+        for (name, value) in inner.get_envs() {
+            match value {
+                Some(value) => cmd.env(name, value),
+                None => cmd.env_remove(name),
+            };
+        }
+        let output = crate::support::run(&mut cmd);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{stderr}");
+        let mode = stderr
+            .lines()
+            .find_map(|line| line.split_once("containment: ").map(|(_, mode)| mode))
+            .unwrap_or_else(|| panic!("lockrun did not say its containment:\n{stderr}"));
+        if delegated {
+            let expected = format!("cgroup {}/lockrun-", unit.display());
+            assert!(mode.starts_with(&expected), "{mode}");
+        } else {
+            assert!(mode.starts_with("subreaper ("), "{mode}");
+            assert!(mode.contains("Delegate=yes"), "{mode}");
+        }
+        // Empty once lockrun is gone, and its job's cgroup removed.
+        let removed = crate::procs::wait_until(crate::procs::deadline(), || {
+            std::fs::remove_dir(&unit).is_ok()
+        });
+        assert!(removed, "`{}` kept a process or a cgroup", unit.display());
     }
 }

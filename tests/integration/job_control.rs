@@ -569,3 +569,116 @@ fn a_stopped_job_whose_shell_died_ends_and_releases() {
     );
     wait_released(&api, &key, &terminal);
 }
+
+/// The processes of the terminal's session but bash and lockrun's worker
+/// (which never stops: it keeps the lock), with their states: the job as
+/// the user sees it, the front, the guard and the command.
+fn job_states(terminal: &Terminal) -> Vec<(i32, char, String)> {
+    let session = terminal.shell.id() as i32;
+    let mut table = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
+        let name = stat[stat.find('(').unwrap_or(0) + 1..close].to_owned();
+        let fields: Vec<&str> = stat[close + 1..].split_ascii_whitespace().collect();
+        let state = fields[0].chars().next().unwrap_or('?');
+        let ppid: i32 = fields[1].parse().unwrap_or(0);
+        let pgid: i32 = fields[2].parse().unwrap_or(0);
+        let sid: i32 = fields[3].parse().unwrap_or(0);
+        if sid == session && pid != session && state != 'Z' {
+            table.push((pid, ppid, pgid, state, name));
+        }
+    }
+    // The guard leads a group of its own from its fork on, before it takes
+    // its name (a Ctrl-Z may stop it first); the front is the other group
+    // leader, bash's child. The worker is the guard's parent.
+    let workers: Vec<i32> = table
+        .iter()
+        .filter(|(pid, ppid, pgid, _, name)| {
+            name == lockrun::child::guard::PROCESS_NAME || (pgid == pid && *ppid != session)
+        })
+        .map(|(_, ppid, ..)| *ppid)
+        .collect();
+    table
+        .into_iter()
+        .filter(|(pid, ..)| !workers.contains(pid))
+        .map(|(pid, _, _, state, name)| (pid, state, name))
+        .collect()
+}
+
+/// Ctrl-Z at any moment of start-up stops the whole job, the command
+/// included, and `fg` resumes it to its end: typed at increasing delays
+/// after the job takes the terminal, from before lockrun has split to after
+/// the command runs, through the guard's spawn of the command.
+#[test]
+fn ctrl_z_at_any_moment_of_start_up_stops_the_whole_job() {
+    let consul = TestConsul::start_fast();
+    let dir = crate::support::scratch();
+    let mut terminal = Terminal::start(&consul);
+    let bash = terminal.shell.id() as i32;
+    for (round, delay_us) in [
+        0u64, 250, 500, 1000, 1500, 2000, 3000, 4000, 6000, 8000, 10_000, 13_000, 16_000, 20_000,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mark = dir.path().join(format!("done-{round}"));
+        terminal.type_line(&format!(
+            "{} -vv --backend local --lock-dir {} elect k -- sh -c 'sleep 0.3; touch {}'",
+            bin().display(),
+            dir.path().display(),
+            mark.display()
+        ));
+        // From the moment lockrun runs in the job bash gave the terminal
+        // (earlier, a Ctrl-Z meets bash's own child, which ignores it until
+        // it execs: bash's race, not ours).
+        let lockrun_runs = || {
+            terminal.foreground().is_some_and(|group| {
+                group != bash && procs::process_name(group as u32).as_deref() == Some("lockrun")
+            })
+        };
+        assert!(
+            wait_until(deadline(), lockrun_runs),
+            "the job never got the terminal; terminal:\n{}",
+            terminal.output()
+        );
+        std::thread::sleep(std::time::Duration::from_micros(delay_us));
+        terminal.send(b"\x1a");
+        terminal.expect("Stopped");
+        terminal.prompt();
+        let mut states = Vec::new();
+        let stopped = wait_until(deadline(), || {
+            states = job_states(&terminal);
+            states.iter().all(|(_, state, _)| *state == 'T')
+        });
+        assert!(
+            stopped,
+            "Ctrl-Z {delay_us}us after the start left part of the job running: {states:?}\n{}",
+            terminal.output()
+        );
+        assert!(
+            !mark.exists(),
+            "the command ran on while the job was stopped"
+        );
+        terminal.type_line("fg");
+        terminal.prompt();
+        assert_eq!(
+            terminal.status(),
+            "0",
+            "after Ctrl-Z {delay_us}us after the start, fg: {}",
+            terminal.output()
+        );
+        assert!(mark.exists(), "the command did not finish after fg");
+    }
+}

@@ -281,3 +281,46 @@ fn keys_no_lock_file_can_carry_are_refused_before_any_file() {
         "something was written to the lock directory"
     );
 }
+
+/// Whether `pid` has an inotify instance open.
+fn has_inotify(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|fds| {
+            fds.flatten().any(|fd| {
+                std::fs::read_link(fd.path())
+                    .is_ok_and(|target| target.to_string_lossy().contains("inotify"))
+            })
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn a_short_hold_opens_no_inotify_instance_and_a_long_one_sees_its_file_removed() {
+    // Closing an inotify instance that had a watch waits for a kernel grace
+    // period (10–15 ms), and the exit of the process that holds it waits
+    // with it: four times a whole run of `-- true`. A hold watches its lock
+    // file by looking at it for the first second, then with inotify.
+    let place = Place::local();
+    let dir = place.lock_dir();
+    let work = scratch();
+    let holder = place.hold(work.path(), "", &["elect", "k"]);
+    let pid = holder.pid();
+    let started = std::time::Instant::now();
+    // Well inside the first second (the hold started before `ready`).
+    while started.elapsed() < std::time::Duration::from_millis(300) {
+        assert!(!has_inotify(pid), "a hold of under a second opened inotify");
+        std::thread::yield_now();
+    }
+    // Past it, the watch is a real one: a removal is seen at once.
+    assert!(
+        wait_until(procs::deadline(), || has_inotify(pid)),
+        "a long hold never watched its lock file"
+    );
+    std::fs::remove_file(dir.join("k")).unwrap();
+    let output = holder.finish();
+    place.status(&output, 124, "the holder whose lock file was removed");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("removed or replaced"),
+        "{output:?}"
+    );
+}

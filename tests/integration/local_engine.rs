@@ -352,7 +352,6 @@ async fn the_fencing_number_survives_releases_and_flock_cli_holders() {
         .write(
             &tmp.path().join("locks/f.lockrun"),
             &tmp.path().join("locks/f.lockrun-new"),
-            true,
         )
         .unwrap();
     for round in 0..3 {
@@ -539,7 +538,7 @@ async fn force_release_signals_the_holder_through_a_pidfd() {
     let mut facts = Facts::read(&facts_path).unwrap();
     facts.holder.as_mut().unwrap().pid_start += 1;
     facts
-        .write(&facts_path, &tmp.path().join("locks/k.lockrun-new"), false)
+        .write(&facts_path, &tmp.path().join("locks/k.lockrun-new"))
         .unwrap();
     let outcome = local.force_release(&lock("k"), &Which::All).await.unwrap();
     assert!(outcome.asked.is_empty());

@@ -166,7 +166,7 @@ impl Local {
     }
 
     /// Turns a granted lock into a claim: the next fencing number and our
-    /// holder facts, durable before the claim (and so the child) exists.
+    /// holder facts, written before the claim (and so the child) exists.
     fn claim(
         &self,
         target: &Target,
@@ -195,7 +195,7 @@ impl Local {
                 child_pgid: None,
             }),
         };
-        facts.write(&paths.facts, &paths.scratch, true)?;
+        facts.write(&paths.facts, &paths.scratch)?;
         Ok(LocalClaim {
             file,
             lent: false,
@@ -596,8 +596,7 @@ impl Claim for LocalClaim {
         if let Some(h) = self.facts.holder.as_mut() {
             h.child_pgid = Some(pgid);
         }
-        self.facts
-            .write(&self.paths.facts, &self.paths.scratch, false)
+        self.facts.write(&self.paths.facts, &self.paths.scratch)
     }
 
     fn describe(&self) -> String {
@@ -612,12 +611,9 @@ impl Claim for LocalClaim {
 
     async fn release(mut self) -> Result<(), LocalError> {
         // Cleared while we still hold the lock: once we let go, the next
-        // holder owns the sidecar. Not synced: after a crash nobody holds
-        // anything, whatever the sidecar says.
+        // holder owns the sidecar.
         self.facts.holder = None;
-        let cleared = self
-            .facts
-            .write(&self.paths.facts, &self.paths.scratch, false);
+        let cleared = self.facts.write(&self.paths.facts, &self.paths.scratch);
         drop(self.file);
         cleared
     }

@@ -84,9 +84,47 @@ async fn events(fd: &AsyncFd<Ino>) -> Vec<InotifyEvent> {
     }
 }
 
+/// For how long a new hold looks at its lock file's path instead of
+/// watching it: an inotify instance that has had a watch costs the exit of
+/// the process that closes it one kernel grace period (10–15 ms measured,
+/// where the whole run of `-- true` takes 3), so a short job must never
+/// create one. Longer holds get the watch, and so an instant verdict.
+const LOOKED_AT: Duration = Duration::from_secs(1);
+
+/// The first look after the hold starts; each next one waits twice as long,
+/// up to [`LOOK_EVERY`].
+const FIRST_LOOK: Duration = Duration::from_millis(2);
+const LOOK_EVERY: Duration = Duration::from_millis(100);
+
+/// Why the hold is over, when `path` no longer names the file we locked.
+fn replaced(path: &Path, lock: Lock) -> Option<String> {
+    match Lock::at(path) {
+        Ok(Some(now)) if now == lock => None,
+        Ok(_) => Some(format!(
+            "lock file `{}` was removed or replaced, so a rival could lock it",
+            path.display()
+        )),
+        Err(e) => {
+            tracing::warn!("cannot check `{}`: {e}", path.display());
+            None
+        }
+    }
+}
+
 /// Resolves once `path` no longer names the file we locked: someone removed
 /// or replaced it, and a rival may lock whatever is there now.
 pub async fn lock_file_replaced(path: &Path, lock: Lock) -> String {
+    // Some fifteen looks (a `stat` each) in the first second, then the
+    // watch: a removal is seen within 0.1 s at first and at once after.
+    let until = Instant::now() + LOOKED_AT;
+    let mut gap = FIRST_LOOK;
+    while Instant::now() < until {
+        if let Some(why) = replaced(path, lock) {
+            return why;
+        }
+        tokio::time::sleep(gap).await;
+        gap = (gap * 2).min(LOOK_EVERY);
+    }
     let parent = path.parent().unwrap_or(Path::new("/"));
     let flags = AddWatchFlags::IN_DELETE
         | AddWatchFlags::IN_CREATE
@@ -106,15 +144,8 @@ pub async fn lock_file_replaced(path: &Path, lock: Lock) -> String {
     };
     loop {
         // Checked after the watch is in place, so no change slips between.
-        match Lock::at(path) {
-            Ok(Some(now)) if now == lock => {}
-            Ok(_) => {
-                return format!(
-                    "lock file `{}` was removed or replaced, so a rival could lock it",
-                    path.display()
-                )
-            }
-            Err(e) => tracing::warn!("cannot check `{}`: {e}", path.display()),
+        if let Some(why) = replaced(path, lock) {
+            return why;
         }
         match &fd {
             Some(fd) => {

@@ -653,6 +653,26 @@ fn parse_stat(stat: &str) -> Option<(char, u32)> {
     Some((state, pgrp))
 }
 
+/// The value of extended attribute `name` of `path`, up to 64 bytes; None
+/// when it has none, or it cannot be read.
+pub(super) fn xattr(path: &std::path::Path, name: &str) -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let name = std::ffi::CString::new(name).ok()?;
+    let mut value = [0u8; 64];
+    // SAFETY: both strings are NUL-terminated and outlive the call; the
+    // buffer's length is the one given, and getxattr writes no more.
+    let len = unsafe {
+        libc::getxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            value.as_mut_ptr().cast(),
+            value.len(),
+        )
+    };
+    usize::try_from(len).ok().map(|len| value[..len].to_vec())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -160,7 +160,7 @@ pub(in crate::child) fn spawn(
         );
         let err = io::Error::last_os_error();
         if pid != -1 {
-            relay_pending_stops(pid);
+            pass_on_stops(pid);
         }
         libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), ptr::null_mut());
         if pid == -1 {
@@ -175,36 +175,6 @@ pub(in crate::child) fn spawn(
         errno => {
             spawned.wait()?;
             Err(io::Error::from_raw_os_error(errno))
-        }
-    }
-}
-
-/// The stop signals of job control. Stopped before it execs, the new
-/// process would hold the guard in its vfork wait, where the guard can
-/// neither stop nor report: the shell never saw the job stop (Ctrl-Z at
-/// start-up). Until exec they meet a no-op there, like the signals the
-/// guard survives, and the guard hands them on once the new process has
-/// exec'd (see [`relay_pending_stops`]).
-const JOB_STOPS: [libc::c_int; 3] = [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU];
-
-/// In the guard, right after the clone, its signals still blocked: a job
-/// stop sent to the group while the new process was being made is pending
-/// here, and was swallowed by the new process's no-op. Sending it to COMMAND,
-/// which has exec'd (CLONE_VFORK) and so has the default action, stops COMMAND;
-/// the guard then stops by its own pending copy once its mask is restored, and
-/// the whole job stops as if the signal had come a moment later.
-fn relay_pending_stops(pid: libc::pid_t) {
-    let mut pending = MaybeUninit::<libc::sigset_t>::uninit();
-    // SAFETY: sigemptyset and sigpending initialise the set they are given;
-    // kill takes plain values, and ESRCH (COMMAND failed to exec and is
-    // gone) is fine. A signal the guard ignores is never pending.
-    unsafe {
-        libc::sigemptyset(pending.as_mut_ptr());
-        libc::sigpending(pending.as_mut_ptr());
-        for sig in JOB_STOPS {
-            if libc::sigismember(pending.as_ptr(), sig) == 1 {
-                libc::kill(pid, sig);
-            }
         }
     }
 }
@@ -261,11 +231,9 @@ extern "C" fn run(arg: *mut libc::c_void) -> libc::c_int {
             }
             let mut action = MaybeUninit::<libc::sigaction>::zeroed().assume_init();
             let ignored = current.assume_init().sa_sigaction == libc::SIG_IGN;
-            if libc::sigismember(&exec.survivable, sig) == 1
-                || (JOB_STOPS.contains(&sig) && !ignored)
-            {
+            if libc::sigismember(&exec.survivable, sig) == 1 || (is_stop(sig) && !ignored) {
                 action.sa_sigaction = ignore_until_exec as *const () as libc::sighandler_t;
-            } else if !ignored || sig == libc::SIGPIPE {
+            } else if current.assume_init().sa_sigaction != libc::SIG_IGN || sig == libc::SIGPIPE {
                 action.sa_sigaction = libc::SIG_DFL;
             } else {
                 continue;
@@ -299,6 +267,34 @@ extern "C" fn run(arg: *mut libc::c_void) -> libc::c_int {
             last = libc::EACCES;
         }
         fail(exec, last)
+    }
+}
+
+/// The stop signals a terminal sends (Ctrl-Z, a background read or write).
+/// Until it execs, the new process only notes them (see `run`): stopped
+/// there, it would hold the guard in its vfork wait, unable to stop or to
+/// see the job stop, and the job would be stopped in part.
+fn is_stop(sig: libc::c_int) -> bool {
+    matches!(sig, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU)
+}
+
+/// In the guard, right after the clone, its signals still blocked: a stop
+/// sent to the group while the new process could not stop is pending on
+/// us too; it goes to COMMAND, which has exec'd, so that the whole job
+/// stops. We stop ourselves once our mask is restored.
+///
+/// # Safety
+/// Plain system calls on values; `pid` is our unreaped child.
+unsafe fn pass_on_stops(pid: libc::pid_t) {
+    let mut pending = MaybeUninit::<libc::sigset_t>::uninit();
+    libc::sigemptyset(pending.as_mut_ptr());
+    if libc::sigpending(pending.as_mut_ptr()) != 0 {
+        return;
+    }
+    for sig in [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU] {
+        if libc::sigismember(pending.as_ptr(), sig) == 1 {
+            libc::kill(pid, sig);
+        }
     }
 }
 
