@@ -21,7 +21,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
 
     $completions = @(switch ($command) {
         'lockrun' {
-            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
             [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
             [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
@@ -36,6 +36,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'etcd: CA certificate file (else ETCDCTL_CACERT)')
             [CompletionResult]::new('--cert', '--cert', [CompletionResultType]::ParameterName, 'etcd: client certificate file (else ETCDCTL_CERT)')
             [CompletionResult]::new('--cert-key', '--cert-key', [CompletionResultType]::ParameterName, 'etcd: the client certificate''s key file (else ETCDCTL_KEY)')
+            [CompletionResult]::new('--dsn', '--dsn', [CompletionResultType]::ParameterName, 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
             [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
@@ -74,7 +75,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--value', '--value', [CompletionResultType]::ParameterName, 'Value stored in the lock entry [default: this host''s name]')
             [CompletionResult]::new('--notify', '--notify', [CompletionResultType]::ParameterName, 'Speak systemd''s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*. Without --timeout or --no-wait it retries an engine that is down at start, as --campaign does (a unit may start before its agent)')
             [CompletionResult]::new('--min-hold', '--min-hold', [CompletionResultType]::ParameterName, 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period')
-            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
             [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
             [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
@@ -89,6 +90,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'etcd: CA certificate file (else ETCDCTL_CACERT)')
             [CompletionResult]::new('--cert', '--cert', [CompletionResultType]::ParameterName, 'etcd: client certificate file (else ETCDCTL_CERT)')
             [CompletionResult]::new('--cert-key', '--cert-key', [CompletionResultType]::ParameterName, 'etcd: the client certificate''s key file (else ETCDCTL_KEY)')
+            [CompletionResult]::new('--dsn', '--dsn', [CompletionResultType]::ParameterName, 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
             [CompletionResult]::new('--campaign', '--campaign', [CompletionResultType]::ParameterName, 'After losing the lock, stop the child and campaign again instead of exiting 124 (for long-running daemons)')
             [CompletionResult]::new('--no-checks', '--no-checks', [CompletionResultType]::ParameterName, 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)')
@@ -124,7 +126,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--value', '--value', [CompletionResultType]::ParameterName, 'Value stored in the lock entry [default: this host''s name]')
             [CompletionResult]::new('--notify', '--notify', [CompletionResultType]::ParameterName, 'Speak systemd''s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*. Without --timeout or --no-wait it retries an engine that is down at start, as --campaign does (a unit may start before its agent)')
             [CompletionResult]::new('--min-hold', '--min-hold', [CompletionResultType]::ParameterName, 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period')
-            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
             [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
             [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
@@ -139,6 +141,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'etcd: CA certificate file (else ETCDCTL_CACERT)')
             [CompletionResult]::new('--cert', '--cert', [CompletionResultType]::ParameterName, 'etcd: client certificate file (else ETCDCTL_CERT)')
             [CompletionResult]::new('--cert-key', '--cert-key', [CompletionResultType]::ParameterName, 'etcd: the client certificate''s key file (else ETCDCTL_KEY)')
+            [CompletionResult]::new('--dsn', '--dsn', [CompletionResultType]::ParameterName, 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
             [CompletionResult]::new('--no-checks', '--no-checks', [CompletionResultType]::ParameterName, 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)')
             [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once (a network blip is retried for up to 500ms)')
@@ -155,7 +158,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
         }
         'lockrun;leader' {
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'With --wait: give up after DURATION (exit 1)')
-            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
             [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
             [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
@@ -170,6 +173,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'etcd: CA certificate file (else ETCDCTL_CACERT)')
             [CompletionResult]::new('--cert', '--cert', [CompletionResultType]::ParameterName, 'etcd: client certificate file (else ETCDCTL_CERT)')
             [CompletionResult]::new('--cert-key', '--cert-key', [CompletionResultType]::ParameterName, 'etcd: the client certificate''s key file (else ETCDCTL_KEY)')
+            [CompletionResult]::new('--dsn', '--dsn', [CompletionResultType]::ParameterName, 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON object, the same schema on every backend: {"key", "backend", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [...]}; with --watch, one per line. A holder is {"value", "fence", "since", "since_unix", "host", "pid", "details"}, null where the engine does not know; "fence" is the holder''s LOCKRUN_LOCK_INDEX where it can be read back (a Consul lock''s ModifyIndex, not its LockIndex; an etcd slot; local), else null; "details" holds the engine''s own facts (Consul''s entry and session)')
             [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'Wait until there is a holder')
@@ -185,7 +189,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
         }
         'lockrun;release' {
             [CompletionResult]::new('--session', '--session', [CompletionResultType]::ParameterName, 'Only if this session holds it (for a semaphore: free this holder''s slot)')
-            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
             [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
             [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
@@ -200,6 +204,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'etcd: CA certificate file (else ETCDCTL_CACERT)')
             [CompletionResult]::new('--cert', '--cert', [CompletionResultType]::ParameterName, 'etcd: client certificate file (else ETCDCTL_CERT)')
             [CompletionResult]::new('--cert-key', '--cert-key', [CompletionResultType]::ParameterName, 'etcd: the client certificate''s key file (else ETCDCTL_KEY)')
+            [CompletionResult]::new('--dsn', '--dsn', [CompletionResultType]::ParameterName, 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
             [CompletionResult]::new('--destroy-session', '--destroy-session', [CompletionResultType]::ParameterName, 'Also destroy the holder''s session (its other locks go too, after their lock-delay)')
             [CompletionResult]::new('--all', '--all', [CompletionResultType]::ParameterName, 'Semaphore: free every slot')
@@ -213,7 +218,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             break
         }
         'lockrun;completions' {
-            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
             [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
             [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
@@ -228,6 +233,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'etcd: CA certificate file (else ETCDCTL_CACERT)')
             [CompletionResult]::new('--cert', '--cert', [CompletionResultType]::ParameterName, 'etcd: client certificate file (else ETCDCTL_CERT)')
             [CompletionResult]::new('--cert-key', '--cert-key', [CompletionResultType]::ParameterName, 'etcd: the client certificate''s key file (else ETCDCTL_KEY)')
+            [CompletionResult]::new('--dsn', '--dsn', [CompletionResultType]::ParameterName, 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
             [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
@@ -240,7 +246,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
         }
         'lockrun;man' {
             [CompletionResult]::new('--dir', '--dir', [CompletionResultType]::ParameterName, 'Directory to write the pages into, e.g. /usr/local/share/man/man1')
-            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
             [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
             [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
@@ -255,6 +261,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'etcd: CA certificate file (else ETCDCTL_CACERT)')
             [CompletionResult]::new('--cert', '--cert', [CompletionResultType]::ParameterName, 'etcd: client certificate file (else ETCDCTL_CERT)')
             [CompletionResult]::new('--cert-key', '--cert-key', [CompletionResultType]::ParameterName, 'etcd: the client certificate''s key file (else ETCDCTL_KEY)')
+            [CompletionResult]::new('--dsn', '--dsn', [CompletionResultType]::ParameterName, 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
             [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
@@ -266,7 +273,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             break
         }
         'lockrun;explain' {
-            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
             [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
             [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
@@ -281,6 +288,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'etcd: CA certificate file (else ETCDCTL_CACERT)')
             [CompletionResult]::new('--cert', '--cert', [CompletionResultType]::ParameterName, 'etcd: client certificate file (else ETCDCTL_CERT)')
             [CompletionResult]::new('--cert-key', '--cert-key', [CompletionResultType]::ParameterName, 'etcd: the client certificate''s key file (else ETCDCTL_KEY)')
+            [CompletionResult]::new('--dsn', '--dsn', [CompletionResultType]::ParameterName, 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON object instead of text')
             [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
@@ -313,7 +321,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--value', '--value', [CompletionResultType]::ParameterName, 'Value stored in the lock entry [default: this host''s name]')
             [CompletionResult]::new('--notify', '--notify', [CompletionResultType]::ParameterName, 'Speak systemd''s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*. Without --timeout or --no-wait it retries an engine that is down at start, as --campaign does (a unit may start before its agent)')
             [CompletionResult]::new('--min-hold', '--min-hold', [CompletionResultType]::ParameterName, 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period')
-            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
             [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
             [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
@@ -328,6 +336,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'etcd: CA certificate file (else ETCDCTL_CACERT)')
             [CompletionResult]::new('--cert', '--cert', [CompletionResultType]::ParameterName, 'etcd: client certificate file (else ETCDCTL_CERT)')
             [CompletionResult]::new('--cert-key', '--cert-key', [CompletionResultType]::ParameterName, 'etcd: the client certificate''s key file (else ETCDCTL_KEY)')
+            [CompletionResult]::new('--dsn', '--dsn', [CompletionResultType]::ParameterName, 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
             [CompletionResult]::new('--campaign', '--campaign', [CompletionResultType]::ParameterName, 'After losing the lock, stop the child and campaign again instead of exiting 124 (for long-running daemons)')
             [CompletionResult]::new('--no-checks', '--no-checks', [CompletionResultType]::ParameterName, 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)')
@@ -363,7 +372,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--value', '--value', [CompletionResultType]::ParameterName, 'Value stored in the lock entry [default: this host''s name]')
             [CompletionResult]::new('--notify', '--notify', [CompletionResultType]::ParameterName, 'Speak systemd''s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*. Without --timeout or --no-wait it retries an engine that is down at start, as --campaign does (a unit may start before its agent)')
             [CompletionResult]::new('--min-hold', '--min-hold', [CompletionResultType]::ParameterName, 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period')
-            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul')
             [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
             [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
@@ -378,6 +387,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'etcd: CA certificate file (else ETCDCTL_CACERT)')
             [CompletionResult]::new('--cert', '--cert', [CompletionResultType]::ParameterName, 'etcd: client certificate file (else ETCDCTL_CERT)')
             [CompletionResult]::new('--cert-key', '--cert-key', [CompletionResultType]::ParameterName, 'etcd: the client certificate''s key file (else ETCDCTL_KEY)')
+            [CompletionResult]::new('--dsn', '--dsn', [CompletionResultType]::ParameterName, 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
             [CompletionResult]::new('--no-checks', '--no-checks', [CompletionResultType]::ParameterName, 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)')
             [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once (a network blip is retried for up to 500ms)')

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_lockrun_global_optspecs
-    string join \n backend= lock-dir= allow-network-fs http-addr= token-file= ca-file= ca-path= client-cert= client-key= tls-server-name= datacenter= namespace= endpoints= cacert= cert= cert-key= v/verbose q/quiet log-format= h/help V/version
+    string join \n backend= lock-dir= allow-network-fs http-addr= token-file= ca-file= ca-path= client-cert= client-key= tls-server-name= datacenter= namespace= endpoints= cacert= cert= cert-key= dsn= v/verbose q/quiet log-format= h/help V/version
 end
 
 function __fish_lockrun_needs_command
@@ -24,9 +24,10 @@ function __fish_lockrun_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c lockrun -n "__fish_lockrun_needs_command" -l backend -d 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_needs_command" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
-local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
 complete -c lockrun -n "__fish_lockrun_needs_command" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_needs_command" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
 complete -c lockrun -n "__fish_lockrun_needs_command" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
@@ -41,6 +42,7 @@ complete -c lockrun -n "__fish_lockrun_needs_command" -l endpoints -d 'etcd: end
 complete -c lockrun -n "__fish_lockrun_needs_command" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_needs_command" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_needs_command" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
+complete -c lockrun -n "__fish_lockrun_needs_command" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
 complete -c lockrun -n "__fish_lockrun_needs_command" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_needs_command" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
@@ -84,9 +86,10 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l value -d 'Valu
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l notify -d 'Speak systemd\'s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*. Without --timeout or --no-wait it retries an engine that is down at start, as --campaign does (a unit may start before its agent)' -r -f -a "start\t'At once: a standby is a healthy, started service'
 held\t'Only once the lock or slot is held: a standby stays "activating"'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l min-hold -d 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l backend -d 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
-local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
@@ -101,6 +104,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l endpoints -d '
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l campaign -d 'After losing the lock, stop the child and campaign again instead of exiting 124 (for long-running daemons)'
@@ -140,9 +144,10 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l value -d '
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l notify -d 'Speak systemd\'s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*. Without --timeout or --no-wait it retries an engine that is down at start, as --campaign does (a unit may start before its agent)' -r -f -a "start\t'At once: a standby is a healthy, started service'
 held\t'Only once the lock or slot is held: a standby stays "activating"'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l min-hold -d 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l backend -d 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
-local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
@@ -157,6 +162,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l endpoints 
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l no-checks -d 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
@@ -167,9 +173,10 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s v -l verbo
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l timeout -d 'With --wait: give up after DURATION (exit 1)' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l backend -d 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
-local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
@@ -184,6 +191,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l endpoints -d 
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l json -d 'Print one JSON object, the same schema on every backend: {"key", "backend", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [...]}; with --watch, one per line. A holder is {"value", "fence", "since", "since_unix", "host", "pid", "details"}, null where the engine does not know; "fence" is the holder\'s LOCKRUN_LOCK_INDEX where it can be read back (a Consul lock\'s ModifyIndex, not its LockIndex; an etcd slot; local), else null; "details" holds the engine\'s own facts (Consul\'s entry and session)'
@@ -194,9 +202,10 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -s v -l verbose 
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l session -d 'Only if this session holds it (for a semaphore: free this holder\'s slot)' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l backend -d 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
-local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
@@ -211,6 +220,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l endpoints -d
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l destroy-session -d 'Also destroy the holder\'s session (its other locks go too, after their lock-delay)'
@@ -219,9 +229,10 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l allow-networ
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l backend -d 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
-local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
@@ -236,6 +247,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l endpoint
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
@@ -243,9 +255,10 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -s v -l ver
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l dir -d 'Directory to write the pages into, e.g. /usr/local/share/man/man1' -r -f -a "(__fish_complete_directories)"
-complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l backend -d 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
-local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
@@ -260,15 +273,17 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l endpoints -d 'et
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l backend -d 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
-local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
@@ -283,6 +298,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l json -d 'Print one JSON object instead of text'
@@ -321,9 +337,10 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l notify -d 'Speak systemd\'s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*. Without --timeout or --no-wait it retries an engine that is down at start, as --campaign does (a unit may start before its agent)' -r -f -a "start\t'At once: a standby is a healthy, started service'
 held\t'Only once the lock or slot is held: a standby stays "activating"'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l min-hold -d 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l backend -d 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
-local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
@@ -338,6 +355,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l campaign -d 'After losing the lock, stop the child and campaign again instead of exiting 124 (for long-running daemons)'
@@ -377,9 +395,10 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l notify -d 'Speak systemd\'s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*. Without --timeout or --no-wait it retries an engine that is down at start, as --campaign does (a unit may start before its agent)' -r -f -a "start\t'At once: a standby is a healthy, started service'
 held\t'Only once the lock or slot is held: a standby stays "activating"'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l min-hold -d 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l backend -d 'Where the locks live: consul, etcd, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
-local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'"
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
@@ -394,6 +413,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l no-checks -d 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'

@@ -28,8 +28,8 @@ waiting. See lockrun(1).";
 /// Run a command only while holding a lock or semaphore slot.
 ///
 /// lockrun takes a leader lock (or one of N semaphore slots) in HashiCorp
-/// Consul, in etcd (--backend etcd), or on this host with flock(2) (--backend
-/// local), runs COMMAND while it holds it, and stops COMMAND the moment holding
+/// Consul, in etcd (--backend etcd), in PostgreSQL (--backend postgres), or on
+/// this host with flock(2) (--backend local), runs COMMAND while it holds it, and stops COMMAND the moment holding
 /// it can no longer be guaranteed: the child never runs at a moment when
 /// another holder could have acquired the lock.
 #[derive(Debug, Parser)]
@@ -43,6 +43,8 @@ pub struct Cli {
     pub consul: ConsulArgs,
     #[command(flatten)]
     pub etcd: EtcdArgs,
+    #[command(flatten)]
+    pub postgres: PostgresArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -207,6 +209,8 @@ pub enum BackendName {
     Etcd,
     /// This host only: `flock(2)` on a file per lock, as `flock(1)`; no server.
     Local,
+    /// PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`).
+    Postgres,
 }
 
 impl BackendName {
@@ -215,6 +219,7 @@ impl BackendName {
             BackendName::Consul => "consul",
             BackendName::Etcd => "etcd",
             BackendName::Local => "local",
+            BackendName::Postgres => "postgres",
         }
     }
 }
@@ -223,8 +228,8 @@ impl BackendName {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Backend")]
 pub struct BackendArgs {
-    /// Where the locks live: consul, etcd, or local (this host only, no
-    /// server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is
+    /// Where the locks live: consul, etcd, postgres, or local (this host
+    /// only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is
     /// consul.
     #[arg(long, global = true, value_enum, env = "LOCKRUN_BACKEND", default_value_t = BackendName::Consul, value_name = "BACKEND")]
     pub backend: BackendName,
@@ -259,6 +264,20 @@ pub struct EtcdArgs {
     /// etcd: the client certificate's key file (else ETCDCTL_KEY).
     #[arg(long, global = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub cert_key: Option<PathBuf>,
+}
+
+/// Where PostgreSQL is; the flag overrides libpq's environment variables
+/// (PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD, PGSSLMODE). A password
+/// belongs in PGPASSWORD, not on a command line every user can read.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "PostgreSQL connection")]
+pub struct PostgresArgs {
+    /// postgres: a postgres:// URL or libpq `key=value` words, e.g.
+    /// postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER,
+    /// PGDATABASE; else the local socket). TLS is not supported yet:
+    /// sslmode=require and verify-* are refused.
+    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), global = true, value_name = "DSN")]
+    pub dsn: Option<String>,
 }
 
 /// Where Consul is and how to authenticate; flags override the consul CLI's

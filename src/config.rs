@@ -98,7 +98,7 @@ pub struct ChildConfig {
 /// an empty one is a usage error, whichever backend is in use. The second
 /// field is what to set instead.
 pub const EMPTY_IS_AN_ERROR: &[(&str, &str)] = &[
-    ("LOCKRUN_BACKEND", "consul, etcd or local"),
+    ("LOCKRUN_BACKEND", "consul, etcd, local or postgres"),
     ("LOCKRUN_LOCK_DIR", "a directory"),
     (
         "CONSUL_HTTP_ADDR",
@@ -359,8 +359,8 @@ pub fn hold(
         let value = child.value.clone().unwrap_or_else(hostname);
         return assemble(None, kill_timeout, value, wait, child, env).map(|c| (c, None));
     }
-    if backend == BackendName::Etcd {
-        return etcd_hold(kind, key, session, wait, child, env).map(|c| (c, None));
+    if matches!(backend, BackendName::Etcd | BackendName::Postgres) {
+        return etcd_hold(backend, kind, key, session, wait, child, env).map(|c| (c, None));
     }
     let Kind {
         name: key_kind,
@@ -509,8 +509,12 @@ fn assemble(
 }
 
 /// etcd: a lease TTL in whole seconds, and a budget with no lock-delay: a
-/// rival takes the lock as soon as the lease expires.
+/// rival takes the lock as soon as the lease expires. PostgreSQL's is the
+/// same shape: the server gives up on a silent connection (its TCP
+/// keepalive and `tcp_user_timeout`, whole seconds) the TTL after the last
+/// data it received from us, and frees the lock at once.
 fn etcd_hold(
+    backend: BackendName,
     kind: Kind,
     key: &str,
     session: &SessionArgs,
@@ -518,11 +522,21 @@ fn etcd_hold(
     child: &ChildArgs,
     env: &dyn Env,
 ) -> Result<HoldConfig, Failure> {
-    crate::backend::etcd::check_key(key).map_err(Failure::Usage)?;
+    crate::key::check(key).map_err(Failure::Usage)?;
     let ttl = session.ttl;
+    let (what, expires) = match backend {
+        BackendName::Postgres => (
+            "a postgres TTL",
+            "on postgres a rival takes the lock as soon as the server gives up on our connection",
+        ),
+        _ => (
+            "an etcd lease TTL",
+            "on etcd a rival takes the lock as soon as the lease expires",
+        ),
+    };
     if ttl < Duration::from_secs(1) || ttl.subsec_nanos() != 0 || ttl > TTL_MAX {
         return Err(Failure::Usage(format!(
-            "--ttl {} is not an etcd lease TTL; use whole seconds from 1s to 24h, e.g. --ttl 15s",
+            "--ttl {} is not {what}; use whole seconds from 1s to 24h, e.g. --ttl 15s",
             flag_duration(ttl)
         )));
     }
@@ -540,7 +554,7 @@ fn etcd_hold(
             return Failure::Usage(message);
         };
         Failure::Usage(format!(
-            "--kill-timeout {} is too long for --ttl {}: on etcd a rival takes the lock as soon as the lease expires, so the child must be dead by then; use --kill-timeout {} or less, or a longer --ttl",
+            "--kill-timeout {} is too long for --ttl {}: {expires}, so the child must be dead by then; use --kill-timeout {} or less, or a longer --ttl",
             flag_duration(budget.kill_timeout),
             flag_duration(ttl),
             flag_duration(max),

@@ -452,6 +452,14 @@ const ENVIRONMENT: &[Block] = &[
          3.6 changed the gateway's error bodies (lockrun reads the code and message, which \
          3.4 to 3.6 all give; it is tested on 3.4 and 3.5).",
     ),
+    P(
+        "On PostgreSQL (`--backend postgres`) lockrun reads libpq's variables, which \
+         `--dsn` overrides: `PGHOST` (a host or a unix-socket directory), `PGPORT`, \
+         `PGUSER`, `PGDATABASE`, `PGPASSWORD` (never printed) and `PGSSLMODE` (modes \
+         that ask for TLS are refused: TLS is not supported yet). KEY's advisory lock \
+         id is `('x' || substr(md5('KEY'), 1, 16))::bit(64)::bigint`; slot i of PREFIX \
+         is that of `PREFIX//i`.",
+    ),
     P("COMMAND inherits lockrun's environment, plus:"),
     Item("`LOCKRUN_KEY`", "The lock key, or the semaphore prefix."),
     Item(
@@ -598,6 +606,16 @@ const SAFETY: &[Block] = &[
          `--kill-timeout` shrinks to 2.3s and SIGKILL has landed by 12.35s. A revoked lease (`lockrun release`, `etcdctl \
          lease revoke`) or a key gone from etcd lets a rival hold at once, so COMMAND gets \
          SIGKILL at once.",
+    ),
+    Item(
+        "postgres",
+        "The server frees the advisory lock when the holding connection ends: at once \
+         when lockrun dies or its backend is terminated (`lockrun release`, \
+         `pg_terminate_backend`, a restart, a failover), so COMMAND gets SIGKILL at once; \
+         on a partition when the server's TCP keepalive or tcp_user_timeout gives up, \
+         which lockrun sets to `--ttl` after the last data the server received. The \
+         budget is etcd's: a rival no earlier than the TTL after the last confirmed round \
+         trip, no lock-delay.",
     ),
     Item(
         "local",

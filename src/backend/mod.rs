@@ -33,6 +33,7 @@
 pub mod consul;
 pub mod etcd;
 pub mod local;
+pub mod postgres;
 pub mod tls;
 
 use std::ffi::OsString;

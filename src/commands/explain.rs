@@ -123,6 +123,7 @@ impl Promise {
         match (self.backend, self.lock(), self.budget.is_some_and(|b| b.checks)) {
             (BackendName::Local, _, _) => "never while lockrun's guard holds the lock file open",
             (BackendName::Etcd, _, _) => "when the lease expires: the TTL after the last renewal etcd processed",
+            (BackendName::Postgres, _, _) => "when the connection ends: at once if our process exits or an operator terminates our backend; on a network partition when the server's TCP keepalive or tcp_user_timeout gives up, which lockrun sets to the TTL after the last round trip the server received",
             (BackendName::Consul, true, true) => "the lock-delay after a health check ends the session, which may be right after a renewal",
             (BackendName::Consul, true, false) => "TTL + lock-delay after the last renewal Consul processed",
             (BackendName::Consul, false, _) => "when the session expires: the TTL after the last renewal Consul processed (no lock-delay protects a slot)",
@@ -133,6 +134,7 @@ impl Promise {
         match (self.backend, self.lock()) {
             (BackendName::Local, _) => "`lockrun release` signals the holder; the lock file stays locked until its guard has stopped the command, so no rival overlaps",
             (BackendName::Etcd, _) => "`lockrun release` revokes the holder's lease: a rival may hold the lock at once, so the holder sends SIGKILL at once (no grace period)",
+            (BackendName::Postgres, _) => "`lockrun release` terminates the holder's backend (pg_terminate_backend): the server frees the lock at once, so the holder sends SIGKILL at once (no grace period)",
             (BackendName::Consul, true) => "`lockrun release` arms no lock-delay: a rival may start at once while the holder's command gets its full --kill-timeout (the one overlap lockrun accepts, since an operator asked for it)",
             (BackendName::Consul, false) => "`lockrun release` frees the slot at once: a rival may start while the holder's command gets its full --kill-timeout (the one overlap lockrun accepts)",
         }
@@ -142,6 +144,7 @@ impl Promise {
         match (self.backend, self.lock()) {
             (BackendName::Local, _) => "the lock file replaced or removed: a rival may lock the new file at once, so the command is killed at once",
             (BackendName::Etcd, _) => "a lease or key gone from etcd (revoked, compacted away, a restored snapshot): a rival may hold at once, so the command gets SIGKILL at once",
+            (BackendName::Postgres, _) => "a connection the server ended (pg_terminate_backend, a restart, a failover: a replica keeps no advisory locks): a rival may hold at once, so the command gets SIGKILL at once; no delay covers that window",
             (BackendName::Consul, true) => "a session Consul invalidates or destroys keeps the lock-delay: the command gets what the lock-delay leaves of --kill-timeout, then SIGKILL; a Consul that loses its state (a new cluster) arms nothing, and only the local lease stops the command",
             (BackendName::Consul, false) => "a session Consul ends frees the slot at once, so the command gets SIGKILL at once",
         }
@@ -161,13 +164,14 @@ impl Promise {
             ));
             list.push(match self.backend {
                 BackendName::Etcd => "etcd is linearizable and its leader expires leases no earlier than the TTL after the keep-alive it processed".to_string(),
+                BackendName::Postgres => "the PostgreSQL server (Linux) honours the per-session tcp_keepalives_* and tcp_user_timeout lockrun sets, and every contender connects to the same primary and database, directly or through session pooling (never transaction pooling)".to_string(),
                 _ => "Consul's servers are linearizable (raft) and never invalidate a session earlier than its TTL after the renewal they processed".to_string(),
             });
         } else {
             list.push("flock(2) on a local file system: the lock lives as long as lockrun's guard process, and a rival on this host cannot take it before the guard has exited".to_string());
             list.push("no other host shares the lock (a network file system is refused without --allow-network-fs)".to_string());
         }
-        list.push("every contender uses lockrun, `consul lock`, `etcdctl lock` or `flock` on the same KEY and backend".to_string());
+        list.push("every contender uses lockrun, `consul lock`, `etcdctl lock`, `flock` or the documented `pg_advisory_lock` id on the same KEY and backend".to_string());
         list
     }
 

@@ -30,6 +30,9 @@ pub fn prepare(args: LeaderArgs, backend: BackendName) -> Result<Job, Failure> {
         BackendName::Local => crate::backend::local::dir::check_key(job.key())
             .map_err(|e| Failure::Usage(e.to_string()))?,
         BackendName::Etcd => crate::backend::etcd::check_key(job.key()).map_err(Failure::Usage)?,
+        BackendName::Postgres => {
+            crate::backend::postgres::check_key(job.key()).map_err(Failure::Usage)?
+        }
     }
     Ok(job)
 }

@@ -141,11 +141,22 @@ const OWNED: &[(&str, &[BackendName])] = &[
     ("tls_server_name", &[BackendName::Consul]),
     ("datacenter", &[BackendName::Consul]),
     ("namespace", &[BackendName::Consul]),
-    ("ttl", &[BackendName::Consul, BackendName::Etcd]),
+    (
+        "ttl",
+        &[
+            BackendName::Consul,
+            BackendName::Etcd,
+            BackendName::Postgres,
+        ],
+    ),
     ("lock_delay", &[BackendName::Consul]),
     (
         "clock_rate_error",
-        &[BackendName::Consul, BackendName::Etcd],
+        &[
+            BackendName::Consul,
+            BackendName::Etcd,
+            BackendName::Postgres,
+        ],
     ),
     ("behavior", &[BackendName::Consul]),
     ("session_name", &[BackendName::Consul]),
@@ -158,6 +169,7 @@ const OWNED: &[(&str, &[BackendName])] = &[
     ("cacert", &[BackendName::Etcd]),
     ("cert", &[BackendName::Etcd]),
     ("cert_key", &[BackendName::Etcd]),
+    ("dsn", &[BackendName::Postgres]),
     ("lock_dir", &[BackendName::Local]),
     ("allow_network_fs", &[BackendName::Local]),
 ];
@@ -184,11 +196,13 @@ fn foreign_flags(matches: &ArgMatches, backend: BackendName) -> Result<(), Failu
             if typed {
                 let flag = format!("--{}", id.replace('_', "-"));
                 let owner = owners[0].name();
-                let owned_by = owners
-                    .iter()
-                    .map(|b| b.name())
-                    .collect::<Vec<_>>()
-                    .join(" and ");
+                let names: Vec<&str> = owners.iter().map(|b| b.name()).collect();
+                let owned_by = match names.split_last() {
+                    Some((last, rest)) if !rest.is_empty() => {
+                        format!("{} and {last}", rest.join(", "))
+                    }
+                    _ => names.join(""),
+                };
                 let plural = if owners.len() > 1 { "s" } else { "" };
                 return Err(Failure::Usage(format!(
                     "{flag} belongs to the {owned_by} backend{plural}, and this run uses --backend {}; drop {flag}, or pass --backend {owner}",
@@ -241,6 +255,18 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
                     Job::Semaphore(job) => semaphore::run(&etcd, job).await,
                     Job::Leader(job) => holders::leader(&etcd, "etcd", job).await,
                     Job::Release(job) => holders::release(&etcd, job).await,
+                }
+            })
+        }
+        BackendName::Postgres => {
+            let engine = crate::backend::postgres::engine(cli.postgres.dsn.as_deref(), job.ttl())?;
+            job.fork_guard(crate::backend::postgres::Postgres::CLAIM_LENDS_FD);
+            runtime()?.block_on(async {
+                match job {
+                    Job::Elect(job) => elect::run(&engine, job).await,
+                    Job::Semaphore(job) => semaphore::run(&engine, job).await,
+                    Job::Leader(job) => holders::leader(&engine, "postgres", job).await,
+                    Job::Release(job) => holders::release(&engine, job).await,
                 }
             })
         }
@@ -358,6 +384,16 @@ impl Job {
             Job::Elect(job) => job.fork_guard(lends),
             Job::Semaphore(job) => job.fork_guard(lends),
             Job::Leader(_) | Job::Release(_) => {}
+        }
+    }
+
+    /// The TTL a holding job asked for; `None` for looking and releasing,
+    /// which hold nothing.
+    fn ttl(&self) -> Option<std::time::Duration> {
+        match self {
+            Job::Elect(job) => Some(job.ttl),
+            Job::Semaphore(job) => Some(job.ttl),
+            Job::Leader(_) | Job::Release(_) => None,
         }
     }
 }

@@ -17,6 +17,10 @@ pub fn prepare(args: ReleaseArgs, backend: BackendName) -> Result<Job, Failure> 
                 .map_err(|e| Failure::Usage(e.to_string()))?;
             return Ok(Job { key, args });
         }
+        BackendName::Postgres => {
+            crate::backend::postgres::check_key(&key).map_err(Failure::Usage)?;
+            return Ok(Job { key, args });
+        }
         BackendName::Etcd => {
             crate::backend::etcd::check_key(&key).map_err(Failure::Usage)?;
             return Ok(Job { key, args });

@@ -2,7 +2,7 @@
 //! every engine (SPEC §6: the subcommands, exit statuses, signals and the
 //! safety promise are the same everywhere). Consul runs on the emulator, or
 //! on a real agent with `LOCKRUN_TEST_CONSUL_ADDR`; etcd is the real one the
-//! suite starts; `local` needs nothing.
+//! suite starts, and so is PostgreSQL; `local` needs nothing.
 
 use nix::sys::signal::Signal;
 
@@ -28,6 +28,11 @@ macro_rules! on_every_backend {
             #[test]
             fn on_etcd() {
                 super::$scenario(&Place::etcd(stringify!($scenario)));
+            }
+
+            #[test]
+            fn on_postgres() {
+                super::$scenario(&Place::postgres(stringify!($scenario)));
             }
         }
     };

@@ -345,6 +345,8 @@ fn an_unknown_leftovers_value_is_a_usage_error_on_every_backend() {
                 let left = std::fs::read_dir(dir.path()).unwrap().count();
                 assert_eq!(left, 0, "nothing in the lock directory");
             }
+            // Not among the places above: an advisory lock writes nothing.
+            Place::Postgres { .. } => {}
         }
     }
 }

@@ -25,7 +25,7 @@ mod docs;
 mod explain;
 // Runs the real binary: command builder, background runs, failure dumps.
 mod support;
-// Where a CLI test's locks live (Consul, etcd, local) and its lockrun there.
+// Where a CLI test's locks live (Consul, etcd, PostgreSQL, local) and its lockrun there.
 mod places;
 // A TCP relay a test can freeze: a partition for one lockrun alone.
 mod link;
@@ -65,6 +65,10 @@ mod etcd_cli;
 mod local_engine;
 // A real etcd for the etcd tests, shared by the test binary.
 mod etcd_support;
+// A throwaway PostgreSQL for the postgres tests, shared by the test binary.
+mod pg_support;
+// `--backend postgres` end to end beside psql.
+mod postgres_cli;
 // The `etcd` backend's engine against a real etcd.
 mod etcd_engine;
 // Answers true where production differs from the lab: ACLs, keys, empty settings.

@@ -1,4 +1,4 @@
-//! Where a CLI test's locks live: Consul, etcd or a local lock directory,
+//! Where a CLI test's locks live: Consul, etcd, PostgreSQL or a local lock directory,
 //! and the few things every CLI suite does there (run `lockrun`, check a
 //! status with the engine's log, keep a holder running). The
 //! backend-independent suite (`backends`) runs one scenario on each; the
@@ -9,6 +9,7 @@ use std::process::{Command, Output};
 
 use crate::consul::TestConsul;
 use crate::etcd_support;
+use crate::pg_support;
 use crate::support::{self, script_with, wait_for_file, Running};
 
 /// Where the locks live for one test.
@@ -16,6 +17,7 @@ pub enum Place {
     Consul(TestConsul, String),
     Etcd { prefix: String, endpoint: String },
     Local(tempfile::TempDir),
+    Postgres { prefix: String, url: String },
 }
 
 impl Place {
@@ -43,6 +45,14 @@ impl Place {
         }
     }
 
+    /// The shared PostgreSQL, under keys of this test's own.
+    pub fn postgres(test: &str) -> Place {
+        Place::Postgres {
+            prefix: pg_support::unique(test),
+            url: pg_support::postgres().url(),
+        }
+    }
+
     /// The lock directory of a local place.
     pub fn lock_dir(&self) -> &Path {
         match self {
@@ -55,13 +65,17 @@ impl Place {
     /// On etcd a release revokes the holder's lease, after which a rival
     /// may hold the lock at once: the child is killed outright.
     pub fn release_keeps_the_grace(&self) -> bool {
-        !matches!(self, Place::Etcd { .. })
+        !matches!(self, Place::Etcd { .. } | Place::Postgres { .. })
     }
 
     /// A key unique to this test.
     pub fn key(&self, name: &str) -> String {
         match self {
-            Place::Consul(_, prefix) | Place::Etcd { prefix, .. } => format!("{prefix}/{name}"),
+            Place::Consul(_, prefix)
+            | Place::Etcd { prefix, .. }
+            | Place::Postgres { prefix, .. } => {
+                format!("{prefix}/{name}")
+            }
             Place::Local(_) => format!("t/{name}"),
         }
     }
@@ -73,6 +87,11 @@ impl Place {
             Place::Consul(consul, _) => support::lockrun(consul, args),
             Place::Etcd { endpoint, .. } => {
                 let mut cmd = support::bare(["--backend", "etcd", "--endpoints", endpoint]);
+                cmd.args(args);
+                cmd
+            }
+            Place::Postgres { url, .. } => {
+                let mut cmd = support::bare(["--backend", "postgres", "--dsn", url]);
                 cmd.args(args);
                 cmd
             }
@@ -90,6 +109,10 @@ impl Place {
         support::assert_exit(output, code, what, || match self {
             Place::Consul(consul, _) => format!("\n--- Consul ---\n{}", consul.request_log_dump()),
             Place::Etcd { .. } => format!("\n--- etcd ---\n{}", etcd_support::etcd().log_tail()),
+            Place::Postgres { .. } => format!(
+                "\n--- PostgreSQL ---\n{}",
+                pg_support::postgres().log_tail()
+            ),
             Place::Local(_) => String::new(),
         });
     }

@@ -46,6 +46,14 @@ const SCRUBBED: &[&str] = &[
     "ETCDCTL_CACERT",
     "ETCDCTL_CERT",
     "ETCDCTL_KEY",
+    "PGHOST",
+    "PGPORT",
+    "PGUSER",
+    "PGDATABASE",
+    "PGPASSWORD",
+    "PGPASSFILE",
+    "PGSSLMODE",
+    "PGSERVICE",
 ];
 
 /// `lockrun` with `args`, talking to `consul`.

@@ -1,0 +1,134 @@
+//! What can go wrong talking to PostgreSQL, classified so that policy code
+//! can tell a blip (retry while the lease lasts) from a verdict.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::backend::one_line;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PgError {
+    /// No host took the connection (refused, DNS, reset).
+    Unreachable { cause: String },
+    /// A request got no answer in time.
+    Timeout { what: String, after: Duration },
+    /// Our connection closed: the server ended our session (an operator's
+    /// `pg_terminate_backend`, a restart) or the network dropped it. Every
+    /// advisory lock it held is free.
+    Closed { cause: String },
+    /// The server refused us: a wrong user, password or database, or a
+    /// missing privilege.
+    Denied { what: String, message: String },
+    /// The server answered with an error we do not expect.
+    Server { what: String, message: String },
+    /// The server is a hot standby: advisory locks there exclude nobody on
+    /// the primary.
+    Standby,
+    /// A key lockrun cannot use.
+    Usage(String),
+}
+
+impl PgError {
+    /// Classifies a client error for `what` (`taking the lock`, say).
+    pub fn from_client(what: &str, e: tokio_postgres::Error) -> PgError {
+        if let Some(db) = e.as_db_error() {
+            let message = one_line(db.message());
+            let code = db.code().code();
+            // 28: invalid authorization; 42501: insufficient privilege;
+            // 3D000: no such database.
+            if code.starts_with("28") || code == "42501" || code == "3D000" {
+                return PgError::Denied {
+                    what: what.to_string(),
+                    message,
+                };
+            }
+            // 57P01..57P03: the server is shutting down or terminated us.
+            if code.starts_with("57P") {
+                return PgError::Closed { cause: message };
+            }
+            return PgError::Server {
+                what: what.to_string(),
+                message: format!("{message} (SQLSTATE {code})"),
+            };
+        }
+        if e.is_closed() {
+            return PgError::Closed {
+                cause: one_line(&e.to_string()),
+            };
+        }
+        PgError::Unreachable {
+            cause: one_line(&source_chain(&e)),
+        }
+    }
+
+    /// Worth retrying while the patience lasts.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            PgError::Unreachable { .. } | PgError::Timeout { .. } | PgError::Closed { .. }
+        )
+    }
+}
+
+/// The error and its causes on one line: tokio-postgres says `error
+/// connecting to server` and keeps the reason (refused, no such file) in
+/// its source.
+fn source_chain(e: &dyn std::error::Error) -> String {
+    let mut line = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        next = cause.source();
+    }
+    line
+}
+
+impl fmt::Display for PgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PgError::Unreachable { cause } => write!(
+                f,
+                "cannot reach PostgreSQL ({cause}); check --dsn or PGHOST and PGPORT"
+            ),
+            PgError::Timeout { what, after } => write!(
+                f,
+                "PostgreSQL did not answer {what} within {}",
+                humantime::format_duration(*after)
+            ),
+            PgError::Closed { cause } => write!(f, "our PostgreSQL connection closed ({cause})"),
+            PgError::Denied { what, message } => {
+                write!(f, "PostgreSQL refused {what}: {message}")
+            }
+            PgError::Server { what, message } => {
+                write!(f, "PostgreSQL failed {what}: {message}")
+            }
+            PgError::Standby => write!(
+                f,
+                "the PostgreSQL server is a hot standby (pg_is_in_recovery()), whose advisory locks exclude nobody on the primary; point --dsn at the primary"
+            ),
+            PgError::Usage(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for PgError {}
+
+impl crate::backend::EngineError for PgError {
+    fn is_transient(&self) -> bool {
+        PgError::is_transient(self)
+    }
+}
+
+impl From<PgError> for crate::error::Failure {
+    fn from(e: PgError) -> crate::error::Failure {
+        use crate::error::Failure;
+        match e {
+            PgError::Usage(m) => Failure::Usage(m),
+            e => Failure::Engine(e.to_string()),
+        }
+    }
+}

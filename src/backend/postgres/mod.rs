@@ -1,0 +1,812 @@
+//! The `postgres` backend (issue #31): a lock or semaphore slot is a
+//! session-level advisory lock, held by one dedicated connection for the
+//! life of the hold.
+//!
+//! **Lock ids.** KEY's lock id is the first 16 hex digits of `md5(KEY)` as
+//! a signed 64-bit number, which a script computes with psql alone:
+//!
+//! ```sql
+//! select pg_advisory_lock(('x' || substr(md5('KEY'), 1, 16))::bit(64)::bigint);
+//! ```
+//!
+//! Slot i of a semaphore PREFIX is the lock id of the text `PREFIX//i`
+//! (no key holds `//`, so no lock shares a slot's id). We let the server
+//! compute the ids, with that very expression, so that the two cannot
+//! drift apart. Advisory locks belong to one database: every contender
+//! must connect to the same one.
+//!
+//! **The lease** is the connection. The server frees our locks the moment
+//! the connection ends: at once when our process exits or an operator
+//! terminates our backend, and on a network partition only when its TCP
+//! keepalive or `tcp_user_timeout` gives up. We set both per session to
+//! give up no earlier than the TTL after the last data the server received
+//! from us, so the budget is etcd's: the send time of the last confirmed
+//! round trip plus the TTL, with no lock-delay. Renewal is one round trip
+//! (`select 1`) on the hold loop's schedule. A closed connection is
+//! noticed at once: the connection task ends, and the claim's watch with it.
+//!
+//! **The fence** is `pg_current_xact_id()` taken right after acquisition:
+//! 64-bit, cluster-wide, never reused, and assigned in order, so a later
+//! holder's is greater.
+//!
+//! **Who holds it** comes from `pg_locks` joined with `pg_stat_activity`:
+//! the holder's queries carry a comment with its facts (value, host, pid,
+//! fence), which `pg_stat_activity.query` shows.
+
+pub mod config;
+pub mod error;
+
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_postgres::{Client, NoTls};
+
+pub use self::error::PgError;
+
+use super::{
+    Acquisition, Changes, Claim, Engine, Holder, Inspect, Lease, Lost, Opening, Released, Renewal,
+    Target, Wait, Which,
+};
+
+/// The TTL unless told otherwise: how long after our last round trip the
+/// server may give up on a silent connection.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+
+/// How long a `--no-wait` run keeps retrying a blip, as on the others.
+const ONCE_GRACE: Duration = Duration::from_millis(500);
+
+/// The longest pause between two tries at a taken lock: a waiter polls
+/// (PostgreSQL wakes no one for `pg_try_advisory_lock`), and a blocking
+/// `pg_advisory_lock` would hold up the round trips that prove the
+/// connection alive.
+const POLL_MAX: Duration = Duration::from_millis(200);
+
+/// What `leader` and `release` poll at for `--wait`.
+const CHANGES_POLL: Duration = Duration::from_millis(200);
+
+/// How long clean-up (unlock, close) may take.
+const CLEANUP_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The application_name every lockrun connection carries.
+pub const APPLICATION_NAME: &str = "lockrun";
+
+/// The SQL expression of a text's lock id, documented above.
+const LOCK_ID_SQL: &str = "('x' || substr(md5($1::text), 1, 16))::bit(64)::bigint";
+
+/// Why KEY is refused: lockrun's one rule for keys.
+pub fn check_key(key: &str) -> Result<(), String> {
+    crate::key::check(key)
+}
+
+/// The text whose lock id is slot `slot` of `prefix`.
+pub fn slot_text(prefix: &str, slot: u32) -> String {
+    format!("{prefix}//{slot}")
+}
+
+/// The engine from `--dsn` and libpq's variables, checked before any
+/// connection; `ttl` is the holding job's (`None`: the default).
+pub fn engine(dsn: Option<&str>, ttl: Option<Duration>) -> Result<Postgres, crate::error::Failure> {
+    use crate::error::Failure;
+    let config = config::resolve(dsn, |name| std::env::var(name).ok()).map_err(Failure::Usage)?;
+    Postgres::new(config, ttl.unwrap_or(DEFAULT_TTL)).map_err(Failure::Usage)
+}
+
+/// The PostgreSQL engine: where the server is and the TTL of our sessions.
+#[derive(Debug, Clone)]
+pub struct Postgres {
+    config: tokio_postgres::Config,
+    ttl: Duration,
+}
+
+/// A holder's facts, in a comment on each of its queries.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+struct Facts {
+    key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    slot: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    limit: Option<u32>,
+    value: String,
+    host: String,
+    pid: u32,
+    fence: u64,
+    since: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    child_pgid: Option<u32>,
+}
+
+const FACTS_OPEN: &str = "/* lockrun ";
+
+impl Facts {
+    /// `select 1` with our facts: JSON, with every `*` escaped so that no
+    /// value can end the comment.
+    fn query(&self) -> String {
+        let json = serde_json::to_string(self).expect("facts serialize");
+        format!("select 1 {FACTS_OPEN}{} */", json.replace('*', "\\u002a"))
+    }
+
+    fn parse(query: &str) -> Option<Facts> {
+        let start = query.find(FACTS_OPEN)? + FACTS_OPEN.len();
+        let end = query.rfind(" */")?;
+        serde_json::from_str(query.get(start..end)?).ok()
+    }
+}
+
+impl Postgres {
+    /// The engine; `ttl` in whole seconds, as TCP keepalive counts them.
+    pub fn new(config: tokio_postgres::Config, ttl: Duration) -> Result<Postgres, String> {
+        if ttl < Duration::from_secs(1) || ttl.subsec_nanos() != 0 {
+            return Err(format!(
+                "the postgres TTL is whole seconds, at least 1s; `{}` is not one",
+                humantime::format_duration(ttl)
+            ));
+        }
+        Ok(Postgres { config, ttl })
+    }
+
+    /// The per-session settings that make the server hold our locks as
+    /// long as the budget assumes and no longer than it allows: no idle
+    /// timeout ends us, and a silent peer is given up on no earlier than
+    /// the TTL after the last data received (`tcp_user_timeout`, and
+    /// keepalive probes that start only after a TTL of silence).
+    fn session_options(&self) -> String {
+        let secs = self.ttl.as_secs();
+        let interval = (secs / 3).max(1);
+        format!(
+            "-c idle_session_timeout=0 -c idle_in_transaction_session_timeout=0 \
+             -c statement_timeout={ms} -c tcp_keepalives_idle={secs} \
+             -c tcp_keepalives_interval={interval} -c tcp_keepalives_count=3 \
+             -c tcp_user_timeout={ms}",
+            ms = self.ttl.as_millis(),
+        )
+    }
+
+    /// One connection of ours, its driver spawned; the receiver turns
+    /// `Some(why)` when the connection ends.
+    async fn connect(&self) -> Result<Conn, PgError> {
+        let mut config = self.config.clone();
+        // The user's own `options` first: ours come later and so win.
+        let options = match self.config.get_options() {
+            Some(theirs) => format!("{theirs} {}", self.session_options()),
+            None => self.session_options(),
+        };
+        config
+            .application_name(APPLICATION_NAME)
+            .options(options)
+            .connect_timeout((self.ttl / 2).max(Duration::from_secs(1)))
+            .keepalives(true)
+            .keepalives_idle((self.ttl / 3).max(Duration::from_secs(1)))
+            .tcp_user_timeout(self.ttl);
+        let (client, connection) = config
+            .connect(NoTls)
+            .await
+            .map_err(|e| PgError::from_client("the connection", e))?;
+        let (tx, rx) = watch::channel(None);
+        tokio::spawn(async move {
+            let why = match connection.await {
+                Ok(()) => "the server closed it".to_string(),
+                Err(e) => crate::backend::one_line(&e.to_string()),
+            };
+            let _ = tx.send(Some(why));
+        });
+        let row = client
+            .query_one("select pg_is_in_recovery(), pg_backend_pid()", &[])
+            .await
+            .map_err(|e| PgError::from_client("the first query", e))?;
+        if row.get::<_, bool>(0) {
+            return Err(PgError::Standby);
+        }
+        Ok(Conn {
+            client,
+            closed: rx,
+            backend_pid: row.get(1),
+        })
+    }
+
+    /// The lock ids of `texts`, computed by the server.
+    async fn ids(client: &Client, texts: &[String]) -> Result<Vec<i64>, PgError> {
+        let mut ids = Vec::with_capacity(texts.len());
+        let statement = format!("select {LOCK_ID_SQL}");
+        for text in texts {
+            let row = client
+                .query_one(&statement, &[text])
+                .await
+                .map_err(|e| PgError::from_client("computing a lock id", e))?;
+            ids.push(row.get(0));
+        }
+        Ok(ids)
+    }
+
+    /// The texts whose ids `target` takes, with their slot.
+    fn texts(target: &Target) -> Result<Vec<(String, Option<u32>)>, PgError> {
+        check_key(target.name()).map_err(PgError::Usage)?;
+        Ok(match target {
+            Target::Lock { key } => vec![(key.clone(), None)],
+            Target::Slot { prefix, limit } => {
+                if *limit == 0 {
+                    return Err(PgError::Usage(
+                        "a semaphore needs a limit of at least 1".into(),
+                    ));
+                }
+                (0..*limit)
+                    .map(|i| (slot_text(prefix, i), Some(i)))
+                    .collect()
+            }
+        })
+    }
+
+    /// A short-lived connection for `leader` and `release`.
+    async fn looker(&self) -> Result<Conn, PgError> {
+        self.connect().await
+    }
+
+    /// The holders of `target` now, with their backends' pids.
+    async fn holders_with_pids(
+        &self,
+        conn: &Conn,
+        target: &Target,
+    ) -> Result<Vec<(Holder, i32)>, PgError> {
+        let texts = Self::texts(target)?;
+        let names: Vec<String> = texts.iter().map(|(t, _)| t.clone()).collect();
+        let ids = Self::ids(&conn.client, &names).await?;
+        let rows = conn
+            .client
+            .query(
+                "select l.pid, coalesce(a.query, ''), \
+                 (l.classid::bigint << 32) | l.objid::bigint, a.backend_start \
+                 from pg_locks l left join pg_stat_activity a on a.pid = l.pid \
+                 where l.locktype = 'advisory' and l.granted and l.objsubid = 1 \
+                 and l.database = (select oid from pg_database where datname = current_database()) \
+                 and ((l.classid::bigint << 32) | l.objid::bigint) = any($1)",
+                &[&ids],
+            )
+            .await
+            .map_err(|e| PgError::from_client("reading pg_locks", e))?;
+        let mut holders = Vec::new();
+        for row in rows {
+            let pid: i32 = row.get(0);
+            let query: String = row.get(1);
+            let id: i64 = row.get(2);
+            let Some(index) = ids.iter().position(|i| *i == id) else {
+                continue;
+            };
+            let slot = texts[index].1;
+            let facts = Facts::parse(&query).filter(|f| f.key == target.name() && f.slot == slot);
+            let started: Option<SystemTime> = row.get(3);
+            // What `leader --json` shows under `details`: what a psql user
+            // needs to find the holder (pg_stat_activity, pg_locks).
+            let details = Some(serde_json::json!({
+                "backend_pid": pid,
+                "lock_id": id,
+                "slot": slot,
+            }));
+            let holder = match facts {
+                Some(f) => Holder {
+                    value: Some(f.value),
+                    host: Some(f.host),
+                    pid: Some(f.pid),
+                    child_pgid: f.child_pgid,
+                    since: Some(SystemTime::UNIX_EPOCH + Duration::from_secs(f.since)),
+                    fence: Some(f.fence),
+                    slot,
+                    entry: Some(format!("backend {pid}")),
+                    label: None,
+                    details: details.clone(),
+                },
+                None => Holder {
+                    value: None,
+                    host: None,
+                    pid: None,
+                    child_pgid: None,
+                    since: started,
+                    fence: None,
+                    slot,
+                    entry: Some(format!("backend {pid}")),
+                    label: None,
+                    details: details.clone(),
+                },
+            };
+            holders.push((holder, pid));
+        }
+        holders.sort_by_key(|(h, _)| h.slot);
+        Ok(holders)
+    }
+
+    async fn try_ids(
+        client: &Client,
+        ids: &[(i64, Option<u32>)],
+    ) -> Result<Option<(i64, Option<u32>)>, PgError> {
+        for &(id, slot) in ids {
+            let row = client
+                .query_one("select pg_try_advisory_lock($1)", &[&id])
+                .await
+                .map_err(|e| PgError::from_client("taking the lock", e))?;
+            if row.get::<_, bool>(0) {
+                return Ok(Some((id, slot)));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// One connection and the news of its end.
+struct Conn {
+    client: Client,
+    closed: watch::Receiver<Option<String>>,
+    backend_pid: i32,
+}
+
+/// What a lease and its claim share.
+struct Shared {
+    conn: Conn,
+    /// The query each renewal sends: `select 1`, with our facts once we
+    /// hold.
+    renew_query: Mutex<String>,
+}
+
+/// A lease: our dedicated connection.
+pub struct PgLease {
+    shared: Arc<Shared>,
+    opened_at: Instant,
+}
+
+impl std::fmt::Debug for PgLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PgLease(backend {})", self.shared.conn.backend_pid)
+    }
+}
+
+impl PgLease {
+    /// The server process serving our connection.
+    pub fn backend_pid(&self) -> i32 {
+        self.shared.conn.backend_pid
+    }
+
+    /// A setting of our session as the server applies it (`SHOW name`):
+    /// how the tests check that the timeouts the budget rests on took.
+    pub async fn setting(&self, name: &str) -> Result<String, PgError> {
+        let row = self
+            .shared
+            .conn
+            .client
+            .query_one("select current_setting($1)", &[&name])
+            .await
+            .map_err(|e| PgError::from_client("reading a setting", e))?;
+        Ok(row.get(0))
+    }
+}
+
+impl Lease for PgLease {
+    fn confirmed_at(&self) -> Instant {
+        self.opened_at
+    }
+
+    async fn renew(&self, timeout: Duration) -> Renewal {
+        if let Some(why) = self.shared.conn.closed.borrow().clone() {
+            return Renewal::Gone(format!("our PostgreSQL connection closed ({why})"));
+        }
+        let query = self
+            .shared
+            .renew_query
+            .lock()
+            .expect("not poisoned")
+            .clone();
+        match tokio::time::timeout(timeout, self.shared.conn.client.simple_query(&query)).await {
+            Ok(Ok(_)) => Renewal::Confirmed { ttl: None },
+            Ok(Err(e)) => {
+                let e = PgError::from_client("a round trip", e);
+                match e {
+                    PgError::Closed { .. } => Renewal::Gone(e.to_string()),
+                    e => Renewal::Failed(e.to_string()),
+                }
+            }
+            Err(_) => Renewal::Failed(
+                PgError::Timeout {
+                    what: "a round trip".into(),
+                    after: timeout,
+                }
+                .to_string(),
+            ),
+        }
+    }
+
+    /// Closing the connection frees every lock it held; we wait, briefly,
+    /// for the driver to see the end.
+    async fn close(self) {
+        let mut closed = self.shared.conn.closed.clone();
+        drop(self);
+        let _ = tokio::time::timeout(CLEANUP_TIMEOUT, closed.wait_for(|c| c.is_some())).await;
+    }
+}
+
+impl Engine for Postgres {
+    type Lease = PgLease;
+    type Claim = PgClaim;
+    type Error = PgError;
+
+    /// Connects, retrying blips within the patience (for ever for a
+    /// daemon); a one-off run's first contact says at once what is wrong.
+    async fn open_lease(&self, opening: Opening<'_>) -> Result<PgLease, PgError> {
+        let until = match (opening.daemon, opening.wait) {
+            (true, _) | (false, Wait::Forever) => None,
+            (false, Wait::Once) => Some(Instant::now() + ONCE_GRACE),
+            (false, Wait::Until(at)) => Some(at),
+        };
+        let mut pause = Duration::from_millis(100);
+        loop {
+            let opened_at = Instant::now();
+            match self.connect().await {
+                Ok(conn) => {
+                    return Ok(PgLease {
+                        shared: Arc::new(Shared {
+                            conn,
+                            renew_query: Mutex::new("select 1".into()),
+                        }),
+                        opened_at,
+                    })
+                }
+                Err(e) if opening.first && !opening.daemon => return Err(e),
+                Err(e) if e.is_transient() => {
+                    (opening.report)(&format!("engine unreachable, retrying: {e}"));
+                    if until.is_some_and(|at| Instant::now() + pause >= at) {
+                        return Err(e);
+                    }
+                    tracing::info!("connecting: {e}; retrying in {pause:?}");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Polls `pg_try_advisory_lock` on the lease's connection. Dropping the
+    /// future may leave a lock granted on it; closing the lease frees it.
+    async fn acquire(
+        &self,
+        lease: &PgLease,
+        target: &Target,
+        value: &str,
+        wait: Wait,
+    ) -> Result<Acquisition<PgClaim>, PgError> {
+        let texts = Self::texts(target)?;
+        let client = &lease.shared.conn.client;
+        let names: Vec<String> = texts.iter().map(|(t, _)| t.clone()).collect();
+        let ids = Self::ids(client, &names).await?;
+        let ids: Vec<(i64, Option<u32>)> =
+            ids.into_iter().zip(texts.iter().map(|(_, s)| *s)).collect();
+        let mut pause = Duration::from_millis(10);
+        let (id, slot) = loop {
+            if let Some(got) = Self::try_ids(client, &ids).await? {
+                break got;
+            }
+            let out_of_time = match wait {
+                Wait::Once => true,
+                Wait::Until(at) => Instant::now() + pause >= at,
+                Wait::Forever => false,
+            };
+            if out_of_time {
+                if let Wait::Until(at) = wait {
+                    tokio::time::sleep_until(at).await;
+                    if let Some(got) = Self::try_ids(client, &ids).await? {
+                        break got;
+                    }
+                }
+                let holder = self
+                    .holders(target)
+                    .await
+                    .ok()
+                    .and_then(|hs| hs.into_iter().find_map(|h| h.value));
+                return Ok(Acquisition::Busy { holder });
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(POLL_MAX);
+        };
+        // The fence: a transaction id assigned now, after the lock is ours,
+        // so after every earlier holder's.
+        let row = client
+            .query_one("select pg_current_xact_id()::text", &[])
+            .await
+            .map_err(|e| PgError::from_client("reading the fencing number", e))?;
+        let fence: u64 = row
+            .get::<_, String>(0)
+            .parse()
+            .map_err(|_| PgError::Server {
+                what: "reading the fencing number".into(),
+                message: "not a number".into(),
+            })?;
+        let facts = Facts {
+            key: target.name().to_string(),
+            slot,
+            limit: match target {
+                Target::Slot { limit, .. } => Some(*limit),
+                Target::Lock { .. } => None,
+            },
+            value: value.to_string(),
+            host: crate::config::hostname(),
+            pid: std::process::id(),
+            fence,
+            since: SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            child_pgid: None,
+        };
+        let query = facts.query();
+        // Shown by `leader` from now on.
+        client
+            .simple_query(&query)
+            .await
+            .map_err(|e| PgError::from_client("recording our facts", e))?;
+        *lease.shared.renew_query.lock().expect("not poisoned") = query;
+        Ok(Acquisition::Held(PgClaim {
+            shared: lease.shared.clone(),
+            name: target.name().to_string(),
+            id,
+            facts,
+        }))
+    }
+}
+
+/// A lock or slot we hold: an advisory lock on our connection.
+pub struct PgClaim {
+    shared: Arc<Shared>,
+    name: String,
+    id: i64,
+    facts: Facts,
+}
+
+impl std::fmt::Debug for PgClaim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "PgClaim({} on backend {})",
+            self.id, self.shared.conn.backend_pid
+        )
+    }
+}
+
+impl Claim for PgClaim {
+    type Error = PgError;
+
+    fn fence(&self) -> u64 {
+        self.facts.fence
+    }
+
+    fn env(&self) -> Vec<(OsString, OsString)> {
+        vec![
+            ("LOCKRUN_KEY".into(), self.name.clone().into()),
+            (
+                "LOCKRUN_LOCK_INDEX".into(),
+                self.facts.fence.to_string().into(),
+            ),
+            ("LOCKRUN_PG_LOCK_ID".into(), self.id.to_string().into()),
+        ]
+    }
+
+    fn take_hold_fd(&mut self) -> Option<OwnedFd> {
+        None
+    }
+
+    /// The next round trip carries the child's group too.
+    async fn record_child(&mut self, pgid: u32) -> Result<(), PgError> {
+        self.facts.child_pgid = Some(pgid);
+        *self.shared.renew_query.lock().expect("not poisoned") = self.facts.query();
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "advisory lock {} on backend {}",
+            self.id, self.shared.conn.backend_pid
+        )
+    }
+
+    /// The server freed our lock the moment our connection ended: a rival
+    /// may hold it already, so every loss is a verdict.
+    async fn watch(&mut self) -> Lost {
+        let mut closed = self.shared.conn.closed.clone();
+        let why = match closed.wait_for(|c| c.is_some()).await {
+            Ok(why) => why.clone().unwrap_or_default(),
+            Err(_) => "its driver ended".into(),
+        };
+        Lost::Watch(format!(
+            "our PostgreSQL connection closed ({why}), which frees our advisory lock"
+        ))
+    }
+
+    async fn release(self) -> Result<(), PgError> {
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&self.id];
+        let unlock = self
+            .shared
+            .conn
+            .client
+            .query_one("select pg_advisory_unlock($1)", &params);
+        match tokio::time::timeout(CLEANUP_TIMEOUT, unlock).await {
+            Ok(Ok(_)) => Ok(()),
+            // Closed: the server freed it with the connection.
+            Ok(Err(e)) if e.is_closed() => Ok(()),
+            Ok(Err(e)) => Err(PgError::from_client("releasing the lock", e)),
+            Err(_) => Err(PgError::Timeout {
+                what: "releasing the lock".into(),
+                after: CLEANUP_TIMEOUT,
+            }),
+        }
+    }
+}
+
+impl Inspect for Postgres {
+    type Error = PgError;
+    type Changes = PgChanges;
+
+    /// A semaphore's holders record their limit in their facts; a key no
+    /// holder names with a limit is a lock.
+    async fn target_of(&self, key: &str) -> Result<Target, PgError> {
+        check_key(key).map_err(PgError::Usage)?;
+        let conn = self.looker().await?;
+        let rows = conn
+            .client
+            .query(
+                "select query from pg_stat_activity where application_name = $1",
+                &[&APPLICATION_NAME],
+            )
+            .await
+            .map_err(|e| PgError::from_client("reading pg_stat_activity", e))?;
+        let queries: Vec<Option<String>> = rows.iter().map(|r| r.get(0)).collect();
+        let limit = queries
+            .iter()
+            .filter_map(|q| Facts::parse(q.as_deref().unwrap_or_default()))
+            .find(|f| f.key == key && f.limit.is_some())
+            .and_then(|f| f.limit);
+        // Other roles' queries are hidden from us: a semaphore whose
+        // holders we cannot read would pass for a free lock. Slot 0 of a
+        // held semaphore is held, whoever holds it; then we cannot tell.
+        let hidden = queries
+            .iter()
+            .any(|q| q.as_deref().is_none_or(|q| q == "<insufficient privilege>"));
+        if limit.is_none() && hidden {
+            let ids = Self::ids(&conn.client, &[slot_text(key, 0)]).await?;
+            let row = conn
+                .client
+                .query_one(
+                    "select exists (select from pg_locks where locktype = 'advisory' \
+                     and objsubid = 1 and ((classid::bigint << 32) | objid::bigint) = $1)",
+                    &[&ids[0]],
+                )
+                .await
+                .map_err(|e| PgError::from_client("reading pg_locks", e))?;
+            if row.get::<_, bool>(0) {
+                return Err(PgError::Denied {
+                    what: format!("reading who holds `{key}`"),
+                    message: "a semaphore's holders run as a role whose queries this role cannot see; connect as that role or a member of pg_read_all_stats".into(),
+                });
+            }
+        }
+        Ok(match limit {
+            Some(limit) => Target::Slot {
+                prefix: key.to_string(),
+                limit,
+            },
+            None => Target::Lock {
+                key: key.to_string(),
+            },
+        })
+    }
+
+    async fn holders(&self, target: &Target) -> Result<Vec<Holder>, PgError> {
+        let conn = self.looker().await?;
+        Ok(self
+            .holders_with_pids(&conn, target)
+            .await?
+            .into_iter()
+            .map(|(h, _)| h)
+            .collect())
+    }
+
+    async fn changes(&self, target: &Target) -> Result<PgChanges, PgError> {
+        Self::texts(target)?;
+        Ok(PgChanges {
+            engine: self.clone(),
+            target: target.clone(),
+            last: None,
+        })
+    }
+
+    /// Terminates the chosen holders' backends, which frees their locks at
+    /// once; a lockrun holder sees its connection end and stops its child.
+    /// Needs the right to signal those backends (superuser, the same role,
+    /// or pg_signal_backend).
+    async fn force_release(
+        &self,
+        target: &Target,
+        which: &Which,
+    ) -> Result<Released<PgError>, PgError> {
+        let conn = self.looker().await?;
+        let holders = self.holders_with_pids(&conn, target).await?;
+        let mut asked = Vec::new();
+        let mut refused = Vec::new();
+        for (holder, pid) in holders {
+            if let Which::Value(v) = which {
+                if holder.value.as_deref() != Some(v.as_str()) {
+                    continue;
+                }
+            }
+            let done = conn
+                .client
+                .query_one("select pg_terminate_backend($1)", &[&pid])
+                .await;
+            match done {
+                Ok(_) => asked.push(holder),
+                Err(e) => {
+                    let e = PgError::from_client(&format!("terminating backend {pid}"), e);
+                    refused.push(match e {
+                        PgError::Denied { what, message } => PgError::Denied {
+                            what,
+                            message: format!(
+                                "{message}; a superuser, the holder's own role or a member of pg_signal_backend can release it"
+                            ),
+                        },
+                        e => e,
+                    });
+                }
+            }
+        }
+        Ok(Released {
+            asked,
+            refused,
+            nothing: None,
+        })
+    }
+}
+
+/// The holders of a target each time they change, polled: PostgreSQL
+/// tells no one when an advisory lock changes hands.
+pub struct PgChanges {
+    engine: Postgres,
+    target: Target,
+    last: Option<Vec<Holder>>,
+}
+
+impl Changes for PgChanges {
+    type Error = PgError;
+
+    async fn next(&mut self) -> Result<Vec<Holder>, PgError> {
+        loop {
+            if self.last.is_some() {
+                tokio::time::sleep(CHANGES_POLL).await;
+            }
+            let now = self.engine.holders(&self.target).await?;
+            if self.last.as_ref() != Some(&now) {
+                self.last = Some(now.clone());
+                return Ok(now);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn facts_survive_a_value_that_would_end_the_comment() {
+        let facts = Facts {
+            key: "k".into(),
+            slot: Some(1),
+            limit: Some(2),
+            value: "a */ drop table x; /*".into(),
+            host: "h".into(),
+            pid: 7,
+            fence: 9,
+            since: 1,
+            child_pgid: None,
+        };
+        let query = facts.query();
+        assert_eq!(query.matches("*/").count(), 1, "{query}");
+        assert_eq!(Facts::parse(&query), Some(facts));
+    }
+}
