@@ -114,16 +114,25 @@ pub fn split(args: &[std::ffi::OsString]) -> Option<ExitCode> {
     let (front_reads, worker_writes) = pipe2(cloexec).ok()?;
     let front = Pid::this();
     let group = getpgrp();
-    // A worker that ends at once (a usage error) must not end unnoticed:
-    // SIGCHLD is ignored by default, so unless it is blocked before the
-    // fork, it may come and go before the front listens for it.
-    let mut chld = SigSet::empty();
-    chld.add(NixSignal::SIGCHLD);
-    chld.thread_block().ok()?;
+    // What the front listens for is blocked before the fork, so that
+    // nothing of it comes and goes before the front's signalfd exists. A
+    // worker that ends at once (a usage error) must not end unnoticed:
+    // SIGCHLD is ignored by default. And a Ctrl-Z can stop the front
+    // before it listens: the `fg` that follows sends SIGCONT, which would
+    // continue the front and vanish, unrelayed, and the worker would never
+    // hear that the job was continued (the job hung, stopped, after `fg`).
+    let mut listened = SigSet::empty();
+    for sig in relayed() {
+        listened.add(sig);
+    }
+    listened.add(NixSignal::SIGCHLD);
+    let mut before = SigSet::empty();
+    nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&listened), Some(&mut before))
+        .ok()?;
     let forked = sys::fork();
     if !matches!(forked, Ok(ForkResult::Parent { .. })) {
-        // The worker, or lockrun whole: its runtime listens for SIGCHLD.
-        let _ = chld.thread_unblock();
+        // The worker, or lockrun whole: its runtime listens for these.
+        let _ = before.thread_set_mask();
     }
     match forked.ok()? {
         ForkResult::Child => {

@@ -570,6 +570,13 @@ fn a_stopped_job_whose_shell_died_ends_and_releases() {
     wait_released(&api, &key, &terminal);
 }
 
+/// A process that `vfork`ed (dash does, to run `sleep`) waits, unable to
+/// stop, until its child execs; a child stopped before its exec keeps it
+/// there, in state D, as stopped as it can be. Without lockrun the same.
+fn waits_for_a_stopped_vfork(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/wchan")).is_ok_and(|wchan| wchan.contains("vfork"))
+}
+
 /// The processes of the terminal's session but bash and lockrun's worker
 /// (which never stops: it keeps the lock), with their states: the job as
 /// the user sees it, the front, the guard and the command.
@@ -634,6 +641,10 @@ fn ctrl_z_at_any_moment_of_start_up_stops_the_whole_job() {
     .enumerate()
     {
         let mark = dir.path().join(format!("done-{round}"));
+        let stops_before = terminal
+            .output()
+            .matches("the child's group stopped")
+            .count();
         terminal.type_line(&format!(
             "{} -vv --backend local --lock-dir {} elect k -- sh -c 'sleep 0.6; touch {}'",
             bin().display(),
@@ -671,7 +682,9 @@ fn ctrl_z_at_any_moment_of_start_up_stops_the_whole_job() {
         let mut states = Vec::new();
         let stopped = wait_until(deadline(), || {
             states = job_states(&terminal);
-            states.iter().all(|(_, state, _)| *state == 'T')
+            states
+                .iter()
+                .all(|(pid, state, _)| *state == 'T' || waits_for_a_stopped_vfork(*pid))
         });
         assert!(
             stopped,
@@ -681,6 +694,30 @@ fn ctrl_z_at_any_moment_of_start_up_stops_the_whole_job() {
         assert!(
             !mark.exists(),
             "the command ran on while the job was stopped"
+        );
+        // `fg` only once lockrun has seen the job stop (its -vv line, one
+        // per round), so that the continue must reach it through the front,
+        // whenever the Ctrl-Z stopped the front: a SIGCONT the front got
+        // before it listened was lost, and the job stayed stopped after
+        // `fg` (seen in CI when the `fg` came late).
+        // Only a job with a guard has a worker that runs on and logs: a
+        // Ctrl-Z before the worker left the job's group (and forked the
+        // guard) stopped it too, and needs no relay.
+        let stops_seen = |terminal: &Terminal| {
+            terminal
+                .output()
+                .matches("the child's group stopped")
+                .count()
+        };
+        let has_guard = states
+            .iter()
+            .any(|(_, _, name)| name == lockrun::child::guard::PROCESS_NAME);
+        let seen_stop =
+            !has_guard || wait_until(deadline(), || stops_seen(&terminal) > stops_before);
+        assert!(
+            seen_stop,
+            "lockrun never said the job stopped:\n{}",
+            terminal.output()
         );
         terminal.type_line("fg");
         terminal.prompt();

@@ -22,6 +22,7 @@ fn lock_id(text: &str) -> String {
 /// touches `ready` once the lock is its.
 struct PsqlHolder {
     child: Child,
+    id: String,
 }
 
 impl PsqlHolder {
@@ -41,15 +42,30 @@ impl PsqlHolder {
         .unwrap();
         stdin.flush().unwrap();
         wait_for_file(ready);
-        PsqlHolder { child }
+        PsqlHolder {
+            child,
+            id: id.to_string(),
+        }
     }
 }
 
 impl Drop for PsqlHolder {
     fn drop(&mut self) {
-        // Closing its input ends psql, and with it its session and lock.
+        // Closing its input ends psql, and with it its session and lock;
+        // the server ends the backend, and so frees the lock, a moment after
+        // psql has gone. We wait for that, as the next holder must.
         drop(self.child.stdin.take());
         let _ = self.child.wait();
+        let held = format!(
+            "select count(*) from pg_locks where locktype = 'advisory' and objsubid = 1 \
+             and ((classid::bigint << 32) | objid::bigint) = {}",
+            self.id
+        );
+        assert!(
+            wait_until(deadline(), || psql_ok(&held) == "0"),
+            "the server kept psql's lock {} after psql exited",
+            self.id
+        );
     }
 }
 

@@ -234,6 +234,11 @@ impl Agent {
         for peer in &spec.join {
             cmd.args(["-retry-join", peer]);
         }
+        if !spec.join.is_empty() {
+            // A join tried before its peer listens is retried after 30 s by
+            // default, longer than a loaded host's readiness wait.
+            cmd.args(["-retry-interval", "1s"]);
+        }
         for hcl in &spec.hcl {
             cmd.args(["-hcl", hcl]);
         }
