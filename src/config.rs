@@ -384,8 +384,8 @@ pub fn hold(
         )));
     }
     // No checks unless asked for: a check lets Consul end the session at any
-    // moment, which leaves the child only the lock-delay (README, "Safety
-    // model").
+    // moment, which leaves the child only the lock-delay (docs/consul.md, "Timing
+    // and safety on Consul").
     let node_checks = if session.no_checks {
         Vec::new()
     } else {

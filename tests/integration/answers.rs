@@ -335,23 +335,23 @@ fn the_readme_install_lines_work_on_a_fresh_account() {
     }
 }
 
-/// The README's leader script tells "no leader" (1) from "cannot tell"
+/// The operations guide's leader script tells "no leader" (1) from "cannot tell"
 /// (125): run with a lockrun that fails as one does when Consul is down,
 /// it must not say there is no primary. It used to (`|| echo ...`).
 #[test]
-fn the_readme_leader_script_does_not_read_an_error_as_no_leader() {
+fn the_documented_leader_script_does_not_read_an_error_as_no_leader() {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md")).unwrap();
     assert!(
         !readme.contains("|| echo \"no leader\""),
-        "README still reads 125 as no leader"
+        "the operations guide still reads 125 as no leader"
     );
     let script = readme
         .split("```")
         .skip(1)
         .step_by(2)
         .find(|b| b.contains("lockrun leader service/db/leader") && b.contains("#!/bin/sh"))
-        .expect("README's leader script")
+        .expect("the operations guide's leader script")
         .trim_start_matches("sh\n")
         .split("\n\n")
         .next()

@@ -511,7 +511,7 @@ fn consul_1_6_a_stopped_holder_is_stopped_before_its_rival_runs() {
 
 // ------------------------------------------------ semaphore fences (etcd)
 
-/// What README and `semaphore --help` say a semaphore's number orders:
+/// What docs/etcd.md and `semaphore --help` say a semaphore's number orders:
 /// admissions across the semaphore, not each slot. Two slots held; two
 /// waiters queue; the second holder ends first and lets the first waiter
 /// in, then the first holder the second. Numbers grow in admission order,

@@ -590,7 +590,7 @@ fn man_dir_pages_render() {
 }
 
 /// Every file the Debian package (`[package.metadata.deb]` in Cargo.toml)
-/// installs exists, and its example unit is the README's, word for word.
+/// installs exists, and its example unit is the operations guide's, word for word.
 #[test]
 fn packaged_files_exist() {
     let manifest = fs::read_to_string(root().join("Cargo.toml")).unwrap();
@@ -624,16 +624,16 @@ fn packaged_files_exist() {
             None => assert!(root().join(source).is_file(), "{source} is missing"),
         }
     }
-    let readme = fs::read_to_string(root().join("README.md")).unwrap();
-    let unit = readme
+    let guide = fs::read_to_string(root().join("docs/operations.md")).unwrap();
+    let unit = guide
         .split("```ini\n")
         .nth(1)
         .and_then(|rest| rest.split("```").next())
-        .expect("README.md shows a unit in an ini block");
+        .expect("docs/operations.md shows a unit in an ini block");
     assert_eq!(
         fs::read_to_string(root().join("man/db-primary.service.example")).unwrap(),
         unit,
-        "man/db-primary.service.example differs from the README's unit"
+        "man/db-primary.service.example differs from docs/operations.md's unit"
     );
 }
 

@@ -667,7 +667,7 @@ fn usage_errors_say_what_to_type_instead() {
 /// and every variable that says where the locks are, refuses an empty
 /// value with one line and status 2, before any request; the credential and
 /// TLS variables the consul CLI and etcdctl treat as unset when empty are
-/// unset here too (README, "Empty settings").
+/// unset here too (docs/guide.md, "Settings").
 #[test]
 fn empty_settings_are_usage_errors_or_unset_as_documented() {
     let consul = TestConsul::start();

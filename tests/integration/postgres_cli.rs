@@ -11,7 +11,7 @@ use crate::places::{last_beat, stdout, Place};
 use crate::procs::{deadline, wait_until};
 use crate::support::{bare, run, scratch, wait_for_file, Running};
 
-/// The lock id of `text`, as the README tells a script to compute it.
+/// The lock id of `text`, as docs/postgres.md tells a script to compute it.
 fn lock_id(text: &str) -> String {
     psql_ok(&format!(
         "select ('x' || substr(md5('{text}'), 1, 16))::bit(64)::bigint"
@@ -180,7 +180,7 @@ fn a_terminated_backend_stops_the_child_at_once() {
     let last = last_beat(work.path());
     // The server frees the lock the moment the backend ends, so nothing
     // can promise the child is gone before a waiting rival gets it (the
-    // README and explain say so, as for a revoked etcd lease). What lockrun
+    // docs/postgres.md and explain say so, as for a revoked etcd lease). What lockrun
     // promises is to notice the closed connection at once and SIGKILL the
     // child: its last beat comes within a moment of the termination, not
     // at the next round trip (1.59 s later without the connection watch).

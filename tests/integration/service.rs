@@ -179,25 +179,26 @@ fn notify_start_is_ready_while_waiting() {
     holder.finish(&consul);
 }
 
-/// A fenced block of README.md that contains `marker`.
-fn readme_block(marker: &str) -> String {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    readme
+/// A fenced block of the operations guide that contains `marker`.
+fn guide_block(marker: &str) -> String {
+    let guide =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"))
+            .unwrap();
+    guide
         .split("```")
         .skip(1)
         .step_by(2)
         .find(|block| block.contains(marker))
-        .unwrap_or_else(|| panic!("README has no block with {marker}"))
+        .unwrap_or_else(|| panic!("docs/operations.md has no block with {marker}"))
         .to_string()
 }
 
-/// The README's unit file is complete and its ExecStart is a valid lockrun
+/// The documented unit file is complete and its ExecStart is a valid lockrun
 /// command line with `--notify`, as `Type=notify` needs.
 #[test]
 fn the_readme_unit_is_complete_and_its_command_parses() {
     use clap::Parser;
-    let unit = readme_block("db-primary.service");
+    let unit = guide_block("db-primary.service");
     for needed in [
         "[Unit]",
         "[Service]",
@@ -208,7 +209,7 @@ fn the_readme_unit_is_complete_and_its_command_parses() {
         "ExecReload=",
         "CONSUL_HTTP_TOKEN_FILE=",
     ] {
-        assert!(unit.contains(needed), "the README's unit lacks {needed}");
+        assert!(unit.contains(needed), "the documented unit lacks {needed}");
     }
     let exec = unit
         .lines()
@@ -221,21 +222,21 @@ fn the_readme_unit_is_complete_and_its_command_parses() {
         .collect();
     assert!(words[0].ends_with("/lockrun"), "{exec}");
     let cli = lockrun::cli::Cli::try_parse_from(&words)
-        .unwrap_or_else(|e| panic!("the README's ExecStart does not parse: {e}"));
+        .unwrap_or_else(|e| panic!("the documented ExecStart does not parse: {e}"));
     match cli.command {
         lockrun::cli::Command::Elect(args) => {
             // Ready at start: a standby must count as started (see the
             // unit's comment).
             assert_eq!(args.service.notify, Some(lockrun::notify::Ready::Start))
         }
-        _ => panic!("the README's unit runs `elect`"),
+        _ => panic!("the documented unit runs `elect`"),
     }
 }
 
 /// Cron on two hosts fires a few seconds apart: with `--min-hold` the first
 /// run keeps the lock after its job is done, and the second, with `-n -E 0`,
 /// skips quietly instead of running the job again. The command is the
-/// README's crontab line, with a shorter hold.
+/// The operations guide's crontab line, with a shorter hold.
 #[test]
 fn min_hold_runs_a_job_once_per_period() {
     let consul = TestConsul::start();
@@ -245,7 +246,7 @@ fn min_hold_runs_a_job_once_per_period() {
     let job = dir.path().join("backup");
     std::fs::write(&job, format!("#!/bin/sh\necho ran >> {}\n", log.display())).unwrap();
     std::fs::set_permissions(&job, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let crontab = readme_block("PATH=/usr/local/bin");
+    let crontab = guide_block("PATH=/usr/local/bin");
     let line = crontab.lines().find(|l| l.contains("--min-hold")).unwrap();
     // Five schedule fields, then the command.
     let words: Vec<String> = line.split_whitespace().skip(5).map(String::from).collect();
