@@ -152,6 +152,22 @@ Examples:
   lockrun man --dir ~/.local/share/man/man1
   sudo lockrun man --dir /usr/local/share/man/man1")]
     Man(ManArgs),
+    /// Exit 0 while this lockrun's lock is held with enough time left (for COMMAND).
+    ///
+    /// Asks the status endpoint of a running `lockrun elect` or `semaphore`
+    /// (LOCKRUN_STATUS in COMMAND's environment, or --status-addr) whether
+    /// the lock is held with at least the safety margin, and --for, left
+    /// before COMMAND would be stopped: a script asks before each side
+    /// effect it cannot take back.
+    #[command(after_help = "\
+Examples:
+  lockrun status && ./apply-migration      # inside COMMAND
+  lockrun status --for 10s || exit 0       # at least 10 s of lease left
+  lockrun status --status-addr 127.0.0.1:8300
+
+Exit status: 0 held with that much left, 1 not held or not enough left, 2 usage,
+125 cannot tell (no endpoint, no answer).")]
+    Status(crate::ops::StatusArgs),
 }
 
 #[derive(Debug, Args)]
@@ -518,6 +534,8 @@ pub struct ElectArgs {
     pub child: ChildArgs,
     #[command(flatten)]
     pub service: ServiceArgs,
+    #[command(flatten)]
+    pub ops: crate::ops::OpsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -536,6 +554,8 @@ pub struct SemaphoreArgs {
     pub child: ChildArgs,
     #[command(flatten)]
     pub service: ServiceArgs,
+    #[command(flatten)]
+    pub ops: crate::ops::OpsArgs,
 }
 
 #[derive(Debug, Args)]

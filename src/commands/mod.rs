@@ -8,6 +8,7 @@ mod install;
 mod leader;
 mod release;
 mod semaphore;
+mod status;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -239,6 +240,8 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
         Command::Man(args) => return install::man(&args),
         // Explaining contacts no engine: it validates and computes only.
         Command::Explain(args) => return explain::run(args, backend, &env),
+        // Asking a running lockrun needs no engine either.
+        Command::Status(args) => return status::run(&args),
     };
     if matches!(job, Job::Leader(_) | Job::Release(_)) {
         // These handle no signal: an early one ends them as it always would.
