@@ -141,7 +141,9 @@ impl Hooks {
             std::thread::spawn(move || {
                 for line in BufReader::new(out).lines() {
                     match line {
-                        Ok(line) => tracing::info!(hook = name, "{flag}: {line}"),
+                        Ok(line) => {
+                            tracing::info!(target: crate::logging::EVENT, hook = name, "{flag}: {line}")
+                        }
                         Err(_) => break,
                     }
                 }
