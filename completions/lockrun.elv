@@ -50,6 +50,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand release 'Force-release the lock on KEY (or semaphore slots), from any host'
             cand completions 'Print the completion script for SHELL on stdout'
             cand man 'Write the man pages into DIR: lockrun(1) and one page per subcommand'
+            cand status 'Exit 0 while this lockrun''s lock is held with enough time left (for COMMAND)'
             cand explain 'Print the timing promise that elect or semaphore would keep with these flags'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -71,6 +72,11 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --value 'Value stored in the lock entry [default: this host''s name]'
             cand --notify 'Speak systemd''s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*. Without --timeout or --no-wait it retries an engine that is down at start, as --campaign does (a unit may start before its agent)'
             cand --min-hold 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period'
+            cand --status-addr 'Serve GET /status (JSON), /leader (200 while held with at least the safety margin left, else 503) and /metrics (Prometheus) on ADDR while lockrun runs: HOST:PORT, or a unix socket path (containing `/`). COMMAND finds it in LOCKRUN_STATUS, for `lockrun status`'
+            cand --on-acquire 'Run CMD with `sh -c` once the lock is held, before COMMAND; if it fails or times out, lockrun releases the lock and exits 125 without running COMMAND'
+            cand --on-loss 'Run CMD with `sh -c` after COMMAND was stopped because the lock was lost (and what was left released); it never delays the stop'
+            cand --on-release 'Run CMD with `sh -c` after COMMAND exited and the lock was released'
+            cand --hook-timeout 'How long a hook may run before its whole process group is killed'
             cand --backend 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
             cand --lock-dir 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies'
@@ -121,6 +127,11 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --value 'Value stored in the lock entry [default: this host''s name]'
             cand --notify 'Speak systemd''s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*. Without --timeout or --no-wait it retries an engine that is down at start, as --campaign does (a unit may start before its agent)'
             cand --min-hold 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period'
+            cand --status-addr 'Serve GET /status (JSON), /leader (200 while held with at least the safety margin left, else 503) and /metrics (Prometheus) on ADDR while lockrun runs: HOST:PORT, or a unix socket path (containing `/`). COMMAND finds it in LOCKRUN_STATUS, for `lockrun status`'
+            cand --on-acquire 'Run CMD with `sh -c` once the lock is held, before COMMAND; if it fails or times out, lockrun releases the lock and exits 125 without running COMMAND'
+            cand --on-loss 'Run CMD with `sh -c` after COMMAND was stopped because the lock was lost (and what was left released); it never delays the stop'
+            cand --on-release 'Run CMD with `sh -c` after COMMAND exited and the lock was released'
+            cand --hook-timeout 'How long a hook may run before its whole process group is killed'
             cand --backend 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
             cand --lock-dir 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies'
@@ -262,6 +273,34 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
         }
+        &'lockrun;status'= {
+            cand --status-addr 'The endpoint to ask: HOST:PORT or a unix socket path; by default LOCKRUN_STATUS, which lockrun sets in COMMAND''s environment'
+            cand --for 'Exit 0 only with at least DURATION left before COMMAND would be stopped, on top of the safety margin'
+            cand --backend 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --lock-dir 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]'
+            cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies'
+            cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
+            cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
+            cand --ca-path 'Directory of CA certificates'
+            cand --client-cert 'Client certificate for Consul''s verify_incoming'
+            cand --client-key 'Client key for Consul''s verify_incoming'
+            cand --tls-server-name 'Server name to verify Consul''s certificate against (SNI)'
+            cand --datacenter 'Datacenter to use (default: the agent''s)'
+            cand --namespace 'Enterprise namespace'
+            cand --endpoints 'etcd: endpoints, comma-separated host:port or http(s)://host:port (else ETCDCTL_ENDPOINTS, else 127.0.0.1:2379); the next is tried when one is down'
+            cand --cacert 'etcd: CA certificate file (else ETCDCTL_CACERT)'
+            cand --cert 'etcd: client certificate file (else ETCDCTL_CERT)'
+            cand --cert-key 'etcd: the client certificate''s key file (else ETCDCTL_KEY)'
+            cand --dsn 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused'
+            cand --log-format 'Format of lockrun''s own messages on stderr'
+            cand --allow-network-fs 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
+            cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+            cand --verbose 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+            cand -q 'Nothing on stderr but fatal errors'
+            cand --quiet 'Nothing on stderr but fatal errors'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
         &'lockrun;explain'= {
             cand --backend 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
             cand --lock-dir 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]'
@@ -310,6 +349,11 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --value 'Value stored in the lock entry [default: this host''s name]'
             cand --notify 'Speak systemd''s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*. Without --timeout or --no-wait it retries an engine that is down at start, as --campaign does (a unit may start before its agent)'
             cand --min-hold 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period'
+            cand --status-addr 'Serve GET /status (JSON), /leader (200 while held with at least the safety margin left, else 503) and /metrics (Prometheus) on ADDR while lockrun runs: HOST:PORT, or a unix socket path (containing `/`). COMMAND finds it in LOCKRUN_STATUS, for `lockrun status`'
+            cand --on-acquire 'Run CMD with `sh -c` once the lock is held, before COMMAND; if it fails or times out, lockrun releases the lock and exits 125 without running COMMAND'
+            cand --on-loss 'Run CMD with `sh -c` after COMMAND was stopped because the lock was lost (and what was left released); it never delays the stop'
+            cand --on-release 'Run CMD with `sh -c` after COMMAND exited and the lock was released'
+            cand --hook-timeout 'How long a hook may run before its whole process group is killed'
             cand --backend 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
             cand --lock-dir 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies'
@@ -360,6 +404,11 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --value 'Value stored in the lock entry [default: this host''s name]'
             cand --notify 'Speak systemd''s notify protocol (Type=notify): READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`), STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1. COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*. Without --timeout or --no-wait it retries an engine that is down at start, as --campaign does (a unit may start before its agent)'
             cand --min-hold 'Keep the lock at least DURATION after taking it, even when COMMAND finishes sooner, so that hosts whose cron fires later in the same period find it held: with `-n -E 0`, a job runs once per period'
+            cand --status-addr 'Serve GET /status (JSON), /leader (200 while held with at least the safety margin left, else 503) and /metrics (Prometheus) on ADDR while lockrun runs: HOST:PORT, or a unix socket path (containing `/`). COMMAND finds it in LOCKRUN_STATUS, for `lockrun status`'
+            cand --on-acquire 'Run CMD with `sh -c` once the lock is held, before COMMAND; if it fails or times out, lockrun releases the lock and exits 125 without running COMMAND'
+            cand --on-loss 'Run CMD with `sh -c` after COMMAND was stopped because the lock was lost (and what was left released); it never delays the stop'
+            cand --on-release 'Run CMD with `sh -c` after COMMAND exited and the lock was released'
+            cand --hook-timeout 'How long a hook may run before its whole process group is killed'
             cand --backend 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
             cand --lock-dir 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies'
@@ -407,6 +456,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand release 'Force-release the lock on KEY (or semaphore slots), from any host'
             cand completions 'Print the completion script for SHELL on stdout'
             cand man 'Write the man pages into DIR: lockrun(1) and one page per subcommand'
+            cand status 'Exit 0 while this lockrun''s lock is held with enough time left (for COMMAND)'
             cand explain 'Print the timing promise that elect or semaphore would keep with these flags'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -421,6 +471,8 @@ set edit:completion:arg-completer[lockrun] = {|@words|
         &'lockrun;help;completions'= {
         }
         &'lockrun;help;man'= {
+        }
+        &'lockrun;help;status'= {
         }
         &'lockrun;help;explain'= {
             cand elect 'Explain `lockrun elect` with these flags'
