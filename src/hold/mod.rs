@@ -37,6 +37,7 @@ use crate::lease::{fmt_duration, Countdown, Renew};
 use crate::logging::EVENT;
 use crate::notify::{self, Notifier, Ready};
 use crate::ops::hooks::Event;
+use crate::ops::sequencer::{self, Sequencer};
 use crate::signals::{Signal, Signals};
 
 use self::launch::{Launch, Parked, Supervised};
@@ -456,8 +457,15 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
             countdown,
             acquired_at: Instant::now(),
         };
-        // Hooks keep what COMMAND is told, for after the claim is gone.
-        let mut hook_env = held.claim.env();
+        // What COMMAND is told; hooks keep it for after the claim is gone.
+        let mut claim_env = held.claim.env();
+        if let Target::Lock { .. } = self.target {
+            let fence = held.claim.fence();
+            if let Some(seq) = Sequencer::from_env(beacon.backend, fence, &claim_env) {
+                claim_env.push((sequencer::VARIABLE.into(), seq.encode().into()));
+            }
+        }
+        let mut hook_env = claim_env.clone();
         hook_env.extend(self.service.ops.env());
         match self.on_acquire(&mut held, &hook_env).await {
             Ok(Step::Next(())) => {}
@@ -480,7 +488,7 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
             &self.config.value,
         );
         self.announce();
-        let mut child = match self.start(parked, &mut held).await {
+        let mut child = match self.start(parked, &mut held, claim_env).await {
             Ok(child) => child,
             Err(failure) => {
                 cleanup::<E>(self.target, Some(held.claim), held.lease).await;
@@ -663,12 +671,11 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
         &self,
         parked: G::Parked,
         held: &mut Held<E::Claim, E::Lease>,
+        env: Vec<(OsString, OsString)>,
     ) -> Result<G::Child, Failure> {
         let pgid = parked.pid();
         let hold = held.claim.take_hold_fd();
-        let mut child = parked
-            .start(held.claim.env(), hold)
-            .map_err(spawn_failure)?;
+        let mut child = parked.start(env, hold).map_err(spawn_failure)?;
         if let Err(e) = held.claim.record_child(pgid).await {
             tracing::warn!("could not record the child's group beside the lock: {e}");
         }

@@ -9,6 +9,7 @@
 //! itself is late.
 
 pub mod hooks;
+pub mod sequencer;
 pub mod server;
 
 use std::collections::BTreeMap;
@@ -310,4 +311,26 @@ pub struct StatusArgs {
     /// stopped, on top of the safety margin.
     #[arg(long = "for", value_parser = parse_duration, value_name = "DURATION")]
     pub for_: Option<Duration>,
+}
+
+/// `lockrun check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The sequencer: LOCKRUN_SEQUENCER, as lockrun gave it to COMMAND.
+    #[arg(value_name = "SEQUENCER")]
+    pub sequencer: String,
+}
+
+/// `lockrun put --sequencer`.
+#[derive(Debug, Args)]
+pub struct PutArgs {
+    /// The sequencer of the holder the write is fenced by: LOCKRUN_SEQUENCER.
+    #[arg(long, value_name = "SEQUENCER")]
+    pub sequencer: String,
+    /// The key to write.
+    #[arg(value_name = "KEY")]
+    pub key: String,
+    /// The value to write.
+    #[arg(value_name = "VALUE")]
+    pub value: String,
 }

@@ -526,3 +526,99 @@ fn bad_status_addresses_are_refused_before_anything_is_written() {
     let output = run(&mut status);
     place.status(&output, 125, "status without an endpoint");
 }
+
+/// The sequencer a holder's COMMAND was given: `lockrun check` says 0 and
+/// a fenced `put` writes while it holds; once an operator's release took
+/// the lock, `check` says 1 and `put` is refused (1, one line) with
+/// nothing written.
+fn check_and_put_refuse_after_a_loss(place: &Place, read: impl Fn(&str) -> Option<String>) {
+    let key = place.key("k");
+    let data = place.key("data");
+    let work = scratch();
+    let seq_file = work.path().join("seq");
+    let setup = format!("echo \"$LOCKRUN_SEQUENCER\" > {};", seq_file.display());
+    let holder = place.hold(work.path(), &setup, &["elect", &key]);
+    let seq = std::fs::read_to_string(&seq_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    assert!(seq.starts_with("lockrun-seq-1."), "{seq:?}");
+    let check = || run(&mut place.lockrun(&["check", &seq]));
+    place.status(&check(), 0, "check while held");
+    let put = |value: &str| run(&mut place.lockrun(&["put", "--sequencer", &seq, &data, value]));
+    place.status(&put("first"), 0, "put while held");
+    assert_eq!(read(&data).as_deref(), Some("first"));
+    place.status(&run(&mut place.lockrun(&["release", &key])), 0, "release");
+    place.status(&holder.finish(), 124, "the released holder");
+    place.status(&check(), 1, "check after the loss");
+    let refused = put("second");
+    place.status(&refused, 1, "put after the loss");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("refused"), "{stderr}");
+    assert_eq!(
+        read(&data).as_deref(),
+        Some("first"),
+        "the refused put wrote"
+    );
+    // A new holder does not revive the old sequencer.
+    let rival = place.hold(work.path(), "", &["elect", &key]);
+    place.status(&check(), 1, "check while another holds");
+    place.status(&put("third"), 1, "put while another holds");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&rival.finish(), 0, "the new holder");
+}
+
+#[test]
+fn check_and_put_refuse_after_a_loss_on_etcd() {
+    check_and_put_refuse_after_a_loss(&Place::etcd("ops-seq"), |key| {
+        let value = etcdctl_ok(&["get", "--print-value-only", key]);
+        let value = value.trim_end_matches('\n');
+        (!value.is_empty()).then(|| value.to_string())
+    });
+}
+
+#[test]
+fn consul_check_and_put_refuse_after_a_loss() {
+    let place = Place::consul("ops-seq");
+    let api = match &place {
+        Place::Consul(consul, _) => consul.api(),
+        _ => unreachable!(),
+    };
+    check_and_put_refuse_after_a_loss(&place, |key| {
+        api.kv_get(key)
+            .map(|e| String::from_utf8_lossy(&e.value).into_owned())
+    });
+}
+
+/// On local, `check` follows the lock file's fence and holder; a fenced
+/// `put` has nowhere to write, and says so (2).
+#[test]
+fn check_follows_a_local_holder_and_put_is_refused_there() {
+    let place = Place::local();
+    let key = place.key("k");
+    let work = scratch();
+    let seq_file = work.path().join("seq");
+    let setup = format!("echo \"$LOCKRUN_SEQUENCER\" > {};", seq_file.display());
+    let holder = place.hold(work.path(), &setup, &["elect", &key]);
+    let seq = std::fs::read_to_string(&seq_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    place.status(
+        &run(&mut place.lockrun(&["check", &seq])),
+        0,
+        "check while held",
+    );
+    let put = run(&mut place.lockrun(&["put", "--sequencer", &seq, "k2", "v"]));
+    place.status(&put, 2, "put on local");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the holder");
+    place.status(
+        &run(&mut place.lockrun(&["check", &seq])),
+        1,
+        "check after release",
+    );
+    let garbage = run(&mut place.lockrun(&["check", "not-a-sequencer"]));
+    place.status(&garbage, 2, "check of garbage");
+}
