@@ -622,3 +622,84 @@ fn check_follows_a_local_holder_and_put_is_refused_there() {
     let garbage = run(&mut place.lockrun(&["check", "not-a-sequencer"]));
     place.status(&garbage, 2, "check of garbage");
 }
+
+/// The holder's session destroyed: `/leader` answers 503 before the rival
+/// (which Consul keeps out for the lock-delay) acquires, by the rival's own
+/// timestamp; `--on-loss` runs after the child was stopped.
+#[test]
+fn consul_leader_turns_503_before_a_rival_when_the_session_is_destroyed() {
+    let place = Place::consul("ops-destroyed");
+    let (api, ttl) = match &place {
+        Place::Consul(consul, _) => (consul.api(), consul.ttl_min()),
+        _ => unreachable!(),
+    };
+    let ttl = format!("{}s", ttl.as_secs().max(10));
+    let key = place.key("k");
+    let work = scratch();
+    let sock = sock(work.path());
+    let (session_file, term, loss) = (
+        work.path().join("session"),
+        work.path().join("term"),
+        work.path().join("loss"),
+    );
+    let setup = format!(
+        "echo $LOCKRUN_SESSION > {}; trap 'date +%s%N > {}; exit 0' TERM;",
+        session_file.display(),
+        term.display()
+    );
+    let on_loss = format!("date +%s%N > {}", loss.display());
+    let holder = place.heartbeat(
+        work.path(),
+        &setup,
+        &[
+            "elect",
+            "--ttl",
+            &ttl,
+            "--lock-delay",
+            "2s",
+            "--kill-timeout",
+            "1s",
+            "--status-addr",
+            sock.to_str().unwrap(),
+            "--on-loss",
+            &on_loss,
+            &key,
+        ],
+    );
+    let poller = Poller::start(&sock);
+    poller.wait_for(200);
+    let started = work.path().join("rival");
+    let rival = Running::spawn(&mut place.lockrun(&[
+        "elect",
+        &key,
+        "--",
+        "sh",
+        "-c",
+        &format!("date +%s%N > {}", started.display()),
+    ]));
+    let session = std::fs::read_to_string(&session_file).unwrap();
+    api.session_destroy(session.trim());
+    place.status(
+        &holder.finish(),
+        124,
+        "the holder whose session was destroyed",
+    );
+    place.status(&rival.finish(), 0, "the rival");
+    let (first_503, rival_ns, term, loss) = (
+        poller.first_503_after_leading(),
+        read_ns(&started),
+        read_ns(&term),
+        read_ns(&loss),
+    );
+    assert!(
+        first_503.answered < rival_ns,
+        "/leader first answered 503 {} ms after the rival acquired",
+        (first_503.answered - rival_ns) / 1_000_000
+    );
+    poller.no_200_sent_after(rival_ns);
+    assert!(
+        last_beat(work.path()) < rival_ns,
+        "the child ran into the rival's run"
+    );
+    assert!(term < loss, "--on-loss ran before the child was stopped");
+}
