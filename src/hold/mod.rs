@@ -550,6 +550,7 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
                 tracing::info!("{signal} while --on-acquire ran; giving up");
                 Ok(Step::Over(Outcome::Done(Exit::Interrupted(signal))))
             }
+            never = notify::watchdog_loop(self.service.notifier()) => match never {},
         }
     }
 
