@@ -334,3 +334,69 @@ pub struct PutArgs {
     #[arg(value_name = "VALUE")]
     pub value: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held_with(left: Duration, margin: Duration) -> Snapshot {
+        Snapshot {
+            phase: Phase::Held,
+            deadline: Some(Deadline {
+                at: Instant::now() + left,
+                at_boot: crate::clock::boottime() + left,
+                margin,
+            }),
+            ..Snapshot::default()
+        }
+    }
+
+    #[test]
+    fn leading_needs_the_margin_left_before_the_stop() {
+        let margin = Duration::from_millis(500);
+        assert!(held_with(Duration::from_secs(5), margin).leading());
+        assert!(!held_with(Duration::from_millis(400), margin).leading());
+        assert!(!held_with(Duration::ZERO, margin).leading());
+        let stopping = Snapshot {
+            phase: Phase::Stopping,
+            ..held_with(Duration::from_secs(5), margin)
+        };
+        assert!(!stopping.leading());
+        // No lease (local): held is leading.
+        let local = Snapshot {
+            phase: Phase::Held,
+            ..Snapshot::default()
+        };
+        assert!(local.leading());
+        assert!(!Snapshot::default().leading());
+    }
+
+    #[test]
+    fn metrics_count_renewals_and_losses() {
+        let beacon = Beacon::new("etcd", "a\"b");
+        beacon.waiting();
+        beacon.held(7, "key `x`".into(), "v");
+        let deadline = Deadline {
+            at: Instant::now() + Duration::from_secs(3),
+            at_boot: crate::clock::boottime() + Duration::from_secs(3),
+            margin: Duration::from_millis(500),
+        };
+        beacon.renewed(Duration::from_millis(20), deadline);
+        beacon.renewal_failed();
+        beacon.lost(&Lost::SessionGone("gone".into()));
+        let text = server::metrics(&beacon, &beacon.snapshot());
+        for line in [
+            "lockrun_info{key=\"a\\\"b\",backend=\"etcd\"} 1",
+            "lockrun_held 0",
+            "lockrun_acquisitions_total 1",
+            "lockrun_losses_total{reason=\"session_gone\"} 1",
+            "lockrun_renewals_total 1",
+            "lockrun_renewal_failures_total 1",
+            "lockrun_renewal_duration_seconds_bucket{le=\"0.01\"} 0",
+            "lockrun_renewal_duration_seconds_bucket{le=\"0.025\"} 1",
+            "lockrun_renewal_duration_seconds_count 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
+        }
+    }
+}
