@@ -279,7 +279,7 @@ fn leader_turns_503_before_the_release_lets_a_rival_in() {
 /// `/metrics` parses with the Prometheus project's own text parser, and
 /// counts what happened: held, one acquisition, renewals.
 #[test]
-fn metrics_parse_with_the_prometheus_parser() {
+fn metrics_parse_with_the_prometheus_parser_on_etcd() {
     let place = Place::etcd("ops-metrics");
     let key = place.key("k");
     let work = scratch();
@@ -373,7 +373,7 @@ for f in text_string_to_metric_families(sys.stdin.read()):
 /// `LOCKRUN_*` environment; and `lockrun status` inside COMMAND answers 0,
 /// and 1 for more time than the lease has.
 #[test]
-fn hooks_run_in_order_and_status_answers_inside_the_command() {
+fn hooks_run_in_order_and_status_answers_inside_the_command_on_etcd() {
     let place = Place::etcd("ops-hooks");
     let key = place.key("k");
     let work = scratch();
@@ -497,7 +497,7 @@ fn silent_clients_do_not_delay_the_stop() {
 /// A bad or busy --status-addr: one line, status 2, and nothing written to
 /// the engine; `lockrun status` without an endpoint cannot tell (125).
 #[test]
-fn bad_status_addresses_are_refused_before_anything_is_written() {
+fn bad_status_addresses_are_refused_before_anything_is_written_to_etcd() {
     let place = Place::etcd("ops-bad-addr");
     let key = place.key("k");
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
