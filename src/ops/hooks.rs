@@ -122,6 +122,7 @@ impl Hooks {
             .map_err(|e| format!("{flag} could not start `sh` ({e})"))?;
         let pgid = Pid::from_raw(child.id() as i32);
         tracing::info!(hook = event.name(), pid = child.id(), "running {flag}");
+        let mut drained = Vec::new();
         for out in [
             child
                 .stdout
@@ -136,9 +137,12 @@ impl Hooks {
         .flatten()
         {
             let name = event.name();
+            let (done, drained_rx) = tokio::sync::oneshot::channel::<()>();
+            drained.push(drained_rx);
             // Output goes to our log line by line; a thread per pipe, since
             // a hook may write much or nothing, and never holds us up.
             std::thread::spawn(move || {
+                let _done = done;
                 for line in BufReader::new(out).lines() {
                     match line {
                         Ok(line) => {
@@ -156,14 +160,26 @@ impl Hooks {
         std::thread::spawn(move || {
             let _ = tx.send(child.wait());
         });
+        // Its last lines, once it has ended: a moment, not longer, since
+        // what it left running may hold the pipes open.
+        let last_lines = async {
+            let _ = tokio::time::timeout(Duration::from_millis(500), async {
+                for rx in drained {
+                    let _ = rx.await;
+                }
+            })
+            .await;
+        };
         let status = match tokio::time::timeout(self.timeout, rx).await {
             Ok(Ok(Ok(status))) => {
                 group.0 = None;
+                last_lines.await;
                 status
             }
             Ok(_) => return Err(format!("{flag} could not be waited for")),
             Err(_) => {
                 drop(group);
+                last_lines.await;
                 return Err(format!(
                     "{flag} did not finish within --hook-timeout {}; its process group was killed",
                     flag_duration(self.timeout)

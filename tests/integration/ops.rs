@@ -705,8 +705,8 @@ fn consul_leader_turns_503_before_a_rival_when_the_session_is_destroyed() {
     assert!(term < loss, "--on-loss ran before the child was stopped");
 }
 
-/// A failing `--on-acquire` gives the lock up: 125, its status named, and
-/// COMMAND never runs.
+/// A failing `--on-acquire` gives the lock up: 125, its status named, its
+/// output in lockrun's log, and COMMAND never runs.
 #[test]
 fn a_failing_on_acquire_gives_the_lock_up() {
     let place = Place::local();
@@ -714,9 +714,10 @@ fn a_failing_on_acquire_gives_the_lock_up() {
     let work = scratch();
     let ran = work.path().join("ran");
     let output = run(&mut place.lockrun(&[
+        "-v",
         "elect",
         "--on-acquire",
-        "exit 3",
+        "echo the VIP is taken; exit 3",
         &key,
         "--",
         "touch",
