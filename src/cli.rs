@@ -152,6 +152,52 @@ Examples:
   lockrun man --dir ~/.local/share/man/man1
   sudo lockrun man --dir /usr/local/share/man/man1")]
     Man(ManArgs),
+    /// Exit 0 while this lockrun's lock is held with enough time left (for COMMAND).
+    ///
+    /// Asks the status endpoint of a running `lockrun elect` or `semaphore`
+    /// (LOCKRUN_STATUS in COMMAND's environment, or --status-addr) whether
+    /// the lock is held with at least the safety margin, and --for, left
+    /// before COMMAND would be stopped: a script asks before each side
+    /// effect it cannot take back.
+    #[command(after_help = "\
+Examples:
+  lockrun status && ./apply-migration      # inside COMMAND
+  lockrun status --for 10s || exit 0       # at least 10 s of lease left
+  lockrun status --status-addr 127.0.0.1:8300
+
+Exit status: 0 held with that much left, 1 not held or not enough left, 2 usage,
+125 cannot tell (no endpoint, no answer).")]
+    Status(crate::ops::StatusArgs),
+    /// Exit 0 only while the holder a sequencer names still holds its lock.
+    ///
+    /// COMMAND of `lockrun elect` finds a sequencer in LOCKRUN_SEQUENCER:
+    /// one opaque token naming the backend, the key, the fence
+    /// (LOCKRUN_LOCK_INDEX) and the holder (a Consul session, an etcd
+    /// lease's key, a local holder's pid). A service COMMAND writes to can
+    /// run `lockrun check` (with the engine's usual flags and variables) to
+    /// refuse a leader that is no longer one. The backend is the
+    /// sequencer's.
+    #[command(after_help = "\
+Examples:
+  lockrun check \"$LOCKRUN_SEQUENCER\" && apply-write
+  CONSUL_HTTP_ADDR=10.0.0.5:8500 lockrun check \"$seq\"
+
+Exit status: 0 still held by that holder with that fence, 1 not held or held
+by another, 2 usage (not a sequencer), 125 cannot tell (engine unreachable).")]
+    Check(crate::ops::CheckArgs),
+    /// Write KEY=VALUE into the engine only while a sequencer's holder holds its lock.
+    ///
+    /// A fenced write: on Consul one transaction that checks the holder's
+    /// session still holds the lock key, then sets KEY; on etcd one that
+    /// compares the holder's contender key still exists (its lease lives),
+    /// then puts KEY. Once the holder has lost the lock the write is refused
+    /// and nothing is written. Not supported on local and postgres.
+    #[command(after_help = "\
+Examples:
+  lockrun put --sequencer \"$LOCKRUN_SEQUENCER\" service/db/config \"$(cat config.json)\"
+
+Exit status: 0 written, 1 refused (the holder lost the lock), 2 usage, 125 error.")]
+    Put(crate::ops::PutArgs),
 }
 
 #[derive(Debug, Args)]
@@ -518,6 +564,8 @@ pub struct ElectArgs {
     pub child: ChildArgs,
     #[command(flatten)]
     pub service: ServiceArgs,
+    #[command(flatten)]
+    pub ops: crate::ops::OpsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -536,6 +584,8 @@ pub struct SemaphoreArgs {
     pub child: ChildArgs,
     #[command(flatten)]
     pub service: ServiceArgs,
+    #[command(flatten)]
+    pub ops: crate::ops::OpsArgs,
 }
 
 #[derive(Debug, Args)]

@@ -456,6 +456,8 @@ pub struct Countdown {
     /// Reads how the kernel steers our clock ([`clock::state`]; a test's
     /// own clock in unit tests, which must not touch the host's).
     read_clock: fn() -> Option<clock::ClockState>,
+    /// Where the deadline and renewals are published (`--status-addr`).
+    beacon: Option<crate::ops::Beacon>,
 }
 
 impl Countdown {
@@ -474,6 +476,24 @@ impl Countdown {
             confirmed_boot: created_boot,
             guard: None,
             read_clock: clock::state,
+            beacon: None,
+        }
+    }
+
+    /// Publishes the deadline, and each renewal, to `beacon`.
+    pub fn observed_by(mut self, beacon: crate::ops::Beacon) -> Countdown {
+        beacon.deadline(Some(self.deadline()));
+        self.beacon = Some(beacon);
+        self
+    }
+
+    /// The moment COMMAND's stop begins, and the safety margin the status
+    /// endpoint keeps before it.
+    pub fn deadline(&self) -> crate::ops::Deadline {
+        crate::ops::Deadline {
+            at: self.stop_at(),
+            at_boot: self.stop_at_boot(),
+            margin: self.budget.margin(),
         }
     }
 
@@ -538,6 +558,9 @@ impl Countdown {
                     );
                 }
                 self.budget = fitted;
+                if let Some(beacon) = &self.beacon {
+                    beacon.deadline(Some(self.deadline()));
+                }
                 let stop_at_boot = self.stop_at_boot();
                 if let Some(guard) = &mut self.guard {
                     guard.extend(stop_at_boot);
@@ -642,6 +665,9 @@ impl Countdown {
                     if let Some(guard) = &mut self.guard {
                         guard.extend(stop_at_boot);
                     }
+                    if let Some(beacon) = &self.beacon {
+                        beacon.renewed(sent.elapsed(), self.deadline());
+                    }
                     backoff = Duration::from_millis(100);
                     failures = 0;
                     next = sent + self.budget.renew_every();
@@ -652,6 +678,9 @@ impl Countdown {
                 }
                 Renewal::Gone(why) => return Lost::SessionGone(why),
                 Renewal::Failed(why) => {
+                    if let Some(beacon) = &self.beacon {
+                        beacon.renewal_failed();
+                    }
                     let left = self.stop_at().saturating_duration_since(Instant::now());
                     failures += 1;
                     if failures == 1 {

@@ -35,6 +35,7 @@ pub mod lease;
 pub mod logging;
 /// systemd's notify protocol: readiness, status, watchdog.
 pub mod notify;
+pub mod ops;
 /// Signals lockrun receives and forwards.
 pub mod signals;
 /// Usage errors: what went wrong and what to type instead.

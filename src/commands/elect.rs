@@ -39,7 +39,10 @@ pub fn prepare(args: ElectArgs, backend: BackendName, env: &dyn Env) -> Result<J
         &args.child,
         env,
     )?;
-    let service = hold::Service::new(&args.service)?;
+    // Last: a bad --status-addr is refused like any flag, but binding it is
+    // the one check that holds something.
+    let ops = crate::ops::Ops::prepare(&args.ops, backend.name(), &args.key)?;
+    let service = hold::Service::new(&args.service)?.with_ops(ops);
     Ok(Job {
         key: args.key,
         campaign: args.campaign,

@@ -1,13 +1,16 @@
 //! The doorway: parse, validate, run one subcommand on a current-thread
 //! runtime, and turn the outcome into an exit status and at most one line.
 
+mod check;
 mod elect;
 mod explain;
 mod holders;
 mod install;
 mod leader;
+mod put;
 mod release;
 mod semaphore;
+mod status;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -225,7 +228,18 @@ fn lock_dir(args: &BackendArgs) -> std::path::PathBuf {
 
 fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
     let env = ProcessEnv;
-    let backend = cli.backend.backend;
+    // A sequencer names the backend it was made on.
+    let backend = match &cli.command {
+        Command::Check(args) => match check::Sequencer::decode(&args.sequencer) {
+            Ok(seq) => check::backend_of(&seq)?,
+            Err(why) => return Err(Failure::Usage(why)),
+        },
+        Command::Put(args) => match check::Sequencer::decode(&args.sequencer) {
+            Ok(seq) => check::backend_of(&seq)?,
+            Err(why) => return Err(Failure::Usage(why)),
+        },
+        _ => cli.backend.backend,
+    };
     foreign_flags(matches, backend)?;
     // Everything the user typed is checked before the runtime, the client
     // or any request exists.
@@ -239,8 +253,15 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
         Command::Man(args) => return install::man(&args),
         // Explaining contacts no engine: it validates and computes only.
         Command::Explain(args) => return explain::run(args, backend, &env),
+        // Asking a running lockrun needs no engine either.
+        Command::Status(args) => return status::run(&args),
+        Command::Check(args) => Job::Check(check::prepare(&args.sequencer)?),
+        Command::Put(args) => Job::Put(put::prepare(args)?),
     };
-    if matches!(job, Job::Leader(_) | Job::Release(_)) {
+    if matches!(
+        job,
+        Job::Leader(_) | Job::Release(_) | Job::Check(_) | Job::Put(_)
+    ) {
         // These handle no signal: an early one ends them as it always would.
         crate::signals::release_held();
     }
@@ -255,6 +276,8 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
                     Job::Semaphore(job) => semaphore::run(&etcd, job).await,
                     Job::Leader(job) => holders::leader(&etcd, "etcd", job).await,
                     Job::Release(job) => holders::release(&etcd, job).await,
+                    Job::Check(job) => check::run(&etcd, job).await,
+                    Job::Put(job) => put::etcd(&etcd, job).await,
                 }
             })
         }
@@ -267,6 +290,8 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
                     Job::Semaphore(job) => semaphore::run(&engine, job).await,
                     Job::Leader(job) => holders::leader(&engine, "postgres", job).await,
                     Job::Release(job) => holders::release(&engine, job).await,
+                    Job::Check(job) => check::run(&engine, job).await,
+                    Job::Put(_) => unreachable!("refused by put::prepare"),
                 }
             })
         }
@@ -286,6 +311,8 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
                     Job::Release(job) => {
                         holders::release(&Local::for_reading(dir.clone()), job).await
                     }
+                    Job::Check(job) => check::run(&Local::for_reading(dir.clone()), job).await,
+                    Job::Put(_) => unreachable!("refused by put::prepare"),
                 }
             })
         }
@@ -310,7 +337,9 @@ fn etcd_engine(args: &crate::cli::EtcdArgs, job: &Job) -> Result<Etcd, Failure> 
         Job::Elect(job) => job.ttl,
         Job::Semaphore(job) => job.ttl,
         // Looking and releasing open no lease.
-        Job::Leader(_) | Job::Release(_) => crate::backend::etcd::DEFAULT_TTL,
+        Job::Leader(_) | Job::Release(_) | Job::Check(_) | Job::Put(_) => {
+            crate::backend::etcd::DEFAULT_TTL
+        }
     };
     Etcd::new(&config, ttl).map_err(Failure::Config)
 }
@@ -364,6 +393,12 @@ fn run_consul(
                     Outside::release(client, job.args.session.clone(), job.args.destroy_session);
                 holders::release(&outside, job).await
             }
+            Job::Put(job) => put::consul(&client, job).await,
+            Job::Check(job) => {
+                // With the session in its facts, to compare.
+                let outside = Outside::leader(client, Reading::Once, true);
+                check::run(&outside, job).await
+            }
         }
     })
 }
@@ -373,6 +408,8 @@ enum Job {
     Semaphore(semaphore::Job),
     Leader(leader::Job),
     Release(release::Job),
+    Check(check::Job),
+    Put(put::Job),
 }
 
 impl Job {
@@ -383,7 +420,7 @@ impl Job {
         match self {
             Job::Elect(job) => job.fork_guard(lends),
             Job::Semaphore(job) => job.fork_guard(lends),
-            Job::Leader(_) | Job::Release(_) => {}
+            Job::Leader(_) | Job::Release(_) | Job::Check(_) | Job::Put(_) => {}
         }
     }
 
@@ -393,7 +430,7 @@ impl Job {
         match self {
             Job::Elect(job) => Some(job.ttl),
             Job::Semaphore(job) => Some(job.ttl),
-            Job::Leader(_) | Job::Release(_) => None,
+            Job::Leader(_) | Job::Release(_) | Job::Check(_) | Job::Put(_) => None,
         }
     }
 }

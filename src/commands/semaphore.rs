@@ -47,7 +47,10 @@ pub fn prepare(args: SemaphoreArgs, backend: BackendName, env: &dyn Env) -> Resu
         &args.child,
         env,
     )?;
-    let service = hold::Service::new(&args.service)?;
+    // Last: a bad --status-addr is refused like any flag, but binding it is
+    // the one check that holds something.
+    let ops = crate::ops::Ops::prepare(&args.ops, backend.name(), &prefix)?;
+    let service = hold::Service::new(&args.service)?.with_ops(ops);
     Ok(Job {
         prefix,
         // --limit is bounded to 10 000 by the command line.

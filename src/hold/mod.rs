@@ -36,6 +36,8 @@ use crate::exit::Exit;
 use crate::lease::{fmt_duration, Countdown, Renew};
 use crate::logging::EVENT;
 use crate::notify::{self, Notifier, Ready};
+use crate::ops::hooks::Event;
+use crate::ops::sequencer::{self, Sequencer};
 use crate::signals::{Signal, Signals};
 
 use self::launch::{Launch, Parked, Supervised};
@@ -55,6 +57,8 @@ const CLEANUP_AFTER_SILENCE: Duration = Duration::from_millis(500);
 pub struct Service {
     notify: Option<(Notifier, Ready)>,
     min_hold: Option<Duration>,
+    /// The status endpoint and hooks.
+    ops: crate::ops::Ops,
 }
 
 /// How much more start-up time a standby asks for at a time, and how often.
@@ -73,7 +77,13 @@ impl Service {
         Ok(Service {
             notify,
             min_hold: args.min_hold,
+            ops: crate::ops::Ops::none(),
         })
+    }
+
+    /// Adds the status endpoint and hooks (`--status-addr`, `--on-*`).
+    pub fn with_ops(self, ops: crate::ops::Ops) -> Service {
+        Service { ops, ..self }
     }
 
     fn notifier(&self) -> Option<&Notifier> {
@@ -154,6 +164,8 @@ pub async fn run<E: Engine>(
     let signals =
         Signals::new().map_err(|e| Failure::Internal(format!("cannot handle signals ({e})")))?;
     let released = release_requests()?;
+    // Served while this run lasts; the hold loop only publishes to it.
+    let _serving = service.ops.serve();
     let guards = Guards {
         config,
         service,
@@ -322,7 +334,7 @@ fn child_command(
     Ok(child::Command {
         argv: config.child.argv.clone(),
         shell: config.child.shell,
-        env: Vec::new(),
+        env: service.ops.env(),
         env_remove: match service.notify {
             Some(_) => notify::VARIABLES.iter().map(OsString::from).collect(),
             None => Vec::new(),
@@ -418,18 +430,24 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
                 return Err(failure);
             }
         };
+        let beacon = &self.service.ops.beacon;
+        beacon.waiting();
         let mut countdown = self
             .config
             .budget
-            .map(|budget| Countdown::new(budget, lease.confirmed_at()));
+            .map(|budget| Countdown::new(budget, lease.confirmed_at()).observed_by(beacon.clone()));
         let claim = match self.wait(&lease, &mut countdown).await {
             Ok(Step::Next(claim)) => claim,
             Ok(Step::Over(outcome)) => {
+                beacon.gave_up();
                 self.abandon(parked, lease).await;
+                beacon.deadline(None);
                 return Ok(outcome);
             }
             Err(failure) => {
+                beacon.gave_up();
                 self.abandon(parked, lease).await;
+                beacon.deadline(None);
                 return Err(failure);
             }
         };
@@ -439,8 +457,38 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
             countdown,
             acquired_at: Instant::now(),
         };
+        // What COMMAND is told; hooks keep it for after the claim is gone.
+        let mut claim_env = held.claim.env();
+        if let Target::Lock { .. } = self.target {
+            let fence = held.claim.fence();
+            if let Some(seq) = Sequencer::from_env(beacon.backend, fence, &claim_env) {
+                claim_env.push((sequencer::VARIABLE.into(), seq.encode().into()));
+            }
+        }
+        let mut hook_env = claim_env.clone();
+        hook_env.extend(self.service.ops.env());
+        match self.on_acquire(&mut held, &hook_env).await {
+            Ok(Step::Next(())) => {}
+            Ok(Step::Over(outcome)) => {
+                drop(parked);
+                cleanup::<E>(self.target, Some(held.claim), held.lease).await;
+                beacon.deadline(None);
+                return Ok(outcome);
+            }
+            Err(failure) => {
+                drop(parked);
+                cleanup::<E>(self.target, Some(held.claim), held.lease).await;
+                beacon.deadline(None);
+                return Err(failure);
+            }
+        }
+        beacon.held(
+            held.claim.fence(),
+            held.claim.describe(),
+            &self.config.value,
+        );
         self.announce();
-        let mut child = match self.start(parked, &mut held).await {
+        let mut child = match self.start(parked, &mut held, claim_env).await {
             Ok(child) => child,
             Err(failure) => {
                 cleanup::<E>(self.target, Some(held.claim), held.lease).await;
@@ -449,11 +497,61 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
         };
         let ending = self.run(&mut child, &mut held).await;
         if let Ending::Exited { .. } = ending {
+            beacon.stopping();
             self.min_hold(&mut held).await;
         }
         let held_for = held.acquired_at.elapsed();
         self.clean_up(held, &ending).await;
+        beacon.deadline(None);
+        // After the stop and the release, so that no hook delays either.
+        let hooks = &self.service.ops.hooks;
+        match ending {
+            Ending::Lost(..) => hooks.run_logged(Event::Loss, &hook_env).await,
+            Ending::Exited { .. } => hooks.run_logged(Event::Release, &hook_env).await,
+        }
         Ok(self.ended(ending, held_for))
+    }
+
+    /// Runs `--on-acquire` before COMMAND, keeping the lease meanwhile:
+    /// a loss or a signal cuts it short (its process group is killed),
+    /// and its failure gives the lock up.
+    async fn on_acquire(
+        &mut self,
+        held: &mut Held<E::Claim, E::Lease>,
+        env: &[(OsString, OsString)],
+    ) -> Result<Step<()>, Failure> {
+        let hooks = &self.service.ops.hooks;
+        if !hooks.has(Event::Acquire) {
+            return Ok(Step::Next(()));
+        }
+        let Held {
+            claim,
+            lease,
+            countdown,
+            ..
+        } = held;
+        let target = self.target.name();
+        tokio::select! {
+            done = hooks.run(Event::Acquire, env) => match done {
+                Ok(()) => Ok(Step::Next(())),
+                Err(why) => Err(Failure::Internal(format!(
+                    "{why}; released `{target}` without running COMMAND"
+                ))),
+            },
+            lost = keep(countdown, lease) => {
+                tracing::warn!(target: EVENT, "lost `{target}` while --on-acquire ran: {lost}");
+                Ok(Step::Over(Outcome::Lost))
+            }
+            lost = claim.watch() => {
+                tracing::warn!(target: EVENT, "lost `{target}` while --on-acquire ran: {lost}");
+                Ok(Step::Over(Outcome::Lost))
+            }
+            signal = self.signals.recv() => {
+                tracing::info!("{signal} while --on-acquire ran; giving up");
+                Ok(Step::Over(Outcome::Done(Exit::Interrupted(signal))))
+            }
+            never = notify::watchdog_loop(self.service.notifier()) => match never {},
+        }
     }
 
     /// Opens the lease the claim will be tied to; a signal meanwhile ends
@@ -574,12 +672,11 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
         &self,
         parked: G::Parked,
         held: &mut Held<E::Claim, E::Lease>,
+        env: Vec<(OsString, OsString)>,
     ) -> Result<G::Child, Failure> {
         let pgid = parked.pid();
         let hold = held.claim.take_hold_fd();
-        let mut child = parked
-            .start(held.claim.env(), hold)
-            .map_err(spawn_failure)?;
+        let mut child = parked.start(env, hold).map_err(spawn_failure)?;
         if let Err(e) = held.claim.record_child(pgid).await {
             tracing::warn!("could not record the child's group beside the lock: {e}");
         }
@@ -613,13 +710,17 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
             countdown,
             ..
         } = held;
+        let beacon = &self.service.ops.beacon;
         let lost = async {
-            tokio::select! {
+            let lost = tokio::select! {
                 lost = keep(countdown, lease) => lost,
                 lost = claim.watch() => lost,
                 _ = released.recv() => Lost::Released("an operator released the lock (`lockrun release`)".into()),
                 never = notify::watchdog_loop(notifier) => match never {},
-            }
+            };
+            // Before the stop begins: `/leader` says so first.
+            beacon.lost(&lost);
+            lost
         };
         let ending = supervise::supervise(child, self.signals, lost, policy).await;
         // A lockrun that could not run past its deadline (stopped, starved,

@@ -399,6 +399,7 @@ async fn play_with(
     let service = Service {
         notify: None,
         min_hold,
+        ops: crate::ops::Ops::none(),
     };
     let target = Target::Lock { key: "k".into() };
     let (ready_sent, first_contact) = (Cell::new(false), Cell::new(true));
@@ -518,6 +519,7 @@ async fn a_signal_during_min_hold_releases_at_once() {
         let service = Service {
             notify: None,
             min_hold: Some(Duration::from_secs(10)),
+            ops: crate::ops::Ops::none(),
         };
         let target = Target::Lock { key: "k".into() };
         let (ready_sent, first_contact) = (Cell::new(false), Cell::new(true));
@@ -675,6 +677,7 @@ async fn a_busy_lock_ends_the_round_with_the_conflict_status() {
     let service = Service {
         notify: None,
         min_hold: None,
+        ops: crate::ops::Ops::none(),
     };
     let target = Target::Lock { key: "k".into() };
     let (ready_sent, first_contact) = (Cell::new(false), Cell::new(true));
@@ -759,6 +762,7 @@ async fn run(script: Script, budget: Option<Budget>, campaign: bool) -> Result<E
     let service = Service {
         notify: None,
         min_hold: None,
+        ops: crate::ops::Ops::none(),
     };
     let target = Target::Lock { key: "k".into() };
     Run {

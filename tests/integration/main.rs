@@ -76,3 +76,5 @@ mod answers;
 // Faults in real etcd and Consul clusters: members and agents stopped or
 // killed, leaders killed, quorum lost.
 mod clusters;
+// What operators wire around a holder: the status endpoint, hooks, `lockrun status`.
+mod ops;

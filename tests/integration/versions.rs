@@ -39,6 +39,7 @@ const CONSUL_MODULES: &[&str] = &[
     "backends::",
     "child::",
     "conformance::",
+    "ops::consul_",
     "elect::",
     "errors::",
     "job_control::",

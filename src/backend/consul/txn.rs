@@ -32,12 +32,20 @@ pub enum TxnOp<'a> {
     },
     /// Deletes the key (a missing key is no refusal).
     Delete { key: &'a str },
+    /// Refuses the transaction unless `session` holds the key.
+    CheckSession { key: &'a str, session: &'a str },
+    /// Writes the key, whatever it holds.
+    Set { key: &'a str, value: &'a [u8] },
 }
 
 impl TxnOp<'_> {
     fn key(&self) -> &str {
         match self {
-            TxnOp::Lock { key, .. } | TxnOp::Cas { key, .. } | TxnOp::Delete { key } => key,
+            TxnOp::Lock { key, .. }
+            | TxnOp::Cas { key, .. }
+            | TxnOp::Delete { key }
+            | TxnOp::CheckSession { key, .. }
+            | TxnOp::Set { key, .. } => key,
         }
     }
 
@@ -69,6 +77,12 @@ impl TxnOp<'_> {
                 "Index": index,
             }}),
             TxnOp::Delete { key } => json!({"KV": {"Verb": "delete", "Key": key}}),
+            TxnOp::CheckSession { key, session } => {
+                json!({"KV": {"Verb": "check-session", "Key": key, "Session": session}})
+            }
+            TxnOp::Set { key, value } => {
+                json!({"KV": {"Verb": "set", "Key": key, "Value": b64(value)}})
+            }
         }
     }
 }

@@ -723,3 +723,36 @@ impl Changes for EtcdChanges {
         }
     }
 }
+
+impl Etcd {
+    /// Writes `key` only while the contender key `entry` still exists: a
+    /// holder's key lives as long as its lease, and no other lease can
+    /// create it (`lockrun put --sequencer`). Whether it was written.
+    pub async fn fenced_put(
+        &self,
+        entry: &str,
+        key: &str,
+        value: &[u8],
+    ) -> Result<bool, EtcdError> {
+        use base64::Engine as _;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let answer = self
+            .client
+            .txn(
+                vec![serde_json::json!({
+                    "key": b64(entry.as_bytes()),
+                    "target": "CREATE",
+                    "result": "GREATER",
+                    "create_revision": "0",
+                })],
+                vec![serde_json::json!({ "request_put": {
+                    "key": b64(key.as_bytes()),
+                    "value": b64(value),
+                }})],
+                Vec::new(),
+                &format!("writing `{key}` while `{entry}` holds"),
+            )
+            .await?;
+        Ok(answer.succeeded)
+    }
+}

@@ -135,6 +135,7 @@ pub enum TxnVerb {
     Get,
     Delete,
     DeleteCas,
+    CheckSession,
 }
 
 /// One KV op of a transaction, as the handler decoded it.
@@ -581,6 +582,23 @@ impl State {
             TxnVerb::Delete => {
                 self.kv_delete_at(idx, &key, DeleteOp::Delete);
                 return Ok(None);
+            }
+            TxnVerb::CheckSession => {
+                // Consul's kvsCheckSessionTxn: the entry, without its value.
+                return match self.kv.get(&key) {
+                    None => Err(format!(
+                        "failed to check session, key {quoted} doesn't exist"
+                    )),
+                    Some(e) if e.session != op.session => Err(format!(
+                        "failed session check for key {quoted}, current session {} != {}",
+                        crate::duration::go_quote(&e.session),
+                        crate::duration::go_quote(&op.session)
+                    )),
+                    Some(e) => Ok(Some(Entry {
+                        value: Vec::new(),
+                        ..e.clone()
+                    })),
+                };
             }
             TxnVerb::DeleteCas => {
                 if !self.kv_delete_at(idx, &key, DeleteOp::Cas(op.index)) {

@@ -81,6 +81,7 @@ fn decode_op(op: &Value) -> Result<TxnOp, String> {
         "get" => TxnVerb::Get,
         "delete" => TxnVerb::Delete,
         "delete-cas" => TxnVerb::DeleteCas,
+        "check-session" => TxnVerb::CheckSession,
         other => return Err(format!("emulator: KV verb {other:?} is not emulated")),
     };
     let value = base64::engine::general_purpose::STANDARD

@@ -1,0 +1,735 @@
+//! What operators wire around a holder, through real engines: the status
+//! endpoint (`/leader`, `/status`, `/metrics`), `lockrun status`, hooks.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::etcd_support::{etcd, etcdctl, etcdctl_ok};
+use crate::link::Link;
+use crate::places::{last_beat, Place};
+use crate::procs::{self, wait_until};
+use crate::support::{now_ns, run, scratch, Running};
+
+/// One GET over the unix socket at `sock`: the status code and body, or
+/// `None` when nothing answers.
+fn get(sock: &Path, path: &str) -> Option<(u16, String)> {
+    let mut stream = UnixStream::connect(sock).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    let (head, body) = answer.split_once("\r\n\r\n")?;
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, body.to_string()))
+}
+
+/// What one `/leader` request got: when it was sent and answered (ns), and
+/// the status (0: no answer).
+#[derive(Debug, Clone, Copy)]
+struct Probe {
+    sent: u128,
+    answered: u128,
+    code: u16,
+}
+
+/// Polls `/leader` as fast as it answers, on its own thread, until dropped.
+struct Poller {
+    probes: Arc<Mutex<Vec<Probe>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Poller {
+    fn start(sock: &Path) -> Poller {
+        let probes = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (p, s, sock) = (probes.clone(), stop.clone(), sock.to_path_buf());
+        std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                let sent = now_ns();
+                let code = get(&sock, "/leader").map_or(0, |(code, _)| code);
+                let answered = now_ns();
+                p.lock().unwrap().push(Probe {
+                    sent,
+                    answered,
+                    code,
+                });
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        Poller { probes, stop }
+    }
+
+    fn probes(&self) -> Vec<Probe> {
+        self.probes.lock().unwrap().clone()
+    }
+
+    fn wait_for(&self, code: u16) {
+        assert!(
+            wait_until(procs::deadline(), || self
+                .probes()
+                .iter()
+                .any(|p| p.code == code)),
+            "/leader never answered {code}: {:?}",
+            self.probes().last()
+        );
+    }
+
+    /// When `/leader` first answered 503 after its last 200 before `until`.
+    fn first_503_after_leading(&self) -> Probe {
+        let probes = self.probes();
+        let last_200 = probes
+            .iter()
+            .rposition(|p| p.code == 200)
+            .expect("/leader answered 200 once");
+        *probes[last_200..]
+            .iter()
+            .find(|p| p.code == 503)
+            .unwrap_or_else(|| panic!("/leader never answered 503 after 200: {probes:?}"))
+    }
+
+    /// No 200 was answered to a request sent after `ns`.
+    fn no_200_sent_after(&self, ns: u128) {
+        let late: Vec<Probe> = self
+            .probes()
+            .into_iter()
+            .filter(|p| p.code == 200 && p.sent > ns)
+            .collect();
+        assert!(
+            late.is_empty(),
+            "/leader answered 200 to requests sent after the rival acquired: {late:?}"
+        );
+    }
+}
+
+impl Drop for Poller {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn read_ns(file: &Path) -> u128 {
+    std::fs::read_to_string(file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+}
+
+fn sock(work: &Path) -> PathBuf {
+    work.join("status.sock")
+}
+
+fn status_json(sock: &Path) -> serde_json::Value {
+    let (code, body) = get(sock, "/status").expect("/status answers");
+    assert_eq!(code, 200, "{body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+/// A holder cut off from etcd: `/leader` turns 503 a safety margin before
+/// the stop of COMMAND begins (the child's own TERM timestamp), and so
+/// well before the rival's own acquisition timestamp; `--on-loss` runs
+/// after the child was stopped. A `/leader` that followed "held" alone
+/// turns 503 only as the stop begins, and fails the margin.
+#[test]
+fn leader_turns_503_before_the_stop_and_the_rival_when_etcd_is_cut_off() {
+    let link = Link::new(etcd().endpoint.trim_start_matches("http://"));
+    let place = Place::etcd_at("ops-frozen", &link.http_addr());
+    let key = place.key("k");
+    let work = scratch();
+    let sock = sock(work.path());
+    let term = work.path().join("term");
+    let loss = work.path().join("loss");
+    let setup = format!("trap 'date +%s%N > {}; exit 0' TERM;", term.display());
+    let on_loss = format!(
+        "[ \"$LOCKRUN_HOOK\" = loss ] && date +%s%N > {}",
+        loss.display()
+    );
+    let holder = place.heartbeat(
+        work.path(),
+        &setup,
+        &[
+            "elect",
+            "--ttl",
+            "6s",
+            "--kill-timeout",
+            "300ms",
+            "--status-addr",
+            sock.to_str().unwrap(),
+            "--on-loss",
+            &on_loss,
+            &key,
+        ],
+    );
+    let poller = Poller::start(&sock);
+    poller.wait_for(200);
+    link.freeze();
+    let started = work.path().join("rival");
+    let rival = Running::spawn(
+        etcdctl()
+            .args([
+                "lock",
+                &key,
+                "--",
+                "sh",
+                "-c",
+                &format!("date +%s%N > {}", started.display()),
+            ])
+            .stdin(Stdio::null()),
+    );
+    place.status(&holder.finish(), 124, "the cut-off holder");
+    assert!(rival.finish().status.success());
+    let (first_503, term, rival, loss) = (
+        poller.first_503_after_leading(),
+        read_ns(&term),
+        read_ns(&started),
+        read_ns(&loss),
+    );
+    assert!(
+        last_beat(work.path()) < rival,
+        "the child ran into the rival's run"
+    );
+    assert!(
+        first_503.answered < rival,
+        "/leader first answered 503 {} ms after the rival acquired",
+        (first_503.answered - rival) / 1_000_000
+    );
+    poller.no_200_sent_after(rival);
+    // The margin is 1.06 s with --ttl 6s; a /leader that turned 503 only
+    // when the stop began would answer it after, or within a few ms of, TERM.
+    // 250 ms leaves the poller 800 ms to be late on a loaded host.
+    assert!(
+        first_503.answered + 250_000_000 < term,
+        "/leader first answered 503 only {} ms before the child's TERM",
+        term.saturating_sub(first_503.answered) / 1_000_000
+    );
+    assert!(term < loss, "--on-loss ran before the child was stopped");
+    link.thaw();
+}
+
+/// After COMMAND exits, `/leader` answers 503 from before the release on:
+/// `/status` says `stopping` since a moment before the rival's own
+/// acquisition, and no request sent after it got 200. `--on-release` keeps
+/// lockrun (and its endpoint) up until the test has looked.
+#[test]
+fn leader_turns_503_before_the_release_lets_a_rival_in() {
+    let place = Place::local();
+    let key = place.key("k");
+    let work = scratch();
+    let sock = sock(work.path());
+    let done = work.path().join("done");
+    let on_release = format!("while [ ! -e {} ]; do sleep 0.01; done", done.display());
+    let holder = place.hold(
+        work.path(),
+        "",
+        &[
+            "elect",
+            "--status-addr",
+            sock.to_str().unwrap(),
+            "--on-release",
+            &on_release,
+            "--hook-timeout",
+            "1m",
+            &key,
+        ],
+    );
+    let poller = Poller::start(&sock);
+    poller.wait_for(200);
+    let held = status_json(&sock);
+    assert_eq!(held["state"], "held", "{held}");
+    assert_eq!(held["backend"], "local", "{held}");
+    assert_eq!(held["key"], key.as_str(), "{held}");
+    assert!(held["fence"].as_u64().is_some(), "{held}");
+    let started = work.path().join("rival");
+    let rival = Running::spawn(&mut place.lockrun(&[
+        "elect",
+        &key,
+        "--",
+        "sh",
+        "-c",
+        &format!("date +%s%N > {}", started.display()),
+    ]));
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&rival.finish(), 0, "the rival");
+    let rival_ns = read_ns(&started);
+    let after = status_json(&sock);
+    assert_eq!(after["state"], "stopping", "{after}");
+    assert_eq!(get(&sock, "/leader").map(|a| a.0), Some(503));
+    let since = humantime::parse_rfc3339(after["since"].as_str().unwrap()).unwrap();
+    let since_ns = since
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    assert!(
+        since_ns < rival_ns,
+        "/leader turned 503 {} µs after the rival acquired",
+        (since_ns - rival_ns) / 1000
+    );
+    poller.no_200_sent_after(rival_ns);
+    drop(poller);
+    std::fs::write(&done, "").unwrap();
+    place.status(&holder.finish(), 0, "the holder");
+    assert!(!sock.exists(), "the socket outlived lockrun");
+}
+
+/// `/metrics` parses with the Prometheus project's own text parser, and
+/// counts what happened: held, one acquisition, renewals.
+#[test]
+fn metrics_parse_with_the_prometheus_parser_on_etcd() {
+    let place = Place::etcd("ops-metrics");
+    let key = place.key("k");
+    let work = scratch();
+    let sock = sock(work.path());
+    let holder = place.hold(
+        work.path(),
+        "",
+        &[
+            "elect",
+            "--ttl",
+            "3s",
+            "--status-addr",
+            sock.to_str().unwrap(),
+            &key,
+        ],
+    );
+    let renewed = || {
+        get(&sock, "/metrics")
+            .is_some_and(|(_, body)| !body.contains("\nlockrun_renewals_total 0\n"))
+    };
+    assert!(wait_until(procs::deadline(), renewed), "no renewal counted");
+    let (code, metrics) = get(&sock, "/metrics").unwrap();
+    assert_eq!(code, 200);
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the holder");
+    let parsed = python_parse(&metrics);
+    for line in [
+        "lockrun_held gauge lockrun_held {} 1.0",
+        "lockrun_leader gauge lockrun_leader {} 1.0",
+        "lockrun_acquisitions counter lockrun_acquisitions_total {} 1.0",
+        "lockrun_losses counter lockrun_losses_total {'reason': 'lease_ran_out'} 0.0",
+    ] {
+        assert!(
+            parsed.lines().any(|l| l == line),
+            "no `{line}` in\n{parsed}"
+        );
+    }
+    for family in [
+        "lockrun_renewals counter",
+        "lockrun_renewal_failures counter",
+        "lockrun_renewal_duration_seconds histogram",
+        "lockrun_lease_left_seconds gauge",
+        "lockrun_wait_seconds gauge",
+        "lockrun_info gauge",
+    ] {
+        assert!(
+            parsed.lines().any(|l| l.starts_with(family)),
+            "no {family} in\n{parsed}"
+        );
+    }
+}
+
+/// Every sample as `family type name labels value`, from
+/// `prometheus_client`'s parser (python3-prometheus-client).
+fn python_parse(text: &str) -> String {
+    let program = r#"
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+for f in text_string_to_metric_families(sys.stdin.read()):
+    for s in f.samples:
+        print(f.name, f.type, s.name, dict(sorted(s.labels.items())), float(s.value))
+"#; // The system's python3, where the Debian package installs the parser
+    // (a pyenv or venv python3 earlier on PATH may lack it).
+    let python = ["/usr/bin/python3", "python3"]
+        .into_iter()
+        .find(|p| !p.starts_with('/') || Path::new(p).exists())
+        .unwrap();
+    let mut child = std::process::Command::new(python)
+        .args(["-c", program])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "the Prometheus parser refused /metrics (is python3-prometheus-client installed?):\n{}\n{text}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// `--on-acquire` runs before COMMAND, `--on-release` after it, with the
+/// `LOCKRUN_*` environment; and `lockrun status` inside COMMAND answers 0,
+/// and 1 for more time than the lease has.
+#[test]
+fn hooks_run_in_order_and_status_answers_inside_the_command_on_etcd() {
+    let place = Place::etcd("ops-hooks");
+    let key = place.key("k");
+    let work = scratch();
+    let log = work.path().join("log");
+    let log = log.to_str().unwrap();
+    let hook = |name: &str| format!("echo {name} $LOCKRUN_HOOK $LOCKRUN_KEY >> {log}");
+    let lockrun = crate::support::bin();
+    let child = format!(
+        "echo command >> {log}; {bin} status; echo status $? >> {log}; \
+         {bin} status --for 1h; echo status-for-1h $? >> {log}",
+        bin = lockrun.display()
+    );
+    let output = run(&mut place.lockrun(&[
+        "elect",
+        "--ttl",
+        "3s",
+        "--status-addr",
+        "127.0.0.1:0",
+        "--on-acquire",
+        &hook("acquire"),
+        "--on-release",
+        &hook("release"),
+        "--on-loss",
+        &hook("loss"),
+        &key,
+        "--",
+        "sh",
+        "-c",
+        &child,
+    ]));
+    place.status(&output, 0, "the holder");
+    assert_eq!(
+        std::fs::read_to_string(log).unwrap(),
+        format!(
+            "acquire acquire {key}\ncommand\nstatus 0\nstatus-for-1h 1\nrelease release {key}\n"
+        )
+    );
+}
+
+/// A hanging `--on-acquire` is cut at `--hook-timeout` with its whole
+/// process group; the lock is given up and COMMAND never runs (exit 125).
+#[test]
+fn a_hanging_hook_is_cut_at_its_timeout() {
+    let place = Place::local();
+    let key = place.key("k");
+    let work = scratch();
+    let pgid = work.path().join("pgid");
+    let hang = format!("echo $$ > {}; sleep 300 & sleep 300", pgid.display());
+    let ran = work.path().join("ran");
+    let begun = Instant::now();
+    let output = run(&mut place.lockrun(&[
+        "elect",
+        "--on-acquire",
+        &hang,
+        "--hook-timeout",
+        "1s",
+        &key,
+        "--",
+        "touch",
+        ran.to_str().unwrap(),
+    ]));
+    let took = begun.elapsed();
+    place.status(&output, 125, "a run whose --on-acquire hangs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--on-acquire did not finish within --hook-timeout 1s"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(!ran.exists(), "COMMAND ran after --on-acquire failed");
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+    let pgid: u32 = std::fs::read_to_string(&pgid)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        wait_until(procs::deadline(), || !procs::group_alive(pgid)),
+        "the hook's group outlived its timeout"
+    );
+    // The lock was given up: another run takes it at once.
+    let again = run(&mut place.lockrun(&["elect", "--no-wait", &key, "--", "true"]));
+    place.status(&again, 0, "a later run");
+}
+
+/// Clients that connect and never send (more than the server serves at
+/// once) neither delay the stop after a release nor keep `/leader` from
+/// answering others while they wait.
+#[test]
+fn silent_clients_do_not_delay_the_stop() {
+    let place = Place::local();
+    let key = place.key("k");
+    let work = scratch();
+    let sock = sock(work.path());
+    let holder = place.hold(
+        work.path(),
+        "",
+        &["elect", "--status-addr", sock.to_str().unwrap(), &key],
+    );
+    let silent: Vec<UnixStream> = (0..10)
+        .map(|_| UnixStream::connect(&sock).unwrap())
+        .collect();
+    assert_eq!(get(&sock, "/leader").map(|a| a.0), Some(200));
+    let more: Vec<UnixStream> = (0..40)
+        .map(|_| UnixStream::connect(&sock).unwrap())
+        .collect();
+    let begun = Instant::now();
+    let released = run(&mut place.lockrun(&["release", &key]));
+    place.status(&released, 0, "release");
+    place.status(&holder.finish(), 124, "the released holder");
+    let took = begun.elapsed();
+    // A server in the hold loop's way would wait for clients that never
+    // send: for ever, or their read timeouts one after another.
+    assert!(
+        took < Duration::from_secs(10),
+        "the stop took {took:?} with silent clients connected"
+    );
+    drop((silent, more));
+}
+
+/// A bad or busy --status-addr: one line, status 2, and nothing written to
+/// the engine; `lockrun status` without an endpoint cannot tell (125).
+#[test]
+fn bad_status_addresses_are_refused_before_anything_is_written_to_etcd() {
+    let place = Place::etcd("ops-bad-addr");
+    let key = place.key("k");
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = busy.local_addr().unwrap().to_string();
+    for (addr, says) in [
+        ("", "--status-addr is empty"),
+        ("nowhere:port", "is not HOST:PORT"),
+        (busy.as_str(), "is in use"),
+    ] {
+        let output = run(&mut place.lockrun(&["elect", "--status-addr", addr, &key, "--", "true"]));
+        place.status(&output, 2, &format!("--status-addr `{addr}`"));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
+    let output = run(&mut place.lockrun(&["elect", "--hook-timeout", "", &key, "--", "true"]));
+    place.status(&output, 2, "an empty --hook-timeout");
+    let output = run(&mut place.lockrun(&["elect", "--on-acquire", "", &key, "--", "true"]));
+    place.status(&output, 2, "an empty --on-acquire");
+    assert_eq!(
+        etcdctl_ok(&["get", "--prefix", "--keys-only", &key]).trim(),
+        "",
+        "something was written"
+    );
+    let mut status = crate::support::bare(["status"]);
+    status.env_remove("LOCKRUN_STATUS");
+    let output = run(&mut status);
+    place.status(&output, 125, "status without an endpoint");
+}
+
+/// The sequencer a holder's COMMAND was given: `lockrun check` says 0 and
+/// a fenced `put` writes while it holds; once an operator's release took
+/// the lock, `check` says 1 and `put` is refused (1, one line) with
+/// nothing written.
+fn check_and_put_refuse_after_a_loss(place: &Place, read: impl Fn(&str) -> Option<String>) {
+    let key = place.key("k");
+    let data = place.key("data");
+    let work = scratch();
+    let seq_file = work.path().join("seq");
+    let setup = format!("echo \"$LOCKRUN_SEQUENCER\" > {};", seq_file.display());
+    let holder = place.hold(work.path(), &setup, &["elect", &key]);
+    let seq = std::fs::read_to_string(&seq_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    assert!(seq.starts_with("lockrun-seq-1."), "{seq:?}");
+    let check = || run(&mut place.lockrun(&["check", &seq]));
+    place.status(&check(), 0, "check while held");
+    let put = |value: &str| run(&mut place.lockrun(&["put", "--sequencer", &seq, &data, value]));
+    place.status(&put("first"), 0, "put while held");
+    assert_eq!(read(&data).as_deref(), Some("first"));
+    place.status(&run(&mut place.lockrun(&["release", &key])), 0, "release");
+    place.status(&holder.finish(), 124, "the released holder");
+    place.status(&check(), 1, "check after the loss");
+    let refused = put("second");
+    place.status(&refused, 1, "put after the loss");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("refused"), "{stderr}");
+    assert_eq!(
+        read(&data).as_deref(),
+        Some("first"),
+        "the refused put wrote"
+    );
+    // A new holder does not revive the old sequencer.
+    let rival = place.hold(work.path(), "", &["elect", &key]);
+    place.status(&check(), 1, "check while another holds");
+    place.status(&put("third"), 1, "put while another holds");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&rival.finish(), 0, "the new holder");
+}
+
+#[test]
+fn check_and_put_refuse_after_a_loss_on_etcd() {
+    check_and_put_refuse_after_a_loss(&Place::etcd("ops-seq"), |key| {
+        let value = etcdctl_ok(&["get", "--print-value-only", key]);
+        let value = value.trim_end_matches('\n');
+        (!value.is_empty()).then(|| value.to_string())
+    });
+}
+
+#[test]
+fn consul_check_and_put_refuse_after_a_loss() {
+    let place = Place::consul("ops-seq");
+    let api = match &place {
+        Place::Consul(consul, _) => consul.api(),
+        _ => unreachable!(),
+    };
+    check_and_put_refuse_after_a_loss(&place, |key| {
+        api.kv_get(key)
+            .map(|e| String::from_utf8_lossy(&e.value).into_owned())
+    });
+}
+
+/// On local, `check` follows the lock file's fence and holder; a fenced
+/// `put` has nowhere to write, and says so (2).
+#[test]
+fn check_follows_a_local_holder_and_put_is_refused_there() {
+    let place = Place::local();
+    let key = place.key("k");
+    let work = scratch();
+    let seq_file = work.path().join("seq");
+    let setup = format!("echo \"$LOCKRUN_SEQUENCER\" > {};", seq_file.display());
+    let holder = place.hold(work.path(), &setup, &["elect", &key]);
+    let seq = std::fs::read_to_string(&seq_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    place.status(
+        &run(&mut place.lockrun(&["check", &seq])),
+        0,
+        "check while held",
+    );
+    let put = run(&mut place.lockrun(&["put", "--sequencer", &seq, "k2", "v"]));
+    place.status(&put, 2, "put on local");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the holder");
+    place.status(
+        &run(&mut place.lockrun(&["check", &seq])),
+        1,
+        "check after release",
+    );
+    let garbage = run(&mut place.lockrun(&["check", "not-a-sequencer"]));
+    place.status(&garbage, 2, "check of garbage");
+}
+
+/// The holder's session destroyed: `/leader` answers 503 before the rival
+/// (which Consul keeps out for the lock-delay) acquires, by the rival's own
+/// timestamp; `--on-loss` runs after the child was stopped.
+#[test]
+fn consul_leader_turns_503_before_a_rival_when_the_session_is_destroyed() {
+    let place = Place::consul("ops-destroyed");
+    let (api, ttl) = match &place {
+        Place::Consul(consul, _) => (consul.api(), consul.ttl_min()),
+        _ => unreachable!(),
+    };
+    let ttl = format!("{}s", ttl.as_secs().max(10));
+    let key = place.key("k");
+    let work = scratch();
+    let sock = sock(work.path());
+    let (session_file, term, loss) = (
+        work.path().join("session"),
+        work.path().join("term"),
+        work.path().join("loss"),
+    );
+    let setup = format!(
+        "echo $LOCKRUN_SESSION > {}; trap 'date +%s%N > {}; exit 0' TERM;",
+        session_file.display(),
+        term.display()
+    );
+    let on_loss = format!("date +%s%N > {}", loss.display());
+    let holder = place.heartbeat(
+        work.path(),
+        &setup,
+        &[
+            "elect",
+            "--ttl",
+            &ttl,
+            "--lock-delay",
+            "2s",
+            "--kill-timeout",
+            "1s",
+            "--status-addr",
+            sock.to_str().unwrap(),
+            "--on-loss",
+            &on_loss,
+            &key,
+        ],
+    );
+    let poller = Poller::start(&sock);
+    poller.wait_for(200);
+    let started = work.path().join("rival");
+    let rival = Running::spawn(&mut place.lockrun(&[
+        "elect",
+        &key,
+        "--",
+        "sh",
+        "-c",
+        &format!("date +%s%N > {}", started.display()),
+    ]));
+    let session = std::fs::read_to_string(&session_file).unwrap();
+    api.session_destroy(session.trim());
+    place.status(
+        &holder.finish(),
+        124,
+        "the holder whose session was destroyed",
+    );
+    place.status(&rival.finish(), 0, "the rival");
+    let (first_503, rival_ns, term, loss) = (
+        poller.first_503_after_leading(),
+        read_ns(&started),
+        read_ns(&term),
+        read_ns(&loss),
+    );
+    assert!(
+        first_503.answered < rival_ns,
+        "/leader first answered 503 {} ms after the rival acquired",
+        (first_503.answered - rival_ns) / 1_000_000
+    );
+    poller.no_200_sent_after(rival_ns);
+    assert!(
+        last_beat(work.path()) < rival_ns,
+        "the child ran into the rival's run"
+    );
+    assert!(term < loss, "--on-loss ran before the child was stopped");
+}
+
+/// A failing `--on-acquire` gives the lock up: 125, its status named, its
+/// output in lockrun's log, and COMMAND never runs.
+#[test]
+fn a_failing_on_acquire_gives_the_lock_up() {
+    let place = Place::local();
+    let key = place.key("k");
+    let work = scratch();
+    let ran = work.path().join("ran");
+    let output = run(&mut place.lockrun(&[
+        "-v",
+        "elect",
+        "--on-acquire",
+        "echo the VIP is taken; exit 3",
+        &key,
+        "--",
+        "touch",
+        ran.to_str().unwrap(),
+    ]));
+    place.status(&output, 125, "a run whose --on-acquire fails");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--on-acquire exited with status 3"),
+        "{stderr}"
+    );
+    assert!(!ran.exists(), "COMMAND ran after --on-acquire failed");
+    let again = run(&mut place.lockrun(&["elect", "--no-wait", &key, "--", "true"]));
+    place.status(&again, 0, "a later run");
+}
