@@ -222,13 +222,13 @@ fn bad_settings_are_one_line_with_status_2() {
                 "--backend",
                 "postgres",
                 "--dsn",
-                "postgres://u:s3cret@h/db?sslmode=require",
+                "postgres://u:s3cret@h/db?sslmode=verify",
                 "elect",
                 "k",
                 "--",
                 "true",
             ]),
-            "TLS",
+            "sslmode `verify` in --dsn (sslmode) is not one of",
         ),
         (
             bare([

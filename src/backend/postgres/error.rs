@@ -24,6 +24,9 @@ pub enum PgError {
     /// The server is a hot standby: advisory locks there exclude nobody on
     /// the primary.
     Standby,
+    /// TLS failed: a certificate refused by either side, or no TLS where
+    /// the sslmode demands it. Retrying cannot help.
+    Tls { cause: String },
     /// A key lockrun cannot use.
     Usage(String),
 }
@@ -51,6 +54,16 @@ impl PgError {
                 message: format!("{message} (SQLSTATE {code})"),
             };
         }
+        if let Some(tls) = crate::backend::tls::rustls_error(&e) {
+            return PgError::Tls {
+                cause: tls_hint(&tls),
+            };
+        }
+        if source_chain(&e).contains("server does not support TLS") {
+            return PgError::Tls {
+                cause: "the server does not accept TLS (ssl is off in postgresql.conf), and the sslmode demands it; turn ssl on or use sslmode=prefer".into(),
+            };
+        }
         if e.is_closed() {
             return PgError::Closed {
                 cause: one_line(&e.to_string()),
@@ -67,6 +80,28 @@ impl PgError {
             self,
             PgError::Unreachable { .. } | PgError::Timeout { .. } | PgError::Closed { .. }
         )
+    }
+}
+
+/// What a rustls failure means to a PostgreSQL user, and the fix.
+fn tls_hint(e: &rustls::Error) -> String {
+    use rustls::{AlertDescription, CertificateError, Error};
+    match e {
+        Error::InvalidCertificate(CertificateError::UnknownIssuer | CertificateError::BadSignature) => format!(
+            "the server's certificate is not signed by a CA in sslrootcert ({e}); give the CA that signed it in sslrootcert or PGSSLROOTCERT"
+        ),
+        Error::InvalidCertificate(
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+        ) => format!(
+            "the server's certificate does not name the host we connected to ({e}); connect by a name it lists, or use sslmode=verify-ca to check only its CA"
+        ),
+        Error::InvalidCertificate(
+            CertificateError::Expired | CertificateError::ExpiredContext { .. } | CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. },
+        ) => format!("the server's certificate is outside its validity period ({e}); renew it or check the clock"),
+        Error::AlertReceived(AlertDescription::CertificateRequired | AlertDescription::BadCertificate | AlertDescription::UnknownCA | AlertDescription::CertificateUnknown) => format!(
+            "the server refused our client certificate ({e}); give one its ssl_ca_file trusts in sslcert and sslkey (PGSSLCERT, PGSSLKEY)"
+        ),
+        e => format!("{e}"),
     }
 }
 
@@ -110,6 +145,7 @@ impl fmt::Display for PgError {
                 f,
                 "the PostgreSQL server is a hot standby (pg_is_in_recovery()), whose advisory locks exclude nobody on the primary; point --dsn at the primary"
             ),
+            PgError::Tls { cause } => write!(f, "TLS to PostgreSQL failed: {cause}"),
             PgError::Usage(m) => f.write_str(m),
         }
     }

@@ -35,6 +35,7 @@
 
 pub mod config;
 pub mod error;
+pub mod tls;
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -44,7 +45,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 pub use self::error::PgError;
 
@@ -92,15 +93,25 @@ pub fn slot_text(prefix: &str, slot: u32) -> String {
 /// connection; `ttl` is the holding job's (`None`: the default).
 pub fn engine(dsn: Option<&str>, ttl: Option<Duration>) -> Result<Postgres, crate::error::Failure> {
     use crate::error::Failure;
-    let config = config::resolve(dsn, |name| std::env::var(name).ok()).map_err(Failure::Usage)?;
-    Postgres::new(config, ttl.unwrap_or(DEFAULT_TTL)).map_err(Failure::Usage)
+    let settings = config::resolve(dsn, |name| std::env::var(name).ok()).map_err(Failure::Usage)?;
+    Postgres::new(settings, ttl.unwrap_or(DEFAULT_TTL)).map_err(Failure::Usage)
 }
 
 /// The PostgreSQL engine: where the server is and the TTL of our sessions.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Postgres {
     config: tokio_postgres::Config,
+    tls: tls::MakeRustls,
     ttl: Duration,
+}
+
+impl std::fmt::Debug for Postgres {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Postgres")
+            .field("config", &self.config)
+            .field("ttl", &self.ttl)
+            .finish()
+    }
 }
 
 /// A holder's facts, in a comment on each of its queries.
@@ -139,14 +150,20 @@ impl Facts {
 
 impl Postgres {
     /// The engine; `ttl` in whole seconds, as TCP keepalive counts them.
-    pub fn new(config: tokio_postgres::Config, ttl: Duration) -> Result<Postgres, String> {
+    /// The TLS files are read now, so a wrong one is a usage error.
+    pub fn new(settings: config::Settings, ttl: Duration) -> Result<Postgres, String> {
         if ttl < Duration::from_secs(1) || ttl.subsec_nanos() != 0 {
             return Err(format!(
                 "the postgres TTL is whole seconds, at least 1s; `{}` is not one",
                 humantime::format_duration(ttl)
             ));
         }
-        Ok(Postgres { config, ttl })
+        let tls = tls::MakeRustls::new(&settings.tls)?;
+        Ok(Postgres {
+            config: settings.config,
+            tls,
+            ttl,
+        })
     }
 
     /// The per-session settings that make the server hold our locks as
@@ -183,7 +200,7 @@ impl Postgres {
             .keepalives_idle((self.ttl / 3).max(Duration::from_secs(1)))
             .tcp_user_timeout(self.ttl);
         let (client, connection) = config
-            .connect(NoTls)
+            .connect(self.tls.clone())
             .await
             .map_err(|e| PgError::from_client("the connection", e))?;
         let (tx, rx) = watch::channel(None);
