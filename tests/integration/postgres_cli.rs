@@ -377,10 +377,11 @@ fn a_hot_standby_is_refused() {
 }
 
 /// Another role's queries are hidden from a plain role, and with them a
-/// semaphore's facts: `leader` says it cannot tell (125), never that the
-/// semaphore is free.
+/// semaphore holder's facts; its limit is in pg_locks, which every role
+/// reads, so `leader` still finds the holder (by backend), never a free
+/// lock.
 #[test]
-fn leader_cannot_tell_a_semaphore_whose_holders_are_hidden() {
+fn leader_finds_a_semaphore_whose_holders_are_hidden() {
     let place = Place::postgres("hidden");
     let prefix = place.key("pool");
     psql_ok("do $$ begin if not exists (select from pg_roles where rolname = 'plain') then create role plain login; end if; end $$");
@@ -391,9 +392,50 @@ fn leader_cannot_tell_a_semaphore_whose_holders_are_hidden() {
         pg_support::postgres().port
     );
     let output = run(bare(["--backend", "postgres", "--dsn", &url]).args(["leader", &prefix]));
-    let err = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(125), "{output:?}");
-    assert!(err.contains("pg_read_all_stats"), "{err}");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(stdout(&output).contains("backend"), "{output:?}");
     std::fs::write(work.path().join("go"), "").unwrap();
     place.status(&holder.finish(), 0, "the holder");
+}
+
+/// Two contenders disagreeing on a semaphore's limit must not both run:
+/// without the check, `--limit 2` would take slot 1 beside the holder of
+/// `--limit 1`'s only slot.
+#[test]
+fn a_semaphore_limit_that_differs_from_a_contenders_is_refused() {
+    let place = Place::postgres("limits");
+    let prefix = place.key("pool");
+    let work = scratch();
+    let holder = place.hold(work.path(), "", &["semaphore", "--limit", "1", &prefix]);
+    let output =
+        run(&mut place.lockrun(&["semaphore", "--limit", "2", "-n", &prefix, "--", "true"]));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains(&format!("semaphore `{prefix}` has limit 1")) && err.contains("--limit 1"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // A waiter with another limit is refused too, at once.
+    let output = run(&mut place.lockrun(&[
+        "semaphore",
+        "--limit",
+        "3",
+        "--timeout",
+        "30s",
+        &prefix,
+        "--",
+        "true",
+    ]));
+    assert_eq!(output.status.code(), Some(125), "{output:?}");
+    // The same limit waits its turn as usual.
+    let output =
+        run(&mut place.lockrun(&["semaphore", "--limit", "1", "-n", &prefix, "--", "true"]));
+    place.status(&output, 75, "--no-wait on a full semaphore");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the holder");
+    // Once the holder is gone, another limit is free to start afresh.
+    let output =
+        run(&mut place.lockrun(&["semaphore", "--limit", "2", "-n", &prefix, "--", "true"]));
+    place.status(&output, 0, "a new limit once nobody contends");
 }

@@ -27,6 +27,13 @@ pub enum PgError {
     /// TLS failed: a certificate refused by either side, or no TLS where
     /// the sslmode demands it. Retrying cannot help.
     Tls { cause: String },
+    /// A contender for the semaphore uses another limit.
+    LimitMismatch {
+        prefix: String,
+        ours: u32,
+        theirs: u32,
+        backend: i32,
+    },
     /// A key lockrun cannot use.
     Usage(String),
 }
@@ -146,6 +153,15 @@ impl fmt::Display for PgError {
                 "the PostgreSQL server is a hot standby (pg_is_in_recovery()), whose advisory locks exclude nobody on the primary; point --dsn at the primary"
             ),
             PgError::Tls { cause } => write!(f, "TLS to PostgreSQL failed: {cause}"),
+            PgError::LimitMismatch {
+                prefix,
+                ours,
+                theirs,
+                backend,
+            } => write!(
+                f,
+                "semaphore `{prefix}` has limit {theirs} (a contender on backend {backend} uses it), not {ours}; use --limit {theirs} or another prefix"
+            ),
             PgError::Usage(m) => f.write_str(m),
         }
     }
@@ -164,6 +180,7 @@ impl From<PgError> for crate::error::Failure {
         use crate::error::Failure;
         match e {
             PgError::Usage(m) => Failure::Usage(m),
+            e @ PgError::LimitMismatch { .. } => Failure::Conflict(e.to_string()),
             e => Failure::Engine(e.to_string()),
         }
     }

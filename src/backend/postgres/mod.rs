@@ -10,7 +10,13 @@
 //! ```
 //!
 //! Slot i of a semaphore PREFIX is the lock id of the text `PREFIX//i`
-//! (no key holds `//`, so no lock shares a slot's id). We let the server
+//! (no key holds `//`, so no lock shares a slot's id). Each contender for
+//! a semaphore also holds, from before its first try until its lease ends,
+//! a *shared* advisory lock on the two 32-bit keys (first 8 hex digits of
+//! `md5('PREFIX//limit')`, LIMIT), and refuses to go on if pg_locks shows
+//! one with another LIMIT: of two contenders disagreeing on the limit, the
+//! later to look sees the other, so they never both believe they are
+//! within it. We let the server
 //! compute the ids, with that very expression, so that the two cannot
 //! drift apart. Advisory locks belong to one database: every contender
 //! must connect to the same one.
@@ -83,6 +89,10 @@ const LOCK_ID_SQL: &str = "('x' || substr(md5($1::text), 1, 16))::bit(64)::bigin
 pub fn check_key(key: &str) -> Result<(), String> {
     crate::key::check(key)
 }
+
+/// The SQL expression of the 32-bit key under which a semaphore's
+/// contenders show their limit.
+const LIMIT_KEY_SQL: &str = "('x' || substr(md5($1::text || '//limit'), 1, 8))::bit(32)::int";
 
 /// The text whose lock id is slot `slot` of `prefix`.
 pub fn slot_text(prefix: &str, slot: u32) -> String {
@@ -334,6 +344,55 @@ impl Postgres {
         Ok(holders)
     }
 
+    /// Shows our limit (a shared lock on the prefix's limit key and
+    /// LIMIT, kept for the lease's life) and then checks that no
+    /// contender shows another.
+    async fn agree_on_limit(client: &Client, prefix: &str, limit: u32) -> Result<(), PgError> {
+        let limit_sql = i32::try_from(limit).map_err(|_| {
+            PgError::Usage(format!(
+                "--limit {limit} is too large; give at most {}",
+                i32::MAX
+            ))
+        })?;
+        client
+            .query_one(
+                &format!("select pg_advisory_lock_shared({LIMIT_KEY_SQL}, $2)"),
+                &[&prefix, &limit_sql],
+            )
+            .await
+            .map_err(|e| PgError::from_client("showing our semaphore limit", e))?;
+        let others = client
+            .query(
+                &format!(
+                    "select l.objid::bigint, l.pid from pg_locks l \
+                     where l.locktype = 'advisory' and l.objsubid = 2 and l.granted \
+                     and l.database = (select oid from pg_database where datname = current_database()) \
+                     and l.classid::bigint = ({LIMIT_KEY_SQL}::bigint & 4294967295) \
+                     and l.objid::bigint <> $2::bigint"
+                ),
+                &[&prefix, &i64::from(limit)],
+            )
+            .await
+            .map_err(|e| PgError::from_client("reading the semaphore's limit", e))?;
+        if let Some(row) = others.first() {
+            let theirs: i64 = row.get(0);
+            let pid: i32 = row.get(1);
+            let _ = client
+                .query_one(
+                    &format!("select pg_advisory_unlock_shared({LIMIT_KEY_SQL}, $2)"),
+                    &[&prefix, &limit_sql],
+                )
+                .await;
+            return Err(PgError::LimitMismatch {
+                prefix: prefix.to_string(),
+                ours: limit,
+                theirs: u32::try_from(theirs).unwrap_or(u32::MAX),
+                backend: pid,
+            });
+        }
+        Ok(())
+    }
+
     async fn try_ids(
         client: &Client,
         ids: &[(i64, Option<u32>)],
@@ -497,6 +556,9 @@ impl Engine for Postgres {
         let ids = Self::ids(client, &names).await?;
         let ids: Vec<(i64, Option<u32>)> =
             ids.into_iter().zip(texts.iter().map(|(_, s)| *s)).collect();
+        if let Target::Slot { prefix, limit } = target {
+            Self::agree_on_limit(client, prefix, *limit).await?;
+        }
         let mut pause = Duration::from_millis(10);
         let (id, slot) = loop {
             if let Some(got) = Self::try_ids(client, &ids).await? {
@@ -674,11 +736,29 @@ impl Inspect for Postgres {
             .await
             .map_err(|e| PgError::from_client("reading pg_stat_activity", e))?;
         let queries: Vec<Option<String>> = rows.iter().map(|r| r.get(0)).collect();
-        let limit = queries
-            .iter()
-            .filter_map(|q| Facts::parse(q.as_deref().unwrap_or_default()))
-            .find(|f| f.key == key && f.limit.is_some())
-            .and_then(|f| f.limit);
+        // The limit its contenders show in pg_locks, visible to every
+        // role; else one a holder's facts name.
+        let shown: Option<i64> = conn
+            .client
+            .query_one(
+                &format!(
+                    "select max(objid::bigint) from pg_locks where locktype = 'advisory' \
+                     and objsubid = 2 and granted \
+                     and database = (select oid from pg_database where datname = current_database()) \
+                     and classid::bigint = ({LIMIT_KEY_SQL}::bigint & 4294967295)"
+                ),
+                &[&key],
+            )
+            .await
+            .map_err(|e| PgError::from_client("reading pg_locks", e))?
+            .get(0);
+        let limit = shown.and_then(|l| u32::try_from(l).ok()).or_else(|| {
+            queries
+                .iter()
+                .filter_map(|q| Facts::parse(q.as_deref().unwrap_or_default()))
+                .find(|f| f.key == key && f.limit.is_some())
+                .and_then(|f| f.limit)
+        });
         // Other roles' queries are hidden from us: a semaphore whose
         // holders we cannot read would pass for a free lock. Slot 0 of a
         // held semaphore is held, whoever holds it; then we cannot tell.
