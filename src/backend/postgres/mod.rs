@@ -51,7 +51,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tokio_postgres::Client;
+use tokio_postgres::{AsyncMessage, Client};
 
 pub use self::error::PgError;
 
@@ -67,10 +67,13 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 /// How long a `--no-wait` run keeps retrying a blip, as on the others.
 const ONCE_GRACE: Duration = Duration::from_millis(500);
 
-/// The longest pause between two tries at a taken lock: a waiter polls
-/// (PostgreSQL wakes no one for `pg_try_advisory_lock`), and a blocking
-/// `pg_advisory_lock` would hold up the round trips that prove the
-/// connection alive.
+/// The longest pause between two tries at a taken lock. A waiter LISTENs
+/// on the lock's channel and tries again the moment a lockrun holder's
+/// release NOTIFYs it; the tries between only catch a holder that ended
+/// without a word (killed, its backend terminated, a psql session). We do
+/// not block in `pg_advisory_lock`: it would hold up the round trips that
+/// prove the connection alive, and a cancelled wait would leave it
+/// running on the server.
 const POLL_MAX: Duration = Duration::from_millis(200);
 
 /// What `leader` and `release` poll at for `--wait`.
@@ -93,6 +96,13 @@ pub fn check_key(key: &str) -> Result<(), String> {
 /// The SQL expression of the 32-bit key under which a semaphore's
 /// contenders show their limit.
 const LIMIT_KEY_SQL: &str = "('x' || substr(md5($1::text || '//limit'), 1, 8))::bit(32)::int";
+
+/// The channel a lock's (or a semaphore's) waiters LISTEN on: named after
+/// its (slot 0's) lock id, so a script can wake them too with
+/// `select pg_notify('lockrun_' || lpad(to_hex(ID), 16, '0'), '')`.
+fn channel_of(id: i64) -> String {
+    format!("lockrun_{:016x}", id as u64)
+}
 
 /// The text whose lock id is slot `slot` of `prefix`.
 pub fn slot_text(prefix: &str, slot: u32) -> String {
@@ -214,10 +224,20 @@ impl Postgres {
             .await
             .map_err(|e| PgError::from_client("the connection", e))?;
         let (tx, rx) = watch::channel(None);
+        let (notified, notices) = watch::channel(0u64);
+        let mut connection = connection;
         tokio::spawn(async move {
-            let why = match connection.await {
-                Ok(()) => "the server closed it".to_string(),
-                Err(e) => crate::backend::one_line(&e.to_string()),
+            // We drive the connection by hand to see its notifications: a
+            // release on a channel we LISTEN on.
+            let why = loop {
+                match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                    Some(Ok(AsyncMessage::Notification(_))) => {
+                        notified.send_modify(|n| *n += 1);
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => break crate::backend::one_line(&e.to_string()),
+                    None => break "the server closed it".to_string(),
+                }
             };
             let _ = tx.send(Some(why));
         });
@@ -231,6 +251,7 @@ impl Postgres {
         Ok(Conn {
             client,
             closed: rx,
+            notices,
             backend_pid: row.get(1),
         })
     }
@@ -414,6 +435,8 @@ impl Postgres {
 struct Conn {
     client: Client,
     closed: watch::Receiver<Option<String>>,
+    /// Counts the notifications on channels we LISTEN on.
+    notices: watch::Receiver<u64>,
     backend_pid: i32,
 }
 
@@ -559,10 +582,24 @@ impl Engine for Postgres {
         if let Target::Slot { prefix, limit } = target {
             Self::agree_on_limit(client, prefix, *limit).await?;
         }
+        let channel = channel_of(ids[0].0);
+        let mut notices = lease.shared.conn.notices.clone();
+        let mut listening = false;
         let mut pause = Duration::from_millis(10);
         let (id, slot) = loop {
+            // Marked before the try: a release after it wakes us below.
+            notices.borrow_and_update();
             if let Some(got) = Self::try_ids(client, &ids).await? {
                 break got;
+            }
+            if !listening && wait != Wait::Once {
+                client
+                    .batch_execute(&format!("LISTEN {channel}"))
+                    .await
+                    .map_err(|e| PgError::from_client("listening for releases", e))?;
+                listening = true;
+                // A release between our try and the LISTEN told no one.
+                continue;
             }
             let out_of_time = match wait {
                 Wait::Once => true,
@@ -571,7 +608,8 @@ impl Engine for Postgres {
             };
             if out_of_time {
                 if let Wait::Until(at) = wait {
-                    tokio::time::sleep_until(at).await;
+                    // The rest of the time, or a release before then.
+                    let _ = tokio::time::timeout_at(at, notices.changed()).await;
                     if let Some(got) = Self::try_ids(client, &ids).await? {
                         break got;
                     }
@@ -583,9 +621,16 @@ impl Engine for Postgres {
                     .and_then(|hs| hs.into_iter().find_map(|h| h.value));
                 return Ok(Acquisition::Busy { holder });
             }
-            tokio::time::sleep(pause).await;
+            // The first of a release's word and the pause.
+            let _ = tokio::time::timeout(pause, notices.changed()).await;
             pause = (pause * 2).min(POLL_MAX);
         };
+        if listening {
+            client
+                .batch_execute(&format!("UNLISTEN {channel}"))
+                .await
+                .map_err(|e| PgError::from_client("listening for releases", e))?;
+        }
         // The fence: a transaction id assigned now, after the lock is ours,
         // so after every earlier holder's.
         let row = client
@@ -626,6 +671,7 @@ impl Engine for Postgres {
             shared: lease.shared.clone(),
             name: target.name().to_string(),
             id,
+            channel,
             facts,
         }))
     }
@@ -636,6 +682,8 @@ pub struct PgClaim {
     shared: Arc<Shared>,
     name: String,
     id: i64,
+    /// Where waiters LISTEN for our release.
+    channel: String,
     facts: Facts,
 }
 
@@ -698,13 +746,15 @@ impl Claim for PgClaim {
         ))
     }
 
+    /// Unlocks and wakes the waiters in one statement: the notification
+    /// goes out when it commits, after the unlock.
     async fn release(self) -> Result<(), PgError> {
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&self.id];
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&self.id, &self.channel];
         let unlock = self
             .shared
             .conn
             .client
-            .query_one("select pg_advisory_unlock($1)", &params);
+            .query_one("select pg_advisory_unlock($1), pg_notify($2, '')", &params);
         match tokio::time::timeout(CLEANUP_TIMEOUT, unlock).await {
             Ok(Ok(_)) => Ok(()),
             // Closed: the server freed it with the connection.
