@@ -34,6 +34,8 @@ pub enum PgError {
         theirs: u32,
         backend: i32,
     },
+    /// A connection pooler stands between us and the server.
+    Pooler { why: String },
     /// A key lockrun cannot use.
     Usage(String),
 }
@@ -55,6 +57,14 @@ impl PgError {
             // 57P01..57P03: the server is shutting down or terminated us.
             if code.starts_with("57P") {
                 return PgError::Closed { cause: message };
+            }
+            // PgBouncer refuses startup parameters it does not know.
+            if message.contains("unsupported startup parameter") {
+                return PgError::Pooler {
+                    why: format!(
+                        "the server refused the settings lockrun sends at connection ({message})"
+                    ),
+                };
             }
             return PgError::Server {
                 what: what.to_string(),
@@ -161,6 +171,10 @@ impl fmt::Display for PgError {
             } => write!(
                 f,
                 "semaphore `{prefix}` has limit {theirs} (a contender on backend {backend} uses it), not {ours}; use --limit {theirs} or another prefix"
+            ),
+            PgError::Pooler { why } => write!(
+                f,
+                "{why}: a connection pooler such as PgBouncer seems to stand between us and PostgreSQL, and session advisory locks do not survive its pooling; point --dsn at the server itself"
             ),
             PgError::Usage(m) => f.write_str(m),
         }

@@ -158,7 +158,10 @@ impl Facts {
     /// value can end the comment.
     fn query(&self) -> String {
         let json = serde_json::to_string(self).expect("facts serialize");
-        format!("select 1 {FACTS_OPEN}{} */", json.replace('*', "\\u002a"))
+        format!(
+            "select pg_backend_pid() {FACTS_OPEN}{} */",
+            json.replace('*', "\\u002a")
+        )
     }
 
     fn parse(query: &str) -> Option<Facts> {
@@ -242,11 +245,26 @@ impl Postgres {
             let _ = tx.send(Some(why));
         });
         let row = client
-            .query_one("select pg_is_in_recovery(), pg_backend_pid()", &[])
+            .query_one(
+                "select pg_is_in_recovery(), pg_backend_pid(), \
+                 (select setting from pg_settings where name = 'statement_timeout')",
+                &[],
+            )
             .await
             .map_err(|e| PgError::from_client("the first query", e))?;
         if row.get::<_, bool>(0) {
             return Err(PgError::Standby);
+        }
+        // A pooler such as PgBouncer drops the startup `options` our
+        // timeouts ride on (when told to ignore them), and its
+        // transaction pooling hands our session's advisory locks to
+        // whoever runs next on the server connection: either way the
+        // settings we asked for are not the session's.
+        if row.get::<_, Option<String>>(2).as_deref() != Some(&self.ttl.as_millis().to_string()) {
+            return Err(PgError::Pooler {
+                why: "the server did not apply the settings lockrun sends at connection (options)"
+                    .into(),
+            });
         }
         Ok(Conn {
             client,
@@ -485,6 +503,9 @@ impl Lease for PgLease {
         self.opened_at
     }
 
+    /// One round trip, which also checks that we still talk to the same
+    /// server process: under a transaction-pooling proxy it may change
+    /// between statements, and our advisory lock stays behind.
     async fn renew(&self, timeout: Duration) -> Renewal {
         if let Some(why) = self.shared.conn.closed.borrow().clone() {
             return Renewal::Gone(format!("our PostgreSQL connection closed ({why})"));
@@ -496,7 +517,26 @@ impl Lease for PgLease {
             .expect("not poisoned")
             .clone();
         match tokio::time::timeout(timeout, self.shared.conn.client.simple_query(&query)).await {
-            Ok(Ok(_)) => Renewal::Confirmed { ttl: None },
+            Ok(Ok(messages)) => {
+                let pid = messages.iter().find_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(row) => {
+                        row.get(0).and_then(|p| p.parse::<i32>().ok())
+                    }
+                    _ => None,
+                });
+                match pid {
+                    Some(pid) if pid != self.shared.conn.backend_pid => Renewal::Gone(
+                        PgError::Pooler {
+                            why: format!(
+                                "our statements moved from server process {} to {pid}",
+                                self.shared.conn.backend_pid
+                            ),
+                        }
+                        .to_string(),
+                    ),
+                    _ => Renewal::Confirmed { ttl: None },
+                }
+            }
             Ok(Err(e)) => {
                 let e = PgError::from_client("a round trip", e);
                 match e {
@@ -544,7 +584,7 @@ impl Engine for Postgres {
                     return Ok(PgLease {
                         shared: Arc::new(Shared {
                             conn,
-                            renew_query: Mutex::new("select 1".into()),
+                            renew_query: Mutex::new("select pg_backend_pid()".into()),
                         }),
                         opened_at,
                     })
