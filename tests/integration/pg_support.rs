@@ -49,12 +49,32 @@ pub struct TestPostgres {
     pub socket_dir: PathBuf,
     _keeper: Mutex<ChildStdin>,
     log: PathBuf,
+    data: PathBuf,
 }
 
 impl TestPostgres {
     /// `postgres://` URL over TCP on loopback.
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Restarts the server (a fast shutdown, which ends every session,
+    /// then a start on the same port), returning once it accepts
+    /// connections again.
+    pub fn restart(&self) {
+        let output = as_nobody(&bin_dir().join("pg_ctl"))
+            .args(["-m", "fast", "-w", "-t", "60", "-D"])
+            .arg(&self.data)
+            .arg("-l")
+            .arg(self.log.with_extension("restarted.log"))
+            .arg("restart")
+            .output()
+            .expect("pg_ctl");
+        assert!(
+            output.status.success(),
+            "pg_ctl restart: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
 
     /// The server's last log lines, for a failing test's message.
@@ -158,7 +178,10 @@ fn start(primary: Option<u16>, settings: &[String]) -> Result<TestPostgres, Stri
         "setpriv --reuid=nobody --regid=nogroup --clear-groups -- '{server}' -D '{data}' -p {port} \
          -k '{dir}' -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200 \
          -c logging_collector=off {settings} >'{log}' 2>&1 & pid=$!; \
-         cat >/dev/null; kill -INT $pid; wait $pid; rm -rf '{dir}'",
+         cat >/dev/null; kill -INT $pid; wait $pid; \
+         setpriv --reuid=nobody --regid=nogroup --clear-groups -- '{pg_ctl}' -D '{data}' -m fast -w stop >/dev/null 2>&1; \
+         rm -rf '{dir}'",
+        pg_ctl = bin.join("pg_ctl").display(),
         server = bin.join("postgres").display(),
         data = data.display(),
         dir = dir.display(),
@@ -182,6 +205,7 @@ fn start(primary: Option<u16>, settings: &[String]) -> Result<TestPostgres, Stri
         socket_dir: dir.clone(),
         _keeper: Mutex::new(stdin),
         log,
+        data: data.clone(),
     };
     let deadline = Instant::now() + PATIENCE;
     loop {
