@@ -523,3 +523,56 @@ fn a_pgbouncer_in_front_is_refused() {
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
 }
+
+/// The password file as libpq reads it, against a server that asks for a
+/// password over TCP: found by PGPASSFILE (a wildcard line), ignored with
+/// libpq's warning when others can read it.
+#[test]
+fn the_password_comes_from_the_password_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let files = tempfile::Builder::new()
+        .prefix("lockrun-pgpass-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(files.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let hba = files.path().join("pg_hba.conf");
+    std::fs::write(
+        &hba,
+        "local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hba, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let pg = pg_support::private_with(&[format!("hba_file={}", hba.display())]);
+    let set = Command::new(pg_support::bin_dir().join("psql"))
+        .args(["-X", "-q", "-h"])
+        .arg(&pg.socket_dir)
+        .args(["-p", &pg.port.to_string(), "-U", "postgres", "-c"])
+        .arg("alter role postgres password 's3cret'")
+        .output()
+        .unwrap();
+    assert!(set.status.success(), "{set:?}");
+    let pgpass = files.path().join("pgpass");
+    std::fs::write(
+        &pgpass,
+        format!(
+            "# ours\nelsewhere:*:*:*:wrong\n127.0.0.1:{}:*:postgres:s3cret\n",
+            pg.port
+        ),
+    )
+    .unwrap();
+    let elect = |mode: u32| {
+        std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(mode)).unwrap();
+        let mut cmd = bare(["--backend", "postgres", "--dsn", &pg.url(), "elect", "-n"]);
+        cmd.arg(pg_support::unique("pgpass"))
+            .args(["--", "true"])
+            .env("PGPASSFILE", &pgpass);
+        run(&mut cmd)
+    };
+    let output = elect(0o600);
+    assert!(output.status.success(), "{output:?}");
+    let output = elect(0o644);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{err}");
+    assert!(err.contains("group or world access"), "{err}");
+    assert!(!err.contains("s3cret"), "{err}");
+}

@@ -102,6 +102,8 @@ pub struct TlsSettings {
 pub struct Settings {
     pub config: tokio_postgres::Config,
     pub tls: TlsSettings,
+    /// Why no password came from the password file, when one was there.
+    pub password_note: Option<String>,
 }
 
 /// `--dsn` with our parameters taken out: the rest, for tokio-postgres,
@@ -395,10 +397,12 @@ pub fn pgpass_lookup(text: &str, host: &str, port: &str, db: &str, user: &str) -
 
 /// The password from PGPASSFILE or `~/.pgpass`, as libpq: a file that is
 /// not a plain file, or that others can read, is ignored (the latter with
-/// libpq's warning).
+/// libpq's warning, which `note` keeps for the error a missing password
+/// causes: our warnings are shown only with -v).
 fn pgpass_password(
     config: &tokio_postgres::Config,
     env: &impl Fn(&str) -> Option<String>,
+    note: &mut Option<String>,
 ) -> Option<String> {
     let path = match env("PGPASSFILE") {
         Some(path) => PathBuf::from(path),
@@ -409,10 +413,12 @@ fn pgpass_password(
         return None;
     }
     if meta.permissions().mode() & 0o077 != 0 {
-        tracing::warn!(
+        let warning = format!(
             "password file `{}` has group or world access, so it is ignored; chmod 600 it",
             path.display()
         );
+        tracing::warn!("{warning}");
+        *note = Some(warning);
         return None;
     }
     let text = std::fs::read_to_string(&path).ok()?;
@@ -469,6 +475,7 @@ pub fn resolve(
         }
     };
     let tls = tls_settings(&ours, &env)?;
+    let mut password_note = None;
     if config.get_hosts().is_empty() {
         match env("PGHOST") {
             Some(hosts) => {
@@ -523,7 +530,7 @@ pub fn resolve(
         }
     }
     if config.get_password().is_none() {
-        if let Some(password) = pgpass_password(&config, &env) {
+        if let Some(password) = pgpass_password(&config, &env, &mut password_note) {
             config.password(password);
         }
     }
@@ -548,7 +555,11 @@ pub fn resolve(
     {
         config.ssl_mode(tokio_postgres::config::SslMode::Disable);
     }
-    Ok(Settings { config, tls })
+    Ok(Settings {
+        config,
+        tls,
+        password_note,
+    })
 }
 
 #[cfg(test)]

@@ -71,6 +71,13 @@ impl PgError {
                 message: format!("{message} (SQLSTATE {code})"),
             };
         }
+        // tokio-postgres fails before asking when it has no password.
+        if source_chain(&e).contains("password missing") {
+            return PgError::Denied {
+                what: what.to_string(),
+                message: "the server asks for a password, and no password was given".into(),
+            };
+        }
         if let Some(tls) = crate::backend::tls::rustls_error(&e) {
             return PgError::Tls {
                 cause: tls_hint(&tls),

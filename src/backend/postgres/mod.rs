@@ -123,6 +123,7 @@ pub struct Postgres {
     config: tokio_postgres::Config,
     tls: tls::MakeRustls,
     ttl: Duration,
+    password_note: Option<String>,
 }
 
 impl std::fmt::Debug for Postgres {
@@ -186,6 +187,7 @@ impl Postgres {
             config: settings.config,
             tls,
             ttl,
+            password_note: settings.password_note,
         })
     }
 
@@ -225,7 +227,20 @@ impl Postgres {
         let (client, connection) = config
             .connect(self.tls.clone())
             .await
-            .map_err(|e| PgError::from_client("the connection", e))?;
+            .map_err(|e| match PgError::from_client("the connection", e) {
+                PgError::Denied { what, message } if message.contains("no password was given") => {
+                    PgError::Denied {
+                        what,
+                        message: match &self.password_note {
+                            Some(note) => format!("{message}; {note}"),
+                            None => format!(
+                                "{message}; set PGPASSWORD, or put a line in ~/.pgpass or the PGPASSFILE"
+                            ),
+                        },
+                    }
+                }
+                e => e,
+            })?;
         let (tx, rx) = watch::channel(None);
         let (notified, notices) = watch::channel(0u64);
         let mut connection = connection;
