@@ -28,7 +28,8 @@
 //! give up no earlier than the TTL after the last data the server received
 //! from us, so the budget is etcd's: the send time of the last confirmed
 //! round trip plus the TTL, with no lock-delay. Renewal is one round trip
-//! (`select 1`) on the hold loop's schedule. A closed connection is
+//! (`select pg_backend_pid()`, which also tells a pooler's switch of server
+//! process) on the hold loop's schedule. A closed connection is
 //! noticed at once: the connection task ends, and the claim's watch with it.
 //!
 //! **The fence** is `pg_current_xact_id()` taken right after acquisition:
@@ -155,7 +156,7 @@ struct Facts {
 const FACTS_OPEN: &str = "/* lockrun ";
 
 impl Facts {
-    /// `select 1` with our facts: JSON, with every `*` escaped so that no
+    /// `select pg_backend_pid()` with our facts: JSON, with every `*` escaped so that no
     /// value can end the comment.
     fn query(&self) -> String {
         let json = serde_json::to_string(self).expect("facts serialize");
@@ -476,8 +477,8 @@ struct Conn {
 /// What a lease and its claim share.
 struct Shared {
     conn: Conn,
-    /// The query each renewal sends: `select 1`, with our facts once we
-    /// hold.
+    /// The query each renewal sends: `select pg_backend_pid()`, with our
+    /// facts once we hold.
     renew_query: Mutex<String>,
 }
 
@@ -619,7 +620,8 @@ impl Engine for Postgres {
         }
     }
 
-    /// Polls `pg_try_advisory_lock` on the lease's connection. Dropping the
+    /// Tries `pg_try_advisory_lock` on the lease's connection, again on
+    /// each release's NOTIFY and at most `POLL_MAX` apart. Dropping the
     /// future may leave a lock granted on it; closing the lease frees it.
     async fn acquire(
         &self,
