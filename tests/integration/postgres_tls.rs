@@ -34,6 +34,12 @@ struct TlsServer {
 
 impl TlsServer {
     fn start() -> TlsServer {
+        TlsServer::start_with(false)
+    }
+
+    /// With `client_auth`, TCP connections must show a client certificate
+    /// our CA signed, for the user its common name names.
+    fn start_with(client_auth: bool) -> TlsServer {
         let dir = tempfile::Builder::new()
             .prefix("lockrun-pg-tls-")
             .tempdir()
@@ -57,6 +63,21 @@ impl TlsServer {
         write("server.crt", &server.pem(), 0o644);
         // The server runs as nobody and refuses a key others can read.
         write("server.key", &server_key.serialize_pem(), 0o600);
+        let client_key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "postgres");
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let client = params.signed_by(&client_key, &ca, &ca_key).unwrap();
+        write("client.crt", &client.pem(), 0o644);
+        write("client.key", &client_key.serialize_pem(), 0o600);
+        write("client-open.key", &client_key.serialize_pem(), 0o644);
+        write(
+            "pg_hba.conf",
+            "local all all trust\nhostssl all all 127.0.0.1/32 cert\n",
+            0o644,
+        );
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let chown = Command::new("chown")
             .arg("nobody:nogroup")
@@ -65,11 +86,16 @@ impl TlsServer {
             .unwrap();
         assert!(chown.success());
         let file = |name: &str| dir.path().join(name).display().to_string();
-        let pg = pg_support::private_with(&[
+        let mut settings = vec![
             "ssl=on".to_string(),
             format!("ssl_cert_file={}", file("server.crt")),
             format!("ssl_key_file={}", file("server.key")),
-        ]);
+        ];
+        if client_auth {
+            settings.push(format!("ssl_ca_file={}", file("ca.pem")));
+            settings.push(format!("hba_file={}", file("pg_hba.conf")));
+        }
+        let pg = pg_support::private_with(&settings);
         TlsServer { pg, dir }
     }
 
@@ -240,4 +266,65 @@ fn bad_tls_files_are_usage_errors_before_any_connection() {
         assert!(err.contains(expected), "{extra}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");
     }
+}
+
+#[test]
+fn a_client_certificate_is_shown_when_the_server_asks() {
+    let tls = TlsServer::start_with(true);
+    let ca = ca_param(&tls.path("ca.pem"));
+    let identity = format!(
+        "sslcert={} sslkey={}",
+        tls.path("client.crt").display(),
+        tls.path("client.key").display()
+    );
+    let output = tls.elect(
+        &tls.dsn("localhost", &format!("sslmode=verify-full {ca} {identity}")),
+        &["true"],
+    );
+    assert!(output.status.success(), "{output:?}");
+    // From libpq's default place, ~/.postgresql.
+    let home = tls.path("home");
+    std::fs::create_dir_all(home.join(".postgresql")).unwrap();
+    for (from, to) in [
+        ("client.crt", "postgresql.crt"),
+        ("client.key", "postgresql.key"),
+        ("ca.pem", "root.crt"),
+    ] {
+        std::fs::copy(tls.path(from), home.join(".postgresql").join(to)).unwrap();
+    }
+    let mut cmd = bare([
+        "--backend",
+        "postgres",
+        "--dsn",
+        &tls.dsn("localhost", "sslmode=verify-full"),
+        "elect",
+        "-n",
+    ]);
+    cmd.arg(pg_support::unique("tls-home"))
+        .args(["--", "true"])
+        .env("HOME", &home);
+    let output = run(&mut cmd);
+    assert!(output.status.success(), "{output:?}");
+
+    // Without one, the server refuses us: one line, 125.
+    let output = tls.elect(
+        &tls.dsn("localhost", &format!("sslmode=verify-full {ca}")),
+        &["true"],
+    );
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(125), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // A key others can read is refused before any connection, as libpq.
+    let open = format!(
+        "sslcert={} sslkey={}",
+        tls.path("client.crt").display(),
+        tls.path("client-open.key").display()
+    );
+    let output = tls.elect(
+        &tls.dsn("localhost", &format!("sslmode=require {open}")),
+        &["true"],
+    );
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(err.contains("chmod 600"), "{err}");
 }
