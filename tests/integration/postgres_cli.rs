@@ -576,3 +576,57 @@ fn the_password_comes_from_the_password_file() {
     assert!(err.contains("group or world access"), "{err}");
     assert!(!err.contains("s3cret"), "{err}");
 }
+
+/// A waiter (LISTENing, with its tries between) still keeps every promise
+/// of waiting: SIGTERM ends it at once by that signal, `--timeout` gives
+/// 75 on time, and either way its session is gone from the server; a
+/// holder's release wakes the next waiter, which runs.
+#[test]
+fn a_waiter_can_be_stopped_and_is_woken_by_the_release() {
+    use std::os::unix::process::ExitStatusExt;
+    let place = Place::postgres("waiters");
+    let key = place.key("job");
+    let work = scratch();
+    let holder = place.hold(work.path(), "", &["elect", &key]);
+    let count_sessions = || {
+        psql_ok(&format!(
+            "select count(*) from pg_stat_activity where application_name = 'lockrun' \
+             and query like '%{}%'",
+            key.replace('\'', "''")
+        ))
+    };
+    let waiter =
+        Running::spawn(&mut place.lockrun(&["elect", "--timeout", "60s", &key, "--", "true"]));
+    assert!(
+        wait_until(deadline(), || {
+            psql_ok(
+                "select count(*) from pg_stat_activity where application_name = 'lockrun' \
+                 and (query ilike 'listen%' or query like '%pg_try_advisory_lock%')",
+            ) != "0"
+        }),
+        "the waiter never tried"
+    );
+    let asked = std::time::Instant::now();
+    waiter.signal(nix::sys::signal::Signal::SIGTERM);
+    let output = waiter.finish();
+    eprintln!("the waiter ended {:?} after SIGTERM", asked.elapsed());
+    assert_eq!(output.status.signal(), Some(15), "{output:?}");
+    let started = std::time::Instant::now();
+    let output = run(&mut place.lockrun(&["elect", "--timeout", "1s", &key, "--", "true"]));
+    place.status(&output, 75, "--timeout 1s behind a holder");
+    let took = started.elapsed();
+    assert!(
+        took >= std::time::Duration::from_secs(1),
+        "gave up after {took:?}"
+    );
+    // The next waiter runs once the holder lets go.
+    let next =
+        Running::spawn(&mut place.lockrun(&["elect", "--timeout", "60s", &key, "--", "true"]));
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the holder");
+    place.status(&next.finish(), 0, "the waiter after the release");
+    assert!(
+        wait_until(deadline(), || count_sessions() == "0"),
+        "a lockrun session outlived its run"
+    );
+}
