@@ -2,7 +2,11 @@
 //! tool, in the same run: `--backend local` against `flock(1)`, and
 //! `--backend etcd` against `etcdctl lock` on an etcd this benchmark starts
 //! (when `etcd` and `etcdctl` are on PATH): an uncontended run, a handover
-//! with one waiter and with twenty contenders, as the children saw it.
+//! with one waiter and with twenty contenders, as the children saw it;
+//! and `--backend postgres` against `psql` holding
+//! `pg_advisory_lock` on the same lock id while it runs the child (`\!`),
+//! on a throwaway PostgreSQL cluster this benchmark starts (when
+//! PostgreSQL's server binaries are in /usr/lib/postgresql).
 //! (`benches/lockrun.rs` does the same for Consul.)
 //!
 //! Run it with `cargo bench --bench peers`. The timed child is this very
@@ -39,7 +43,11 @@ fn main() {
     }
     let lockrun = PathBuf::from(env!("CARGO_BIN_EXE_lockrun"));
     let me = std::env::current_exe().expect("own path");
-    if works("flock", &["--version"]) {
+    // `cargo bench --bench peers -- postgres` measures only that backend.
+    let only: Vec<&String> = args[1..].iter().filter(|a| !a.starts_with('-')).collect();
+    let wanted = |name: &str| only.is_empty() || only.iter().any(|o| name.contains(o.as_str()));
+    if !wanted("local") {
+    } else if works("flock", &["--version"]) {
         compare(
             "local backend vs flock(1)",
             "flock(1)",
@@ -49,13 +57,14 @@ fn main() {
     } else {
         println!("flock(1) is missing (util-linux): local not measured");
     }
-    if works("etcd", &["--version"]) && works("etcdctl", &["version"]) {
+    if !wanted("etcd") {
+    } else if works("etcd", &["--version"]) && works("etcdctl", &["version"]) {
         let etcd = Etcd::start();
         compare(
             "etcd backend vs etcdctl lock",
             "etcdctl",
             [
-                Tool::Etcd(lockrun, etcd.endpoint.clone()),
+                Tool::Etcd(lockrun.clone(), etcd.endpoint.clone()),
                 Tool::Etcdctl(etcd.endpoint.clone()),
             ],
             &me,
@@ -63,6 +72,125 @@ fn main() {
     } else {
         println!("etcd or etcdctl is missing: etcd not measured (apt-get install etcd-server etcd-client)");
     }
+    match wanted("postgres").then(Postgres::start) {
+        None => {}
+        Some(Some(pg)) => compare(
+            "postgres backend vs psql holding pg_advisory_lock",
+            "psql",
+            [
+                Tool::Postgres(lockrun.clone(), pg.url.clone()),
+                Tool::Psql(pg.psql.clone(), pg.url.clone()),
+            ],
+            &me,
+        ),
+        Some(None) => println!(
+            "PostgreSQL's server binaries are missing: postgres not measured (apt-get install postgresql)"
+        ),
+    }
+}
+
+/// A PostgreSQL cluster of the benchmark's own on loopback, run as
+/// `nobody` when we are root (the server refuses root), stopped when
+/// dropped.
+struct Postgres {
+    url: String,
+    psql: PathBuf,
+    child: Child,
+    _data: tempfile::TempDir,
+}
+
+impl Postgres {
+    fn start() -> Option<Postgres> {
+        let bin = fs::read_dir("/usr/lib/postgresql")
+            .ok()?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path().join("bin"))
+            .filter(|b| b.join("initdb").exists() && b.join("postgres").exists())
+            .max()?;
+        let data = scratch();
+        let root = nix_is_root();
+        let as_owner = |program: &str| {
+            let mut cmd = if root {
+                let mut cmd = Command::new("setpriv");
+                cmd.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]);
+                cmd.arg(bin.join(program));
+                cmd
+            } else {
+                Command::new(bin.join(program))
+            };
+            cmd.stdout(Stdio::null()).stderr(Stdio::null());
+            cmd
+        };
+        if root {
+            let ok = Command::new("chown")
+                .arg("nobody:nogroup")
+                .arg(data.path())
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "chown of the cluster dir failed");
+        }
+        let cluster = data.path().join("data");
+        let ok = as_owner("initdb")
+            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-D"])
+            .arg(&cluster)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "initdb failed");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a port")
+            .port();
+        let child = as_owner("postgres")
+            .arg("-D")
+            .arg(&cluster)
+            .args(["-p", &port.to_string(), "-k"])
+            .arg(data.path())
+            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
+            .args(["-c", "max_connections=100"])
+            .spawn()
+            .expect("start postgres");
+        let url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
+        let psql = bin.join("psql");
+        let deadline = Instant::now() + PATIENCE;
+        while !Command::new(&psql)
+            .args(["-X", "-q", "-d", &url, "-c", "select 1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            assert!(Instant::now() < deadline, "postgres did not come up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(Postgres {
+            url,
+            psql,
+            child,
+            _data: data,
+        })
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        // SIGINT: a fast shutdown that ends every session.
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+fn nix_is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// The documented lock id of `key`, as a psql script computes it.
+fn pg_lock_id_sql(key: &str) -> String {
+    format!("('x' || substr(md5('{key}'), 1, 16))::bit(64)::bigint")
 }
 
 fn works(program: &str, args: &[&str]) -> bool {
@@ -175,6 +303,9 @@ enum Tool {
     Flock,
     Etcd(PathBuf, String),
     Etcdctl(String),
+    Postgres(PathBuf, String),
+    /// psql and the URL.
+    Psql(PathBuf, String),
 }
 
 impl Tool {
@@ -210,6 +341,29 @@ impl Tool {
                     "--",
                 ]);
                 cmd
+            }
+            Tool::Postgres(bin, url) => {
+                let mut cmd = Command::new(bin);
+                cmd.args(["--backend", "postgres", "--dsn", url]).args([
+                    "elect",
+                    &etcd_key(dir, key),
+                    "--",
+                ]);
+                cmd
+            }
+            Tool::Psql(psql, url) => {
+                // The session holds the lock while `\!` runs the child.
+                let mut cmd = Command::new(psql);
+                let lock = format!(
+                    "select pg_advisory_lock({})",
+                    pg_lock_id_sql(&etcd_key(dir, key))
+                );
+                let run = format!("\\! {}", child.join(" "));
+                cmd.args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url])
+                    .args(["-c", &lock, "-c", &run])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null());
+                return cmd;
             }
         };
         cmd.args(child).stdin(Stdio::null()).stdout(Stdio::null());
@@ -318,7 +472,50 @@ impl Tool {
                         .count()
                         > waiters
                 }),
+            Tool::Postgres(_, url) | Tool::Psql(_, url) => {
+                let Tool::Postgres(..) = self else {
+                    // psql waiters queue in pg_locks, not granted.
+                    return pg_count(
+                        url,
+                        &format!(
+                            "select count(*) from pg_locks where locktype = 'advisory' \
+                             and not granted and (classid::bigint << 32 | objid::bigint) = {}",
+                            pg_lock_id_sql(&etcd_key(dir, key))
+                        ),
+                    ) >= waiters;
+                };
+                // lockrun's waiters each hold a connection of their own.
+                pg_count(
+                    url,
+                    "select count(*) from pg_stat_activity where application_name = 'lockrun'",
+                ) > waiters
+            }
         }
+    }
+}
+
+/// One number a query counts, by psql (0 when it fails).
+fn pg_count(url: &str, sql: &str) -> usize {
+    let psql = Postgres::psql_path();
+    Command::new(psql)
+        .args(["-X", "-A", "-t", "-d", url, "-c", sql])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(0)
+}
+
+impl Postgres {
+    fn psql_path() -> PathBuf {
+        fs::read_dir("/usr/lib/postgresql")
+            .ok()
+            .and_then(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.path().join("bin/psql"))
+                    .filter(|p| p.exists())
+                    .max()
+            })
+            .unwrap_or_else(|| PathBuf::from("psql"))
     }
 }
 

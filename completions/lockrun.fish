@@ -42,7 +42,7 @@ complete -c lockrun -n "__fish_lockrun_needs_command" -l endpoints -d 'etcd: end
 complete -c lockrun -n "__fish_lockrun_needs_command" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_needs_command" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_needs_command" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
-complete -c lockrun -n "__fish_lockrun_needs_command" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
+complete -c lockrun -n "__fish_lockrun_needs_command" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS as libpq: sslmode=disable, prefer (the default), require, verify-ca or verify-full, with sslrootcert, sslcert and sslkey' -r
 complete -c lockrun -n "__fish_lockrun_needs_command" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_needs_command" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
@@ -112,7 +112,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l endpoints -d '
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS as libpq: sslmode=disable, prefer (the default), require, verify-ca or verify-full, with sslrootcert, sslcert and sslkey' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l campaign -d 'After losing the lock, stop the child and campaign again instead of exiting 124 (for long-running daemons)'
@@ -175,7 +175,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l endpoints 
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS as libpq: sslmode=disable, prefer (the default), require, verify-ca or verify-full, with sslrootcert, sslcert and sslkey' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l no-checks -d 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
@@ -204,7 +204,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l endpoints -d 
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS as libpq: sslmode=disable, prefer (the default), require, verify-ca or verify-full, with sslrootcert, sslcert and sslkey' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l json -d 'Print one JSON object, the same schema on every backend: {"key", "backend", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [...]}; with --watch, one per line. A holder is {"value", "fence", "since", "since_unix", "host", "pid", "details"}, null where the engine does not know; "fence" is the holder\'s LOCKRUN_LOCK_INDEX where it can be read back (a Consul lock\'s ModifyIndex, not its LockIndex; an etcd slot; local), else null; "details" holds the engine\'s own facts (Consul\'s entry and session)'
@@ -233,7 +233,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l endpoints -d
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS as libpq: sslmode=disable, prefer (the default), require, verify-ca or verify-full, with sslrootcert, sslcert and sslkey' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l destroy-session -d 'Also destroy the holder\'s session (its other locks go too, after their lock-delay)'
@@ -260,7 +260,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l endpoint
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS as libpq: sslmode=disable, prefer (the default), require, verify-ca or verify-full, with sslrootcert, sslcert and sslkey' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
@@ -286,7 +286,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l endpoints -d 'et
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS as libpq: sslmode=disable, prefer (the default), require, verify-ca or verify-full, with sslrootcert, sslcert and sslkey' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
@@ -389,7 +389,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS as libpq: sslmode=disable, prefer (the default), require, verify-ca or verify-full, with sslrootcert, sslcert and sslkey' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l json -d 'Print one JSON object instead of text'
@@ -451,7 +451,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS as libpq: sslmode=disable, prefer (the default), require, verify-ca or verify-full, with sslrootcert, sslcert and sslkey' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l campaign -d 'After losing the lock, stop the child and campaign again instead of exiting 124 (for long-running daemons)'
@@ -514,7 +514,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS as libpq: sslmode=disable, prefer (the default), require, verify-ca or verify-full, with sslrootcert, sslcert and sslkey' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l no-checks -d 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'

@@ -455,8 +455,11 @@ const ENVIRONMENT: &[Block] = &[
     P(
         "On PostgreSQL (`--backend postgres`) lockrun reads libpq's variables, which \
          `--dsn` overrides: `PGHOST` (a host or a unix-socket directory), `PGPORT`, \
-         `PGUSER`, `PGDATABASE`, `PGPASSWORD` (never printed) and `PGSSLMODE` (modes \
-         that ask for TLS are refused: TLS is not supported yet). KEY's advisory lock \
+         `PGUSER`, `PGDATABASE`, `PGPASSWORD` (never printed), `PGPASSFILE` (else \
+         `~/.pgpass`, ignored if others can read it), and for TLS `PGSSLMODE` (libpq's \
+         modes; default prefer), `PGSSLROOTCERT`, `PGSSLCERT` and `PGSSLKEY` (else the \
+         files in `~/.postgresql`). A connection pooler such as PgBouncer is refused. \
+         KEY's advisory lock \
          id is `('x' || substr(md5('KEY'), 1, 16))::bit(64)::bigint`; slot i of PREFIX \
          is that of `PREFIX//i`.",
     ),

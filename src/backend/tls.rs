@@ -54,11 +54,14 @@ pub fn read_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>> {
     Ok(certificates)
 }
 
-/// The client certificate and its key as reqwest wants them: one PEM
-/// buffer. We take only the certificates from one file and the key from
-/// the other, so a bundle holding both can be given as either, and we say
-/// which file is wrong before reqwest can only say "builder error".
-pub fn identity(cert: &Path, key: &Path) -> Result<reqwest::Identity> {
+/// The client certificate chain and key of two PEM files, checked, with
+/// the file that is wrong in each complaint. We take only the
+/// certificates from one file and the key from the other, so a bundle
+/// holding both can be given as either.
+pub fn read_identity(
+    cert: &Path,
+    key: &Path,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
     let cert_pem = std::fs::read(cert)
         .with_context(|| format!("cannot read client certificate `{}`", cert.display()))?;
     let key_pem = std::fs::read(key)
@@ -93,7 +96,7 @@ pub fn identity(cert: &Path, key: &Path) -> Result<reqwest::Identity> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow!("the client key `{}` is not valid PEM ({e})", key.display()))?;
     let private_key = match &keys[..] {
-        [one] => one,
+        [one] => one.clone_key(),
         [] => bail!(
             "the client key `{}` holds no PEM private key (-----BEGIN PRIVATE KEY-----, RSA PRIVATE KEY or EC PRIVATE KEY)",
             key.display()
@@ -105,6 +108,31 @@ pub fn identity(cert: &Path, key: &Path) -> Result<reqwest::Identity> {
             cert.display()
         ),
     };
+    Ok((certificates, private_key))
+}
+
+/// The certificates of one PEM file, for a rustls root store.
+pub fn read_roots(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
+    let pem = std::fs::read(path)
+        .with_context(|| format!("cannot read CA certificate `{}`", path.display()))?;
+    let certificates = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow!("CA certificate `{}` is not valid PEM ({e})", path.display()))?;
+    if certificates.is_empty() {
+        bail!(
+            "CA certificate `{}` holds no PEM certificate",
+            path.display()
+        );
+    }
+    Ok(certificates)
+}
+
+/// The client certificate and its key as reqwest wants them: one PEM
+/// buffer. We say which file is wrong before reqwest can only say
+/// "builder error".
+pub fn identity(cert: &Path, key: &Path) -> Result<reqwest::Identity> {
+    let (certificates, private_key) = read_identity(cert, key)?;
+    let private_key = &private_key;
     // reqwest takes the identity as one PEM buffer only.
     let label = match private_key {
         PrivateKeyDer::Pkcs1(_) => "RSA PRIVATE KEY",

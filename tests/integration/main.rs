@@ -69,6 +69,10 @@ mod etcd_support;
 mod pg_support;
 // `--backend postgres` end to end beside psql.
 mod postgres_cli;
+// `--backend postgres` over TLS: libpq's sslmodes against a server with ssl=on.
+mod postgres_tls;
+// Faults under `--backend postgres`: restart, a stopped holder, a partition.
+mod postgres_faults;
 // The `etcd` backend's engine against a real etcd.
 mod etcd_engine;
 // Answers true where production differs from the lab: ACLs, keys, empty settings.

@@ -49,12 +49,32 @@ pub struct TestPostgres {
     pub socket_dir: PathBuf,
     _keeper: Mutex<ChildStdin>,
     log: PathBuf,
+    data: PathBuf,
 }
 
 impl TestPostgres {
     /// `postgres://` URL over TCP on loopback.
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Restarts the server (a fast shutdown, which ends every session,
+    /// then a start on the same port), returning once it accepts
+    /// connections again.
+    pub fn restart(&self) {
+        let output = as_nobody(&bin_dir().join("pg_ctl"))
+            .args(["-m", "fast", "-w", "-t", "60", "-D"])
+            .arg(&self.data)
+            .arg("-l")
+            .arg(self.log.with_extension("restarted.log"))
+            .arg("restart")
+            .output()
+            .expect("pg_ctl");
+        assert!(
+            output.status.success(),
+            "pg_ctl restart: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
 
     /// The server's last log lines, for a failing test's message.
@@ -75,10 +95,16 @@ pub fn postgres() -> &'static TestPostgres {
 /// A cluster of a test's own, stopped (fast shutdown: every session ends)
 /// when dropped.
 pub fn private() -> TestPostgres {
-    let mut last = String::new();
     // A port may be taken between our probe and the server's bind.
+    private_with(&[])
+}
+
+/// A cluster of a test's own with server settings of its own (`-c`
+/// words), stopped when dropped.
+pub fn private_with(settings: &[String]) -> TestPostgres {
+    let mut last = String::new();
     for _ in 0..3 {
-        match start(None) {
+        match start(None, settings) {
             Ok(pg) => return pg,
             Err(e) => last = e,
         }
@@ -95,11 +121,11 @@ fn as_nobody(program: &Path) -> Command {
 
 /// A hot standby of `primary` (pg_basebackup -R), stopped when dropped.
 pub fn standby_of(primary: &TestPostgres) -> TestPostgres {
-    start(Some(primary.port)).unwrap_or_else(|e| panic!("cannot start a standby: {e}"))
+    start(Some(primary.port), &[]).unwrap_or_else(|e| panic!("cannot start a standby: {e}"))
 }
 
 /// A new cluster, or with `primary` a standby streaming from that port.
-fn start(primary: Option<u16>) -> Result<TestPostgres, String> {
+fn start(primary: Option<u16>, settings: &[String]) -> Result<TestPostgres, String> {
     let bin = bin_dir();
     // Kept: the keeper shell removes it when the server ends.
     let dir = tempfile::Builder::new()
@@ -151,12 +177,20 @@ fn start(primary: Option<u16>) -> Result<TestPostgres, String> {
     let script = format!(
         "setpriv --reuid=nobody --regid=nogroup --clear-groups -- '{server}' -D '{data}' -p {port} \
          -k '{dir}' -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200 \
-         -c logging_collector=off >'{log}' 2>&1 & pid=$!; \
-         cat >/dev/null; kill -INT $pid; wait $pid; rm -rf '{dir}'",
+         -c logging_collector=off {settings} >'{log}' 2>&1 & pid=$!; \
+         cat >/dev/null; kill -INT $pid; wait $pid; \
+         setpriv --reuid=nobody --regid=nogroup --clear-groups -- '{pg_ctl}' -D '{data}' -m fast -w stop >/dev/null 2>&1; \
+         rm -rf '{dir}'",
+        pg_ctl = bin.join("pg_ctl").display(),
         server = bin.join("postgres").display(),
         data = data.display(),
         dir = dir.display(),
         log = log.display(),
+        settings = settings
+            .iter()
+            .map(|s| format!("-c '{s}'"))
+            .collect::<Vec<_>>()
+            .join(" "),
     );
     let mut keeper = Command::new("sh")
         .args(["-c", &script])
@@ -171,6 +205,7 @@ fn start(primary: Option<u16>) -> Result<TestPostgres, String> {
         socket_dir: dir.clone(),
         _keeper: Mutex::new(stdin),
         log,
+        data: data.clone(),
     };
     let deadline = Instant::now() + PATIENCE;
     loop {

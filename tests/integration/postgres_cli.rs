@@ -238,13 +238,13 @@ fn bad_settings_are_one_line_with_status_2() {
                 "--backend",
                 "postgres",
                 "--dsn",
-                "postgres://u:s3cret@h/db?sslmode=require",
+                "postgres://u:s3cret@h/db?sslmode=verify",
                 "elect",
                 "k",
                 "--",
                 "true",
             ]),
-            "TLS",
+            "sslmode `verify` in --dsn (sslmode) is not one of",
         ),
         (
             bare([
@@ -393,10 +393,11 @@ fn a_hot_standby_is_refused() {
 }
 
 /// Another role's queries are hidden from a plain role, and with them a
-/// semaphore's facts: `leader` says it cannot tell (125), never that the
-/// semaphore is free.
+/// semaphore holder's facts; its limit is in pg_locks, which every role
+/// reads, so `leader` still finds the holder (by backend), never a free
+/// lock.
 #[test]
-fn leader_cannot_tell_a_semaphore_whose_holders_are_hidden() {
+fn leader_finds_a_semaphore_whose_holders_are_hidden() {
     let place = Place::postgres("hidden");
     let prefix = place.key("pool");
     psql_ok("do $$ begin if not exists (select from pg_roles where rolname = 'plain') then create role plain login; end if; end $$");
@@ -407,9 +408,241 @@ fn leader_cannot_tell_a_semaphore_whose_holders_are_hidden() {
         pg_support::postgres().port
     );
     let output = run(bare(["--backend", "postgres", "--dsn", &url]).args(["leader", &prefix]));
-    let err = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(125), "{output:?}");
-    assert!(err.contains("pg_read_all_stats"), "{err}");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(stdout(&output).contains("backend"), "{output:?}");
     std::fs::write(work.path().join("go"), "").unwrap();
     place.status(&holder.finish(), 0, "the holder");
+}
+
+/// Two contenders disagreeing on a semaphore's limit must not both run:
+/// without the check, `--limit 2` would take slot 1 beside the holder of
+/// `--limit 1`'s only slot.
+#[test]
+fn a_semaphore_limit_that_differs_from_a_contenders_is_refused() {
+    let place = Place::postgres("limits");
+    let prefix = place.key("pool");
+    let work = scratch();
+    let holder = place.hold(work.path(), "", &["semaphore", "--limit", "1", &prefix]);
+    let output =
+        run(&mut place.lockrun(&["semaphore", "--limit", "2", "-n", &prefix, "--", "true"]));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains(&format!("semaphore `{prefix}` has limit 1")) && err.contains("--limit 1"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // A waiter with another limit is refused too, at once.
+    let output = run(&mut place.lockrun(&[
+        "semaphore",
+        "--limit",
+        "3",
+        "--timeout",
+        "30s",
+        &prefix,
+        "--",
+        "true",
+    ]));
+    assert_eq!(output.status.code(), Some(125), "{output:?}");
+    // The same limit waits its turn as usual.
+    let output =
+        run(&mut place.lockrun(&["semaphore", "--limit", "1", "-n", &prefix, "--", "true"]));
+    place.status(&output, 75, "--no-wait on a full semaphore");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the holder");
+    // Once the holder is gone, another limit is free to start afresh.
+    let output =
+        run(&mut place.lockrun(&["semaphore", "--limit", "2", "-n", &prefix, "--", "true"]));
+    place.status(&output, 0, "a new limit once nobody contends");
+}
+
+/// A PgBouncer of the test's own in front of the shared cluster, run as
+/// nobody (it refuses root), stopped when dropped.
+struct Bouncer {
+    port: u16,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Bouncer {
+    fn start(extra: &str) -> Bouncer {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new()
+            .prefix("lockrun-pgbouncer-")
+            .tempdir()
+            .unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let port = crate::procs::free_port();
+        let d = dir.path().display();
+        std::fs::write(dir.path().join("users.txt"), "\"postgres\" \"\"\n").unwrap();
+        std::fs::write(
+            dir.path().join("pgbouncer.ini"),
+            format!(
+                "[databases]\npostgres = host=127.0.0.1 port={pg} dbname=postgres\n\
+                 [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\n\
+                 unix_socket_dir =\nauth_type = trust\nauth_file = {d}/users.txt\n\
+                 pool_mode = transaction\nlogfile = {d}/log\npidfile = {d}/pid\n{extra}\n",
+                pg = pg_support::postgres().port,
+            ),
+        )
+        .unwrap();
+        let child = Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+            .arg("pgbouncer")
+            .arg(dir.path().join("pgbouncer.ini"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("pgbouncer (apt-get install pgbouncer)");
+        assert!(
+            wait_until(deadline(), || std::net::TcpStream::connect((
+                "127.0.0.1",
+                port
+            ))
+            .is_ok()),
+            "pgbouncer did not listen: {}",
+            std::fs::read_to_string(dir.path().join("log")).unwrap_or_default()
+        );
+        Bouncer {
+            port,
+            child,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Bouncer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Transaction pooling hands a session's advisory locks to whoever runs
+/// next on the server connection: lockrun refuses a pooler, whether it
+/// refuses our startup settings (its default) or is told to drop them.
+#[test]
+fn a_pgbouncer_in_front_is_refused() {
+    for extra in ["", "ignore_startup_parameters = options"] {
+        let bouncer = Bouncer::start(extra);
+        let url = format!("postgres://postgres@127.0.0.1:{}/postgres", bouncer.port);
+        let output = run(bare(["--backend", "postgres", "--dsn", &url]).args([
+            "elect",
+            "-n",
+            &pg_support::unique("bouncer"),
+            "--",
+            "true",
+        ]));
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(125), "{extra}: {err}");
+        assert!(err.contains("PgBouncer"), "{extra}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+}
+
+/// The password file as libpq reads it, against a server that asks for a
+/// password over TCP: found by PGPASSFILE (a wildcard line), ignored with
+/// libpq's warning when others can read it.
+#[test]
+fn the_password_comes_from_the_password_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let files = tempfile::Builder::new()
+        .prefix("lockrun-pgpass-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(files.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let hba = files.path().join("pg_hba.conf");
+    std::fs::write(
+        &hba,
+        "local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hba, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let pg = pg_support::private_with(&[format!("hba_file={}", hba.display())]);
+    let set = Command::new(pg_support::bin_dir().join("psql"))
+        .args(["-X", "-q", "-h"])
+        .arg(&pg.socket_dir)
+        .args(["-p", &pg.port.to_string(), "-U", "postgres", "-c"])
+        .arg("alter role postgres password 's3cret'")
+        .output()
+        .unwrap();
+    assert!(set.status.success(), "{set:?}");
+    let pgpass = files.path().join("pgpass");
+    std::fs::write(
+        &pgpass,
+        format!(
+            "# ours\nelsewhere:*:*:*:wrong\n127.0.0.1:{}:*:postgres:s3cret\n",
+            pg.port
+        ),
+    )
+    .unwrap();
+    let elect = |mode: u32| {
+        std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(mode)).unwrap();
+        let mut cmd = bare(["--backend", "postgres", "--dsn", &pg.url(), "elect", "-n"]);
+        cmd.arg(pg_support::unique("pgpass"))
+            .args(["--", "true"])
+            .env("PGPASSFILE", &pgpass);
+        run(&mut cmd)
+    };
+    let output = elect(0o600);
+    assert!(output.status.success(), "{output:?}");
+    let output = elect(0o644);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{err}");
+    assert!(err.contains("group or world access"), "{err}");
+    assert!(!err.contains("s3cret"), "{err}");
+}
+
+/// A waiter (LISTENing, with its tries between) still keeps every promise
+/// of waiting: SIGTERM ends it at once by that signal, `--timeout` gives
+/// 75 on time, and either way its session is gone from the server; a
+/// holder's release wakes the next waiter, which runs.
+#[test]
+fn a_waiter_can_be_stopped_and_is_woken_by_the_release() {
+    use std::os::unix::process::ExitStatusExt;
+    let place = Place::postgres("waiters");
+    let key = place.key("job");
+    let work = scratch();
+    let holder = place.hold(work.path(), "", &["elect", &key]);
+    let count_sessions = || {
+        psql_ok(&format!(
+            "select count(*) from pg_stat_activity where application_name = 'lockrun' \
+             and query like '%{}%'",
+            key.replace('\'', "''")
+        ))
+    };
+    let waiter =
+        Running::spawn(&mut place.lockrun(&["elect", "--timeout", "60s", &key, "--", "true"]));
+    assert!(
+        wait_until(deadline(), || {
+            psql_ok(
+                "select count(*) from pg_stat_activity where application_name = 'lockrun' \
+                 and (query ilike 'listen%' or query like '%pg_try_advisory_lock%')",
+            ) != "0"
+        }),
+        "the waiter never tried"
+    );
+    let asked = std::time::Instant::now();
+    waiter.signal(nix::sys::signal::Signal::SIGTERM);
+    let output = waiter.finish();
+    eprintln!("the waiter ended {:?} after SIGTERM", asked.elapsed());
+    assert_eq!(output.status.signal(), Some(15), "{output:?}");
+    let started = std::time::Instant::now();
+    let output = run(&mut place.lockrun(&["elect", "--timeout", "1s", &key, "--", "true"]));
+    place.status(&output, 75, "--timeout 1s behind a holder");
+    let took = started.elapsed();
+    assert!(
+        took >= std::time::Duration::from_secs(1),
+        "gave up after {took:?}"
+    );
+    // The next waiter runs once the holder lets go.
+    let next =
+        Running::spawn(&mut place.lockrun(&["elect", "--timeout", "60s", &key, "--", "true"]));
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the holder");
+    place.status(&next.finish(), 0, "the waiter after the release");
+    assert!(
+        wait_until(deadline(), || count_sessions() == "0"),
+        "a lockrun session outlived its run"
+    );
 }

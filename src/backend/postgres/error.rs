@@ -24,6 +24,18 @@ pub enum PgError {
     /// The server is a hot standby: advisory locks there exclude nobody on
     /// the primary.
     Standby,
+    /// TLS failed: a certificate refused by either side, or no TLS where
+    /// the sslmode demands it. Retrying cannot help.
+    Tls { cause: String },
+    /// A contender for the semaphore uses another limit.
+    LimitMismatch {
+        prefix: String,
+        ours: u32,
+        theirs: u32,
+        backend: i32,
+    },
+    /// A connection pooler stands between us and the server.
+    Pooler { why: String },
     /// A key lockrun cannot use.
     Usage(String),
 }
@@ -46,9 +58,34 @@ impl PgError {
             if code.starts_with("57P") {
                 return PgError::Closed { cause: message };
             }
+            // PgBouncer refuses startup parameters it does not know.
+            if message.contains("unsupported startup parameter") {
+                return PgError::Pooler {
+                    why: format!(
+                        "the server refused the settings lockrun sends at connection ({message})"
+                    ),
+                };
+            }
             return PgError::Server {
                 what: what.to_string(),
                 message: format!("{message} (SQLSTATE {code})"),
+            };
+        }
+        // tokio-postgres fails before asking when it has no password.
+        if source_chain(&e).contains("password missing") {
+            return PgError::Denied {
+                what: what.to_string(),
+                message: "the server asks for a password, and no password was given".into(),
+            };
+        }
+        if let Some(tls) = crate::backend::tls::rustls_error(&e) {
+            return PgError::Tls {
+                cause: tls_hint(&tls),
+            };
+        }
+        if source_chain(&e).contains("server does not support TLS") {
+            return PgError::Tls {
+                cause: "the server does not accept TLS (ssl is off in postgresql.conf), and the sslmode demands it; turn ssl on or use sslmode=prefer".into(),
             };
         }
         if e.is_closed() {
@@ -67,6 +104,28 @@ impl PgError {
             self,
             PgError::Unreachable { .. } | PgError::Timeout { .. } | PgError::Closed { .. }
         )
+    }
+}
+
+/// What a rustls failure means to a PostgreSQL user, and the fix.
+fn tls_hint(e: &rustls::Error) -> String {
+    use rustls::{AlertDescription, CertificateError, Error};
+    match e {
+        Error::InvalidCertificate(CertificateError::UnknownIssuer | CertificateError::BadSignature) => format!(
+            "the server's certificate is not signed by a CA in sslrootcert ({e}); give the CA that signed it in sslrootcert or PGSSLROOTCERT"
+        ),
+        Error::InvalidCertificate(
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+        ) => format!(
+            "the server's certificate does not name the host we connected to ({e}); connect by a name it lists, or use sslmode=verify-ca to check only its CA"
+        ),
+        Error::InvalidCertificate(
+            CertificateError::Expired | CertificateError::ExpiredContext { .. } | CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. },
+        ) => format!("the server's certificate is outside its validity period ({e}); renew it or check the clock"),
+        Error::AlertReceived(AlertDescription::CertificateRequired | AlertDescription::BadCertificate | AlertDescription::UnknownCA | AlertDescription::CertificateUnknown) => format!(
+            "the server refused our client certificate ({e}); give one its ssl_ca_file trusts in sslcert and sslkey (PGSSLCERT, PGSSLKEY)"
+        ),
+        e => format!("{e}"),
     }
 }
 
@@ -110,6 +169,20 @@ impl fmt::Display for PgError {
                 f,
                 "the PostgreSQL server is a hot standby (pg_is_in_recovery()), whose advisory locks exclude nobody on the primary; point --dsn at the primary"
             ),
+            PgError::Tls { cause } => write!(f, "TLS to PostgreSQL failed: {cause}"),
+            PgError::LimitMismatch {
+                prefix,
+                ours,
+                theirs,
+                backend,
+            } => write!(
+                f,
+                "semaphore `{prefix}` has limit {theirs} (a contender on backend {backend} uses it), not {ours}; use --limit {theirs} or another prefix"
+            ),
+            PgError::Pooler { why } => write!(
+                f,
+                "{why}: a connection pooler such as PgBouncer seems to stand between us and PostgreSQL, and session advisory locks do not survive its pooling; point --dsn at the server itself"
+            ),
             PgError::Usage(m) => f.write_str(m),
         }
     }
@@ -128,6 +201,7 @@ impl From<PgError> for crate::error::Failure {
         use crate::error::Failure;
         match e {
             PgError::Usage(m) => Failure::Usage(m),
+            e @ PgError::LimitMismatch { .. } => Failure::Conflict(e.to_string()),
             e => Failure::Engine(e.to_string()),
         }
     }

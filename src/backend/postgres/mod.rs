@@ -10,7 +10,13 @@
 //! ```
 //!
 //! Slot i of a semaphore PREFIX is the lock id of the text `PREFIX//i`
-//! (no key holds `//`, so no lock shares a slot's id). We let the server
+//! (no key holds `//`, so no lock shares a slot's id). Each contender for
+//! a semaphore also holds, from before its first try until its lease ends,
+//! a *shared* advisory lock on the two 32-bit keys (first 8 hex digits of
+//! `md5('PREFIX//limit')`, LIMIT), and refuses to go on if pg_locks shows
+//! one with another LIMIT: of two contenders disagreeing on the limit, the
+//! later to look sees the other, so they never both believe they are
+//! within it. We let the server
 //! compute the ids, with that very expression, so that the two cannot
 //! drift apart. Advisory locks belong to one database: every contender
 //! must connect to the same one.
@@ -22,7 +28,8 @@
 //! give up no earlier than the TTL after the last data the server received
 //! from us, so the budget is etcd's: the send time of the last confirmed
 //! round trip plus the TTL, with no lock-delay. Renewal is one round trip
-//! (`select 1`) on the hold loop's schedule. A closed connection is
+//! (`select pg_backend_pid()`, which also tells a pooler's switch of server
+//! process) on the hold loop's schedule. A closed connection is
 //! noticed at once: the connection task ends, and the claim's watch with it.
 //!
 //! **The fence** is `pg_current_xact_id()` taken right after acquisition:
@@ -35,6 +42,7 @@
 
 pub mod config;
 pub mod error;
+pub mod tls;
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -44,7 +52,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::{AsyncMessage, Client};
 
 pub use self::error::PgError;
 
@@ -60,10 +68,13 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 /// How long a `--no-wait` run keeps retrying a blip, as on the others.
 const ONCE_GRACE: Duration = Duration::from_millis(500);
 
-/// The longest pause between two tries at a taken lock: a waiter polls
-/// (PostgreSQL wakes no one for `pg_try_advisory_lock`), and a blocking
-/// `pg_advisory_lock` would hold up the round trips that prove the
-/// connection alive.
+/// The longest pause between two tries at a taken lock. A waiter LISTENs
+/// on the lock's channel and tries again the moment a lockrun holder's
+/// release NOTIFYs it; the tries between only catch a holder that ended
+/// without a word (killed, its backend terminated, a psql session). We do
+/// not block in `pg_advisory_lock`: it would hold up the round trips that
+/// prove the connection alive, and a cancelled wait would leave it
+/// running on the server.
 const POLL_MAX: Duration = Duration::from_millis(200);
 
 /// What `leader` and `release` poll at for `--wait`.
@@ -83,6 +94,17 @@ pub fn check_key(key: &str) -> Result<(), String> {
     crate::key::check(key)
 }
 
+/// The SQL expression of the 32-bit key under which a semaphore's
+/// contenders show their limit.
+const LIMIT_KEY_SQL: &str = "('x' || substr(md5($1::text || '//limit'), 1, 8))::bit(32)::int";
+
+/// The channel a lock's (or a semaphore's) waiters LISTEN on: named after
+/// its (slot 0's) lock id, so a script can wake them too with
+/// `select pg_notify('lockrun_' || lpad(to_hex(ID), 16, '0'), '')`.
+fn channel_of(id: i64) -> String {
+    format!("lockrun_{:016x}", id as u64)
+}
+
 /// The text whose lock id is slot `slot` of `prefix`.
 pub fn slot_text(prefix: &str, slot: u32) -> String {
     format!("{prefix}//{slot}")
@@ -92,15 +114,26 @@ pub fn slot_text(prefix: &str, slot: u32) -> String {
 /// connection; `ttl` is the holding job's (`None`: the default).
 pub fn engine(dsn: Option<&str>, ttl: Option<Duration>) -> Result<Postgres, crate::error::Failure> {
     use crate::error::Failure;
-    let config = config::resolve(dsn, |name| std::env::var(name).ok()).map_err(Failure::Usage)?;
-    Postgres::new(config, ttl.unwrap_or(DEFAULT_TTL)).map_err(Failure::Usage)
+    let settings = config::resolve(dsn, |name| std::env::var(name).ok()).map_err(Failure::Usage)?;
+    Postgres::new(settings, ttl.unwrap_or(DEFAULT_TTL)).map_err(Failure::Usage)
 }
 
 /// The PostgreSQL engine: where the server is and the TTL of our sessions.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Postgres {
     config: tokio_postgres::Config,
+    tls: tls::MakeRustls,
     ttl: Duration,
+    password_note: Option<String>,
+}
+
+impl std::fmt::Debug for Postgres {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Postgres")
+            .field("config", &self.config)
+            .field("ttl", &self.ttl)
+            .finish()
+    }
 }
 
 /// A holder's facts, in a comment on each of its queries.
@@ -123,11 +156,14 @@ struct Facts {
 const FACTS_OPEN: &str = "/* lockrun ";
 
 impl Facts {
-    /// `select 1` with our facts: JSON, with every `*` escaped so that no
+    /// `select pg_backend_pid()` with our facts: JSON, with every `*` escaped so that no
     /// value can end the comment.
     fn query(&self) -> String {
         let json = serde_json::to_string(self).expect("facts serialize");
-        format!("select 1 {FACTS_OPEN}{} */", json.replace('*', "\\u002a"))
+        format!(
+            "select pg_backend_pid() {FACTS_OPEN}{} */",
+            json.replace('*', "\\u002a")
+        )
     }
 
     fn parse(query: &str) -> Option<Facts> {
@@ -139,14 +175,21 @@ impl Facts {
 
 impl Postgres {
     /// The engine; `ttl` in whole seconds, as TCP keepalive counts them.
-    pub fn new(config: tokio_postgres::Config, ttl: Duration) -> Result<Postgres, String> {
+    /// The TLS files are read now, so a wrong one is a usage error.
+    pub fn new(settings: config::Settings, ttl: Duration) -> Result<Postgres, String> {
         if ttl < Duration::from_secs(1) || ttl.subsec_nanos() != 0 {
             return Err(format!(
                 "the postgres TTL is whole seconds, at least 1s; `{}` is not one",
                 humantime::format_duration(ttl)
             ));
         }
-        Ok(Postgres { config, ttl })
+        let tls = tls::MakeRustls::new(&settings.tls)?;
+        Ok(Postgres {
+            config: settings.config,
+            tls,
+            ttl,
+            password_note: settings.password_note,
+        })
     }
 
     /// The per-session settings that make the server hold our locks as
@@ -183,27 +226,66 @@ impl Postgres {
             .keepalives_idle((self.ttl / 3).max(Duration::from_secs(1)))
             .tcp_user_timeout(self.ttl);
         let (client, connection) = config
-            .connect(NoTls)
+            .connect(self.tls.clone())
             .await
-            .map_err(|e| PgError::from_client("the connection", e))?;
+            .map_err(|e| match PgError::from_client("the connection", e) {
+                PgError::Denied { what, message } if message.contains("no password was given") => {
+                    PgError::Denied {
+                        what,
+                        message: match &self.password_note {
+                            Some(note) => format!("{message}; {note}"),
+                            None => format!(
+                                "{message}; set PGPASSWORD, or put a line in ~/.pgpass or the PGPASSFILE"
+                            ),
+                        },
+                    }
+                }
+                e => e,
+            })?;
         let (tx, rx) = watch::channel(None);
+        let (notified, notices) = watch::channel(0u64);
+        let mut connection = connection;
         tokio::spawn(async move {
-            let why = match connection.await {
-                Ok(()) => "the server closed it".to_string(),
-                Err(e) => crate::backend::one_line(&e.to_string()),
+            // We drive the connection by hand to see its notifications: a
+            // release on a channel we LISTEN on.
+            let why = loop {
+                match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                    Some(Ok(AsyncMessage::Notification(_))) => {
+                        notified.send_modify(|n| *n += 1);
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => break crate::backend::one_line(&e.to_string()),
+                    None => break "the server closed it".to_string(),
+                }
             };
             let _ = tx.send(Some(why));
         });
         let row = client
-            .query_one("select pg_is_in_recovery(), pg_backend_pid()", &[])
+            .query_one(
+                "select pg_is_in_recovery(), pg_backend_pid(), \
+                 (select setting from pg_settings where name = 'statement_timeout')",
+                &[],
+            )
             .await
             .map_err(|e| PgError::from_client("the first query", e))?;
         if row.get::<_, bool>(0) {
             return Err(PgError::Standby);
         }
+        // A pooler such as PgBouncer drops the startup `options` our
+        // timeouts ride on (when told to ignore them), and its
+        // transaction pooling hands our session's advisory locks to
+        // whoever runs next on the server connection: either way the
+        // settings we asked for are not the session's.
+        if row.get::<_, Option<String>>(2).as_deref() != Some(&self.ttl.as_millis().to_string()) {
+            return Err(PgError::Pooler {
+                why: "the server did not apply the settings lockrun sends at connection (options)"
+                    .into(),
+            });
+        }
         Ok(Conn {
             client,
             closed: rx,
+            notices,
             backend_pid: row.get(1),
         })
     }
@@ -317,6 +399,55 @@ impl Postgres {
         Ok(holders)
     }
 
+    /// Shows our limit (a shared lock on the prefix's limit key and
+    /// LIMIT, kept for the lease's life) and then checks that no
+    /// contender shows another.
+    async fn agree_on_limit(client: &Client, prefix: &str, limit: u32) -> Result<(), PgError> {
+        let limit_sql = i32::try_from(limit).map_err(|_| {
+            PgError::Usage(format!(
+                "--limit {limit} is too large; give at most {}",
+                i32::MAX
+            ))
+        })?;
+        client
+            .query_one(
+                &format!("select pg_advisory_lock_shared({LIMIT_KEY_SQL}, $2)"),
+                &[&prefix, &limit_sql],
+            )
+            .await
+            .map_err(|e| PgError::from_client("showing our semaphore limit", e))?;
+        let others = client
+            .query(
+                &format!(
+                    "select l.objid::bigint, l.pid from pg_locks l \
+                     where l.locktype = 'advisory' and l.objsubid = 2 and l.granted \
+                     and l.database = (select oid from pg_database where datname = current_database()) \
+                     and l.classid::bigint = ({LIMIT_KEY_SQL}::bigint & 4294967295) \
+                     and l.objid::bigint <> $2::bigint"
+                ),
+                &[&prefix, &i64::from(limit)],
+            )
+            .await
+            .map_err(|e| PgError::from_client("reading the semaphore's limit", e))?;
+        if let Some(row) = others.first() {
+            let theirs: i64 = row.get(0);
+            let pid: i32 = row.get(1);
+            let _ = client
+                .query_one(
+                    &format!("select pg_advisory_unlock_shared({LIMIT_KEY_SQL}, $2)"),
+                    &[&prefix, &limit_sql],
+                )
+                .await;
+            return Err(PgError::LimitMismatch {
+                prefix: prefix.to_string(),
+                ours: limit,
+                theirs: u32::try_from(theirs).unwrap_or(u32::MAX),
+                backend: pid,
+            });
+        }
+        Ok(())
+    }
+
     async fn try_ids(
         client: &Client,
         ids: &[(i64, Option<u32>)],
@@ -338,14 +469,16 @@ impl Postgres {
 struct Conn {
     client: Client,
     closed: watch::Receiver<Option<String>>,
+    /// Counts the notifications on channels we LISTEN on.
+    notices: watch::Receiver<u64>,
     backend_pid: i32,
 }
 
 /// What a lease and its claim share.
 struct Shared {
     conn: Conn,
-    /// The query each renewal sends: `select 1`, with our facts once we
-    /// hold.
+    /// The query each renewal sends: `select pg_backend_pid()`, with our
+    /// facts once we hold.
     renew_query: Mutex<String>,
 }
 
@@ -386,6 +519,9 @@ impl Lease for PgLease {
         self.opened_at
     }
 
+    /// One round trip, which also checks that we still talk to the same
+    /// server process: under a transaction-pooling proxy it may change
+    /// between statements, and our advisory lock stays behind.
     async fn renew(&self, timeout: Duration) -> Renewal {
         if let Some(why) = self.shared.conn.closed.borrow().clone() {
             return Renewal::Gone(format!("our PostgreSQL connection closed ({why})"));
@@ -397,7 +533,26 @@ impl Lease for PgLease {
             .expect("not poisoned")
             .clone();
         match tokio::time::timeout(timeout, self.shared.conn.client.simple_query(&query)).await {
-            Ok(Ok(_)) => Renewal::Confirmed { ttl: None },
+            Ok(Ok(messages)) => {
+                let pid = messages.iter().find_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(row) => {
+                        row.get(0).and_then(|p| p.parse::<i32>().ok())
+                    }
+                    _ => None,
+                });
+                match pid {
+                    Some(pid) if pid != self.shared.conn.backend_pid => Renewal::Gone(
+                        PgError::Pooler {
+                            why: format!(
+                                "our statements moved from server process {} to {pid}",
+                                self.shared.conn.backend_pid
+                            ),
+                        }
+                        .to_string(),
+                    ),
+                    _ => Renewal::Confirmed { ttl: None },
+                }
+            }
             Ok(Err(e)) => {
                 let e = PgError::from_client("a round trip", e);
                 match e {
@@ -445,7 +600,7 @@ impl Engine for Postgres {
                     return Ok(PgLease {
                         shared: Arc::new(Shared {
                             conn,
-                            renew_query: Mutex::new("select 1".into()),
+                            renew_query: Mutex::new("select pg_backend_pid()".into()),
                         }),
                         opened_at,
                     })
@@ -465,7 +620,8 @@ impl Engine for Postgres {
         }
     }
 
-    /// Polls `pg_try_advisory_lock` on the lease's connection. Dropping the
+    /// Tries `pg_try_advisory_lock` on the lease's connection, again on
+    /// each release's NOTIFY and at most `POLL_MAX` apart. Dropping the
     /// future may leave a lock granted on it; closing the lease frees it.
     async fn acquire(
         &self,
@@ -480,10 +636,27 @@ impl Engine for Postgres {
         let ids = Self::ids(client, &names).await?;
         let ids: Vec<(i64, Option<u32>)> =
             ids.into_iter().zip(texts.iter().map(|(_, s)| *s)).collect();
+        if let Target::Slot { prefix, limit } = target {
+            Self::agree_on_limit(client, prefix, *limit).await?;
+        }
+        let channel = channel_of(ids[0].0);
+        let mut notices = lease.shared.conn.notices.clone();
+        let mut listening = false;
         let mut pause = Duration::from_millis(10);
         let (id, slot) = loop {
+            // Marked before the try: a release after it wakes us below.
+            notices.borrow_and_update();
             if let Some(got) = Self::try_ids(client, &ids).await? {
                 break got;
+            }
+            if !listening && wait != Wait::Once {
+                client
+                    .batch_execute(&format!("LISTEN {channel}"))
+                    .await
+                    .map_err(|e| PgError::from_client("listening for releases", e))?;
+                listening = true;
+                // A release between our try and the LISTEN told no one.
+                continue;
             }
             let out_of_time = match wait {
                 Wait::Once => true,
@@ -492,7 +665,8 @@ impl Engine for Postgres {
             };
             if out_of_time {
                 if let Wait::Until(at) = wait {
-                    tokio::time::sleep_until(at).await;
+                    // The rest of the time, or a release before then.
+                    let _ = tokio::time::timeout_at(at, notices.changed()).await;
                     if let Some(got) = Self::try_ids(client, &ids).await? {
                         break got;
                     }
@@ -504,9 +678,16 @@ impl Engine for Postgres {
                     .and_then(|hs| hs.into_iter().find_map(|h| h.value));
                 return Ok(Acquisition::Busy { holder });
             }
-            tokio::time::sleep(pause).await;
+            // The first of a release's word and the pause.
+            let _ = tokio::time::timeout(pause, notices.changed()).await;
             pause = (pause * 2).min(POLL_MAX);
         };
+        if listening {
+            client
+                .batch_execute(&format!("UNLISTEN {channel}"))
+                .await
+                .map_err(|e| PgError::from_client("listening for releases", e))?;
+        }
         // The fence: a transaction id assigned now, after the lock is ours,
         // so after every earlier holder's.
         let row = client
@@ -547,6 +728,7 @@ impl Engine for Postgres {
             shared: lease.shared.clone(),
             name: target.name().to_string(),
             id,
+            channel,
             facts,
         }))
     }
@@ -557,6 +739,8 @@ pub struct PgClaim {
     shared: Arc<Shared>,
     name: String,
     id: i64,
+    /// Where waiters LISTEN for our release.
+    channel: String,
     facts: Facts,
 }
 
@@ -619,13 +803,15 @@ impl Claim for PgClaim {
         ))
     }
 
+    /// Unlocks and wakes the waiters in one statement: the notification
+    /// goes out when it commits, after the unlock.
     async fn release(self) -> Result<(), PgError> {
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&self.id];
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&self.id, &self.channel];
         let unlock = self
             .shared
             .conn
             .client
-            .query_one("select pg_advisory_unlock($1)", &params);
+            .query_one("select pg_advisory_unlock($1), pg_notify($2, '')", &params);
         match tokio::time::timeout(CLEANUP_TIMEOUT, unlock).await {
             Ok(Ok(_)) => Ok(()),
             // Closed: the server freed it with the connection.
@@ -657,11 +843,29 @@ impl Inspect for Postgres {
             .await
             .map_err(|e| PgError::from_client("reading pg_stat_activity", e))?;
         let queries: Vec<Option<String>> = rows.iter().map(|r| r.get(0)).collect();
-        let limit = queries
-            .iter()
-            .filter_map(|q| Facts::parse(q.as_deref().unwrap_or_default()))
-            .find(|f| f.key == key && f.limit.is_some())
-            .and_then(|f| f.limit);
+        // The limit its contenders show in pg_locks, visible to every
+        // role; else one a holder's facts name.
+        let shown: Option<i64> = conn
+            .client
+            .query_one(
+                &format!(
+                    "select max(objid::bigint) from pg_locks where locktype = 'advisory' \
+                     and objsubid = 2 and granted \
+                     and database = (select oid from pg_database where datname = current_database()) \
+                     and classid::bigint = ({LIMIT_KEY_SQL}::bigint & 4294967295)"
+                ),
+                &[&key],
+            )
+            .await
+            .map_err(|e| PgError::from_client("reading pg_locks", e))?
+            .get(0);
+        let limit = shown.and_then(|l| u32::try_from(l).ok()).or_else(|| {
+            queries
+                .iter()
+                .filter_map(|q| Facts::parse(q.as_deref().unwrap_or_default()))
+                .find(|f| f.key == key && f.limit.is_some())
+                .and_then(|f| f.limit)
+        });
         // Other roles' queries are hidden from us: a semaphore whose
         // holders we cannot read would pass for a free lock. Slot 0 of a
         // held semaphore is held, whoever holds it; then we cannot tell.

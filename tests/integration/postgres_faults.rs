@@ -1,0 +1,297 @@
+//! Faults under `--backend postgres` against a real server: the server
+//! restarted while held, the holder's lockrun stopped (SIGSTOP), and a
+//! network partition made by a TCP proxy of the test's own that stops
+//! relaying. Each measures overlap with the children's own timestamps and
+//! checks that fences grow.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nix::sys::signal::Signal;
+
+use crate::pg_support::{self, unique};
+use crate::procs::{self, pid_alive, wait_until};
+use crate::support::{assert_exit, bare, max_overlap, scratch, Running};
+
+/// The child of every contender: its pid and fence, then a timestamp
+/// every 10 ms until the test writes `go`.
+const BODY: &str = "echo $$ > \"$1/pid\"; echo \"$LOCKRUN_LOCK_INDEX\" >> \"$1/fence\"; \
+    while [ ! -e \"$1/go\" ]; do date +%s%N >> \"$1/beat\"; sleep 0.01; done; \
+    date +%s%N >> \"$1/beat\"";
+
+struct Contender {
+    running: Option<Running>,
+    dir: tempfile::TempDir,
+}
+
+impl Contender {
+    fn spawn(mut cmd: Command) -> Contender {
+        let dir = scratch();
+        cmd.args(["--shell", "--", BODY]).arg(dir.path());
+        Contender {
+            running: Some(Running::spawn(&mut cmd)),
+            dir,
+        }
+    }
+
+    fn holding(cmd: Command) -> Contender {
+        let c = Contender::spawn(cmd);
+        c.wait_started();
+        c
+    }
+
+    fn started(&self) -> bool {
+        self.dir.path().join("beat").exists()
+    }
+
+    fn wait_started(&self) {
+        assert!(
+            wait_until(procs::deadline(), || self.started()),
+            "the contender never ran its child"
+        );
+    }
+
+    fn beats(&self) -> Vec<u128> {
+        beats(self.dir.path())
+    }
+
+    fn child_pid(&self) -> u32 {
+        let text = std::fs::read_to_string(self.dir.path().join("pid")).unwrap();
+        text.trim().parse().unwrap()
+    }
+
+    fn fences(&self) -> Vec<u64> {
+        std::fs::read_to_string(self.dir.path().join("fence"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    fn go(&self) {
+        std::fs::write(self.dir.path().join("go"), "").unwrap();
+    }
+
+    fn finish(&mut self) -> Output {
+        self.running.take().expect("running").finish()
+    }
+
+    fn signal(&self, signal: Signal) {
+        self.running.as_ref().expect("running").signal(signal);
+    }
+}
+
+fn beats(dir: &Path) -> Vec<u128> {
+    std::fs::read_to_string(dir.join("beat"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+fn elect(url: &str, ttl: &str, key: &str, extra: &[&str]) -> Command {
+    let mut cmd = bare(["--backend", "postgres", "--dsn", url, "elect", "--ttl", ttl]);
+    cmd.args(extra).arg(key);
+    cmd
+}
+
+/// Zero overlap between the two children, and the later one's fence
+/// greater.
+fn no_overlap_and_growing_fences(first: &Contender, second: &Contender, what: &str) {
+    let (a, b) = (first.beats(), second.beats());
+    let spans = [(a[0], *a.last().unwrap()), (b[0], *b.last().unwrap())];
+    assert!(
+        max_overlap(spans) <= 1,
+        "{what}: two children ran at once: {spans:?}"
+    );
+    let (fa, fb) = (first.fences(), second.fences());
+    assert!(
+        fa.last() < fb.first(),
+        "{what}: fences do not grow: {fa:?} then {fb:?}"
+    );
+}
+
+/// The server restarted under a holder: it stops its child at once (the
+/// restart ended its session, and so freed its lock); with --campaign it
+/// leads again once the server is back, with a greater fence.
+#[test]
+fn a_restarted_server_stops_the_holder_and_campaign_leads_again() {
+    let pg = pg_support::private();
+    let url = pg.url();
+    let holder = Contender::holding(elect(&url, "30s", &unique("restart"), &["--campaign"]));
+    let first_pid = holder.child_pid();
+    let restarted = Instant::now();
+    pg.restart();
+    assert!(
+        wait_until(procs::deadline(), || !pid_alive(first_pid)),
+        "the first child outlived the restart"
+    );
+    eprintln!(
+        "the child was gone {:?} after the restart began",
+        restarted.elapsed()
+    );
+    assert!(
+        wait_until(procs::deadline(), || holder.fences().len() == 2),
+        "--campaign did not lead again after the restart: {}",
+        pg.log_tail()
+    );
+    let fences = holder.fences();
+    assert!(fences[0] < fences[1], "fences do not grow: {fences:?}");
+    let mut holder = holder;
+    holder.go();
+    assert_exit(&holder.finish(), 0, "the second run", String::new);
+}
+
+/// The holder's lockrun stopped: its connection stays open (the kernel
+/// answers for it), so the server keeps its lock and the rival waits; its
+/// guard stops the child within the budget. Let go on, lockrun says the
+/// lock was lost (124) and closes the connection; only then does the rival
+/// run.
+#[test]
+fn a_stopped_holder_keeps_the_lock_until_it_is_gone() {
+    let url = pg_support::postgres().url();
+    let key = unique("stopped");
+    let mut holder = Contender::holding(elect(&url, "2s", &key, &[]));
+    let mut rival = Contender::spawn(elect(&url, "2s", &key, &[]));
+    let child = holder.child_pid();
+    let stopped = Instant::now();
+    holder.signal(Signal::SIGSTOP);
+    assert!(
+        wait_until(procs::deadline(), || !pid_alive(child)),
+        "the stopped holder's child kept running"
+    );
+    let gone = stopped.elapsed();
+    eprintln!("the stopped holder's child was gone {gone:?} after SIGSTOP (TTL 2s)");
+    assert!(
+        !rival.started(),
+        "the rival ran while the holder's session held the lock"
+    );
+    holder.signal(Signal::SIGCONT);
+    assert_exit(&holder.finish(), 124, "the stopped holder", String::new);
+    rival.wait_started();
+    rival.go();
+    assert_exit(&rival.finish(), 0, "the rival", String::new);
+    no_overlap_and_growing_fences(&holder, &rival, "holder stopped");
+}
+
+/// A TCP relay that can stop relaying (a partition: bytes in flight are
+/// held, sockets stay open) and cut every connection.
+struct Proxy {
+    port: u16,
+    paused: Arc<AtomicBool>,
+    sockets: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(to: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let paused = Arc::new(AtomicBool::new(false));
+        let sockets: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        let (p, s) = (paused.clone(), sockets.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", to)) else {
+                    continue;
+                };
+                let mut all = s.lock().unwrap();
+                all.push(client.try_clone().unwrap());
+                all.push(server.try_clone().unwrap());
+                for (from, into) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client.try_clone().unwrap()),
+                ] {
+                    let paused = p.clone();
+                    std::thread::spawn(move || relay(from, into, &paused));
+                }
+            }
+        });
+        Proxy {
+            port,
+            paused,
+            sockets,
+        }
+    }
+
+    fn pause(&self) {
+        self.paused.store(true, Ordering::SeqCst);
+    }
+
+    /// Ends every relayed connection, both ways; what was held back is
+    /// dropped.
+    fn cut(&self) {
+        for socket in self.sockets.lock().unwrap().iter() {
+            let _ = socket.shutdown(Shutdown::Both);
+        }
+        self.paused.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Copies `from` into `into`; while paused, what it reads is held back.
+fn relay(mut from: TcpStream, mut into: TcpStream, paused: &AtomicBool) {
+    let mut buf = [0u8; 16384];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => {
+                let _ = into.shutdown(Shutdown::Write);
+                return;
+            }
+            Ok(n) => n,
+        };
+        // The partition: nothing crosses, however long it lasts. The
+        // test cuts the sockets to end it.
+        while paused.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if into.write_all(&buf[..n]).is_err() {
+            return;
+        }
+    }
+}
+
+/// A partition between the holder and the server: its round trips go
+/// unanswered, so it stops its child before its last confirmed round
+/// trip plus the TTL, the earliest the server could give up on it. The
+/// rival, on a path of its own, runs only once the server's end is gone.
+#[test]
+fn a_partitioned_holder_stops_within_its_budget() {
+    let pg = pg_support::postgres();
+    let proxy = Proxy::start(pg.port);
+    let via_proxy = format!("postgres://postgres@127.0.0.1:{}/postgres", proxy.port);
+    let key = unique("partition");
+    let ttl = Duration::from_secs(3);
+    let mut holder = Contender::holding(elect(&via_proxy, "3s", &key, &[]));
+    let mut rival = Contender::spawn(elect(&pg.url(), "3s", &key, &[]));
+    let partitioned = now_ns();
+    proxy.pause();
+    assert_exit(&holder.finish(), 124, "the partitioned holder", String::new);
+    let last = *holder.beats().last().unwrap();
+    let stopped_after = Duration::from_nanos((last - partitioned) as u64);
+    eprintln!("the partitioned holder's child last ran {stopped_after:?} after the partition (TTL {ttl:?})");
+    assert!(
+        stopped_after < ttl,
+        "the child ran {stopped_after:?} into the partition, past the TTL {ttl:?} the server may free the lock after"
+    );
+    assert!(
+        !rival.started(),
+        "the rival ran while the server held the holder's session"
+    );
+    proxy.cut();
+    rival.wait_started();
+    rival.go();
+    assert_exit(&rival.finish(), 0, "the rival", String::new);
+    no_overlap_and_growing_fences(&holder, &rival, "partition");
+}
