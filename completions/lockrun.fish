@@ -313,7 +313,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l endpoints -d 
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS as libpq: sslmode=disable, prefer (the default), require, verify-ca or verify-full, with sslrootcert, sslcert and sslkey' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
@@ -338,7 +338,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l endpoints -d '
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS as libpq: sslmode=disable, prefer (the default), require, verify-ca or verify-full, with sslrootcert, sslcert and sslkey' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
@@ -364,7 +364,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l endpoints -d 'et
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS is not supported yet: sslmode=require and verify-* are refused' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS as libpq: sslmode=disable, prefer (the default), require, verify-ca or verify-full, with sslrootcert, sslcert and sslkey' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
