@@ -341,7 +341,8 @@ fn the_readme_install_lines_work_on_a_fresh_account() {
 #[test]
 fn the_documented_leader_script_does_not_read_an_error_as_no_leader() {
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"))
+            .unwrap();
     assert!(
         !readme.contains("|| echo \"no leader\""),
         "the operations guide still reads 125 as no leader"

@@ -181,9 +181,8 @@ fn notify_start_is_ready_while_waiting() {
 
 /// A fenced block of the operations guide that contains `marker`.
 fn guide_block(marker: &str) -> String {
-    let guide =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"))
-            .unwrap();
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"))
+        .unwrap();
     guide
         .split("```")
         .skip(1)
