@@ -1,23 +1,21 @@
-//! Flags and the consul CLI's environment variables, validated into a
-//! [`Config`] before the first request: nothing reaches Consul with a bad
-//! input. Flags beat environment variables, which beat defaults.
+//! The hold settings every backend shares (waiting, the command, its
+//! grace period), validated into a [`HoldConfig`] before the first request:
+//! nothing reaches an engine with a bad input. Each backend checks its own
+//! settings in its folder (its `hold_rules`); flags beat environment
+//! variables, which beat defaults.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::backend::consul::{self, Behavior, ConsulConfig, SessionSpec, Token};
-use crate::backend::Wait;
-use crate::cli::{self, ChildArgs, ConsulArgs, SessionArgs, WaitArgs};
+use crate::backend::{Backend, HoldRequest, HoldRules, Wait};
+use crate::cli::{ChildArgs, SessionArgs, WaitArgs};
 use crate::error::Failure;
-use crate::lease::{flag_duration, fmt_duration, Budget};
+use crate::lease::{flag_duration, Budget};
 use crate::signals::Signal;
 
-/// Consul's `session_ttl_min` default; servers can lower it, and so can
-/// `LOCKRUN_SESSION_TTL_MIN` for lockrun (our test suite does).
-const TTL_MIN: Duration = Duration::from_secs(10);
-const TTL_MAX: Duration = Duration::from_secs(24 * 3600);
-const LOCK_DELAY_MAX: Duration = Duration::from_secs(60);
+/// The longest TTL any backend takes.
+pub const TTL_MAX: Duration = Duration::from_secs(24 * 3600);
 
 /// An environment to read variables from (the process's, or a test's).
 pub trait Env {
@@ -79,17 +77,14 @@ pub enum Waiting {
     Forever,
 }
 
-/// Which engine keeps the locks.
-pub use crate::cli::BackendName;
-
 #[derive(Debug, Clone)]
 pub struct ChildConfig {
     pub argv: Vec<OsString>,
     pub shell: bool,
     pub kill_signal: Signal,
     pub kill_timeout: Duration,
-    pub leftovers: crate::cli::Leftovers,
-    pub containment: crate::cli::ContainmentMode,
+    pub leftovers: crate::child::LeftoversMode,
+    pub containment: crate::child::ContainmentMode,
 }
 
 /// Variables that say where the locks are. Empty, each would silently pick
@@ -135,156 +130,6 @@ pub fn empty_variable(is_set_empty: impl Fn(&str) -> bool) -> Option<String> {
         })
 }
 
-/// Connection settings from flags and `CONSUL_*`.
-pub fn consul(args: &ConsulArgs, env: &dyn Env) -> Result<ConsulConfig, Failure> {
-    let use_tls = match env.var("CONSUL_HTTP_SSL") {
-        Some(v) => parse_bool("CONSUL_HTTP_SSL", &v)?,
-        None => false,
-    };
-    let verify_tls = match env.var("CONSUL_HTTP_SSL_VERIFY") {
-        Some(v) => parse_bool("CONSUL_HTTP_SSL_VERIFY", &v)?,
-        None => true,
-    };
-    // An empty CONSUL_HTTP_ADDR is refused before parsing (see
-    // `empty_variable`), so an empty value here came from the flag.
-    if args.http_addr.as_deref() == Some("") {
-        return Err(Failure::Usage(
-            "--http-addr is empty; give host:port, http://host:port or https://host:port".into(),
-        ));
-    }
-    let addr = args
-        .http_addr
-        .clone()
-        .unwrap_or_else(|| "127.0.0.1:8500".to_string());
-    // Several agents, comma-separated as etcd's endpoints: renewals and
-    // other requests move to the next when one hangs or dies.
-    let mut bases = Vec::new();
-    for one in addr.split(',') {
-        if one.trim().is_empty() {
-            return Err(Failure::Config(format!(
-                "the Consul address list `{addr}` has an empty entry; give host:port,host:port"
-            )));
-        }
-        bases.push(
-            consul::connect::parse_addr(one, use_tls)
-                .map_err(|e| Failure::Config(format!("{e:#}")))?,
-        );
-    }
-    let base = bases.remove(0);
-    if !bases.is_empty()
-        && args
-            .tls_server_name
-            .as_deref()
-            .is_some_and(|n| !n.is_empty())
-    {
-        return Err(Failure::Config(
-            "a TLS server name pins one agent's address; give one Consul address with CONSUL_TLS_SERVER_NAME or --tls-server-name".into(),
-        ));
-    }
-    let token = token(args.token_file.as_deref(), env)?;
-    let non_empty = |p: &Option<PathBuf>| p.clone().filter(|p| !p.as_os_str().is_empty());
-    for (name, path) in [
-        ("CA certificate", non_empty(&args.ca_file)),
-        ("client certificate", non_empty(&args.client_cert)),
-        ("client key", non_empty(&args.client_key)),
-    ] {
-        if let Some(path) = path {
-            readable_file(name, &path)?;
-        }
-    }
-    let datacenter = args.datacenter.clone().filter(|d| !d.is_empty());
-    if let Some(dc) = &datacenter {
-        if !dc
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
-        {
-            return Err(Failure::Usage(format!(
-                "--datacenter `{dc}` is not a datacenter name; use letters, digits, `-` and `_`"
-            )));
-        }
-    }
-    Ok(ConsulConfig {
-        base,
-        more: bases,
-        token,
-        ca_file: non_empty(&args.ca_file),
-        ca_path: non_empty(&args.ca_path),
-        client_cert: non_empty(&args.client_cert),
-        client_key: non_empty(&args.client_key),
-        tls_server_name: args
-            .tls_server_name
-            .as_deref()
-            .filter(|n| !n.is_empty())
-            .map(consul::connect::server_name),
-        verify_tls,
-        datacenter,
-        namespace: args.namespace.clone().filter(|n| !n.is_empty()),
-        partition: env.var("CONSUL_PARTITION"),
-    })
-}
-
-/// The token: `--token-file`, else `CONSUL_HTTP_TOKEN_FILE`, else
-/// `CONSUL_HTTP_TOKEN` (the consul CLI's precedence).
-fn token(flag_file: Option<&Path>, env: &dyn Env) -> Result<Option<Token>, Failure> {
-    let (file, source) = match flag_file {
-        Some(file) => (Some(file.to_path_buf()), "--token-file"),
-        None => (
-            env.var("CONSUL_HTTP_TOKEN_FILE").map(PathBuf::from),
-            "CONSUL_HTTP_TOKEN_FILE",
-        ),
-    };
-    if let Some(file) = file {
-        let text = std::fs::read_to_string(&file).map_err(|e| {
-            Failure::Config(format!(
-                "cannot read the token file `{}` ({}); check the path and its permissions",
-                file.display(),
-                io_reason(&e)
-            ))
-        })?;
-        // The consul CLI trims the file, so an editor's final newline is
-        // not part of the token.
-        let secret = text.trim();
-        if secret.is_empty() {
-            return Err(Failure::Config(format!(
-                "the token file `{}` is empty; write the ACL token into it",
-                file.display()
-            )));
-        }
-        let shown = format!("{source} `{}`", file.display());
-        return sendable_token(secret, &shown).map(Some);
-    }
-    env.var("CONSUL_HTTP_TOKEN")
-        .map(|t| sendable_token(t.trim(), "CONSUL_HTTP_TOKEN"))
-        .transpose()
-}
-
-/// A token travels in an HTTP header, which carries visible ASCII, spaces
-/// and tabs only. Anything else cannot be sent as it is, and sending
-/// something else instead (the agent's anonymous token, say) would act
-/// with rights the user never gave; so we refuse, naming the source and
-/// never the token.
-fn sendable_token(secret: &str, source: &str) -> Result<Token, Failure> {
-    if secret
-        .bytes()
-        .all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
-    {
-        return Ok(Token::new(secret.to_string()));
-    }
-    Err(Failure::Config(format!(
-        "the token from {source} contains a character an HTTP header cannot carry (a line break, control character or non-ASCII); write the token on one line"
-    )))
-}
-
-fn readable_file(what: &str, path: &Path) -> Result<(), Failure> {
-    std::fs::File::open(path).map(drop).map_err(|e| {
-        Failure::Config(format!(
-            "cannot read the {what} `{}` ({})",
-            path.display(),
-            io_reason(&e)
-        ))
-    })
-}
-
 pub fn io_reason(e: &std::io::Error) -> String {
     let text = e.to_string();
     let text = text.split(" (os error").next().unwrap_or(&text).to_string();
@@ -295,177 +140,58 @@ pub fn io_reason(e: &std::io::Error) -> String {
     }
 }
 
-fn parse_bool(name: &str, value: &str) -> Result<bool, Failure> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "1" | "t" | "true" => Ok(true),
-        "0" | "f" | "false" => Ok(false),
-        other => Err(Failure::Config(format!(
-            "{name}=`{other}` is not a boolean; use true or false"
-        ))),
-    }
-}
-
-fn ttl_min(env: &dyn Env) -> Result<Duration, Failure> {
-    match env.var("LOCKRUN_SESSION_TTL_MIN") {
-        None => Ok(TTL_MIN),
-        Some(text) => cli::parse_duration(&text)
-            .map_err(|e| Failure::Config(format!("LOCKRUN_SESSION_TTL_MIN: {e}"))),
-    }
-}
-
 /// What differs between a leader lock and a semaphore slot.
 #[derive(Debug, Clone, Copy)]
 pub struct Kind {
     /// "key" or "semaphore", for the session's name.
     pub name: &'static str,
-    pub default_behavior: Behavior,
-    /// Whether a lock-delay keeps rivals out after the session is gone.
-    pub lock_delay_protects: bool,
+    /// A leader lock, not a semaphore slot: the engine's guard after a
+    /// loss (Consul's lock-delay) protects keys, never a slot in a record.
+    pub lock: bool,
     pub default_kill_timeout: Duration,
 }
 
 pub const LEADER: Kind = Kind {
     name: "key",
-    default_behavior: Behavior::Release,
-    lock_delay_protects: true,
+    lock: true,
     default_kill_timeout: Duration::from_secs(5),
 };
 
 pub const SEMAPHORE: Kind = Kind {
     name: "semaphore",
-    // Go's Semaphore uses `delete`, so a dead contender's entry vanishes.
-    default_behavior: Behavior::Delete,
-    // A lock-delay guards keys the dead session held. A semaphore slot is
-    // a line in a record nobody holds: once the session is gone a rival
-    // prunes it at once, so there the delay buys the child no time.
-    lock_delay_protects: false,
+    lock: false,
     default_kill_timeout: Duration::from_secs(2),
 };
 
-/// Options shared by `elect` and `semaphore`; on Consul, the session too.
-pub fn hold(
+/// Options shared by `elect` and `semaphore`, and the plan backend `B`'s
+/// rules made of its own.
+pub fn hold<B: Backend>(
     kind: Kind,
-    backend: BackendName,
     key: &str,
     session: &SessionArgs,
     wait: &WaitArgs,
     child: &ChildArgs,
     env: &dyn Env,
-) -> Result<(HoldConfig, Option<SessionSpec>), Failure> {
-    if backend == BackendName::Local {
-        crate::backend::local::dir::check_key(key).map_err(|e| Failure::Usage(e.to_string()))?;
-        // No lease can run out under the child, so any grace period is safe.
-        let kill_timeout = child.kill_timeout.unwrap_or(kind.default_kill_timeout);
-        let value = child.value.clone().unwrap_or_else(hostname);
-        return assemble(None, kill_timeout, value, wait, child, env).map(|c| (c, None));
-    }
-    if matches!(backend, BackendName::Etcd | BackendName::Postgres) {
-        return etcd_hold(backend, kind, key, session, wait, child, env).map(|c| (c, None));
-    }
-    let Kind {
-        name: key_kind,
-        default_behavior,
-        lock_delay_protects,
-        default_kill_timeout,
-    } = kind;
-    consul::path::check_key(key).map_err(Failure::Usage)?;
-    let min = ttl_min(env)?;
-    if session.ttl < min || session.ttl > TTL_MAX {
-        return Err(Failure::Usage(format!(
-            "--ttl {} is outside what Consul allows ({} to 24h); use for example --ttl 15s",
-            fmt_duration(session.ttl),
-            fmt_duration(min)
-        )));
-    }
-    if session.lock_delay > LOCK_DELAY_MAX {
-        return Err(Failure::Usage(format!(
-            "--lock-delay {} is longer than Consul applies (60s at most); use --lock-delay 60s or less",
-            fmt_duration(session.lock_delay)
-        )));
-    }
-    // No checks unless asked for: a check lets Consul end the session at any
-    // moment, which leaves the child only the lock-delay (README, "Safety
-    // model").
-    let node_checks = if session.no_checks {
-        Vec::new()
-    } else {
-        session.node_checks.clone().unwrap_or_default()
-    };
-    if node_checks.iter().any(|c| c.trim().is_empty()) {
-        return Err(Failure::Usage(
-            "--node-checks has an empty check name".into(),
-        ));
-    }
-    if session.service_checks.iter().any(|c| c.trim().is_empty()) {
-        return Err(Failure::Usage(
-            "--service-checks has an empty check name".into(),
-        ));
-    }
-    let checks = !node_checks.is_empty() || !session.service_checks.is_empty();
-    if checks && !lock_delay_protects {
-        let flag = if node_checks.is_empty() {
-            "--service-checks"
-        } else {
-            "--node-checks"
-        };
-        return Err(Failure::Usage(format!(
-            "{flag} cannot be used with a semaphore: a failing check frees the slot for a rival at once, with no lock-delay to stop the child in; leave the checks out (or pass --no-checks) and let the TTL end the session"
-        )));
-    }
-    let mut budget = Budget {
+) -> Result<(HoldConfig, B::Plan), Failure> {
+    let request = HoldRequest {
+        kind,
+        key,
         ttl: session.ttl,
-        lock_delay: if lock_delay_protects {
-            session.lock_delay
-        } else {
-            Duration::ZERO
-        },
-        kill_timeout: child.kill_timeout.unwrap_or(default_kill_timeout),
-        checks,
         rate_error: session.clock_rate_error,
+        kill_timeout: child.kill_timeout,
+        flags: &session.backend,
     };
-    let settings = format!(
-        "--ttl {} and --lock-delay {}",
-        flag_duration(session.ttl),
-        flag_duration(session.lock_delay)
-    );
-    fit_default_grace(&mut budget, child, &settings);
-    budget.check().map_err(|message| {
-        // Only a grace period that is too long has a semaphore's own line;
-        // a clock-rate bound that leaves nothing says so itself.
-        if lock_delay_protects || budget.max_kill_timeout().is_none() {
-            Failure::Usage(message)
-        } else {
-            Failure::Usage(format!(
-                "--kill-timeout {} is too long for --ttl {}: a rival takes a semaphore slot as soon as the session expires, so the child must be dead by then; use --kill-timeout {} or less, or a longer --ttl",
-                flag_duration(budget.kill_timeout),
-                flag_duration(session.ttl),
-                flag_duration(budget.max_kill_timeout().unwrap_or_default()),
-            ))
-        }
-    })?;
-    let budget = crate::lease::fit_this_host(budget).map_err(Failure::Config)?;
-    let host = hostname();
-    let value = child.value.clone().unwrap_or_else(|| host.clone());
-    let spec = SessionSpec {
-        name: session
-            .session_name
-            .clone()
-            .unwrap_or_else(|| format!("lockrun on {host} for {key_kind} {key}")),
-        ttl: session.ttl,
-        lock_delay: session.lock_delay,
-        behavior: session.behavior.unwrap_or(default_behavior),
-        node_checks,
-        service_checks: session.service_checks.clone(),
-    };
-    let config = assemble(Some(budget), budget.kill_timeout, value, wait, child, env)?;
-    Ok((config, Some(spec)))
+    let rules = B::hold_rules(&request, env)?;
+    let value = child.value.clone().unwrap_or_else(hostname);
+    let config = assemble(rules.budget, rules.kill_timeout, value, wait, child, env)?;
+    Ok((config, rules.plan))
 }
 
 /// The user chose the TTL (or lock-delay), not the grace period: a default
 /// `--kill-timeout` that does not fit shrinks to what they leave room for,
 /// and says so under `-v`. One the user typed is left for `check` to refuse.
-fn fit_default_grace(budget: &mut Budget, child: &ChildArgs, settings: &str) {
-    if child.kill_timeout.is_none() && budget.check().is_err() {
+pub fn fit_default_grace(budget: &mut Budget, typed: bool, settings: &str) {
+    if !typed && budget.check().is_err() {
         if let Some(max) = budget.max_kill_timeout() {
             tracing::info!(
                 "--kill-timeout defaults to {} to fit {settings}",
@@ -508,32 +234,19 @@ fn assemble(
     })
 }
 
-/// etcd: a lease TTL in whole seconds, and a budget with no lock-delay: a
-/// rival takes the lock as soon as the lease expires. PostgreSQL's is the
-/// same shape: the server gives up on a silent connection (its TCP
-/// keepalive and `tcp_user_timeout`, whole seconds) the TTL after the last
-/// data it received from us, and frees the lock at once.
-fn etcd_hold(
-    backend: BackendName,
-    kind: Kind,
-    key: &str,
-    session: &SessionArgs,
-    wait: &WaitArgs,
-    child: &ChildArgs,
-    env: &dyn Env,
-) -> Result<HoldConfig, Failure> {
-    crate::key::check(key).map_err(Failure::Usage)?;
-    let ttl = session.ttl;
-    let (what, expires) = match backend {
-        BackendName::Postgres => (
-            "a postgres TTL",
-            "on postgres a rival takes the lock as soon as the server gives up on our connection",
-        ),
-        _ => (
-            "an etcd lease TTL",
-            "on etcd a rival takes the lock as soon as the lease expires",
-        ),
-    };
+/// A lease with no delay after it: a TTL in whole seconds, and a budget in
+/// which a rival takes the lock as soon as the lease runs out. etcd's lease
+/// is one; PostgreSQL's is the same shape: the server gives up on a silent
+/// connection (its TCP keepalive and `tcp_user_timeout`, whole seconds) the
+/// TTL after the last data it received from us, and frees the lock at once.
+/// `what` names the TTL and `expires` says when a rival comes, for the
+/// messages.
+pub fn plain_lease(
+    request: &HoldRequest<'_>,
+    what: &str,
+    expires: &str,
+) -> Result<HoldRules<()>, Failure> {
+    let ttl = request.ttl;
     if ttl < Duration::from_secs(1) || ttl.subsec_nanos() != 0 || ttl > TTL_MAX {
         return Err(Failure::Usage(format!(
             "--ttl {} is not {what}; use whole seconds from 1s to 24h, e.g. --ttl 15s",
@@ -543,11 +256,17 @@ fn etcd_hold(
     let mut budget = Budget {
         ttl,
         lock_delay: Duration::ZERO,
-        kill_timeout: child.kill_timeout.unwrap_or(kind.default_kill_timeout),
+        kill_timeout: request
+            .kill_timeout
+            .unwrap_or(request.kind.default_kill_timeout),
         checks: false,
-        rate_error: session.clock_rate_error,
+        rate_error: request.rate_error,
     };
-    fit_default_grace(&mut budget, child, &format!("--ttl {}", flag_duration(ttl)));
+    fit_default_grace(
+        &mut budget,
+        request.kill_timeout.is_some(),
+        &format!("--ttl {}", flag_duration(ttl)),
+    );
     budget.check().map_err(|message| {
         let Some(max) = budget.max_kill_timeout() else {
             // The clock-rate bound leaves nothing, whatever the grace.
@@ -561,8 +280,11 @@ fn etcd_hold(
         ))
     })?;
     let budget = crate::lease::fit_this_host(budget).map_err(Failure::Config)?;
-    let value = child.value.clone().unwrap_or_else(hostname);
-    assemble(Some(budget), budget.kill_timeout, value, wait, child, env)
+    Ok(HoldRules {
+        budget: Some(budget),
+        kill_timeout: budget.kill_timeout,
+        plan: (),
+    })
 }
 
 /// Finds COMMAND before anything is written to Consul, so a typo costs no

@@ -15,10 +15,12 @@ pub mod cli;
 pub mod clock;
 /// One file per subcommand.
 pub mod commands;
-/// Flags and `CONSUL_*` variables, validated into a `Config` before any request.
+/// The hold settings every backend shares, validated before any request.
 pub mod config;
 /// Man pages and completions rendered from the clap definition.
 pub mod docs;
+/// Durations as flags and variables take them.
+pub mod duration;
 /// What went wrong, as one line for the user, and which exit status it earns.
 pub mod error;
 /// The exit-status table.

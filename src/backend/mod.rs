@@ -34,6 +34,7 @@ pub mod consul;
 pub mod etcd;
 pub mod local;
 pub mod postgres;
+mod registry;
 pub mod tls;
 
 use std::ffi::OsString;
@@ -45,6 +46,7 @@ use tokio::time::Instant;
 
 use crate::error::Failure;
 pub use crate::lease::{Lost, Renewal};
+pub use registry::*;
 
 /// How far above SIGRTMIN the signal sits that `release` sends a holding
 /// lockrun on engines with no server to revoke the claim (`local`): "an

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::cli::{BackendName, ChildArgs, ExplainArgs, ExplainWhat};
+use crate::backend::{Backend, BackendName};
+use crate::cli::{ChildArgs, ExplainArgs, ExplainWhat};
 use crate::clock::{self, ClockState, Ppm};
 use crate::config::{self, Env, Kind};
 use crate::error::Failure;
@@ -29,20 +30,17 @@ struct Promise {
     kill_signal: String,
 }
 
-pub fn run(args: ExplainArgs, backend: BackendName, env: &dyn Env) -> Result<Exit, Failure> {
+pub fn run<B: Backend>(
+    args: ExplainArgs,
+    backend: BackendName,
+    env: &dyn Env,
+) -> Result<Exit, Failure> {
     let json = args.json;
     let promise = match args.what {
         ExplainWhat::Elect(mut a) => {
             runnable(&mut a.child);
-            let (config, _) = config::hold(
-                config::LEADER,
-                backend,
-                &a.key,
-                &a.session,
-                &a.wait,
-                &a.child,
-                env,
-            )?;
+            let (config, _) =
+                config::hold::<B>(config::LEADER, &a.key, &a.session, &a.wait, &a.child, env)?;
             crate::hold::Service::new(&a.service)?;
             let bound = a.session.clock_rate_error;
             promise(backend, config::LEADER, a.key, bound, &config)
@@ -50,9 +48,8 @@ pub fn run(args: ExplainArgs, backend: BackendName, env: &dyn Env) -> Result<Exi
         ExplainWhat::Semaphore(mut a) => {
             runnable(&mut a.child);
             let prefix = a.prefix.strip_suffix('/').unwrap_or(&a.prefix).to_string();
-            let (config, _) = config::hold(
+            let (config, _) = config::hold::<B>(
                 config::SEMAPHORE,
-                backend,
                 &prefix,
                 &a.session,
                 &a.wait,
@@ -107,7 +104,7 @@ fn ms(d: Duration) -> u64 {
 
 impl Promise {
     fn lock(&self) -> bool {
-        self.kind.lock_delay_protects
+        self.kind.lock
     }
 
     fn what(&self) -> &'static str {

@@ -369,8 +369,8 @@ fn config(budget: Option<Budget>) -> HoldConfig {
             shell: false,
             kill_signal: Signal::Term,
             kill_timeout: Duration::from_secs(5),
-            leftovers: crate::cli::Leftovers::Wait,
-            containment: crate::cli::ContainmentMode::Auto,
+            leftovers: crate::child::LeftoversMode::Wait,
+            containment: crate::child::ContainmentMode::Auto,
         },
     }
 }

@@ -2,6 +2,8 @@
 //! returning typed data or a classified [`ConsulError`]. Retries, backoff and
 //! deadlines are policy, and policy lives with the callers (`lease`, `lock`).
 
+pub mod args;
+mod backend;
 pub mod blocking;
 pub mod connect;
 pub mod engine;
@@ -10,9 +12,11 @@ pub mod inspect;
 pub mod kv;
 pub mod lock;
 pub mod path;
+mod rules;
 pub mod session;
 pub mod txn;
 
+pub use self::backend::{ConsulBackend, REGISTRATION};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

@@ -17,11 +17,14 @@
 //! does on every path. A lease nobody closes expires one TTL after its last
 //! keepalive.
 
+pub mod args;
+mod backend;
 pub mod client;
 pub mod config;
 pub mod error;
 pub mod lock;
 
+pub use self::backend::{EtcdBackend, REGISTRATION};
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -21,12 +21,15 @@
 //! grant reaches the waiting future, so a late grant leaves no trace but a
 //! brief hold with no child.
 
+pub mod args;
+mod backend;
 pub mod dir;
 pub mod facts;
 mod semaphore;
 mod sys;
 mod watch;
 
+pub use self::backend::{LocalBackend, REGISTRATION};
 use std::ffi::OsString;
 use std::fmt;
 use std::fs::File;

@@ -33,9 +33,12 @@
 //! the holder's queries carry a comment with its facts (value, host, pid,
 //! fence), which `pg_stat_activity.query` shows.
 
+pub mod args;
+mod backend;
 pub mod config;
 pub mod error;
 
+pub use self::backend::{PostgresBackend, REGISTRATION};
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,172 @@
+//! The Consul backend's registration: its flags, its part of the man
+//! page, and how a job gets its engine.
+
+use super::args::ConsulArgs;
+use super::inspect::{Outside, Reading};
+use super::{rules, Client, Consul, SessionSpec};
+use crate::backend::{
+    Backend, BackendArgs, BackendName, HoldRequest, HoldRules, Look, Prose, Registration,
+    ReleaseFlags,
+};
+use crate::config::Env;
+use crate::error::Failure;
+
+pub const REGISTRATION: Registration = Registration {
+    name: BackendName::Consul,
+    flags: |cmd| {
+        use clap::Args;
+        let cmd = ConsulArgs::augment_args(cmd);
+        let cmd = super::args::ConsulSessionArgs::augment_args(cmd);
+        super::args::ConsulReleaseArgs::augment_args(cmd)
+    },
+    lease: true,
+    environment: ENVIRONMENT,
+    safety: Prose::Item(
+        "consul",
+        "A rival may acquire a lock TTL + `--lock-delay` after the last renewal Consul \
+         processed (only the lock-delay with health checks), and a semaphore slot the TTL \
+         after it. With the defaults (TTL 15s, lock-delay 15s, `--kill-timeout` 5s) SIGKILL \
+         has landed by 20s, a rival comes at 30s: a 10s margin, which tolerates a combined \
+         clock-rate error of 32%. An invalidated or destroyed session keeps the lock-delay, \
+         which is the grace COMMAND gets; `lockrun release` arms none.",
+    ),
+};
+
+const ENVIRONMENT: &[Prose] = &[
+    Prose::P(
+        "lockrun reads the consul CLI's variables; a flag given on the command line wins over \
+         its variable. Empty variables count as unset.",
+    ),
+    Prose::Item(
+        "`CONSUL_HTTP_ADDR`",
+        "The agent's address: `host:port`, `http://host:port` or `https://host:port` \
+         [default: 127.0.0.1:8500]. Flag: `--http-addr`. Several, comma-separated, are \
+         tried in turn: a refused connection goes to the next at once, and after one that \
+         hangs, breaks or cannot reach a server, the next request goes to the next agent. \
+         The consul CLI takes one address in this variable, so give a list with \
+         `--http-addr` and keep the variable to one address if the CLI shares it.",
+    ),
+    Prose::Item(
+        "`CONSUL_HTTP_TOKEN`",
+        "The ACL token. lockrun never shows it: not in errors, logs, `-vv` output or the \
+         arguments of processes it starts.",
+    ),
+    Prose::Item(
+        "`CONSUL_HTTP_TOKEN_FILE`",
+        "A file holding the ACL token; wins over `CONSUL_HTTP_TOKEN`. Flag: `--token-file`, \
+         which wins over both.",
+    ),
+    Prose::Item(
+        "`CONSUL_CACERT`, `CONSUL_CAPATH`",
+        "A CA certificate file, or a directory of them, to verify Consul's certificate. \
+         Flags: `--ca-file`, `--ca-path`.",
+    ),
+    Prose::Item(
+        "`CONSUL_CLIENT_CERT`, `CONSUL_CLIENT_KEY`",
+        "A client certificate and its key, for agents with verify_incoming; give both. \
+         Flags: `--client-cert`, `--client-key`.",
+    ),
+    Prose::Item(
+        "`CONSUL_TLS_SERVER_NAME`",
+        "The name to verify Consul's certificate against (SNI). Flag: `--tls-server-name`.",
+    ),
+    Prose::Item(
+        "`CONSUL_HTTP_SSL`",
+        "`true` to speak HTTPS to an address given as `host:port`.",
+    ),
+    Prose::Item(
+        "`CONSUL_HTTP_SSL_VERIFY`",
+        "`false` to accept any certificate from Consul. For tests only.",
+    ),
+    Prose::Item(
+        "`CONSUL_NAMESPACE`",
+        "The Enterprise namespace. Flag: `--namespace`.",
+    ),
+    Prose::Item("`CONSUL_PARTITION`", "The Enterprise admin partition."),
+    Prose::Item(
+        "`LOCKRUN_SESSION_TTL_MIN`",
+        "The shortest `--ttl` lockrun accepts [default: 10s, Consul's own minimum]. Lower it \
+         only to match servers whose session_ttl_min is lowered.",
+    ),
+];
+
+/// Consul, its client built and its settings checked.
+pub struct ConsulBackend {
+    client: Client,
+    /// Whether a namespace was asked for, which the agent must support.
+    namespace: bool,
+}
+
+impl Backend for ConsulBackend {
+    type Engine = Consul;
+    type Inspect = Outside;
+    type Plan = SessionSpec;
+
+    const NAME: &'static str = "consul";
+
+    fn check_key(key: &str) -> Result<(), Failure> {
+        super::path::check_key(key).map_err(Failure::Usage)
+    }
+
+    fn hold_rules(
+        request: &HoldRequest<'_>,
+        env: &dyn Env,
+    ) -> Result<HoldRules<SessionSpec>, Failure> {
+        rules::hold(request, env)
+    }
+
+    fn release_rules(flags: &ReleaseFlags) -> Result<(), Failure> {
+        if let Some(id) = &flags.consul.session {
+            if id.len() != 36 || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+                return Err(Failure::Usage(format!(
+                    "--session `{id}` is not a session ID; Consul session IDs are UUIDs like 8b0cfa3c-2c84-4c0f-9a5e-4c3ee0b0b1a2"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn prepare(
+        args: &BackendArgs,
+        _ttl: Option<std::time::Duration>,
+        env: &dyn Env,
+    ) -> Result<Self, Failure> {
+        let consul = rules::connection(&args.consul, env)?;
+        let client = Client::new(&consul).map_err(|e| Failure::Config(format!("{e:#}")))?;
+        Ok(ConsulBackend {
+            client,
+            namespace: consul.namespace.is_some(),
+        })
+    }
+
+    async fn ready(&self) -> Result<(), Failure> {
+        // Namespaces on an agent without them: said before anything is
+        // written (an older agent would ignore `?ns=` and work elsewhere).
+        if self.namespace && self.client.lacks_namespaces().await {
+            return Err(Failure::Config(super::error::NO_NAMESPACES.into()));
+        }
+        Ok(())
+    }
+
+    fn engine(&self, plan: SessionSpec) -> Result<Consul, Failure> {
+        Ok(Consul::new(self.client.clone(), plan))
+    }
+
+    fn inspect(&self, look: &Look<'_>) -> Outside {
+        match look {
+            Look::Leader { wait, watch, json } => {
+                let reading = match (watch, wait) {
+                    (true, _) => Reading::Watching,
+                    (false, Some(wait)) => Reading::Waiting(*wait),
+                    (false, None) => Reading::Once,
+                };
+                Outside::leader(self.client.clone(), reading, *json)
+            }
+            Look::Release { flags } => Outside::release(
+                self.client.clone(),
+                flags.consul.session.clone(),
+                flags.consul.destroy_session,
+            ),
+        }
+    }
+}
