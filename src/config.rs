@@ -8,36 +8,13 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::backend::{Backend, HoldRequest, HoldRules, Wait};
+use crate::backend::{Backend, HoldRequest, Wait};
+pub use crate::backend::{Env, Kind, ProcessEnv, LEADER, SEMAPHORE};
 use crate::cli::{ChildArgs, SessionArgs, WaitArgs};
 use crate::error::Failure;
-use crate::lease::{flag_duration, Budget};
+pub use crate::host::{hostname, io_reason};
+use crate::lease::Budget;
 use crate::signals::Signal;
-
-/// The longest TTL any backend takes.
-pub const TTL_MAX: Duration = Duration::from_secs(24 * 3600);
-
-/// An environment to read variables from (the process's, or a test's).
-pub trait Env {
-    fn var(&self, name: &str) -> Option<String>;
-
-    /// PATH exactly as the child inherits it: unset and empty differ.
-    fn path(&self) -> Option<OsString> {
-        self.var("PATH").map(OsString::from)
-    }
-}
-
-pub struct ProcessEnv;
-
-impl Env for ProcessEnv {
-    fn var(&self, name: &str) -> Option<String> {
-        std::env::var(name).ok().filter(|v| !v.is_empty())
-    }
-
-    fn path(&self) -> Option<OsString> {
-        std::env::var_os("PATH")
-    }
-}
 
 /// The validated options of `elect` and `semaphore`, for the hold loop.
 #[derive(Debug, Clone)]
@@ -130,39 +107,6 @@ pub fn empty_variable(is_set_empty: impl Fn(&str) -> bool) -> Option<String> {
         })
 }
 
-pub fn io_reason(e: &std::io::Error) -> String {
-    let text = e.to_string();
-    let text = text.split(" (os error").next().unwrap_or(&text).to_string();
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_lowercase().collect::<String>() + chars.as_str(),
-        None => text,
-    }
-}
-
-/// What differs between a leader lock and a semaphore slot.
-#[derive(Debug, Clone, Copy)]
-pub struct Kind {
-    /// "key" or "semaphore", for the session's name.
-    pub name: &'static str,
-    /// A leader lock, not a semaphore slot: the engine's guard after a
-    /// loss (Consul's lock-delay) protects keys, never a slot in a record.
-    pub lock: bool,
-    pub default_kill_timeout: Duration,
-}
-
-pub const LEADER: Kind = Kind {
-    name: "key",
-    lock: true,
-    default_kill_timeout: Duration::from_secs(5),
-};
-
-pub const SEMAPHORE: Kind = Kind {
-    name: "semaphore",
-    lock: false,
-    default_kill_timeout: Duration::from_secs(2),
-};
-
 /// Options shared by `elect` and `semaphore`, and the plan backend `B`'s
 /// rules made of its own.
 pub fn hold<B: Backend>(
@@ -185,21 +129,6 @@ pub fn hold<B: Backend>(
     let value = child.value.clone().unwrap_or_else(hostname);
     let config = assemble(rules.budget, rules.kill_timeout, value, wait, child, env)?;
     Ok((config, rules.plan))
-}
-
-/// The user chose the TTL (or lock-delay), not the grace period: a default
-/// `--kill-timeout` that does not fit shrinks to what they leave room for,
-/// and says so under `-v`. One the user typed is left for `check` to refuse.
-pub fn fit_default_grace(budget: &mut Budget, typed: bool, settings: &str) {
-    if !typed && budget.check().is_err() {
-        if let Some(max) = budget.max_kill_timeout() {
-            tracing::info!(
-                "--kill-timeout defaults to {} to fit {settings}",
-                flag_duration(max)
-            );
-            budget.kill_timeout = max;
-        }
-    }
 }
 
 /// The hold loop's options, once the engine's own are checked; COMMAND is
@@ -231,59 +160,6 @@ fn assemble(
         conflict_exit_code: wait.conflict_exit_code,
         value,
         child: child_config,
-    })
-}
-
-/// A lease with no delay after it: a TTL in whole seconds, and a budget in
-/// which a rival takes the lock as soon as the lease runs out. etcd's lease
-/// is one; PostgreSQL's is the same shape: the server gives up on a silent
-/// connection (its TCP keepalive and `tcp_user_timeout`, whole seconds) the
-/// TTL after the last data it received from us, and frees the lock at once.
-/// `what` names the TTL and `expires` says when a rival comes, for the
-/// messages.
-pub fn plain_lease(
-    request: &HoldRequest<'_>,
-    what: &str,
-    expires: &str,
-) -> Result<HoldRules<()>, Failure> {
-    let ttl = request.ttl;
-    if ttl < Duration::from_secs(1) || ttl.subsec_nanos() != 0 || ttl > TTL_MAX {
-        return Err(Failure::Usage(format!(
-            "--ttl {} is not {what}; use whole seconds from 1s to 24h, e.g. --ttl 15s",
-            flag_duration(ttl)
-        )));
-    }
-    let mut budget = Budget {
-        ttl,
-        lock_delay: Duration::ZERO,
-        kill_timeout: request
-            .kill_timeout
-            .unwrap_or(request.kind.default_kill_timeout),
-        checks: false,
-        rate_error: request.rate_error,
-    };
-    fit_default_grace(
-        &mut budget,
-        request.kill_timeout.is_some(),
-        &format!("--ttl {}", flag_duration(ttl)),
-    );
-    budget.check().map_err(|message| {
-        let Some(max) = budget.max_kill_timeout() else {
-            // The clock-rate bound leaves nothing, whatever the grace.
-            return Failure::Usage(message);
-        };
-        Failure::Usage(format!(
-            "--kill-timeout {} is too long for --ttl {}: {expires}, so the child must be dead by then; use --kill-timeout {} or less, or a longer --ttl",
-            flag_duration(budget.kill_timeout),
-            flag_duration(ttl),
-            flag_duration(max),
-        ))
-    })?;
-    let budget = crate::lease::fit_this_host(budget).map_err(Failure::Config)?;
-    Ok(HoldRules {
-        budget: Some(budget),
-        kill_timeout: budget.kill_timeout,
-        plan: (),
     })
 }
 
@@ -397,11 +273,4 @@ fn binfmt_misc_handlers() -> bool {
 
 fn is_executable(path: &Path) -> bool {
     nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok()
-}
-
-pub fn hostname() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "unknown-host".to_string())
 }

@@ -27,6 +27,8 @@ pub mod error;
 pub mod exit;
 /// The hold loop shared by `elect` and `semaphore` on every engine.
 pub mod hold;
+/// This host's name.
+pub mod host;
 /// Job control for an interactive run: the front the shell sees, the worker.
 pub mod job;
 /// One rule for keys, on every backend.

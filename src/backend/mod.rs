@@ -35,6 +35,7 @@ pub mod etcd;
 pub mod local;
 pub mod postgres;
 mod registry;
+pub mod rules;
 pub mod tls;
 
 use std::ffi::OsString;
@@ -47,6 +48,51 @@ use tokio::time::Instant;
 use crate::error::Failure;
 pub use crate::lease::{Lost, Renewal};
 pub use registry::*;
+
+/// An environment to read variables from (the process's, or a test's).
+pub trait Env {
+    fn var(&self, name: &str) -> Option<String>;
+
+    /// PATH exactly as the child inherits it: unset and empty differ.
+    fn path(&self) -> Option<OsString> {
+        self.var("PATH").map(OsString::from)
+    }
+}
+
+pub struct ProcessEnv;
+
+impl Env for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+
+    fn path(&self) -> Option<OsString> {
+        std::env::var_os("PATH")
+    }
+}
+
+/// What differs between a leader lock and a semaphore slot.
+#[derive(Debug, Clone, Copy)]
+pub struct Kind {
+    /// "key" or "semaphore", for the session's name.
+    pub name: &'static str,
+    /// A leader lock, not a semaphore slot: the engine's guard after a
+    /// loss (Consul's lock-delay) protects keys, never a slot in a record.
+    pub lock: bool,
+    pub default_kill_timeout: Duration,
+}
+
+pub const LEADER: Kind = Kind {
+    name: "key",
+    lock: true,
+    default_kill_timeout: Duration::from_secs(5),
+};
+
+pub const SEMAPHORE: Kind = Kind {
+    name: "semaphore",
+    lock: false,
+    default_kill_timeout: Duration::from_secs(2),
+};
 
 /// How far above SIGRTMIN the signal sits that `release` sends a holding
 /// lockrun on engines with no server to revoke the claim (`local`): "an

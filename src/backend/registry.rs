@@ -13,7 +13,7 @@ use clap::{Args, ValueEnum};
 
 use super::{consul, etcd, local, postgres};
 use super::{Engine, Inspect, Wait};
-use crate::config::{Env, Kind};
+use super::{Env, Kind};
 use crate::error::Failure;
 use crate::lease::Budget;
 
@@ -101,10 +101,10 @@ pub struct Registration {
 
 /// Every backend, in the order the man page describes them.
 pub const BACKENDS: &[Registration] = &[
-    consul::REGISTRATION,
-    etcd::REGISTRATION,
-    postgres::REGISTRATION,
-    local::REGISTRATION,
+    consul::backend::REGISTRATION,
+    etcd::backend::REGISTRATION,
+    postgres::backend::REGISTRATION,
+    local::backend::REGISTRATION,
 ];
 
 /// The registration of `name`.
@@ -216,9 +216,9 @@ pub trait Runner {
 /// The one `match` on the backend.
 pub fn with_backend<R: Runner>(name: BackendName, runner: R) -> R::Output {
     match name {
-        BackendName::Consul => runner.run::<consul::ConsulBackend>(),
-        BackendName::Etcd => runner.run::<etcd::EtcdBackend>(),
-        BackendName::Local => runner.run::<local::LocalBackend>(),
-        BackendName::Postgres => runner.run::<postgres::PostgresBackend>(),
+        BackendName::Consul => runner.run::<consul::backend::ConsulBackend>(),
+        BackendName::Etcd => runner.run::<etcd::backend::EtcdBackend>(),
+        BackendName::Local => runner.run::<local::backend::LocalBackend>(),
+        BackendName::Postgres => runner.run::<postgres::backend::PostgresBackend>(),
     }
 }

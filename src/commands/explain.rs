@@ -117,7 +117,7 @@ impl Promise {
 
     /// When a rival may acquire, in words, per backend.
     fn rival_rule(&self) -> &'static str {
-        match (self.backend, self.lock(), self.budget.is_some_and(|b| b.checks)) {
+        match (self.backend, self.lock(), self.budget.is_some_and(|b| b.ends_early)) {
             (BackendName::Local, _, _) => "never while lockrun's guard holds the lock file open",
             (BackendName::Etcd, _, _) => "when the lease expires: the TTL after the last renewal etcd processed",
             (BackendName::Postgres, _, _) => "when the connection ends: at once if our process exits or an operator terminates our backend; on a network partition when the server's TCP keepalive or tcp_user_timeout gives up, which lockrun sets to the TTL after the last round trip the server received",
@@ -180,8 +180,8 @@ impl Promise {
             "kind": if self.lock() { "lock" } else { "semaphore" },
             "key": self.key,
             "ttl_ms": b.map(|b| ms(b.ttl)),
-            "lock_delay_ms": b.map(|b| ms(b.lock_delay)),
-            "checks": b.map(|b| b.checks),
+            "lock_delay_ms": b.map(|b| ms(b.rival_delay)),
+            "checks": b.map(|b| b.ends_early),
             "kill_signal": self.kill_signal,
             "kill_timeout_ms": ms(self.kill_timeout),
             "renew_every_ms": d(Budget::renew_every),

@@ -588,9 +588,9 @@ async fn a_lease_lost_while_waiting_starts_the_round_over() {
     script.lease_gone = true;
     let budget = Budget {
         ttl: Duration::from_secs(15),
-        lock_delay: Duration::from_secs(15),
+        rival_delay: Duration::from_secs(15),
         kill_timeout: Duration::from_secs(5),
-        checks: false,
+        ends_early: false,
         rate_error: crate::clock::Ppm::DEFAULT,
     };
     let outcome = play(script, Some(budget), None).await;
@@ -787,9 +787,9 @@ async fn a_lease_lost_while_waiting_is_replaced_and_the_wait_goes_on() {
     script.granted_after = Some(Duration::from_secs(30));
     let budget = Budget {
         ttl: Duration::from_secs(15),
-        lock_delay: Duration::from_secs(15),
+        rival_delay: Duration::from_secs(15),
         kill_timeout: Duration::from_secs(5),
-        checks: false,
+        ends_early: false,
         rate_error: crate::clock::Ppm::DEFAULT,
     };
     let exit = run(script, Some(budget), false).await.unwrap();

@@ -4,11 +4,11 @@
 use super::args::ConsulArgs;
 use super::inspect::{Outside, Reading};
 use super::{rules, Client, Consul, SessionSpec};
+use crate::backend::Env;
 use crate::backend::{
     Backend, BackendArgs, BackendName, HoldRequest, HoldRules, Look, Prose, Registration,
     ReleaseFlags,
 };
-use crate::config::Env;
 use crate::error::Failure;
 
 pub const REGISTRATION: Registration = Registration {

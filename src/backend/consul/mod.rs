@@ -3,7 +3,7 @@
 //! deadlines are policy, and policy lives with the callers (`lease`, `lock`).
 
 pub mod args;
-mod backend;
+pub mod backend;
 pub mod blocking;
 pub mod connect;
 pub mod engine;
@@ -16,7 +16,6 @@ mod rules;
 pub mod session;
 pub mod txn;
 
-pub use self::backend::{ConsulBackend, REGISTRATION};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use super::args::ConsulArgs;
 use super::{Behavior, ConsulConfig, SessionSpec, Token};
+use crate::backend::rules::fit_default_grace;
+use crate::backend::{Env, Kind};
 use crate::backend::{HoldRequest, HoldRules};
-use crate::config::{fit_default_grace, hostname, io_reason, Env, Kind};
 use crate::error::Failure;
+use crate::host::{hostname, io_reason};
 use crate::lease::{flag_duration, fmt_duration, Budget};
 
 /// Consul's `session_ttl_min` default; servers can lower it, and so can
@@ -251,13 +253,13 @@ pub fn hold(request: &HoldRequest<'_>, env: &dyn Env) -> Result<HoldRules<Sessio
     }
     let mut budget = Budget {
         ttl: request.ttl,
-        lock_delay: if lock_delay_protects {
+        rival_delay: if lock_delay_protects {
             own.lock_delay
         } else {
             Duration::ZERO
         },
         kill_timeout: request.kill_timeout.unwrap_or(default_kill_timeout),
-        checks,
+        ends_early: checks,
         rate_error: request.rate_error,
     };
     let settings = format!(

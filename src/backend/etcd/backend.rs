@@ -4,10 +4,10 @@
 use super::args::EtcdArgs;
 use super::config::{EtcdConfig, EtcdFlags};
 use super::{Etcd, DEFAULT_TTL};
+use crate::backend::Env;
 use crate::backend::{
     Backend, BackendArgs, BackendName, HoldRequest, HoldRules, Look, Prose, Registration,
 };
-use crate::config::Env;
 use crate::error::Failure;
 
 pub const REGISTRATION: Registration = Registration {
@@ -60,7 +60,7 @@ impl Backend for EtcdBackend {
     /// rival takes the lock as soon as the lease expires.
     fn hold_rules(request: &HoldRequest<'_>, _env: &dyn Env) -> Result<HoldRules<()>, Failure> {
         crate::key::check(request.key).map_err(Failure::Usage)?;
-        crate::config::plain_lease(
+        crate::backend::rules::plain_lease(
             request,
             "an etcd lease TTL",
             "on etcd a rival takes the lock as soon as the lease expires",

@@ -18,13 +18,12 @@
 //! keepalive.
 
 pub mod args;
-mod backend;
+pub mod backend;
 pub mod client;
 pub mod config;
 pub mod error;
 pub mod lock;
 
-pub use self::backend::{EtcdBackend, REGISTRATION};
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -5,10 +5,10 @@ use std::path::PathBuf;
 
 use super::args::LocalArgs;
 use super::Local;
+use crate::backend::Env;
 use crate::backend::{
     Backend, BackendArgs, BackendName, HoldRequest, HoldRules, Look, Prose, Registration,
 };
-use crate::config::Env;
 use crate::error::Failure;
 
 pub const REGISTRATION: Registration = Registration {

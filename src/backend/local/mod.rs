@@ -22,14 +22,13 @@
 //! brief hold with no child.
 
 pub mod args;
-mod backend;
+pub mod backend;
 pub mod dir;
 pub mod facts;
 mod semaphore;
 mod sys;
 mod watch;
 
-pub use self::backend::{LocalBackend, REGISTRATION};
 use std::ffi::OsString;
 use std::fmt;
 use std::fs::File;

@@ -3,10 +3,10 @@
 
 use super::args::PostgresArgs;
 use super::Postgres;
+use crate::backend::Env;
 use crate::backend::{
     Backend, BackendArgs, BackendName, HoldRequest, HoldRules, Look, Prose, Registration,
 };
-use crate::config::Env;
 use crate::error::Failure;
 
 pub const REGISTRATION: Registration = Registration {
@@ -54,7 +54,7 @@ impl Backend for PostgresBackend {
     /// received from us, and frees the lock at once: etcd's shape.
     fn hold_rules(request: &HoldRequest<'_>, _env: &dyn Env) -> Result<HoldRules<()>, Failure> {
         crate::key::check(request.key).map_err(Failure::Usage)?;
-        crate::config::plain_lease(
+        crate::backend::rules::plain_lease(
             request,
             "a postgres TTL",
             "on postgres a rival takes the lock as soon as the server gives up on our connection",

@@ -34,11 +34,10 @@
 //! fence), which `pg_stat_activity.query` shows.
 
 pub mod args;
-mod backend;
+pub mod backend;
 pub mod config;
 pub mod error;
 
-pub use self::backend::{PostgresBackend, REGISTRATION};
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
