@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-pub use crate::backend::{BackendArgs, BackendName};
+pub use crate::backend::registry::BackendArgs;
+pub use crate::backend::BackendName;
 pub use crate::child::{ContainmentMode, LeftoversMode};
 use crate::logging::LogFormat;
 use crate::notify::Ready;
@@ -218,7 +219,7 @@ pub struct SessionArgs {
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "15s", value_name = "DURATION")]
     pub ttl: Duration,
     #[command(flatten)]
-    pub backend: crate::backend::HoldFlags,
+    pub backend: crate::backend::registry::HoldFlags,
     /// The largest combined clock-rate error between this host and the
     /// engine's that the stop window allows for, in ppm or % (consul and
     /// etcd; the local backend has no lease, and refuses it). The default
@@ -379,7 +380,7 @@ pub struct ReleaseArgs {
     #[arg(value_name = "KEY")]
     pub key: String,
     #[command(flatten)]
-    pub backend: crate::backend::ReleaseFlags,
+    pub backend: crate::backend::registry::ReleaseFlags,
     /// Semaphore: free every slot.
     #[arg(long, conflicts_with = "session")]
     pub all: bool,

@@ -8,6 +8,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::backend::registry::Pick;
 use crate::backend::{Backend, HoldRequest, Wait};
 pub use crate::backend::{Env, Kind, ProcessEnv, LEADER, SEMAPHORE};
 use crate::cli::{ChildArgs, SessionArgs, WaitArgs};
@@ -110,6 +111,7 @@ pub fn empty_variable(is_set_empty: impl Fn(&str) -> bool) -> Option<String> {
 /// Options shared by `elect` and `semaphore`, and the plan backend `B`'s
 /// rules made of its own.
 pub fn hold<B: Backend>(
+    pick: &Pick<B>,
     kind: Kind,
     key: &str,
     session: &SessionArgs,
@@ -123,7 +125,7 @@ pub fn hold<B: Backend>(
         ttl: session.ttl,
         rate_error: session.clock_rate_error,
         kill_timeout: child.kill_timeout,
-        flags: &session.backend,
+        flags: (pick.hold)(&session.backend),
     };
     let rules = B::hold_rules(&request, env)?;
     let value = child.value.clone().unwrap_or_else(hostname);

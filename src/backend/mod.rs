@@ -34,7 +34,7 @@ pub mod consul;
 pub mod etcd;
 pub mod local;
 pub mod postgres;
-mod registry;
+pub mod registry;
 pub mod rules;
 pub mod tls;
 
@@ -45,9 +45,11 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
+use clap::ValueEnum;
+
 use crate::error::Failure;
+use crate::lease::Budget;
 pub use crate::lease::{Lost, Renewal};
-pub use registry::*;
 
 /// An environment to read variables from (the process's, or a test's).
 pub trait Env {
@@ -423,4 +425,157 @@ pub async fn wait_for_holder<I: Inspect>(
             return Ok(holders);
         }
     }
+}
+
+/// The engines lockrun can keep its locks in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendName {
+    /// HashiCorp Consul (sessions and KV, as `consul lock`).
+    Consul,
+    /// etcd v3 (a lease and etcd's own mutex layout, as `etcdctl lock`).
+    Etcd,
+    /// This host only: `flock(2)` on a file per lock, as `flock(1)`; no server.
+    Local,
+    /// PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`).
+    Postgres,
+}
+
+impl BackendName {
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendName::Consul => "consul",
+            BackendName::Etcd => "etcd",
+            BackendName::Local => "local",
+            BackendName::Postgres => "postgres",
+        }
+    }
+}
+
+/// A piece of a backend's man-page prose (see `crate::docs`).
+pub enum Prose {
+    /// A paragraph; `` `text` `` in backticks is set in bold.
+    P(&'static str),
+    /// A term and its description, as a tagged paragraph.
+    Item(&'static str, &'static str),
+}
+
+/// What lockrun knows of a backend before choosing one: its flags, and
+/// its part of the man page.
+pub struct Registration {
+    pub name: BackendName,
+    /// Every flag it defines, global or a subcommand's: a flag typed for a
+    /// backend that does not define it is refused.
+    pub flags: fn(clap::Command) -> clap::Command,
+    /// Whether its claims ride on a lease that runs out, so that the lease
+    /// flags (`--ttl`, `--clock-rate-error`) mean something on it.
+    pub lease: bool,
+    /// Its variables, under ENVIRONMENT in lockrun(1).
+    pub environment: &'static [Prose],
+    /// Its timing promise, under SAFETY, "Per backend".
+    pub safety: Prose,
+}
+
+/// What `elect` or `semaphore` asks of a backend's hold rules.
+pub struct HoldRequest<'a, H> {
+    pub kind: Kind,
+    /// The key, or the semaphore prefix.
+    pub key: &'a str,
+    pub ttl: Duration,
+    pub rate_error: crate::clock::Ppm,
+    /// `--kill-timeout` as typed; `None` for the default.
+    pub kill_timeout: Option<Duration>,
+    /// The engine's own flags.
+    pub flags: &'a H,
+}
+
+/// What a backend's hold rules make of a request.
+pub struct HoldRules<P> {
+    /// The countdown's arithmetic; `None` on an engine whose claim cannot
+    /// run out (`local`).
+    pub budget: Option<Budget>,
+    /// The grace period COMMAND gets.
+    pub kill_timeout: Duration,
+    /// What the engine needs to acquire besides the target (Consul: the
+    /// session to ask for).
+    pub plan: P,
+}
+
+/// What `leader` or `release` asks of a backend's outside view.
+pub enum Look<'a, R> {
+    /// `leader`: once, until a holder shows (`--wait`), or every change
+    /// (`--watch`).
+    Leader {
+        wait: Option<Wait>,
+        watch: bool,
+        json: bool,
+    },
+    Release {
+        flags: &'a R,
+    },
+}
+
+/// How a backend keeps its promise, in the words `lockrun explain` prints.
+pub struct PromiseText {
+    /// When a rival may acquire.
+    pub rival: &'static str,
+    /// What `lockrun release` does to the holder.
+    pub release: &'static str,
+    /// What happens when the engine loses or ends our claim.
+    pub lost_state: &'static str,
+    /// What the promise assumes of the engine.
+    pub engine: &'static [&'static str],
+}
+
+/// A backend, from its rules to a running engine.
+pub trait Backend: Sized {
+    /// Its global flags.
+    type Args;
+    /// Its own flags of `elect` and `semaphore`.
+    type HoldArgs;
+    /// Its own flags of `release`.
+    type ReleaseArgs;
+    type Engine: Engine;
+    type Inspect: Inspect;
+    /// What its hold rules hand to its engine.
+    type Plan;
+
+    /// Its name, as `leader --json` shows it.
+    const NAME: &'static str;
+
+    /// Whether a KEY (or prefix) of `leader` and `release` is one it can
+    /// name.
+    fn check_key(key: &str) -> Result<(), Failure>;
+
+    /// Its timing promise in words, for `lockrun explain`: for a lock or a
+    /// slot, on a lease the engine may end early or not.
+    fn promise(lock: bool, ends_early: bool) -> PromiseText;
+
+    /// The rules of `elect` and `semaphore`: the key, the lease flags and
+    /// its own, into a budget and a plan. Sends nothing.
+    fn hold_rules(
+        request: &HoldRequest<'_, Self::HoldArgs>,
+        env: &dyn Env,
+    ) -> Result<HoldRules<Self::Plan>, Failure>;
+
+    /// The rules of `release`'s own flags.
+    fn release_rules(_flags: &Self::ReleaseArgs) -> Result<(), Failure> {
+        Ok(())
+    }
+
+    /// Builds the client from its flags and the engine's environment,
+    /// checked (files included) before any request; `ttl` is the holding
+    /// job's, `None` for one that holds nothing.
+    fn prepare(args: &Self::Args, ttl: Option<Duration>, env: &dyn Env) -> Result<Self, Failure>;
+
+    /// Checks that need the engine's answer, made before anything is
+    /// written.
+    fn ready(&self) -> impl Future<Output = Result<(), Failure>> {
+        async { Ok(()) }
+    }
+
+    /// The engine that holds, with the plan its rules made.
+    fn engine(&self, plan: Self::Plan) -> Result<Self::Engine, Failure>;
+
+    /// The outside view, for `leader` and `release`.
+    fn inspect(&self, look: &Look<'_, Self::ReleaseArgs>) -> Self::Inspect;
 }

@@ -6,40 +6,10 @@
 //! [`BACKENDS`] and its args flattened in [`BackendArgs`], [`HoldFlags`]
 //! or [`ReleaseFlags`] (where it has any), and an arm in [`with_backend`].
 
-use std::future::Future;
-use std::time::Duration;
-
-use clap::{Args, ValueEnum};
+use clap::Args;
 
 use super::{consul, etcd, local, postgres};
-use super::{Engine, Inspect, Wait};
-use super::{Env, Kind};
-use crate::error::Failure;
-use crate::lease::Budget;
-
-/// The engines lockrun can keep its locks in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BackendName {
-    /// HashiCorp Consul (sessions and KV, as `consul lock`).
-    Consul,
-    /// etcd v3 (a lease and etcd's own mutex layout, as `etcdctl lock`).
-    Etcd,
-    /// This host only: `flock(2)` on a file per lock, as `flock(1)`; no server.
-    Local,
-    /// PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`).
-    Postgres,
-}
-
-impl BackendName {
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendName::Consul => "consul",
-            BackendName::Etcd => "etcd",
-            BackendName::Local => "local",
-            BackendName::Postgres => "postgres",
-        }
-    }
-}
+use super::{Backend, BackendName, Registration};
 
 /// Which engine, and each engine's own settings (global flags).
 #[derive(Debug, Args)]
@@ -75,30 +45,6 @@ pub struct ReleaseFlags {
     pub consul: consul::args::ConsulReleaseArgs,
 }
 
-/// A piece of a backend's man-page prose (see `crate::docs`).
-pub enum Prose {
-    /// A paragraph; `` `text` `` in backticks is set in bold.
-    P(&'static str),
-    /// A term and its description, as a tagged paragraph.
-    Item(&'static str, &'static str),
-}
-
-/// What lockrun knows of a backend before choosing one: its flags, and
-/// its part of the man page.
-pub struct Registration {
-    pub name: BackendName,
-    /// Every flag it defines, global or a subcommand's: a flag typed for a
-    /// backend that does not define it is refused.
-    pub flags: fn(clap::Command) -> clap::Command,
-    /// Whether its claims ride on a lease that runs out, so that the lease
-    /// flags (`--ttl`, `--clock-rate-error`) mean something on it.
-    pub lease: bool,
-    /// Its variables, under ENVIRONMENT in lockrun(1).
-    pub environment: &'static [Prose],
-    /// Its timing promise, under SAFETY, "Per backend".
-    pub safety: Prose,
-}
-
 /// Every backend, in the order the man page describes them.
 pub const BACKENDS: &[Registration] = &[
     consul::backend::REGISTRATION,
@@ -123,102 +69,42 @@ pub fn flag_ids(augment: fn(clap::Command) -> clap::Command) -> Vec<String> {
         .collect()
 }
 
-/// What `elect` or `semaphore` asks of a backend's hold rules.
-pub struct HoldRequest<'a> {
-    pub kind: Kind,
-    /// The key, or the semaphore prefix.
-    pub key: &'a str,
-    pub ttl: Duration,
-    pub rate_error: crate::clock::Ppm,
-    /// `--kill-timeout` as typed; `None` for the default.
-    pub kill_timeout: Option<Duration>,
-    /// The engine's own flags.
-    pub flags: &'a HoldFlags,
-}
-
-/// What a backend's hold rules make of a request.
-pub struct HoldRules<P> {
-    /// The countdown's arithmetic; `None` on an engine whose claim cannot
-    /// run out (`local`).
-    pub budget: Option<Budget>,
-    /// The grace period COMMAND gets.
-    pub kill_timeout: Duration,
-    /// What the engine needs to acquire besides the target (Consul: the
-    /// session to ask for).
-    pub plan: P,
-}
-
-/// What `leader` or `release` asks of a backend's outside view.
-pub enum Look<'a> {
-    /// `leader`: once, until a holder shows (`--wait`), or every change
-    /// (`--watch`).
-    Leader {
-        wait: Option<Wait>,
-        watch: bool,
-        json: bool,
-    },
-    Release {
-        flags: &'a ReleaseFlags,
-    },
-}
-
-/// A backend, from its rules to a running engine.
-pub trait Backend: Sized {
-    type Engine: Engine;
-    type Inspect: Inspect;
-    /// What its hold rules hand to its engine.
-    type Plan;
-
-    /// Its name, as `leader --json` shows it.
-    const NAME: &'static str;
-
-    /// Whether a KEY (or prefix) of `leader` and `release` is one it can
-    /// name.
-    fn check_key(key: &str) -> Result<(), Failure>;
-
-    /// The rules of `elect` and `semaphore`: the key, the lease flags and
-    /// its own, into a budget and a plan. Sends nothing.
-    fn hold_rules(
-        request: &HoldRequest<'_>,
-        env: &dyn Env,
-    ) -> Result<HoldRules<Self::Plan>, Failure>;
-
-    /// The rules of `release`'s own flags.
-    fn release_rules(_flags: &ReleaseFlags) -> Result<(), Failure> {
-        Ok(())
-    }
-
-    /// Builds the client from its flags and the engine's environment,
-    /// checked (files included) before any request; `ttl` is the holding
-    /// job's, `None` for one that holds nothing.
-    fn prepare(args: &BackendArgs, ttl: Option<Duration>, env: &dyn Env) -> Result<Self, Failure>;
-
-    /// Checks that need the engine's answer, made before anything is
-    /// written.
-    fn ready(&self) -> impl Future<Output = Result<(), Failure>> {
-        async { Ok(()) }
-    }
-
-    /// The engine that holds, with the plan its rules made.
-    fn engine(&self, plan: Self::Plan) -> Result<Self::Engine, Failure>;
-
-    /// The outside view, for `leader` and `release`.
-    fn inspect(&self, look: &Look<'_>) -> Self::Inspect;
+/// Where backend `B`'s own flags are among everyone's.
+pub struct Pick<B: Backend> {
+    pub args: fn(&BackendArgs) -> &B::Args,
+    pub hold: fn(&HoldFlags) -> &B::HoldArgs,
+    pub release: fn(&ReleaseFlags) -> &B::ReleaseArgs,
 }
 
 /// What runs a job on whichever backend was chosen: generic over the
 /// backend, so that each job is written once.
 pub trait Runner {
     type Output;
-    fn run<B: Backend>(self) -> Self::Output;
+    fn run<B: Backend>(self, pick: Pick<B>) -> Self::Output;
 }
 
 /// The one `match` on the backend.
 pub fn with_backend<R: Runner>(name: BackendName, runner: R) -> R::Output {
     match name {
-        BackendName::Consul => runner.run::<consul::backend::ConsulBackend>(),
-        BackendName::Etcd => runner.run::<etcd::backend::EtcdBackend>(),
-        BackendName::Local => runner.run::<local::backend::LocalBackend>(),
-        BackendName::Postgres => runner.run::<postgres::backend::PostgresBackend>(),
+        BackendName::Consul => runner.run(Pick::<consul::backend::ConsulBackend> {
+            args: |a| &a.consul,
+            hold: |h| &h.consul,
+            release: |r| &r.consul,
+        }),
+        BackendName::Etcd => runner.run(Pick::<etcd::backend::EtcdBackend> {
+            args: |a| &a.etcd,
+            hold: |_| &(),
+            release: |_| &(),
+        }),
+        BackendName::Local => runner.run(Pick::<local::backend::LocalBackend> {
+            args: |a| &a.local,
+            hold: |_| &(),
+            release: |_| &(),
+        }),
+        BackendName::Postgres => runner.run(Pick::<postgres::backend::PostgresBackend> {
+            args: |a| &a.postgres,
+            hold: |_| &(),
+            release: |_| &(),
+        }),
     }
 }

@@ -32,8 +32,8 @@ pub fn fit_default_grace(budget: &mut Budget, typed: bool, settings: &str) {
 /// TTL after the last data it received from us, and frees the lock at once.
 /// `what` names the TTL and `expires` says when a rival comes, for the
 /// messages.
-pub fn plain_lease(
-    request: &HoldRequest<'_>,
+pub fn plain_lease<H>(
+    request: &HoldRequest<'_, H>,
     what: &str,
     expires: &str,
 ) -> Result<HoldRules<()>, Failure> {

@@ -1,5 +1,6 @@
 //! `lockrun elect KEY -- COMMAND`: run COMMAND while leading.
 
+use crate::backend::registry::Pick;
 use crate::backend::{Backend, Engine, Target};
 use crate::cli::ElectArgs;
 use crate::config::{self, Env, HoldConfig};
@@ -27,8 +28,13 @@ impl Job {
 }
 
 /// The job, and the plan backend `B`'s rules made for its engine.
-pub fn prepare<B: Backend>(args: ElectArgs, env: &dyn Env) -> Result<(Job, B::Plan), Failure> {
-    let (config, plan) = config::hold::<B>(
+pub fn prepare<B: Backend>(
+    pick: &Pick<B>,
+    args: ElectArgs,
+    env: &dyn Env,
+) -> Result<(Job, B::Plan), Failure> {
+    let (config, plan) = config::hold(
+        pick,
         config::LEADER,
         &args.key,
         &args.session,

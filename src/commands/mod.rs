@@ -16,7 +16,8 @@ use clap::error::ErrorKind;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, FromArgMatches};
 
-use crate::backend::{with_backend, Backend, BackendArgs, BackendName, Engine, Look, Runner};
+use crate::backend::registry::{with_backend, BackendArgs, Pick, Runner};
+use crate::backend::{Backend, BackendName, Engine, Look};
 use crate::cli::{Cli, Command};
 use crate::config::{self, ProcessEnv};
 use crate::error::Failure;
@@ -130,7 +131,7 @@ fn hyphen_hint(e: &clap::Error) -> &'static str {
 /// of `elect` and `semaphore` (those that are no backend's own), which
 /// every backend with a lease understands.
 fn owned_flags() -> Vec<(String, Vec<BackendName>)> {
-    use crate::backend::{flag_ids, BACKENDS};
+    use crate::backend::registry::{flag_ids, BACKENDS};
     let mut owned: Vec<(String, Vec<BackendName>)> = Vec::new();
     for backend in BACKENDS {
         for id in flag_ids(backend.flags) {
@@ -221,24 +222,24 @@ impl Runner for Run {
     type Output = Result<Exit, Failure>;
 
     /// The one job runner: every subcommand on every backend.
-    fn run<B: Backend>(self) -> Result<Exit, Failure> {
+    fn run<B: Backend>(self, pick: Pick<B>) -> Result<Exit, Failure> {
         let env = ProcessEnv;
         let Run { command, args } = self;
         // Everything the user typed is checked before the runtime, the client
         // or any request exists.
         let mut job = match command {
             Command::Elect(a) => {
-                let (job, plan) = elect::prepare::<B>(a, &env)?;
+                let (job, plan) = elect::prepare(&pick, a, &env)?;
                 Job::Elect(job, plan)
             }
             Command::Semaphore(a) => {
-                let (job, plan) = semaphore::prepare::<B>(a, &env)?;
+                let (job, plan) = semaphore::prepare(&pick, a, &env)?;
                 Job::Semaphore(job, plan)
             }
             Command::Leader(a) => Job::Leader(leader::prepare::<B>(a)?),
-            Command::Release(a) => Job::Release(release::prepare::<B>(a)?),
+            Command::Release(a) => Job::Release(release::prepare(&pick, a)?),
             // Explaining contacts no engine: it validates and computes only.
-            Command::Explain(a) => return explain::run::<B>(a, args.backend, &env),
+            Command::Explain(a) => return explain::run(&pick, a, &env),
             Command::Completions(_) | Command::Man(_) => {
                 unreachable!("installing runs on no backend")
             }
@@ -247,7 +248,7 @@ impl Runner for Run {
             // These handle no signal: an early one ends them as it always would.
             crate::signals::release_held();
         }
-        let backend = B::prepare(&args, job.ttl(), &env)?;
+        let backend = B::prepare((pick.args)(&args), job.ttl(), &env)?;
         job.fork_guard(<B::Engine as Engine>::CLAIM_LENDS_FD);
         runtime()?.block_on(async move {
             backend.ready().await?;
@@ -264,7 +265,7 @@ impl Runner for Run {
                 }
                 Job::Release(job) => {
                     let look = Look::Release {
-                        flags: &job.args.backend,
+                        flags: (pick.release)(&job.args.backend),
                     };
                     holders::release(&backend.inspect(&look), job).await
                 }

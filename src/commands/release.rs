@@ -1,5 +1,6 @@
 //! `lockrun release KEY`: the operator's lever.
 
+use crate::backend::registry::Pick;
 use crate::backend::Backend;
 use crate::cli::ReleaseArgs;
 use crate::error::Failure;
@@ -9,9 +10,9 @@ pub struct Job {
     pub args: ReleaseArgs,
 }
 
-pub fn prepare<B: Backend>(args: ReleaseArgs) -> Result<Job, Failure> {
+pub fn prepare<B: Backend>(pick: &Pick<B>, args: ReleaseArgs) -> Result<Job, Failure> {
     let key = args.key.strip_suffix('/').unwrap_or(&args.key).to_string();
     B::check_key(&key)?;
-    B::release_rules(&args.backend)?;
+    B::release_rules((pick.release)(&args.backend))?;
     Ok(Job { key, args })
 }

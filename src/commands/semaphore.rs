@@ -1,6 +1,7 @@
 //! `lockrun semaphore --limit N PREFIX -- COMMAND`: run COMMAND in one of N
 //! slots.
 
+use crate::backend::registry::Pick;
 use crate::backend::{Backend, Engine, Target};
 use crate::cli::SemaphoreArgs;
 use crate::config::{self, Env, HoldConfig};
@@ -28,7 +29,11 @@ impl Job {
 }
 
 /// The job, and the plan backend `B`'s rules made for its engine.
-pub fn prepare<B: Backend>(args: SemaphoreArgs, env: &dyn Env) -> Result<(Job, B::Plan), Failure> {
+pub fn prepare<B: Backend>(
+    pick: &Pick<B>,
+    args: SemaphoreArgs,
+    env: &dyn Env,
+) -> Result<(Job, B::Plan), Failure> {
     // `consul lock` strips a leading slash; we refuse it like any bad key,
     // but a trailing slash on a prefix is harmless and common.
     let prefix = args
@@ -36,7 +41,8 @@ pub fn prepare<B: Backend>(args: SemaphoreArgs, env: &dyn Env) -> Result<(Job, B
         .strip_suffix('/')
         .unwrap_or(&args.prefix)
         .to_string();
-    let (config, plan) = config::hold::<B>(
+    let (config, plan) = config::hold(
+        pick,
         config::SEMAPHORE,
         &prefix,
         &args.session,

@@ -2,13 +2,11 @@
 //! page, and how a job gets its engine.
 
 use super::args::ConsulArgs;
+use super::engine::Consul;
 use super::inspect::{Outside, Reading};
-use super::{rules, Client, Consul, SessionSpec};
-use crate::backend::Env;
-use crate::backend::{
-    Backend, BackendArgs, BackendName, HoldRequest, HoldRules, Look, Prose, Registration,
-    ReleaseFlags,
-};
+use super::{rules, Client, SessionSpec};
+use crate::backend::{Backend, BackendName, HoldRequest, HoldRules, Look, Prose, Registration};
+use crate::backend::{Env, PromiseText};
 use crate::error::Failure;
 
 pub const REGISTRATION: Registration = Registration {
@@ -98,6 +96,9 @@ pub struct ConsulBackend {
 }
 
 impl Backend for ConsulBackend {
+    type Args = ConsulArgs;
+    type HoldArgs = super::args::ConsulSessionArgs;
+    type ReleaseArgs = super::args::ConsulReleaseArgs;
     type Engine = Consul;
     type Inspect = Outside;
     type Plan = SessionSpec;
@@ -108,15 +109,36 @@ impl Backend for ConsulBackend {
         super::path::check_key(key).map_err(Failure::Usage)
     }
 
+    fn promise(lock: bool, ends_early: bool) -> PromiseText {
+        PromiseText {
+            rival: match (lock, ends_early) {
+                (true, true) => "the lock-delay after a health check ends the session, which may be right after a renewal",
+                (true, false) => "TTL + lock-delay after the last renewal Consul processed",
+                (false, _) => "when the session expires: the TTL after the last renewal Consul processed (no lock-delay protects a slot)",
+            },
+            release: if lock {
+                "`lockrun release` arms no lock-delay: a rival may start at once while the holder's command gets its full --kill-timeout (the one overlap lockrun accepts, since an operator asked for it)"
+            } else {
+                "`lockrun release` frees the slot at once: a rival may start while the holder's command gets its full --kill-timeout (the one overlap lockrun accepts)"
+            },
+            lost_state: if lock {
+                "a session Consul invalidates or destroys keeps the lock-delay: the command gets what the lock-delay leaves of --kill-timeout, then SIGKILL; a Consul that loses its state (a new cluster) arms nothing, and only the local lease stops the command"
+            } else {
+                "a session Consul ends frees the slot at once, so the command gets SIGKILL at once"
+            },
+            engine: &["Consul's servers are linearizable (raft) and never invalidate a session earlier than its TTL after the renewal they processed"],
+        }
+    }
+
     fn hold_rules(
-        request: &HoldRequest<'_>,
+        request: &HoldRequest<'_, Self::HoldArgs>,
         env: &dyn Env,
     ) -> Result<HoldRules<SessionSpec>, Failure> {
         rules::hold(request, env)
     }
 
-    fn release_rules(flags: &ReleaseFlags) -> Result<(), Failure> {
-        if let Some(id) = &flags.consul.session {
+    fn release_rules(flags: &Self::ReleaseArgs) -> Result<(), Failure> {
+        if let Some(id) = &flags.session {
             if id.len() != 36 || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
                 return Err(Failure::Usage(format!(
                     "--session `{id}` is not a session ID; Consul session IDs are UUIDs like 8b0cfa3c-2c84-4c0f-9a5e-4c3ee0b0b1a2"
@@ -127,11 +149,11 @@ impl Backend for ConsulBackend {
     }
 
     fn prepare(
-        args: &BackendArgs,
+        args: &Self::Args,
         _ttl: Option<std::time::Duration>,
         env: &dyn Env,
     ) -> Result<Self, Failure> {
-        let consul = rules::connection(&args.consul, env)?;
+        let consul = rules::connection(args, env)?;
         let client = Client::new(&consul).map_err(|e| Failure::Config(format!("{e:#}")))?;
         Ok(ConsulBackend {
             client,
@@ -152,7 +174,7 @@ impl Backend for ConsulBackend {
         Ok(Consul::new(self.client.clone(), plan))
     }
 
-    fn inspect(&self, look: &Look<'_>) -> Outside {
+    fn inspect(&self, look: &Look<'_, Self::ReleaseArgs>) -> Outside {
         match look {
             Look::Leader { wait, watch, json } => {
                 let reading = match (watch, wait) {
@@ -164,8 +186,8 @@ impl Backend for ConsulBackend {
             }
             Look::Release { flags } => Outside::release(
                 self.client.clone(),
-                flags.consul.session.clone(),
-                flags.consul.destroy_session,
+                flags.session.clone(),
+                flags.destroy_session,
             ),
         }
     }

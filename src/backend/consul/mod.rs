@@ -25,7 +25,7 @@ use reqwest::{Method, StatusCode, Url};
 use tracing::debug;
 
 pub use connect::{ConsulConfig, Token};
-pub use engine::Consul;
+
 pub use error::{ConsulError, Op};
 pub use kv::KvPair;
 pub use session::{Behavior, SessionId, SessionInfo, SessionSpec};

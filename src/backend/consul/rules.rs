@@ -189,7 +189,10 @@ fn ttl_min(env: &dyn Env) -> Result<Duration, Failure> {
 }
 
 /// The session of a hold: its TTL, lock-delay and checks into a budget.
-pub fn hold(request: &HoldRequest<'_>, env: &dyn Env) -> Result<HoldRules<SessionSpec>, Failure> {
+pub fn hold(
+    request: &HoldRequest<'_, super::args::ConsulSessionArgs>,
+    env: &dyn Env,
+) -> Result<HoldRules<SessionSpec>, Failure> {
     let Kind {
         name: key_kind,
         lock,
@@ -206,7 +209,7 @@ pub fn hold(request: &HoldRequest<'_>, env: &dyn Env) -> Result<HoldRules<Sessio
         Behavior::Delete
     };
     let key = request.key;
-    let own = &request.flags.consul;
+    let own = request.flags;
     super::path::check_key(key).map_err(Failure::Usage)?;
     let min = ttl_min(env)?;
     if request.ttl < min || request.ttl > TTL_MAX {

@@ -4,10 +4,8 @@
 use super::args::EtcdArgs;
 use super::config::{EtcdConfig, EtcdFlags};
 use super::{Etcd, DEFAULT_TTL};
-use crate::backend::Env;
-use crate::backend::{
-    Backend, BackendArgs, BackendName, HoldRequest, HoldRules, Look, Prose, Registration,
-};
+use crate::backend::{Backend, BackendName, HoldRequest, HoldRules, Look, Prose, Registration};
+use crate::backend::{Env, PromiseText};
 use crate::error::Failure;
 
 pub const REGISTRATION: Registration = Registration {
@@ -46,6 +44,9 @@ const ENVIRONMENT: &[Prose] = &[
 pub struct EtcdBackend(Etcd);
 
 impl Backend for EtcdBackend {
+    type Args = EtcdArgs;
+    type HoldArgs = ();
+    type ReleaseArgs = ();
     type Engine = Etcd;
     type Inspect = Etcd;
     type Plan = ();
@@ -56,9 +57,21 @@ impl Backend for EtcdBackend {
         super::check_key(key).map_err(Failure::Usage)
     }
 
+    fn promise(_lock: bool, _ends_early: bool) -> PromiseText {
+        PromiseText {
+            rival: "when the lease expires: the TTL after the last renewal etcd processed",
+            release: "`lockrun release` revokes the holder's lease: a rival may hold the lock at once, so the holder sends SIGKILL at once (no grace period)",
+            lost_state: "a lease or key gone from etcd (revoked, compacted away, a restored snapshot): a rival may hold at once, so the command gets SIGKILL at once",
+            engine: &["etcd is linearizable and its leader expires leases no earlier than the TTL after the keep-alive it processed"],
+        }
+    }
+
     /// A lease TTL in whole seconds, and a budget with no lock-delay: a
     /// rival takes the lock as soon as the lease expires.
-    fn hold_rules(request: &HoldRequest<'_>, _env: &dyn Env) -> Result<HoldRules<()>, Failure> {
+    fn hold_rules(
+        request: &HoldRequest<'_, Self::HoldArgs>,
+        _env: &dyn Env,
+    ) -> Result<HoldRules<()>, Failure> {
         crate::key::check(request.key).map_err(Failure::Usage)?;
         crate::backend::rules::plain_lease(
             request,
@@ -70,11 +83,10 @@ impl Backend for EtcdBackend {
     /// The client from flags and etcdctl's variables, checked (files
     /// included) before any request.
     fn prepare(
-        args: &BackendArgs,
+        args: &Self::Args,
         ttl: Option<std::time::Duration>,
         env: &dyn Env,
     ) -> Result<Self, Failure> {
-        let args = &args.etcd;
         let flags = EtcdFlags {
             endpoints: args.endpoints.clone(),
             cacert: args.cacert.clone(),
@@ -94,7 +106,7 @@ impl Backend for EtcdBackend {
         Ok(self.0.clone())
     }
 
-    fn inspect(&self, _look: &Look<'_>) -> Etcd {
+    fn inspect(&self, _look: &Look<'_, Self::ReleaseArgs>) -> Etcd {
         self.0.clone()
     }
 }

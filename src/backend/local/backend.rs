@@ -5,10 +5,8 @@ use std::path::PathBuf;
 
 use super::args::LocalArgs;
 use super::Local;
-use crate::backend::Env;
-use crate::backend::{
-    Backend, BackendArgs, BackendName, HoldRequest, HoldRules, Look, Prose, Registration,
-};
+use crate::backend::{Backend, BackendName, HoldRequest, HoldRules, Look, Prose, Registration};
+use crate::backend::{Env, PromiseText};
 use crate::error::Failure;
 
 pub const REGISTRATION: Registration = Registration {
@@ -32,6 +30,9 @@ pub struct LocalBackend {
 }
 
 impl Backend for LocalBackend {
+    type Args = LocalArgs;
+    type HoldArgs = ();
+    type ReleaseArgs = ();
     type Engine = Local;
     type Inspect = Local;
     type Plan = ();
@@ -42,7 +43,22 @@ impl Backend for LocalBackend {
         super::dir::check_key(key).map_err(|e| Failure::Usage(e.to_string()))
     }
 
-    fn hold_rules(request: &HoldRequest<'_>, _env: &dyn Env) -> Result<HoldRules<()>, Failure> {
+    fn promise(_lock: bool, _ends_early: bool) -> PromiseText {
+        PromiseText {
+            rival: "never while lockrun's guard holds the lock file open",
+            release: "`lockrun release` signals the holder; the lock file stays locked until its guard has stopped the command, so no rival overlaps",
+            lost_state: "the lock file replaced or removed: a rival may lock the new file at once, so the command is killed at once",
+            engine: &[
+                "flock(2) on a local file system: the lock lives as long as lockrun's guard process, and a rival on this host cannot take it before the guard has exited",
+                "no other host shares the lock (a network file system is refused without --allow-network-fs)",
+            ],
+        }
+    }
+
+    fn hold_rules(
+        request: &HoldRequest<'_, Self::HoldArgs>,
+        _env: &dyn Env,
+    ) -> Result<HoldRules<()>, Failure> {
         Self::check_key(request.key)?;
         // No lease can run out under the child, so any grace period is safe.
         Ok(HoldRules {
@@ -57,19 +73,18 @@ impl Backend for LocalBackend {
     /// The lock directory: the flag or `LOCKRUN_LOCK_DIR`, else the
     /// default for this user.
     fn prepare(
-        args: &BackendArgs,
+        args: &Self::Args,
         _ttl: Option<std::time::Duration>,
         _env: &dyn Env,
     ) -> Result<Self, Failure> {
         let dir = args
-            .local
             .lock_dir
             .clone()
             .filter(|d| !d.as_os_str().is_empty())
             .unwrap_or_else(super::dir::default_dir_here);
         Ok(LocalBackend {
             dir,
-            allow_network_fs: args.local.allow_network_fs,
+            allow_network_fs: args.allow_network_fs,
         })
     }
 
@@ -79,7 +94,7 @@ impl Backend for LocalBackend {
 
     /// Looking creates nothing, and may look at a directory that is not
     /// ours (root's, from a user's shell).
-    fn inspect(&self, _look: &Look<'_>) -> Local {
+    fn inspect(&self, _look: &Look<'_, Self::ReleaseArgs>) -> Local {
         Local::for_reading(self.dir.clone())
     }
 }

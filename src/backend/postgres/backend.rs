@@ -3,10 +3,8 @@
 
 use super::args::PostgresArgs;
 use super::Postgres;
-use crate::backend::Env;
-use crate::backend::{
-    Backend, BackendArgs, BackendName, HoldRequest, HoldRules, Look, Prose, Registration,
-};
+use crate::backend::{Backend, BackendName, HoldRequest, HoldRules, Look, Prose, Registration};
+use crate::backend::{Env, PromiseText};
 use crate::error::Failure;
 
 pub const REGISTRATION: Registration = Registration {
@@ -39,6 +37,9 @@ const ENVIRONMENT: &[Prose] = &[Prose::P(
 pub struct PostgresBackend(Postgres);
 
 impl Backend for PostgresBackend {
+    type Args = PostgresArgs;
+    type HoldArgs = ();
+    type ReleaseArgs = ();
     type Engine = Postgres;
     type Inspect = Postgres;
     type Plan = ();
@@ -49,10 +50,22 @@ impl Backend for PostgresBackend {
         super::check_key(key).map_err(Failure::Usage)
     }
 
+    fn promise(_lock: bool, _ends_early: bool) -> PromiseText {
+        PromiseText {
+            rival: "when the connection ends: at once if our process exits or an operator terminates our backend; on a network partition when the server's TCP keepalive or tcp_user_timeout gives up, which lockrun sets to the TTL after the last round trip the server received",
+            release: "`lockrun release` terminates the holder's backend (pg_terminate_backend): the server frees the lock at once, so the holder sends SIGKILL at once (no grace period)",
+            lost_state: "a connection the server ended (pg_terminate_backend, a restart, a failover: a replica keeps no advisory locks): a rival may hold at once, so the command gets SIGKILL at once; no delay covers that window",
+            engine: &["the PostgreSQL server (Linux) honours the per-session tcp_keepalives_* and tcp_user_timeout lockrun sets, and every contender connects to the same primary and database, directly or through session pooling (never transaction pooling)"],
+        }
+    }
+
     /// The server gives up on a silent connection (its TCP keepalive and
     /// `tcp_user_timeout`, whole seconds) the TTL after the last data it
     /// received from us, and frees the lock at once: etcd's shape.
-    fn hold_rules(request: &HoldRequest<'_>, _env: &dyn Env) -> Result<HoldRules<()>, Failure> {
+    fn hold_rules(
+        request: &HoldRequest<'_, Self::HoldArgs>,
+        _env: &dyn Env,
+    ) -> Result<HoldRules<()>, Failure> {
         crate::key::check(request.key).map_err(Failure::Usage)?;
         crate::backend::rules::plain_lease(
             request,
@@ -62,18 +75,18 @@ impl Backend for PostgresBackend {
     }
 
     fn prepare(
-        args: &BackendArgs,
+        args: &Self::Args,
         ttl: Option<std::time::Duration>,
         _env: &dyn Env,
     ) -> Result<Self, Failure> {
-        super::engine(args.postgres.dsn.as_deref(), ttl).map(PostgresBackend)
+        super::engine(args.dsn.as_deref(), ttl).map(PostgresBackend)
     }
 
     fn engine(&self, (): ()) -> Result<Postgres, Failure> {
         Ok(self.0.clone())
     }
 
-    fn inspect(&self, _look: &Look<'_>) -> Postgres {
+    fn inspect(&self, _look: &Look<'_, Self::ReleaseArgs>) -> Postgres {
         self.0.clone()
     }
 }

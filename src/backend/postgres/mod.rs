@@ -530,7 +530,7 @@ impl Engine for Postgres {
                 Target::Lock { .. } => None,
             },
             value: value.to_string(),
-            host: crate::config::hostname(),
+            host: crate::host::hostname(),
             pid: std::process::id(),
             fence,
             since: SystemTime::now()
