@@ -382,7 +382,8 @@ pub struct ReleaseArgs {
     #[command(flatten)]
     pub backend: crate::backend::registry::ReleaseFlags,
     /// Semaphore: free every slot.
-    #[arg(long, conflicts_with = "session")]
+    #[arg(long)]
+    #[cfg_attr(feature = "consul", arg(conflicts_with = "session"))]
     pub all: bool,
 }
 

@@ -30,12 +30,16 @@
 //! is chosen per run, so the hold loop is monomorphised once per backend and
 //! no future is boxed.
 
+#[cfg(feature = "consul")]
 pub mod consul;
+#[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod local;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod registry;
 pub mod rules;
+#[cfg(any(feature = "consul", feature = "etcd"))]
 pub mod tls;
 
 use std::ffi::OsString;
@@ -401,6 +405,7 @@ pub trait Changes {
 
 /// An engine's answer body for an error message: its first line, cut at 200
 /// characters, or "empty answer".
+#[cfg(any(feature = "consul", feature = "etcd", feature = "postgres"))]
 pub(crate) fn one_line(body: &str) -> String {
     let line = body.trim().lines().next().unwrap_or("").trim();
     if line.is_empty() {

@@ -8,7 +8,13 @@
 
 use clap::Args;
 
-use super::{consul, etcd, local, postgres};
+#[cfg(feature = "consul")]
+use super::consul;
+#[cfg(feature = "etcd")]
+use super::etcd;
+use super::local;
+#[cfg(feature = "postgres")]
+use super::postgres;
 use super::{Backend, BackendName, Registration};
 
 /// Which engine, and each engine's own settings (global flags).
@@ -22,10 +28,13 @@ pub struct BackendArgs {
     pub backend: BackendName,
     #[command(flatten)]
     pub local: local::args::LocalArgs,
+    #[cfg(feature = "consul")]
     #[command(flatten)]
     pub consul: consul::args::ConsulArgs,
+    #[cfg(feature = "etcd")]
     #[command(flatten)]
     pub etcd: etcd::args::EtcdArgs,
+    #[cfg(feature = "postgres")]
     #[command(flatten)]
     pub postgres: postgres::args::PostgresArgs,
 }
@@ -34,6 +43,7 @@ pub struct BackendArgs {
 /// session flags.
 #[derive(Debug, Args)]
 pub struct HoldFlags {
+    #[cfg(feature = "consul")]
     #[command(flatten)]
     pub consul: consul::args::ConsulSessionArgs,
 }
@@ -41,14 +51,18 @@ pub struct HoldFlags {
 /// The engines' own flags of `release`.
 #[derive(Debug, Args)]
 pub struct ReleaseFlags {
+    #[cfg(feature = "consul")]
     #[command(flatten)]
     pub consul: consul::args::ConsulReleaseArgs,
 }
 
 /// Every backend, in the order the man page describes them.
 pub const BACKENDS: &[Registration] = &[
+    #[cfg(feature = "consul")]
     consul::backend::REGISTRATION,
+    #[cfg(feature = "etcd")]
     etcd::backend::REGISTRATION,
+    #[cfg(feature = "postgres")]
     postgres::backend::REGISTRATION,
     local::backend::REGISTRATION,
 ];
@@ -81,16 +95,26 @@ pub struct Pick<B: Backend> {
 pub trait Runner {
     type Output;
     fn run<B: Backend>(self, pick: Pick<B>) -> Self::Output;
+    /// The backend was left out of this build (a Cargo feature).
+    fn unavailable(self, name: BackendName) -> Self::Output;
 }
 
 /// The one `match` on the backend.
 pub fn with_backend<R: Runner>(name: BackendName, runner: R) -> R::Output {
     match name {
+        #[cfg(not(feature = "consul"))]
+        BackendName::Consul => runner.unavailable(name),
+        #[cfg(not(feature = "etcd"))]
+        BackendName::Etcd => runner.unavailable(name),
+        #[cfg(not(feature = "postgres"))]
+        BackendName::Postgres => runner.unavailable(name),
+        #[cfg(feature = "consul")]
         BackendName::Consul => runner.run(Pick::<consul::backend::ConsulBackend> {
             args: |a| &a.consul,
             hold: |h| &h.consul,
             release: |r| &r.consul,
         }),
+        #[cfg(feature = "etcd")]
         BackendName::Etcd => runner.run(Pick::<etcd::backend::EtcdBackend> {
             args: |a| &a.etcd,
             hold: |_| &(),
@@ -101,6 +125,7 @@ pub fn with_backend<R: Runner>(name: BackendName, runner: R) -> R::Output {
             hold: |_| &(),
             release: |_| &(),
         }),
+        #[cfg(feature = "postgres")]
         BackendName::Postgres => runner.run(Pick::<postgres::backend::PostgresBackend> {
             args: |a| &a.postgres,
             hold: |_| &(),

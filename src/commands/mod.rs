@@ -36,7 +36,9 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     };
     let mut command = crate::cli::command();
     for (name, id) in config::EMPTY_IS_UNSET {
-        if set_empty(name) {
+        // A build without the backend has no such flag to unset.
+        let defined = command.get_arguments().any(|arg| arg.get_id() == *id);
+        if defined && set_empty(name) {
             command = command.mut_arg(*id, |arg| arg.env(None::<&str>));
         }
     }
@@ -176,7 +178,13 @@ fn foreign_flags(matches: &ArgMatches, backend: BackendName) -> Result<(), Failu
                 .is_some_and(|_| level.value_source(id) == Some(ValueSource::CommandLine));
             if typed {
                 let flag = format!("--{}", id.replace('_', "-"));
-                let owner = owners[0].name();
+                let Some(owner) = owners.first().map(|b| b.name()) else {
+                    // The lease flags, in a build with no leasing backend.
+                    return Err(Failure::Usage(format!(
+                        "{flag} belongs to backends this lockrun was built without, and this run uses --backend {}; drop {flag}",
+                        backend.name(),
+                    )));
+                };
                 let names: Vec<&str> = owners.iter().map(|b| b.name()).collect();
                 let owned_by = match names.split_last() {
                     Some((last, rest)) if !rest.is_empty() => {
@@ -220,6 +228,13 @@ struct Run {
 
 impl Runner for Run {
     type Output = Result<Exit, Failure>;
+
+    fn unavailable(self, name: BackendName) -> Result<Exit, Failure> {
+        Err(Failure::Usage(format!(
+            "this lockrun was built without the {0} backend (Cargo feature `{0}`); use a build with it, or --backend local",
+            name.name()
+        )))
+    }
 
     /// The one job runner: every subcommand on every backend.
     fn run<B: Backend>(self, pick: Pick<B>) -> Result<Exit, Failure> {
