@@ -23,7 +23,8 @@ pub struct HoldConfig {
     /// The countdown's arithmetic; `None` on an engine whose lease cannot
     /// run out (`local`).
     pub budget: Option<Budget>,
-    pub waiting: Waiting,
+    /// How long to wait for the lock, before the clock starts.
+    pub waiting: Wait<Duration>,
     pub conflict_exit_code: u8,
     pub value: String,
     pub child: ChildConfig,
@@ -32,11 +33,7 @@ pub struct HoldConfig {
 impl HoldConfig {
     /// `--timeout` as a deadline from now.
     pub fn deadline(&self) -> Wait {
-        match self.waiting {
-            Waiting::Once => Wait::Once,
-            Waiting::Forever => Wait::Forever,
-            Waiting::For(d) => Wait::Until(tokio::time::Instant::now() + d),
-        }
+        self.waiting.from_now()
     }
 
     /// The grace period when the engine reports the lock lost: what the
@@ -45,14 +42,6 @@ impl HoldConfig {
     pub fn loss_grace(&self) -> Duration {
         self.budget.map_or(Duration::ZERO, |b| b.loss_grace())
     }
-}
-
-/// How long `--no-wait` and `--timeout` let us wait, before the clock starts.
-#[derive(Debug, Clone, Copy)]
-pub enum Waiting {
-    Once,
-    For(Duration),
-    Forever,
 }
 
 #[derive(Debug, Clone)]
@@ -155,9 +144,9 @@ fn assemble(
     Ok(HoldConfig {
         budget,
         waiting: match (wait.no_wait, wait.timeout) {
-            (true, _) => Waiting::Once,
-            (false, Some(timeout)) => Waiting::For(timeout),
-            (false, None) => Waiting::Forever,
+            (true, _) => Wait::Once,
+            (false, Some(timeout)) => Wait::Until(timeout),
+            (false, None) => Wait::Forever,
         },
         conflict_exit_code: wait.conflict_exit_code,
         value,

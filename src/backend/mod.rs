@@ -114,14 +114,28 @@ pub fn release_signal() -> i32 {
     libc::SIGRTMIN() + RELEASE_SIGNAL_ABOVE_RTMIN
 }
 
-/// How long acquisition may wait.
+/// How long acquisition may wait: the one type for `--no-wait`,
+/// `--timeout` and waiting for ever. `At` is a moment ([`Instant`]) once
+/// the clock runs, and a [`Duration`] from the start before it does (a
+/// validated `--timeout`, see [`Wait::from_now`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wait {
+pub enum Wait<At = Instant> {
     /// One attempt (`--no-wait`).
     Once,
     /// Until this moment (`--timeout`).
-    Until(Instant),
+    Until(At),
     Forever,
+}
+
+impl Wait<Duration> {
+    /// The patience as a deadline counted from now.
+    pub fn from_now(self) -> Wait {
+        match self {
+            Wait::Once => Wait::Once,
+            Wait::Forever => Wait::Forever,
+            Wait::Until(timeout) => Wait::Until(Instant::now() + timeout),
+        }
+    }
 }
 
 impl Wait {

@@ -327,3 +327,85 @@ impl<P> Job<P> {
         }
     }
 }
+
+#[cfg(all(test, feature = "consul", feature = "etcd", feature = "postgres"))]
+mod tests {
+    use super::*;
+    use crate::backend::registry::{registration, BACKENDS};
+    use BackendName::{Consul, Etcd, Local, Postgres};
+
+    /// The table we used to keep by hand: ownership derived from the
+    /// backends' definitions must say the same.
+    const FORMER_TABLE: &[(&str, &[BackendName])] = &[
+        ("http_addr", &[Consul]),
+        ("token_file", &[Consul]),
+        ("ca_file", &[Consul]),
+        ("ca_path", &[Consul]),
+        ("client_cert", &[Consul]),
+        ("client_key", &[Consul]),
+        ("tls_server_name", &[Consul]),
+        ("datacenter", &[Consul]),
+        ("namespace", &[Consul]),
+        ("ttl", &[Consul, Etcd, Postgres]),
+        ("lock_delay", &[Consul]),
+        ("clock_rate_error", &[Consul, Etcd, Postgres]),
+        ("behavior", &[Consul]),
+        ("session_name", &[Consul]),
+        ("node_checks", &[Consul]),
+        ("service_checks", &[Consul]),
+        ("no_checks", &[Consul]),
+        ("session", &[Consul]),
+        ("destroy_session", &[Consul]),
+        ("endpoints", &[Etcd]),
+        ("cacert", &[Etcd]),
+        ("cert", &[Etcd]),
+        ("cert_key", &[Etcd]),
+        ("dsn", &[Postgres]),
+        ("lock_dir", &[Local]),
+        ("allow_network_fs", &[Local]),
+    ];
+
+    #[test]
+    fn flag_ownership_comes_from_the_backends_definitions() {
+        let lines = |list: Vec<(String, Vec<BackendName>)>| {
+            let mut lines: Vec<String> = list
+                .iter()
+                .map(|(id, owners)| format!("{id}: {owners:?}"))
+                .collect();
+            lines.sort();
+            lines
+        };
+        let former = FORMER_TABLE
+            .iter()
+            .map(|(id, owners)| (id.to_string(), owners.to_vec()))
+            .collect();
+        assert_eq!(lines(owned_flags()), lines(former));
+    }
+
+    #[test]
+    fn every_backend_is_registered_once_and_its_flags_are_on_the_command_line() {
+        use clap::ValueEnum;
+        let mut cli = crate::cli::command();
+        cli.build();
+        let mut all: Vec<String> = cli
+            .get_arguments()
+            .map(|a| a.get_id().to_string())
+            .collect();
+        for sub in cli.get_subcommands() {
+            all.extend(sub.get_arguments().map(|a| a.get_id().to_string()));
+        }
+        for name in BackendName::value_variants() {
+            assert_eq!(
+                BACKENDS.iter().filter(|b| b.name == *name).count(),
+                1,
+                "{name:?}"
+            );
+            for id in crate::backend::registry::flag_ids(registration(*name).flags) {
+                assert!(
+                    all.contains(&id),
+                    "{name:?}'s --{id} is not on the command line"
+                );
+            }
+        }
+    }
+}

@@ -17,7 +17,7 @@ use super::{release_requests, Outcome, Round, Run, Service};
 use crate::backend::{Acquisition, Claim, Engine, EngineError, Lease, Lost, Opening, Renewal};
 use crate::backend::{Target, Wait};
 use crate::child::{ChildExit, GuardDeadlines};
-use crate::config::{ChildConfig, HoldConfig, Waiting};
+use crate::config::{ChildConfig, HoldConfig};
 use crate::error::Failure;
 use crate::exit::Exit;
 use crate::lease::Budget;
@@ -361,7 +361,7 @@ impl Supervised for FakeChild {
 fn config(budget: Option<Budget>) -> HoldConfig {
     HoldConfig {
         budget,
-        waiting: Waiting::Forever,
+        waiting: Wait::Forever,
         conflict_exit_code: 75,
         value: "test".into(),
         child: ChildConfig {
