@@ -2,15 +2,16 @@
 //!
 //! The hold loop (`crate::hold`), `leader` and `release` need four things
 //! from an engine, and each is one trait here, implemented once per backend
-//! (one folder each: `consul/`, `etcd/`, `local/`):
+//! (one folder each: `consul/`, `etcd/`, `local/`, `postgres/`):
 //!
 //! - [`Lease`](crate::backend::Lease): what keeps our claims alive. Consul renews a session on a
 //!   TTL, etcd a lease; `local` has nothing to renew and never runs out,
 //!   because the kernel drops a file lock only when the last descriptor of
 //!   it closes. How long after the last confirmed renewal a rival could hold
-//!   the lock (SPEC §6) is not asked of a lease: `config` works it out from
-//!   the flags (`lease::Budget`), so that a setting that cannot keep the
-//!   promise is refused before anything is written.
+//!   the lock (SPEC §6) is not asked of a lease: the backend's hold rules
+//!   ([`Backend::hold_rules`]) work it out from the flags (`lease::Budget`),
+//!   so that a setting that cannot keep the promise is refused before
+//!   anything is written.
 //! - [`Engine`](crate::backend::Engine): opens a lease and acquires a lock or a semaphore slot with
 //!   some [`Wait`](crate::backend::Wait). Acquisition is cancelled by dropping its future: an
 //!   engine must leave nothing held once its lease is closed, even if the
@@ -22,6 +23,12 @@
 //! - [`Inspect`](crate::backend::Inspect): the outside view for `leader` and `release`: the live
 //!   holders, a stream of changes without polling loops, and asking a holder
 //!   to let go.
+//!
+//! Around them, [`Backend`] is what a backend is before it runs: its key
+//! rules, its hold rules (a budget and a plan for its engine), and how it
+//! builds its client from its own flags. Each backend registers itself in
+//! [`registry`]: its clap args, its man-page prose, one arm of the one
+//! `match` on `--backend`. Nothing outside `backend/` names a backend.
 //!
 //! Errors stay per backend; each says whether it is worth retrying
 //! ([`EngineError`]) and becomes a [`Failure`] with its exit status.
