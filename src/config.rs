@@ -8,7 +8,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::backend::registry::Pick;
+use crate::backend::registry::{Pick, BACKENDS};
+#[cfg(doc)]
+use crate::backend::Registration;
 use crate::backend::{Backend, HoldRequest, Wait};
 pub use crate::backend::{Env, Kind, ProcessEnv, LEADER, SEMAPHORE};
 use crate::cli::{ChildArgs, SessionArgs, WaitArgs};
@@ -54,43 +56,22 @@ pub struct ChildConfig {
     pub containment: crate::child::ContainmentMode,
 }
 
-/// Variables that say where the locks are. Empty, each would silently pick
-/// another lock space (the agent on 127.0.0.1:8500, the default namespace,
-/// the default lock directory), and a lock taken there excludes nobody; so
-/// an empty one is a usage error, whichever backend is in use. The second
-/// field is what to set instead.
-pub const EMPTY_IS_AN_ERROR: &[(&str, &str)] = &[
-    ("LOCKRUN_BACKEND", "consul, etcd, local or postgres"),
-    ("LOCKRUN_LOCK_DIR", "a directory"),
-    (
-        "CONSUL_HTTP_ADDR",
-        "host:port, http://host:port or https://host:port",
-    ),
-    ("CONSUL_NAMESPACE", "a namespace"),
-    ("CONSUL_PARTITION", "an admin partition"),
-    ("ETCDCTL_ENDPOINTS", "host:port[,host:port...]"),
-];
-
-/// Credentials and TLS settings clap reads for us, with their argument ids.
-/// Empty, they count as unset, as the consul CLI reads them: at worst the
-/// request is refused (403, a TLS failure) and the user sees why; it never
-/// reaches another lock. The rest of that kind (`CONSUL_HTTP_TOKEN`,
-/// `CONSUL_HTTP_TOKEN_FILE`, `CONSUL_HTTP_SSL`, `CONSUL_HTTP_SSL_VERIFY`,
-/// `ETCDCTL_*` but ETCDCTL_ENDPOINTS) we read through [`Env::var`], which
-/// treats empty as unset too.
-pub const EMPTY_IS_UNSET: &[(&str, &str)] = &[
-    ("CONSUL_CACERT", "ca_file"),
-    ("CONSUL_CAPATH", "ca_path"),
-    ("CONSUL_CLIENT_CERT", "client_cert"),
-    ("CONSUL_CLIENT_KEY", "client_key"),
-    ("CONSUL_TLS_SERVER_NAME", "tls_server_name"),
-];
-
-/// The one line for the first variable of [`EMPTY_IS_AN_ERROR`] that is set
-/// but empty.
+/// The one line for the first variable that says where the locks are
+/// and is set but empty: `LOCKRUN_BACKEND`, or one a backend names in its
+/// [`Registration::empty_is_an_error`]. Empty, each would silently pick
+/// another lock space (the agent on 127.0.0.1:8500, the default
+/// namespace, the default lock directory), and a lock taken there excludes
+/// nobody; so an empty one is a usage error, whichever backend is in use.
+/// lockrun's own variables are named first, then the engines' tools'.
 pub fn empty_variable(is_set_empty: impl Fn(&str) -> bool) -> Option<String> {
-    EMPTY_IS_AN_ERROR
-        .iter()
+    let mut all = vec![("LOCKRUN_BACKEND", "consul, etcd, local or postgres")];
+    all.extend(
+        BACKENDS
+            .iter()
+            .flat_map(|b| b.empty_is_an_error.iter().copied()),
+    );
+    all.sort_by_key(|(name, _)| !name.starts_with("LOCKRUN_"));
+    all.into_iter()
         .find(|(name, _)| is_set_empty(name))
         .map(|(name, what)| {
             format!("{name} is set but empty; set it to {what}, or unset it for the default")
@@ -264,4 +245,32 @@ fn binfmt_misc_handlers() -> bool {
 
 fn is_executable(path: &Path) -> bool {
     nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok()
+}
+
+#[cfg(all(test, feature = "consul", feature = "etcd"))]
+mod tests {
+    use super::*;
+
+    /// The order of the table the backends' lists replaced: lockrun's own
+    /// variables, then the engines' tools'.
+    #[test]
+    fn the_first_empty_variable_is_named_in_the_former_order() {
+        let former = [
+            "LOCKRUN_BACKEND",
+            "LOCKRUN_LOCK_DIR",
+            "CONSUL_HTTP_ADDR",
+            "CONSUL_NAMESPACE",
+            "CONSUL_PARTITION",
+            "ETCDCTL_ENDPOINTS",
+        ];
+        for (i, first) in former.iter().enumerate() {
+            let empty = &former[i..];
+            let line = empty_variable(|name| empty.contains(&name)).unwrap();
+            assert!(
+                line.starts_with(&format!("{first} is set but empty")),
+                "{line}"
+            );
+        }
+        assert_eq!(empty_variable(|name| name == "PGHOST"), None);
+    }
 }

@@ -495,6 +495,14 @@ pub struct Registration {
     /// Whether its claims ride on a lease that runs out, so that the lease
     /// flags (`--ttl`, `--clock-rate-error`) mean something on it.
     pub lease: bool,
+    /// Its variables that say where the locks are, which are a usage
+    /// error when set but empty (see `config::empty_variable`), each with
+    /// what to set instead.
+    pub empty_is_an_error: &'static [(&'static str, &'static str)],
+    /// Variables clap reads for its flags that count as unset when empty,
+    /// with their flags' ids: credentials and TLS settings, which at worst
+    /// get a request refused, never sent to another lock.
+    pub empty_is_unset: &'static [(&'static str, &'static str)],
     /// Its variables, under ENVIRONMENT in lockrun(1).
     pub environment: &'static [Prose],
     /// Its timing promise, under SAFETY, "Per backend".

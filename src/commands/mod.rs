@@ -35,7 +35,10 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         ExitCode::from(Exit::Usage)
     };
     let mut command = crate::cli::command();
-    for (name, id) in config::EMPTY_IS_UNSET {
+    let unset = crate::backend::registry::BACKENDS
+        .iter()
+        .flat_map(|b| b.empty_is_unset.iter());
+    for (name, id) in unset {
         // A build without the backend has no such flag to unset.
         let defined = command.get_arguments().any(|arg| arg.get_id() == *id);
         if defined && set_empty(name) {

@@ -18,6 +18,24 @@ pub const REGISTRATION: Registration = Registration {
         super::args::ConsulReleaseArgs::augment_args(cmd)
     },
     lease: true,
+    empty_is_an_error: &[
+        (
+            "CONSUL_HTTP_ADDR",
+            "host:port, http://host:port or https://host:port",
+        ),
+        ("CONSUL_NAMESPACE", "a namespace"),
+        ("CONSUL_PARTITION", "an admin partition"),
+    ],
+    // The rest of the consul CLI's variables (`CONSUL_HTTP_TOKEN`,
+    // `CONSUL_HTTP_TOKEN_FILE`, `CONSUL_HTTP_SSL`, `CONSUL_HTTP_SSL_VERIFY`)
+    // we read through `Env::var`, which treats empty as unset too.
+    empty_is_unset: &[
+        ("CONSUL_CACERT", "ca_file"),
+        ("CONSUL_CAPATH", "ca_path"),
+        ("CONSUL_CLIENT_CERT", "client_cert"),
+        ("CONSUL_CLIENT_KEY", "client_key"),
+        ("CONSUL_TLS_SERVER_NAME", "tls_server_name"),
+    ],
     environment: ENVIRONMENT,
     safety: Prose::Item(
         "consul",

@@ -12,6 +12,10 @@ pub const REGISTRATION: Registration = Registration {
     name: BackendName::Etcd,
     flags: <EtcdArgs as clap::Args>::augment_args,
     lease: true,
+    empty_is_an_error: &[("ETCDCTL_ENDPOINTS", "host:port[,host:port...]")],
+    // The other ETCDCTL_* we read through `Env::var`, which treats empty
+    // as unset.
+    empty_is_unset: &[],
     environment: ENVIRONMENT,
     safety: Prose::Item(
         "etcd",

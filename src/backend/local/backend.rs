@@ -14,6 +14,8 @@ pub const REGISTRATION: Registration = Registration {
     flags: <LocalArgs as clap::Args>::augment_args,
     // A file lock lasts as long as its descriptor: nothing runs out.
     lease: false,
+    empty_is_an_error: &[("LOCKRUN_LOCK_DIR", "a directory")],
+    empty_is_unset: &[],
     environment: &[],
     safety: Prose::Item(
         "local",

@@ -11,6 +11,8 @@ pub const REGISTRATION: Registration = Registration {
     name: BackendName::Postgres,
     flags: <PostgresArgs as clap::Args>::augment_args,
     lease: true,
+    empty_is_an_error: &[],
+    empty_is_unset: &[],
     environment: ENVIRONMENT,
     safety: Prose::Item(
         "postgres",
