@@ -135,7 +135,7 @@ fn assemble(
     })
 }
 
-/// Finds COMMAND before anything is written to Consul, so a typo costs no
+/// Finds COMMAND before anything is written to an engine, so a typo costs no
 /// lock and gets the status `env`, `timeout` and shells use (127 or 126).
 fn check_command(child: &ChildConfig, env: &dyn Env) -> Result<(), Failure> {
     let Some(program) = child.argv.first() else {
