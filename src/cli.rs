@@ -5,9 +5,11 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
-use crate::backend::consul::Behavior;
+pub use crate::backend::registry::BackendArgs;
+pub use crate::backend::BackendName;
+pub use crate::child::{ContainmentMode, LeftoversMode};
 use crate::logging::LogFormat;
 use crate::notify::Ready;
 use crate::signals::{Signal, SignalParser};
@@ -39,12 +41,6 @@ pub struct Cli {
     pub command: Command,
     #[command(flatten)]
     pub backend: BackendArgs,
-    #[command(flatten)]
-    pub consul: ConsulArgs,
-    #[command(flatten)]
-    pub etcd: EtcdArgs,
-    #[command(flatten)]
-    pub postgres: PostgresArgs,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -246,143 +242,6 @@ pub struct ManArgs {
     pub dir: PathBuf,
 }
 
-/// The engines lockrun can keep its locks in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BackendName {
-    /// HashiCorp Consul (sessions and KV, as `consul lock`).
-    Consul,
-    /// etcd v3 (a lease and etcd's own mutex layout, as `etcdctl lock`).
-    Etcd,
-    /// This host only: `flock(2)` on a file per lock, as `flock(1)`; no server.
-    Local,
-    /// PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`).
-    Postgres,
-}
-
-impl BackendName {
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendName::Consul => "consul",
-            BackendName::Etcd => "etcd",
-            BackendName::Local => "local",
-            BackendName::Postgres => "postgres",
-        }
-    }
-}
-
-/// Which engine, and the local engine's settings.
-#[derive(Debug, Args)]
-#[command(next_help_heading = "Backend")]
-pub struct BackendArgs {
-    /// Where the locks live: consul, etcd, postgres, or local (this host
-    /// only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is
-    /// consul.
-    #[arg(long, global = true, value_enum, env = "LOCKRUN_BACKEND", default_value_t = BackendName::Consul, value_name = "BACKEND")]
-    pub backend: BackendName,
-    /// local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY`
-    /// shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or
-    /// /tmp/lockrun-UID otherwise].
-    #[arg(long, global = true, env = "LOCKRUN_LOCK_DIR", hide_env_values = true, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
-    pub lock_dir: Option<PathBuf>,
-    /// local: accept a lock directory on NFS or CIFS, whose flock(2) may not
-    /// exclude other hosts or may break on a reconnect.
-    #[arg(long, global = true)]
-    pub allow_network_fs: bool,
-}
-
-/// Where etcd is; flags override etcdctl's environment variables. The user
-/// and password come from ETCDCTL_USER (and ETCDCTL_PASSWORD) only, never
-/// from a command line that every user of the host can read.
-#[derive(Debug, Args)]
-#[command(next_help_heading = "etcd connection")]
-pub struct EtcdArgs {
-    /// etcd: endpoints, comma-separated host:port or http(s)://host:port
-    /// (else ETCDCTL_ENDPOINTS, else 127.0.0.1:2379); the next is tried when
-    /// one is down.
-    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), global = true, value_name = "ADDRS")]
-    pub endpoints: Option<String>,
-    /// etcd: CA certificate file (else ETCDCTL_CACERT).
-    #[arg(long, global = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
-    pub cacert: Option<PathBuf>,
-    /// etcd: client certificate file (else ETCDCTL_CERT).
-    #[arg(long, global = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
-    pub cert: Option<PathBuf>,
-    /// etcd: the client certificate's key file (else ETCDCTL_KEY).
-    #[arg(long, global = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
-    pub cert_key: Option<PathBuf>,
-}
-
-/// Where PostgreSQL is; the flag overrides libpq's environment variables
-/// (PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD, PGPASSFILE, PGSSLMODE,
-/// PGSSLROOTCERT, PGSSLCERT, PGSSLKEY). A password belongs in ~/.pgpass or
-/// PGPASSWORD, not on a command line every user can read.
-#[derive(Debug, Args)]
-#[command(next_help_heading = "PostgreSQL connection")]
-pub struct PostgresArgs {
-    /// postgres: a postgres:// URL or libpq `key=value` words, e.g.
-    /// postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER,
-    /// PGDATABASE; else the local socket). TLS as libpq: sslmode=disable,
-    /// prefer (the default), require, verify-ca or verify-full, with
-    /// sslrootcert, sslcert and sslkey.
-    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), global = true, value_name = "DSN")]
-    pub dsn: Option<String>,
-}
-
-/// Where Consul is and how to authenticate; flags override the consul CLI's
-/// environment variables.
-#[derive(Debug, Args)]
-#[command(next_help_heading = "Consul connection")]
-pub struct ConsulArgs {
-    /// Consul agent address: host:port, http://host:port or https://host:port;
-    /// several, comma-separated, to renew through the next when one hangs or dies.
-    #[arg(
-        long,
-        global = true,
-        env = "CONSUL_HTTP_ADDR",
-        value_name = "ADDR",
-        hide_env_values = true
-    )]
-    pub http_addr: Option<String>,
-    /// Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN).
-    #[arg(long, global = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
-    pub token_file: Option<PathBuf>,
-    /// CA certificate file to verify Consul's TLS certificate.
-    #[arg(long, global = true, env = "CONSUL_CACERT", hide_env_values = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
-    pub ca_file: Option<PathBuf>,
-    /// Directory of CA certificates.
-    #[arg(long, global = true, env = "CONSUL_CAPATH", hide_env_values = true, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
-    pub ca_path: Option<PathBuf>,
-    /// Client certificate for Consul's verify_incoming.
-    #[arg(long, global = true, env = "CONSUL_CLIENT_CERT", hide_env_values = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
-    pub client_cert: Option<PathBuf>,
-    /// Client key for Consul's verify_incoming.
-    #[arg(long, global = true, env = "CONSUL_CLIENT_KEY", hide_env_values = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
-    pub client_key: Option<PathBuf>,
-    /// Server name to verify Consul's certificate against (SNI).
-    #[arg(
-        long,
-        global = true,
-        env = "CONSUL_TLS_SERVER_NAME",
-        hide_env_values = true,
-        value_parser = clap::builder::NonEmptyStringValueParser::new(),
-        value_name = "NAME"
-    )]
-    pub tls_server_name: Option<String>,
-    /// Datacenter to use (default: the agent's).
-    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), global = true, value_name = "DC")]
-    pub datacenter: Option<String>,
-    /// Enterprise namespace.
-    #[arg(
-        long,
-        global = true,
-        env = "CONSUL_NAMESPACE",
-        hide_env_values = true,
-        value_parser = clap::builder::NonEmptyStringValueParser::new(),
-        value_name = "NS"
-    )]
-    pub namespace: Option<String>,
-}
-
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Output")]
 pub struct OutputArgs {
@@ -405,41 +264,8 @@ pub struct SessionArgs {
     /// whole seconds. Shorter notices a dead host sooner.
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "15s", value_name = "DURATION")]
     pub ttl: Duration,
-    /// How long Consul keeps the lock from a new holder after the session is
-    /// invalidated (0s to 60s). It is the child's grace window on a partition.
-    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "15s", value_name = "DURATION")]
-    pub lock_delay: Duration,
-    /// What Consul does with held keys when the session is invalidated
-    /// [default: release for elect, delete for semaphore].
-    #[arg(long, value_enum, value_name = "BEHAVIOR")]
-    pub behavior: Option<Behavior>,
-    /// Session name shown in Consul [default: lockrun on HOST for KEY].
-    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), value_name = "NAME")]
-    pub session_name: Option<String>,
-    /// Node health checks the session is bound to (comma-separated) [default: none].
-    /// A failing check ends the session at once, so the child must then be
-    /// dead within the lock-delay: renewals come more often and the grace
-    /// period must fit in the lock-delay. Not for semaphores.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        value_name = "CHECKS",
-        conflicts_with = "no_checks"
-    )]
-    pub node_checks: Option<Vec<String>>,
-    /// Service health checks the session is bound to (comma-separated;
-    /// Consul 1.7 or later). As --node-checks.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        value_name = "CHECKS",
-        conflicts_with = "no_checks"
-    )]
-    pub service_checks: Vec<String>,
-    /// Bind the session to no health check, so that only the TTL ends it
-    /// (the default; sent to Consul explicitly, old and new fields alike).
-    #[arg(long)]
-    pub no_checks: bool,
+    #[command(flatten)]
+    pub backend: crate::backend::registry::HoldFlags,
     /// The largest combined clock-rate error between this host and the
     /// engine's that the stop window allows for, in ppm or % (consul and
     /// etcd; the local backend has no lease, and refuses it). The default
@@ -491,8 +317,8 @@ pub struct ChildArgs {
     /// the lock, until the last of them is gone; `kill` gives them
     /// --kill-signal, then SIGKILL after --kill-timeout. The exit status is
     /// COMMAND's either way.
-    #[arg(long, value_enum, default_value_t = Leftovers::Wait, value_name = "WHAT")]
-    pub leftovers: Leftovers,
+    #[arg(long, value_enum, default_value_t = LeftoversMode::Wait, value_name = "WHAT")]
+    pub leftovers: LeftoversMode,
     /// How COMMAND's process tree is kept together. `auto`: in a cgroup v2
     /// of its own where lockrun may create one (as root, or under systemd
     /// delegation: a `Delegate=yes` unit, `systemd-run --scope -p
@@ -509,24 +335,6 @@ pub struct ChildArgs {
     /// The command and its arguments.
     #[arg(required = true, last = true, value_name = "COMMAND", value_hint = clap::ValueHint::CommandWithArguments)]
     pub command: Vec<OsString>,
-}
-
-/// `--leftovers`: what becomes of what COMMAND leaves running.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Leftovers {
-    /// The job lasts until the last process of COMMAND's tree is gone.
-    Wait,
-    /// What COMMAND left is stopped when COMMAND exits.
-    Kill,
-}
-
-/// `--containment`: how COMMAND's tree is kept together.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ContainmentMode {
-    /// A cgroup of its own where possible, else the subreaper.
-    Auto,
-    /// The guard as a child subreaper alone, never a cgroup.
-    Subreaper,
 }
 
 /// Running under systemd or cron.
@@ -621,47 +429,15 @@ pub struct ReleaseArgs {
     /// The lock key, or a semaphore prefix.
     #[arg(value_name = "KEY")]
     pub key: String,
-    /// Only if this session holds it (for a semaphore: free this holder's slot).
-    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), value_name = "ID")]
-    pub session: Option<String>,
-    /// Also destroy the holder's session (its other locks go too, after their lock-delay).
-    #[arg(long)]
-    pub destroy_session: bool,
+    #[command(flatten)]
+    pub backend: crate::backend::registry::ReleaseFlags,
     /// Semaphore: free every slot.
-    #[arg(long, conflicts_with = "session")]
+    #[arg(long)]
+    #[cfg_attr(feature = "consul", arg(conflicts_with = "session"))]
     pub all: bool,
 }
 
-/// The longest duration any flag takes. Far beyond any useful timeout, and
-/// far enough from the clock's limits that adding it to "now" or to a
-/// budget can never overflow.
-pub const DURATION_MAX: Duration = Duration::from_secs(365 * 24 * 3600);
-
-/// Durations in humantime form: `500ms`, `15s`, `2m`, `1h 30m`; a bare `0`
-/// means zero. Bounded to [`DURATION_MAX`].
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    if text == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if text.starts_with('-') {
-        return Err(format!(
-            "`{text}` is negative; durations run from 0s to 365d, e.g. 15s"
-        ));
-    }
-    let parsed = humantime::parse_duration(text).map_err(|e| match e {
-        humantime::DurationError::NumberOverflow => {
-            format!("`{text}` is too long; use a duration from 0s to 365d")
-        }
-        e => format!("`{text}` is not a duration ({e}); use a form like 500ms, 15s or 2m"),
-    })?;
-    if parsed > DURATION_MAX {
-        return Err(format!(
-            "`{text}` is too long; use a duration from 0s to 365d"
-        ));
-    }
-    Ok(parsed)
-}
+pub use crate::duration::{parse_duration, DURATION_MAX};
 
 #[cfg(test)]
 mod tests {

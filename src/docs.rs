@@ -19,6 +19,8 @@ use clap_complete::Shell;
 use clap_mangen::roff::{bold, italic, roman, Inline, Roff};
 use clap_mangen::Man;
 
+use crate::backend::registry::BACKENDS;
+use crate::backend::Prose;
 use crate::exit::Exit;
 
 /// The date on every page. A build-time date would make the committed pages
@@ -216,14 +218,26 @@ fn synopsis(cmds: &[&clap::Command]) -> Roff {
 fn main_page(cli: &clap::Command) -> Vec<u8> {
     let subcommands: Vec<&clap::Command> =
         cli.get_subcommands().filter(|s| !s.is_hide_set()).collect();
+    // Each backend writes its own variables and its own timing promise.
+    let environment: Vec<Block> = BACKENDS
+        .iter()
+        .flat_map(|b| b.environment.iter().map(Block::from))
+        .chain(CHILD_ENVIRONMENT.iter().map(Block::same))
+        .collect();
+    let safety: Vec<Block> = SAFETY
+        .iter()
+        .map(Block::same)
+        .chain(BACKENDS.iter().map(|b| Block::from(&b.safety)))
+        .chain(SAFETY_AFTER.iter().map(Block::same))
+        .collect();
     let mut page = Page::new(cli, cli.get_name());
     page.head(&subcommands)
         .clap(Man::render_subcommands_section)
         .ours(&exit_status())
         .ours(&sections(&[
-            ("ENVIRONMENT", ENVIRONMENT),
+            ("ENVIRONMENT", &environment),
             ("SIGNALS", SIGNALS),
-            ("SAFETY", SAFETY),
+            ("SAFETY", &safety),
             ("EXAMPLES", EXAMPLES),
             ("SEE ALSO", SEE_ALSO),
         ]));
@@ -300,6 +314,26 @@ enum Block<'a> {
     Code(&'a str),
     /// A subsection heading.
     Sub(&'a str),
+}
+
+impl<'a> Block<'a> {
+    fn same(block: &Block<'a>) -> Block<'a> {
+        match *block {
+            Block::P(text) => Block::P(text),
+            Block::Item(term, text) => Block::Item(term, text),
+            Block::Code(line) => Block::Code(line),
+            Block::Sub(title) => Block::Sub(title),
+        }
+    }
+}
+
+impl From<&Prose> for Block<'static> {
+    fn from(prose: &Prose) -> Block<'static> {
+        match *prose {
+            Prose::P(text) => Block::P(text),
+            Prose::Item(term, text) => Block::Item(term, text),
+        }
+    }
 }
 
 fn sections(list: &[(&str, &[Block])]) -> Roff {
@@ -383,86 +417,8 @@ fn inline(text: &str) -> Vec<Inline> {
 
 use Block::{Code, Item, Sub, P};
 
-const ENVIRONMENT: &[Block] = &[
-    P(
-        "lockrun reads the consul CLI's variables; a flag given on the command line wins over \
-         its variable. Empty variables count as unset.",
-    ),
-    Item(
-        "`CONSUL_HTTP_ADDR`",
-        "The agent's address: `host:port`, `http://host:port` or `https://host:port` \
-         [default: 127.0.0.1:8500]. Flag: `--http-addr`. Several, comma-separated, are \
-         tried in turn: a refused connection goes to the next at once, and after one that \
-         hangs, breaks or cannot reach a server, the next request goes to the next agent. \
-         The consul CLI takes one address in this variable, so give a list with \
-         `--http-addr` and keep the variable to one address if the CLI shares it.",
-    ),
-    Item(
-        "`CONSUL_HTTP_TOKEN`",
-        "The ACL token. lockrun never shows it: not in errors, logs, `-vv` output or the \
-         arguments of processes it starts.",
-    ),
-    Item(
-        "`CONSUL_HTTP_TOKEN_FILE`",
-        "A file holding the ACL token; wins over `CONSUL_HTTP_TOKEN`. Flag: `--token-file`, \
-         which wins over both.",
-    ),
-    Item(
-        "`CONSUL_CACERT`, `CONSUL_CAPATH`",
-        "A CA certificate file, or a directory of them, to verify Consul's certificate. \
-         Flags: `--ca-file`, `--ca-path`.",
-    ),
-    Item(
-        "`CONSUL_CLIENT_CERT`, `CONSUL_CLIENT_KEY`",
-        "A client certificate and its key, for agents with verify_incoming; give both. \
-         Flags: `--client-cert`, `--client-key`.",
-    ),
-    Item(
-        "`CONSUL_TLS_SERVER_NAME`",
-        "The name to verify Consul's certificate against (SNI). Flag: `--tls-server-name`.",
-    ),
-    Item(
-        "`CONSUL_HTTP_SSL`",
-        "`true` to speak HTTPS to an address given as `host:port`.",
-    ),
-    Item(
-        "`CONSUL_HTTP_SSL_VERIFY`",
-        "`false` to accept any certificate from Consul. For tests only.",
-    ),
-    Item(
-        "`CONSUL_NAMESPACE`",
-        "The Enterprise namespace. Flag: `--namespace`.",
-    ),
-    Item("`CONSUL_PARTITION`", "The Enterprise admin partition."),
-    Item(
-        "`LOCKRUN_SESSION_TTL_MIN`",
-        "The shortest `--ttl` lockrun accepts [default: 10s, Consul's own minimum]. Lower it \
-         only to match servers whose session_ttl_min is lowered.",
-    ),
-    P(
-        "On etcd (`--backend etcd`) lockrun reads etcdctl's variables instead: \
-         `ETCDCTL_ENDPOINTS`, `ETCDCTL_CACERT`, `ETCDCTL_CERT`, `ETCDCTL_KEY`, and \
-         `ETCDCTL_USER` (with `ETCDCTL_PASSWORD`) for the user, which has no flag.",
-    ),
-    P(
-        "lockrun talks to etcd's JSON gateway (`/v3/...`), not gRPC, and has the gateway's \
-         limits: an etcd started with `--enable-grpc-gateway=false` cannot be reached at \
-         all; the gateway cannot authenticate a client by its certificate's common name \
-         (etcd's `--client-cert-auth` users), so name the user in `ETCDCTL_USER`; and etcd \
-         3.6 changed the gateway's error bodies (lockrun reads the code and message, which \
-         3.4 to 3.6 all give; it is tested on 3.4 and 3.5).",
-    ),
-    P(
-        "On PostgreSQL (`--backend postgres`) lockrun reads libpq's variables, which \
-         `--dsn` overrides: `PGHOST` (a host or a unix-socket directory), `PGPORT`, \
-         `PGUSER`, `PGDATABASE`, `PGPASSWORD` (never printed), `PGPASSFILE` (else \
-         `~/.pgpass`, ignored if others can read it), and for TLS `PGSSLMODE` (libpq's \
-         modes; default prefer), `PGSSLROOTCERT`, `PGSSLCERT` and `PGSSLKEY` (else the \
-         files in `~/.postgresql`). A connection pooler such as PgBouncer is refused. \
-         KEY's advisory lock \
-         id is `('x' || substr(md5('KEY'), 1, 16))::bit(64)::bigint`; slot i of PREFIX \
-         is that of `PREFIX//i`.",
-    ),
+/// What COMMAND is given, after every backend's variables.
+const CHILD_ENVIRONMENT: &[Block] = &[
     P("COMMAND inherits lockrun's environment, plus:"),
     Item("`LOCKRUN_KEY`", "The lock key, or the semaphore prefix."),
     Item(
@@ -592,40 +548,10 @@ const SAFETY: &[Block] = &[
          without contacting an engine. Times count from the send time of the last confirmed \
          renewal; the margin is what lies between SIGKILL and the earliest rival.",
     ),
-    Item(
-        "consul",
-        "A rival may acquire a lock TTL + `--lock-delay` after the last renewal Consul \
-         processed (only the lock-delay with health checks), and a semaphore slot the TTL \
-         after it. With the defaults (TTL 15s, lock-delay 15s, `--kill-timeout` 5s) SIGKILL \
-         has landed by 20s, a rival comes at 30s: a 10s margin, which tolerates a combined \
-         clock-rate error of 32%. An invalidated or destroyed session keeps the lock-delay, \
-         which is the grace COMMAND gets; `lockrun release` arms none.",
-    ),
-    Item(
-        "etcd",
-        "A rival may acquire when the lease expires, the TTL after the last keep-alive etcd \
-         processed; no lock-delay exists. The margin is the clock-rate bound's share of the \
-         TTL plus a hundredth: with the defaults (TTL 15s) 2.65s, so the default \
-         `--kill-timeout` shrinks to 2.3s and SIGKILL has landed by 12.35s. A revoked lease (`lockrun release`, `etcdctl \
-         lease revoke`) or a key gone from etcd lets a rival hold at once, so COMMAND gets \
-         SIGKILL at once.",
-    ),
-    Item(
-        "postgres",
-        "The server frees the advisory lock when the holding connection ends: at once \
-         when lockrun dies or its backend is terminated (`lockrun release`, \
-         `pg_terminate_backend`, a restart, a failover), so COMMAND gets SIGKILL at once; \
-         on a partition when the server's TCP keepalive or tcp_user_timeout gives up, \
-         which lockrun sets to `--ttl` after the last data the server received. The \
-         budget is etcd's: a rival no earlier than the TTL after the last confirmed round \
-         trip, no lock-delay.",
-    ),
-    Item(
-        "local",
-        "flock(2) holds as long as the guard process lives: no rival on this host can lock \
-         before the guard has exited, whatever the clocks do. A lock file replaced under us \
-         lets a rival lock the new one at once, so COMMAND is killed at once.",
-    ),
+];
+
+/// After every backend's own promise.
+const SAFETY_AFTER: &[Block] = &[
     Item(
         "Assumptions",
         "The combined rate error of this host's clock and the engine's stays within \

@@ -84,6 +84,10 @@ impl Exit {
     }
 }
 
+/// The guard's status when it failed itself (misused, or could not set
+/// COMMAND up): [`Exit::Failure`]'s, as a constant the child layer can use.
+pub const GUARD_FAILED: u8 = 125;
+
 impl Exit {
     /// Ends the process the way this outcome should look to our parent. For
     /// [`Exit::Interrupted`] that is death by the signal itself, as

@@ -128,13 +128,15 @@ fn round_ms(d: Duration) -> Duration {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
     pub ttl: Duration,
-    /// The lock-delay that keeps rivals out after an invalidation (zero for
-    /// a semaphore slot, which no lock-delay protects).
-    pub lock_delay: Duration,
+    /// How long the engine keeps rivals out once it has ended our lease
+    /// (Consul's lock-delay; zero on etcd and PostgreSQL, and for a Consul
+    /// semaphore slot, which no lock-delay protects).
+    pub rival_delay: Duration,
     pub kill_timeout: Duration,
-    /// Whether the session is bound to health checks, which Consul may find
-    /// critical at any moment, not only a TTL after the last renewal.
-    pub checks: bool,
+    /// Whether the engine may end the lease at any moment, not only a TTL
+    /// after the last renewal (a Consul session bound to health checks):
+    /// then only `rival_delay` keeps a rival out.
+    pub ends_early: bool,
     /// The combined clock-rate error between this host and the engine we
     /// allow for (`--clock-rate-error`).
     pub rate_error: Ppm,
@@ -177,10 +179,10 @@ impl Budget {
     /// least the TTL before invalidating, then the lock-delay runs; a check
     /// can turn critical right after our renewal, leaving only the delay.
     pub fn rival_after(&self) -> Duration {
-        if self.checks {
-            self.lock_delay
+        if self.ends_early {
+            self.rival_delay
         } else {
-            self.ttl + self.lock_delay
+            self.ttl + self.rival_delay
         }
     }
 
@@ -242,8 +244,8 @@ impl Budget {
     /// thirds of the TTL: renewals every third of it, as etcd's own client
     /// sends its keep-alives, and a third left for retries.
     fn min_window(&self) -> Duration {
-        if self.checks {
-            (self.lock_delay / 2).max(MIN_CHECKED_WINDOW)
+        if self.ends_early {
+            (self.rival_delay / 2).max(MIN_CHECKED_WINDOW)
         } else {
             self.ttl * 2 / 3
         }
@@ -283,9 +285,10 @@ impl Budget {
     /// past, is all that keeps a rival out, so SIGKILL must land within it
     /// on ours, margin kept; with none it lands at once.
     pub fn loss_grace(&self) -> Duration {
-        let margin = scale(self.lock_delay, self.rate_error) + self.lock_delay / SCHEDULING_DIVISOR;
+        let margin =
+            scale(self.rival_delay, self.rate_error) + self.rival_delay / SCHEDULING_DIVISOR;
         self.kill_timeout
-            .min(self.lock_delay.saturating_sub(margin))
+            .min(self.rival_delay.saturating_sub(margin))
     }
 
     /// Refuses settings whose stop window is too short to renew even once
@@ -295,7 +298,7 @@ impl Budget {
         if self.stop_after() >= self.min_window() {
             return Ok(());
         }
-        let why = if self.checks {
+        let why = if self.ends_early {
             "a health check can end the session right after a renewal, leaving only the lock-delay to kill the child"
         } else {
             "a rival could take the lock before the child is killed"
@@ -305,28 +308,28 @@ impl Budget {
                 "--kill-timeout {} is too long for --ttl {} and --lock-delay {}: {why}; use --kill-timeout {} or less, or a longer --lock-delay",
                 flag_duration(self.kill_timeout),
                 flag_duration(self.ttl),
-                flag_duration(self.lock_delay),
+                flag_duration(self.rival_delay),
                 flag_duration(max),
             ));
         }
-        if self.checks {
+        if self.ends_early {
             if let Some(min) = self.min_checked_lock_delay() {
                 return Err(format!(
                     "--lock-delay {} is too short for --ttl {} with health checks: {why}; use --lock-delay {} or more, or --no-checks",
-                    flag_duration(self.lock_delay),
+                    flag_duration(self.rival_delay),
                     flag_duration(self.ttl),
                     flag_duration(min),
                 ));
             }
         }
         // Not even SIGKILL at once fits: the clock-rate margin takes the room.
-        let settings = if self.lock_delay.is_zero() {
+        let settings = if self.rival_delay.is_zero() {
             format!("--ttl {}", flag_duration(self.ttl))
         } else {
             format!(
                 "--ttl {} and --lock-delay {}",
                 flag_duration(self.ttl),
-                flag_duration(self.lock_delay)
+                flag_duration(self.rival_delay)
             )
         };
         Err(match self.max_rate_error() {
@@ -343,7 +346,7 @@ impl Budget {
 
     /// The shortest lock-delay that leaves room for SIGKILL at once with
     /// health checks, in whole seconds: the margin is a fraction `f` of the
-    /// lock-delay, so `lock_delay * (1 - f)` must reach the window, which is
+    /// lock-delay, so `rival_delay * (1 - f)` must reach the window, which is
     /// half the lock-delay and at least [`MIN_CHECKED_WINDOW`]. `None` when
     /// the margin takes half or more, whatever the lock-delay.
     fn min_checked_lock_delay(&self) -> Option<Duration> {
@@ -726,9 +729,9 @@ mod explain_tests {
         // is 5 s x 166,666 ppm (833.33 ms) + 50 ms for scheduling.
         let b = Budget {
             ttl: secs(5.0),
-            lock_delay: Duration::ZERO,
+            rival_delay: Duration::ZERO,
             kill_timeout: ms(700),
-            checks: false,
+            ends_early: false,
             rate_error: Ppm::DEFAULT,
         };
         assert_eq!(b.margin(), nanos(883_330_000));
@@ -744,9 +747,9 @@ mod explain_tests {
     fn consul_defaults_leave_the_lock_delay_as_slack() {
         let b = Budget {
             ttl: secs(15.0),
-            lock_delay: secs(15.0),
+            rival_delay: secs(15.0),
             kill_timeout: secs(5.0),
-            checks: false,
+            ends_early: false,
             rate_error: Ppm::DEFAULT,
         };
         assert_eq!(b.rival_after(), secs(30.0));
@@ -759,9 +762,9 @@ mod explain_tests {
     fn no_slack_tolerates_nothing() {
         let b = Budget {
             ttl: secs(10.0),
-            lock_delay: Duration::ZERO,
+            rival_delay: Duration::ZERO,
             kill_timeout: secs(20.0),
-            checks: false,
+            ends_early: false,
             rate_error: Ppm::DEFAULT,
         };
         assert_eq!(b.slack(), Duration::ZERO);
@@ -775,12 +778,12 @@ mod tests {
     use std::cell::RefCell;
     use std::collections::VecDeque;
 
-    fn budget(ttl: u64, lock_delay: u64, kill: u64) -> Budget {
+    fn budget(ttl: u64, rival_delay: u64, kill: u64) -> Budget {
         Budget {
             ttl: Duration::from_secs(ttl),
-            lock_delay: Duration::from_secs(lock_delay),
+            rival_delay: Duration::from_secs(rival_delay),
             kill_timeout: Duration::from_secs(kill),
-            checks: false,
+            ends_early: false,
             rate_error: Ppm::DEFAULT,
         }
     }
@@ -792,11 +795,11 @@ mod tests {
         }
     }
 
-    fn checked(ttl: u64, lock_delay: u64, kill: u64) -> Budget {
+    fn checked(ttl: u64, rival_delay: u64, kill: u64) -> Budget {
         // The default bound, as every run gets it.
         Budget {
-            checks: true,
-            ..budget(ttl, lock_delay, kill)
+            ends_early: true,
+            ..budget(ttl, rival_delay, kill)
         }
     }
 
@@ -848,7 +851,7 @@ mod tests {
                 continue;
             }
             let sigkill_at = b.stop_after() + b.kill_timeout;
-            let rival_at = b.ttl + b.lock_delay;
+            let rival_at = b.ttl + b.rival_delay;
             assert!(sigkill_at + b.margin() <= rival_at, "{b:?}");
             // On a clock slower by the bound, SIGKILL still comes first.
             let slowed = sigkill_at.as_secs_f64() / (1.0 - b.rate_error.fraction());
@@ -866,7 +869,7 @@ mod tests {
             accepted += 1;
             // A check may fail the instant after the renewal was processed.
             let sigkill_at = b.stop_after() + b.kill_timeout;
-            assert!(sigkill_at + b.margin() <= b.lock_delay, "{b:?}");
+            assert!(sigkill_at + b.margin() <= b.rival_delay, "{b:?}");
             assert!(b.renew_every() >= Duration::from_millis(500), "{b:?}");
         }
         assert!(accepted >= 3, "too few settings accepted with checks");

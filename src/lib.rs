@@ -15,16 +15,20 @@ pub mod cli;
 pub mod clock;
 /// One file per subcommand.
 pub mod commands;
-/// Flags and `CONSUL_*` variables, validated into a `Config` before any request.
+/// The hold settings every backend shares, validated before any request.
 pub mod config;
 /// Man pages and completions rendered from the clap definition.
 pub mod docs;
+/// Durations as flags and variables take them.
+pub mod duration;
 /// What went wrong, as one line for the user, and which exit status it earns.
 pub mod error;
 /// The exit-status table.
 pub mod exit;
 /// The hold loop shared by `elect` and `semaphore` on every engine.
 pub mod hold;
+/// This host's name.
+pub mod host;
 /// Job control for an interactive run: the front the shell sees, the worker.
 pub mod job;
 /// One rule for keys, on every backend.

@@ -2,15 +2,16 @@
 //!
 //! The hold loop (`crate::hold`), `leader` and `release` need four things
 //! from an engine, and each is one trait here, implemented once per backend
-//! (one folder each: `consul/`, `etcd/`, `local/`):
+//! (one folder each: `consul/`, `etcd/`, `local/`, `postgres/`):
 //!
 //! - [`Lease`](crate::backend::Lease): what keeps our claims alive. Consul renews a session on a
 //!   TTL, etcd a lease; `local` has nothing to renew and never runs out,
 //!   because the kernel drops a file lock only when the last descriptor of
 //!   it closes. How long after the last confirmed renewal a rival could hold
-//!   the lock (SPEC §6) is not asked of a lease: `config` works it out from
-//!   the flags (`lease::Budget`), so that a setting that cannot keep the
-//!   promise is refused before anything is written.
+//!   the lock (SPEC §6) is not asked of a lease: the backend's hold rules
+//!   ([`Backend::hold_rules`]) work it out from the flags (`lease::Budget`),
+//!   so that a setting that cannot keep the promise is refused before
+//!   anything is written.
 //! - [`Engine`](crate::backend::Engine): opens a lease and acquires a lock or a semaphore slot with
 //!   some [`Wait`](crate::backend::Wait). Acquisition is cancelled by dropping its future: an
 //!   engine must leave nothing held once its lease is closed, even if the
@@ -23,6 +24,12 @@
 //!   holders, a stream of changes without polling loops, and asking a holder
 //!   to let go.
 //!
+//! Around them, [`Backend`] is what a backend is before it runs: its key
+//! rules, its hold rules (a budget and a plan for its engine), and how it
+//! builds its client from its own flags. Each backend registers itself in
+//! [`registry`]: its clap args, its man-page prose, one arm of the one
+//! `match` on `--backend`. Nothing outside `backend/` names a backend.
+//!
 //! Errors stay per backend; each says whether it is worth retrying
 //! ([`EngineError`]) and becomes a [`Failure`] with its exit status.
 //!
@@ -30,10 +37,16 @@
 //! is chosen per run, so the hold loop is monomorphised once per backend and
 //! no future is boxed.
 
+#[cfg(feature = "consul")]
 pub mod consul;
+#[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod local;
+#[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod registry;
+pub mod rules;
+#[cfg(any(feature = "consul", feature = "etcd", feature = "postgres"))]
 pub mod tls;
 
 use std::ffi::OsString;
@@ -43,8 +56,56 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
+use clap::ValueEnum;
+
 use crate::error::Failure;
+use crate::lease::Budget;
 pub use crate::lease::{Lost, Renewal};
+
+/// An environment to read variables from (the process's, or a test's).
+pub trait Env {
+    fn var(&self, name: &str) -> Option<String>;
+
+    /// PATH exactly as the child inherits it: unset and empty differ.
+    fn path(&self) -> Option<OsString> {
+        self.var("PATH").map(OsString::from)
+    }
+}
+
+pub struct ProcessEnv;
+
+impl Env for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+
+    fn path(&self) -> Option<OsString> {
+        std::env::var_os("PATH")
+    }
+}
+
+/// What differs between a leader lock and a semaphore slot.
+#[derive(Debug, Clone, Copy)]
+pub struct Kind {
+    /// "key" or "semaphore", for the session's name.
+    pub name: &'static str,
+    /// A leader lock, not a semaphore slot: the engine's guard after a
+    /// loss (Consul's lock-delay) protects keys, never a slot in a record.
+    pub lock: bool,
+    pub default_kill_timeout: Duration,
+}
+
+pub const LEADER: Kind = Kind {
+    name: "key",
+    lock: true,
+    default_kill_timeout: Duration::from_secs(5),
+};
+
+pub const SEMAPHORE: Kind = Kind {
+    name: "semaphore",
+    lock: false,
+    default_kill_timeout: Duration::from_secs(2),
+};
 
 /// How far above SIGRTMIN the signal sits that `release` sends a holding
 /// lockrun on engines with no server to revoke the claim (`local`): "an
@@ -60,14 +121,28 @@ pub fn release_signal() -> i32 {
     libc::SIGRTMIN() + RELEASE_SIGNAL_ABOVE_RTMIN
 }
 
-/// How long acquisition may wait.
+/// How long acquisition may wait: the one type for `--no-wait`,
+/// `--timeout` and waiting for ever. `At` is a moment ([`Instant`]) once
+/// the clock runs, and a [`Duration`] from the start before it does (a
+/// validated `--timeout`, see [`Wait::from_now`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wait {
+pub enum Wait<At = Instant> {
     /// One attempt (`--no-wait`).
     Once,
     /// Until this moment (`--timeout`).
-    Until(Instant),
+    Until(At),
     Forever,
+}
+
+impl Wait<Duration> {
+    /// The patience as a deadline counted from now.
+    pub fn from_now(self) -> Wait {
+        match self {
+            Wait::Once => Wait::Once,
+            Wait::Forever => Wait::Forever,
+            Wait::Until(timeout) => Wait::Until(Instant::now() + timeout),
+        }
+    }
 }
 
 impl Wait {
@@ -351,6 +426,7 @@ pub trait Changes {
 
 /// An engine's answer body for an error message: its first line, cut at 200
 /// characters, or "empty answer".
+#[cfg(any(feature = "consul", feature = "etcd", feature = "postgres"))]
 pub(crate) fn one_line(body: &str) -> String {
     let line = body.trim().lines().next().unwrap_or("").trim();
     if line.is_empty() {
@@ -373,6 +449,190 @@ pub async fn wait_for_holder<I: Inspect>(
         let holders = changes.next().await?;
         if !holders.is_empty() {
             return Ok(holders);
+        }
+    }
+}
+
+/// The engines lockrun can keep its locks in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendName {
+    /// HashiCorp Consul (sessions and KV, as `consul lock`).
+    Consul,
+    /// etcd v3 (a lease and etcd's own mutex layout, as `etcdctl lock`).
+    Etcd,
+    /// This host only: `flock(2)` on a file per lock, as `flock(1)`; no server.
+    Local,
+    /// PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`).
+    Postgres,
+}
+
+impl BackendName {
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendName::Consul => "consul",
+            BackendName::Etcd => "etcd",
+            BackendName::Local => "local",
+            BackendName::Postgres => "postgres",
+        }
+    }
+}
+
+/// A piece of a backend's man-page prose (see `crate::docs`).
+pub enum Prose {
+    /// A paragraph; `` `text` `` in backticks is set in bold.
+    P(&'static str),
+    /// A term and its description, as a tagged paragraph.
+    Item(&'static str, &'static str),
+}
+
+/// What lockrun knows of a backend before choosing one: its flags, and
+/// its part of the man page.
+pub struct Registration {
+    pub name: BackendName,
+    /// Every flag it defines, global or a subcommand's: a flag typed for a
+    /// backend that does not define it is refused.
+    pub flags: fn(clap::Command) -> clap::Command,
+    /// Whether its claims ride on a lease that runs out, so that the lease
+    /// flags (`--ttl`, `--clock-rate-error`) mean something on it.
+    pub lease: bool,
+    /// Its variables that say where the locks are, which are a usage
+    /// error when set but empty (see `config::empty_variable`), each with
+    /// what to set instead.
+    pub empty_is_an_error: &'static [(&'static str, &'static str)],
+    /// Variables clap reads for its flags that count as unset when empty,
+    /// with their flags' ids: credentials and TLS settings, which at worst
+    /// get a request refused, never sent to another lock.
+    pub empty_is_unset: &'static [(&'static str, &'static str)],
+    /// Its variables, under ENVIRONMENT in lockrun(1).
+    pub environment: &'static [Prose],
+    /// Its timing promise, under SAFETY, "Per backend".
+    pub safety: Prose,
+}
+
+/// What `elect` or `semaphore` asks of a backend's hold rules.
+pub struct HoldRequest<'a, H> {
+    pub kind: Kind,
+    /// The key, or the semaphore prefix.
+    pub key: &'a str,
+    pub ttl: Duration,
+    pub rate_error: crate::clock::Ppm,
+    /// `--kill-timeout` as typed; `None` for the default.
+    pub kill_timeout: Option<Duration>,
+    /// The engine's own flags.
+    pub flags: &'a H,
+}
+
+/// What a backend's hold rules make of a request.
+pub struct HoldRules<P> {
+    /// The countdown's arithmetic; `None` on an engine whose claim cannot
+    /// run out (`local`).
+    pub budget: Option<Budget>,
+    /// The grace period COMMAND gets.
+    pub kill_timeout: Duration,
+    /// What the engine needs to acquire besides the target (Consul: the
+    /// session to ask for).
+    pub plan: P,
+}
+
+/// What `leader` or `release` asks of a backend's outside view.
+pub enum Look<'a, R> {
+    /// `leader`: once, until a holder shows (`--wait`), or every change
+    /// (`--watch`).
+    Leader {
+        wait: Option<Wait>,
+        watch: bool,
+        json: bool,
+    },
+    Release {
+        flags: &'a R,
+    },
+}
+
+/// How a backend keeps its promise, in the words `lockrun explain` prints.
+pub struct PromiseText {
+    /// When a rival may acquire.
+    pub rival: &'static str,
+    /// What `lockrun release` does to the holder.
+    pub release: &'static str,
+    /// What happens when the engine loses or ends our claim.
+    pub lost_state: &'static str,
+    /// What the promise assumes of the engine.
+    pub engine: &'static [&'static str],
+}
+
+/// A backend, from its rules to a running engine.
+pub trait Backend: Sized {
+    /// Its global flags.
+    type Args;
+    /// Its own flags of `elect` and `semaphore`.
+    type HoldArgs;
+    /// Its own flags of `release`.
+    type ReleaseArgs;
+    type Engine: Engine;
+    type Inspect: Inspect;
+    /// What its hold rules hand to its engine.
+    type Plan;
+
+    /// Its name, as `leader --json` shows it.
+    const NAME: &'static str;
+
+    /// Whether a KEY (or prefix) of `leader` and `release` is one it can
+    /// name.
+    fn check_key(key: &str) -> Result<(), Failure>;
+
+    /// Its timing promise in words, for `lockrun explain`: for a lock or a
+    /// slot, on a lease the engine may end early or not.
+    fn promise(lock: bool, ends_early: bool) -> PromiseText;
+
+    /// The rules of `elect` and `semaphore`: the key, the lease flags and
+    /// its own, into a budget and a plan. Sends nothing.
+    fn hold_rules(
+        request: &HoldRequest<'_, Self::HoldArgs>,
+        env: &dyn Env,
+    ) -> Result<HoldRules<Self::Plan>, Failure>;
+
+    /// The rules of `release`'s own flags.
+    fn release_rules(_flags: &Self::ReleaseArgs) -> Result<(), Failure> {
+        Ok(())
+    }
+
+    /// Builds the client from its flags and the engine's environment,
+    /// checked (files included) before any request; `ttl` is the holding
+    /// job's, `None` for one that holds nothing.
+    fn prepare(args: &Self::Args, ttl: Option<Duration>, env: &dyn Env) -> Result<Self, Failure>;
+
+    /// Checks that need the engine's answer, made before anything is
+    /// written.
+    fn ready(&self) -> impl Future<Output = Result<(), Failure>> {
+        async { Ok(()) }
+    }
+
+    /// The engine that holds, with the plan its rules made.
+    fn engine(&self, plan: Self::Plan) -> Result<Self::Engine, Failure>;
+
+    /// The outside view, for `leader` and `release`.
+    fn inspect(&self, look: &Look<'_, Self::ReleaseArgs>) -> Self::Inspect;
+
+    /// Whether it keeps data beside its locks, which `lockrun put
+    /// --sequencer` can write, fenced by a holder.
+    const FENCED_PUT: bool = false;
+
+    /// Writes `value` at `key` in one step that applies only while `holder`
+    /// (the sequencer's session or contender entry) still holds `lock`:
+    /// `Ok(true)` written, `Ok(false)` refused, the holder gone. Called only
+    /// where [`Backend::FENCED_PUT`] is true.
+    fn fenced_put(
+        &self,
+        _lock: &str,
+        _holder: &str,
+        _key: &str,
+        _value: &[u8],
+    ) -> impl Future<Output = Result<bool, Failure>> {
+        async {
+            Err(Failure::Internal(format!(
+                "the {} backend has no fenced write",
+                Self::NAME
+            )))
         }
     }
 }

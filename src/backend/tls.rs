@@ -6,9 +6,11 @@
 
 use std::error::Error;
 use std::path::Path;
+#[cfg(any(feature = "consul", feature = "etcd"))]
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
+#[cfg(any(feature = "consul", feature = "etcd"))]
 use base64::Engine;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -19,6 +21,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 /// almost always near). Without TLS (`verifies_tls` false) the system's CA
 /// store is not loaded: that would cost each run milliseconds before its
 /// first request.
+#[cfg(any(feature = "consul", feature = "etcd"))]
 pub fn client_builder(connect_timeout: Duration, verifies_tls: bool) -> reqwest::ClientBuilder {
     let builder = reqwest::Client::builder()
         .use_rustls_tls()
@@ -35,6 +38,7 @@ pub fn client_builder(connect_timeout: Duration, verifies_tls: bool) -> reqwest:
 }
 
 /// The CA certificates of one PEM file; a bundle may hold several.
+#[cfg(any(feature = "consul", feature = "etcd"))]
 pub fn read_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>> {
     let pem = std::fs::read(path)
         .with_context(|| format!("cannot read CA certificate `{}`", path.display()))?;
@@ -130,6 +134,7 @@ pub fn read_roots(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
 /// The client certificate and its key as reqwest wants them: one PEM
 /// buffer. We say which file is wrong before reqwest can only say
 /// "builder error".
+#[cfg(any(feature = "consul", feature = "etcd"))]
 pub fn identity(cert: &Path, key: &Path) -> Result<reqwest::Identity> {
     let (certificates, private_key) = read_identity(cert, key)?;
     let private_key = &private_key;
@@ -180,6 +185,7 @@ pub fn identity(cert: &Path, key: &Path) -> Result<reqwest::Identity> {
 }
 
 /// One PEM block: `der` in base64, 64 columns, between the `label` lines.
+#[cfg(any(feature = "consul", feature = "etcd"))]
 fn pem_block(label: &str, der: &[u8]) -> String {
     let base64 = base64::engine::general_purpose::STANDARD.encode(der);
     let mut block = format!("-----BEGIN {label}-----\n");
@@ -255,7 +261,7 @@ pub fn reset_by_peer(error: &(dyn Error + 'static)) -> bool {
     })
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(feature = "consul", feature = "etcd")))]
 mod tests {
     use super::*;
 

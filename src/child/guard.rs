@@ -71,8 +71,10 @@ const GO_FD: &str = "--go-fd";
 const NOT_FOUND: u8 = 127;
 /// Exit status when COMMAND was found but could not be executed.
 const NOT_EXECUTABLE: u8 = 126;
-/// Exit status when the guard itself was misused or failed.
-pub(super) const GUARD_FAILED: u8 = 125;
+/// Exit status when the guard itself was misused or failed: lockrun's own
+/// failure, from the exit table below every layer, so that `sys` can name
+/// it without importing the guard that imports `sys`.
+pub(super) use crate::exit::GUARD_FAILED;
 
 /// The arguments that follow [`SUBCOMMAND`] to run `argv` once the go
 /// message arrives on descriptor `go`.

@@ -85,6 +85,24 @@ use tokio::time::{sleep, timeout, Instant};
 
 use crate::signals::Signal;
 
+/// `--leftovers`: what becomes of what COMMAND leaves running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LeftoversMode {
+    /// The job lasts until the last process of COMMAND's tree is gone.
+    Wait,
+    /// What COMMAND left is stopped when COMMAND exits.
+    Kill,
+}
+
+/// `--containment`: how COMMAND's tree is kept together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ContainmentMode {
+    /// A cgroup of its own where possible, else the subreaper.
+    Auto,
+    /// The guard as a child subreaper alone, never a cgroup.
+    Subreaper,
+}
+
 /// How long we keep confirming that a SIGKILLed group is gone. Dying takes a
 /// process microseconds to milliseconds, but tearing down a very large
 /// address space, or a process blocked in the kernel (a hung NFS mount), can

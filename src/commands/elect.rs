@@ -1,8 +1,8 @@
 //! `lockrun elect KEY -- COMMAND`: run COMMAND while leading.
 
-use crate::backend::consul::SessionSpec;
-use crate::backend::{Engine, Target};
-use crate::cli::{BackendName, ElectArgs};
+use crate::backend::registry::Pick;
+use crate::backend::{Backend, Engine, Target};
+use crate::cli::ElectArgs;
 use crate::config::{self, Env, HoldConfig};
 use crate::error::Failure;
 use crate::exit::Exit;
@@ -12,9 +12,7 @@ pub struct Job {
     key: String,
     campaign: bool,
     config: HoldConfig,
-    /// The session to ask Consul for, on that backend.
-    pub session: Option<SessionSpec>,
-    /// The lease TTL, on etcd.
+    /// The lease TTL, for the engine's client.
     pub ttl: std::time::Duration,
     service: hold::Service,
     /// The first round's guard, forked before the runtime started.
@@ -29,10 +27,15 @@ impl Job {
     }
 }
 
-pub fn prepare(args: ElectArgs, backend: BackendName, env: &dyn Env) -> Result<Job, Failure> {
-    let (config, session) = config::hold(
+/// The job, and the plan backend `B`'s rules made for its engine.
+pub fn prepare<B: Backend>(
+    pick: &Pick<B>,
+    args: ElectArgs,
+    env: &dyn Env,
+) -> Result<(Job, B::Plan), Failure> {
+    let (config, plan) = config::hold(
+        pick,
         config::LEADER,
-        backend,
         &args.key,
         &args.session,
         &args.wait,
@@ -41,17 +44,17 @@ pub fn prepare(args: ElectArgs, backend: BackendName, env: &dyn Env) -> Result<J
     )?;
     // Last: a bad --status-addr is refused like any flag, but binding it is
     // the one check that holds something.
-    let ops = crate::ops::Ops::prepare(&args.ops, backend.name(), &args.key)?;
+    let ops = crate::ops::Ops::prepare(&args.ops, B::NAME, &args.key)?;
     let service = hold::Service::new(&args.service)?.with_ops(ops);
-    Ok(Job {
+    let job = Job {
         key: args.key,
         campaign: args.campaign,
         config,
-        session,
         ttl: args.session.ttl,
         service,
         guard: None,
-    })
+    };
+    Ok((job, plan))
 }
 
 pub async fn run<E: Engine>(engine: &E, job: Job) -> Result<Exit, Failure> {

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::cli::{BackendName, ChildArgs, ExplainArgs, ExplainWhat};
+use crate::backend::registry::Pick;
+use crate::backend::{Backend, PromiseText};
+use crate::cli::{ChildArgs, ExplainArgs, ExplainWhat};
 use crate::clock::{self, ClockState, Ppm};
 use crate::config::{self, Env, Kind};
 use crate::error::Failure;
@@ -16,7 +18,9 @@ use crate::lease::{fmt_duration, Budget};
 
 /// What `explain` prints: the flags' promise on one backend.
 struct Promise {
-    backend: BackendName,
+    backend: &'static str,
+    /// The backend's own words for its promise.
+    text: PromiseText,
     kind: Kind,
     key: String,
     budget: Option<Budget>,
@@ -29,14 +33,14 @@ struct Promise {
     kill_signal: String,
 }
 
-pub fn run(args: ExplainArgs, backend: BackendName, env: &dyn Env) -> Result<Exit, Failure> {
+pub fn run<B: Backend>(pick: &Pick<B>, args: ExplainArgs, env: &dyn Env) -> Result<Exit, Failure> {
     let json = args.json;
     let promise = match args.what {
         ExplainWhat::Elect(mut a) => {
             runnable(&mut a.child);
             let (config, _) = config::hold(
+                pick,
                 config::LEADER,
-                backend,
                 &a.key,
                 &a.session,
                 &a.wait,
@@ -45,14 +49,14 @@ pub fn run(args: ExplainArgs, backend: BackendName, env: &dyn Env) -> Result<Exi
             )?;
             crate::hold::Service::new(&a.service)?;
             let bound = a.session.clock_rate_error;
-            promise(backend, config::LEADER, a.key, bound, &config)
+            promise::<B>(config::LEADER, a.key, bound, &config)
         }
         ExplainWhat::Semaphore(mut a) => {
             runnable(&mut a.child);
             let prefix = a.prefix.strip_suffix('/').unwrap_or(&a.prefix).to_string();
             let (config, _) = config::hold(
+                pick,
                 config::SEMAPHORE,
-                backend,
                 &prefix,
                 &a.session,
                 &a.wait,
@@ -61,7 +65,7 @@ pub fn run(args: ExplainArgs, backend: BackendName, env: &dyn Env) -> Result<Exi
             )?;
             crate::hold::Service::new(&a.service)?;
             let bound = a.session.clock_rate_error;
-            promise(backend, config::SEMAPHORE, prefix, bound, &config)
+            promise::<B>(config::SEMAPHORE, prefix, bound, &config)
         }
     };
     let text = if json {
@@ -82,15 +86,16 @@ fn runnable(child: &mut ChildArgs) {
     }
 }
 
-fn promise(
-    backend: BackendName,
+fn promise<B: Backend>(
     kind: Kind,
     key: String,
     rate_bound: Ppm,
     c: &config::HoldConfig,
 ) -> Promise {
+    let ends_early = c.budget.is_some_and(|b| b.ends_early);
     Promise {
-        backend,
+        backend: B::NAME,
+        text: B::promise(kind.lock, ends_early),
         kind,
         key,
         budget: c.budget,
@@ -107,7 +112,7 @@ fn ms(d: Duration) -> u64 {
 
 impl Promise {
     fn lock(&self) -> bool {
-        self.kind.lock_delay_protects
+        self.kind.lock
     }
 
     fn what(&self) -> &'static str {
@@ -120,34 +125,15 @@ impl Promise {
 
     /// When a rival may acquire, in words, per backend.
     fn rival_rule(&self) -> &'static str {
-        match (self.backend, self.lock(), self.budget.is_some_and(|b| b.checks)) {
-            (BackendName::Local, _, _) => "never while lockrun's guard holds the lock file open",
-            (BackendName::Etcd, _, _) => "when the lease expires: the TTL after the last renewal etcd processed",
-            (BackendName::Postgres, _, _) => "when the connection ends: at once if our process exits or an operator terminates our backend; on a network partition when the server's TCP keepalive or tcp_user_timeout gives up, which lockrun sets to the TTL after the last round trip the server received",
-            (BackendName::Consul, true, true) => "the lock-delay after a health check ends the session, which may be right after a renewal",
-            (BackendName::Consul, true, false) => "TTL + lock-delay after the last renewal Consul processed",
-            (BackendName::Consul, false, _) => "when the session expires: the TTL after the last renewal Consul processed (no lock-delay protects a slot)",
-        }
+        self.text.rival
     }
 
     fn on_release(&self) -> &'static str {
-        match (self.backend, self.lock()) {
-            (BackendName::Local, _) => "`lockrun release` signals the holder; the lock file stays locked until its guard has stopped the command, so no rival overlaps",
-            (BackendName::Etcd, _) => "`lockrun release` revokes the holder's lease: a rival may hold the lock at once, so the holder sends SIGKILL at once (no grace period)",
-            (BackendName::Postgres, _) => "`lockrun release` terminates the holder's backend (pg_terminate_backend): the server frees the lock at once, so the holder sends SIGKILL at once (no grace period)",
-            (BackendName::Consul, true) => "`lockrun release` arms no lock-delay: a rival may start at once while the holder's command gets its full --kill-timeout (the one overlap lockrun accepts, since an operator asked for it)",
-            (BackendName::Consul, false) => "`lockrun release` frees the slot at once: a rival may start while the holder's command gets its full --kill-timeout (the one overlap lockrun accepts)",
-        }
+        self.text.release
     }
 
     fn on_lost_state(&self) -> &'static str {
-        match (self.backend, self.lock()) {
-            (BackendName::Local, _) => "the lock file replaced or removed: a rival may lock the new file at once, so the command is killed at once",
-            (BackendName::Etcd, _) => "a lease or key gone from etcd (revoked, compacted away, a restored snapshot): a rival may hold at once, so the command gets SIGKILL at once",
-            (BackendName::Postgres, _) => "a connection the server ended (pg_terminate_backend, a restart, a failover: a replica keeps no advisory locks): a rival may hold at once, so the command gets SIGKILL at once; no delay covers that window",
-            (BackendName::Consul, true) => "a session Consul invalidates or destroys keeps the lock-delay: the command gets what the lock-delay leaves of --kill-timeout, then SIGKILL; a Consul that loses its state (a new cluster) arms nothing, and only the local lease stops the command",
-            (BackendName::Consul, false) => "a session Consul ends frees the slot at once, so the command gets SIGKILL at once",
-        }
+        self.text.lost_state
     }
 
     fn assumptions(&self) -> Vec<String> {
@@ -162,15 +148,8 @@ impl Promise {
                 "the whole host (lockrun and its guard together: a frozen cgroup, a paused VM, SIGSTOP to both) never stops for longer than the margin, {}; against that, use --notify with WatchdogSec=, a hardware watchdog, or fencing",
                 fmt_duration(b.slack())
             ));
-            list.push(match self.backend {
-                BackendName::Etcd => "etcd is linearizable and its leader expires leases no earlier than the TTL after the keep-alive it processed".to_string(),
-                BackendName::Postgres => "the PostgreSQL server (Linux) honours the per-session tcp_keepalives_* and tcp_user_timeout lockrun sets, and every contender connects to the same primary and database, directly or through session pooling (never transaction pooling)".to_string(),
-                _ => "Consul's servers are linearizable (raft) and never invalidate a session earlier than its TTL after the renewal they processed".to_string(),
-            });
-        } else {
-            list.push("flock(2) on a local file system: the lock lives as long as lockrun's guard process, and a rival on this host cannot take it before the guard has exited".to_string());
-            list.push("no other host shares the lock (a network file system is refused without --allow-network-fs)".to_string());
         }
+        list.extend(self.text.engine.iter().map(|line| line.to_string()));
         list.push("every contender uses lockrun, `consul lock`, `etcdctl lock`, `flock` or the documented `pg_advisory_lock` id on the same KEY and backend".to_string());
         list
     }
@@ -179,12 +158,12 @@ impl Promise {
         let b = self.budget;
         let d = |f: fn(&Budget) -> Duration| b.map(|b| ms(f(&b)));
         json!({
-            "backend": self.backend.name(),
+            "backend": self.backend,
             "kind": if self.lock() { "lock" } else { "semaphore" },
             "key": self.key,
             "ttl_ms": b.map(|b| ms(b.ttl)),
-            "lock_delay_ms": b.map(|b| ms(b.lock_delay)),
-            "checks": b.map(|b| b.checks),
+            "lock_delay_ms": b.map(|b| ms(b.rival_delay)),
+            "checks": b.map(|b| b.ends_early),
             "kill_signal": self.kill_signal,
             "kill_timeout_ms": ms(self.kill_timeout),
             "renew_every_ms": d(Budget::renew_every),
@@ -221,7 +200,7 @@ impl Promise {
             if self.lock() { "elect" } else { "semaphore" },
             self.what(),
             self.key,
-            self.backend.name()
+            self.backend
         );
         let line = |out: &mut String, label: &str, value: String| {
             out.push_str(&format!("  {label:<22}{value}\n"));

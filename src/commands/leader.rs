@@ -1,8 +1,7 @@
 //! `lockrun leader KEY`: who holds it, for shell scripts and humans.
 
-use crate::backend::consul::path;
-use crate::backend::Wait;
-use crate::cli::{BackendName, LeaderArgs};
+use crate::backend::{Backend, Wait};
+use crate::cli::LeaderArgs;
 use crate::error::Failure;
 
 pub struct Job {
@@ -19,20 +18,12 @@ impl Job {
     }
 }
 
-pub fn prepare(args: LeaderArgs, backend: BackendName) -> Result<Job, Failure> {
+pub fn prepare<B: Backend>(args: LeaderArgs) -> Result<Job, Failure> {
     let wait = args.wait.then(|| match args.timeout {
         Some(timeout) => Wait::Until(tokio::time::Instant::now() + timeout),
         None => Wait::Forever,
     });
     let job = Job { args, wait };
-    match backend {
-        BackendName::Consul => path::check_key(job.key()).map_err(Failure::Usage)?,
-        BackendName::Local => crate::backend::local::dir::check_key(job.key())
-            .map_err(|e| Failure::Usage(e.to_string()))?,
-        BackendName::Etcd => crate::backend::etcd::check_key(job.key()).map_err(Failure::Usage)?,
-        BackendName::Postgres => {
-            crate::backend::postgres::check_key(job.key()).map_err(Failure::Usage)?
-        }
-    }
+    B::check_key(job.key())?;
     Ok(job)
 }

@@ -19,13 +19,9 @@ use clap::error::ErrorKind;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, FromArgMatches};
 
-use crate::backend::consul::inspect::{Outside, Reading};
-use crate::backend::consul::{Client, Consul};
-use crate::backend::etcd::config::{EtcdConfig, EtcdFlags};
-use crate::backend::etcd::Etcd;
-use crate::backend::local::Local;
-use crate::backend::Engine;
-use crate::cli::{BackendArgs, BackendName, Cli, Command};
+use crate::backend::registry::{with_backend, BackendArgs, Pick, Runner};
+use crate::backend::{Backend, BackendName, Engine, Look};
+use crate::cli::{Cli, Command};
 use crate::config::{self, ProcessEnv};
 use crate::error::Failure;
 use crate::exit::Exit;
@@ -42,8 +38,13 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         ExitCode::from(Exit::Usage)
     };
     let mut command = crate::cli::command();
-    for (name, id) in config::EMPTY_IS_UNSET {
-        if set_empty(name) {
+    let unset = crate::backend::registry::BACKENDS
+        .iter()
+        .flat_map(|b| b.empty_is_unset.iter());
+    for (name, id) in unset {
+        // A build without the backend has no such flag to unset.
+        let defined = command.get_arguments().any(|arg| arg.get_id() == *id);
+        if defined && set_empty(name) {
             command = command.mut_arg(*id, |arg| arg.env(None::<&str>));
         }
     }
@@ -133,49 +134,33 @@ fn hyphen_hint(e: &clap::Error) -> &'static str {
     }
 }
 
-/// Flags that only some backends understand, by clap id.
-const OWNED: &[(&str, &[BackendName])] = &[
-    ("http_addr", &[BackendName::Consul]),
-    ("token_file", &[BackendName::Consul]),
-    ("ca_file", &[BackendName::Consul]),
-    ("ca_path", &[BackendName::Consul]),
-    ("client_cert", &[BackendName::Consul]),
-    ("client_key", &[BackendName::Consul]),
-    ("tls_server_name", &[BackendName::Consul]),
-    ("datacenter", &[BackendName::Consul]),
-    ("namespace", &[BackendName::Consul]),
-    (
-        "ttl",
-        &[
-            BackendName::Consul,
-            BackendName::Etcd,
-            BackendName::Postgres,
-        ],
-    ),
-    ("lock_delay", &[BackendName::Consul]),
-    (
-        "clock_rate_error",
-        &[
-            BackendName::Consul,
-            BackendName::Etcd,
-            BackendName::Postgres,
-        ],
-    ),
-    ("behavior", &[BackendName::Consul]),
-    ("session_name", &[BackendName::Consul]),
-    ("node_checks", &[BackendName::Consul]),
-    ("service_checks", &[BackendName::Consul]),
-    ("no_checks", &[BackendName::Consul]),
-    ("session", &[BackendName::Consul]),
-    ("destroy_session", &[BackendName::Consul]),
-    ("endpoints", &[BackendName::Etcd]),
-    ("cacert", &[BackendName::Etcd]),
-    ("cert", &[BackendName::Etcd]),
-    ("cert_key", &[BackendName::Etcd]),
-    ("dsn", &[BackendName::Postgres]),
-    ("lock_dir", &[BackendName::Local]),
-    ("allow_network_fs", &[BackendName::Local]),
-];
+/// The flags only some backends understand, by clap id, with their
+/// owners: each backend's own, from its definitions, and the lease flags
+/// of `elect` and `semaphore` (those that are no backend's own), which
+/// every backend with a lease understands.
+fn owned_flags() -> Vec<(String, Vec<BackendName>)> {
+    use crate::backend::registry::{flag_ids, BACKENDS};
+    let mut owned: Vec<(String, Vec<BackendName>)> = Vec::new();
+    for backend in BACKENDS {
+        for id in flag_ids(backend.flags) {
+            match owned.iter_mut().find(|(known, _)| *known == id) {
+                Some((_, owners)) => owners.push(backend.name),
+                None => owned.push((id, vec![backend.name])),
+            }
+        }
+    }
+    let leased: Vec<BackendName> = BACKENDS
+        .iter()
+        .filter(|b| b.lease)
+        .map(|b| b.name)
+        .collect();
+    for id in flag_ids(<crate::cli::SessionArgs as clap::Args>::augment_args) {
+        if !owned.iter().any(|(known, _)| *known == id) {
+            owned.push((id, leased.clone()));
+        }
+    }
+    owned
+}
 
 /// A flag typed for another backend is refused, not ignored: the user
 /// meant something by it (SPEC §6). Environment variables are left alone,
@@ -186,8 +171,9 @@ fn foreign_flags(matches: &ArgMatches, backend: BackendName) -> Result<(), Failu
     while let Some((_, sub)) = levels[levels.len() - 1].subcommand() {
         levels.push(sub);
     }
+    let owned = owned_flags();
     for level in levels {
-        for (id, owners) in OWNED {
+        for (id, owners) in &owned {
             if owners.contains(&backend) {
                 continue;
             }
@@ -198,7 +184,13 @@ fn foreign_flags(matches: &ArgMatches, backend: BackendName) -> Result<(), Failu
                 .is_some_and(|_| level.value_source(id) == Some(ValueSource::CommandLine));
             if typed {
                 let flag = format!("--{}", id.replace('_', "-"));
-                let owner = owners[0].name();
+                let Some(owner) = owners.first().map(|b| b.name()) else {
+                    // The lease flags, in a build with no leasing backend.
+                    return Err(Failure::Usage(format!(
+                        "{flag} belongs to backends this lockrun was built without, and this run uses --backend {}; drop {flag}",
+                        backend.name(),
+                    )));
+                };
                 let names: Vec<&str> = owners.iter().map(|b| b.name()).collect();
                 let owned_by = match names.split_last() {
                     Some((last, rest)) if !rest.is_empty() => {
@@ -217,131 +209,116 @@ fn foreign_flags(matches: &ArgMatches, backend: BackendName) -> Result<(), Failu
     Ok(())
 }
 
-/// The local engine's lock directory: the flag or `LOCKRUN_LOCK_DIR`,
-/// else the default for this user.
-fn lock_dir(args: &BackendArgs) -> std::path::PathBuf {
-    args.lock_dir
-        .clone()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or_else(crate::backend::local::dir::default_dir_here)
-}
-
 fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
-    let env = ProcessEnv;
     // A sequencer names the backend it was made on.
     let backend = match &cli.command {
-        Command::Check(args) => match check::Sequencer::decode(&args.sequencer) {
-            Ok(seq) => check::backend_of(&seq)?,
-            Err(why) => return Err(Failure::Usage(why)),
-        },
-        Command::Put(args) => match check::Sequencer::decode(&args.sequencer) {
-            Ok(seq) => check::backend_of(&seq)?,
-            Err(why) => return Err(Failure::Usage(why)),
-        },
+        Command::Check(args) => {
+            check::backend_of(&check::Sequencer::decode(&args.sequencer).map_err(Failure::Usage)?)?
+        }
+        Command::Put(args) => {
+            check::backend_of(&check::Sequencer::decode(&args.sequencer).map_err(Failure::Usage)?)?
+        }
         _ => cli.backend.backend,
     };
     foreign_flags(matches, backend)?;
-    // Everything the user typed is checked before the runtime, the client
-    // or any request exists.
-    let mut job = match cli.command {
-        Command::Elect(args) => Job::Elect(elect::prepare(args, backend, &env)?),
-        Command::Semaphore(args) => Job::Semaphore(semaphore::prepare(args, backend, &env)?),
-        Command::Leader(args) => Job::Leader(leader::prepare(args, backend)?),
-        Command::Release(args) => Job::Release(release::prepare(args, backend)?),
+    match cli.command {
         // Installing needs no engine, so no engine setting can stand in its way.
-        Command::Completions(args) => return install::completions(&args),
-        Command::Man(args) => return install::man(&args),
-        // Explaining contacts no engine: it validates and computes only.
-        Command::Explain(args) => return explain::run(args, backend, &env),
+        Command::Completions(args) => install::completions(&args),
+        Command::Man(args) => install::man(&args),
         // Asking a running lockrun needs no engine either.
-        Command::Status(args) => return status::run(&args),
-        Command::Check(args) => Job::Check(check::prepare(&args.sequencer)?),
-        Command::Put(args) => Job::Put(put::prepare(args)?),
-    };
-    if matches!(
-        job,
-        Job::Leader(_) | Job::Release(_) | Job::Check(_) | Job::Put(_)
-    ) {
-        // These handle no signal: an early one ends them as it always would.
-        crate::signals::release_held();
-    }
-    match backend {
-        BackendName::Consul => run_consul(&cli.consul, &env, job),
-        BackendName::Etcd => {
-            let etcd = etcd_engine(&cli.etcd, &job)?;
-            job.fork_guard(Etcd::CLAIM_LENDS_FD);
-            runtime()?.block_on(async {
-                match job {
-                    Job::Elect(job) => elect::run(&etcd, job).await,
-                    Job::Semaphore(job) => semaphore::run(&etcd, job).await,
-                    Job::Leader(job) => holders::leader(&etcd, "etcd", job).await,
-                    Job::Release(job) => holders::release(&etcd, job).await,
-                    Job::Check(job) => check::run(&etcd, job).await,
-                    Job::Put(job) => put::etcd(&etcd, job).await,
-                }
-            })
-        }
-        BackendName::Postgres => {
-            let engine = crate::backend::postgres::engine(cli.postgres.dsn.as_deref(), job.ttl())?;
-            job.fork_guard(crate::backend::postgres::Postgres::CLAIM_LENDS_FD);
-            runtime()?.block_on(async {
-                match job {
-                    Job::Elect(job) => elect::run(&engine, job).await,
-                    Job::Semaphore(job) => semaphore::run(&engine, job).await,
-                    Job::Leader(job) => holders::leader(&engine, "postgres", job).await,
-                    Job::Release(job) => holders::release(&engine, job).await,
-                    Job::Check(job) => check::run(&engine, job).await,
-                    Job::Put(_) => unreachable!("refused by put::prepare"),
-                }
-            })
-        }
-        BackendName::Local => {
-            let dir = lock_dir(&cli.backend);
-            let local = || Local::open(dir.clone(), cli.backend.allow_network_fs);
-            job.fork_guard(Local::CLAIM_LENDS_FD);
-            runtime()?.block_on(async {
-                match job {
-                    Job::Elect(job) => elect::run(&local()?, job).await,
-                    Job::Semaphore(job) => semaphore::run(&local()?, job).await,
-                    // Looking creates nothing, and may look at a directory
-                    // that is not ours (root's, from a user's shell).
-                    Job::Leader(job) => {
-                        holders::leader(&Local::for_reading(dir.clone()), "local", job).await
-                    }
-                    Job::Release(job) => {
-                        holders::release(&Local::for_reading(dir.clone()), job).await
-                    }
-                    Job::Check(job) => check::run(&Local::for_reading(dir.clone()), job).await,
-                    Job::Put(_) => unreachable!("refused by put::prepare"),
-                }
-            })
-        }
+        Command::Status(args) => status::run(&args),
+        command => with_backend(
+            backend,
+            Run {
+                command,
+                args: cli.backend,
+            },
+        ),
     }
 }
 
-/// The etcd engine from flags and etcdctl's variables, checked (files
-/// included) before any request.
-fn etcd_engine(args: &crate::cli::EtcdArgs, job: &Job) -> Result<Etcd, Failure> {
-    let flags = EtcdFlags {
-        endpoints: args.endpoints.clone(),
-        cacert: args.cacert.clone(),
-        cert: args.cert.clone(),
-        key: args.cert_key.clone(),
-        user: None,
-    };
-    let config = EtcdConfig::resolve(&flags, |name| {
-        std::env::var(name).ok().filter(|v| !v.is_empty())
-    })
-    .map_err(Failure::Config)?;
-    let ttl = match job {
-        Job::Elect(job) => job.ttl,
-        Job::Semaphore(job) => job.ttl,
-        // Looking and releasing open no lease.
-        Job::Leader(_) | Job::Release(_) | Job::Check(_) | Job::Put(_) => {
-            crate::backend::etcd::DEFAULT_TTL
+/// A subcommand to run on the chosen backend.
+struct Run {
+    command: Command,
+    args: BackendArgs,
+}
+
+impl Runner for Run {
+    type Output = Result<Exit, Failure>;
+
+    fn unavailable(self, name: BackendName) -> Result<Exit, Failure> {
+        Err(Failure::Usage(format!(
+            "this lockrun was built without the {0} backend (Cargo feature `{0}`); use a build with it, or --backend local",
+            name.name()
+        )))
+    }
+
+    /// The one job runner: every subcommand on every backend.
+    fn run<B: Backend>(self, pick: Pick<B>) -> Result<Exit, Failure> {
+        let env = ProcessEnv;
+        let Run { command, args } = self;
+        // Everything the user typed is checked before the runtime, the client
+        // or any request exists.
+        let mut job = match command {
+            Command::Elect(a) => {
+                let (job, plan) = elect::prepare(&pick, a, &env)?;
+                Job::Elect(job, plan)
+            }
+            Command::Semaphore(a) => {
+                let (job, plan) = semaphore::prepare(&pick, a, &env)?;
+                Job::Semaphore(job, plan)
+            }
+            Command::Leader(a) => Job::Leader(leader::prepare::<B>(a)?),
+            Command::Release(a) => Job::Release(release::prepare(&pick, a)?),
+            Command::Check(a) => Job::Check(check::prepare(&a.sequencer)?),
+            Command::Put(a) => Job::Put(put::prepare::<B>(a)?),
+            // Explaining contacts no engine: it validates and computes only.
+            Command::Explain(a) => return explain::run(&pick, a, &env),
+            Command::Completions(_) | Command::Man(_) | Command::Status(_) => {
+                unreachable!("installing and asking a running lockrun run on no backend")
+            }
+        };
+        if matches!(
+            job,
+            Job::Leader(_) | Job::Release(_) | Job::Check(_) | Job::Put(_)
+        ) {
+            // These handle no signal: an early one ends them as it always would.
+            crate::signals::release_held();
         }
-    };
-    Etcd::new(&config, ttl).map_err(Failure::Config)
+        let backend = B::prepare((pick.args)(&args), job.ttl(), &env)?;
+        job.fork_guard(<B::Engine as Engine>::CLAIM_LENDS_FD);
+        runtime()?.block_on(async move {
+            backend.ready().await?;
+            match job {
+                Job::Elect(job, plan) => elect::run(&backend.engine(plan)?, job).await,
+                Job::Semaphore(job, plan) => semaphore::run(&backend.engine(plan)?, job).await,
+                Job::Leader(job) => {
+                    let look = Look::Leader {
+                        wait: job.wait,
+                        watch: job.args.watch,
+                        json: job.args.json,
+                    };
+                    holders::leader(&backend.inspect(&look), B::NAME, job).await
+                }
+                Job::Release(job) => {
+                    let look = Look::Release {
+                        flags: (pick.release)(&job.args.backend),
+                    };
+                    holders::release(&backend.inspect(&look), job).await
+                }
+                Job::Check(job) => {
+                    // Read once, with the holder's identity in its details.
+                    let look = Look::Leader {
+                        wait: None,
+                        watch: false,
+                        json: true,
+                    };
+                    check::run(&backend.inspect(&look), job).await
+                }
+                Job::Put(job) => put::run(&backend, job).await,
+            }
+        })
+    }
 }
 
 /// One thread: every child is forked from the main thread, which lives as
@@ -353,73 +330,23 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure::Internal(format!("cannot start the runtime ({e})")))
 }
 
-fn run_consul(
-    args: &crate::cli::ConsulArgs,
-    env: &ProcessEnv,
-    mut job: Job,
-) -> Result<Exit, Failure> {
-    let consul = config::consul(args, env)?;
-    let client = Client::new(&consul).map_err(|e| Failure::Config(format!("{e:#}")))?;
-    let namespace = consul.namespace.is_some();
-    job.fork_guard(Consul::CLAIM_LENDS_FD);
-    runtime()?.block_on(async move {
-        // Namespaces on an agent without them: said before anything is
-        // written (an older agent would ignore `?ns=` and work elsewhere).
-        if namespace && client.lacks_namespaces().await {
-            return Err(Failure::Config(
-                crate::backend::consul::error::NO_NAMESPACES.into(),
-            ));
-        }
-        match job {
-            Job::Elect(mut job) => {
-                let session = job.session.take().expect("a Consul job has a session");
-                elect::run(&Consul::new(client, session), job).await
-            }
-            Job::Semaphore(mut job) => {
-                let session = job.session.take().expect("a Consul job has a session");
-                semaphore::run(&Consul::new(client, session), job).await
-            }
-            Job::Leader(job) => {
-                let reading = match (job.args.watch, job.wait) {
-                    (true, _) => Reading::Watching,
-                    (false, Some(wait)) => Reading::Waiting(wait),
-                    (false, None) => Reading::Once,
-                };
-                let outside = Outside::leader(client, reading, job.args.json);
-                holders::leader(&outside, "consul", job).await
-            }
-            Job::Release(job) => {
-                let outside =
-                    Outside::release(client, job.args.session.clone(), job.args.destroy_session);
-                holders::release(&outside, job).await
-            }
-            Job::Put(job) => put::consul(&client, job).await,
-            Job::Check(job) => {
-                // With the session in its facts, to compare.
-                let outside = Outside::leader(client, Reading::Once, true);
-                check::run(&outside, job).await
-            }
-        }
-    })
-}
-
-enum Job {
-    Elect(elect::Job),
-    Semaphore(semaphore::Job),
+enum Job<P> {
+    Elect(elect::Job, P),
+    Semaphore(semaphore::Job, P),
     Leader(leader::Job),
     Release(release::Job),
     Check(check::Job),
     Put(put::Job),
 }
 
-impl Job {
+impl<P> Job<P> {
     /// Everything the user typed is valid and the engine's client is built:
     /// the guard of a job that runs a command can be forked now, while
     /// lockrun is small and has one thread, before the runtime starts.
     fn fork_guard(&mut self, lends: bool) {
         match self {
-            Job::Elect(job) => job.fork_guard(lends),
-            Job::Semaphore(job) => job.fork_guard(lends),
+            Job::Elect(job, _) => job.fork_guard(lends),
+            Job::Semaphore(job, _) => job.fork_guard(lends),
             Job::Leader(_) | Job::Release(_) | Job::Check(_) | Job::Put(_) => {}
         }
     }
@@ -428,9 +355,91 @@ impl Job {
     /// which hold nothing.
     fn ttl(&self) -> Option<std::time::Duration> {
         match self {
-            Job::Elect(job) => Some(job.ttl),
-            Job::Semaphore(job) => Some(job.ttl),
+            Job::Elect(job, _) => Some(job.ttl),
+            Job::Semaphore(job, _) => Some(job.ttl),
             Job::Leader(_) | Job::Release(_) | Job::Check(_) | Job::Put(_) => None,
+        }
+    }
+}
+
+#[cfg(all(test, feature = "consul", feature = "etcd", feature = "postgres"))]
+mod tests {
+    use super::*;
+    use crate::backend::registry::{registration, BACKENDS};
+    use BackendName::{Consul, Etcd, Local, Postgres};
+
+    /// The table we used to keep by hand: ownership derived from the
+    /// backends' definitions must say the same.
+    const FORMER_TABLE: &[(&str, &[BackendName])] = &[
+        ("http_addr", &[Consul]),
+        ("token_file", &[Consul]),
+        ("ca_file", &[Consul]),
+        ("ca_path", &[Consul]),
+        ("client_cert", &[Consul]),
+        ("client_key", &[Consul]),
+        ("tls_server_name", &[Consul]),
+        ("datacenter", &[Consul]),
+        ("namespace", &[Consul]),
+        ("ttl", &[Consul, Etcd, Postgres]),
+        ("lock_delay", &[Consul]),
+        ("clock_rate_error", &[Consul, Etcd, Postgres]),
+        ("behavior", &[Consul]),
+        ("session_name", &[Consul]),
+        ("node_checks", &[Consul]),
+        ("service_checks", &[Consul]),
+        ("no_checks", &[Consul]),
+        ("session", &[Consul]),
+        ("destroy_session", &[Consul]),
+        ("endpoints", &[Etcd]),
+        ("cacert", &[Etcd]),
+        ("cert", &[Etcd]),
+        ("cert_key", &[Etcd]),
+        ("dsn", &[Postgres]),
+        ("lock_dir", &[Local]),
+        ("allow_network_fs", &[Local]),
+    ];
+
+    #[test]
+    fn flag_ownership_comes_from_the_backends_definitions() {
+        let lines = |list: Vec<(String, Vec<BackendName>)>| {
+            let mut lines: Vec<String> = list
+                .iter()
+                .map(|(id, owners)| format!("{id}: {owners:?}"))
+                .collect();
+            lines.sort();
+            lines
+        };
+        let former = FORMER_TABLE
+            .iter()
+            .map(|(id, owners)| (id.to_string(), owners.to_vec()))
+            .collect();
+        assert_eq!(lines(owned_flags()), lines(former));
+    }
+
+    #[test]
+    fn every_backend_is_registered_once_and_its_flags_are_on_the_command_line() {
+        use clap::ValueEnum;
+        let mut cli = crate::cli::command();
+        cli.build();
+        let mut all: Vec<String> = cli
+            .get_arguments()
+            .map(|a| a.get_id().to_string())
+            .collect();
+        for sub in cli.get_subcommands() {
+            all.extend(sub.get_arguments().map(|a| a.get_id().to_string()));
+        }
+        for name in BackendName::value_variants() {
+            assert_eq!(
+                BACKENDS.iter().filter(|b| b.name == *name).count(),
+                1,
+                "{name:?}"
+            );
+            for id in crate::backend::registry::flag_ids(registration(*name).flags) {
+                assert!(
+                    all.contains(&id),
+                    "{name:?}'s --{id} is not on the command line"
+                );
+            }
         }
     }
 }

@@ -1,9 +1,9 @@
 //! `lockrun semaphore --limit N PREFIX -- COMMAND`: run COMMAND in one of N
 //! slots.
 
-use crate::backend::consul::SessionSpec;
-use crate::backend::{Engine, Target};
-use crate::cli::{BackendName, SemaphoreArgs};
+use crate::backend::registry::Pick;
+use crate::backend::{Backend, Engine, Target};
+use crate::cli::SemaphoreArgs;
 use crate::config::{self, Env, HoldConfig};
 use crate::error::Failure;
 use crate::exit::Exit;
@@ -13,9 +13,7 @@ pub struct Job {
     prefix: String,
     limit: u32,
     config: HoldConfig,
-    /// The session to ask Consul for, on that backend.
-    pub session: Option<SessionSpec>,
-    /// The lease TTL, on etcd.
+    /// The lease TTL, for the engine's client.
     pub ttl: std::time::Duration,
     service: hold::Service,
     /// The first round's guard, forked before the runtime started.
@@ -30,7 +28,12 @@ impl Job {
     }
 }
 
-pub fn prepare(args: SemaphoreArgs, backend: BackendName, env: &dyn Env) -> Result<Job, Failure> {
+/// The job, and the plan backend `B`'s rules made for its engine.
+pub fn prepare<B: Backend>(
+    pick: &Pick<B>,
+    args: SemaphoreArgs,
+    env: &dyn Env,
+) -> Result<(Job, B::Plan), Failure> {
     // `consul lock` strips a leading slash; we refuse it like any bad key,
     // but a trailing slash on a prefix is harmless and common.
     let prefix = args
@@ -38,9 +41,9 @@ pub fn prepare(args: SemaphoreArgs, backend: BackendName, env: &dyn Env) -> Resu
         .strip_suffix('/')
         .unwrap_or(&args.prefix)
         .to_string();
-    let (config, session) = config::hold(
+    let (config, plan) = config::hold(
+        pick,
         config::SEMAPHORE,
-        backend,
         &prefix,
         &args.session,
         &args.wait,
@@ -49,18 +52,18 @@ pub fn prepare(args: SemaphoreArgs, backend: BackendName, env: &dyn Env) -> Resu
     )?;
     // Last: a bad --status-addr is refused like any flag, but binding it is
     // the one check that holds something.
-    let ops = crate::ops::Ops::prepare(&args.ops, backend.name(), &prefix)?;
+    let ops = crate::ops::Ops::prepare(&args.ops, B::NAME, &prefix)?;
     let service = hold::Service::new(&args.service)?.with_ops(ops);
-    Ok(Job {
+    let job = Job {
         prefix,
         // --limit is bounded to 10 000 by the command line.
         limit: u32::try_from(args.limit).expect("--limit is at most 10000"),
         config,
-        session,
         ttl: args.session.ttl,
         service,
         guard: None,
-    })
+    };
+    Ok((job, plan))
 }
 
 pub async fn run<E: Engine>(engine: &E, job: Job) -> Result<Exit, Failure> {

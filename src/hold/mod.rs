@@ -29,7 +29,7 @@ use crate::backend::{
     self, Acquisition, Claim, Engine, Lease, Lost, Opening, Renewal, Target, Wait,
 };
 use crate::child::{self, Child, ChildExit};
-use crate::cli::{ContainmentMode, Leftovers};
+use crate::child::{ContainmentMode, LeftoversMode};
 use crate::config::HoldConfig;
 use crate::error::Failure;
 use crate::exit::Exit;
@@ -342,8 +342,8 @@ fn child_command(
         guard_exe,
         lends,
         leftovers: match config.child.leftovers {
-            Leftovers::Wait => child::Leftovers::Wait,
-            Leftovers::Kill => child::Leftovers::Kill {
+            LeftoversMode::Wait => child::Leftovers::Wait,
+            LeftoversMode::Kill => child::Leftovers::Kill {
                 signal: config.child.kill_signal,
                 grace: config.child.kill_timeout,
             },

@@ -17,7 +17,7 @@ use super::{release_requests, Outcome, Round, Run, Service};
 use crate::backend::{Acquisition, Claim, Engine, EngineError, Lease, Lost, Opening, Renewal};
 use crate::backend::{Target, Wait};
 use crate::child::{ChildExit, GuardDeadlines};
-use crate::config::{ChildConfig, HoldConfig, Waiting};
+use crate::config::{ChildConfig, HoldConfig};
 use crate::error::Failure;
 use crate::exit::Exit;
 use crate::lease::Budget;
@@ -361,7 +361,7 @@ impl Supervised for FakeChild {
 fn config(budget: Option<Budget>) -> HoldConfig {
     HoldConfig {
         budget,
-        waiting: Waiting::Forever,
+        waiting: Wait::Forever,
         conflict_exit_code: 75,
         value: "test".into(),
         child: ChildConfig {
@@ -369,8 +369,8 @@ fn config(budget: Option<Budget>) -> HoldConfig {
             shell: false,
             kill_signal: Signal::Term,
             kill_timeout: Duration::from_secs(5),
-            leftovers: crate::cli::Leftovers::Wait,
-            containment: crate::cli::ContainmentMode::Auto,
+            leftovers: crate::child::LeftoversMode::Wait,
+            containment: crate::child::ContainmentMode::Auto,
         },
     }
 }
@@ -590,9 +590,9 @@ async fn a_lease_lost_while_waiting_starts_the_round_over() {
     script.lease_gone = true;
     let budget = Budget {
         ttl: Duration::from_secs(15),
-        lock_delay: Duration::from_secs(15),
+        rival_delay: Duration::from_secs(15),
         kill_timeout: Duration::from_secs(5),
-        checks: false,
+        ends_early: false,
         rate_error: crate::clock::Ppm::DEFAULT,
     };
     let outcome = play(script, Some(budget), None).await;
@@ -791,9 +791,9 @@ async fn a_lease_lost_while_waiting_is_replaced_and_the_wait_goes_on() {
     script.granted_after = Some(Duration::from_secs(30));
     let budget = Budget {
         ttl: Duration::from_secs(15),
-        lock_delay: Duration::from_secs(15),
+        rival_delay: Duration::from_secs(15),
         kill_timeout: Duration::from_secs(5),
-        checks: false,
+        ends_early: false,
         rate_error: crate::clock::Ppm::DEFAULT,
     };
     let exit = run(script, Some(budget), false).await.unwrap();

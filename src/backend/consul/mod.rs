@@ -2,6 +2,8 @@
 //! returning typed data or a classified [`ConsulError`]. Retries, backoff and
 //! deadlines are policy, and policy lives with the callers (`lease`, `lock`).
 
+pub mod args;
+pub mod backend;
 pub mod blocking;
 pub mod connect;
 pub mod engine;
@@ -10,6 +12,7 @@ pub mod inspect;
 pub mod kv;
 pub mod lock;
 pub mod path;
+mod rules;
 pub mod session;
 pub mod txn;
 
@@ -22,7 +25,7 @@ use reqwest::{Method, StatusCode, Url};
 use tracing::debug;
 
 pub use connect::{ConsulConfig, Token};
-pub use engine::Consul;
+
 pub use error::{ConsulError, Op};
 pub use kv::KvPair;
 pub use session::{Behavior, SessionId, SessionInfo, SessionSpec};

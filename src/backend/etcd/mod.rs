@@ -17,6 +17,8 @@
 //! does on every path. A lease nobody closes expires one TTL after its last
 //! keepalive.
 
+pub mod args;
+pub mod backend;
 pub mod client;
 pub mod config;
 pub mod error;

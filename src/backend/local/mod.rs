@@ -21,6 +21,8 @@
 //! grant reaches the waiting future, so a late grant leaves no trace but a
 //! brief hold with no child.
 
+pub mod args;
+pub mod backend;
 pub mod dir;
 pub mod facts;
 mod semaphore;

@@ -40,6 +40,8 @@
 //! the holder's queries carry a comment with its facts (value, host, pid,
 //! fence), which `pg_stat_activity.query` shows.
 
+pub mod args;
+pub mod backend;
 pub mod config;
 pub mod error;
 pub mod tls;
@@ -709,7 +711,7 @@ impl Engine for Postgres {
                 Target::Lock { .. } => None,
             },
             value: value.to_string(),
-            host: crate::config::hostname(),
+            host: crate::host::hostname(),
             pid: std::process::id(),
             fence,
             since: SystemTime::now()

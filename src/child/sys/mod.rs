@@ -262,7 +262,7 @@ pub(super) fn fork_guard(go: RawFd, guard: impl FnOnce() -> u8) -> io::Result<u3
             let status = if armed && close_what_exec_would(go).is_ok() {
                 guard()
             } else {
-                super::guard::GUARD_FAILED
+                crate::exit::GUARD_FAILED
             };
             // SAFETY: _exit ends the process at once: no destructor, atexit
             // handler or stdio flush of lockrun's runs twice.

@@ -1,0 +1,250 @@
+//! The Consul backend's registration: its flags, its part of the man
+//! page, and how a job gets its engine.
+
+use super::args::ConsulArgs;
+use super::engine::Consul;
+use super::inspect::{Outside, Reading};
+use super::txn::{Txn, TxnOp};
+use super::{rules, Client, SessionSpec};
+use crate::backend::{Backend, BackendName, HoldRequest, HoldRules, Look, Prose, Registration};
+use crate::backend::{Env, PromiseText};
+use crate::error::Failure;
+
+pub const REGISTRATION: Registration = Registration {
+    name: BackendName::Consul,
+    flags: |cmd| {
+        use clap::Args;
+        let cmd = ConsulArgs::augment_args(cmd);
+        let cmd = super::args::ConsulSessionArgs::augment_args(cmd);
+        super::args::ConsulReleaseArgs::augment_args(cmd)
+    },
+    lease: true,
+    empty_is_an_error: &[
+        (
+            "CONSUL_HTTP_ADDR",
+            "host:port, http://host:port or https://host:port",
+        ),
+        ("CONSUL_NAMESPACE", "a namespace"),
+        ("CONSUL_PARTITION", "an admin partition"),
+    ],
+    // The rest of the consul CLI's variables (`CONSUL_HTTP_TOKEN`,
+    // `CONSUL_HTTP_TOKEN_FILE`, `CONSUL_HTTP_SSL`, `CONSUL_HTTP_SSL_VERIFY`)
+    // we read through `Env::var`, which treats empty as unset too.
+    empty_is_unset: &[
+        ("CONSUL_CACERT", "ca_file"),
+        ("CONSUL_CAPATH", "ca_path"),
+        ("CONSUL_CLIENT_CERT", "client_cert"),
+        ("CONSUL_CLIENT_KEY", "client_key"),
+        ("CONSUL_TLS_SERVER_NAME", "tls_server_name"),
+    ],
+    environment: ENVIRONMENT,
+    safety: Prose::Item(
+        "consul",
+        "A rival may acquire a lock TTL + `--lock-delay` after the last renewal Consul \
+         processed (only the lock-delay with health checks), and a semaphore slot the TTL \
+         after it. With the defaults (TTL 15s, lock-delay 15s, `--kill-timeout` 5s) SIGKILL \
+         has landed by 20s, a rival comes at 30s: a 10s margin, which tolerates a combined \
+         clock-rate error of 32%. An invalidated or destroyed session keeps the lock-delay, \
+         which is the grace COMMAND gets; `lockrun release` arms none.",
+    ),
+};
+
+const ENVIRONMENT: &[Prose] = &[
+    Prose::P(
+        "lockrun reads the consul CLI's variables; a flag given on the command line wins over \
+         its variable. Empty variables count as unset.",
+    ),
+    Prose::Item(
+        "`CONSUL_HTTP_ADDR`",
+        "The agent's address: `host:port`, `http://host:port` or `https://host:port` \
+         [default: 127.0.0.1:8500]. Flag: `--http-addr`. Several, comma-separated, are \
+         tried in turn: a refused connection goes to the next at once, and after one that \
+         hangs, breaks or cannot reach a server, the next request goes to the next agent. \
+         The consul CLI takes one address in this variable, so give a list with \
+         `--http-addr` and keep the variable to one address if the CLI shares it.",
+    ),
+    Prose::Item(
+        "`CONSUL_HTTP_TOKEN`",
+        "The ACL token. lockrun never shows it: not in errors, logs, `-vv` output or the \
+         arguments of processes it starts.",
+    ),
+    Prose::Item(
+        "`CONSUL_HTTP_TOKEN_FILE`",
+        "A file holding the ACL token; wins over `CONSUL_HTTP_TOKEN`. Flag: `--token-file`, \
+         which wins over both.",
+    ),
+    Prose::Item(
+        "`CONSUL_CACERT`, `CONSUL_CAPATH`",
+        "A CA certificate file, or a directory of them, to verify Consul's certificate. \
+         Flags: `--ca-file`, `--ca-path`.",
+    ),
+    Prose::Item(
+        "`CONSUL_CLIENT_CERT`, `CONSUL_CLIENT_KEY`",
+        "A client certificate and its key, for agents with verify_incoming; give both. \
+         Flags: `--client-cert`, `--client-key`.",
+    ),
+    Prose::Item(
+        "`CONSUL_TLS_SERVER_NAME`",
+        "The name to verify Consul's certificate against (SNI). Flag: `--tls-server-name`.",
+    ),
+    Prose::Item(
+        "`CONSUL_HTTP_SSL`",
+        "`true` to speak HTTPS to an address given as `host:port`.",
+    ),
+    Prose::Item(
+        "`CONSUL_HTTP_SSL_VERIFY`",
+        "`false` to accept any certificate from Consul. For tests only.",
+    ),
+    Prose::Item(
+        "`CONSUL_NAMESPACE`",
+        "The Enterprise namespace. Flag: `--namespace`.",
+    ),
+    Prose::Item("`CONSUL_PARTITION`", "The Enterprise admin partition."),
+    Prose::Item(
+        "`LOCKRUN_SESSION_TTL_MIN`",
+        "The shortest `--ttl` lockrun accepts [default: 10s, Consul's own minimum]. Lower it \
+         only to match servers whose session_ttl_min is lowered.",
+    ),
+];
+
+/// Consul, its client built and its settings checked.
+pub struct ConsulBackend {
+    client: Client,
+    /// Whether a namespace was asked for, which the agent must support.
+    namespace: bool,
+}
+
+impl Backend for ConsulBackend {
+    type Args = ConsulArgs;
+    type HoldArgs = super::args::ConsulSessionArgs;
+    type ReleaseArgs = super::args::ConsulReleaseArgs;
+    type Engine = Consul;
+    type Inspect = Outside;
+    type Plan = SessionSpec;
+
+    const NAME: &'static str = "consul";
+
+    fn check_key(key: &str) -> Result<(), Failure> {
+        super::path::check_key(key).map_err(Failure::Usage)
+    }
+
+    fn promise(lock: bool, ends_early: bool) -> PromiseText {
+        PromiseText {
+            rival: match (lock, ends_early) {
+                (true, true) => "the lock-delay after a health check ends the session, which may be right after a renewal",
+                (true, false) => "TTL + lock-delay after the last renewal Consul processed",
+                (false, _) => "when the session expires: the TTL after the last renewal Consul processed (no lock-delay protects a slot)",
+            },
+            release: if lock {
+                "`lockrun release` arms no lock-delay: a rival may start at once while the holder's command gets its full --kill-timeout (the one overlap lockrun accepts, since an operator asked for it)"
+            } else {
+                "`lockrun release` frees the slot at once: a rival may start while the holder's command gets its full --kill-timeout (the one overlap lockrun accepts)"
+            },
+            lost_state: if lock {
+                "a session Consul invalidates or destroys keeps the lock-delay: the command gets what the lock-delay leaves of --kill-timeout, then SIGKILL; a Consul that loses its state (a new cluster) arms nothing, and only the local lease stops the command"
+            } else {
+                "a session Consul ends frees the slot at once, so the command gets SIGKILL at once"
+            },
+            engine: &["Consul's servers are linearizable (raft) and never invalidate a session earlier than its TTL after the renewal they processed"],
+        }
+    }
+
+    fn hold_rules(
+        request: &HoldRequest<'_, Self::HoldArgs>,
+        env: &dyn Env,
+    ) -> Result<HoldRules<SessionSpec>, Failure> {
+        rules::hold(request, env)
+    }
+
+    fn release_rules(flags: &Self::ReleaseArgs) -> Result<(), Failure> {
+        if let Some(id) = &flags.session {
+            if id.len() != 36 || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+                return Err(Failure::Usage(format!(
+                    "--session `{id}` is not a session ID; Consul session IDs are UUIDs like 8b0cfa3c-2c84-4c0f-9a5e-4c3ee0b0b1a2"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn prepare(
+        args: &Self::Args,
+        _ttl: Option<std::time::Duration>,
+        env: &dyn Env,
+    ) -> Result<Self, Failure> {
+        let consul = rules::connection(args, env)?;
+        let client = Client::new(&consul).map_err(|e| Failure::Config(format!("{e:#}")))?;
+        Ok(ConsulBackend {
+            client,
+            namespace: consul.namespace.is_some(),
+        })
+    }
+
+    async fn ready(&self) -> Result<(), Failure> {
+        // Namespaces on an agent without them: said before anything is
+        // written (an older agent would ignore `?ns=` and work elsewhere).
+        if self.namespace && self.client.lacks_namespaces().await {
+            return Err(Failure::Config(super::error::NO_NAMESPACES.into()));
+        }
+        Ok(())
+    }
+
+    fn engine(&self, plan: SessionSpec) -> Result<Consul, Failure> {
+        Ok(Consul::new(self.client.clone(), plan))
+    }
+
+    fn inspect(&self, look: &Look<'_, Self::ReleaseArgs>) -> Outside {
+        match look {
+            Look::Leader { wait, watch, json } => {
+                let reading = match (watch, wait) {
+                    (true, _) => Reading::Watching,
+                    (false, Some(wait)) => Reading::Waiting(*wait),
+                    (false, None) => Reading::Once,
+                };
+                Outside::leader(self.client.clone(), reading, *json)
+            }
+            Look::Release { flags } => Outside::release(
+                self.client.clone(),
+                flags.session.clone(),
+                flags.destroy_session,
+            ),
+        }
+    }
+
+    const FENCED_PUT: bool = true;
+
+    /// One transaction: a check that `holder`'s session still holds
+    /// `lock`, then the write.
+    async fn fenced_put(
+        &self,
+        lock: &str,
+        holder: &str,
+        key: &str,
+        value: &[u8],
+    ) -> Result<bool, Failure> {
+        let ops = [
+            TxnOp::CheckSession {
+                key: lock,
+                session: holder,
+            },
+            TxnOp::Set { key, value },
+        ];
+        match self
+            .client
+            .txn(&ops)
+            .await
+            .map_err(|e| Failure::Engine(e.to_string()))?
+        {
+            Txn::Applied(_) => Ok(true),
+            Txn::Refused(refusals) if refusals.iter().all(|r| r.op_index == 0) => Ok(false),
+            Txn::Refused(refusals) => Err(Failure::Engine(format!(
+                "Consul refused to write `{key}`: {}",
+                refusals
+                    .iter()
+                    .map(|r| r.what.clone())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ))),
+        }
+    }
+}

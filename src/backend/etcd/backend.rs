@@ -1,0 +1,133 @@
+//! The etcd backend's registration: its flags, its part of the man page,
+//! and how a job gets its engine.
+
+use super::args::EtcdArgs;
+use super::config::{EtcdConfig, EtcdFlags};
+use super::{Etcd, DEFAULT_TTL};
+use crate::backend::{Backend, BackendName, HoldRequest, HoldRules, Look, Prose, Registration};
+use crate::backend::{Env, PromiseText};
+use crate::error::Failure;
+
+pub const REGISTRATION: Registration = Registration {
+    name: BackendName::Etcd,
+    flags: <EtcdArgs as clap::Args>::augment_args,
+    lease: true,
+    empty_is_an_error: &[("ETCDCTL_ENDPOINTS", "host:port[,host:port...]")],
+    // The other ETCDCTL_* we read through `Env::var`, which treats empty
+    // as unset.
+    empty_is_unset: &[],
+    environment: ENVIRONMENT,
+    safety: Prose::Item(
+        "etcd",
+        "A rival may acquire when the lease expires, the TTL after the last keep-alive etcd \
+         processed; no lock-delay exists. The margin is the clock-rate bound's share of the \
+         TTL plus a hundredth: with the defaults (TTL 15s) 2.65s, so the default \
+         `--kill-timeout` shrinks to 2.3s and SIGKILL has landed by 12.35s. A revoked lease (`lockrun release`, `etcdctl \
+         lease revoke`) or a key gone from etcd lets a rival hold at once, so COMMAND gets \
+         SIGKILL at once.",
+    ),
+};
+
+const ENVIRONMENT: &[Prose] = &[
+    Prose::P(
+        "On etcd (`--backend etcd`) lockrun reads etcdctl's variables instead: \
+         `ETCDCTL_ENDPOINTS`, `ETCDCTL_CACERT`, `ETCDCTL_CERT`, `ETCDCTL_KEY`, and \
+         `ETCDCTL_USER` (with `ETCDCTL_PASSWORD`) for the user, which has no flag.",
+    ),
+    Prose::P(
+        "lockrun talks to etcd's JSON gateway (`/v3/...`), not gRPC, and has the gateway's \
+         limits: an etcd started with `--enable-grpc-gateway=false` cannot be reached at \
+         all; the gateway cannot authenticate a client by its certificate's common name \
+         (etcd's `--client-cert-auth` users), so name the user in `ETCDCTL_USER`; and etcd \
+         3.6 changed the gateway's error bodies (lockrun reads the code and message, which \
+         3.4 to 3.6 all give; it is tested on 3.4 and 3.5).",
+    ),
+];
+
+/// etcd, its client built and its settings checked.
+pub struct EtcdBackend(Etcd);
+
+impl Backend for EtcdBackend {
+    type Args = EtcdArgs;
+    type HoldArgs = ();
+    type ReleaseArgs = ();
+    type Engine = Etcd;
+    type Inspect = Etcd;
+    type Plan = ();
+
+    const NAME: &'static str = "etcd";
+
+    fn check_key(key: &str) -> Result<(), Failure> {
+        super::check_key(key).map_err(Failure::Usage)
+    }
+
+    fn promise(_lock: bool, _ends_early: bool) -> PromiseText {
+        PromiseText {
+            rival: "when the lease expires: the TTL after the last renewal etcd processed",
+            release: "`lockrun release` revokes the holder's lease: a rival may hold the lock at once, so the holder sends SIGKILL at once (no grace period)",
+            lost_state: "a lease or key gone from etcd (revoked, compacted away, a restored snapshot): a rival may hold at once, so the command gets SIGKILL at once",
+            engine: &["etcd is linearizable and its leader expires leases no earlier than the TTL after the keep-alive it processed"],
+        }
+    }
+
+    /// A lease TTL in whole seconds, and a budget with no lock-delay: a
+    /// rival takes the lock as soon as the lease expires.
+    fn hold_rules(
+        request: &HoldRequest<'_, Self::HoldArgs>,
+        _env: &dyn Env,
+    ) -> Result<HoldRules<()>, Failure> {
+        crate::key::check(request.key).map_err(Failure::Usage)?;
+        crate::backend::rules::plain_lease(
+            request,
+            "an etcd lease TTL",
+            "on etcd a rival takes the lock as soon as the lease expires",
+        )
+    }
+
+    /// The client from flags and etcdctl's variables, checked (files
+    /// included) before any request.
+    fn prepare(
+        args: &Self::Args,
+        ttl: Option<std::time::Duration>,
+        env: &dyn Env,
+    ) -> Result<Self, Failure> {
+        let flags = EtcdFlags {
+            endpoints: args.endpoints.clone(),
+            cacert: args.cacert.clone(),
+            cert: args.cert.clone(),
+            key: args.cert_key.clone(),
+            user: None,
+        };
+        let config = EtcdConfig::resolve(&flags, |name| env.var(name)).map_err(Failure::Config)?;
+        // Looking and releasing open no lease.
+        let ttl = ttl.unwrap_or(DEFAULT_TTL);
+        Etcd::new(&config, ttl)
+            .map(EtcdBackend)
+            .map_err(Failure::Config)
+    }
+
+    fn engine(&self, (): ()) -> Result<Etcd, Failure> {
+        Ok(self.0.clone())
+    }
+
+    fn inspect(&self, _look: &Look<'_, Self::ReleaseArgs>) -> Etcd {
+        self.0.clone()
+    }
+
+    const FENCED_PUT: bool = true;
+
+    /// One transaction that writes only while `holder`, the holder's
+    /// contender key, still exists: it lives exactly as long as the lease.
+    async fn fenced_put(
+        &self,
+        _lock: &str,
+        holder: &str,
+        key: &str,
+        value: &[u8],
+    ) -> Result<bool, Failure> {
+        self.0
+            .fenced_put(holder, key, value)
+            .await
+            .map_err(Failure::from)
+    }
+}

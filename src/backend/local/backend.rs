@@ -1,0 +1,102 @@
+//! The local backend's registration: its flags, its part of the man page,
+//! and how a job gets its engine.
+
+use std::path::PathBuf;
+
+use super::args::LocalArgs;
+use super::Local;
+use crate::backend::{Backend, BackendName, HoldRequest, HoldRules, Look, Prose, Registration};
+use crate::backend::{Env, PromiseText};
+use crate::error::Failure;
+
+pub const REGISTRATION: Registration = Registration {
+    name: BackendName::Local,
+    flags: <LocalArgs as clap::Args>::augment_args,
+    // A file lock lasts as long as its descriptor: nothing runs out.
+    lease: false,
+    empty_is_an_error: &[("LOCKRUN_LOCK_DIR", "a directory")],
+    empty_is_unset: &[],
+    environment: &[],
+    safety: Prose::Item(
+        "local",
+        "flock(2) holds as long as the guard process lives: no rival on this host can lock \
+         before the guard has exited, whatever the clocks do. A lock file replaced under us \
+         lets a rival lock the new one at once, so COMMAND is killed at once.",
+    ),
+};
+
+/// The lock directory, and whether it may be on a network file system.
+pub struct LocalBackend {
+    dir: PathBuf,
+    allow_network_fs: bool,
+}
+
+impl Backend for LocalBackend {
+    type Args = LocalArgs;
+    type HoldArgs = ();
+    type ReleaseArgs = ();
+    type Engine = Local;
+    type Inspect = Local;
+    type Plan = ();
+
+    const NAME: &'static str = "local";
+
+    fn check_key(key: &str) -> Result<(), Failure> {
+        super::dir::check_key(key).map_err(|e| Failure::Usage(e.to_string()))
+    }
+
+    fn promise(_lock: bool, _ends_early: bool) -> PromiseText {
+        PromiseText {
+            rival: "never while lockrun's guard holds the lock file open",
+            release: "`lockrun release` signals the holder; the lock file stays locked until its guard has stopped the command, so no rival overlaps",
+            lost_state: "the lock file replaced or removed: a rival may lock the new file at once, so the command is killed at once",
+            engine: &[
+                "flock(2) on a local file system: the lock lives as long as lockrun's guard process, and a rival on this host cannot take it before the guard has exited",
+                "no other host shares the lock (a network file system is refused without --allow-network-fs)",
+            ],
+        }
+    }
+
+    fn hold_rules(
+        request: &HoldRequest<'_, Self::HoldArgs>,
+        _env: &dyn Env,
+    ) -> Result<HoldRules<()>, Failure> {
+        Self::check_key(request.key)?;
+        // No lease can run out under the child, so any grace period is safe.
+        Ok(HoldRules {
+            budget: None,
+            kill_timeout: request
+                .kill_timeout
+                .unwrap_or(request.kind.default_kill_timeout),
+            plan: (),
+        })
+    }
+
+    /// The lock directory: the flag or `LOCKRUN_LOCK_DIR`, else the
+    /// default for this user.
+    fn prepare(
+        args: &Self::Args,
+        _ttl: Option<std::time::Duration>,
+        _env: &dyn Env,
+    ) -> Result<Self, Failure> {
+        let dir = args
+            .lock_dir
+            .clone()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or_else(super::dir::default_dir_here);
+        Ok(LocalBackend {
+            dir,
+            allow_network_fs: args.allow_network_fs,
+        })
+    }
+
+    fn engine(&self, (): ()) -> Result<Local, Failure> {
+        Ok(Local::open(self.dir.clone(), self.allow_network_fs)?)
+    }
+
+    /// Looking creates nothing, and may look at a directory that is not
+    /// ours (root's, from a user's shell).
+    fn inspect(&self, _look: &Look<'_, Self::ReleaseArgs>) -> Local {
+        Local::for_reading(self.dir.clone())
+    }
+}

@@ -1,0 +1,97 @@
+//! The PostgreSQL backend's registration: its flag, its part of the man
+//! page, and how a job gets its engine.
+
+use super::args::PostgresArgs;
+use super::Postgres;
+use crate::backend::{Backend, BackendName, HoldRequest, HoldRules, Look, Prose, Registration};
+use crate::backend::{Env, PromiseText};
+use crate::error::Failure;
+
+pub const REGISTRATION: Registration = Registration {
+    name: BackendName::Postgres,
+    flags: <PostgresArgs as clap::Args>::augment_args,
+    lease: true,
+    empty_is_an_error: &[],
+    empty_is_unset: &[],
+    environment: ENVIRONMENT,
+    safety: Prose::Item(
+        "postgres",
+        "The server frees the advisory lock when the holding connection ends: at once \
+         when lockrun dies or its backend is terminated (`lockrun release`, \
+         `pg_terminate_backend`, a restart, a failover), so COMMAND gets SIGKILL at once; \
+         on a partition when the server's TCP keepalive or tcp_user_timeout gives up, \
+         which lockrun sets to `--ttl` after the last data the server received. The \
+         budget is etcd's: a rival no earlier than the TTL after the last confirmed round \
+         trip, no lock-delay.",
+    ),
+};
+
+const ENVIRONMENT: &[Prose] = &[Prose::P(
+    "On PostgreSQL (`--backend postgres`) lockrun reads libpq's variables, which \
+         `--dsn` overrides: `PGHOST` (a host or a unix-socket directory), `PGPORT`, \
+         `PGUSER`, `PGDATABASE`, `PGPASSWORD` (never printed), `PGPASSFILE` (else \
+         `~/.pgpass`, ignored if others can read it), and for TLS `PGSSLMODE` (libpq's \
+         modes; default prefer), `PGSSLROOTCERT`, `PGSSLCERT` and `PGSSLKEY` (else the \
+         files in `~/.postgresql`). A connection pooler such as PgBouncer is refused. \
+         KEY's advisory lock \
+         id is `('x' || substr(md5('KEY'), 1, 16))::bit(64)::bigint`; slot i of PREFIX \
+         is that of `PREFIX//i`.",
+)];
+
+/// PostgreSQL, its connection settings checked.
+pub struct PostgresBackend(Postgres);
+
+impl Backend for PostgresBackend {
+    type Args = PostgresArgs;
+    type HoldArgs = ();
+    type ReleaseArgs = ();
+    type Engine = Postgres;
+    type Inspect = Postgres;
+    type Plan = ();
+
+    const NAME: &'static str = "postgres";
+
+    fn check_key(key: &str) -> Result<(), Failure> {
+        super::check_key(key).map_err(Failure::Usage)
+    }
+
+    fn promise(_lock: bool, _ends_early: bool) -> PromiseText {
+        PromiseText {
+            rival: "when the connection ends: at once if our process exits or an operator terminates our backend; on a network partition when the server's TCP keepalive or tcp_user_timeout gives up, which lockrun sets to the TTL after the last round trip the server received",
+            release: "`lockrun release` terminates the holder's backend (pg_terminate_backend): the server frees the lock at once, so the holder sends SIGKILL at once (no grace period)",
+            lost_state: "a connection the server ended (pg_terminate_backend, a restart, a failover: a replica keeps no advisory locks): a rival may hold at once, so the command gets SIGKILL at once; no delay covers that window",
+            engine: &["the PostgreSQL server (Linux) honours the per-session tcp_keepalives_* and tcp_user_timeout lockrun sets, and every contender connects to the same primary and database, directly or through session pooling (never transaction pooling)"],
+        }
+    }
+
+    /// The server gives up on a silent connection (its TCP keepalive and
+    /// `tcp_user_timeout`, whole seconds) the TTL after the last data it
+    /// received from us, and frees the lock at once: etcd's shape.
+    fn hold_rules(
+        request: &HoldRequest<'_, Self::HoldArgs>,
+        _env: &dyn Env,
+    ) -> Result<HoldRules<()>, Failure> {
+        crate::key::check(request.key).map_err(Failure::Usage)?;
+        crate::backend::rules::plain_lease(
+            request,
+            "a postgres TTL",
+            "on postgres a rival takes the lock as soon as the server gives up on our connection",
+        )
+    }
+
+    fn prepare(
+        args: &Self::Args,
+        ttl: Option<std::time::Duration>,
+        _env: &dyn Env,
+    ) -> Result<Self, Failure> {
+        super::engine(args.dsn.as_deref(), ttl).map(PostgresBackend)
+    }
+
+    fn engine(&self, (): ()) -> Result<Postgres, Failure> {
+        Ok(self.0.clone())
+    }
+
+    fn inspect(&self, _look: &Look<'_, Self::ReleaseArgs>) -> Postgres {
+        self.0.clone()
+    }
+}
