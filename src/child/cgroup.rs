@@ -347,7 +347,16 @@ fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
 }
 
 /// Removes the cgroup `dir` and every cgroup below it, deepest first.
+/// The usual cgroup has none below it: one rmdir, with no listing of a
+/// directory (opening one in cgroupfs is dear) on the handover's path.
 fn remove_tree(dir: &Path) -> io::Result<()> {
+    match std::fs::remove_dir(dir) {
+        Ok(()) => return Ok(()),
+        // Cgroups below it (EBUSY), or a process in it, which the rmdir
+        // below reports once the walk is done.
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Err(err),
+        Err(_) => {}
+    }
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         if entry.file_type()?.is_dir() {

@@ -527,8 +527,13 @@ fn end_tree(command: Option<u32>, cgroup: Option<&mut Cgroup>) {
     // meanwhile, and tells us when it is empty; the passes below then find
     // nobody but zombies to reap, or a process that joined our group from
     // outside. If the cgroup stops answering, the passes do the work.
+    // An empty cgroup (the usual end: COMMAND's tree ended by itself) has
+    // nobody to kill, and nobody can enter it but from outside the tree, by
+    // a write to its `cgroup.procs`; then our rmdir fails and lockrun kills
+    // it when it removes it.
     if let Some(cgroup) = cgroup {
-        if cgroup.kill().is_ok() {
+        let empty = command.is_none() && cgroup.populated() == Some(false);
+        if !empty && cgroup.kill().is_ok() {
             while cgroup.populated() == Some(true) {
                 reap_children();
                 cgroup.wait_change(std::time::Duration::from_millis(50));
