@@ -10,11 +10,13 @@
 //!
 //! lockrun looks for a cgroup it may write ([`detect`]) before it starts the
 //! guard, and says which mode the job runs in; the guard creates
-//! `lockrun-<its pid>` under it ([`Cgroup::create`]) and moves into it while
-//! parked, so that COMMAND starts there, then moves back out once COMMAND
-//! runs, and removes the cgroup once the tree is empty. Any failure on the way leaves the job in subreaper
-//! mode, which is never an error: cgroups are a better tool, not a
-//! requirement.
+//! `lockrun-<its pid>` under it ([`Cgroup::create`]) while parked, starts
+//! COMMAND straight into it (`clone3(CLONE_INTO_CGROUP)`, see
+//! `sys::spawn`), and removes the cgroup once the tree is empty. Where the
+//! kernel cannot start a process into a cgroup, the guard moves into it
+//! while parked, so that COMMAND starts there, and back out once COMMAND
+//! runs. Any failure on the way leaves the job in subreaper mode, which is
+//! never an error: cgroups are a better tool, not a requirement.
 //!
 //! The guard itself lives outside once COMMAND runs: `cgroup.kill` must not
 //! reach it. A cgroup that holds processes may not, in cgroup v2's "no

@@ -6,6 +6,9 @@
 //! sleeps meanwhile, leaving its CPU to COMMAND. `posix_spawn` itself will
 //! not do: COMMAND must set its parent-death signal (killed with the guard,
 //! even outside the guard's group), which only the process itself can.
+//! In cgroup mode the same start is made with clone3, into the job's
+//! cgroup, so that nobody moves between cgroups (see
+//! [`Prepared::spawn_into`]).
 //!
 //! Sharing memory constrains what runs before the exec: no allocation, no
 //! locks, only async-signal-safe calls on what the guard prepared. Every
