@@ -10,11 +10,13 @@
 //!
 //! lockrun looks for a cgroup it may write ([`detect`]) before it starts the
 //! guard, and says which mode the job runs in; the guard creates
-//! `lockrun-<its pid>` under it ([`Cgroup::create`]) and moves into it while
-//! parked, so that COMMAND starts there, then moves back out once COMMAND
-//! runs, and removes the cgroup once the tree is empty. Any failure on the way leaves the job in subreaper
-//! mode, which is never an error: cgroups are a better tool, not a
-//! requirement.
+//! `lockrun-<its pid>` under it ([`Cgroup::create`]) while parked, starts
+//! COMMAND straight into it (`clone3(CLONE_INTO_CGROUP)`, see
+//! `sys::spawn`), and removes the cgroup once the tree is empty. Where the
+//! kernel cannot start a process into a cgroup, the guard moves into it
+//! while parked, so that COMMAND starts there, and back out once COMMAND
+//! runs. Any failure on the way leaves the job in subreaper mode, which is
+//! never an error: cgroups are a better tool, not a requirement.
 //!
 //! The guard itself lives outside once COMMAND runs: `cgroup.kill` must not
 //! reach it. A cgroup that holds processes may not, in cgroup v2's "no
@@ -24,7 +26,7 @@
 
 use std::fs::File;
 use std::io::{self, Read, Seek};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -166,6 +168,7 @@ pub(super) fn remove_after_guard(dir: &Path, within: Duration) -> io::Result<()>
         dir: dir.to_owned(),
         parent: dir.parent().unwrap_or(dir).to_owned(),
         events,
+        fd: None,
     };
     let until = std::time::Instant::now() + within;
     while cgroup.populated() == Some(true) {
@@ -224,6 +227,9 @@ pub(super) struct Cgroup {
     parent: PathBuf,
     /// `cgroup.events`, open for its poll(2) wakeups.
     events: File,
+    /// The cgroup's directory, open for `clone3(CLONE_INTO_CGROUP)`; `None`
+    /// after a guard's death, where nothing is to start in it.
+    fd: Option<OwnedFd>,
 }
 
 impl Cgroup {
@@ -248,13 +254,14 @@ impl Cgroup {
                     "no cgroup.kill (Linux 5.14 or later has it)",
                 ));
             }
-            File::open(dir.join("cgroup.events"))
+            Ok((File::open(dir.join("cgroup.events"))?, open_dir(&dir)?))
         })();
         match made {
-            Ok(events) => Ok(Cgroup {
+            Ok((events, fd)) => Ok(Cgroup {
                 dir,
                 parent: parent.to_owned(),
                 events,
+                fd: Some(fd),
             }),
             Err(err) => {
                 let _ = std::fs::remove_dir(&dir);
@@ -267,10 +274,17 @@ impl Cgroup {
         &self.dir
     }
 
-    /// Moves us (the guard) into the cgroup, so that COMMAND starts in it.
+    /// The cgroup's directory, to start COMMAND straight into it.
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.fd.as_ref().map(|fd| fd.as_fd())
+    }
+
+    /// Moves us (the guard) into the cgroup, so that COMMAND starts in it,
+    /// where the kernel cannot start COMMAND there directly (see
+    /// `spawn::Prepared::spawn_into`).
     ///
     /// Moving a process between cgroups waits for an RCU grace period in
-    /// the kernel, about 10 ms; the guard pays it while parked, before
+    /// the kernel, 5–12 ms here; the guard pays it while parked, before
     /// lockrun has the lock, rather than on the handover's path, and again
     /// in [`Cgroup::leave`] once COMMAND runs.
     pub fn enter(&self) -> io::Result<()> {
@@ -318,8 +332,33 @@ impl Cgroup {
     }
 }
 
+/// `dir` open as a path (O_PATH), never as descriptor 0, which clone3 reads
+/// as "no cgroup".
+fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let fd: OwnedFd = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open(dir)?
+        .into();
+    if fd.as_raw_fd() != 0 {
+        return Ok(fd);
+    }
+    // A copy is never below descriptor 3.
+    fd.try_clone()
+}
+
 /// Removes the cgroup `dir` and every cgroup below it, deepest first.
+/// The usual cgroup has none below it: one rmdir, with no listing of a
+/// directory (opening one in cgroupfs is dear) on the handover's path.
 fn remove_tree(dir: &Path) -> io::Result<()> {
+    match std::fs::remove_dir(dir) {
+        Ok(()) => return Ok(()),
+        // Cgroups below it (EBUSY), or a process in it, which the rmdir
+        // below reports once the walk is done.
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Err(err),
+        Err(_) => {}
+    }
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         if entry.file_type()?.is_dir() {

@@ -34,7 +34,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{ExitCode, ExitStatus};
 use std::time::Duration;
 
@@ -150,16 +150,29 @@ pub(super) fn run(
     // The parent-death handler must be in place before we park, too.
     sys::guard_install_handlers();
 
-    // COMMAND's own cgroup, if lockrun found one we may make: made and
-    // entered now, while lockrun may still wait for the lock, so that
-    // COMMAND starts in it with no move on the handover's path. Otherwise,
-    // or if anything fails on the way, the subreaper alone contains it.
+    // COMMAND's own cgroup, if lockrun found one we may make: made now,
+    // while lockrun may still wait for the lock. COMMAND starts straight
+    // into it (clone3), so nobody moves between cgroups, which costs an RCU
+    // grace period per move; where the kernel cannot do that we enter it
+    // now, so that COMMAND starts in it with no move on the handover's
+    // path, and leave it once COMMAND runs. Otherwise, or if anything fails
+    // on the way, the subreaper alone contains it.
+    let direct = plan.is_some() && spawn::clone3_available();
+    let mut entered = false;
     let mut cgroup = plan.as_ref().and_then(|plan| {
-        let made = Cgroup::create(&plan.parent).and_then(|made| match made.enter() {
-            Ok(()) => Ok(made),
-            Err(err) => {
-                let _ = made.remove();
-                Err(err)
+        let made = Cgroup::create(&plan.parent).and_then(|made| {
+            if direct {
+                return Ok(made);
+            }
+            match made.enter() {
+                Ok(()) => {
+                    entered = true;
+                    Ok(made)
+                }
+                Err(err) => {
+                    let _ = made.remove();
+                    Err(err)
+                }
             }
         });
         match made {
@@ -192,7 +205,7 @@ pub(super) fn run(
     let Some((env, channel, held)) = parked else {
         // Nothing ran: our cgroup goes with us.
         if let Some(made) = cgroup {
-            if made.leave().is_ok() {
+            if !entered || made.leave().is_ok() {
                 let _ = made.remove();
             }
         }
@@ -218,12 +231,43 @@ pub(super) fn run(
         ));
     }
 
-    let spawned = spawn::spawn(argv, &environment.of_command(env));
+    let spawned = spawn::prepare(argv, &environment.of_command(env)).and_then(|prepared| {
+        let into = cgroup
+            .as_ref()
+            .filter(|_| !entered)
+            .and_then(|made| made.fd());
+        if let Some(fd) = into {
+            match prepared.spawn_into(fd) {
+                Ok(spawned) => return spawned,
+                // The kernel would not start it there: we move there
+                // ourselves, as on a kernel without clone3, and leave below.
+                Err(_) => match cgroup.as_ref().map(Cgroup::enter) {
+                    Some(Ok(())) => entered = true,
+                    Some(Err(err)) => {
+                        if let Some(plan) = &plan {
+                            plan.fell_back(format_args!(
+                                "cannot start the command in `{}`: {}",
+                                cgroup.as_ref().map_or(Path::new(""), |c| c.dir()).display(),
+                                reason(&err)
+                            ));
+                        }
+                        if let Some(made) = cgroup.take() {
+                            let _ = made.remove();
+                        }
+                    }
+                    None => {}
+                },
+            }
+        }
+        prepared.spawn()
+    });
     let mut child = match spawned {
         Ok(child) => child,
         Err(err) => {
             if let Some(cgroup) = cgroup {
-                let _ = cgroup.remove();
+                if !entered || cgroup.leave().is_ok() {
+                    let _ = cgroup.remove();
+                }
             }
             let program = argv[0].to_string_lossy();
             say(format_args!("cannot run `{program}`: {}", reason(&err)));
@@ -231,10 +275,10 @@ pub(super) fn run(
         }
     };
     sys::guard_relay_pending_and_unblock(child.id());
-    // COMMAND runs in the cgroup; we leave it, so that its `cgroup.kill`
-    // spares us. Should we fail to, it stays our cgroup as much as
-    // COMMAND's: we do without it.
-    if let Some(made) = &cgroup {
+    // COMMAND runs in the cgroup; if we entered it, we leave it, so that
+    // its `cgroup.kill` spares us. Should we fail to, it stays our cgroup
+    // as much as COMMAND's: we do without it.
+    if let (true, Some(made)) = (entered, &cgroup) {
         if let Err(err) = made.leave() {
             if let Some(plan) = &plan {
                 plan.fell_back(format_args!(
@@ -485,8 +529,13 @@ fn end_tree(command: Option<u32>, cgroup: Option<&mut Cgroup>) {
     // meanwhile, and tells us when it is empty; the passes below then find
     // nobody but zombies to reap, or a process that joined our group from
     // outside. If the cgroup stops answering, the passes do the work.
+    // An empty cgroup (the usual end: COMMAND's tree ended by itself) has
+    // nobody to kill, and nobody can enter it but from outside the tree, by
+    // a write to its `cgroup.procs`; then our rmdir fails and lockrun kills
+    // it when it removes it.
     if let Some(cgroup) = cgroup {
-        if cgroup.kill().is_ok() {
+        let empty = command.is_none() && cgroup.populated() == Some(false);
+        if !empty && cgroup.kill().is_ok() {
             while cgroup.populated() == Some(true) {
                 reap_children();
                 cgroup.wait_change(std::time::Duration::from_millis(50));

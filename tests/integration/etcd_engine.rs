@@ -1093,3 +1093,93 @@ async fn letting_go_is_one_write_that_takes_the_key_and_the_lease() {
         assert_eq!(ttl, None, "{target:?}: the lease outlived the release");
     }
 }
+
+/// Unary requests of `method` (`Txn`, `Range`, `Watch` streams...) etcd at
+/// `endpoint` has started, from its Prometheus metrics.
+fn started(endpoint: &str, method: &str) -> u64 {
+    use std::io::{Read, Write};
+    let addr = endpoint.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).expect("etcd's metrics");
+    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let label = format!("grpc_method=\"{method}\"");
+    text.lines()
+        .filter(|line| line.starts_with("grpc_server_started_total{") && line.contains(&label))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// A waiter next in line holds once its predecessor's deletion reaches its
+/// watch, with no request after the wake-up: its watch covers its own key
+/// too, so the deletion also tells it that it still exists (etcd's own
+/// mutex reads the prefix and its key after the wake-up, two round trips
+/// on every handover's path).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_in_line_holds_with_no_request_after_the_wake_up() {
+    // Counting etcd's requests needs an etcd nobody else talks to.
+    let server = private(&[]);
+    let config = EtcdConfig::plain(&[&server.endpoint]).unwrap();
+    let etcd = Etcd::new(&config, HELD).unwrap();
+    let target = lock("next-in-line");
+    let first = lease(&etcd).await;
+    let holder = take(&etcd, &first, &target, "first").await;
+    let watches = started(&server.endpoint, "Watch");
+    let waiter = {
+        let (etcd, target) = (etcd.clone(), target.clone());
+        tokio::spawn(async move {
+            let lease = lease(&etcd).await;
+            let claim = take(&etcd, &lease, &target, "second").await;
+            (claim, lease)
+        })
+    };
+    // Parked once its watch is open.
+    eventually("the waiter's watch", async || {
+        started(&server.endpoint, "Watch") > watches
+    })
+    .await;
+    let requests = || started(&server.endpoint, "Txn") + started(&server.endpoint, "Range");
+    let before = requests();
+    let fence = holder.fence();
+    Etcd::release_and_close(holder, first).await.unwrap();
+    let (claim, lease) = waiter.await.expect("the waiter");
+    assert_eq!(
+        requests() - before,
+        0,
+        "reads or transactions between the release and the waiter's hold"
+    );
+    assert!(claim.fence() > fence, "{} after {fence}", claim.fence());
+    Etcd::release_and_close(claim, lease).await.unwrap();
+}
+
+/// A waiter whose own key is deleted while it waits never holds, though
+/// the one contender ahead of it leaves: it hears of its key's deletion on
+/// the same watch that reports its predecessor's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_key_is_deleted_never_holds() {
+    let etcd = engine(HELD);
+    let key = unique("deleted-waiter");
+    let target = lock(&key);
+    let first = lease(&etcd).await;
+    let holder = take(&etcd, &first, &target, "first").await;
+    let waiter = {
+        let (etcd, target) = (etcd.clone(), target.clone());
+        tokio::spawn(async move {
+            let lease = lease(&etcd).await;
+            let got = etcd.acquire(&lease, &target, "second", patient()).await;
+            lease.close().await;
+            got.map(|acquired| matches!(acquired, Acquisition::Held(_)))
+        })
+    };
+    wait_contenders(&etcd, &key, 2).await;
+    let mine = contenders(&etcd, &key).await.pop().unwrap();
+    etcd.client()
+        .delete(mine.as_bytes(), Duration::from_secs(5))
+        .await
+        .unwrap();
+    Etcd::release_and_close(holder, first).await.unwrap();
+    match waiter.await.expect("the waiter") {
+        Err(EtcdError::KeyGone { .. }) => {}
+        other => panic!("the waiter whose key was deleted: {other:?}"),
+    }
+}

@@ -113,22 +113,25 @@ pub async fn leave(client: &Client, key: &[u8]) -> Result<(), EtcdError> {
 /// (etcd's `waitDeletes`): watches the nearest older one until it is
 /// deleted, then looks again. Each look also confirms that `me` still exists,
 /// as etcd's mutex does once it stops waiting (we may have waited past our
-/// lease), in the same read-only transaction: a handover costs one round
-/// trip after the wake-up, not two. Returns the revision of the last look.
-/// Transient failures are retried: the lease, renewed by the caller
-/// meanwhile, decides how long we may wait.
+/// lease), in the same read-only transaction. When the nearest older key is
+/// the only one, its deletion is the end of the wait with no look after it
+/// (see [`wait_last_predecessor`]): a handover costs no round trip after
+/// the wake-up. Returns the revision at which we were first. Transient
+/// failures are retried: the lease, renewed by the caller meanwhile,
+/// decides how long we may wait.
 pub async fn wait_predecessors(
     client: &Client,
     prefix: &[u8],
     me: &Entered,
 ) -> Result<i64, EtcdError> {
     let mut pause = Pause::default();
+    // The two nearest older keys: whether the nearest is the last.
     let nearest = Range {
         max_create_revision: me.create_revision - 1,
         ..Range::prefix(prefix)
     }
     .newest_first()
-    .limited(1);
+    .limited(2);
     let look = [
         json!({ "request_range": nearest.to_json() }),
         json!({ "request_range": Range::key(&me.key).to_json() }),
@@ -160,10 +163,70 @@ pub async fn wait_predecessors(
         let Some(predecessor) = predecessors.kvs.first() else {
             return Ok(answer.revision);
         };
-        match wait_deleted(client, &predecessor.key, answer.revision).await {
-            Ok(()) => pause = Pause::default(),
+        let waited = if predecessors.kvs.len() == 1 {
+            wait_last_predecessor(client, &predecessor.key, &me.key, answer.revision).await
+        } else {
+            wait_deleted(client, &predecessor.key, answer.revision)
+                .await
+                .map(|()| None)
+        };
+        match waited {
+            Ok(Some(revision)) => return Ok(revision),
+            Ok(None) => pause = Pause::default(),
             Err(e) if e.is_transient() => pause.after(&e).await,
             Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Waits for the deletion of `predecessor`, the one key older than ours
+/// (`me`) at `revision`, where `me` existed: `Some` of the deletion's
+/// revision, at which we are first, or `None` when the watch cannot tell
+/// (compaction) and the caller looks again.
+///
+/// No key created after `revision` can be older than ours (create
+/// revisions only grow), so once `predecessor` is deleted nobody older is
+/// left. That `me` still existed then we learn from the same watch: it
+/// covers both keys (and the keys between them in key order, whose
+/// deletions we skip), and reports every deletion in it in revision order,
+/// so a deletion of `me` at or before the predecessor's would come first or
+/// in the same message. We are first as of the deletion's own revision,
+/// which is what a read after the wake-up would confirm one round trip
+/// later; a deletion of `me` after it is a lost lock, as after that read.
+async fn wait_last_predecessor(
+    client: &Client,
+    predecessor: &[u8],
+    me: &[u8],
+    revision: i64,
+) -> Result<Option<i64>, EtcdError> {
+    let (low, high) = if predecessor < me {
+        (predecessor, me)
+    } else {
+        (me, predecessor)
+    };
+    let mut end = high.to_vec();
+    end.push(0);
+    let mut watch = client.watch(low, Some(&end), revision + 1, true).await?;
+    loop {
+        let batch = watch.next().await?;
+        if batch.canceled {
+            return Ok(None);
+        }
+        let deleted = |key: &[u8]| {
+            batch
+                .events
+                .iter()
+                .find(|e| e.deleted && e.kv.key == key)
+                .map(|e| e.kv.mod_revision)
+        };
+        if deleted(me).is_some() {
+            return Err(EtcdError::KeyGone { key: shown(me) });
+        }
+        match deleted(predecessor) {
+            Some(at) if at > revision => return Ok(Some(at)),
+            // A deletion without its revision: we look instead.
+            Some(_) => return Ok(None),
+            None => {}
         }
     }
 }

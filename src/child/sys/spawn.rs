@@ -6,6 +6,9 @@
 //! sleeps meanwhile, leaving its CPU to COMMAND. `posix_spawn` itself will
 //! not do: COMMAND must set its parent-death signal (killed with the guard,
 //! even outside the guard's group), which only the process itself can.
+//! In cgroup mode the same start is made with clone3, into the job's
+//! cgroup, so that nobody moves between cgroups (see
+//! [`Prepared::spawn_into`]).
 //!
 //! Sharing memory constrains what runs before the exec: no allocation, no
 //! locks, only async-signal-safe calls on what the guard prepared. Every
@@ -15,6 +18,7 @@
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
@@ -91,12 +95,20 @@ struct Exec {
     errno: AtomicI32,
 }
 
-/// Starts `argv` with exactly `env` as its environment, searching PATH (as
-/// it is in `env`) for a program named without a slash.
-pub(in crate::child) fn spawn(
+/// COMMAND, ready to start: its exec prepared, nothing started yet.
+pub(in crate::child) struct Prepared {
+    exec: Exec,
+    // What `exec`'s pointers point into.
+    _args: Vec<CString>,
+    _vars: Vec<CString>,
+}
+
+/// Prepares `argv` to run with exactly `env` as its environment, searching
+/// PATH (as it is in `env`) for a program named without a slash.
+pub(in crate::child) fn prepare(
     argv: &[OsString],
     env: &[(OsString, OsString)],
-) -> io::Result<Spawned> {
+) -> io::Result<Prepared> {
     let c = |s: &OsStr| {
         CString::new(s.as_bytes()).map_err(|_| {
             io::Error::new(
@@ -130,6 +142,8 @@ pub(in crate::child) fn spawn(
             .chain(std::iter::once(ptr::null()))
             .collect::<Vec<_>>()
     };
+    // The pointers point into the strings' heap buffers, which stay where
+    // they are when the vectors move into `Prepared`.
     let exec = Exec {
         candidates,
         argv: nul_terminated(&args),
@@ -139,44 +153,202 @@ pub(in crate::child) fn spawn(
         parent: unsafe { libc::getpid() },
         errno: AtomicI32::new(0),
     };
-    let mut stack = vec![0u8; STACK_SIZE];
-    // The stack grows down, from its 16-byte aligned top.
-    let top = (stack.as_mut_ptr() as usize + STACK_SIZE) & !15;
+    Ok(Prepared {
+        exec,
+        _args: args,
+        _vars: vars,
+    })
+}
 
-    let mut all = MaybeUninit::<libc::sigset_t>::uninit();
-    let mut old = MaybeUninit::<libc::sigset_t>::uninit();
-    // SAFETY: the sets are initialised by sigfillset and pthread_sigmask
-    // before use; clone gets a stack that outlives the new process's use of
-    // it (CLONE_VFORK: we resume only once it has exec'd or exited) and an
-    // argument that lives as long; `run` keeps to what that sharing allows.
-    let pid = unsafe {
-        libc::sigfillset(all.as_mut_ptr());
-        libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr());
-        let pid = libc::clone(
-            run,
-            top as *mut libc::c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            (&exec as *const Exec).cast_mut().cast(),
-        );
-        let err = io::Error::last_os_error();
-        if pid != -1 {
-            pass_on_stops(pid);
-        }
-        libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), ptr::null_mut());
-        if pid == -1 {
-            return Err(err);
-        }
-        pid
-    };
-    drop(stack);
-    let mut spawned = Spawned { pid, status: None };
-    match exec.errno.load(Ordering::Acquire) {
-        0 => Ok(spawned),
-        errno => {
-            spawned.wait()?;
-            Err(io::Error::from_raw_os_error(errno))
-        }
+impl Prepared {
+    /// Starts COMMAND where we are, in our own cgroup.
+    pub fn spawn(&self) -> io::Result<Spawned> {
+        self.start(None)
+            .unwrap_or_else(|_| unreachable!("clone does not refuse a cgroup it is not given"))
     }
+
+    /// Starts COMMAND straight into the cgroup open as `cgroup`
+    /// (`clone3(CLONE_INTO_CGROUP)`), so that neither we nor it ever move
+    /// between cgroups: a move waits for an RCU grace period in the kernel
+    /// (5–12 ms here), a start into a cgroup does not. `Err` when the kernel
+    /// refuses that way of starting (before Linux 5.7, or a seccomp filter
+    /// that hides clone3), with nothing started: the caller moves itself
+    /// instead and calls [`Prepared::spawn`].
+    pub fn spawn_into(&self, cgroup: BorrowedFd<'_>) -> Result<io::Result<Spawned>, io::Error> {
+        self.start(Some(cgroup))
+    }
+
+    fn start(&self, cgroup: Option<BorrowedFd<'_>>) -> Result<io::Result<Spawned>, io::Error> {
+        let exec = &self.exec;
+        exec.errno.store(0, Ordering::Relaxed);
+        let mut stack = vec![0u8; STACK_SIZE];
+        // The stack grows down, from its 16-byte aligned top.
+        let top = (stack.as_mut_ptr() as usize + STACK_SIZE) & !15;
+
+        let mut all = MaybeUninit::<libc::sigset_t>::uninit();
+        let mut old = MaybeUninit::<libc::sigset_t>::uninit();
+        // SAFETY: the sets are initialised by sigfillset and pthread_sigmask
+        // before use; clone gets a stack that outlives the new process's use
+        // of it (CLONE_VFORK: we resume only once it has exec'd or exited)
+        // and an argument that lives as long; `run` keeps to what that
+        // sharing allows.
+        let started = unsafe {
+            libc::sigfillset(all.as_mut_ptr());
+            libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr());
+            let pid = match cgroup {
+                None => libc::clone(
+                    run,
+                    top as *mut libc::c_void,
+                    libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                    (exec as *const Exec).cast_mut().cast(),
+                ),
+                Some(fd) => clone3_into(fd, top, exec),
+            };
+            let err = io::Error::last_os_error();
+            if pid != -1 {
+                pass_on_stops(pid);
+            }
+            libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), ptr::null_mut());
+            if pid == -1 {
+                Err(err)
+            } else {
+                Ok(pid)
+            }
+        };
+        drop(stack);
+        let pid = match started {
+            Ok(pid) => pid,
+            Err(err) if cgroup.is_some() && refuses_into_cgroup(&err) => return Err(err),
+            Err(err) => return Ok(Err(err)),
+        };
+        let mut spawned = Spawned { pid, status: None };
+        Ok(match exec.errno.load(Ordering::Acquire) {
+            0 => Ok(spawned),
+            errno => spawned
+                .wait()
+                .and_then(|_| Err(io::Error::from_raw_os_error(errno))),
+        })
+    }
+}
+
+/// Whether clone3's error says it cannot start a process into a cgroup
+/// here, rather than that no process could start (EAGAIN, ENOMEM).
+fn refuses_into_cgroup(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(
+            libc::ENOSYS
+                | libc::EINVAL
+                | libc::EPERM
+                | libc::EACCES
+                | libc::E2BIG
+                | libc::EBUSY
+                | libc::EOPNOTSUPP
+                | libc::ENODEV
+                | libc::EBADF
+        )
+    )
+}
+
+/// Whether this kernel lets us call clone3 at all: asked with no
+/// arguments, it says EINVAL where it exists and ENOSYS where it does not
+/// (before Linux 5.3, or under a seccomp filter that hides it, as
+/// container runtimes' default filters do).
+pub(in crate::child) fn clone3_available() -> bool {
+    if !cfg!(target_arch = "x86_64") {
+        return false;
+    }
+    // SAFETY: with size 0 the kernel reads nothing at the pointer.
+    let ret = unsafe { libc::syscall(libc::SYS_clone3, ptr::null::<u8>(), 0usize) };
+    ret == -1 && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL)
+}
+
+/// The kernel's `struct clone_args` as of Linux 5.7 (CLONE_ARGS_SIZE_VER2).
+#[repr(C)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// Linux's CLONE_INTO_CGROUP (5.7), not in every libc crate yet.
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// `clone(run, top, CLONE_VM | CLONE_VFORK | SIGCHLD, exec)` made with
+/// clone3, into the cgroup `fd`: the new process's pid, or -1 with errno
+/// set. glibc has no wrapper for clone3, and a process that shares our
+/// memory must start on its own stack before it runs any code of ours, so
+/// the system call and the child's first steps are ours, in assembly, as in
+/// glibc's `clone`.
+///
+/// # Safety
+/// As `libc::clone`: `top` is the top of a stack the new process may use
+/// until it execs, and `exec` outlives that.
+#[cfg(target_arch = "x86_64")]
+unsafe fn clone3_into(fd: BorrowedFd<'_>, top: usize, exec: &Exec) -> libc::pid_t {
+    let bottom = top - (STACK_SIZE - 16);
+    let args = CloneArgs {
+        flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | CLONE_INTO_CGROUP,
+        pidfd: 0,
+        child_tid: 0,
+        parent_tid: 0,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: bottom as u64,
+        stack_size: (top - bottom) as u64,
+        tls: 0,
+        set_tid: 0,
+        set_tid_size: 0,
+        cgroup: fd.as_raw_fd() as u64,
+    };
+    let arg = (exec as *const Exec).cast_mut().cast::<libc::c_void>();
+    let entry: extern "C" fn(*mut libc::c_void) -> libc::c_int = run;
+    let ret: i64;
+    // The new process starts after the syscall with rax 0 and its stack
+    // pointer at `top` (16-byte aligned, as a call wants), on our memory:
+    // it calls `run`, which execs or _exits, and never comes back here. We
+    // (rax the pid, or -errno) jump past its part. r12 and r13 are kept
+    // across the syscall, so the new process finds `run` and its argument
+    // there. rcx and r11 are the syscall's own.
+    std::arch::asm!(
+        "syscall",
+        "test rax, rax",
+        "jnz 2f",
+        "xor ebp, ebp",
+        "mov rdi, r12",
+        "call r13",
+        "mov edi, eax",
+        "mov eax, {exit}",
+        "syscall",
+        "ud2",
+        "2:",
+        exit = const libc::SYS_exit,
+        inlateout("rax") libc::SYS_clone3 => ret,
+        in("rdi") &args as *const CloneArgs,
+        in("rsi") std::mem::size_of::<CloneArgs>(),
+        in("r12") arg,
+        in("r13") entry,
+        lateout("rcx") _,
+        lateout("r11") _,
+    );
+    if ret < 0 {
+        *libc::__errno_location() = (-ret) as libc::c_int;
+        return -1;
+    }
+    ret as libc::pid_t
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn clone3_into(_: BorrowedFd<'_>, _: usize, _: &Exec) -> libc::pid_t {
+    *libc::__errno_location() = libc::ENOSYS;
+    -1
 }
 
 /// The paths `execvp` would try for `program`, in order.
