@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::backend::registry::{Pick, BACKENDS};
+use crate::backend::timing::Budget;
 #[cfg(doc)]
 use crate::backend::Registration;
 use crate::backend::{Backend, HoldRequest, Wait};
@@ -16,7 +17,6 @@ pub use crate::backend::{Env, Kind, ProcessEnv, LEADER, SEMAPHORE};
 use crate::cli::{ChildArgs, SessionArgs, WaitArgs};
 use crate::error::Failure;
 pub use crate::host::{hostname, io_reason};
-use crate::lease::Budget;
 use crate::signals::Signal;
 
 /// The validated options of `elect` and `semaphore`, for the hold loop.

@@ -32,3 +32,38 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     }
     Ok(parsed)
 }
+
+/// A duration as the user would type it after a flag: one word that
+/// `--kill-timeout` and friends accept (`2500ms`, never `2s 500ms`).
+pub fn flag_duration(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+pub fn fmt_duration(d: Duration) -> String {
+    if d.is_zero() {
+        "0s".to_string()
+    } else {
+        humantime::format_duration(round_ms(d)).to_string()
+    }
+}
+
+/// `d` to whole milliseconds, as durations are shown.
+pub fn round_ms(d: Duration) -> Duration {
+    Duration::from_millis(d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flag_durations_are_one_word() {
+        assert_eq!(flag_duration(Duration::from_millis(16500)), "16500ms");
+        assert_eq!(flag_duration(Duration::from_secs(16)), "16s");
+        assert_eq!(flag_duration(Duration::ZERO), "0s");
+    }
+}

@@ -359,7 +359,7 @@ pub fn engine_trouble(engine: &str, error: &dyn std::fmt::Display) {
         tracing::warn!(
             target: EVENT,
             "{engine} unreachable for {}, retrying: {error}",
-            crate::lease::fmt_duration(now - trouble.since)
+            crate::duration::fmt_duration(now - trouble.since)
         );
     }
 }
@@ -375,7 +375,7 @@ pub fn engine_answered(engine: &str) {
         tracing::info!(
             target: EVENT,
             "{engine} answers again after {}",
-            crate::lease::fmt_duration(since.elapsed())
+            crate::duration::fmt_duration(since.elapsed())
         );
     }
 }

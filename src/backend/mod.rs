@@ -9,7 +9,7 @@
 //!   because the kernel drops a file lock only when the last descriptor of
 //!   it closes. How long after the last confirmed renewal a rival could hold
 //!   the lock (SPEC §6) is not asked of a lease: the backend's hold rules
-//!   ([`Backend::hold_rules`]) work it out from the flags (`lease::Budget`),
+//!   ([`Backend::hold_rules`]) work it out from the flags (`timing::Budget`),
 //!   so that a setting that cannot keep the promise is refused before
 //!   anything is written.
 //! - [`Engine`](crate::backend::Engine): opens a lease and acquires a lock or a semaphore slot with
@@ -46,6 +46,7 @@ pub mod local;
 pub mod postgres;
 pub mod registry;
 pub mod rules;
+pub mod timing;
 #[cfg(any(feature = "consul", feature = "etcd", feature = "postgres"))]
 pub mod tls;
 
@@ -59,8 +60,8 @@ use tokio::time::Instant;
 use clap::ValueEnum;
 
 use crate::error::Failure;
-use crate::lease::Budget;
-pub use crate::lease::{Lost, Renewal};
+use timing::Budget;
+pub use timing::{Lost, Renewal};
 
 /// An environment to read variables from (the process's, or a test's).
 pub trait Env {

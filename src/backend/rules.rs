@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use super::{HoldRequest, HoldRules};
+use crate::backend::timing::Budget;
+use crate::duration::flag_duration;
 use crate::error::Failure;
-use crate::lease::{flag_duration, Budget};
 
 /// The longest TTL any backend takes.
 pub const TTL_MAX: Duration = Duration::from_secs(24 * 3600);
@@ -70,7 +71,7 @@ pub fn plain_lease<H>(
             flag_duration(max),
         ))
     })?;
-    let budget = crate::lease::fit_this_host(budget).map_err(Failure::Config)?;
+    let budget = crate::backend::timing::fit_this_host(budget).map_err(Failure::Config)?;
     Ok(HoldRules {
         budget: Some(budget),
         kill_timeout: budget.kill_timeout,

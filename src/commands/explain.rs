@@ -8,13 +8,14 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::backend::registry::Pick;
+use crate::backend::timing::Budget;
 use crate::backend::{Backend, PromiseText};
 use crate::cli::{ChildArgs, ExplainArgs, ExplainWhat};
 use crate::clock::{self, ClockState, Ppm};
 use crate::config::{self, Env, Kind};
+use crate::duration::fmt_duration;
 use crate::error::Failure;
 use crate::exit::Exit;
-use crate::lease::{fmt_duration, Budget};
 
 /// What `explain` prints: the flags' promise on one backend.
 struct Promise {

@@ -4,9 +4,9 @@
 use std::io::{Read, Write};
 use std::time::Duration;
 
+use crate::duration::fmt_duration;
 use crate::error::Failure;
 use crate::exit::Exit;
-use crate::lease::fmt_duration;
 use crate::ops::{StatusArgs, STATUS_VARIABLE};
 
 /// How long we wait for the endpoint; it answers from memory.

@@ -31,9 +31,10 @@ use crate::backend::{
 use crate::child::{self, Child, ChildExit};
 use crate::child::{ContainmentMode, LeftoversMode};
 use crate::config::HoldConfig;
+use crate::duration::fmt_duration;
 use crate::error::Failure;
 use crate::exit::Exit;
-use crate::lease::{fmt_duration, Countdown, Renew};
+use crate::lease::{Countdown, Renew};
 use crate::logging::EVENT;
 use crate::notify::{self, Notifier, Ready};
 use crate::ops::hooks::Event;

@@ -8,8 +8,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::launch::Supervised;
+use crate::backend::Lost;
 use crate::child::ChildExit;
-use crate::lease::Lost;
 use crate::signals::{Signal, Signals};
 
 /// How the child is asked to stop.
@@ -86,7 +86,7 @@ pub async fn supervise(
                 };
                 tracing::warn!(
                     "lock lost: {why}; stopping the child ({} grace)",
-                    crate::lease::fmt_duration(grace)
+                    crate::duration::fmt_duration(grace)
                 );
                 if grace.is_zero() || policy.signal == Signal::Kill {
                     return Ending::Lost(why, child.kill().await);
@@ -113,7 +113,7 @@ pub async fn supervise(
             Event::GraceOver => {
                 tracing::warn!(
                     "the child outlived --kill-timeout {}; sending SIGKILL",
-                    crate::lease::fmt_duration(policy.grace)
+                    crate::duration::fmt_duration(policy.grace)
                 );
                 return ending(gone, child.kill().await, forwarded);
             }

@@ -14,13 +14,13 @@ use tokio::time::Instant;
 
 use super::launch::{Launch, Parked, Supervised};
 use super::{release_requests, Outcome, Round, Run, Service};
+use crate::backend::timing::Budget;
 use crate::backend::{Acquisition, Claim, Engine, EngineError, Lease, Lost, Opening, Renewal};
 use crate::backend::{Target, Wait};
 use crate::child::{ChildExit, GuardDeadlines};
 use crate::config::{ChildConfig, HoldConfig};
 use crate::error::Failure;
 use crate::exit::Exit;
-use crate::lease::Budget;
 use crate::signals::{Signal, SignalSender, Signals};
 
 /// Where in a round the test interrupts it.

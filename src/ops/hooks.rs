@@ -12,8 +12,8 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
 use super::OpsArgs;
+use crate::duration::{flag_duration, fmt_duration};
 use crate::error::Failure;
-use crate::lease::{flag_duration, fmt_duration};
 
 /// A hook's process group, killed when dropped unless it has ended.
 struct Group(Option<Pid>);

@@ -21,9 +21,9 @@ use clap::Args;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::backend::Lost;
 use crate::cli::parse_duration;
 use crate::error::Failure;
-use crate::lease::Lost;
 
 /// The variable that tells COMMAND (and hooks) where the status endpoint is.
 pub const STATUS_VARIABLE: &str = "LOCKRUN_STATUS";

@@ -169,7 +169,7 @@ impl fmt::Display for ConsulError {
             ConsulError::Timeout { addr, after } => write!(
                 f,
                 "Consul at {addr} did not answer within {}",
-                crate::lease::fmt_duration(*after)
+                crate::duration::fmt_duration(*after)
             ),
             ConsulError::Broken { addr, cause } => {
                 write!(f, "the connection to Consul at {addr} broke ({cause})")

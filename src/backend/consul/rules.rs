@@ -8,11 +8,12 @@ use std::time::Duration;
 use super::args::ConsulArgs;
 use super::{Behavior, ConsulConfig, SessionSpec, Token};
 use crate::backend::rules::fit_default_grace;
+use crate::backend::timing::Budget;
 use crate::backend::{Env, Kind};
 use crate::backend::{HoldRequest, HoldRules};
+use crate::duration::{flag_duration, fmt_duration};
 use crate::error::Failure;
 use crate::host::{hostname, io_reason};
-use crate::lease::{flag_duration, fmt_duration, Budget};
 
 /// Consul's `session_ttl_min` default; servers can lower it, and so can
 /// `LOCKRUN_SESSION_TTL_MIN` for lockrun (our test suite does).
@@ -285,7 +286,7 @@ pub fn hold(
             ))
         }
     })?;
-    let budget = crate::lease::fit_this_host(budget).map_err(Failure::Config)?;
+    let budget = crate::backend::timing::fit_this_host(budget).map_err(Failure::Config)?;
     let host = hostname();
     let spec = SessionSpec {
         name: own

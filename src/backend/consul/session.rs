@@ -202,9 +202,9 @@ impl SessionInfo {
         if lock_delay < spec.lock_delay {
             return Err(format!(
                 "Consul applied a lock-delay of {} instead of the {} asked for; use --lock-delay {} or less",
-                crate::lease::flag_duration(lock_delay),
-                crate::lease::flag_duration(spec.lock_delay),
-                crate::lease::flag_duration(lock_delay),
+                crate::duration::flag_duration(lock_delay),
+                crate::duration::flag_duration(spec.lock_delay),
+                crate::duration::flag_duration(lock_delay),
             ));
         }
         match humantime::parse_duration(&self.ttl) {
@@ -212,7 +212,7 @@ impl SessionInfo {
             _ => Err(format!(
                 "Consul applied a session TTL of `{}` instead of the {} asked for; check the server's session_ttl_min",
                 self.ttl,
-                crate::lease::flag_duration(spec.ttl),
+                crate::duration::flag_duration(spec.ttl),
             )),
         }
     }

@@ -201,7 +201,7 @@ impl fmt::Display for EtcdError {
             EtcdError::Timeout { endpoint, after } => write!(
                 f,
                 "etcd at {endpoint} did not answer within {}",
-                crate::lease::fmt_duration(*after)
+                crate::duration::fmt_duration(*after)
             ),
             EtcdError::Broken { endpoint, cause } => {
                 write!(f, "the connection to etcd at {endpoint} broke ({cause})")

@@ -5,7 +5,7 @@ use crate::backend::consul::blocking::QueryIndex;
 use crate::backend::consul::kv::Read;
 use crate::backend::consul::txn::{Refusal, Txn, TxnOp};
 use crate::backend::consul::{Client, ConsulError, KvPair, Op, SessionId};
-use crate::lease::Lost;
+use crate::backend::Lost;
 
 use super::queue::{self, Turn};
 use super::{AcquireError, Acquired, DelayBackoff, Held, Waiter, LOCK_FLAG};

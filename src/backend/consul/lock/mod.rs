@@ -158,7 +158,7 @@ impl Retry {
         self.errors += 1;
         tracing::info!(
             "{step}: {error}; retrying in {}",
-            crate::lease::fmt_duration(pause)
+            crate::duration::fmt_duration(pause)
         );
         tokio::time::sleep(pause).await;
         Ok(())

@@ -11,7 +11,7 @@ use crate::backend::consul::blocking::QueryIndex;
 use crate::backend::consul::kv::Read;
 use crate::backend::consul::txn::{Txn, TxnOp};
 use crate::backend::consul::{Client, ConsulError, KvPair, SessionId};
-use crate::lease::Lost;
+use crate::backend::Lost;
 
 use super::queue::{self, Turn};
 use super::{AcquireError, Acquired, Held, Waiter, SEMAPHORE_FLAG};
