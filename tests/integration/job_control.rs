@@ -573,8 +573,30 @@ fn a_stopped_job_whose_shell_died_ends_and_releases() {
 /// A process that `vfork`ed (dash does, to run `sleep`) waits, unable to
 /// stop, until its child execs; a child stopped before its exec keeps it
 /// there, in state D, as stopped as it can be. Without lockrun the same.
+/// The kernel names that wait `wait_for_vfork_done`, or, where it is
+/// inlined, `kernel_clone` (seen in CI); a fork never sleeps there, so
+/// either wait with a stopped child is the vfork's.
 fn waits_for_a_stopped_vfork(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/wchan")).is_ok_and(|wchan| wchan.contains("vfork"))
+    let in_vfork = std::fs::read_to_string(format!("/proc/{pid}/wchan"))
+        .is_ok_and(|wchan| wchan.contains("vfork") || wchan == "kernel_clone");
+    in_vfork && has_a_stopped_child(pid)
+}
+
+/// Whether a child of `pid` is stopped (state T).
+fn has_a_stopped_child(pid: i32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        let Some(close) = stat.rfind(')') else {
+            return false;
+        };
+        let fields: Vec<&str> = stat[close + 1..].split_ascii_whitespace().collect();
+        fields.len() > 1 && fields[0] == "T" && fields[1].parse() == Ok(pid)
+    })
 }
 
 /// The processes of the terminal's session but bash and lockrun's worker
