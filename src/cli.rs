@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-pub use crate::backend::registry::BackendArgs;
+pub use crate::backend::BackendArgs;
 pub use crate::backend::BackendName;
 pub use crate::child::{ContainmentMode, LeftoversMode};
 use crate::logging::LogFormat;
@@ -265,7 +265,7 @@ pub struct SessionArgs {
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "15s", value_name = "DURATION")]
     pub ttl: Duration,
     #[command(flatten)]
-    pub backend: crate::backend::registry::HoldFlags,
+    pub backend: crate::backend::HoldFlags,
     /// The largest combined clock-rate error between this host and the
     /// engine's that the stop window allows for, in ppm or % (consul and
     /// etcd; the local backend has no lease, and refuses it). The default
@@ -430,10 +430,9 @@ pub struct ReleaseArgs {
     #[arg(value_name = "KEY")]
     pub key: String,
     #[command(flatten)]
-    pub backend: crate::backend::registry::ReleaseFlags,
+    pub backend: crate::backend::ReleaseFlags,
     /// Semaphore: free every slot.
     #[arg(long)]
-    #[cfg_attr(feature = "consul", arg(conflicts_with = "session"))]
     pub all: bool,
 }
 

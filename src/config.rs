@@ -8,11 +8,13 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::backend::registry::{Pick, BACKENDS};
+use clap::ValueEnum;
+
+use crate::backend::registry::Pick;
 use crate::backend::timing::Budget;
 #[cfg(doc)]
 use crate::backend::Registration;
-use crate::backend::{Backend, HoldRequest, Wait};
+use crate::backend::{Backend, BackendName, HoldRequest, Wait, BACKENDS};
 pub use crate::backend::{Env, Kind, ProcessEnv, LEADER, SEMAPHORE};
 use crate::cli::{ChildArgs, SessionArgs, WaitArgs};
 use crate::error::Failure;
@@ -64,7 +66,15 @@ pub struct ChildConfig {
 /// nobody; so an empty one is a usage error, whichever backend is in use.
 /// lockrun's own variables are named first, then the engines' tools'.
 pub fn empty_variable(is_set_empty: impl Fn(&str) -> bool) -> Option<String> {
-    let mut all = vec![("LOCKRUN_BACKEND", "consul, etcd, local or postgres")];
+    let names: Vec<String> = BackendName::value_variants()
+        .iter()
+        .map(|b| b.to_string())
+        .collect();
+    let backends = match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.concat(),
+    };
+    let mut all = vec![("LOCKRUN_BACKEND", backends.as_str())];
     all.extend(
         BACKENDS
             .iter()
@@ -272,5 +282,16 @@ mod tests {
             );
         }
         assert_eq!(empty_variable(|name| name == "PGHOST"), None);
+    }
+
+    /// The backends' names come from `BackendName`, in the words the
+    /// hand-written list had.
+    #[test]
+    fn an_empty_backend_variable_lists_every_backend() {
+        assert_eq!(
+            empty_variable(|name| name == "LOCKRUN_BACKEND").unwrap(),
+            "LOCKRUN_BACKEND is set but empty; set it to consul, etcd, local or postgres, \
+             or unset it for the default"
+        );
     }
 }

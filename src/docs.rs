@@ -19,8 +19,8 @@ use clap_complete::Shell;
 use clap_mangen::roff::{bold, italic, roman, Inline, Roff};
 use clap_mangen::Man;
 
-use crate::backend::registry::BACKENDS;
 use crate::backend::Prose;
+use crate::backend::BACKENDS;
 use crate::exit::Exit;
 
 /// The date on every page. A build-time date would make the committed pages

@@ -26,9 +26,11 @@
 //!
 //! Around them, [`Backend`] is what a backend is before it runs: its key
 //! rules, its hold rules (a budget and a plan for its engine), and how it
-//! builds its client from its own flags. Each backend registers itself in
-//! [`registry`]: its clap args, its man-page prose, one arm of the one
-//! `match` on `--backend`. Nothing outside `backend/` names a backend.
+//! builds its client from its own flags, with its [`Registration`] (its
+//! flags and man-page prose). Each backend is registered by one line of the
+//! `registry::backends!` invocation below, which declares its module and
+//! generates the flags of every backend and the one choice of `--backend`.
+//! Nothing outside `backend/` names a backend.
 //!
 //! Errors stay per backend; each says whether it is worth retrying
 //! ([`EngineError`]) and becomes a [`Failure`] with its exit status.
@@ -37,13 +39,6 @@
 //! is chosen per run, so the hold loop is monomorphised once per backend and
 //! no future is boxed.
 
-#[cfg(feature = "consul")]
-pub mod consul;
-#[cfg(feature = "etcd")]
-pub mod etcd;
-pub mod local;
-#[cfg(feature = "postgres")]
-pub mod postgres;
 pub mod registry;
 pub mod rules;
 pub mod timing;
@@ -454,7 +449,18 @@ pub async fn wait_for_holder<I: Inspect>(
     }
 }
 
-/// The engines lockrun can keep its locks in.
+// Every backend, one line each, in the order lockrun(1) describes them. The
+// line declares the backend's module too, which must be expanded here to
+// find `backend/NAME/` (see `registry`).
+registry::backends! {
+    #[cfg(feature = "consul")] consul => consul::backend::ConsulBackend,
+    #[cfg(feature = "etcd")] etcd => etcd::backend::EtcdBackend,
+    #[cfg(feature = "postgres")] postgres => postgres::backend::PostgresBackend,
+    local => local::backend::LocalBackend,
+}
+
+/// The engines lockrun can keep its locks in, whether or not this build
+/// has them: a backend left out still parses, to say so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BackendName {
     /// HashiCorp Consul (sessions and KV, as `consul lock`).
@@ -467,16 +473,20 @@ pub enum BackendName {
     Postgres,
 }
 
-impl BackendName {
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendName::Consul => "consul",
-            BackendName::Etcd => "etcd",
-            BackendName::Local => "local",
-            BackendName::Postgres => "postgres",
-        }
+/// The name `--backend` takes.
+impl std::fmt::Display for BackendName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let value = self.to_possible_value().expect("no backend is hidden");
+        f.write_str(value.get_name())
     }
 }
+
+/// The flags of a backend that has none of a kind (its `HoldArgs` or
+/// `ReleaseArgs`). Without a group of its own, it can be flattened once
+/// per backend that uses it.
+#[derive(Debug, clap::Args)]
+#[group(skip)]
+pub struct NoFlags {}
 
 /// A piece of a backend's man-page prose (see `crate::docs`).
 pub enum Prose {
@@ -564,11 +574,11 @@ pub struct PromiseText {
 /// A backend, from its rules to a running engine.
 pub trait Backend: Sized {
     /// Its global flags.
-    type Args;
-    /// Its own flags of `elect` and `semaphore`.
-    type HoldArgs;
-    /// Its own flags of `release`.
-    type ReleaseArgs;
+    type Args: clap::Args;
+    /// Its own flags of `elect` and `semaphore` ([`NoFlags`] if none).
+    type HoldArgs: clap::Args;
+    /// Its own flags of `release` ([`NoFlags`] if none).
+    type ReleaseArgs: clap::Args;
     type Engine: Engine;
     type Inspect: Inspect;
     /// What its hold rules hand to its engine.
@@ -576,6 +586,9 @@ pub trait Backend: Sized {
 
     /// Its name, as `leader --json` shows it.
     const NAME: &'static str;
+
+    /// What lockrun knows of it before choosing a backend.
+    const REGISTRATION: Registration;
 
     /// Whether a KEY (or prefix) of `leader` and `release` is one it can
     /// name.

@@ -1,78 +1,113 @@
-//! The one registration point: which engines exist, the flags each brings
-//! to the command line, and the single `match` that turns a
-//! `--backend` name into a backend a generic job runs on.
+//! How backends are registered: the `backends!` macro, which turns one
+//! line per backend into everything that lists the backends, and what the
+//! generic jobs need to run on whichever one is chosen.
 //!
-//! A new backend is its folder, a variant of [`BackendName`], a line in
-//! [`BACKENDS`] and its args flattened in [`BackendArgs`], [`HoldFlags`]
-//! or [`ReleaseFlags`] (where it has any), and an arm in [`with_backend`].
+//! The one invocation of `backends!` is in `backend/mod.rs`, because the
+//! `pub mod NAME;` each line declares must be expanded there to find
+//! `backend/NAME/`. Outside its folder, a new backend is that line and a
+//! variant of [`BackendName`] (beside it in `backend/mod.rs`; it stays in a
+//! build that lacks the backend, so that `--backend NAME` says so), a
+//! `Place` of the integration tests, and, where they apply: its Cargo
+//! feature, its feature in the `cfg` of `backend::tls` and
+//! `backend::one_line`, and its name in the sentence of `--backend`'s help
+//! below, which names the backends in prose (docs/adding-a-backend.md).
 
-use clap::Args;
-
-#[cfg(feature = "consul")]
-use super::consul;
-#[cfg(feature = "etcd")]
-use super::etcd;
-use super::local;
-#[cfg(feature = "postgres")]
-use super::postgres;
 use super::{Backend, BackendName, Registration};
 
-/// Which engine, and each engine's own settings (global flags).
-#[derive(Debug, Args)]
-#[command(next_help_heading = "Backend")]
-pub struct BackendArgs {
-    /// Where the locks live: consul, etcd, postgres, or local (this host
-    /// only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is
-    /// consul.
-    #[arg(long, global = true, value_enum, env = "LOCKRUN_BACKEND", default_value_t = BackendName::Consul, value_name = "BACKEND")]
-    pub backend: BackendName,
-    #[command(flatten)]
-    pub local: local::args::LocalArgs,
-    #[cfg(feature = "consul")]
-    #[command(flatten)]
-    pub consul: consul::args::ConsulArgs,
-    #[cfg(feature = "etcd")]
-    #[command(flatten)]
-    pub etcd: etcd::args::EtcdArgs,
-    #[cfg(feature = "postgres")]
-    #[command(flatten)]
-    pub postgres: postgres::args::PostgresArgs,
-}
+/// Declares each backend's module and generates, from one line per backend
+/// (`#[cfg(...)] NAME => TYPE`, in the order the man page describes them):
+///
+/// - `BackendArgs`: `--backend` and each backend's `Backend::Args`;
+/// - `HoldFlags` and `ReleaseFlags`: each backend's `HoldArgs`, shown among
+///   the session flags of `elect` and `semaphore`, and its `ReleaseArgs`;
+/// - `BACKENDS`: each backend's `Backend::REGISTRATION`;
+/// - `with_backend`: the one choice of backend, by its registered name.
+///
+/// Each backend's flags live in a field named after it, so [`Pick`] finds
+/// them the same way for all.
+macro_rules! backends {
+    ($( $(#[$cfg:meta])* $name:ident => $backend:ty ),+ $(,)?) => {
+        $( $(#[$cfg])* pub mod $name; )+
 
-/// The engines' own flags of `elect` and `semaphore`, shown among the
-/// session flags.
-#[derive(Debug, Args)]
-pub struct HoldFlags {
-    #[cfg(feature = "consul")]
-    #[command(flatten)]
-    pub consul: consul::args::ConsulSessionArgs,
-}
+        /// Which engine, and each engine's own settings (global flags).
+        #[derive(Debug, clap::Args)]
+        #[command(next_help_heading = "Backend")]
+        pub struct BackendArgs {
+            /// Where the locks live: consul, etcd, postgres, or local (this host
+            /// only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is
+            /// consul.
+            #[arg(long, global = true, value_enum, env = "LOCKRUN_BACKEND", default_value_t = $crate::backend::BackendName::Consul, value_name = "BACKEND")]
+            pub backend: $crate::backend::BackendName,
+            $(
+                $(#[$cfg])*
+                #[command(flatten)]
+                pub $name: <$backend as $crate::backend::Backend>::Args,
+            )+
+        }
 
-/// The engines' own flags of `release`.
-#[derive(Debug, Args)]
-pub struct ReleaseFlags {
-    #[cfg(feature = "consul")]
-    #[command(flatten)]
-    pub consul: consul::args::ConsulReleaseArgs,
-}
+        /// The engines' own flags of `elect` and `semaphore`, shown among the
+        /// session flags.
+        #[derive(Debug, clap::Args)]
+        pub struct HoldFlags {
+            $(
+                $(#[$cfg])*
+                #[command(flatten)]
+                pub $name: <$backend as $crate::backend::Backend>::HoldArgs,
+            )+
+        }
 
-/// Every backend, in the order the man page describes them.
-pub const BACKENDS: &[Registration] = &[
-    #[cfg(feature = "consul")]
-    consul::backend::REGISTRATION,
-    #[cfg(feature = "etcd")]
-    etcd::backend::REGISTRATION,
-    #[cfg(feature = "postgres")]
-    postgres::backend::REGISTRATION,
-    local::backend::REGISTRATION,
-];
+        /// The engines' own flags of `release`.
+        #[derive(Debug, clap::Args)]
+        pub struct ReleaseFlags {
+            $(
+                $(#[$cfg])*
+                #[command(flatten)]
+                pub $name: <$backend as $crate::backend::Backend>::ReleaseArgs,
+            )+
+        }
+
+        /// Every backend in this build, in the order the man page describes them.
+        pub const BACKENDS: &[$crate::backend::Registration] = &[
+            $( $(#[$cfg])* <$backend as $crate::backend::Backend>::REGISTRATION, )+
+        ];
+
+        /// The one choice of backend. A backend left out of this build has
+        /// no line here, so its name falls through to `unavailable`.
+        pub fn with_backend<R: $crate::backend::registry::Runner>(
+            name: $crate::backend::BackendName,
+            runner: R,
+        ) -> R::Output {
+            $(
+                $(#[$cfg])*
+                if name == <$backend as $crate::backend::Backend>::REGISTRATION.name {
+                    return runner.run($crate::backend::registry::Pick::<$backend> {
+                        args: |a| &a.$name,
+                        hold: |h| &h.$name,
+                        release: |r| &r.$name,
+                    });
+                }
+            )+
+            runner.unavailable(name)
+        }
+    };
+}
+pub(crate) use backends;
 
 /// The registration of `name`.
 pub fn registration(name: BackendName) -> &'static Registration {
-    BACKENDS
+    super::BACKENDS
         .iter()
         .find(|r| r.name == name)
         .expect("every backend is registered")
+}
+
+/// Every flag backend `B` defines: its global flags, those of `elect` and
+/// `semaphore`, and those of `release` (its [`Registration::flags`]).
+pub fn flags_of<B: Backend>(cmd: clap::Command) -> clap::Command {
+    use clap::Args;
+    let cmd = B::Args::augment_args(cmd);
+    let cmd = B::HoldArgs::augment_args(cmd);
+    B::ReleaseArgs::augment_args(cmd)
 }
 
 /// The clap ids of the flags `augment` defines.
@@ -85,9 +120,9 @@ pub fn flag_ids(augment: fn(clap::Command) -> clap::Command) -> Vec<String> {
 
 /// Where backend `B`'s own flags are among everyone's.
 pub struct Pick<B: Backend> {
-    pub args: fn(&BackendArgs) -> &B::Args,
-    pub hold: fn(&HoldFlags) -> &B::HoldArgs,
-    pub release: fn(&ReleaseFlags) -> &B::ReleaseArgs,
+    pub args: fn(&super::BackendArgs) -> &B::Args,
+    pub hold: fn(&super::HoldFlags) -> &B::HoldArgs,
+    pub release: fn(&super::ReleaseFlags) -> &B::ReleaseArgs,
 }
 
 /// What runs a job on whichever backend was chosen: generic over the
@@ -99,37 +134,41 @@ pub trait Runner {
     fn unavailable(self, name: BackendName) -> Self::Output;
 }
 
-/// The one `match` on the backend.
-pub fn with_backend<R: Runner>(name: BackendName, runner: R) -> R::Output {
-    match name {
-        #[cfg(not(feature = "consul"))]
-        BackendName::Consul => runner.unavailable(name),
-        #[cfg(not(feature = "etcd"))]
-        BackendName::Etcd => runner.unavailable(name),
-        #[cfg(not(feature = "postgres"))]
-        BackendName::Postgres => runner.unavailable(name),
-        #[cfg(feature = "consul")]
-        BackendName::Consul => runner.run(Pick::<consul::backend::ConsulBackend> {
-            args: |a| &a.consul,
-            hold: |h| &h.consul,
-            release: |r| &r.consul,
-        }),
-        #[cfg(feature = "etcd")]
-        BackendName::Etcd => runner.run(Pick::<etcd::backend::EtcdBackend> {
-            args: |a| &a.etcd,
-            hold: |_| &(),
-            release: |_| &(),
-        }),
-        BackendName::Local => runner.run(Pick::<local::backend::LocalBackend> {
-            args: |a| &a.local,
-            hold: |_| &(),
-            release: |_| &(),
-        }),
-        #[cfg(feature = "postgres")]
-        BackendName::Postgres => runner.run(Pick::<postgres::backend::PostgresBackend> {
-            args: |a| &a.postgres,
-            hold: |_| &(),
-            release: |_| &(),
-        }),
+#[cfg(test)]
+mod tests {
+    use clap::ValueEnum;
+
+    use super::*;
+    use crate::backend::{with_backend, BACKENDS};
+
+    /// What `with_backend` ran: the backend's own name and the name it
+    /// is registered under, or nothing for a backend this build lacks.
+    struct Chosen;
+
+    impl Runner for Chosen {
+        type Output = Option<(&'static str, BackendName)>;
+
+        fn run<B: Backend>(self, _: Pick<B>) -> Self::Output {
+            Some((B::NAME, B::REGISTRATION.name))
+        }
+
+        fn unavailable(self, _: BackendName) -> Self::Output {
+            None
+        }
+    }
+
+    #[test]
+    fn each_name_runs_the_backend_registered_under_it() {
+        for name in BackendName::value_variants() {
+            let registered = BACKENDS.iter().any(|r| r.name == *name);
+            match with_backend(*name, Chosen) {
+                Some((own, chosen)) => {
+                    assert_eq!(chosen, *name);
+                    assert_eq!(own, name.to_string());
+                    assert!(registered, "{name} runs but is not in BACKENDS");
+                }
+                None => assert!(!registered, "{name} is in BACKENDS but does not run"),
+            }
+        }
     }
 }

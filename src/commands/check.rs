@@ -1,6 +1,8 @@
 //! `lockrun check SEQUENCER`: whether the holder a sequencer names still
 //! holds its lock with that fence, read from the engine now.
 
+use clap::ValueEnum;
+
 use crate::backend::{Holder, Inspect, Target};
 use crate::cli::BackendName;
 use crate::error::Failure;
@@ -13,16 +15,12 @@ pub struct Job {
 
 /// The backend the sequencer was made on.
 pub fn backend_of(sequencer: &Sequencer) -> Result<BackendName, Failure> {
-    Ok(match sequencer.backend.as_str() {
-        "consul" => BackendName::Consul,
-        "etcd" => BackendName::Etcd,
-        "local" => BackendName::Local,
-        "postgres" => BackendName::Postgres,
-        other => {
-            return Err(Failure::Usage(format!(
-                "the sequencer names backend `{other}`, which this lockrun does not know"
-            )))
-        }
+    // The name as lockrun wrote it, so case counts.
+    BackendName::from_str(&sequencer.backend, false).map_err(|_| {
+        Failure::Usage(format!(
+            "the sequencer names backend `{}`, which this lockrun does not know",
+            sequencer.backend
+        ))
     })
 }
 
@@ -85,5 +83,39 @@ pub async fn run<I: Inspect>(inspect: &I, job: Job) -> Result<Exit, Failure> {
             "cannot tell: the {} backend shows nothing that names `{}`'s holder",
             seq.backend, seq.key
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn made_on(backend: &str) -> Sequencer {
+        Sequencer {
+            backend: backend.into(),
+            key: "k".into(),
+            fence: 1,
+            session: None,
+            entry: None,
+            pid: None,
+        }
+    }
+
+    /// Every backend, compiled in or not, is known by the name lockrun
+    /// writes into its sequencers; any other name is refused.
+    #[test]
+    fn a_sequencer_names_its_backend_as_backend_takes_it() {
+        for name in BackendName::value_variants() {
+            assert_eq!(backend_of(&made_on(&name.to_string())).unwrap(), *name);
+        }
+        for other in ["Consul", "zookeeper", ""] {
+            let Err(Failure::Usage(line)) = backend_of(&made_on(other)) else {
+                panic!("`{other}` was taken for a backend");
+            };
+            assert_eq!(
+                line,
+                format!("the sequencer names backend `{other}`, which this lockrun does not know")
+            );
+        }
     }
 }

@@ -19,7 +19,8 @@ use clap::error::ErrorKind;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, FromArgMatches};
 
-use crate::backend::registry::{with_backend, BackendArgs, Pick, Runner};
+use crate::backend::registry::{Pick, Runner};
+use crate::backend::{with_backend, BackendArgs};
 use crate::backend::{Backend, BackendName, Engine, Look};
 use crate::cli::{Cli, Command};
 use crate::config::{self, ProcessEnv};
@@ -38,7 +39,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         ExitCode::from(Exit::Usage)
     };
     let mut command = crate::cli::command();
-    let unset = crate::backend::registry::BACKENDS
+    let unset = crate::backend::BACKENDS
         .iter()
         .flat_map(|b| b.empty_is_unset.iter());
     for (name, id) in unset {
@@ -139,7 +140,8 @@ fn hyphen_hint(e: &clap::Error) -> &'static str {
 /// of `elect` and `semaphore` (those that are no backend's own), which
 /// every backend with a lease understands.
 fn owned_flags() -> Vec<(String, Vec<BackendName>)> {
-    use crate::backend::registry::{flag_ids, BACKENDS};
+    use crate::backend::registry::flag_ids;
+    use crate::backend::BACKENDS;
     let mut owned: Vec<(String, Vec<BackendName>)> = Vec::new();
     for backend in BACKENDS {
         for id in flag_ids(backend.flags) {
@@ -184,14 +186,14 @@ fn foreign_flags(matches: &ArgMatches, backend: BackendName) -> Result<(), Failu
                 .is_some_and(|_| level.value_source(id) == Some(ValueSource::CommandLine));
             if typed {
                 let flag = format!("--{}", id.replace('_', "-"));
-                let Some(owner) = owners.first().map(|b| b.name()) else {
+                let Some(owner) = owners.first() else {
                     // The lease flags, in a build with no leasing backend.
                     return Err(Failure::Usage(format!(
                         "{flag} belongs to backends this lockrun was built without, and this run uses --backend {}; drop {flag}",
-                        backend.name(),
+                        backend,
                     )));
                 };
-                let names: Vec<&str> = owners.iter().map(|b| b.name()).collect();
+                let names: Vec<String> = owners.iter().map(|b| b.to_string()).collect();
                 let owned_by = match names.split_last() {
                     Some((last, rest)) if !rest.is_empty() => {
                         format!("{} and {last}", rest.join(", "))
@@ -201,7 +203,7 @@ fn foreign_flags(matches: &ArgMatches, backend: BackendName) -> Result<(), Failu
                 let plural = if owners.len() > 1 { "s" } else { "" };
                 return Err(Failure::Usage(format!(
                     "{flag} belongs to the {owned_by} backend{plural}, and this run uses --backend {}; drop {flag}, or pass --backend {owner}",
-                    backend.name(),
+                    backend,
                 )));
             }
         }
@@ -249,7 +251,7 @@ impl Runner for Run {
     fn unavailable(self, name: BackendName) -> Result<Exit, Failure> {
         Err(Failure::Usage(format!(
             "this lockrun was built without the {0} backend (Cargo feature `{0}`); use a build with it, or --backend local",
-            name.name()
+            name
         )))
     }
 
@@ -365,7 +367,8 @@ impl<P> Job<P> {
 #[cfg(all(test, feature = "consul", feature = "etcd", feature = "postgres"))]
 mod tests {
     use super::*;
-    use crate::backend::registry::{registration, BACKENDS};
+    use crate::backend::registry::registration;
+    use crate::backend::BACKENDS;
     use BackendName::{Consul, Etcd, Local, Postgres};
 
     /// The table we used to keep by hand: ownership derived from the

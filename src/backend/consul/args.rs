@@ -107,7 +107,7 @@ pub struct ConsulSessionArgs {
 #[derive(Debug, Args)]
 pub struct ConsulReleaseArgs {
     /// Only if this session holds it (for a semaphore: free this holder's slot).
-    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), value_name = "ID")]
+    #[arg(long, conflicts_with = "all", value_parser = clap::builder::NonEmptyStringValueParser::new(), value_name = "ID")]
     pub session: Option<String>,
     /// Also destroy the holder's session (its other locks go too, after their lock-delay).
     #[arg(long)]

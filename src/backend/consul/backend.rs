@@ -10,14 +10,9 @@ use crate::backend::{Backend, BackendName, HoldRequest, HoldRules, Look, Prose, 
 use crate::backend::{Env, PromiseText};
 use crate::error::Failure;
 
-pub const REGISTRATION: Registration = Registration {
+const REGISTRATION: Registration = Registration {
     name: BackendName::Consul,
-    flags: |cmd| {
-        use clap::Args;
-        let cmd = ConsulArgs::augment_args(cmd);
-        let cmd = super::args::ConsulSessionArgs::augment_args(cmd);
-        super::args::ConsulReleaseArgs::augment_args(cmd)
-    },
+    flags: crate::backend::registry::flags_of::<ConsulBackend>,
     lease: true,
     empty_is_an_error: &[
         (
@@ -123,6 +118,7 @@ impl Backend for ConsulBackend {
     type Plan = SessionSpec;
 
     const NAME: &'static str = "consul";
+    const REGISTRATION: Registration = REGISTRATION;
 
     fn check_key(key: &str) -> Result<(), Failure> {
         super::path::check_key(key).map_err(Failure::Usage)

@@ -8,9 +8,9 @@ use crate::backend::{Backend, BackendName, HoldRequest, HoldRules, Look, Prose, 
 use crate::backend::{Env, PromiseText};
 use crate::error::Failure;
 
-pub const REGISTRATION: Registration = Registration {
+const REGISTRATION: Registration = Registration {
     name: BackendName::Etcd,
-    flags: <EtcdArgs as clap::Args>::augment_args,
+    flags: crate::backend::registry::flags_of::<EtcdBackend>,
     lease: true,
     empty_is_an_error: &[("ETCDCTL_ENDPOINTS", "host:port[,host:port...]")],
     // The other ETCDCTL_* we read through `Env::var`, which treats empty
@@ -49,13 +49,14 @@ pub struct EtcdBackend(Etcd);
 
 impl Backend for EtcdBackend {
     type Args = EtcdArgs;
-    type HoldArgs = ();
-    type ReleaseArgs = ();
+    type HoldArgs = crate::backend::NoFlags;
+    type ReleaseArgs = crate::backend::NoFlags;
     type Engine = Etcd;
     type Inspect = Etcd;
     type Plan = ();
 
     const NAME: &'static str = "etcd";
+    const REGISTRATION: Registration = REGISTRATION;
 
     fn check_key(key: &str) -> Result<(), Failure> {
         super::check_key(key).map_err(Failure::Usage)

@@ -9,9 +9,9 @@ use crate::backend::{Backend, BackendName, HoldRequest, HoldRules, Look, Prose, 
 use crate::backend::{Env, PromiseText};
 use crate::error::Failure;
 
-pub const REGISTRATION: Registration = Registration {
+const REGISTRATION: Registration = Registration {
     name: BackendName::Local,
-    flags: <LocalArgs as clap::Args>::augment_args,
+    flags: crate::backend::registry::flags_of::<LocalBackend>,
     // A file lock lasts as long as its descriptor: nothing runs out.
     lease: false,
     empty_is_an_error: &[("LOCKRUN_LOCK_DIR", "a directory")],
@@ -33,13 +33,14 @@ pub struct LocalBackend {
 
 impl Backend for LocalBackend {
     type Args = LocalArgs;
-    type HoldArgs = ();
-    type ReleaseArgs = ();
+    type HoldArgs = crate::backend::NoFlags;
+    type ReleaseArgs = crate::backend::NoFlags;
     type Engine = Local;
     type Inspect = Local;
     type Plan = ();
 
     const NAME: &'static str = "local";
+    const REGISTRATION: Registration = REGISTRATION;
 
     fn check_key(key: &str) -> Result<(), Failure> {
         super::dir::check_key(key).map_err(|e| Failure::Usage(e.to_string()))

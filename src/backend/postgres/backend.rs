@@ -7,9 +7,9 @@ use crate::backend::{Backend, BackendName, HoldRequest, HoldRules, Look, Prose, 
 use crate::backend::{Env, PromiseText};
 use crate::error::Failure;
 
-pub const REGISTRATION: Registration = Registration {
+const REGISTRATION: Registration = Registration {
     name: BackendName::Postgres,
-    flags: <PostgresArgs as clap::Args>::augment_args,
+    flags: crate::backend::registry::flags_of::<PostgresBackend>,
     lease: true,
     empty_is_an_error: &[],
     empty_is_unset: &[],
@@ -43,13 +43,14 @@ pub struct PostgresBackend(Postgres);
 
 impl Backend for PostgresBackend {
     type Args = PostgresArgs;
-    type HoldArgs = ();
-    type ReleaseArgs = ();
+    type HoldArgs = crate::backend::NoFlags;
+    type ReleaseArgs = crate::backend::NoFlags;
     type Engine = Postgres;
     type Inspect = Postgres;
     type Plan = ();
 
     const NAME: &'static str = "postgres";
+    const REGISTRATION: Registration = REGISTRATION;
 
     fn check_key(key: &str) -> Result<(), Failure> {
         super::check_key(key).map_err(Failure::Usage)
