@@ -18,7 +18,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
     }
     var completions = [
         &'lockrun'= {
-            cand --backend 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --backend 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
             cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
@@ -79,7 +79,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --on-loss 'Run CMD with `sh -c` after COMMAND was stopped because the lock was lost (and what was left released); it never delays the stop'
             cand --on-release 'Run CMD with `sh -c` after COMMAND exited and the lock was released'
             cand --hook-timeout 'How long a hook may run before its whole process group is killed'
-            cand --backend 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --backend 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
             cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
@@ -134,7 +134,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --on-loss 'Run CMD with `sh -c` after COMMAND was stopped because the lock was lost (and what was left released); it never delays the stop'
             cand --on-release 'Run CMD with `sh -c` after COMMAND exited and the lock was released'
             cand --hook-timeout 'How long a hook may run before its whole process group is killed'
-            cand --backend 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --backend 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
             cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
@@ -165,7 +165,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
         }
         &'lockrun;leader'= {
             cand --timeout 'With --wait: give up after DURATION (exit 1)'
-            cand --backend 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --backend 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
             cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
@@ -195,7 +195,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
         }
         &'lockrun;release'= {
             cand --session 'Only if this session holds it (for a semaphore: free this holder''s slot)'
-            cand --backend 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --backend 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
             cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
@@ -223,7 +223,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'lockrun;completions'= {
-            cand --backend 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --backend 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
             cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
@@ -250,7 +250,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
         }
         &'lockrun;man'= {
             cand --dir 'Directory to write the pages into, e.g. /usr/local/share/man/man1'
-            cand --backend 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --backend 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
             cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
@@ -278,7 +278,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
         &'lockrun;status'= {
             cand --status-addr 'The endpoint to ask: HOST:PORT or a unix socket path; by default LOCKRUN_STATUS, which lockrun sets in COMMAND''s environment'
             cand --for 'Exit 0 only with at least DURATION left before COMMAND would be stopped, on top of the safety margin'
-            cand --backend 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --backend 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
             cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
@@ -304,7 +304,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'lockrun;check'= {
-            cand --backend 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --backend 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
             cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
@@ -331,7 +331,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
         }
         &'lockrun;put'= {
             cand --sequencer 'The sequencer of the holder the write is fenced by: LOCKRUN_SEQUENCER'
-            cand --backend 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --backend 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
             cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
@@ -357,7 +357,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'lockrun;explain'= {
-            cand --backend 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --backend 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
             cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
@@ -409,7 +409,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --on-loss 'Run CMD with `sh -c` after COMMAND was stopped because the lock was lost (and what was left released); it never delays the stop'
             cand --on-release 'Run CMD with `sh -c` after COMMAND exited and the lock was released'
             cand --hook-timeout 'How long a hook may run before its whole process group is killed'
-            cand --backend 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --backend 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
             cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
@@ -464,7 +464,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --on-loss 'Run CMD with `sh -c` after COMMAND was stopped because the lock was lost (and what was left released); it never delays the stop'
             cand --on-release 'Run CMD with `sh -c` after COMMAND exited and the lock was released'
             cand --hook-timeout 'How long a hook may run before its whole process group is killed'
-            cand --backend 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul'
+            cand --backend 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
             cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'

@@ -24,7 +24,7 @@ function __fish_lockrun_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c lockrun -n "__fish_lockrun_needs_command" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_needs_command" -l backend -d 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
 postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
@@ -94,7 +94,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l on-acquire -d 
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l on-loss -d 'Run CMD with `sh -c` after COMMAND was stopped because the lock was lost (and what was left released); it never delays the stop' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l on-release -d 'Run CMD with `sh -c` after COMMAND exited and the lock was released' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l hook-timeout -d 'How long a hook may run before its whole process group is killed' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l backend -d 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
 postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
@@ -157,7 +157,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l on-acquire
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l on-loss -d 'Run CMD with `sh -c` after COMMAND was stopped because the lock was lost (and what was left released); it never delays the stop' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l on-release -d 'Run CMD with `sh -c` after COMMAND exited and the lock was released' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l hook-timeout -d 'How long a hook may run before its whole process group is killed' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l backend -d 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
 postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
@@ -186,7 +186,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s v -l verbo
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l timeout -d 'With --wait: give up after DURATION (exit 1)' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l backend -d 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
 postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
@@ -215,7 +215,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -s v -l verbose 
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l session -d 'Only if this session holds it (for a semaphore: free this holder\'s slot)' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l backend -d 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
 postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
@@ -242,7 +242,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l allow-networ
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l backend -d 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
 postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
@@ -268,7 +268,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -s v -l ver
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l dir -d 'Directory to write the pages into, e.g. /usr/local/share/man/man1' -r -f -a "(__fish_complete_directories)"
-complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l backend -d 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
 postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
@@ -295,7 +295,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand man" -s q -l quiet -d 'N
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l status-addr -d 'The endpoint to ask: HOST:PORT or a unix socket path; by default LOCKRUN_STATUS, which lockrun sets in COMMAND\'s environment' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l for -d 'Exit 0 only with at least DURATION left before COMMAND would be stopped, on top of the safety margin' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l backend -d 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
 postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
@@ -320,7 +320,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l allow-network
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l backend -d 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
 postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
@@ -346,7 +346,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand check" -s v -l verbose -
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l sequencer -d 'The sequencer of the holder the write is fenced by: LOCKRUN_SEQUENCER' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l backend -d 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
 postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
@@ -371,7 +371,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l allow-network-fs
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l backend -d 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
 postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
@@ -433,7 +433,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l on-loss -d 'Run CMD with `sh -c` after COMMAND was stopped because the lock was lost (and what was left released); it never delays the stop' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l on-release -d 'Run CMD with `sh -c` after COMMAND exited and the lock was released' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l hook-timeout -d 'How long a hook may run before its whole process group is killed' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l backend -d 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
 postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
@@ -496,7 +496,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l on-loss -d 'Run CMD with `sh -c` after COMMAND was stopped because the lock was lost (and what was left released); it never delays the stop' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l on-release -d 'Run CMD with `sh -c` after COMMAND exited and the lock was released' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l hook-timeout -d 'How long a hook may run before its whole process group is killed' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l backend -d 'Where the locks live: consul, etcd, postgres, or local (this host only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l backend -d 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
 postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"

@@ -8,9 +8,8 @@
 //! variant of [`BackendName`] (beside it in `backend/mod.rs`; it stays in a
 //! build that lacks the backend, so that `--backend NAME` says so), a
 //! `Place` of the integration tests, and, where they apply: its Cargo
-//! feature, its feature in the `cfg` of `backend::tls` and
-//! `backend::one_line`, and its name in the sentence of `--backend`'s help
-//! below, which names the backends in prose (docs/adding-a-backend.md).
+//! feature, and its feature in the `cfg` of `backend::tls` and
+//! `backend::one_line` (docs/adding-a-backend.md).
 
 use super::{Backend, BackendName, Registration};
 
@@ -33,9 +32,8 @@ macro_rules! backends {
         #[derive(Debug, clap::Args)]
         #[command(next_help_heading = "Backend")]
         pub struct BackendArgs {
-            /// Where the locks live: consul, etcd, postgres, or local (this host
-            /// only, no server). Never chosen for you: without it (or LOCKRUN_BACKEND) it is
-            /// consul.
+            /// Where the locks live, one of the values below; without this flag or
+            /// LOCKRUN_BACKEND, consul.
             #[arg(long, global = true, value_enum, env = "LOCKRUN_BACKEND", default_value_t = $crate::backend::BackendName::Consul, value_name = "BACKEND")]
             pub backend: $crate::backend::BackendName,
             $(
