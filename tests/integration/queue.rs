@@ -280,6 +280,72 @@ mod emulator_faults {
         assert_eq!(order(&log), (0..5).collect::<Vec<_>>());
     }
 
+    /// Idle waiters ask no more of Consul than `consul lock`'s would: one
+    /// read per 15 s each (its blocking read's wait) and a renewal every
+    /// half TTL. Only the head (on the key, every minute) and the waiter
+    /// just behind it (on the head's entry and the key, every 10 s) read
+    /// within half a minute; the others block on the entry ahead for a
+    /// minute.
+    #[test]
+    fn idle_waiters_ask_no_more_than_consul_lock() {
+        use consul_emulator::Endpoint;
+        const WAITERS: u64 = 10;
+        const WINDOW: Duration = Duration::from_secs(30);
+        let consul = TestConsul::emulator_only(|b| b);
+        let emu = consul.emulator().expect("emulator");
+        let key = consul.prefix("queue-idle") + "/leader";
+        let dir = scratch();
+        let log = dir.path().join("log");
+        let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
+        let runs = waiters(&consul, &key, WAITERS as usize, &log, &[]);
+        let entry_path = format!("/v1/kv/{}", line_of(&key));
+        let blocked_on_entries = || {
+            emu.request_log()
+                .iter()
+                .filter(|r| r.status.is_none() && r.path.starts_with(&entry_path))
+                .count()
+        };
+        assert!(
+            wait_until(procs::deadline(), || blocked_on_entries()
+                == WAITERS as usize - 1),
+            "the waiters never all blocked in the queue"
+        );
+        emu.reset_counters();
+        let started = Instant::now();
+        // `consul lock`'s waiters: a blocking read of 15 s each, and
+        // sessions (the holder's too) renewed every 7.5 s.
+        let reads_bound = WAITERS * WINDOW.as_secs().div_ceil(15);
+        let renewals_bound = (WAITERS + 1) * (WINDOW.as_secs() * 2 / 15 + 1);
+        let over = wait_until(started + WINDOW, || {
+            emu.request_count(Endpoint::KvGet) > reads_bound
+                || emu.request_count(Endpoint::SessionRenew) > renewals_bound
+        });
+        let (reads, renewals, total) = (
+            emu.request_count(Endpoint::KvGet),
+            emu.request_count(Endpoint::SessionRenew),
+            emu.request_count(Endpoint::Total),
+        );
+        assert!(
+            !over,
+            "in {:?}, {WAITERS} idle waiters read {reads} times (at most {reads_bound}) and renewed \
+             {renewals} times (at most {renewals_bound})\n{}",
+            started.elapsed(),
+            consul.request_log_dump()
+        );
+        assert_eq!(
+            total,
+            reads + renewals,
+            "idle waiters only read and renew\n{}",
+            consul.request_log_dump()
+        );
+        assert_eq!(queued(&consul.api(), &line_of(&key)), WAITERS as usize);
+        holder.finish(&consul);
+        for running in runs {
+            assert_status(&running.finish(), 0, "a waiter", &consul);
+        }
+        assert_eq!(order(&log), (0..WAITERS as usize).collect::<Vec<_>>());
+    }
+
     /// A blip (a reset connection, a 500 during an election) while a waiter
     /// takes its place in the queue or reads it costs time, not the run.
     #[test]
