@@ -9,21 +9,25 @@
 //! wake-up, never safety.
 //!
 //! A waiter ahead that stops, dies or loses touch keeps its entry until its
-//! session lapses (up to twice the TTL), and that wakes the one behind at
-//! no cost. Only a head that is stuck while its session lives could keep a
-//! free lock waiting longer, and only the waiter just behind the head can
-//! tell: it looks at the lock every [`STUCK_CHECK`]. The others block on
-//! the entry ahead for a whole [`WATCH_WAIT`](super::WATCH_WAIT) and then
-//! list the queue again, to learn whether the one ahead has become the
-//! head meanwhile. So an idle waiter reads twice a minute (the blocking
-//! read, then the listing), where `consul lock`'s waiters read every 15 s,
-//! and renews its session as often (see [`crate::lease::Budget`]). A free
-//! lock waits for a stuck head at most [`STUCK_CHECK`] once the waiter
-//! behind knows it is the head, which it learns within a
-//! [`WATCH_WAIT`](super::WATCH_WAIT) and Consul's jitter of a sixteenth:
-//! at most 64 s in all. `consul lock` ignores the queue and competes as
-//! before; a token that may not write the queue's keys turns the queue off
-//! and waiters wait as they did without.
+//! session lapses (up to twice the TTL), and the lapse wakes the one behind
+//! at no cost. Until then, were it the head, a free lock would wait for it,
+//! and only the waiter just behind the head can tell: it looks at the lock
+//! every [`STUCK_CHECK`]. The others block on the entry ahead for a whole
+//! [`WATCH_WAIT`](super::WATCH_WAIT) and then list the queue again, to learn
+//! whether the one ahead has become the head meanwhile. So an idle waiter
+//! reads twice a minute (the blocking read, then the listing), where
+//! `consul lock`'s waiters read every 15 s. It renews its session as a
+//! holder does, as often as `consul lock` does by default: that session is
+//! the one that will hold the lock, and the first stop window after
+//! acquiring counts from its last renewal while waiting (see
+//! [`crate::lease::Budget`]). A free lock waits for a stuck head at most
+//! [`STUCK_CHECK`] once the waiter behind knows it is the head, which it
+//! learns within a [`WATCH_WAIT`](super::WATCH_WAIT) and Consul's jitter of
+//! a sixteenth: at most 64 s in all.
+//!
+//! `consul lock` ignores the queue and competes as before; a token that may
+//! not write the queue's keys turns the queue off and waiters wait as they
+//! did without.
 
 use std::time::Duration;
 
