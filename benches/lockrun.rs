@@ -11,8 +11,9 @@
 //! it. Otherwise, or with `LOCKRUN_BENCH_EMULATOR=1`, it talks to an
 //! in-process consul-emulator, the only Consul that counts requests (with
 //! `consul lock` beside it when a `consul` is on PATH); or to the agent
-//! `LOCKRUN_TEST_CONSUL_ADDR` names. Against a real agent request counts are
-//! "n/a".
+//! `LOCKRUN_TEST_CONSUL_ADDR` names. Against a real agent request counts per
+//! handover are "n/a"; the idle waiters' requests are counted there too,
+//! from the agent's own debug log (`consul monitor`).
 //!
 //! The timed children are this very program run as `__child`: it appends
 //! `start`/`end` lines with nanosecond wall-clock timestamps to a file and
@@ -22,7 +23,7 @@
 //!
 //! Name sections after `--` to run only those, e.g. `cargo bench --bench
 //! lockrun -- semaphore handover` (sections: uncontended, handover,
-//! semaphore, loss, requests, memory).
+//! semaphore, loss, requests, idle, memory).
 //!
 //! `cargo test --all-targets` runs bench targets too, without `--bench`; we
 //! do nothing then, so the suite does not pay for a benchmark run.
@@ -189,6 +190,12 @@ const LOSS_RUNS: usize = 6;
 /// sum several chains.
 const WAITER_COUNTS: [(usize, usize); 3] = [(1, 3), (10, 3), (50, 2)];
 const RSS_SAMPLES: usize = 5;
+/// Idle waiters queued behind one holder, and how long their requests are
+/// counted once they all wait: a minute holds one of lockrun's longest
+/// waits and four of `consul lock`'s.
+const IDLE_WAITERS: usize = 50;
+const IDLE_WINDOW: Duration = Duration::from_secs(60);
+const IDLE_SETTLE: Duration = Duration::from_secs(20);
 
 /// Options that make a handover quick: no lock-delay, and a kill timeout
 /// short enough for the safety budget to allow that.
@@ -639,6 +646,35 @@ impl Bench {
             }
         }
 
+        if self.wants("idle") {
+            println!(
+                "\n== requests/s to Consul from 1 holder and {IDLE_WAITERS} idle waiters over {} s \
+                 (default session settings)",
+                IDLE_WINDOW.as_secs()
+            );
+            let figures = self.for_tools(&tools, |tool| {
+                let Some(kinds) = self.idle(tool)? else {
+                    return Ok(Figure::NotApplicable(
+                        "no `consul monitor` to count with".into(),
+                    ));
+                };
+                println!("  {tool}: {kinds}");
+                Ok(Figure::value(
+                    kinds.per_second(kinds.total()),
+                    Unit::Req,
+                    "",
+                ))
+            });
+            rows.push(
+                Row::new(
+                    &format!("requests/s, 1 holder + {IDLE_WAITERS} idle waiters"),
+                    figures,
+                    None,
+                )
+                .vs_consul(1.0),
+            );
+        }
+
         if self.wants("memory") {
             println!("\n== memory while holding (VmRSS from /proc, max of {RSS_SAMPLES} samples)");
             let rss = self.for_tools(&tools, |tool| {
@@ -782,6 +818,97 @@ impl Bench {
             handovers_ms,
             accounting,
         })
+    }
+
+    /// One holder and [`IDLE_WAITERS`] waiters behind it, with each tool's
+    /// default session settings; the requests Consul received from them
+    /// over [`IDLE_WINDOW`] once all wait, by kind. `None` against a real
+    /// agent when no `consul` binary can follow its log.
+    fn idle(&self, tool: Tool) -> Result<Option<IdleRequests>, String> {
+        let dir = self.dir("idle");
+        let prefix = unique_prefix("idle");
+        let key = format!("{prefix}/.lock");
+        let job = Job::timed(&dir, 0, true);
+        let events = dir.join("events");
+        let verbose = self.consul.emulator.is_none();
+        // Requests are logged as they finish, so we follow the log from
+        // before the first contender and count only what lands in the
+        // window.
+        let monitor = match (&self.consul.emulator, &self.consul_bin) {
+            (Some(_), _) => None,
+            (None, Some(bin)) => {
+                let mut cmd = Command::new(bin);
+                scrub(&mut cmd);
+                cmd.args(["monitor", "-log-level", "debug"])
+                    .arg(format!("-http-addr={}", self.consul.addr))
+                    .stdout(
+                        fs::File::create(dir.join("monitor"))
+                            .map_err(|e| format!("create the monitor's log: {e}"))?,
+                    );
+                Some(Proc::spawn(cmd, &dir.join("monitor-stderr"))?)
+            }
+            (None, None) => return Ok(None),
+        };
+        let spawn = |i: usize| {
+            Proc::spawn(
+                self.elect(tool, &prefix, &job, false, verbose),
+                &dir.join(format!("stderr-{i}")),
+            )
+        };
+        let mut procs = vec![spawn(0)?];
+        let deadline = Instant::now() + PATIENCE;
+        if !wait_until(deadline, || count_lines(&events, "start ") >= 1) {
+            return Err(format!(
+                "the holder did not start its child\n{}",
+                procs[0].stderr_text()
+            ));
+        }
+        for i in 1..=IDLE_WAITERS {
+            procs.push(spawn(i)?);
+        }
+        self.wait_queued(tool, &key, &procs[1..], deadline)?;
+        // The waiters queued together, so their waits end together: from
+        // 20 s on, a minute holds the end of each lockrun waiter's first
+        // minute-long wait (and the listing after it) once, and four of
+        // `consul lock`'s 15 s waits, as a long run would on average.
+        sleep(IDLE_SETTLE);
+        let logged = |path: &Path| fs::read(path).map(|b| b.len()).unwrap_or(0);
+        let from = (
+            self.consul.emulator.as_ref().map(|e| e.request_log().len()),
+            logged(&dir.join("monitor")),
+        );
+        sleep(IDLE_WINDOW);
+        let mut kinds = IdleRequests::default();
+        match &self.consul.emulator {
+            Some(emulator) => {
+                let log = emulator.request_log();
+                for r in log.get(from.0.unwrap_or(0)..).unwrap_or_default() {
+                    kinds.add(&r.method, &r.path);
+                }
+            }
+            None => {
+                let text =
+                    fs::read(dir.join("monitor")).map_err(|e| format!("the monitor: {e}"))?;
+                let window = text.get(from.1..).unwrap_or_default();
+                for line in String::from_utf8_lossy(window).lines() {
+                    if let Some((method, url)) = logged_request(line) {
+                        kinds.add(method, url);
+                    }
+                }
+            }
+        }
+        // Everyone stops as on Ctrl-C: the waiters leave the queue, the
+        // holder releases. `consul lock` 1.6's waiters may sleep through
+        // it; what is left then is killed with the rest when `procs` goes.
+        for proc in procs.iter().rev() {
+            let _ = kill(Pid::from_raw(proc.pid() as i32), Signal::SIGTERM);
+        }
+        let deadline = Instant::now() + PATIENCE;
+        for proc in &mut procs {
+            let _ = proc.wait(deadline);
+        }
+        drop(monitor);
+        Ok(Some(kinds))
     }
 
     /// Waits until every contender in `procs` is queued for `key`: for the
@@ -1725,6 +1852,76 @@ fn wait_until_every(deadline: Instant, pause: Duration, mut cond: impl FnMut() -
         }
         sleep(pause);
     }
+}
+
+/// Requests in the idle window, by kind.
+#[derive(Default)]
+struct IdleRequests {
+    renewals: usize,
+    blocking_reads: usize,
+    lists: usize,
+    reads: usize,
+    other: usize,
+}
+
+impl IdleRequests {
+    fn add(&mut self, method: &str, url: &str) {
+        let count = if url.starts_with("/v1/session/renew/") {
+            &mut self.renewals
+        } else if method == "GET" && url.starts_with("/v1/kv/") && url.contains("recurse") {
+            &mut self.lists
+        } else if method == "GET" && url.starts_with("/v1/kv/") && url.contains("index=") {
+            &mut self.blocking_reads
+        } else if method == "GET" && url.starts_with("/v1/kv/") {
+            &mut self.reads
+        } else {
+            &mut self.other
+        };
+        *count += 1;
+    }
+
+    fn total(&self) -> usize {
+        self.renewals + self.blocking_reads + self.lists + self.reads + self.other
+    }
+
+    fn per_second(&self, n: usize) -> f64 {
+        n as f64 / IDLE_WINDOW.as_secs_f64()
+    }
+}
+
+impl fmt::Display for IdleRequests {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rate = |n| format!("{:.2}/s", self.per_second(n));
+        write!(
+            f,
+            "{} requests, {}: session renewals {}, blocking reads {}, queue listings {}, \
+             other reads {}, other {}",
+            self.total(),
+            rate(self.total()),
+            rate(self.renewals),
+            rate(self.blocking_reads),
+            rate(self.lists),
+            rate(self.reads),
+            rate(self.other)
+        )
+    }
+}
+
+/// The method and URL of a request in an agent's debug log: Consul 1.15's
+/// `Request finished: method=GET url="/v1/kv/k?index=7&wait=15000ms" ...`,
+/// or 1.6's `http: Request GET /v1/kv/k?index=7&wait=15000ms (15.0s) ...`.
+fn logged_request(line: &str) -> Option<(&str, &str)> {
+    if let Some((_, rest)) = line.split_once("Request finished: method=") {
+        let (method, rest) = rest.split_once(" url=")?;
+        let url = match rest.strip_prefix('"') {
+            Some(quoted) => quoted.split('"').next()?,
+            None => rest.split(' ').next()?,
+        };
+        return Some((method, url));
+    }
+    let (_, rest) = line.split_once("http: Request ")?;
+    let mut words = rest.split(' ');
+    Some((words.next()?, words.next()?))
 }
 
 // ---------------------------------------------------------------------------

@@ -151,7 +151,8 @@ fn a_killed_waiter_does_not_hold_up_the_queue_until_its_session_expires() {
         "the waiter behind the killed one never ran"
     );
     let waited = freed.elapsed();
-    // Its session lives on for 15 to 30 s; the check comes within 10 s.
+    // Its session lives on for 15 to 30 s; the waiter behind, which
+    // queued when the killed one was the head already, checks within 10 s.
     assert!(
         waited < queue_stuck_check() + Duration::from_secs(5),
         "the waiter behind the killed one ran {waited:?} after the lock was freed"
@@ -167,6 +168,65 @@ fn a_killed_waiter_does_not_hold_up_the_queue_until_its_session_expires() {
 
 fn queue_stuck_check() -> Duration {
     Duration::from_secs(10)
+}
+
+/// A waiter stopped (SIGSTOP) while its session lives on becomes the head
+/// when the one ahead of it takes the lock; the waiter behind it, which
+/// queued when it was not the head and so blocks on its entry for a minute
+/// at a time, finds it the head at the end of that minute and takes the
+/// lock once it is free: a stuck head keeps a free lock waiting at most a
+/// minute and Consul's jitter, not for as long as its session lives.
+#[test]
+fn a_stopped_waiter_that_became_the_head_keeps_a_free_lock_waiting_at_most_a_minute() {
+    let consul = TestConsul::start();
+    let api = consul.api();
+    let key = consul.prefix("queue-stopped") + "/leader";
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
+    let mut first = waiters(&consul, &key, 1, &log, &[]);
+    // Its session outlives the test: only the check can get past it.
+    let stopped = Running::spawn(&mut elect(&consul, &key, &["--ttl", "300s"], &["true"]));
+    wait_queued(&api, &line_of(&key), 2);
+    let last = Running::spawn(&mut elect(
+        &consul,
+        &key,
+        &["--shell"],
+        &[&format!("echo 2 >> {}", log.display())],
+    ));
+    wait_queued(&api, &line_of(&key), 3);
+    stopped.signal(nix::sys::signal::Signal::SIGSTOP);
+    let freed = Instant::now();
+    holder.finish(&consul);
+    let first = first.pop().expect("one waiter");
+    assert_status(&first.finish(), 0, "the head", &consul);
+    assert!(
+        wait_until(freed + queue_watch_wait() + Duration::from_secs(20), || {
+            order(&log).len() == 2
+        }),
+        "the waiter behind the stopped one did not run within {:?} of the lock being freed",
+        freed.elapsed()
+    );
+    let waited = freed.elapsed();
+    // Within a minute of its last look (and Consul's jitter of a
+    // sixteenth), and some time for a loaded host.
+    assert!(
+        waited < queue_watch_wait() + queue_watch_wait() / 16 + Duration::from_secs(10),
+        "the waiter behind the stopped one ran {waited:?} after the lock was freed"
+    );
+    assert_eq!(order(&log), vec![0, 2]);
+    assert_status(&last.finish(), 0, "the waiter behind", &consul);
+    assert_eq!(
+        queued(&api, &line_of(&key)),
+        1,
+        "the stopped waiter's session lives on"
+    );
+    stopped.signal(nix::sys::signal::Signal::SIGKILL);
+}
+
+/// How long a waiter further back blocks on the entry ahead of its own.
+fn queue_watch_wait() -> Duration {
+    Duration::from_secs(60)
 }
 
 /// Semaphore waiters queue the same way, beside the prefix, and the queue
@@ -278,6 +338,72 @@ mod emulator_faults {
             assert_status(&running.finish(), 0, "a waiter", &consul);
         }
         assert_eq!(order(&log), (0..5).collect::<Vec<_>>());
+    }
+
+    /// Idle waiters ask no more of Consul than `consul lock`'s would: one
+    /// read per 15 s each (its blocking read's wait) and a renewal every
+    /// half TTL. Only the head (on the key, every minute) and the waiter
+    /// just behind it (on the head's entry and the key, every 10 s) read
+    /// within half a minute; the others block on the entry ahead for a
+    /// minute.
+    #[test]
+    fn idle_waiters_ask_no_more_than_consul_lock() {
+        use consul_emulator::Endpoint;
+        const WAITERS: u64 = 10;
+        const WINDOW: Duration = Duration::from_secs(30);
+        let consul = TestConsul::emulator_only(|b| b);
+        let emu = consul.emulator().expect("emulator");
+        let key = consul.prefix("queue-idle") + "/leader";
+        let dir = scratch();
+        let log = dir.path().join("log");
+        let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
+        let runs = waiters(&consul, &key, WAITERS as usize, &log, &[]);
+        let entry_path = format!("/v1/kv/{}", line_of(&key));
+        let blocked_on_entries = || {
+            emu.request_log()
+                .iter()
+                .filter(|r| r.status.is_none() && r.path.starts_with(&entry_path))
+                .count()
+        };
+        assert!(
+            wait_until(procs::deadline(), || blocked_on_entries()
+                == WAITERS as usize - 1),
+            "the waiters never all blocked in the queue"
+        );
+        emu.reset_counters();
+        let started = Instant::now();
+        // `consul lock`'s waiters: a blocking read of 15 s each, and
+        // sessions (the holder's too) renewed every 7.5 s.
+        let reads_bound = WAITERS * WINDOW.as_secs().div_ceil(15);
+        let renewals_bound = (WAITERS + 1) * (WINDOW.as_secs() * 2 / 15 + 1);
+        let over = wait_until(started + WINDOW, || {
+            emu.request_count(Endpoint::KvGet) > reads_bound
+                || emu.request_count(Endpoint::SessionRenew) > renewals_bound
+        });
+        let (reads, renewals, total) = (
+            emu.request_count(Endpoint::KvGet),
+            emu.request_count(Endpoint::SessionRenew),
+            emu.request_count(Endpoint::Total),
+        );
+        assert!(
+            !over,
+            "in {:?}, {WAITERS} idle waiters read {reads} times (at most {reads_bound}) and renewed \
+             {renewals} times (at most {renewals_bound})\n{}",
+            started.elapsed(),
+            consul.request_log_dump()
+        );
+        assert_eq!(
+            total,
+            reads + renewals,
+            "idle waiters only read and renew\n{}",
+            consul.request_log_dump()
+        );
+        assert_eq!(queued(&consul.api(), &line_of(&key)), WAITERS as usize);
+        holder.finish(&consul);
+        for running in runs {
+            assert_status(&running.finish(), 0, "a waiter", &consul);
+        }
+        assert_eq!(order(&log), (0..WAITERS as usize).collect::<Vec<_>>());
     }
 
     /// A blip (a reset connection, a 500 during an election) while a waiter

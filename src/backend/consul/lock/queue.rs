@@ -6,9 +6,28 @@
 //! on the entry just ahead of its own, or on the lock itself once none is
 //! ahead. The lock key (or the semaphore's record) alone decides who holds
 //! the lock: the queue only decides who tries, so a wrong guess costs a
-//! wake-up, never safety. `consul lock` ignores the queue and competes as
-//! before; a token that may not write the queue's keys turns the queue off
-//! and waiters wait as they did without.
+//! wake-up, never safety.
+//!
+//! A waiter ahead that stops, dies or loses touch keeps its entry until its
+//! session lapses (up to twice the TTL), and the lapse wakes the one behind
+//! at no cost. Until then, were it the head, a free lock would wait for it,
+//! and only the waiter just behind the head can tell: it looks at the lock
+//! every [`STUCK_CHECK`]. The others block on the entry ahead for a whole
+//! [`WATCH_WAIT`](super::WATCH_WAIT) and then list the queue again, to learn
+//! whether the one ahead has become the head meanwhile. So an idle waiter
+//! reads twice a minute (the blocking read, then the listing), where
+//! `consul lock`'s waiters read every 15 s. It renews its session as a
+//! holder does, as often as `consul lock` does by default: that session is
+//! the one that will hold the lock, and the first stop window after
+//! acquiring counts from its last renewal while waiting (see
+//! [`crate::lease::Budget`]). A free lock waits for a stuck head at most
+//! [`STUCK_CHECK`] once the waiter behind knows it is the head, which it
+//! learns within a [`WATCH_WAIT`](super::WATCH_WAIT) and Consul's jitter of
+//! a sixteenth: at most 64 s in all.
+//!
+//! `consul lock` ignores the queue and competes as before; a token that may
+//! not write the queue's keys turns the queue off and waiters wait as they
+//! did without.
 
 use std::time::Duration;
 
@@ -20,9 +39,8 @@ use crate::backend::consul::{Client, ConsulError, KvPair, SessionId};
 use super::Waiter;
 use crate::backend::Wait;
 
-/// How long a waiter trusts an unchanged entry ahead before it checks
-/// whether the lock is free with nobody taking it (a waiter ahead that was
-/// killed keeps its entry until its session expires).
+/// How long the waiter just behind the head trusts the head's unchanged
+/// entry before it checks whether the lock is free with nobody taking it.
 pub const STUCK_CHECK: Duration = Duration::from_secs(10);
 
 /// The queue of a leader key: under the key, where a blocking read of the
@@ -56,6 +74,18 @@ pub struct Line {
     joined: bool,
     /// Nobody is ahead of us: we wait on the lock itself.
     pub head: bool,
+    /// The entry we block on, as last seen, kept across a look at the lock
+    /// so that an unchanged queue is not listed again.
+    ahead: Option<Ahead>,
+}
+
+/// The live entry just ahead of ours.
+#[derive(Debug)]
+struct Ahead {
+    entry: KvPair,
+    /// Whether it was the head when we listed the queue. It stays the
+    /// head until it leaves: a newcomer queues behind us.
+    head: bool,
 }
 
 impl Line {
@@ -65,6 +95,7 @@ impl Line {
             place: None,
             joined: matches!(patience, Wait::Once),
             head: true,
+            ahead: None,
         }
     }
 
@@ -103,7 +134,15 @@ impl Line {
             self.head = true;
             return Ok(Turn::Head);
         };
-        let turn = wait_turn(client, &self.prefix, ours, patience, waiter).await?;
+        let turn = wait_turn(
+            client,
+            &self.prefix,
+            ours,
+            &mut self.ahead,
+            patience,
+            waiter,
+        )
+        .await?;
         if matches!(turn, Turn::Head) {
             self.head = true;
         }
@@ -169,9 +208,10 @@ async fn enter(
 
 /// The live entry just ahead of `place`, if any. Entries whose session is
 /// gone are removed on the way (with check-and-set, so only as seen).
-async fn ahead(client: &Client, queue: &str, place: &Place) -> Result<Option<KvPair>, ConsulError> {
+async fn ahead(client: &Client, queue: &str, place: &Place) -> Result<Option<Ahead>, ConsulError> {
     let (pairs, _) = client.kv_list(queue, Read::now()).await?;
     let mut best: Option<KvPair> = None;
+    let mut before = 0;
     for pair in pairs {
         if pair.holder().is_none() {
             // Best effort: whoever sees it next tries again.
@@ -181,6 +221,7 @@ async fn ahead(client: &Client, queue: &str, place: &Place) -> Result<Option<KvP
         if (pair.create_index, pair.key.as_str()) >= (place.create_index, place.key.as_str()) {
             continue;
         }
+        before += 1;
         if best
             .as_ref()
             .is_none_or(|b| (b.create_index, b.key.as_str()) < (pair.create_index, &pair.key))
@@ -188,7 +229,10 @@ async fn ahead(client: &Client, queue: &str, place: &Place) -> Result<Option<KvP
             best = Some(pair);
         }
     }
-    Ok(best)
+    Ok(best.map(|entry| Ahead {
+        entry,
+        head: before == 1,
+    }))
 }
 
 /// Blocks until the entry ahead changes, or `wait` passes. True when it
@@ -207,41 +251,65 @@ async fn changed(client: &Client, entry: &KvPair, wait: Duration) -> Result<bool
 pub enum Turn {
     /// Nobody is ahead any more: wait on the lock itself.
     Head,
-    /// The entry ahead sat still for [`STUCK_CHECK`]: the caller looks
-    /// whether the lock is free with nobody taking it.
+    /// The head, just ahead of us, sat still for [`STUCK_CHECK`]: the
+    /// caller looks whether the lock is free with nobody taking it.
     Stuck,
     /// Patience ran out.
     Over,
 }
 
 /// Waits while other lockrun waiters are ahead of us, each time blocking on
-/// the entry just ahead of ours only.
+/// the entry just ahead of ours only: for [`STUCK_CHECK`] behind the head,
+/// for a [`WATCH_WAIT`](super::WATCH_WAIT) further back. `known` is that
+/// entry as we last saw it, if it has not changed since.
 async fn wait_turn(
     client: &Client,
     queue: &str,
     ours: &Place,
+    known: &mut Option<Ahead>,
     patience: Wait,
     waiter: &mut Waiter,
 ) -> Result<Turn, ConsulError> {
     let what = format!("waiting in the queue `{queue}`");
+    // An entry that sat still through a whole wait while we did not know
+    // it was the head: if the listing says it is, we look at the lock at
+    // once rather than after another wait.
+    let mut sat_still: Option<(String, u64)> = None;
     loop {
-        let ahead = match ahead(client, queue, ours).await {
-            Ok(ahead) => ahead,
-            Err(e) => {
-                waiter.retry(&what, e).await?;
-                continue;
-            }
+        let ahead = match known.take() {
+            Some(ahead) => ahead,
+            None => match ahead(client, queue, ours).await {
+                Ok(Some(ahead)) => ahead,
+                Ok(None) => return Ok(Turn::Head),
+                Err(e) => {
+                    waiter.retry(&what, e).await?;
+                    continue;
+                }
+            },
         };
-        let Some(ahead) = ahead else {
-            return Ok(Turn::Head);
-        };
+        let still = sat_still.take().is_some_and(|(key, index)| {
+            ahead.entry.key == key && ahead.entry.modify_index == index
+        });
+        if still && ahead.head {
+            *known = Some(ahead);
+            return Ok(Turn::Stuck);
+        }
         let Some(wait) = super::next_wait(patience) else {
             return Ok(Turn::Over);
         };
-        match changed(client, &ahead, wait.min(STUCK_CHECK)).await {
+        let look = if ahead.head {
+            STUCK_CHECK
+        } else {
+            super::WATCH_WAIT
+        };
+        match changed(client, &ahead.entry, wait.min(look)).await {
             Ok(true) => {}
-            Ok(false) if wait >= STUCK_CHECK => return Ok(Turn::Stuck),
-            Ok(false) => {}
+            Ok(false) if wait < look => *known = Some(ahead),
+            Ok(false) if ahead.head => {
+                *known = Some(ahead);
+                return Ok(Turn::Stuck);
+            }
+            Ok(false) => sat_still = Some((ahead.entry.key, ahead.entry.modify_index)),
             Err(e) => waiter.retry(&what, e).await?,
         }
     }
