@@ -20,7 +20,7 @@
 //! holder does, as often as `consul lock` does by default: that session is
 //! the one that will hold the lock, and the first stop window after
 //! acquiring counts from its last renewal while waiting (see
-//! [`crate::lease::Budget`]). A free lock waits for a stuck head at most
+//! [`Budget`](crate::backend::timing::Budget)). A free lock waits for a stuck head at most
 //! [`STUCK_CHECK`] once the waiter behind knows it is the head, which it
 //! learns within a [`WATCH_WAIT`](super::WATCH_WAIT) and Consul's jitter of
 //! a sixteenth: at most 64 s in all.
