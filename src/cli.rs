@@ -168,8 +168,9 @@ Exit status: 0 held with that much left, 1 not held or not enough left, 2 usage,
     ///
     /// COMMAND of `lockrun elect` finds a sequencer in LOCKRUN_SEQUENCER:
     /// one opaque token naming the backend, the key, the fence
-    /// (LOCKRUN_LOCK_INDEX) and the holder (a Consul session, an etcd
-    /// lease's key, a local holder's pid). A service COMMAND writes to can
+    /// (LOCKRUN_LOCK_INDEX) and the holder by the engine's own name for it
+    /// (a Consul session, an etcd lease's key, a local holder's pid, a
+    /// PostgreSQL holder's backend pid). A service COMMAND writes to can
     /// run `lockrun check` (with the engine's usual flags and variables) to
     /// refuse a leader that is no longer one. The backend is the
     /// sequencer's.

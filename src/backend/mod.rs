@@ -17,6 +17,7 @@
 //!   engine must leave nothing held once its lease is closed, even if the
 //!   lock was granted at that very moment.
 //! - [`Claim`](crate::backend::Claim): a lock or slot we hold: its fencing number (SPEC §7), the
+//!   engine's own name of its holder (a sequencer's other half), the
 //!   child's extra environment, the descriptor the guard keeps while the
 //!   child's group lives (engines whose claim lives in a process-owned
 //!   descriptor), a watch that resolves when the claim is lost, and release.
@@ -267,6 +268,10 @@ pub trait Claim {
     fn fence(&self) -> u64;
     /// `LOCKRUN_*` variables for the child.
     fn env(&self) -> Vec<(OsString, OsString)>;
+    /// The engine's own name of the holder of this claim, as its inspect
+    /// reads it back into [`Holder::holder_id`], so that `lockrun check`
+    /// can tell this claim from the next one on the same key.
+    fn holder_id(&self) -> Option<String>;
     /// The descriptor whose life is the claim's, for the guard to keep until
     /// the child's whole group is dead; `None` on engines whose claim lives
     /// on a server, and after the first call.
@@ -300,6 +305,9 @@ pub struct Holder {
     /// The holder's own entry in the engine, when it has one: how a holder
     /// that stored no value is told apart.
     pub entry: Option<String>,
+    /// The engine's own name of the holding claim, as its claim gives it
+    /// ([`Claim::holder_id`]): what a sequencer names besides the fence.
+    pub holder_id: Option<String>,
     /// How `leader` names the holder, when the engine knows better than its
     /// value and the facts above (Consul: a session's name and node for a
     /// holder that stored no value, or a value that is not text, as is).
@@ -632,7 +640,7 @@ pub trait Backend: Sized {
     const FENCED_PUT: bool = false;
 
     /// Writes `value` at `key` in one step that applies only while `holder`
-    /// (the sequencer's session or contender entry) still holds `lock`:
+    /// (the sequencer's holder, a [`Claim::holder_id`]) still holds `lock`:
     /// `Ok(true)` written, `Ok(false)` refused, the holder gone. Called only
     /// where [`Backend::FENCED_PUT`] is true.
     fn fenced_put(

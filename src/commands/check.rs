@@ -30,33 +30,19 @@ pub fn prepare(token: &str) -> Result<Job, Failure> {
     Ok(Job { sequencer })
 }
 
-/// Whether `holder` is the one `seq` names: every identity both know
-/// must match, and at least one must be known.
+/// Whether `holder` is the one `seq` names: the fence and the engine's
+/// name of the holding claim must match where both sides know them, and
+/// at least one must be known.
 pub fn is_holder(seq: &Sequencer, holder: &Holder) -> Option<bool> {
-    let mut compared = false;
-    let mut same = true;
-    if let Some(fence) = holder.fence {
-        compared = true;
-        same &= fence == seq.fence;
+    let fence = holder.fence.map(|fence| fence == seq.fence);
+    let named = match (&holder.holder_id, &seq.holder) {
+        (Some(theirs), Some(ours)) => Some(theirs == ours),
+        _ => None,
+    };
+    match (fence, named) {
+        (None, None) => None,
+        (fence, named) => Some(fence.unwrap_or(true) && named.unwrap_or(true)),
     }
-    if let (Some(entry), Some(own)) = (&holder.entry, &seq.entry) {
-        compared = true;
-        same &= entry == own;
-    }
-    let session = holder
-        .details
-        .as_ref()
-        .and_then(|d| d.get("session"))
-        .and_then(|s| s.as_str());
-    if let (Some(session), Some(own)) = (session, &seq.session) {
-        compared = true;
-        same &= session == own;
-    }
-    if let (Some(pid), Some(own)) = (holder.pid, seq.pid) {
-        compared = true;
-        same &= pid == own;
-    }
-    compared.then_some(same)
 }
 
 pub async fn run<I: Inspect>(inspect: &I, job: Job) -> Result<Exit, Failure> {
@@ -95,10 +81,85 @@ mod tests {
             backend: backend.into(),
             key: "k".into(),
             fence: 1,
-            session: None,
-            entry: None,
-            pid: None,
+            holder: None,
         }
+    }
+
+    fn seen(fence: Option<u64>, holder_id: Option<&str>) -> Holder {
+        Holder {
+            value: None,
+            host: None,
+            pid: None,
+            child_pgid: None,
+            since: None,
+            fence,
+            slot: None,
+            entry: None,
+            holder_id: holder_id.map(str::to_string),
+            label: None,
+            details: None,
+        }
+    }
+
+    /// What each backend's claim and inspect name the holder by (Consul: a
+    /// session; etcd: a contender key; local: a lockrun's pid; postgres: a
+    /// backend pid): a sequencer is its holder's only while both the fence
+    /// and that name match, so a later holder on the same key, or one that
+    /// shares the fence but not the name, is another.
+    #[test]
+    fn a_sequencer_is_refused_for_another_holder() {
+        let cases = [
+            ("consul", 57, "3f2a0c1e-session", "9b7d41aa-session"),
+            (
+                "etcd",
+                812,
+                "lockrun/k/694d8c3f1a2b",
+                "lockrun/k/694d8c3f1a9e",
+            ),
+            ("local", 1_718_000_000_000_001, "4242", "4343"),
+            ("postgres", 7731, "90210", "90211"),
+        ];
+        for (backend, fence, ours, theirs) in cases {
+            let seq = Sequencer {
+                fence,
+                holder: Some(ours.into()),
+                ..made_on(backend)
+            };
+            let verdict = |f, id| is_holder(&seq, &seen(f, id));
+            assert_eq!(verdict(Some(fence), Some(ours)), Some(true), "{backend}");
+            assert_eq!(
+                verdict(Some(fence + 1), Some(theirs)),
+                Some(false),
+                "{backend}: a later holder"
+            );
+            assert_eq!(
+                verdict(Some(fence), Some(theirs)),
+                Some(false),
+                "{backend}: another name"
+            );
+            assert_eq!(
+                verdict(Some(fence + 1), Some(ours)),
+                Some(false),
+                "{backend}: another fence"
+            );
+            // A holder that is not lockrun (`flock(1)`, `etcdctl lock`)
+            // shows no fence: its name alone decides.
+            assert_eq!(
+                verdict(None, Some(theirs)),
+                Some(false),
+                "{backend}: no fence"
+            );
+            assert_eq!(verdict(None, Some(ours)), Some(true), "{backend}: no fence");
+            assert_eq!(verdict(None, None), None, "{backend}: nothing to compare");
+        }
+        // A sequencer that names no holder is checked by its fence alone.
+        let seq = Sequencer {
+            fence: 9,
+            ..made_on("postgres")
+        };
+        assert_eq!(is_holder(&seq, &seen(Some(9), Some("1"))), Some(true));
+        assert_eq!(is_holder(&seq, &seen(Some(10), Some("1"))), Some(false));
+        assert_eq!(is_holder(&seq, &seen(None, Some("1"))), None);
     }
 
     /// Every backend, compiled in or not, is known by the name lockrun

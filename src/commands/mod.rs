@@ -309,11 +309,12 @@ impl Runner for Run {
                     holders::release(&backend.inspect(&look), job).await
                 }
                 Job::Check(job) => {
-                    // Read once, with the holder's identity in its details.
+                    // Read once; the holder's name comes with every look, so
+                    // check needs none of the facts `--json` reads besides.
                     let look = Look::Leader {
                         wait: None,
                         watch: false,
-                        json: true,
+                        json: false,
                     };
                     check::run(&backend.inspect(&look), job).await
                 }

@@ -10,6 +10,8 @@ use crate::ops::sequencer::Sequencer;
 
 pub struct Job {
     pub sequencer: Sequencer,
+    /// The sequencer's holder, which the write is fenced by.
+    pub holder: String,
     pub key: String,
     pub value: String,
 }
@@ -28,13 +30,14 @@ pub fn prepare<B: Backend>(args: crate::ops::PutArgs) -> Result<Job, Failure> {
         )));
     }
     B::check_key(&args.key)?;
-    if sequencer.session.is_none() && sequencer.entry.is_none() {
+    let Some(holder) = sequencer.holder.clone() else {
         return Err(Failure::Usage(
             "the sequencer names no holder a write can be fenced by (a semaphore slot?); use an `elect` holder's LOCKRUN_SEQUENCER".into(),
         ));
-    }
+    };
     Ok(Job {
         sequencer,
+        holder,
         key: args.key,
         value: args.value,
     })
@@ -51,14 +54,8 @@ fn refused(job: &Job) -> Exit {
 
 pub async fn run<B: Backend>(backend: &B, job: Job) -> Result<Exit, Failure> {
     let seq = &job.sequencer;
-    let holder = seq.session.as_deref().or(seq.entry.as_deref());
     let written = backend
-        .fenced_put(
-            &seq.key,
-            holder.unwrap_or_default(),
-            &job.key,
-            job.value.as_bytes(),
-        )
+        .fenced_put(&seq.key, &job.holder, &job.key, job.value.as_bytes())
         .await?;
     Ok(if written {
         Exit::Success

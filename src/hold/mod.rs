@@ -460,11 +460,14 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
         };
         // What COMMAND is told; hooks keep it for after the claim is gone.
         let mut claim_env = held.claim.env();
-        if let Target::Lock { .. } = self.target {
-            let fence = held.claim.fence();
-            if let Some(seq) = Sequencer::from_env(beacon.backend, fence, &claim_env) {
-                claim_env.push((sequencer::VARIABLE.into(), seq.encode().into()));
-            }
+        if let Target::Lock { key } = self.target {
+            let seq = Sequencer {
+                backend: beacon.backend.to_string(),
+                key: key.clone(),
+                fence: held.claim.fence(),
+                holder: held.claim.holder_id(),
+            };
+            claim_env.push((sequencer::VARIABLE.into(), seq.encode().into()));
         }
         let mut hook_env = claim_env.clone();
         hook_env.extend(self.service.ops.env());

@@ -236,6 +236,10 @@ impl Claim for FakeClaim {
         Vec::new()
     }
 
+    fn holder_id(&self) -> Option<String> {
+        None
+    }
+
     fn take_hold_fd(&mut self) -> Option<OwnedFd> {
         None
     }

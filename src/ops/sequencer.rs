@@ -1,7 +1,7 @@
 //! `LOCKRUN_SEQUENCER`: one opaque token naming a holder (backend, key,
-//! fence, and the engine's identity of the holder: a Consul session, an
-//! etcd contender key (its lease), a local holder's pid), which
-//! `lockrun check` and `lockrun put --sequencer` test against the engine.
+//! fence, and the engine's own name of the holding claim, as the backend's
+//! claim gives it), which `lockrun check` and `lockrun put --sequencer`
+//! test against the engine.
 
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
@@ -16,40 +16,14 @@ pub struct Sequencer {
     pub backend: String,
     pub key: String,
     pub fence: u64,
-    /// Consul: the session holding the key.
+    /// The engine's own name of the holding claim
+    /// ([`Claim::holder_id`](crate::backend::Claim::holder_id)), when it
+    /// has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
-    /// etcd: our contender key, which lives as long as our lease.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub entry: Option<String>,
-    /// local: the holding lockrun's pid.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
+    pub holder: Option<String>,
 }
 
 impl Sequencer {
-    /// From what COMMAND is told about its claim.
-    pub fn from_env(
-        backend: &str,
-        fence: u64,
-        env: &[(std::ffi::OsString, std::ffi::OsString)],
-    ) -> Option<Sequencer> {
-        let var = |name: &str| {
-            env.iter()
-                .find(|(k, _)| k == name)
-                .and_then(|(_, v)| v.to_str())
-                .map(str::to_string)
-        };
-        Some(Sequencer {
-            backend: backend.to_string(),
-            key: var("LOCKRUN_KEY")?,
-            fence,
-            session: var("LOCKRUN_SESSION"),
-            entry: var("ETCD_LOCK_KEY"),
-            pid: (backend == "local").then(std::process::id),
-        })
-    }
-
     pub fn encode(&self) -> String {
         let json = serde_json::to_vec(self).expect("a sequencer serialises");
         format!(
@@ -97,11 +71,14 @@ mod tests {
             backend: "consul".into(),
             key: "service/db/leader".into(),
             fence: 42,
-            session: Some("3f2a".into()),
-            entry: None,
-            pid: None,
+            holder: Some("3f2a".into()),
         };
         assert_eq!(Sequencer::decode(&seq.encode()).unwrap(), seq);
+        let nameless = Sequencer {
+            holder: None,
+            ..seq
+        };
+        assert_eq!(Sequencer::decode(&nameless.encode()).unwrap(), nameless);
         assert!(Sequencer::decode("nope")
             .unwrap_err()
             .contains("not a sequencer"));

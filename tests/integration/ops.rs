@@ -592,11 +592,12 @@ fn consul_check_and_put_refuse_after_a_loss() {
     });
 }
 
-/// On local, `check` follows the lock file's fence and holder; a fenced
-/// `put` has nowhere to write, and says so (2).
-#[test]
-fn check_follows_a_local_holder_and_put_is_refused_there() {
-    let place = Place::local();
+/// On engines that keep no data beside their locks (local, PostgreSQL),
+/// `check` follows the holder its sequencer names: 0 while it holds; 1
+/// once it let go, and while a later lockrun holds; a fenced `put` has
+/// nowhere to write, and says so (2). Returns the sequencer, for the
+/// caller to check against a holder that is not lockrun.
+pub fn check_follows_its_holder_where_put_has_nowhere_to_write(place: &Place) -> String {
     let key = place.key("k");
     let work = scratch();
     let seq_file = work.path().join("seq");
@@ -606,22 +607,55 @@ fn check_follows_a_local_holder_and_put_is_refused_there() {
         .unwrap()
         .trim()
         .to_string();
-    place.status(
-        &run(&mut place.lockrun(&["check", &seq])),
-        0,
-        "check while held",
-    );
+    let check = || run(&mut place.lockrun(&["check", &seq]));
+    place.status(&check(), 0, "check while held");
     let put = run(&mut place.lockrun(&["put", "--sequencer", &seq, "k2", "v"]));
-    place.status(&put, 2, "put on local");
+    place.status(&put, 2, "put where the engine keeps no data");
     std::fs::write(work.path().join("go"), "").unwrap();
     place.status(&holder.finish(), 0, "the holder");
+    place.status(&check(), 1, "check after release");
+    // A new holder does not revive the old sequencer.
+    let work = scratch();
+    let rival = place.hold(work.path(), "", &["elect", &key]);
+    place.status(&check(), 1, "check while another holds");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&rival.finish(), 0, "the new holder");
+    let garbage = run(&mut place.lockrun(&["check", "not-a-sequencer"]));
+    place.status(&garbage, 2, "check of garbage");
+    seq
+}
+
+/// On local, as on the others; and a `flock(1)` holder, which shows no
+/// fence, only its process, is not the sequencer's holder either.
+#[test]
+fn check_follows_a_local_holder_and_put_is_refused_there() {
+    let place = Place::local();
+    let seq = check_follows_its_holder_where_put_has_nowhere_to_write(&place);
+    let work = scratch();
+    let ready = work.path().join("ready");
+    // Without a fork (-F), so that a failing test's kill reaches the
+    // process holding the lock and our pipes.
+    let mut flock = Running::spawn(
+        std::process::Command::new("flock")
+            .arg("-F")
+            .arg(place.lock_dir().join(place.key("k")))
+            .arg("sh")
+            .arg("-c")
+            .arg(format!(
+                "touch {}; while [ ! -e {}/go ]; do sleep 0.05; done",
+                ready.display(),
+                work.path().display()
+            ))
+            .stdin(Stdio::null()),
+    );
+    crate::support::wait_for_file(&ready);
     place.status(
         &run(&mut place.lockrun(&["check", &seq])),
         1,
-        "check after release",
+        "check while flock(1) holds",
     );
-    let garbage = run(&mut place.lockrun(&["check", "not-a-sequencer"]));
-    place.status(&garbage, 2, "check of garbage");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    assert!(wait_until(procs::deadline(), || flock.exited()));
 }
 
 /// The holder's session destroyed: `/leader` answers 503 before the rival

@@ -85,6 +85,20 @@ fn a_psql_holder_excludes_lockrun_and_is_shown_by_leader() {
     place.status(&output, 0, "--no-wait once psql let go");
 }
 
+/// `check` follows a PostgreSQL holder as it does a local one; a psql
+/// session holding the lock, which shows no fence, only its backend, is
+/// not the sequencer's holder either.
+#[test]
+fn check_follows_a_postgres_holder_and_put_is_refused_there() {
+    let place = Place::postgres("check");
+    let seq = crate::ops::check_follows_its_holder_where_put_has_nowhere_to_write(&place);
+    let work = scratch();
+    let psql = PsqlHolder::take(&lock_id(&place.key("k")), &work.path().join("ready"));
+    let output = run(&mut place.lockrun(&["check", &seq]));
+    place.status(&output, 1, "check while psql holds");
+    drop(psql);
+}
+
 #[test]
 fn a_lockrun_holder_excludes_psql_with_the_documented_id() {
     let place = Place::postgres("lockrun-holds");

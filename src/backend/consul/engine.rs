@@ -268,6 +268,11 @@ impl Claim for ConsulClaim {
         ]
     }
 
+    /// Our session: the key's `Session` while it is ours.
+    fn holder_id(&self) -> Option<String> {
+        Some(self.held().session.to_string())
+    }
+
     fn take_hold_fd(&mut self) -> Option<OwnedFd> {
         None
     }

@@ -174,6 +174,7 @@ impl Outside {
             fence: (!semaphore).then_some(pair.modify_index),
             slot: None,
             entry: Some(pair.key.clone()),
+            holder_id: pair.holder().map(str::to_string),
             label,
             details,
         })
@@ -328,6 +329,7 @@ impl ReleasedHolder {
             fence: None,
             slot: None,
             entry: Some(self.entry),
+            holder_id: Some(self.session.clone()),
             label: None,
             // What the line `release` prints needs: the session, and its
             // node and name when it was looked up.

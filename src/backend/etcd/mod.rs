@@ -249,6 +249,7 @@ impl Etcd {
                         // number (see `claim`), is kept nowhere in etcd.
                         fence: None,
                         entry: Some(kv.key_str()),
+                        holder_id: Some(kv.key_str()),
                         ..empty_holder()
                     };
                     holders.push((holder, kv));
@@ -268,6 +269,7 @@ impl Etcd {
                         fence: u64::try_from(kv.create_revision).ok(),
                         slot: u32::try_from(rank).ok(),
                         entry: Some(kv.key_str()),
+                        holder_id: Some(kv.key_str()),
                         ..empty_holder()
                     };
                     holders.push((holder, kv));
@@ -289,6 +291,7 @@ fn empty_holder() -> Holder {
         fence: None,
         slot: None,
         entry: None,
+        holder_id: None,
         label: None,
         details: None,
     }
@@ -550,6 +553,12 @@ impl Claim for EtcdClaim {
             ("ETCD_LOCK_KEY".into(), self.key().into()),
             ("ETCD_LOCK_REV".into(), rev.into()),
         ]
+    }
+
+    /// Our contender key: no other lease can create it, and it lives
+    /// exactly as long as ours.
+    fn holder_id(&self) -> Option<String> {
+        Some(self.key())
     }
 
     fn take_hold_fd(&mut self) -> Option<OwnedFd> {

@@ -585,6 +585,12 @@ impl Claim for LocalClaim {
         ]
     }
 
+    /// The holding lockrun's pid, as our facts name it: the lock lives in
+    /// our open file description, so no other process holds this claim.
+    fn holder_id(&self) -> Option<String> {
+        self.facts.holder.as_ref().map(|h| h.pid.to_string())
+    }
+
     fn take_hold_fd(&mut self) -> Option<OwnedFd> {
         if self.lent {
             return None;

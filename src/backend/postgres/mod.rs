@@ -379,6 +379,7 @@ impl Postgres {
                     fence: Some(f.fence),
                     slot,
                     entry: Some(format!("backend {pid}")),
+                    holder_id: Some(pid.to_string()),
                     label: None,
                     details: details.clone(),
                 },
@@ -391,6 +392,7 @@ impl Postgres {
                     fence: None,
                     slot,
                     entry: Some(format!("backend {pid}")),
+                    holder_id: Some(pid.to_string()),
                     label: None,
                     details: details.clone(),
                 },
@@ -772,6 +774,12 @@ impl Claim for PgClaim {
             ),
             ("LOCKRUN_PG_LOCK_ID".into(), self.id.to_string().into()),
         ]
+    }
+
+    /// Our connection's backend pid, which pg_locks shows for the holder
+    /// of our advisory lock.
+    fn holder_id(&self) -> Option<String> {
+        Some(self.shared.conn.backend_pid.to_string())
     }
 
     fn take_hold_fd(&mut self) -> Option<OwnedFd> {
