@@ -25,7 +25,7 @@ use crate::exit::Exit;
 
 /// The date on every page. A build-time date would make the committed pages
 /// stale every day; bump this by hand when a page changes in substance.
-pub const DATE: &str = "2026-11-22";
+pub const DATE: &str = "2026-11-25";
 
 /// Where the committed man pages are, relative to the repository root.
 pub const MAN_DIR: &str = "man";
