@@ -25,7 +25,7 @@ use crate::exit::Exit;
 
 /// The date on every page. A build-time date would make the committed pages
 /// stale every day; bump this by hand when a page changes in substance.
-pub const DATE: &str = "2026-11-22";
+pub const DATE: &str = "2026-11-25";
 
 /// Where the committed man pages are, relative to the repository root.
 pub const MAN_DIR: &str = "man";
@@ -218,16 +218,26 @@ fn synopsis(cmds: &[&clap::Command]) -> Roff {
 fn main_page(cli: &clap::Command) -> Vec<u8> {
     let subcommands: Vec<&clap::Command> =
         cli.get_subcommands().filter(|s| !s.is_hide_set()).collect();
-    // Each backend writes its own variables and its own timing promise.
+    // What holds on every backend is ours; each backend writes its own
+    // variables, what COMMAND gets from it, and its own safety items.
     let environment: Vec<Block> = BACKENDS
         .iter()
         .flat_map(|b| b.environment.iter().map(Block::from))
         .chain(CHILD_ENVIRONMENT.iter().map(Block::same))
+        .chain(
+            BACKENDS
+                .iter()
+                .flat_map(|b| b.child_environment.iter().map(Block::from)),
+        )
         .collect();
     let safety: Vec<Block> = SAFETY
         .iter()
         .map(Block::same)
-        .chain(BACKENDS.iter().map(|b| Block::from(&b.safety)))
+        .chain(
+            BACKENDS
+                .iter()
+                .flat_map(|b| b.safety.iter().map(Block::from)),
+        )
         .chain(SAFETY_AFTER.iter().map(Block::same))
         .collect();
     let mut page = Page::new(cli, cli.get_name());
@@ -417,49 +427,61 @@ fn inline(text: &str) -> Vec<Inline> {
 
 use Block::{Code, Item, Sub, P};
 
-/// What COMMAND is given, after every backend's variables.
+/// What COMMAND is given on every backend, after every backend's
+/// variables; each backend's own follow.
 const CHILD_ENVIRONMENT: &[Block] = &[
-    P("COMMAND inherits lockrun's environment, plus:"),
+    Sub("What COMMAND is given"),
+    P(
+        "COMMAND inherits lockrun's environment (less `NOTIFY_SOCKET`, `WATCHDOG_USEC` and \
+         `WATCHDOG_PID` under `--notify`), plus, on every backend:",
+    ),
     Item("`LOCKRUN_KEY`", "The lock key, or the semaphore prefix."),
     Item(
-        "`LOCKRUN_SESSION`",
-        "The ID of the Consul session holding it.",
+        "`LOCKRUN_LOCK_INDEX`",
+        "A fencing number that only grows: a lock's holder is given a greater one than every \
+         earlier holder of the key, however their holds ended (a semaphore's orders its \
+         admissions, see lockrun-semaphore(1)). A service that refuses numbers lower than \
+         the highest it has seen therefore refuses every stale holder. What it is on each \
+         backend is under that backend, below.",
     ),
     Item(
-        "`LOCKRUN_LOCK_INDEX`",
-        "A fencing number: the key's ModifyIndex when lockrun acquired it (for a semaphore, \
-         the ModifyIndex of *PREFIX*/.lock when the slot was taken). Within one Consul \
-         cluster it is greater than the number any earlier holder of the key was given, \
-         whoever that holder was (`consul lock` included) and however its hold ended \
-         (exit, release, expiry, deletion); Consul's LockIndex is not, since it restarts at \
-         1 whenever the key is deleted. A service that refuses writes carrying a number \
-         lower than the highest it has seen therefore refuses every stale holder. It does \
-         not survive a cluster that loses its state, whose indexes start again.",
+        "`LOCKRUN_SEQUENCER`",
+        "`elect` only: one opaque token naming the backend, the key, the fence and the \
+         holder, which a service COMMAND writes to can test with `lockrun check`, or write \
+         under with `lockrun put --sequencer`.",
     ),
-    Item("`CONSUL_LOCK_HELD`", "`true`, as under `consul lock`."),
+    Item(
+        "`LOCKRUN_STATUS`",
+        "With `--status-addr`: the address the status endpoint is served on, which \
+         `lockrun status` asks.",
+    ),
+    P(
+        "The hooks (`--on-acquire`, `--on-loss`, `--on-release`) are given the same, and \
+         `LOCKRUN_HOOK` naming the event. Each backend adds its own:",
+    ),
 ];
 
 const SIGNALS: &[Block] = &[
     Item(
         "`SIGINT`, `SIGTERM`, `SIGQUIT`",
-        "Forwarded to COMMAND's process group. lockrun then waits at most `--kill-timeout` for \
+        "Forwarded to COMMAND's process group (and by the guard to the rest of COMMAND's \
+         tree). lockrun then waits at most `--kill-timeout` for \
          it to exit before sending SIGKILL (a second such signal sends SIGKILL at once), \
          releases the lock and exits with COMMAND's status.",
     ),
     Item(
         "`SIGHUP`, `SIGUSR1`, `SIGUSR2`",
-        "Forwarded to COMMAND's process group; COMMAND decides what they mean (daemons often \
+        "Forwarded as above; COMMAND decides what they mean (daemons often \
          reload), and lockrun keeps the lock.",
     ),
     P(
         "Any of these six received while lockrun is still waiting for the lock ends the wait: \
-         lockrun destroys its session (and semaphore contender entry) and ends by signal N \
-         itself, which a shell reports as 128+N and systemd as a clean stop. The same holds \
+         lockrun withdraws its claim from the engine and ends by signal N itself, which a shell reports as 128+N and systemd as a clean stop. The same holds \
          while COMMAND runs: when COMMAND ends of a signal lockrun forwarded (or exits 128+N \
          for it, as a shell does), lockrun releases the lock and ends by that signal.",
     ),
     P(
-        "When the lock is lost, lockrun sends `--kill-signal` (default TERM) to the group and \
+        "When the lock is lost, lockrun sends `--kill-signal` (default TERM) to the job and \
          SIGKILL after `--kill-timeout`. When standard input is a terminal, COMMAND's group is \
          given the terminal's foreground, so an interactive COMMAND can read it and gets \
          Ctrl-C itself.",
@@ -473,47 +495,48 @@ const SIGNALS: &[Block] = &[
 
 const SAFETY: &[Block] = &[
     P(
-        "Consul locks are advisory and its sessions are leases measured in time. lockrun \
-         promises that *COMMAND never runs at a moment when another holder could have acquired \
-         the lock*. It keeps that promise as follows.",
+        "Locks are advisory, and on every backend but local they ride on leases measured in \
+         time. lockrun promises that *COMMAND never runs at a moment when another holder \
+         could have acquired the lock*. It keeps that promise as follows.",
+    ),
+    Item(
+        "The job",
+        "COMMAND runs under a small guard process, a copy of lockrun named `lockrun-guard` \
+         (`ps -o comm`), which leads COMMAND's process group and is a child subreaper: a \
+         process that leaves the group (setsid(2), setpgid(2)) is still below the guard, \
+         and one orphaned (a daemon's double fork, `pg_ctl start`) is re-parented to it. The \
+         job is COMMAND's whole process tree. Where lockrun may create a cgroup v2 under its \
+         own (it may write there, and a systemd unit's cgroup has `Delegate=yes`) and the \
+         kernel has `cgroup.kill` (Linux 5.14), the tree runs in a cgroup of its own and is \
+         killed at once; elsewhere, or with `--containment subreaper`, by passes over the \
+         tree until one finds nobody. `-v` says which. Stopping signals the whole tree. The job lasts until the last \
+         process of the tree is gone (`--leftovers wait`), or until COMMAND exits \
+         (`--leftovers kill`: what it left is stopped then); the lock is given up only once \
+         the tree is empty. If lockrun dies, even by SIGKILL, the kernel tells the guard \
+         (PR_SET_PDEATHSIG) and the guard kills the tree; on a backend with a lease, if \
+         lockrun stalls, the guard stops the tree itself once the last deadline lockrun \
+         handed it passes.",
     ),
     Item(
         "Local lease",
-        "lockrun renews its session about every TTL/2 and keeps its own lease: the send time \
-         of the last renewal Consul confirmed (or of the session's creation), plus `--ttl`. A \
-         rival can acquire no earlier than Consul's invalidation of the session plus \
-         `--lock-delay`, so lockrun starts stopping COMMAND early enough that SIGKILL has \
-         landed before TTL + lock-delay after the last confirmed renewal was sent, \
-         `--kill-timeout` and a margin included. Settings that leave no room for that are \
-         refused, with the reason. The session is read back after it is created: checks, \
-         TTL or lock-delay other than those asked for end the run (status 125).",
-    ),
-    Item(
-        "Health checks",
-        "Sessions have no health checks unless `--node-checks` or `--service-checks` asks \
-         for some (lockrun sends the old `Checks` field too, which Consul before 1.7 \
-         honours). A check can turn critical right after a renewal and Consul then \
-         invalidates the session at once, so with checks SIGKILL must land within \
-         `--lock-delay` of the last confirmed renewal: lockrun renews more often and stops \
-         COMMAND earlier. Failover is faster (the lock-delay instead of TTL + lock-delay).",
-    ),
-    Item(
-        "Semaphores",
-        "A slot is an entry in a record that no session holds, so a lock-delay does not keep \
-         rivals out of it: once the holder's session is gone, a waiter prunes it at once. For \
-         `semaphore` the budget therefore counts no lock-delay, the default `--kill-timeout` \
-         is 2s, and health checks are refused.",
+        "On a backend with a lease, lockrun renews it twice per stop window and keeps its \
+         own lease: the send time of the last renewal the engine confirmed (or of the \
+         lease's creation), plus the \
+         engine's TTL, plus the delay after it during which the engine still keeps rivals \
+         out, where it has one. lockrun starts stopping COMMAND early enough that SIGKILL \
+         has landed before then, `--kill-timeout` and a margin included. Settings that \
+         leave no room for that are refused (status 2), with the reason.",
     ),
     Item(
         "Transient errors",
-        "A renewal or watch that fails without a verdict (500 \"No cluster leader\", a \
-         timeout, a reset connection) is retried with backoff for as long as the local lease \
-         lasts; it is not a loss.",
+        "A renewal or watch that fails without a verdict (a timeout, say, or an engine \
+         between leaders) is retried with backoff for as long as the local lease lasts; it \
+         is not a loss. What ends a hold at once on each backend is under it, below.",
     ),
     Item(
         "Clock rate",
-        "lockrun counts its deadlines on this host's clock and the engine its TTL on its own: \
-         the clocks need not agree on the time, but must run at nearly the same rate. \
+        "lockrun counts its deadlines on this host's clock and the engine its TTL on its \
+         own: the clocks need not agree on the time, but must run at nearly the same rate. \
          `--clock-rate-error` (default 166666ppm, 16.7%: two hosts slewing opposite ways at \
          chrony's default maximum of 83,333 ppm) is the combined error the stop window allows \
          for: SIGKILL lands by the earliest rival moment times (1 - the bound), less a \
@@ -523,24 +546,8 @@ const SAFETY: &[Block] = &[
          the PLL's and adjtime's slews) at start (shown with `-v`) and after every renewal. \
          Beyond the share the margin grows by the excess and the stop window narrows; when \
          none is left COMMAND is stopped as on a loss (status 124), or lockrun ends with \
-         status 125 if it does not hold the lock yet.",
-    ),
-    Item(
-        "Consul's verdicts",
-        "A renewal answered 404, the key showing another session or none, or the session \
-         destroyed by an operator end the hold at once: COMMAND is stopped and lockrun exits \
-         124, or campaigns again with `--campaign`. Only the lock-delay, already running, \
-         keeps a rival out then, so COMMAND's grace period is cut to what it leaves (the \
-         lock-delay less its clock-rate and timer margin), and a semaphore's COMMAND is \
-         SIGKILLed at once.",
-    ),
-    Item(
-        "Process group",
-        "COMMAND runs in its own process group, led by a small guard process, a copy of \
-         lockrun named `lockrun-guard` (`ps -o comm`). Stopping COMMAND signals the whole group, `sh -c` wrappers and \
-         grandchildren included. If lockrun dies, even by SIGKILL, the kernel tells the \
-         guard (PR_SET_PDEATHSIG) and the guard SIGKILLs the whole group: nothing keeps \
-         running outside the lock.",
+         status 125 if it does not hold the lock yet. local has no lease and refuses the \
+         flag.",
     ),
     Sub("Per backend"),
     P(
@@ -550,7 +557,7 @@ const SAFETY: &[Block] = &[
     ),
 ];
 
-/// After every backend's own promise.
+/// After every backend's own items.
 const SAFETY_AFTER: &[Block] = &[
     Item(
         "Assumptions",
@@ -574,22 +581,28 @@ const SAFETY_AFTER: &[Block] = &[
          than the margin (a suspended VM) can resume COMMAND after the lease ran out.",
     ),
     Item(
-        "Escaping the group",
-        "A process that calls setsid(2) or setpgid(2) leaves COMMAND's group and is not \
-         stopped with it. A setuid COMMAND that changes its real user ID can no longer be \
-         signalled by lockrun or the guard, unless they run as root.",
+        "Outside the job",
+        "A process that is not COMMAND's descendant is not part of the job: one that \
+         another service manager or a daemon starts at COMMAND's request (`systemctl \
+         start`, a request over a socket) runs on when COMMAND is stopped. A process can \
+         leave the tree only by being re-parented elsewhere, which takes ptrace tricks. In \
+         subreaper mode a fork loop loses to the kill passes, but not at once. A setuid \
+         process of the tree that changes its real user ID can no longer be signalled by \
+         lockrun or the guard unless they run as root; in a cgroup, `cgroup.kill` still \
+         ends it.",
     ),
     Item(
         "Operator release",
-        "`lockrun release` frees the lock at once, with no lock-delay. The old holder's \
-         lockrun notices within a blocking-query round trip and, the session being alive, \
-         gives COMMAND its full `--kill-timeout`, as documented: COMMAND may still run for \
-         that long while a new holder starts.",
+        "`lockrun release`, and the engine's own ways to end a hold (a destroyed session, a \
+         revoked lease, a terminated backend), free the lock without waiting for the lease: \
+         a rival may start while the old holder's COMMAND is being stopped, for as long as \
+         each backend says above. On local, the lock stays held until the job has stopped.",
     ),
     P(
         "Where any overlap would do harm, fence: have COMMAND pass `LOCKRUN_LOCK_INDEX` (with \
-         `LOCKRUN_KEY` and `LOCKRUN_SESSION`) to the service it writes to, and have that \
-         service refuse an index lower than the highest it has seen.",
+         `LOCKRUN_KEY`) to the service it writes to, and have that service refuse a number \
+         lower than the highest it has seen; or have the service run `lockrun check` on \
+         `LOCKRUN_SEQUENCER`.",
     ),
 ];
 

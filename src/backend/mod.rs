@@ -524,8 +524,12 @@ pub struct Registration {
     pub empty_is_unset: &'static [(&'static str, &'static str)],
     /// Its variables, under ENVIRONMENT in lockrun(1).
     pub environment: &'static [Prose],
-    /// Its timing promise, under SAFETY, "Per backend".
-    pub safety: Prose,
+    /// What COMMAND gets from it besides the variables every backend sets,
+    /// and what `LOCKRUN_LOCK_INDEX` is on it: under ENVIRONMENT too.
+    pub child_environment: &'static [Prose],
+    /// Its timing promise and its own safety items, under SAFETY, "Per
+    /// backend".
+    pub safety: &'static [Prose],
 }
 
 /// What `elect` or `semaphore` asks of a backend's hold rules.

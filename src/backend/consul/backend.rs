@@ -33,21 +33,72 @@ const REGISTRATION: Registration = Registration {
         ("CONSUL_TLS_SERVER_NAME", "tls_server_name"),
     ],
     environment: ENVIRONMENT,
-    safety: Prose::Item(
+    child_environment: CHILD_ENVIRONMENT,
+    safety: SAFETY,
+};
+
+const CHILD_ENVIRONMENT: &[Prose] = &[Prose::Item(
+    "consul",
+    "`LOCKRUN_SESSION`, the ID of the session that holds the lock or slot, and \
+     `CONSUL_LOCK_HELD=true`, as under `consul lock`. `LOCKRUN_LOCK_INDEX` is the key's \
+     ModifyIndex when lockrun acquired it (for a semaphore, that of *PREFIX*/.lock when \
+     the slot was taken), which no earlier holder's can reach, `consul lock` included; \
+     Consul's LockIndex would not do, since it restarts at 1 whenever the key is deleted. \
+     It does not survive a cluster that loses its state, whose indexes start again.",
+)];
+
+const SAFETY: &[Prose] = &[
+    Prose::Item(
         "consul",
         "A rival may acquire a lock TTL + `--lock-delay` after the last renewal Consul \
-         processed (only the lock-delay with health checks), and a semaphore slot the TTL \
-         after it. With the defaults (TTL 15s, lock-delay 15s, `--kill-timeout` 5s) SIGKILL \
-         has landed by 20s, a rival comes at 30s: a 10s margin, which tolerates a combined \
-         clock-rate error of 32%. An invalidated or destroyed session keeps the lock-delay, \
-         which is the grace COMMAND gets; `lockrun release` arms none.",
+         processed, and a semaphore slot the TTL after it. With the defaults (TTL 15s, \
+         lock-delay 15s, `--kill-timeout` 5s) SIGKILL has landed by 20s, a rival comes at \
+         30s: a 10s margin, which tolerates a combined clock-rate error of 32%. The session \
+         is read back after it is created: checks, TTL or lock-delay other than those asked \
+         for end the run (status 125).",
     ),
-};
+    Prose::Item(
+        "consul: health checks",
+        "Sessions have no health checks unless `--node-checks` or `--service-checks` asks \
+         for some (lockrun sends the old `Checks` field too, which Consul before 1.7 \
+         honours). A check can turn critical right after a renewal and Consul then \
+         invalidates the session at once, so with checks SIGKILL must land within \
+         `--lock-delay` of the last confirmed renewal: lockrun renews more often and stops \
+         COMMAND earlier. Failover is faster (the lock-delay instead of TTL + lock-delay).",
+    ),
+    Prose::Item(
+        "consul: semaphores",
+        "A slot is an entry in a record that no session holds, so a lock-delay does not keep \
+         rivals out of it: once the holder's session is gone, a waiter prunes it at once. For \
+         `semaphore` the budget therefore counts no lock-delay, the default `--kill-timeout` \
+         is 2s, and health checks are refused.",
+    ),
+    Prose::Item(
+        "consul: verdicts",
+        "A renewal answered 404, the key showing another session or none, or the session \
+         destroyed by an operator end the hold at once: COMMAND is stopped and lockrun exits \
+         124, or campaigns again with `--campaign`. Only the lock-delay, already running, \
+         keeps a rival out then, so COMMAND's grace period is cut to what it leaves (the \
+         lock-delay less its clock-rate and timer margin), and a semaphore's COMMAND is \
+         SIGKILLed at once. A renewal answered 500 \"No cluster leader\" is no verdict: it \
+         is retried.",
+    ),
+    Prose::Item(
+        "consul: release",
+        "`lockrun release` frees the lock at once and arms no lock-delay. The old holder's \
+         lockrun notices within a blocking-query round trip and, its session being alive, \
+         gives COMMAND its full `--kill-timeout`: COMMAND may still run for that long while \
+         a new holder starts, the one overlap lockrun accepts, since an operator asked for \
+         it.",
+    ),
+];
 
 const ENVIRONMENT: &[Prose] = &[
     Prose::P(
-        "lockrun reads the consul CLI's variables; a flag given on the command line wins over \
-         its variable. Empty variables count as unset.",
+        "On Consul (`--backend consul`, the default) lockrun reads the consul CLI's \
+         variables; a flag given on the command line wins over its variable. An empty \
+         `CONSUL_HTTP_ADDR`, `CONSUL_NAMESPACE` or `CONSUL_PARTITION` is refused (status 2), \
+         since it would name another lock space; the others count as unset when empty.",
     ),
     Prose::Item(
         "`CONSUL_HTTP_ADDR`",

@@ -17,7 +17,14 @@ const REGISTRATION: Registration = Registration {
     // as unset.
     empty_is_unset: &[],
     environment: ENVIRONMENT,
-    safety: Prose::Item(
+    child_environment: &[Prose::Item(
+        "etcd",
+        "`ETCD_LOCK_KEY`, lockrun's contender key (*KEY*/ and its lease ID in hex), and \
+         `ETCD_LOCK_REV`, as under `etcdctl lock`. `LOCKRUN_LOCK_INDEX` is `ETCD_LOCK_REV`: \
+         the revision at which lockrun found the lock its own, which follows the deletion \
+         of every key ahead of its own (for a semaphore slot, its key's CreateRevision).",
+    )],
+    safety: &[Prose::Item(
         "etcd",
         "A rival may acquire when the lease expires, the TTL after the last keep-alive etcd \
          processed; no lock-delay exists. The margin is the clock-rate bound's share of the \
@@ -25,7 +32,7 @@ const REGISTRATION: Registration = Registration {
          `--kill-timeout` shrinks to 2.3s and SIGKILL has landed by 12.35s. A revoked lease (`lockrun release`, `etcdctl \
          lease revoke`) or a key gone from etcd lets a rival hold at once, so COMMAND gets \
          SIGKILL at once.",
-    ),
+    )],
 };
 
 const ENVIRONMENT: &[Prose] = &[

@@ -17,12 +17,22 @@ const REGISTRATION: Registration = Registration {
     empty_is_an_error: &[("LOCKRUN_LOCK_DIR", "a directory")],
     empty_is_unset: &[],
     environment: &[],
-    safety: Prose::Item(
+    child_environment: &[Prose::Item(
+        "local",
+        "`LOCKRUN_LOCK_FILE`, the path of the file whose flock(2) lockrun holds (*DIR*/*KEY*, \
+         or *DIR*/*PREFIX*/slot-*I* for a semaphore slot). `LOCKRUN_LOCK_INDEX` is a counter kept beside the lock file, \
+         never below the microseconds since the epoch, so that it still grows after a \
+         reboot empties the lock directory (unless the clock went back past the last \
+         holder's acquisition).",
+    )],
+    safety: &[Prose::Item(
         "local",
         "flock(2) holds as long as the guard process lives: no rival on this host can lock \
          before the guard has exited, whatever the clocks do. A lock file replaced under us \
-         lets a rival lock the new one at once, so COMMAND is killed at once.",
-    ),
+         lets a rival lock the new one at once, so COMMAND is killed at once. `lockrun \
+         release` signals the holding lockrun, and the lock stays locked until its guard \
+         has stopped the job: no overlap.",
+    )],
 };
 
 /// The lock directory, and whether it may be on a network file system.

@@ -14,7 +14,13 @@ const REGISTRATION: Registration = Registration {
     empty_is_an_error: &[],
     empty_is_unset: &[],
     environment: ENVIRONMENT,
-    safety: Prose::Item(
+    child_environment: &[Prose::Item(
+        "postgres",
+        "`LOCKRUN_PG_LOCK_ID`, the advisory lock id held (above). `LOCKRUN_LOCK_INDEX` is \
+         `pg_current_xact_id()` taken right after acquisition: a transaction id, \
+         cluster-wide, never reused and assigned in order.",
+    )],
+    safety: &[Prose::Item(
         "postgres",
         "The server frees the advisory lock when the holding connection ends: at once \
          when lockrun dies or its backend is terminated (`lockrun release`, \
@@ -23,7 +29,7 @@ const REGISTRATION: Registration = Registration {
          which lockrun sets to `--ttl` after the last data the server received. The \
          budget is etcd's: a rival no earlier than the TTL after the last confirmed round \
          trip, no lock-delay.",
-    ),
+    )],
 };
 
 const ENVIRONMENT: &[Prose] = &[Prose::P(
