@@ -584,8 +584,9 @@ const SAFETY_AFTER: &[Block] = &[
         "Outside the job",
         "A process that is not COMMAND's descendant is not part of the job: one that \
          another service manager or a daemon starts at COMMAND's request (`systemctl \
-         start`, a request over a socket) runs on when COMMAND is stopped. A process can \
-         leave the tree only by being re-parented elsewhere, which takes ptrace tricks. In \
+         start`, a request over a socket) runs on when COMMAND is stopped. While the guard \
+         lives, no process of the tree can leave it: an orphan is re-parented to the nearest \
+         subreaper above it (the guard, or one inside the tree), never to init. In \
          subreaper mode a fork loop loses to the kill passes, but not at once. A setuid \
          process of the tree that changes its real user ID can no longer be signalled by \
          lockrun or the guard unless they run as root; in a cgroup, `cgroup.kill` still \
