@@ -302,19 +302,10 @@ impl Countdown {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::timing::tests::budget;
     use crate::clock::Ppm;
     use std::cell::RefCell;
     use std::collections::VecDeque;
-
-    fn budget(ttl: u64, rival_delay: u64, kill: u64) -> Budget {
-        Budget {
-            ttl: Duration::from_secs(ttl),
-            rival_delay: Duration::from_secs(rival_delay),
-            kill_timeout: Duration::from_secs(kill),
-            ends_early: false,
-            rate_error: Ppm::DEFAULT,
-        }
-    }
 
     struct Script(RefCell<VecDeque<Renewal>>);
 

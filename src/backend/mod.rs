@@ -288,7 +288,7 @@ pub trait Claim {
 }
 
 /// A live holder as `leader` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Holder {
     /// What lockrun's `--value` said; `None` for a holder that is not
     /// lockrun (`flock(1)`), or lockrun before it wrote its facts.

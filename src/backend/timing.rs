@@ -465,10 +465,11 @@ mod explain_tests {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn budget(ttl: u64, rival_delay: u64, kill: u64) -> Budget {
+    /// A budget of whole seconds with the default bound and no checks.
+    pub(crate) fn budget(ttl: u64, rival_delay: u64, kill: u64) -> Budget {
         Budget {
             ttl: Duration::from_secs(ttl),
             rival_delay: Duration::from_secs(rival_delay),

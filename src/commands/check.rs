@@ -87,17 +87,9 @@ mod tests {
 
     fn seen(fence: Option<u64>, holder_id: Option<&str>) -> Holder {
         Holder {
-            value: None,
-            host: None,
-            pid: None,
-            child_pgid: None,
-            since: None,
             fence,
-            slot: None,
-            entry: None,
             holder_id: holder_id.map(str::to_string),
-            label: None,
-            details: None,
+            ..Holder::default()
         }
     }
 

@@ -250,7 +250,7 @@ impl Etcd {
                         fence: None,
                         entry: Some(kv.key_str()),
                         holder_id: Some(kv.key_str()),
-                        ..empty_holder()
+                        ..Holder::default()
                     };
                     holders.push((holder, kv));
                 }
@@ -270,7 +270,7 @@ impl Etcd {
                         slot: u32::try_from(rank).ok(),
                         entry: Some(kv.key_str()),
                         holder_id: Some(kv.key_str()),
-                        ..empty_holder()
+                        ..Holder::default()
                     };
                     holders.push((holder, kv));
                 }
@@ -278,22 +278,6 @@ impl Etcd {
             }
         };
         Ok((holders, revision))
-    }
-}
-
-fn empty_holder() -> Holder {
-    Holder {
-        value: None,
-        host: None,
-        pid: None,
-        child_pgid: None,
-        since: None,
-        fence: None,
-        slot: None,
-        entry: None,
-        holder_id: None,
-        label: None,
-        details: None,
     }
 }
 
