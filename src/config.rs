@@ -66,14 +66,7 @@ pub struct ChildConfig {
 /// nobody; so an empty one is a usage error, whichever backend is in use.
 /// lockrun's own variables are named first, then the engines' tools'.
 pub fn empty_variable(is_set_empty: impl Fn(&str) -> bool) -> Option<String> {
-    let names: Vec<String> = BackendName::value_variants()
-        .iter()
-        .map(|b| b.to_string())
-        .collect();
-    let backends = match names.split_last() {
-        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
-        _ => names.concat(),
-    };
+    let backends = BackendName::listed(BackendName::value_variants(), "or");
     let mut all = vec![("LOCKRUN_BACKEND", backends.as_str())];
     all.extend(
         BACKENDS

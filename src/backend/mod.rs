@@ -489,6 +489,20 @@ impl std::fmt::Display for BackendName {
     }
 }
 
+impl BackendName {
+    /// `names` as a sentence lists them: `etcd`, `consul and etcd`,
+    /// `consul, etcd or local`, with `conjunction` before the last.
+    pub fn listed(names: &[BackendName], conjunction: &str) -> String {
+        let names: Vec<String> = names.iter().map(ToString::to_string).collect();
+        match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => {
+                format!("{} {conjunction} {last}", rest.join(", "))
+            }
+            _ => names.concat(),
+        }
+    }
+}
+
 /// The flags of a backend that has none of a kind (its `HoldArgs` or
 /// `ReleaseArgs`). Without a group of its own, it can be flattened once
 /// per backend that uses it.

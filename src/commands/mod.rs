@@ -193,13 +193,7 @@ fn foreign_flags(matches: &ArgMatches, backend: BackendName) -> Result<(), Failu
                         backend,
                     )));
                 };
-                let names: Vec<String> = owners.iter().map(|b| b.to_string()).collect();
-                let owned_by = match names.split_last() {
-                    Some((last, rest)) if !rest.is_empty() => {
-                        format!("{} and {last}", rest.join(", "))
-                    }
-                    _ => names.join(""),
-                };
+                let owned_by = BackendName::listed(owners, "and");
                 let plural = if owners.len() > 1 { "s" } else { "" };
                 return Err(Failure::Usage(format!(
                     "{flag} belongs to the {owned_by} backend{plural}, and this run uses --backend {}; drop {flag}, or pass --backend {owner}",
