@@ -63,6 +63,28 @@ fn waiters(
     runs
 }
 
+/// Three waiters queued in turn behind a holder: one that logs 0, one
+/// with `args` that runs `true`, and one that logs 2.
+fn one_between(
+    consul: &TestConsul,
+    key: &str,
+    log: &std::path::Path,
+    args: &[&str],
+) -> [Running; 3] {
+    let api = consul.api();
+    let first = waiters(consul, key, 1, log, &[]).pop().expect("one waiter");
+    let between = Running::spawn(&mut elect(consul, key, args, &["true"]));
+    wait_queued(&api, &line_of(key), 2);
+    let last = Running::spawn(&mut elect(
+        consul,
+        key,
+        &["--shell"],
+        &[&format!("echo 2 >> {}", log.display())],
+    ));
+    wait_queued(&api, &line_of(key), 3);
+    [first, between, last]
+}
+
 fn order(log: &std::path::Path) -> Vec<usize> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
@@ -105,20 +127,11 @@ fn a_waiter_that_gives_up_leaves_the_queue() {
     let dir = scratch();
     let log = dir.path().join("log");
     let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
-    let first = waiters(&consul, &key, 1, &log, &[]);
-    let quitter = Running::spawn(&mut elect(&consul, &key, &["--timeout", "2s"], &["true"]));
-    wait_queued(&api, &line_of(&key), 2);
-    let last = Running::spawn(&mut elect(
-        &consul,
-        &key,
-        &["--shell"],
-        &[&format!("echo 2 >> {}", log.display())],
-    ));
-    wait_queued(&api, &line_of(&key), 3);
+    let [first, quitter, last] = one_between(&consul, &key, &log, &["--timeout", "2s"]);
     assert_status(&quitter.finish(), 75, "the waiter that gave up", &consul);
     wait_queued(&api, &line_of(&key), 2);
     holder.finish(&consul);
-    for running in first.into_iter().chain([last]) {
+    for running in [first, last] {
         assert_status(&running.finish(), 0, "a waiter", &consul);
     }
     assert_eq!(order(&log), vec![0, 2]);
@@ -184,21 +197,11 @@ fn a_stopped_waiter_that_became_the_head_keeps_a_free_lock_waiting_at_most_a_min
     let dir = scratch();
     let log = dir.path().join("log");
     let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
-    let mut first = waiters(&consul, &key, 1, &log, &[]);
     // Its session outlives the test: only the check can get past it.
-    let stopped = Running::spawn(&mut elect(&consul, &key, &["--ttl", "300s"], &["true"]));
-    wait_queued(&api, &line_of(&key), 2);
-    let last = Running::spawn(&mut elect(
-        &consul,
-        &key,
-        &["--shell"],
-        &[&format!("echo 2 >> {}", log.display())],
-    ));
-    wait_queued(&api, &line_of(&key), 3);
+    let [first, stopped, last] = one_between(&consul, &key, &log, &["--ttl", "300s"]);
     stopped.signal(nix::sys::signal::Signal::SIGSTOP);
     let freed = Instant::now();
     holder.finish(&consul);
-    let first = first.pop().expect("one waiter");
     assert_status(&first.finish(), 0, "the head", &consul);
     assert!(
         wait_until(freed + queue_watch_wait() + Duration::from_secs(20), || {
