@@ -170,8 +170,7 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 #[test]
 fn local_release_all_frees_what_it_can_and_names_what_it_cannot() {
     use crate::places::{stdout, Place};
-    use crate::support::{scratch, wait_for_file, Running};
-    use std::process::{Command, Stdio};
+    use crate::support::{scratch, FlockHolder};
     let place = Place::local();
     let (work_a, work_b, work_f) = (scratch(), scratch(), scratch());
     let args = |value: &'static str| ["semaphore", "--limit", "3", "--value", value, "jobs"];
@@ -180,29 +179,7 @@ fn local_release_all_frees_what_it_can_and_names_what_it_cannot() {
     // The third slot's file, locked by flock(1): a holder lockrun cannot ask.
     let slot = place.lock_dir().join("jobs/slot-2");
     std::fs::write(&slot, "").unwrap();
-    let ready = work_f.path().join("ready");
-    let flock = Running::spawn(
-        Command::new("flock")
-            .arg(&slot)
-            .arg("sh")
-            .arg("-c")
-            .arg(format!(
-                "touch {}; while [ ! -e {}/go ]; do sleep 0.05; done",
-                ready.display(),
-                work_f.path().display()
-            ))
-            .stdin(Stdio::null()),
-    );
-    // Lets flock's child end even when an assertion fails, so that the
-    // failing test does not wait on its pipes (dropped before `flock`).
-    struct Go(std::path::PathBuf);
-    impl Drop for Go {
-        fn drop(&mut self) {
-            let _ = std::fs::write(&self.0, "");
-        }
-    }
-    let go = Go(work_f.path().join("go"));
-    wait_for_file(&ready);
+    let flock = FlockHolder::start(&slot, work_f.path());
     let output = run(&mut place.lockrun(&["release", "--all", "jobs"]));
     place.status(&output, 125, "release --all with a flock(1) slot");
     let out = stdout(&output);
@@ -220,8 +197,7 @@ fn local_release_all_frees_what_it_can_and_names_what_it_cannot() {
     // The two lockrun holders were released: each stops its child, 124.
     place.status(&a.finish(), 124, "holder a");
     place.status(&b.finish(), 124, "holder b");
-    drop(go);
-    let _ = flock.finish();
+    flock.end();
 }
 
 /// The example unit the .deb ships runs the lockrun the .deb installs

@@ -3,13 +3,13 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use nix::sys::signal::Signal;
 
 use crate::places::{stdout, Place};
 use crate::procs::{self, wait_until};
-use crate::support::{bare, now_ns, run, scratch, script, wait_for_file, Running};
+use crate::support::{bare, now_ns, run, scratch, script, wait_for_file, FlockHolder, Running};
 
 /// `flock -n FILE true`: 0 when the lock is free, 1 when held.
 fn flock_free(file: &Path) -> bool {
@@ -55,27 +55,13 @@ fn flock_and_lockrun_exclude_each_other_both_ways() {
     // flock(1) holds: lockrun finds the lock taken, and `leader` shows
     // flock's process for want of a value.
     std::fs::write(&file, "").unwrap();
-    let ready = work.path().join("ready");
-    let mut flock = Running::spawn(
-        Command::new("flock")
-            .arg(&file)
-            .arg("sh")
-            .arg("-c")
-            .arg(format!(
-                "touch {}; while [ ! -e {}/go ]; do sleep 0.05; done",
-                ready.display(),
-                work.path().display()
-            ))
-            .stdin(Stdio::null()),
-    );
-    wait_for_file(&ready);
+    let flock = FlockHolder::start(&file, work.path());
     let output = run(&mut place.lockrun(&["elect", "-n", "k", "--", "true"]));
     place.status(&output, 75, "lockrun while flock(1) holds");
     let output = run(&mut place.lockrun(&["leader", "k"]));
     place.status(&output, 0, "leader while flock(1) holds");
     assert!(stdout(&output).contains("(not lockrun)"), "{output:?}");
-    std::fs::write(work.path().join("go"), "").unwrap();
-    assert!(wait_until(procs::deadline(), || flock.exited()));
+    flock.end();
 
     // lockrun holds: flock(1) finds it taken, and `leader` prints the value.
     let work = scratch();

@@ -13,7 +13,7 @@ use crate::etcd_support::{etcd, etcdctl, etcdctl_ok};
 use crate::link::Link;
 use crate::places::{last_beat, Place};
 use crate::procs::{self, wait_until};
-use crate::support::{now_ns, run, scratch, Running};
+use crate::support::{now_ns, run, scratch, FlockHolder, Running};
 
 /// One GET over the unix socket at `sock`: the status code and body, or
 /// `None` when nothing answers.
@@ -632,30 +632,13 @@ fn check_follows_a_local_holder_and_put_is_refused_there() {
     let place = Place::local();
     let seq = check_follows_its_holder_where_put_has_nowhere_to_write(&place);
     let work = scratch();
-    let ready = work.path().join("ready");
-    // Without a fork (-F), so that a failing test's kill reaches the
-    // process holding the lock and our pipes.
-    let mut flock = Running::spawn(
-        std::process::Command::new("flock")
-            .arg("-F")
-            .arg(place.lock_dir().join(place.key("k")))
-            .arg("sh")
-            .arg("-c")
-            .arg(format!(
-                "touch {}; while [ ! -e {}/go ]; do sleep 0.05; done",
-                ready.display(),
-                work.path().display()
-            ))
-            .stdin(Stdio::null()),
-    );
-    crate::support::wait_for_file(&ready);
+    let flock = FlockHolder::start(&place.lock_dir().join(place.key("k")), work.path());
     place.status(
         &run(&mut place.lockrun(&["check", &seq])),
         1,
         "check while flock(1) holds",
     );
-    std::fs::write(work.path().join("go"), "").unwrap();
-    assert!(wait_until(procs::deadline(), || flock.exited()));
+    flock.end();
 }
 
 /// The holder's session destroyed: `/leader` answers 503 before the rival

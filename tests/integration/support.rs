@@ -278,6 +278,57 @@ pub fn wait_for_file(path: &Path) {
     );
 }
 
+/// `flock(1)` holding `file`, a holder lockrun cannot ask, until it is
+/// ended or dropped. It runs its shell without a fork (`-F`), so that the
+/// process holding the lock is the one we spawned; dropping it lets the
+/// shell end, so that a failing test does not wait on its pipes.
+pub struct FlockHolder {
+    running: Option<Running>,
+    go: PathBuf,
+}
+
+impl FlockHolder {
+    /// Starts it in `work` (its own scratch folder) and waits until it
+    /// holds.
+    pub fn start(file: &Path, work: &Path) -> FlockHolder {
+        let ready = work.join("ready");
+        let running = Running::spawn(
+            Command::new("flock")
+                .arg("-F")
+                .arg(file)
+                .arg("sh")
+                .arg("-c")
+                .arg(format!(
+                    "touch {}; while [ ! -e {}/go ]; do sleep 0.05; done",
+                    ready.display(),
+                    work.display()
+                ))
+                .stdin(Stdio::null()),
+        );
+        wait_for_file(&ready);
+        FlockHolder {
+            running: Some(running),
+            go: work.join("go"),
+        }
+    }
+
+    /// Lets go of the lock and waits until flock(1) has exited.
+    pub fn end(mut self) {
+        let _ = std::fs::write(&self.go, "");
+        let mut running = self.running.take().expect("ended once");
+        assert!(
+            wait_until(procs::deadline(), || running.exited()),
+            "flock(1) did not end"
+        );
+    }
+}
+
+impl Drop for FlockHolder {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.go, "");
+    }
+}
+
 /// `?acquire=` with an empty body, as a Go API client would.
 pub fn kv_acquire(api: &Api, key: &str, session: &str, flags: u64) -> bool {
     let path = format!("/v1/kv/{}?acquire={session}&flags={flags}", encode_key(key));
