@@ -201,6 +201,7 @@ impl Local {
         Ok(LocalClaim {
             file,
             lent: false,
+            handed_over: false,
             lock,
             paths,
             facts,
@@ -548,6 +549,9 @@ fn signal_holder(target: &Target, facts: &HolderFacts) -> Result<(), LocalError>
 pub struct LocalClaim {
     file: File,
     lent: bool,
+    /// The guard may let go of the lock (see `Claim::hand_over`): we
+    /// write nothing beside it any more.
+    handed_over: bool,
     lock: Lock,
     paths: KeyPaths,
     facts: Facts,
@@ -595,9 +599,10 @@ impl Claim for LocalClaim {
         if self.lent {
             return None;
         }
-        self.lent = true;
         // A duplicate shares the open file description, and so the lock.
-        self.file.try_clone().ok().map(OwnedFd::from)
+        let lent = self.file.try_clone().ok().map(OwnedFd::from)?;
+        self.lent = true;
+        Some(lent)
     }
 
     async fn record_child(&mut self, pgid: u32) -> Result<(), LocalError> {
@@ -605,6 +610,28 @@ impl Claim for LocalClaim {
             h.child_pgid = Some(pgid);
         }
         self.facts.write(&self.paths.facts, &self.paths.scratch)
+    }
+
+    /// The record that says nobody holds the lock, staged in the scratch
+    /// file for the guard to swap in just before it lets go, as
+    /// [`LocalClaim::release`] would write it just before we do. Readers
+    /// then find the facts cleared by the time the lock is free, as ever,
+    /// and never a record naming a holder that is gone over a lock someone
+    /// else took (`facts::Facts::to_holder` could not tell them apart where
+    /// the kernel names no pid).
+    fn hand_over(&mut self, offer: impl FnOnce([PathBuf; 2]) -> bool) {
+        if !self.lent {
+            return;
+        }
+        let cleared = Facts {
+            holder: None,
+            ..self.facts.clone()
+        };
+        if let Err(e) = cleared.stage(&self.paths.facts, &self.paths.scratch) {
+            tracing::debug!("{e}; the guard keeps the lock until it exits");
+            return;
+        }
+        self.handed_over = offer([self.paths.scratch.clone(), self.paths.facts.clone()]);
     }
 
     fn describe(&self) -> String {
@@ -618,6 +645,13 @@ impl Claim for LocalClaim {
     }
 
     async fn release(mut self) -> Result<(), LocalError> {
+        if self.handed_over {
+            // The guard swapped in the cleared facts and let go, or left
+            // the release to us with the facts cleared: either way the
+            // sidecar may be the next holder's by now.
+            drop(self.file);
+            return Ok(());
+        }
         // Cleared while we still hold the lock: once we let go, the next
         // holder owns the sidecar.
         self.facts.holder = None;
