@@ -169,11 +169,13 @@ impl Local {
 
     /// Turns a granted lock into a claim: the next fencing number and our
     /// holder facts, written before the claim (and so the child) exists.
+    /// `me` is our pid and start time, read before the wait.
     fn claim(
         &self,
         target: &Target,
         value: &str,
         granted: Granted,
+        (me, pid_start): (u32, u64),
     ) -> Result<LocalClaim, LocalError> {
         let Granted {
             file,
@@ -182,7 +184,6 @@ impl Local {
             slot,
         } = granted;
         let previous = Facts::read(&paths.facts)?;
-        let me = std::process::id();
         let facts = Facts {
             fence: previous.next_fence(),
             dev: lock.dev,
@@ -191,8 +192,7 @@ impl Local {
                 value: value.to_owned(),
                 host: self.host.clone(),
                 pid: me,
-                pid_start: facts::start_time(me)
-                    .map_err(|e| LocalError::io("cannot read our own start time".into(), e))?,
+                pid_start,
                 since_ms: facts::now_ms(),
                 child_pgid: None,
             }),
@@ -341,6 +341,10 @@ impl Engine for Local {
                 self.dir.display()
             )));
         }
+        // Read before the wait, so that a handover does not wait for it.
+        let me = std::process::id();
+        let pid_start = facts::start_time(me)
+            .map_err(|e| LocalError::io("cannot read our own start time".into(), e))?;
         let granted = match target {
             Target::Lock { key } => self.acquire_lock(key, wait).await?,
             Target::Slot { prefix, limit } => {
@@ -348,7 +352,12 @@ impl Engine for Local {
             }
         };
         match granted {
-            Some(granted) => Ok(Acquisition::Held(self.claim(target, value, granted)?)),
+            Some(granted) => Ok(Acquisition::Held(self.claim(
+                target,
+                value,
+                granted,
+                (me, pid_start),
+            )?)),
             None => {
                 let holder = self
                     .holders(target)
