@@ -9,7 +9,8 @@
 //! PostgreSQL's server binaries are in /usr/lib/postgresql).
 //! (`benches/lockrun.rs` does the same for Consul.)
 //!
-//! Run it with `cargo bench --bench peers`. The timed child is this very
+//! Run it with `cargo bench --bench peers`; `LOCKRUN_BENCH_BIN=PATH` runs
+//! another build of lockrun instead of this one's. The timed child is this very
 //! program run as `__child LOG MS`: it appends a `start` and an `end` line
 //! with nanosecond wall-clock timestamps and forks nothing, so a handover
 //! (the next start minus the previous end) is the tool's own cost. Under
@@ -41,7 +42,11 @@ fn main() {
         println!("peers benchmark: skipped (run it with `cargo bench --bench peers`)");
         return;
     }
-    let lockrun = PathBuf::from(env!("CARGO_BIN_EXE_lockrun"));
+    // Another build of lockrun, to compare binaries in one session.
+    let lockrun = std::env::var_os("LOCKRUN_BENCH_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_lockrun")),
+        PathBuf::from,
+    );
     let me = std::env::current_exe().expect("own path");
     // `cargo bench --bench peers -- postgres` measures only that backend.
     let only: Vec<&String> = args[1..].iter().filter(|a| !a.starts_with('-')).collect();

@@ -49,6 +49,7 @@ pub mod tls;
 use std::ffi::OsString;
 use std::future::Future;
 use std::os::fd::OwnedFd;
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
@@ -278,6 +279,15 @@ pub trait Claim {
     fn take_hold_fd(&mut self) -> Option<OwnedFd>;
     /// Adds the child's process group to the holder facts.
     fn record_child(&mut self, pgid: u32) -> impl Future<Output = Result<(), Self::Error>>;
+    /// Offers a claim whose descriptor the guard keeps to be let go of by
+    /// the guard, once the child's whole tree is gone, rather than by
+    /// [`Claim::release`] after the guard's exit: `offer` tells the guard
+    /// the two files whose names it swaps first (what is to be left beside
+    /// the lock, written before, while it is surely ours) and says whether
+    /// the guard was told. From then on `release` writes nothing, since the
+    /// lock may be someone else's by the time it runs. The default offers
+    /// nothing: the guard keeps the descriptor until it exits.
+    fn hand_over(&mut self, _offer: impl FnOnce([PathBuf; 2]) -> bool) {}
     /// A short description for the log line that says we acquired it
     /// (`session 3f2a…`, `/run/lockrun/k`).
     fn describe(&self) -> String;

@@ -22,9 +22,23 @@
 //! lockrun's end is non-blocking: a full pipe (a guard that reads nothing)
 //! costs the update, and the guard then acts on an older, earlier deadline,
 //! which is the safe side.
+//!
+//! A guard lent a descriptor (see `Command::lends`) is also told, once,
+//! whether it may let go of the lock itself once COMMAND's tree is gone
+//! (see [`Verdict`]), in a record whose last word is not zero:
+//!
+//! ```text
+//! u64 LE   length of the first name (0 for "keep")
+//! u64 LE   length of the second name (0 for "keep")
+//! u32      zero
+//! u32 LE   1: let go, after swapping the two names that follow; 2: keep
+//! ```
 
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,8 +48,49 @@ use crate::signals::Signal;
 /// How much later than lockrun the guard sends the kill signal, at most.
 const SIGNAL_LAG: Duration = Duration::from_millis(100);
 
-/// The size of one record.
+/// The size of one record (a verdict's names follow its record).
 pub(super) const RECORD: usize = 24;
+
+/// The last word of a verdict's record.
+const LET_GO: u32 = 1;
+const KEEP: u32 = 2;
+
+/// The longest name a verdict may carry: a path, as the kernel takes one.
+const MAX_NAME: usize = libc::PATH_MAX as usize;
+
+/// What lockrun tells a guard it lent a descriptor to, once the go has
+/// been sent: whether the guard may let go of the lock itself once the
+/// tree is gone, rather than leave that to lockrun after its exit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Let go, having first swapped these two files' names: lockrun's last
+    /// word beside the lock, written while it held it, which it can no
+    /// longer write itself once the lock may be someone else's.
+    LetGo { swap: [PathBuf; 2] },
+    /// Keep it until we exit: lockrun keeps the lock after the child, or
+    /// has nothing ready to leave beside it.
+    Keep,
+}
+
+impl Verdict {
+    pub(super) fn encode(&self) -> Vec<u8> {
+        let mut record = vec![0; RECORD];
+        match self {
+            Verdict::LetGo { swap } => {
+                record[20..].copy_from_slice(&LET_GO.to_le_bytes());
+                for (at, name) in [0, 8].into_iter().zip(swap) {
+                    let len = name.as_os_str().len() as u64;
+                    record[at..at + 8].copy_from_slice(&len.to_le_bytes());
+                }
+                for name in swap {
+                    record.extend_from_slice(name.as_os_str().as_bytes());
+                }
+            }
+            Verdict::Keep => record[20..].copy_from_slice(&KEEP.to_le_bytes()),
+        }
+        record
+    }
+}
 
 /// When the guard must stop the group, and how.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,19 +228,59 @@ impl GuardDeadlines {
 #[derive(Default)]
 pub(super) struct Reader {
     partial: Vec<u8>,
+    /// The verdict, once it came; a malformed one counts as [`Verdict::Keep`].
+    verdict: Option<Verdict>,
 }
 
 impl Reader {
     /// Feeds `bytes`; returns the newest valid deadline they complete.
     pub(super) fn feed(&mut self, bytes: &[u8]) -> Option<Deadline> {
         self.partial.extend_from_slice(bytes);
-        let whole = self.partial.len() / RECORD * RECORD;
-        let newest = self.partial[..whole]
-            .chunks_exact(RECORD)
-            .rev()
-            .find_map(|r| Deadline::decode(r.try_into().unwrap()));
-        self.partial.drain(..whole);
+        let mut newest = None;
+        let mut used = 0;
+        while let Some(record) = self.partial.get(used..used + RECORD) {
+            let record: &[u8; RECORD] = record.try_into().unwrap();
+            let kind = u32::from_le_bytes(record[20..].try_into().unwrap());
+            if kind != LET_GO {
+                match kind {
+                    KEEP => {
+                        self.verdict.get_or_insert(Verdict::Keep);
+                    }
+                    _ => newest = Deadline::decode(record).or(newest),
+                }
+                used += RECORD;
+                continue;
+            }
+            let len = |at: usize| u64::from_le_bytes(record[at..at + 8].try_into().unwrap());
+            let (first, second) = (len(0) as usize, len(8) as usize);
+            if first > MAX_NAME || second > MAX_NAME {
+                // Not ours: nothing after it can be trusted to line up.
+                self.verdict.get_or_insert(Verdict::Keep);
+                used = self.partial.len();
+                break;
+            }
+            let Some(names) = self
+                .partial
+                .get(used + RECORD..used + RECORD + first + second)
+            else {
+                break;
+            };
+            let name = |bytes: &[u8]| PathBuf::from(OsStr::from_bytes(bytes));
+            let swap = [name(&names[..first]), name(&names[first..])];
+            let named = swap.iter().all(|p| !p.as_os_str().is_empty());
+            self.verdict.get_or_insert(match named {
+                true => Verdict::LetGo { swap },
+                false => Verdict::Keep,
+            });
+            used += RECORD + first + second;
+        }
+        self.partial.drain(..used);
         newest
+    }
+
+    /// The verdict, if it has come.
+    pub(super) fn verdict(&self) -> Option<&Verdict> {
+        self.verdict.as_ref()
     }
 }
 
@@ -203,6 +298,22 @@ pub(super) fn read_available(
         Err(err) if err.kind() == io::ErrorKind::Interrupted => Ok(Some(None)),
         Err(err) => Err(err),
     }
+}
+
+/// The verdict on the lent descriptor, waiting for it if it has not come:
+/// lockrun sends it right after the go, so this waits at most for lockrun
+/// to get that far. [`Verdict::Keep`] if lockrun closed the channel or died
+/// without one (then it is lockrun, or its death, that lets go).
+pub(super) fn verdict(pipe: Option<&mut File>, reader: &mut Reader) -> Verdict {
+    if let Some(pipe) = pipe {
+        while reader.verdict().is_none() {
+            match read_available(pipe, reader) {
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => break,
+            }
+        }
+    }
+    reader.verdict().cloned().unwrap_or(Verdict::Keep)
 }
 
 #[cfg(test)]
@@ -280,5 +391,41 @@ mod tests {
         assert_eq!(reader.feed(&bytes[10..30]), Some(first));
         assert_eq!(reader.feed(&bytes[30..]), Some(second));
         assert!(reader.partial.is_empty());
+    }
+
+    #[test]
+    fn a_verdict_comes_whole_between_deadlines_and_once() {
+        let before = Deadline::new(secs(1), Signal::Term, secs(1));
+        let after = Deadline::new(secs(2), Signal::Term, secs(1));
+        let swap = [
+            PathBuf::from("/d/k.lockrun-new"),
+            PathBuf::from("/d/k.lockrun"),
+        ];
+        let mut bytes = before.encode().to_vec();
+        bytes.extend(Verdict::LetGo { swap: swap.clone() }.encode());
+        bytes.extend(Verdict::Keep.encode());
+        bytes.extend(after.encode());
+        // Byte by byte: every cut is waited out.
+        let mut reader = Reader::default();
+        let mut seen = Vec::new();
+        for byte in &bytes {
+            seen.extend(reader.feed(std::slice::from_ref(byte)));
+        }
+        assert_eq!(seen, [before, after]);
+        assert_eq!(reader.verdict(), Some(&Verdict::LetGo { swap }));
+        assert!(reader.partial.is_empty());
+        // A verdict whose names no path could have is no leave to let go.
+        let mut huge = Verdict::Keep.encode();
+        huge[..8].copy_from_slice(&u64::MAX.to_le_bytes());
+        huge[20..].copy_from_slice(&LET_GO.to_le_bytes());
+        let mut reader = Reader::default();
+        assert_eq!(reader.feed(&huge), None);
+        assert_eq!(reader.verdict(), Some(&Verdict::Keep));
+        let empty = Verdict::LetGo {
+            swap: [PathBuf::new(), PathBuf::from("/d/k")],
+        };
+        let mut reader = Reader::default();
+        reader.feed(&empty.encode());
+        assert_eq!(reader.verdict(), Some(&Verdict::Keep));
     }
 }

@@ -8,6 +8,8 @@
 //!
 //! ```text
 //! u32 LE   length of the body in bytes, at most MAX_BODY
+//! u32 LE   1 if lockrun will say whether the guard may let go of the
+//!          descriptor lent with the message (see `deadline::Verdict`), else 0
 //! body     zero or more entries: u32 LE key length, key, u32 LE value length, value
 //! ```
 //!
@@ -32,10 +34,14 @@ use std::os::unix::ffi::OsStrExt;
 /// bytes.
 const MAX_BODY: usize = 32 * 1024;
 
-/// The go message for `env`. Fails if it is too large, or if a variable is
-/// one no environment can hold (an empty name, `=` in a name, a NUL byte).
-pub(super) fn encode(env: &[(OsString, OsString)]) -> io::Result<Vec<u8>> {
-    let mut message = vec![0; 4];
+/// The size of the message's header: the body's length, the verdict flag.
+const HEADER: usize = 8;
+
+/// The go message for `env`, saying whether a verdict on the lent
+/// descriptor follows. Fails if it is too large, or if a variable is one no
+/// environment can hold (an empty name, `=` in a name, a NUL byte).
+pub(super) fn encode(env: &[(OsString, OsString)], verdict: bool) -> io::Result<Vec<u8>> {
+    let mut message = vec![0; HEADER];
     for (key, value) in env {
         if !valid(key, value) {
             return Err(io::Error::new(
@@ -52,7 +58,7 @@ pub(super) fn encode(env: &[(OsString, OsString)]) -> io::Result<Vec<u8>> {
             message.extend_from_slice(bytes);
         }
     }
-    let body = message.len() - 4;
+    let body = message.len() - HEADER;
     if body > MAX_BODY {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -60,6 +66,7 @@ pub(super) fn encode(env: &[(OsString, OsString)]) -> io::Result<Vec<u8>> {
         ));
     }
     message[..4].copy_from_slice(&(body as u32).to_le_bytes());
+    message[4..HEADER].copy_from_slice(&u32::from(verdict).to_le_bytes());
     Ok(message)
 }
 
@@ -81,39 +88,47 @@ pub(super) fn send(pipe: &File, message: &[u8], lent: Option<&OwnedFd>) -> io::R
 /// Environment variables to add, in order.
 pub(super) type Env = Vec<(OsString, OsString)>;
 
-/// The go message as the guard reads it from `pipe`: the environment to
-/// add and the descriptor lent, or `None` if what came is not a whole,
-/// well-formed message.
-pub(super) fn receive(pipe: &File) -> Option<(Env, Option<OwnedFd>)> {
-    let mut header = [0; 4];
+/// The go message, as the guard reads it.
+pub(super) struct Go {
+    /// Environment variables for COMMAND.
+    pub env: Env,
+    /// The descriptor lent with it, if any.
+    pub lent: Option<OwnedFd>,
+    /// Whether lockrun will say if we may let go of it (see
+    /// `deadline::Verdict`), which we then wait for at our end.
+    pub verdict: bool,
+}
+
+/// The go message as the guard reads it from `pipe`, or `None` if what
+/// came is not a whole, well-formed message.
+pub(super) fn receive(pipe: &File) -> Option<Go> {
+    let mut header = [0; HEADER];
     // The descriptor comes with the message's first bytes.
     let (got, lent) = super::sys::receive_go(pipe, &mut header).ok()?;
     if got == 0 {
         return None;
     }
-    Some((read_rest(pipe, header, got)?, lent))
+    let (env, verdict) = read_rest(pipe, header, got)?;
+    Some(Go { env, lent, verdict })
 }
 
-/// The environment from a whole go message in `input`.
+/// The environment and the verdict flag from a whole go message in `input`.
 #[cfg(test)]
-fn read(input: impl Read) -> Option<Vec<(OsString, OsString)>> {
-    read_rest(input, [0; 4], 0)
+fn read(input: impl Read) -> Option<(Env, bool)> {
+    read_rest(input, [0; HEADER], 0)
 }
 
 /// The rest of a message whose first `got` bytes are in `header`.
-fn read_rest(
-    mut pipe: impl Read,
-    mut header: [u8; 4],
-    got: usize,
-) -> Option<Vec<(OsString, OsString)>> {
+fn read_rest(mut pipe: impl Read, mut header: [u8; HEADER], got: usize) -> Option<(Env, bool)> {
     pipe.read_exact(&mut header[got..]).ok()?;
-    let length = u32::from_le_bytes(header) as usize;
-    if length > MAX_BODY {
+    let word = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().unwrap());
+    let (length, verdict) = (word(0) as usize, word(4));
+    if length > MAX_BODY || verdict > 1 {
         return None;
     }
     let mut body = vec![0; length];
     pipe.read_exact(&mut body).ok()?;
-    decode(&body)
+    Some((decode(&body)?, verdict == 1))
 }
 
 fn decode(mut body: &[u8]) -> Option<Vec<(OsString, OsString)>> {
@@ -164,28 +179,34 @@ mod tests {
             env(&[]),
             env(&[("LOCKRUN_KEY", "a/b c"), ("EMPTY", ""), ("X", "=")]),
         ] {
-            let message = encode(&pairs).unwrap();
-            assert_eq!(read(&message[..]), Some(pairs));
+            for verdict in [false, true] {
+                let message = encode(&pairs, verdict).unwrap();
+                assert_eq!(read(&message[..]), Some((pairs.clone(), verdict)));
+            }
         }
         let odd = vec![(
             OsString::from("K"),
             OsString::from_vec(vec![0xff, 0xfe, b'\n']),
         )];
-        assert_eq!(read(&encode(&odd).unwrap()[..]), Some(odd));
+        assert_eq!(read(&encode(&odd, false).unwrap()[..]), Some((odd, false)));
     }
 
     #[test]
     fn anything_short_of_a_whole_message_is_no() {
-        let message = encode(&env(&[("A", "1"), ("B", "2")])).unwrap();
+        let message = encode(&env(&[("A", "1"), ("B", "2")]), true).unwrap();
         for cut in 0..message.len() {
             assert_eq!(read(&message[..cut]), None, "cut at {cut}");
         }
         // A length that overruns the body it announces.
         let mut garbled = message.clone();
-        garbled[4] = 200;
+        garbled[HEADER] = 200;
         assert_eq!(read(&garbled[..]), None);
+        // A flag we never send.
+        let mut flagged = message.clone();
+        flagged[4] = 2;
+        assert_eq!(read(&flagged[..]), None);
         // A huge announced length is refused before anything is allocated.
-        assert_eq!(read(&[0xff, 0xff, 0xff, 0xff][..]), None);
+        assert_eq!(read(&[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0][..]), None);
         // Bytes after the message are not read.
         let mut longer = message.clone();
         longer.extend_from_slice(b"trailing");
@@ -196,22 +217,22 @@ mod tests {
     fn refuses_what_no_environment_can_hold() {
         for (key, value) in [("", "v"), ("A=B", "v"), ("A\0", "v"), ("A", "v\0")] {
             let pairs = env(&[(key, value)]);
-            let err = encode(&pairs).unwrap_err();
+            let err = encode(&pairs, false).unwrap_err();
             assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{key:?}");
             // And a guard refuses it too, should it ever come.
-            let mut message = encode(&env(&[("KEY", "v")])).unwrap();
-            message.truncate(4);
+            let mut message = encode(&env(&[("KEY", "v")]), false).unwrap();
+            message.truncate(HEADER);
             for part in [key, value] {
                 message.extend_from_slice(&(part.len() as u32).to_le_bytes());
                 message.extend_from_slice(part.as_bytes());
             }
-            let body = (message.len() - 4) as u32;
+            let body = (message.len() - HEADER) as u32;
             message[..4].copy_from_slice(&body.to_le_bytes());
             assert_eq!(read(&message[..]), None, "{key:?}");
         }
         let huge = env(&[("BIG", &"x".repeat(MAX_BODY))]);
         assert_eq!(
-            encode(&huge).unwrap_err().kind(),
+            encode(&huge, false).unwrap_err().kind(),
             io::ErrorKind::InvalidInput
         );
     }

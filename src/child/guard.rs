@@ -27,12 +27,15 @@
 //! signal is armed while it is parked too.
 //!
 //! The guard does not sweep the group after COMMAND exits; lockrun does,
-//! while the guard is still an unreaped zombie pinning the group id.
+//! while the guard is still an unreaped zombie pinning the group id. A guard
+//! lent the lock's descriptor lets go of the lock before its exit, once the
+//! tree is gone, if lockrun said it may (see `hand_back`); the sweep then
+//! finds nothing of the tree, whose every process was ours to wait for.
 
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::{AsFd, RawFd};
+use std::os::fd::{AsFd, OwnedFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, ExitStatus};
@@ -45,7 +48,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::Pid;
 
 use super::cgroup::{Cgroup, Containment};
-use super::deadline::{self, Deadline, Step};
+use super::deadline::{self, Deadline, Step, Verdict};
 use super::go;
 use super::sys::{self, spawn};
 pub use super::Leftovers;
@@ -196,9 +199,14 @@ pub(super) fn run(
     let parked = match go {
         Some(fd) => (|| {
             let pipe = sys::take_inherited(fd).ok()?;
-            let (env, held) = go::receive(&pipe)?;
+            let go = go::receive(&pipe)?;
             sys::close_on_exec(&pipe).ok()?;
-            Some((env, Some(pipe), held))
+            // A verdict is about a lent descriptor, or nothing.
+            let held = go.lent.map(|fd| Held {
+                fd,
+                verdict: go.verdict,
+            });
+            Some((go.env, Some(pipe), held))
         })(),
         None => Some((Vec::new(), None, None)),
     };
@@ -211,6 +219,13 @@ pub(super) fn run(
         }
         return GUARD_FAILED;
     };
+    // From here on every end of ours reads lockrun's verdict on the lent
+    // descriptor (see `hand_back`): once lockrun has said we may let go,
+    // only we can leave its last word beside the lock.
+    let mut channel = Channel {
+        pipe: channel,
+        reader: deadline::Reader::default(),
+    };
     // The job is COMMAND's whole process tree (SPEC §3). As a subreaper we
     // inherit every orphan of it, a daemon that called `setsid` and forked
     // twice included, so the tree stays below us whatever its groups and
@@ -218,6 +233,9 @@ pub(super) fn run(
     // empty (`end_tree`), which is what lockrun waits for before it gives
     // up the lock on any backend.
     if nix::sys::prctl::set_child_subreaper(true).is_err() {
+        if let Some(held) = held {
+            hand_back(held, &mut channel, false);
+        }
         return GUARD_FAILED;
     }
 
@@ -269,6 +287,10 @@ pub(super) fn run(
                     let _ = cgroup.remove();
                 }
             }
+            // Nothing ran; lockrun lets go once it has seen us exit.
+            if let Some(held) = held {
+                hand_back(held, &mut channel, false);
+            }
             let program = argv[0].to_string_lossy();
             say(format_args!("cannot run `{program}`: {}", reason(&err)));
             return exit_for(&err);
@@ -292,7 +314,7 @@ pub(super) fn run(
     }
 
     let waited = match watch {
-        Ok(watch) => watch.run(&mut child, channel, leftovers, cgroup.as_mut()),
+        Ok(watch) => watch.run(&mut child, &mut channel, leftovers, cgroup.as_mut()),
         Err(_) => child.wait().map(Ending::Exited),
     };
     // Whatever ended us, we exit (and the held descriptor closes) only after
@@ -300,12 +322,15 @@ pub(super) fn run(
     // COMMAND's pid is ours to signal only while we have not reaped it.
     let unreaped = matches!(waited, Ok(Ending::Killed)).then(|| child.id());
     end_tree(unreaped, cgroup.as_mut());
-    if let Some(cgroup) = cgroup {
-        // Empty now; a failure leaves an empty directory, nothing running.
-        let _ = cgroup.remove();
-    }
+    // Empty now; a failure leaves an empty directory, nothing running, or a
+    // process moved in from outside the tree, which lockrun kills when it
+    // removes the cgroup.
+    let removed = cgroup.is_none_or(|cgroup| cgroup.remove().is_ok());
     let lent = held.is_some();
-    drop(held);
+    if let Some(held) = held {
+        let certain = removed && matches!(waited, Ok(Ending::Exited(_)));
+        hand_back(held, &mut channel, certain);
+    }
     if matches!(waited, Ok(Ending::Killed)) && !lent {
         // Killed as the rest of the tree was: lockrun reads our end as it
         // always has, as death by SIGKILL.
@@ -366,11 +391,10 @@ impl Watch {
     fn run(
         self,
         child: &mut spawn::Spawned,
-        mut channel: Option<File>,
+        channel: &mut Channel,
         leftovers: Leftovers,
         mut cgroup: Option<&mut Cgroup>,
     ) -> io::Result<Ending> {
-        let mut reader = deadline::Reader::default();
         let mut current: Option<Deadline> = None;
         let mut signalled = false;
         let mut command_exit: Option<ExitStatus> = None;
@@ -461,7 +485,7 @@ impl Watch {
                     fds.push(PollFd::new(cgroup.events(), PollFlags::POLLPRI));
                 }
                 let channel_at = fds.len();
-                if let Some(pipe) = &channel {
+                if let Some(pipe) = &channel.pipe {
                     fds.push(PollFd::new(pipe.as_fd(), interest));
                 }
                 match poll(&mut fds, PollTimeout::NONE) {
@@ -492,8 +516,8 @@ impl Watch {
             if fired {
                 self.timer.clear();
             }
-            if let (true, Some(pipe)) = (message, channel.as_mut()) {
-                match deadline::read_available(pipe, &mut reader) {
+            if let (true, Some(pipe)) = (message, channel.pipe.as_mut()) {
+                match deadline::read_available(pipe, &mut channel.reader) {
                     // Once stopping, we finish the ladder we started.
                     Ok(Some(Some(deadline))) if !signalled => {
                         // A signal forwarded before this renewal (a HUP to
@@ -504,11 +528,55 @@ impl Watch {
                     Ok(Some(_)) => {}
                     // lockrun closed its end or died (its death has its own
                     // signal); we keep the last deadline.
-                    Ok(None) | Err(_) => channel = None,
+                    Ok(None) | Err(_) => channel.pipe = None,
                 }
             }
         }
     }
+}
+
+/// lockrun's messages after the go (see `deadline`): the deadlines, and
+/// for a guard lent a descriptor, whether it may let go of it.
+struct Channel {
+    /// `None` once lockrun closed its end, or died.
+    pipe: Option<File>,
+    reader: deadline::Reader,
+}
+
+/// The end of a guard lent the lock's descriptor, COMMAND's tree gone: if
+/// lockrun said we may ([`Verdict::LetGo`]), we swap in its last word
+/// beside the lock and, where the tree's end is `certain`, let go of the
+/// lock ourselves, so that the next holder need not wait for our exit and
+/// lockrun's wake-up. Where it is not (we ended killed, or could not wait
+/// for COMMAND, or the cgroup would not go), lockrun's sweep comes first and
+/// its release after it, as ever.
+///
+/// Once it has said we may, lockrun writes nothing beside the lock, so the
+/// swap is ours on every path; if it fails we keep the lock, and lockrun
+/// lets go of it with the facts as they stand, as when it is killed.
+fn hand_back(held: Held, channel: &mut Channel, certain: bool) {
+    if !held.verdict {
+        return;
+    }
+    let Verdict::LetGo {
+        swap: [staged, facts],
+    } = deadline::verdict(channel.pipe.as_mut(), &mut channel.reader)
+    else {
+        return;
+    };
+    if sys::swap_names(&staged, &facts).is_ok() && certain {
+        // Silently, as the rest of our end: if it fails, lockrun's release
+        // after our exit still frees the lock.
+        let _ = sys::unlock(held.fd.as_fd());
+    }
+}
+
+/// The descriptor lockrun lent us, ours until we exit (it comes
+/// close-on-exec, so COMMAND never holds it).
+struct Held {
+    fd: OwnedFd,
+    /// Whether lockrun promised to say if we may let go of it.
+    verdict: bool,
 }
 
 /// Kills every other process of COMMAND's tree (our descendants, whatever

@@ -59,7 +59,11 @@
 //!   guard must keep until the whole group is dead, and which exists only
 //!   once the lock is taken. Its go channel is then a Unix socket, and the
 //!   descriptor comes with the go message ([`Prepared::start_lending`]), so
-//!   that this guard too is parked while lockrun waits.
+//!   that this guard too is parked while lockrun waits. Where lockrun would
+//!   let go right after the child anyway, it says so ([`Verdict`]), and the
+//!   guard lets go of the lock itself the moment the tree is gone, rather
+//!   than leave it to its exit and lockrun's wake-up: a handover's path is
+//!   then one process on each side, as `flock(1)`'s is.
 
 mod cgroup;
 mod deadline;
@@ -79,7 +83,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use cgroup::Containment;
-pub use deadline::{Deadline, GuardDeadlines};
+pub use deadline::{Deadline, GuardDeadlines, Verdict};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::{sleep, timeout, Instant};
 
@@ -297,6 +301,9 @@ pub struct Child {
     /// lockrun's end of the go pipe, kept after the go message to carry
     /// deadlines to the guard (see `deadline`), until the lease takes it.
     deadlines: Option<File>,
+    /// The guard was lent a descriptor and promised a [`Verdict`] on it,
+    /// which it waits for at its end until we send one or close the channel.
+    verdict_owed: bool,
     /// Whether the child may have the terminal: at `fg`, too.
     terminal: Terminal,
     /// The front's messages, in a lockrun split for job control.
@@ -446,6 +453,30 @@ impl Child {
             grace,
             Arc::clone(&self.latest_deadline),
         ))
+    }
+
+    /// Tells a guard promised a [`Verdict`] ([`Prepared::start_handing_over`])
+    /// whether it may let go of the lent descriptor itself once the tree is
+    /// gone; once, before [`Child::deadlines`]. Whether it was told (never,
+    /// for a guard promised nothing). The guard reads it, at the latest, at
+    /// its end.
+    pub fn hand_over(&mut self, verdict: Verdict) -> bool {
+        if !std::mem::take(&mut self.verdict_owed) {
+            return false;
+        }
+        let Some(pipe) = self.deadlines.as_mut() else {
+            return false;
+        };
+        let record = verdict.encode();
+        match io::Write::write(pipe, &record) {
+            Ok(n) if n == record.len() => true,
+            // A guard that is gone, or a channel cut mid-record: it reads no
+            // leave from what it got, and keeps the lock as ever.
+            Ok(_) | Err(_) => {
+                tracing::debug!("could not hand the guard its verdict");
+                false
+            }
+        }
     }
 
     /// Sends `sig` to the whole group. Does nothing once the child is reaped.
@@ -763,22 +794,34 @@ impl Prepared {
     ///
     /// On error the guard is ended as if dropped, having run nothing.
     pub fn start(self, env: Vec<(OsString, OsString)>) -> io::Result<Child> {
-        self.start_with(env, None)
+        self.start_with(env, None, false)
     }
 
     /// [`Prepared::start`], lending the guard `hold` to keep until every
     /// member of the group is dead (see [`Command::lends`], which must have
     /// been set). Our copy is closed once sent.
     pub fn start_lending(self, env: Vec<(OsString, OsString)>, hold: OwnedFd) -> io::Result<Child> {
-        self.start_with(env, Some(hold))
+        self.start_with(env, Some(hold), false)
+    }
+
+    /// [`Prepared::start_lending`], promising the guard a [`Verdict`] on
+    /// `hold` ([`Child::hand_over`]), which it waits for at its end: until
+    /// it comes, or we close the channel, the guard does not exit.
+    pub fn start_handing_over(
+        self,
+        env: Vec<(OsString, OsString)>,
+        hold: OwnedFd,
+    ) -> io::Result<Child> {
+        self.start_with(env, Some(hold), true)
     }
 
     fn start_with(
         mut self,
         env: Vec<(OsString, OsString)>,
         hold: Option<OwnedFd>,
+        verdict: bool,
     ) -> io::Result<Child> {
-        let message = go::encode(&env)?;
+        let message = go::encode(&env, verdict)?;
         let pid = self.pid;
         let Some(Parked {
             go,
@@ -837,6 +880,7 @@ impl Prepared {
             foreground,
             sweep_until: None,
             deadlines: Some(go),
+            verdict_owed: verdict,
             terminal,
             job,
             stopped: false,
@@ -1085,6 +1129,7 @@ mod tests {
                 foreground: None,
                 sweep_until: None,
                 deadlines: None,
+                verdict_owed: false,
                 terminal: Terminal::Never,
                 job: None,
                 stopped: true,
@@ -1160,6 +1205,7 @@ mod tests {
                 foreground: None,
                 sweep_until: Some(Instant::now() + SWEEP_LIMIT),
                 deadlines: None,
+                verdict_owed: false,
                 terminal: Terminal::Never,
                 job: None,
                 stopped: false,

@@ -10,7 +10,7 @@ use std::io;
 use std::os::fd::OwnedFd;
 use std::time::Duration;
 
-use crate::child::{self, ChildExit, GuardDeadlines};
+use crate::child::{self, ChildExit, GuardDeadlines, Verdict};
 use crate::error::Failure;
 use crate::signals::Signal;
 
@@ -32,16 +32,23 @@ pub trait Parked {
     fn pid(&self) -> u32;
 
     /// Runs COMMAND with `env`; the guard keeps `hold`, the claim's
-    /// descriptor, while the group lives.
+    /// descriptor, while the group lives, and with `verdict` waits at its
+    /// end to be told whether it may let go of it
+    /// ([`Supervised::hand_over`], which must follow).
     fn start(
         self,
         env: Vec<(OsString, OsString)>,
         hold: Option<OwnedFd>,
+        verdict: bool,
     ) -> io::Result<Self::Child>;
 }
 
 /// A running child, as [`super::supervise`] stops it.
 pub trait Supervised {
+    /// Tells a guard lent the claim's descriptor whether it may let go of
+    /// it once the tree is gone, before [`Supervised::deadlines`]; whether
+    /// it was told.
+    fn hand_over(&mut self, verdict: Verdict) -> bool;
     /// The channel that hands the guard its stop deadlines, once.
     fn deadlines(&mut self, signal: Signal, grace: Duration) -> Option<GuardDeadlines>;
     fn signal(&mut self, signal: Signal);
@@ -61,8 +68,10 @@ impl Parked for child::Prepared {
         self,
         env: Vec<(OsString, OsString)>,
         hold: Option<OwnedFd>,
+        verdict: bool,
     ) -> io::Result<child::Child> {
         match hold {
+            Some(hold) if verdict => self.start_handing_over(env, hold),
             Some(hold) => self.start_lending(env, hold),
             None => child::Prepared::start(self, env),
         }
@@ -70,6 +79,10 @@ impl Parked for child::Prepared {
 }
 
 impl Supervised for child::Child {
+    fn hand_over(&mut self, verdict: Verdict) -> bool {
+        child::Child::hand_over(self, verdict)
+    }
+
     fn deadlines(&mut self, signal: Signal, grace: Duration) -> Option<GuardDeadlines> {
         child::Child::deadlines(self, signal, grace)
     }

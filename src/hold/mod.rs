@@ -28,7 +28,7 @@ use tokio::time::Instant;
 use crate::backend::{
     self, Acquisition, Claim, Engine, Lease, Lost, Opening, Renewal, Target, Wait,
 };
-use crate::child::{self, Child, ChildExit};
+use crate::child::{self, Child, ChildExit, Verdict};
 use crate::child::{ContainmentMode, LeftoversMode};
 use crate::config::HoldConfig;
 use crate::duration::fmt_duration;
@@ -671,7 +671,8 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
     }
 
     /// Gives the parked guard the go, records its group beside the lock,
-    /// and hands it the deadline by which it must have stopped COMMAND.
+    /// tells it whether it may let go of the lock, and hands it the
+    /// deadline by which it must have stopped COMMAND.
     async fn start(
         &self,
         parked: G::Parked,
@@ -680,9 +681,32 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
     ) -> Result<G::Child, Failure> {
         let pgid = parked.pid();
         let hold = held.claim.take_hold_fd();
-        let mut child = parked.start(env, hold).map_err(spawn_failure)?;
+        // A guard that keeps the claim's descriptor may let go of the lock
+        // itself once the tree is gone, which takes its exit and our
+        // wake-up off a handover's path; only where we would release right
+        // after the child's end anyway, which every ending does (a loss, a
+        // signal, an operator's release; hooks run after the release) but
+        // `--min-hold`'s, which keeps the lock after the child, and only
+        // where nobody is told we hold it until we learn of the end
+        // (`/leader`). Such a guard is promised a verdict, and always gets
+        // one below.
+        let offer =
+            hold.is_some() && self.service.min_hold.is_none() && !self.service.ops.serves_leader();
+        let mut child = parked.start(env, hold, offer).map_err(spawn_failure)?;
         if let Err(e) = held.claim.record_child(pgid).await {
             tracing::warn!("could not record the child's group beside the lock: {e}");
+        }
+        // After the child's group is recorded: once the guard may let go,
+        // we write nothing beside the lock.
+        let mut told = false;
+        if offer {
+            held.claim.hand_over(|swap| {
+                told = child.hand_over(Verdict::LetGo { swap });
+                told
+            });
+        }
+        if !told {
+            child.hand_over(Verdict::Keep);
         }
         let policy = self.stop_policy();
         if let (Some(countdown), Some(deadlines)) = (

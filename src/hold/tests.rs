@@ -17,7 +17,7 @@ use super::{release_requests, Outcome, Round, Run, Service};
 use crate::backend::timing::Budget;
 use crate::backend::{Acquisition, Claim, Engine, EngineError, Lease, Lost, Opening, Renewal};
 use crate::backend::{Target, Wait};
-use crate::child::{ChildExit, GuardDeadlines};
+use crate::child::{ChildExit, GuardDeadlines, Verdict};
 use crate::config::{ChildConfig, HoldConfig};
 use crate::error::Failure;
 use crate::exit::Exit;
@@ -90,6 +90,10 @@ struct Script {
     leases: Cell<u32>,
     claims: Cell<u32>,
     children: Cell<u32>,
+    /// What the guard was told about the lock (see `Verdict`), and whether
+    /// the claim was readied for it to let go.
+    verdicts: RefCell<Vec<&'static str>>,
+    handed_over: Cell<bool>,
 }
 
 impl Script {
@@ -106,6 +110,8 @@ impl Script {
             leases: Cell::new(0),
             claims: Cell::new(0),
             children: Cell::new(0),
+            verdicts: RefCell::default(),
+            handed_over: Cell::new(false),
         }
     }
 
@@ -240,12 +246,18 @@ impl Claim for FakeClaim {
         None
     }
 
+    /// A descriptor as the local engine's, for the guard to be offered it.
     fn take_hold_fd(&mut self) -> Option<OwnedFd> {
-        None
+        std::fs::File::open("/dev/null").ok().map(OwnedFd::from)
     }
 
     async fn record_child(&mut self, _pgid: u32) -> Result<(), FakeError> {
         Ok(())
+    }
+
+    fn hand_over(&mut self, offer: impl FnOnce([std::path::PathBuf; 2]) -> bool) {
+        let told = offer(["scratch".into(), "facts".into()]);
+        self.script.handed_over.set(told);
     }
 
     fn describe(&self) -> String {
@@ -312,6 +324,7 @@ impl Parked for FakeParked {
         self,
         _env: Vec<(OsString, OsString)>,
         _hold: Option<OwnedFd>,
+        _verdict: bool,
     ) -> std::io::Result<FakeChild> {
         let script = self.0.clone();
         std::mem::forget(self);
@@ -333,6 +346,14 @@ impl Parked for FakeParked {
 }
 
 impl Supervised for FakeChild {
+    fn hand_over(&mut self, verdict: Verdict) -> bool {
+        self.script.verdicts.borrow_mut().push(match verdict {
+            Verdict::LetGo { .. } => "let go",
+            Verdict::Keep => "keep",
+        });
+        true
+    }
+
     fn deadlines(&mut self, _signal: Signal, _grace: Duration) -> Option<GuardDeadlines> {
         None
     }
@@ -392,12 +413,21 @@ async fn play_with(
     min_hold: Option<Duration>,
     interrupt: Option<Phase>,
 ) -> Result<Outcome, Failure> {
-    let (sender, mut signals) = Signals::channel();
+    let (sender, signals) = Signals::channel();
     if let Some(phase) = interrupt {
         script.signal = Some((phase, sender));
     }
     script.log.note("start");
-    let script = Rc::new(script);
+    play_shared(Rc::new(script), signals, budget, min_hold).await
+}
+
+/// [`play_with`] on a script the caller keeps, to look at afterwards.
+async fn play_shared(
+    script: Rc<Script>,
+    mut signals: Signals,
+    budget: Option<Budget>,
+    min_hold: Option<Duration>,
+) -> Result<Outcome, Failure> {
     let engine = FakeEngine(script.clone());
     let config = config(budget);
     let service = Service {
@@ -584,6 +614,24 @@ async fn min_hold_keeps_the_lock_from_acquisition() {
     assert_eq!(outcome, Outcome::Done(Exit::Child(0)));
     assert_eq!(log.at("acquired"), Duration::from_secs(1));
     assert_eq!(log.at("releasing"), Duration::from_secs(11));
+}
+
+/// The guard may let go of the lock itself only where we release right
+/// after the child anyway: never with `--min-hold`, which keeps it.
+#[tokio::test(start_paused = true)]
+async fn the_guard_may_let_go_only_without_min_hold() {
+    for (min_hold, told, handed_over) in [
+        (None, "let go", true),
+        (Some(Duration::from_secs(10)), "keep", false),
+    ] {
+        let log = Rc::new(Log::default());
+        let script = Rc::new(Script::new(&log));
+        let (_sender, signals) = Signals::channel();
+        let outcome = play_shared(script.clone(), signals, None, min_hold).await;
+        assert_eq!(outcome.unwrap(), Outcome::Done(Exit::Child(0)));
+        assert_eq!(*script.verdicts.borrow(), [told], "{min_hold:?}");
+        assert_eq!(script.handed_over.get(), handed_over, "{min_hold:?}");
+    }
 }
 
 #[tokio::test(start_paused = true)]

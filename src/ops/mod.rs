@@ -98,6 +98,13 @@ impl Ops {
         }
     }
 
+    /// Whether `/leader` is served: it turns 503 the moment COMMAND
+    /// exits, before the lock is released, so the release must wait for us
+    /// to learn of the exit.
+    pub fn serves_leader(&self) -> bool {
+        self.endpoint.is_some()
+    }
+
     /// Starts serving, on its own task, until the returned handle is
     /// dropped (or the runtime ends).
     pub fn serve(&self) -> Option<server::Serving> {

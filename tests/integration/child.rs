@@ -109,7 +109,10 @@ fn go_message(env: &[(&str, &str)]) -> Vec<u8> {
             body.extend_from_slice(part.as_bytes());
         }
     }
+    // The body's length, then the flag that no verdict on a lent
+    // descriptor follows.
     let mut message = (body.len() as u32).to_le_bytes().to_vec();
+    message.extend(0u32.to_le_bytes());
     message.extend(body);
     message
 }
@@ -622,7 +625,10 @@ fn the_guard_runs_nothing_without_a_whole_go_message() {
         ("EOF", b""),
         ("a cut header", &whole[..2]),
         ("a cut body", &whole[..whole.len() - 1]),
-        ("an oversized length", &[0xff, 0xff, 0xff, 0x7f, 0, 0]),
+        (
+            "an oversized length",
+            &[0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0, 0, 0],
+        ),
     ];
     // The guard run by hand, its go pipe being its stdin.
     let guard = || {

@@ -145,7 +145,10 @@ fn local_has_no_lease() {
         "k",
     ]));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("never while lockrun's guard"), "{text}");
+    assert!(
+        text.contains("never while any process of the command's tree lives"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -310,3 +310,106 @@ fn a_short_hold_opens_no_inotify_instance_and_a_long_one_sees_its_file_removed()
         "{output:?}"
     );
 }
+
+/// Whether `pid` exists, a zombie included: gone only once reaped.
+fn exists(pid: i32) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+}
+
+/// A pid a command wrote into `path` (through a rename, so whole).
+fn read_pid(path: &Path) -> i32 {
+    wait_for_file(path);
+    let text = std::fs::read_to_string(path).unwrap();
+    text.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("not a pid: {text:?}"))
+}
+
+/// With `--min-hold` lockrun keeps the lock after its child: the guard,
+/// which holds the lock's descriptor too, must not let go of it when the
+/// child's tree ends, as it may where lockrun releases right after.
+#[test]
+fn min_hold_keeps_the_lock_after_its_guard_is_gone() {
+    let place = Place::local();
+    let file = place.lock_dir().join("k");
+    let work = scratch();
+    let guard_file = work.path().join("guard");
+    // COMMAND's parent is its guard.
+    let mut cmd = place.lockrun(&[
+        "elect",
+        "--min-hold",
+        "10m",
+        "k",
+        "--shell",
+        "--",
+        "echo $PPID > \"$1.new\" && mv \"$1.new\" \"$1\"",
+    ]);
+    cmd.arg(&guard_file);
+    let holder = Running::spawn(&mut cmd);
+    let guard = read_pid(&guard_file);
+    // lockrun reaps the guard once the whole tree is gone.
+    assert!(
+        wait_until(procs::deadline(), || !exists(guard)),
+        "the guard {guard} outlived its child"
+    );
+    assert!(!flock_free(&file), "the lock was let go during --min-hold");
+    holder.signal(Signal::SIGTERM);
+    place.status(
+        &holder.finish(),
+        0,
+        "a holder whose --min-hold a signal ended",
+    );
+    assert!(flock_free(&file), "the lock outlived its holder");
+}
+
+/// The guard lets go of the lock itself once the job's whole tree is gone,
+/// without lockrun: so with lockrun stopped, a daemon COMMAND left behind
+/// (`--leftovers wait`) keeps the lock until it ends, and then the lock is
+/// free, with the facts beside it cleared.
+#[test]
+fn the_guard_lets_go_once_the_tree_is_gone_with_lockrun_stopped() {
+    let place = Place::local();
+    let dir = place.lock_dir();
+    let file = dir.join("k");
+    let work = scratch();
+    let daemonize =
+        "(setsid sh -c 'touch \"$0/up\"; while [ ! -e \"$0/go\" ]; do sleep 0.01; done' \
+         \"$1\" </dev/null >/dev/null 2>&1 &); echo $$ > \"$1/command.new\"; \
+         mv \"$1/command.new\" \"$1/command\"";
+    let mut cmd = place.lockrun(&[
+        "elect",
+        "--leftovers",
+        "wait",
+        "k",
+        "--shell",
+        "--",
+        daemonize,
+    ]);
+    cmd.arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    wait_for_file(&work.path().join("up"));
+    let command = read_pid(&work.path().join("command"));
+    // From here on only the guard can let go.
+    holder.signal(Signal::SIGSTOP);
+    // Reaped by the guard, which waits on for the daemon.
+    assert!(
+        wait_until(procs::deadline(), || !exists(command)),
+        "COMMAND did not exit"
+    );
+    let held_while_the_daemon_ran = !flock_free(&file);
+    std::fs::write(work.path().join("go"), "").unwrap();
+    let freed = wait_until(procs::deadline(), || flock_free(&file));
+    let facts = std::fs::read_to_string(dir.join("k.lockrun")).unwrap();
+    holder.signal(Signal::SIGCONT);
+    assert!(
+        held_while_the_daemon_ran,
+        "the lock was let go while the daemon ran"
+    );
+    assert!(freed, "the lock stayed held after the tree was gone");
+    assert!(
+        !facts.contains("\"holder\""),
+        "the facts name a holder of a free lock: {facts}"
+    );
+    place.status(&holder.finish(), 0, "the holder");
+    assert!(flock_free(&file), "the lock outlived its holder");
+}

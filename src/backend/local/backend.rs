@@ -27,8 +27,10 @@ const REGISTRATION: Registration = Registration {
     )],
     safety: &[Prose::Item(
         "local",
-        "flock(2) holds as long as the guard process lives: no rival on this host can lock \
-         before the guard has exited, whatever the clocks do. A lock file replaced under us \
+        "flock(2) holds until the job's whole tree has ended: no rival on this host can lock \
+         while any process of it lives, whatever the clocks do, even if lockrun dies. The \
+         guard lets go the moment the tree is gone (with `--min-hold` or `--status-addr`, \
+         lockrun does, after it). A lock file replaced under us \
          lets a rival lock the new one at once, so COMMAND is killed at once. `lockrun \
          release` signals the holding lockrun, and the lock stays locked until its guard \
          has stopped the job: no overlap.",
@@ -58,11 +60,11 @@ impl Backend for LocalBackend {
 
     fn promise(_lock: bool, _ends_early: bool) -> PromiseText {
         PromiseText {
-            rival: "never while lockrun's guard holds the lock file open",
+            rival: "never while any process of the command's tree lives: lockrun's guard holds the lock until the tree is gone",
             release: "`lockrun release` signals the holder; the lock file stays locked until its guard has stopped the command, so no rival overlaps",
             lost_state: "the lock file replaced or removed: a rival may lock the new file at once, so the command is killed at once",
             engine: &[
-                "flock(2) on a local file system: the lock lives as long as lockrun's guard process, and a rival on this host cannot take it before the guard has exited",
+                "flock(2) on a local file system: lockrun's guard holds the lock until the command's whole tree is gone, even if lockrun dies, and a rival on this host cannot take it before",
                 "no other host shares the lock (a network file system is refused without --allow-network-fs)",
             ],
         }

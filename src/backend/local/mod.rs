@@ -169,11 +169,13 @@ impl Local {
 
     /// Turns a granted lock into a claim: the next fencing number and our
     /// holder facts, written before the claim (and so the child) exists.
+    /// `me` is our pid and start time, read before the wait.
     fn claim(
         &self,
         target: &Target,
         value: &str,
         granted: Granted,
+        (me, pid_start): (u32, u64),
     ) -> Result<LocalClaim, LocalError> {
         let Granted {
             file,
@@ -182,7 +184,6 @@ impl Local {
             slot,
         } = granted;
         let previous = Facts::read(&paths.facts)?;
-        let me = std::process::id();
         let facts = Facts {
             fence: previous.next_fence(),
             dev: lock.dev,
@@ -191,8 +192,7 @@ impl Local {
                 value: value.to_owned(),
                 host: self.host.clone(),
                 pid: me,
-                pid_start: facts::start_time(me)
-                    .map_err(|e| LocalError::io("cannot read our own start time".into(), e))?,
+                pid_start,
                 since_ms: facts::now_ms(),
                 child_pgid: None,
             }),
@@ -201,6 +201,7 @@ impl Local {
         Ok(LocalClaim {
             file,
             lent: false,
+            handed_over: false,
             lock,
             paths,
             facts,
@@ -340,6 +341,10 @@ impl Engine for Local {
                 self.dir.display()
             )));
         }
+        // Read before the wait, so that a handover does not wait for it.
+        let me = std::process::id();
+        let pid_start = facts::start_time(me)
+            .map_err(|e| LocalError::io("cannot read our own start time".into(), e))?;
         let granted = match target {
             Target::Lock { key } => self.acquire_lock(key, wait).await?,
             Target::Slot { prefix, limit } => {
@@ -347,7 +352,12 @@ impl Engine for Local {
             }
         };
         match granted {
-            Some(granted) => Ok(Acquisition::Held(self.claim(target, value, granted)?)),
+            Some(granted) => Ok(Acquisition::Held(self.claim(
+                target,
+                value,
+                granted,
+                (me, pid_start),
+            )?)),
             None => {
                 let holder = self
                     .holders(target)
@@ -548,6 +558,9 @@ fn signal_holder(target: &Target, facts: &HolderFacts) -> Result<(), LocalError>
 pub struct LocalClaim {
     file: File,
     lent: bool,
+    /// The guard may let go of the lock (see `Claim::hand_over`): we
+    /// write nothing beside it any more.
+    handed_over: bool,
     lock: Lock,
     paths: KeyPaths,
     facts: Facts,
@@ -595,9 +608,10 @@ impl Claim for LocalClaim {
         if self.lent {
             return None;
         }
-        self.lent = true;
         // A duplicate shares the open file description, and so the lock.
-        self.file.try_clone().ok().map(OwnedFd::from)
+        let lent = self.file.try_clone().ok().map(OwnedFd::from)?;
+        self.lent = true;
+        Some(lent)
     }
 
     async fn record_child(&mut self, pgid: u32) -> Result<(), LocalError> {
@@ -605,6 +619,28 @@ impl Claim for LocalClaim {
             h.child_pgid = Some(pgid);
         }
         self.facts.write(&self.paths.facts, &self.paths.scratch)
+    }
+
+    /// The record that says nobody holds the lock, staged in the scratch
+    /// file for the guard to swap in just before it lets go, as
+    /// [`LocalClaim::release`] would write it just before we do. Readers
+    /// then find the facts cleared by the time the lock is free, as ever,
+    /// and never a record naming a holder that is gone over a lock someone
+    /// else took (`facts::Facts::to_holder` could not tell them apart where
+    /// the kernel names no pid).
+    fn hand_over(&mut self, offer: impl FnOnce([PathBuf; 2]) -> bool) {
+        if !self.lent {
+            return;
+        }
+        let cleared = Facts {
+            holder: None,
+            ..self.facts.clone()
+        };
+        if let Err(e) = cleared.stage(&self.paths.facts, &self.paths.scratch) {
+            tracing::debug!("{e}; the guard keeps the lock until it exits");
+            return;
+        }
+        self.handed_over = offer([self.paths.scratch.clone(), self.paths.facts.clone()]);
     }
 
     fn describe(&self) -> String {
@@ -618,6 +654,13 @@ impl Claim for LocalClaim {
     }
 
     async fn release(mut self) -> Result<(), LocalError> {
+        if self.handed_over {
+            // The guard swapped in the cleared facts and let go, or left
+            // the release to us with the facts cleared: either way the
+            // sidecar may be the next holder's by now.
+            drop(self.file);
+            return Ok(());
+        }
         // Cleared while we still hold the lock: once we let go, the next
         // holder owns the sidecar.
         self.facts.holder = None;
