@@ -1149,10 +1149,13 @@ fn alive_when_released(lock: &Path, pids: &[u32]) -> Vec<u32> {
 fn a_held_lock_outlives_every_member_when_the_command_exits() {
     let dir = tempdir();
     let lock = dir.path().join("lock");
-    let grandchild_file = dir.path().join("grandchild");
+    let (grandchild_file, go_on) = (dir.path().join("grandchild"), dir.path().join("go-on"));
+    // COMMAND exits only once we have seen the guard hold the lock: under
+    // load the whole job could otherwise be over before our first look.
+    nix::unistd::mkfifo(&go_on, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
     let mut cmd = shell(
-        r#"(trap '' TERM; exec sleep 600) & echo $! > "$1"; exit 0"#,
-        &[&grandchild_file],
+        r#"(trap '' TERM; exec sleep 600) & echo $! > "$1"; read _ < "$2"; exit 0"#,
+        &[&grandchild_file, &go_on],
     );
     cmd.lends = true;
     // The job would otherwise last as long as the sleep (`--leftovers wait`).
@@ -1169,6 +1172,13 @@ fn a_held_lock_outlives_every_member_when_the_command_exits() {
         // Only the guard holds the lock now.
         assert!(!flock_free(&lock), "the guard holds the lock");
         let grandchild = read_pid_file(&grandchild_file, deadline());
+        // Opened once COMMAND reads it; closed at once, which ends the read.
+        drop(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&go_on)
+                .expect("open the fifo"),
+        );
         let alive = alive_when_released(&lock, &[grandchild, child.pid()]);
         assert!(
             alive.is_empty(),
