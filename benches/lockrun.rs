@@ -711,13 +711,13 @@ impl Bench {
                 let r = self.rss(tool)?;
                 let mib = |kib: u64| kib as f64 / 1024.0;
                 println!(
-                    "  {tool}: supervisor {:.1} MiB (anonymous {:.1} MiB; peak {:.1} MiB){}",
+                    "  {tool}: supervisor {:.2} MiB (anonymous {:.2} MiB; peak {:.2} MiB){}",
                     mib(r.supervisor_kib),
                     mib(r.supervisor_anon_kib),
                     mib(r.supervisor_hwm_kib),
                     match r.child_kib {
                         Some(kib) => format!(
-                            ", its child {:.1} MiB (anonymous {:.1} MiB)",
+                            ", its child {:.2} MiB (anonymous {:.2} MiB)",
                             mib(kib),
                             mib(r.child_anon_kib)
                         ),
