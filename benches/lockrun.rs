@@ -13,7 +13,10 @@
 //! `consul lock` beside it when a `consul` is on PATH); or to the agent
 //! `LOCKRUN_TEST_CONSUL_ADDR` names. Against a real agent request counts per
 //! handover are "n/a"; the idle waiters' requests are counted there too,
-//! from the agent's own debug log (`consul monitor`).
+//! from the agent's own debug log (`consul monitor`), and with either
+//! Consul the CPU time and wake-ups of the tools' own processes over the
+//! same window. `LOCKRUN_BENCH_LOCKRUN` names another lockrun binary to
+//! measure (an older build, for a before-and-after).
 //!
 //! The timed children are this very program run as `__child`: it appends
 //! `start`/`end` lines with nanosecond wall-clock timestamps to a file and
@@ -51,6 +54,10 @@ const EMULATOR_ENV: &str = "LOCKRUN_BENCH_EMULATOR";
 /// The Consul version to unpack from `../shared/tools/consul` (or the folder
 /// `LOCKRUN_TEST_CONSUL_BINARIES` names), when that folder holds it.
 const VERSION_ENV: &str = "LOCKRUN_BENCH_CONSUL_VERSION";
+
+/// Set to the path of another lockrun binary (an older build, say) to
+/// measure it in place of the one cargo built beside this benchmark.
+const LOCKRUN_ENV: &str = "LOCKRUN_BENCH_LOCKRUN";
 const DEFAULT_VERSION: &str = "1.15.10";
 
 /// A `consul agent -dev` of ours on loopback ports of its own, killed when
@@ -327,7 +334,9 @@ impl Bench {
         };
         Bench {
             consul,
-            lockrun: PathBuf::from(env!("CARGO_BIN_EXE_lockrun")),
+            lockrun: std::env::var_os(LOCKRUN_ENV)
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_lockrun"))),
             consul_bin,
             scratch,
             only,
@@ -648,27 +657,48 @@ impl Bench {
 
         if self.wants("idle") {
             println!(
-                "\n== requests/s to Consul from 1 holder and {IDLE_WAITERS} idle waiters over {} s \
-                 (default session settings)",
+                "\n== 1 holder and {IDLE_WAITERS} idle waiters over {} s (default session settings): \
+                 requests/s to Consul; CPU and wake-ups of the tools' own processes",
                 IDLE_WINDOW.as_secs()
             );
-            let figures = self.for_tools(&tools, |tool| {
-                let Some(kinds) = self.idle(tool)? else {
-                    return Ok(Figure::NotApplicable(
-                        "no `consul monitor` to count with".into(),
-                    ));
-                };
-                println!("  {tool}: {kinds}");
-                Ok(Figure::value(
-                    kinds.per_second(kinds.total()),
-                    Unit::Req,
-                    "",
-                ))
+            let runs = self.for_tools(&tools, |tool| {
+                let run = self.idle(tool)?;
+                match &run.requests {
+                    Some(kinds) => println!("  {tool}: {kinds}"),
+                    None => println!("  {tool}: requests not counted: no `consul monitor`"),
+                }
+                println!("  {tool}: {}", run.cost.describe(run.renewals()));
+                Ok(run)
             });
             rows.push(
                 Row::new(
                     &format!("requests/s, 1 holder + {IDLE_WAITERS} idle waiters"),
-                    figures,
+                    map_results(&runs, |run| match &run.requests {
+                        Some(kinds) => {
+                            Figure::value(kinds.per_second(kinds.total()), Unit::Req, "")
+                        }
+                        None => Figure::NotApplicable("no `consul monitor` to count with".into()),
+                    }),
+                    None,
+                )
+                .vs_consul(1.0),
+            );
+            rows.push(
+                Row::new(
+                    &format!("CPU ms/s, 1 holder + {IDLE_WAITERS} idle waiters"),
+                    map_results(&runs, |run| {
+                        Figure::value(run.cost.cpu_ms_per_second(), Unit::Ms, "")
+                    }),
+                    None,
+                )
+                .vs_consul(1.0),
+            );
+            rows.push(
+                Row::new(
+                    &format!("wake-ups/s, 1 holder + {IDLE_WAITERS} idle waiters"),
+                    map_results(&runs, |run| {
+                        Figure::value(run.cost.wakeups_per_second(), Unit::Req, "")
+                    }),
                     None,
                 )
                 .vs_consul(1.0),
@@ -679,12 +709,18 @@ impl Bench {
             println!("\n== memory while holding (VmRSS from /proc, max of {RSS_SAMPLES} samples)");
             let rss = self.for_tools(&tools, |tool| {
                 let r = self.rss(tool)?;
+                let mib = |kib: u64| kib as f64 / 1024.0;
                 println!(
-                    "  {tool}: supervisor {:.1} MiB (peak {:.1} MiB){}",
-                    r.supervisor_kib as f64 / 1024.0,
-                    r.supervisor_hwm_kib as f64 / 1024.0,
+                    "  {tool}: supervisor {:.2} MiB (anonymous {:.2} MiB; peak {:.2} MiB){}",
+                    mib(r.supervisor_kib),
+                    mib(r.supervisor_anon_kib),
+                    mib(r.supervisor_hwm_kib),
                     match r.child_kib {
-                        Some(kib) => format!(", its child {:.1} MiB", kib as f64 / 1024.0),
+                        Some(kib) => format!(
+                            ", its child {:.2} MiB (anonymous {:.2} MiB)",
+                            mib(kib),
+                            mib(r.child_anon_kib)
+                        ),
                         None => String::new(),
                     }
                 );
@@ -822,9 +858,10 @@ impl Bench {
 
     /// One holder and [`IDLE_WAITERS`] waiters behind it, with each tool's
     /// default session settings; the requests Consul received from them
-    /// over [`IDLE_WINDOW`] once all wait, by kind. `None` against a real
-    /// agent when no `consul` binary can follow its log.
-    fn idle(&self, tool: Tool) -> Result<Option<IdleRequests>, String> {
+    /// over [`IDLE_WINDOW`] once all wait, by kind (`None` against a real
+    /// agent when no `consul` binary can follow its log), and what the
+    /// tools' own processes spent meanwhile.
+    fn idle(&self, tool: Tool) -> Result<IdleRun, String> {
         let dir = self.dir("idle");
         let prefix = unique_prefix("idle");
         let key = format!("{prefix}/.lock");
@@ -847,7 +884,7 @@ impl Bench {
                     );
                 Some(Proc::spawn(cmd, &dir.join("monitor-stderr"))?)
             }
-            (None, None) => return Ok(None),
+            (None, None) => None,
         };
         let spawn = |i: usize| {
             Proc::spawn(
@@ -877,7 +914,10 @@ impl Bench {
             self.consul.emulator.as_ref().map(|e| e.request_log().len()),
             logged(&dir.join("monitor")),
         );
+        let tool_pids: Vec<u32> = procs.iter().map(Proc::pid).collect();
+        let before = ProcessCost::of(tool, &tool_pids)?;
         sleep(IDLE_WINDOW);
+        let cost = ProcessCost::of(tool, &tool_pids)?.since(&before)?;
         let mut kinds = IdleRequests::default();
         match &self.consul.emulator {
             Some(emulator) => {
@@ -886,6 +926,7 @@ impl Bench {
                     kinds.add(&r.method, &r.path);
                 }
             }
+            None if monitor.is_none() => {}
             None => {
                 let text =
                     fs::read(dir.join("monitor")).map_err(|e| format!("the monitor: {e}"))?;
@@ -907,8 +948,12 @@ impl Bench {
         for proc in &mut procs {
             let _ = proc.wait(deadline);
         }
+        let counted = self.consul.emulator.is_some() || monitor.is_some();
         drop(monitor);
-        Ok(Some(kinds))
+        Ok(IdleRun {
+            requests: counted.then_some(kinds),
+            cost,
+        })
     }
 
     /// Waits until every contender in `procs` is queued for `key`: for the
@@ -1102,13 +1147,17 @@ impl Bench {
         }
         let pid = proc.pid();
         let mut supervisor_kib = 0;
+        let mut supervisor_anon_kib = 0;
         let mut child_kib = None;
+        let mut child_anon_kib = 0;
         for _ in 0..RSS_SAMPLES {
             sleep(Duration::from_millis(100));
             supervisor_kib = supervisor_kib.max(status_kib(pid, "VmRSS")?);
+            supervisor_anon_kib = supervisor_anon_kib.max(status_kib(pid, "RssAnon")?);
             if let Some(child) = children(pid).first() {
                 let kib = status_kib(*child, "VmRSS")?;
                 child_kib = Some(child_kib.unwrap_or(0).max(kib));
+                child_anon_kib = child_anon_kib.max(status_kib(*child, "RssAnon")?);
             }
         }
         let supervisor_hwm_kib = status_kib(pid, "VmHWM")?;
@@ -1118,8 +1167,10 @@ impl Bench {
         Ok(Rss {
             tool,
             supervisor_kib,
+            supervisor_anon_kib,
             supervisor_hwm_kib,
             child_kib,
+            child_anon_kib,
         })
     }
 }
@@ -1153,8 +1204,14 @@ enum Loss {
 struct Rss {
     tool: Tool,
     supervisor_kib: u64,
+    /// The part of the resident set that is the process's own (heap,
+    /// stacks, written data); the rest is files mapped from the page cache
+    /// (the program's and the libraries' code and constants), shared with
+    /// every other process that maps them.
+    supervisor_anon_kib: u64,
     supervisor_hwm_kib: u64,
     child_kib: Option<u64>,
+    child_anon_kib: u64,
 }
 
 /// The requests of one chain, split into the winners' own work and what
@@ -1852,6 +1909,168 @@ fn wait_until_every(deadline: Instant, pause: Duration, mut cond: impl FnMut() -
         }
         sleep(pause);
     }
+}
+
+/// What one tool did over the idle window: the requests Consul saw (when
+/// they could be counted) and what its own processes cost this host.
+struct IdleRun {
+    requests: Option<IdleRequests>,
+    cost: ProcessCost,
+}
+
+impl IdleRun {
+    fn renewals(&self) -> Option<usize> {
+        self.requests.as_ref().map(|r| r.renewals)
+    }
+}
+
+/// CPU time and wake-ups of a tool's own processes: each lockrun and its
+/// guard (not COMMAND, the guard's child), or each `consul lock` (not
+/// COMMAND, its child). The job is the same program under both tools, so
+/// leaving it out compares the tools alone.
+#[derive(Clone, Default)]
+struct ProcessCost {
+    /// Per process: utime + stime in clock ticks (`/proc/PID/stat` fields
+    /// 14 and 15), which count the threads that have ended too.
+    ticks: std::collections::BTreeMap<u32, u64>,
+    /// Per process: voluntary and involuntary context switches summed over
+    /// its threads (`/proc/PID/task/*/status`); a thread that ends takes
+    /// its own with it, which an idle tool's threads do not.
+    switches: std::collections::BTreeMap<u32, u64>,
+    /// Per process: time on a CPU in nanoseconds, summed over its threads
+    /// (`/proc/PID/task/*/schedstat`), where ticks are 10 ms coarse.
+    run_ns: std::collections::BTreeMap<u32, u64>,
+    window: Duration,
+}
+
+impl ProcessCost {
+    /// A snapshot of `pids`, and of each lockrun's children (its guard).
+    fn of(tool: Tool, pids: &[u32]) -> Result<ProcessCost, String> {
+        let mut cost = ProcessCost::default();
+        for &pid in pids {
+            let mut own = vec![pid];
+            if tool == Tool::Lockrun {
+                own.extend(children(pid));
+            }
+            for p in own {
+                let stat = fs::read_to_string(format!("/proc/{p}/stat"))
+                    .map_err(|e| format!("read /proc/{p}/stat: {e}"))?;
+                // After the command name: field 3 (state) is index 0, so
+                // utime and stime (fields 14 and 15) are 11 and 12.
+                let fields: Vec<&str> = stat
+                    .rsplit_once(')')
+                    .map(|(_, rest)| rest)
+                    .unwrap_or("")
+                    .split_whitespace()
+                    .collect();
+                let ticks = (11..13)
+                    .map(|i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+                    .sum::<Option<u64>>()
+                    .ok_or_else(|| format!("no utime and stime in /proc/{p}/stat"))?;
+                let (mut switches, mut run_ns) = (0, 0);
+                let tasks = fs::read_dir(format!("/proc/{p}/task"))
+                    .map_err(|e| format!("list /proc/{p}/task: {e}"))?;
+                for task in tasks.flatten() {
+                    // A thread may end between the listing and the read.
+                    if let Ok(status) = fs::read_to_string(task.path().join("status")) {
+                        switches += status
+                            .lines()
+                            .filter(|l| l.contains("ctxt_switches:"))
+                            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                            .sum::<u64>();
+                    }
+                    if let Ok(schedstat) = fs::read_to_string(task.path().join("schedstat")) {
+                        run_ns += schedstat
+                            .split_whitespace()
+                            .next()
+                            .and_then(|n| n.parse::<u64>().ok())
+                            .unwrap_or(0);
+                    }
+                }
+                cost.ticks.insert(p, ticks);
+                cost.switches.insert(p, switches);
+                cost.run_ns.insert(p, run_ns);
+            }
+        }
+        Ok(cost)
+    }
+
+    /// The cost between `before` and this later snapshot of the same
+    /// processes; one that came or went meanwhile spoils the comparison.
+    fn since(&self, before: &ProcessCost) -> Result<ProcessCost, String> {
+        if self.ticks.keys().ne(before.ticks.keys()) {
+            let was: Vec<_> = before.ticks.keys().collect();
+            let now: Vec<_> = self.ticks.keys().collect();
+            return Err(format!(
+                "the tool's processes changed during the window: {was:?} then {now:?}"
+            ));
+        }
+        let delta = |now: &std::collections::BTreeMap<u32, u64>,
+                     was: &std::collections::BTreeMap<u32, u64>| {
+            now.iter()
+                .map(|(p, n)| (*p, n.saturating_sub(was[p])))
+                .collect()
+        };
+        Ok(ProcessCost {
+            ticks: delta(&self.ticks, &before.ticks),
+            switches: delta(&self.switches, &before.switches),
+            run_ns: delta(&self.run_ns, &before.run_ns),
+            window: IDLE_WINDOW,
+        })
+    }
+
+    /// Time on a CPU, from schedstat: each idle process spends about a
+    /// millisecond a minute, which its ticks round down to nothing.
+    fn cpu_ms(&self) -> f64 {
+        self.run_ns.values().sum::<u64>() as f64 / 1e6
+    }
+
+    fn tick_ms(&self) -> f64 {
+        self.ticks.values().sum::<u64>() as f64 * 1000.0 / clock_ticks_per_second()
+    }
+
+    fn cpu_ms_per_second(&self) -> f64 {
+        self.cpu_ms() / self.window.as_secs_f64()
+    }
+
+    fn wakeups(&self) -> u64 {
+        self.switches.values().sum()
+    }
+
+    fn wakeups_per_second(&self) -> f64 {
+        self.wakeups() as f64 / self.window.as_secs_f64()
+    }
+
+    fn describe(&self, renewals: Option<usize>) -> String {
+        let secs = self.window.as_secs_f64();
+        let per_renewal = |v: f64, unit: &str| match renewals {
+            Some(n) if n > 0 => format!(", {:.3}{unit} per session renewal", v / n as f64),
+            _ => String::new(),
+        };
+        format!(
+            "{} processes: on a CPU {:.2} ms/s (schedstat{}; utime+stime {:.2} ms/s, \
+             in 10 ms ticks per process); wake-ups {:.2}/s ({} context switches{})",
+            self.ticks.len(),
+            self.cpu_ms() / secs,
+            per_renewal(self.cpu_ms(), " ms"),
+            self.tick_ms() / secs,
+            self.wakeups_per_second(),
+            self.wakeups(),
+            per_renewal(self.wakeups() as f64, ""),
+        )
+    }
+}
+
+/// The kernel's clock ticks per second (`getconf CLK_TCK`, almost always
+/// 100), the unit of `/proc/PID/stat`'s times.
+fn clock_ticks_per_second() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        command_output(Command::new("getconf").arg("CLK_TCK"))
+            .trim()
+            .parse()
+            .unwrap_or(100.0)
+    })
 }
 
 /// Requests in the idle window, by kind.
