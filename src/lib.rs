@@ -37,8 +37,6 @@ pub mod key;
 pub mod lease;
 /// stderr: the `lockrun:` error line and `-v` lifecycle events.
 pub mod logging;
-/// What lockrun keeps resident while it holds or waits.
-pub mod memory;
 /// systemd's notify protocol: readiness, status, watchdog.
 pub mod notify;
 pub mod ops;

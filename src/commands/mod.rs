@@ -282,9 +282,6 @@ impl Runner for Run {
             crate::signals::release_held();
         }
         let backend = B::prepare((pick.args)(&args), job.ttl(), &env)?;
-        // Start-up is over: what it freed goes back before the guard
-        // copies the heap (see `memory`).
-        crate::memory::give_back_free_heap();
         job.fork_guard(<B::Engine as Engine>::CLAIM_LENDS_FD);
         runtime()?.block_on(async move {
             backend.ready().await?;
