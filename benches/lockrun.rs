@@ -1900,17 +1900,17 @@ fn sweep(marker: &Path) {
 
 /// A `kB` field of `/proc/PID/status`.
 fn status_kib(pid: u32, field: &str) -> Result<u64, String> {
-    let path = format!("/proc/{pid}/status");
-    let text = fs::read_to_string(&path).map_err(|e| format!("read {path}: {e}"))?;
-    text.lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .ok_or_else(|| format!("no {field} in {path}"))
+    proc_kib(pid, "status", field)
 }
 
 /// A field of `/proc/PID/smaps_rollup`, in KiB.
 fn rollup_kib(pid: u32, field: &str) -> Result<u64, String> {
-    let path = format!("/proc/{pid}/smaps_rollup");
+    proc_kib(pid, "smaps_rollup", field)
+}
+
+/// A `Field: N kB` line of `/proc/PID/FILE`.
+fn proc_kib(pid: u32, file: &str, field: &str) -> Result<u64, String> {
+    let path = format!("/proc/{pid}/{file}");
     let text = fs::read_to_string(&path).map_err(|e| format!("read {path}: {e}"))?;
     text.lines()
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))

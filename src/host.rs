@@ -1,4 +1,5 @@
-//! This host's name, and an I/O error as a message fragment.
+//! This host's name, an I/O error as a message fragment, and a file
+//! replaced whole under a reader's nose.
 
 pub fn hostname() -> String {
     nix::unistd::gethostname()
@@ -15,4 +16,22 @@ pub fn io_reason(e: &std::io::Error) -> String {
         Some(first) => first.to_lowercase().collect::<String>() + chars.as_str(),
         None => text,
     }
+}
+
+/// Swaps the names `a` and `b` at once (`renameat2` with
+/// `RENAME_EXCHANGE`), or, where the filesystem cannot swap or `b` is
+/// missing, renames `a` over `b`: either way `b` then leads to what `a`
+/// held, and a reader of `b` never finds it missing or half written. A swap
+/// leaves the old file at `a`, to be written over next time, where a rename
+/// makes a new inode and frees one at every call.
+pub fn swap_names(a: &std::path::Path, b: &std::path::Path) -> std::io::Result<()> {
+    // nix offers the call on glibc only; elsewhere we rename.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
+        if renameat2(AT_FDCWD, a, AT_FDCWD, b, RenameFlags::RENAME_EXCHANGE).is_ok() {
+            return Ok(());
+        }
+    }
+    std::fs::rename(a, b)
 }

@@ -564,7 +564,7 @@ fn hand_back(held: Held, channel: &mut Channel, certain: bool) {
     else {
         return;
     };
-    if sys::swap_names(&staged, &facts).is_ok() && certain {
+    if crate::host::swap_names(&staged, &facts).is_ok() && certain {
         // Silently, as the rest of our end: if it fails, lockrun's release
         // after our exit still frees the lock.
         let _ = sys::unlock(held.fd.as_fd());

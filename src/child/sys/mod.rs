@@ -696,35 +696,6 @@ pub(super) fn xattr(path: &std::path::Path, name: &str) -> Option<Vec<u8>> {
     usize::try_from(len).ok().map(|len| value[..len].to_vec())
 }
 
-/// In the guard: swaps the names `a` and `b` at once (`renameat2` with
-/// `RENAME_EXCHANGE`), or, where the filesystem cannot swap or `b` is
-/// missing, renames `a` over `b`: either way `b` then leads to what `a` held,
-/// and a reader of `b` never finds it missing or half written.
-pub(super) fn swap_names(a: &std::path::Path, b: &std::path::Path) -> io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = |p: &std::path::Path| {
-        std::ffi::CString::new(p.as_os_str().as_bytes())
-            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
-    };
-    let (from, to) = (c(a)?, c(b)?);
-    // SAFETY: both paths are NUL-terminated strings that outlive the call,
-    // which only reads them.
-    let swapped = unsafe {
-        libc::syscall(
-            libc::SYS_renameat2,
-            libc::AT_FDCWD,
-            from.as_ptr(),
-            libc::AT_FDCWD,
-            to.as_ptr(),
-            libc::RENAME_EXCHANGE,
-        )
-    };
-    if swapped == 0 {
-        return Ok(());
-    }
-    std::fs::rename(a, b)
-}
-
 /// In the guard: lets go of the `flock` held through `fd`'s open file
 /// description, and so through every duplicate of it (lockrun's too).
 pub(super) fn unlock(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
