@@ -468,15 +468,18 @@ impl Child {
             return false;
         };
         let record = verdict.encode();
-        match io::Write::write(pipe, &record) {
-            Ok(n) if n == record.len() => true,
-            // A guard that is gone, or a channel cut mid-record: it reads no
-            // leave from what it got, and keeps the lock as ever.
-            Ok(_) | Err(_) => {
-                tracing::debug!("could not hand the guard its verdict");
-                false
-            }
+        let told = matches!(io::Write::write(pipe, &record), Ok(n) if n == record.len());
+        if !told {
+            // The guard waits at its end for the verdict it was promised, so
+            // a channel that would not take it whole (full, or the guard
+            // gone) is closed instead: the guard reads its end as "keep",
+            // holds the lock until it exits and keeps the deadline it has,
+            // as when we die. Left open, it would wait for us while we wait
+            // for its exit.
+            tracing::debug!("could not hand the guard its verdict; closing its channel");
+            self.deadlines = None;
         }
+        told
     }
 
     /// Sends `sig` to the whole group. Does nothing once the child is reaped.
@@ -1174,6 +1177,56 @@ mod tests {
     /// the group was confirmed empty used to return at once when polled
     /// again. We build that very state: a group whose leader is reaped and
     /// one of whose members still runs.
+    #[test]
+    fn a_verdict_the_channel_cannot_take_closes_it() {
+        use std::io::Read;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+            ours.set_nonblocking(true).unwrap();
+            theirs.set_nonblocking(true).unwrap();
+            // A channel the guard has not read: full to the last byte.
+            let mut ours = File::from(std::os::fd::OwnedFd::from(ours));
+            let filler = [0u8; 4096];
+            while io::Write::write(&mut ours, &filler).is_ok_and(|n| n > 0) {}
+            while io::Write::write(&mut ours, &filler[..1]).is_ok_and(|n| n > 0) {}
+            let mut child = Child {
+                pid: u32::MAX,
+                state: State::Reaped(ChildExit::Code(0)),
+                sigchld: signal(SignalKind::child()).unwrap(),
+                foreground: None,
+                sweep_until: None,
+                deadlines: Some(ours),
+                verdict_owed: true,
+                terminal: Terminal::Never,
+                job: None,
+                stopped: false,
+                stopping: None,
+                latest_deadline: Arc::default(),
+                ending: false,
+                cgroup: None,
+                started_stopped: false,
+            };
+            let swap = [PathBuf::from("/d/k.new"), PathBuf::from("/d/k")];
+            assert!(!child.hand_over(Verdict::LetGo { swap }));
+            // The guard, reading all there is, comes to the channel's end,
+            // not to a wait for a verdict that will never come.
+            let mut theirs = theirs;
+            let mut buf = [0u8; 65536];
+            let end = loop {
+                match theirs.read(&mut buf) {
+                    Ok(0) => break Ok(()),
+                    Ok(_) => continue,
+                    Err(e) => break Err(e),
+                }
+            };
+            assert!(end.is_ok(), "the channel stayed open: {end:?}");
+        });
+    }
+
     #[test]
     fn a_wait_resumed_after_a_cancelled_sweep_still_empties_the_group() {
         let runtime = tokio::runtime::Builder::new_current_thread()
