@@ -819,28 +819,9 @@ impl Bench {
     fn chain(&self, tool: Tool, name: &str, waiters: usize) -> Result<ChainResult, String> {
         let dir = self.dir(name);
         let prefix = unique_prefix(name);
-        let key = format!("{prefix}/.lock");
         let job = Job::timed(&dir, JOB_MS, true);
         let events = dir.join("events");
-        let verbose = self.consul.emulator.is_none();
-        let spawn = |i: usize| {
-            Proc::spawn(
-                self.elect(tool, &prefix, &job, true, verbose),
-                &dir.join(format!("stderr-{i}")),
-            )
-        };
-        let mut procs = vec![spawn(0)?];
-        let deadline = Instant::now() + PATIENCE;
-        if !wait_until(deadline, || count_lines(&events, "start ") >= 1) {
-            return Err(format!(
-                "the first contender did not start its child\n{}",
-                procs[0].stderr_text()
-            ));
-        }
-        for i in 1..=waiters {
-            procs.push(spawn(i)?);
-        }
-        self.wait_queued(tool, &key, &procs[1..], deadline)?;
+        let mut procs = self.queue_behind_holder(tool, &dir, &prefix, &job, true, waiters)?;
 
         let snapshot = self.consul.emulator.as_ref().map(|emulator| {
             emulator.reset_counters();
@@ -883,10 +864,7 @@ impl Bench {
     fn idle(&self, tool: Tool) -> Result<IdleRun, String> {
         let dir = self.dir("idle");
         let prefix = unique_prefix("idle");
-        let key = format!("{prefix}/.lock");
         let job = Job::timed(&dir, 0, true);
-        let events = dir.join("events");
-        let verbose = self.consul.emulator.is_none();
         // Requests are logged as they finish, so we follow the log from
         // before the first contender and count only what lands in the
         // window.
@@ -905,24 +883,7 @@ impl Bench {
             }
             (None, None) => None,
         };
-        let spawn = |i: usize| {
-            Proc::spawn(
-                self.elect(tool, &prefix, &job, false, verbose),
-                &dir.join(format!("stderr-{i}")),
-            )
-        };
-        let mut procs = vec![spawn(0)?];
-        let deadline = Instant::now() + PATIENCE;
-        if !wait_until(deadline, || count_lines(&events, "start ") >= 1) {
-            return Err(format!(
-                "the holder did not start its child\n{}",
-                procs[0].stderr_text()
-            ));
-        }
-        for i in 1..=IDLE_WAITERS {
-            procs.push(spawn(i)?);
-        }
-        self.wait_queued(tool, &key, &procs[1..], deadline)?;
+        let mut procs = self.queue_behind_holder(tool, &dir, &prefix, &job, false, IDLE_WAITERS)?;
         // The waiters queued together, so their waits end together: from
         // 20 s on, a minute holds the end of each lockrun waiter's first
         // minute-long wait (and the listing after it) once, and four of
@@ -979,6 +940,41 @@ impl Bench {
     /// emulator, a blocking read of the key is waiting for each; for a real
     /// agent, each lockrun has said so with `-v`; `consul lock` says
     /// nothing, so there we allow a generous settling time.
+    /// One contender for `prefix` whose child has started (its `job` logs
+    /// to `dir/events`), then `waiters` more, returned once all of them wait
+    /// in line behind it, the holder first; each one's stderr goes to
+    /// `dir/stderr-N`.
+    fn queue_behind_holder(
+        &self,
+        tool: Tool,
+        dir: &Path,
+        prefix: &str,
+        job: &Job,
+        quick: bool,
+        waiters: usize,
+    ) -> Result<Vec<Proc>, String> {
+        let deadline = Instant::now() + PATIENCE;
+        let verbose = self.consul.emulator.is_none();
+        let spawn = |i: usize| {
+            Proc::spawn(
+                self.elect(tool, prefix, job, quick, verbose),
+                &dir.join(format!("stderr-{i}")),
+            )
+        };
+        let mut procs = vec![spawn(0)?];
+        if !wait_until(deadline, || count_lines(&dir.join("events"), "start ") >= 1) {
+            return Err(format!(
+                "the holder did not start its child\n{}",
+                procs[0].stderr_text()
+            ));
+        }
+        for i in 1..=waiters {
+            procs.push(spawn(i)?);
+        }
+        self.wait_queued(tool, &format!("{prefix}/.lock"), &procs[1..], deadline)?;
+        Ok(procs)
+    }
+
     fn wait_queued(
         &self,
         tool: Tool,
