@@ -410,6 +410,85 @@ impl Bench {
         Ok(Stats::of(delays).median)
     }
 
+    /// What a one-waiter handover is made of, each part measured alone in
+    /// this run: the child's own start, the two writes lockrun's handover
+    /// cannot do without (the holder's delete, the waiter's acquiring
+    /// transaction) on a warm connection, and the programs' own start
+    /// (`--version`, off the handover's path: both tools' waiters are up
+    /// before it); the rest is lockrun's processes waking and handing on.
+    fn where_a_handover_goes(&self, lockrun: Option<f64>, consul_lock: Option<f64>) {
+        let (Some(lockrun), Ok(child)) = (lockrun, self.child_probe()) else {
+            return;
+        };
+        let writes = match self.consul_writes() {
+            Ok(writes) => writes,
+            Err(e) => {
+                println!("  where the time goes: cannot time Consul's writes: {e}");
+                return;
+            }
+        };
+        let mut starts = [Vec::new(), Vec::new()];
+        for _ in 0..PART_RUNS {
+            starts[0].push(wall_ms(Command::new(&self.lockrun).arg("--version")));
+            if let Some(bin) = &self.consul_bin {
+                starts[1].push(wall_ms(Command::new(bin).arg("version")));
+            }
+        }
+        println!("\n  where the time goes (medians of {PART_RUNS}, each part alone, in this run):");
+        println!("    the child's own start, spawned directly: {child:.2} ms (in either tool's handover)");
+        println!(
+            "    the holder's delete, then the waiter's transaction, on a warm connection: {:.2} + {:.2} ms",
+            writes[0], writes[1]
+        );
+        let start = |t: &Vec<f64>| (!t.is_empty()).then(|| Stats::of(t.clone()).median);
+        match (start(&starts[0]), start(&starts[1])) {
+            (Some(ours), Some(theirs)) => println!(
+                "    the program's own start (`--version`), off the path: lockrun {ours:.2} ms, consul {theirs:.2} ms"
+            ),
+            (Some(ours), None) => println!("    lockrun's own start (`--version`), off the path: {ours:.2} ms"),
+            _ => {}
+        }
+        let own = lockrun - child - writes[0] - writes[1];
+        println!("    left of lockrun's handover ({lockrun:.2} ms): {own:.2} ms, its processes waking and handing on");
+        if let Some(peer) = consul_lock {
+            let room = 0.5 * peer - child - writes[0] - writes[1];
+            println!(
+                "    the goal, half `consul lock`'s {peer:.2} ms, leaves lockrun {room:.2} ms beyond the child's start and the writes"
+            );
+        }
+    }
+
+    /// The median time of a check-and-set delete of a key and of a
+    /// transaction that takes a lock, each on one warm connection, as
+    /// lockrun's holder and waiter send them, in ms.
+    fn consul_writes(&self) -> Result<[f64; 2], String> {
+        let mut conn = Warm::connect(&self.consul.addr)?;
+        let session = conn.send(
+            "PUT",
+            "/v1/session/create",
+            br#"{"TTL":"60s","LockDelay":"0s"}"#,
+        )?;
+        let session = serde_json::from_slice::<serde_json::Value>(&session)
+            .ok()
+            .and_then(|v| v["ID"].as_str().map(str::to_string))
+            .ok_or("no session ID")?;
+        let key = unique_prefix("where");
+        let txn = format!(
+            r#"[{{"KV":{{"Verb":"lock","Key":"{key}","Value":"eA==","Session":"{session}"}}}}]"#
+        );
+        let (mut deletes, mut txns) = (Vec::new(), Vec::new());
+        for _ in 0..PART_RUNS + 1 {
+            let started = Instant::now();
+            conn.send("PUT", "/v1/txn", txn.as_bytes())?;
+            txns.push(started.elapsed().as_secs_f64() * 1000.0);
+            let started = Instant::now();
+            conn.send("DELETE", &format!("/v1/kv/{key}"), b"")?;
+            deletes.push(started.elapsed().as_secs_f64() * 1000.0);
+        }
+        conn.send("PUT", &format!("/v1/session/destroy/{session}"), b"")?;
+        Ok([Stats::of(deletes).median, Stats::of(txns).median])
+    }
+
     fn wants(&self, section: &str) -> bool {
         self.only.is_empty() || self.only.iter().any(|s| s == section)
     }
@@ -546,6 +625,15 @@ impl Bench {
                     map_results(&handovers, |s| Figure::value(s.max, Unit::Ms, "")),
                     None,
                 ));
+                if waiters == 1 {
+                    let median = |wanted: Tool| {
+                        handovers.iter().find_map(|(tool, s)| match s {
+                            Ok(s) if *tool == wanted => Some(s.median),
+                            _ => None,
+                        })
+                    };
+                    self.where_a_handover_goes(median(Tool::Lockrun), median(Tool::ConsulLock));
+                }
             }
         }
 
@@ -2187,6 +2275,78 @@ struct Answer {
     body: Vec<u8>,
     /// Wall-clock nanoseconds just before the request was written.
     sent_ns: u64,
+}
+
+/// Runs of each part of a handover timed alone.
+const PART_RUNS: usize = 20;
+
+/// The wall time of one run of `cmd`, its output dropped, in ms.
+fn wall_ms(cmd: &mut Command) -> f64 {
+    let started = Instant::now();
+    let _ = cmd.stdout(Stdio::null()).stderr(Stdio::null()).status();
+    started.elapsed().as_secs_f64() * 1000.0
+}
+
+/// One kept-alive connection to Consul's HTTP API, as lockrun keeps its
+/// own: requests timed on it pay no connect.
+struct Warm {
+    stream: TcpStream,
+    addr: String,
+}
+
+impl Warm {
+    fn connect(addr: &str) -> Result<Warm, String> {
+        let stream = TcpStream::connect(addr).map_err(|e| format!("connect to {addr}: {e}"))?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .and_then(|()| stream.set_nodelay(true))
+            .map_err(|e| format!("{addr}: {e}"))?;
+        Ok(Warm {
+            stream,
+            addr: addr.to_string(),
+        })
+    }
+
+    /// Sends one request and reads its answer (Consul's carry a length);
+    /// its body, or an error for any status but 200.
+    fn send(&mut self, method: &str, path: &str, body: &[u8]) -> Result<Vec<u8>, String> {
+        let fail = |e: std::io::Error| format!("{method} {path}: {e}");
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n\r\n",
+            self.addr,
+            body.len()
+        );
+        self.stream.write_all(head.as_bytes()).map_err(fail)?;
+        self.stream.write_all(body).map_err(fail)?;
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = self.stream.read(&mut buf).map_err(fail)?;
+            if n == 0 {
+                return Err(format!("{method} {path}: Consul closed the connection"));
+            }
+            raw.extend_from_slice(&buf[..n]);
+            let Some(split) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+                continue;
+            };
+            let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .ok_or_else(|| format!("{method} {path}: an answer without a length"))?;
+            if raw.len() < split + 4 + length {
+                continue;
+            }
+            if !head.starts_with("http/1.1 200") {
+                return Err(format!(
+                    "{method} {path}: {}",
+                    head.lines().next().unwrap_or("")
+                ));
+            }
+            return Ok(raw[split + 4..split + 4 + length].to_vec());
+        }
+    }
 }
 
 fn http(addr: &str, method: &str, path: &str) -> Result<Answer, String> {

@@ -58,6 +58,7 @@ fn main() {
             "flock(1)",
             [Tool::Local(lockrun.clone()), Tool::Flock],
             &me,
+            Some(1.0),
         );
     } else {
         println!("flock(1) is missing (util-linux): local not measured");
@@ -73,6 +74,7 @@ fn main() {
                 Tool::Etcdctl(etcd.endpoint.clone()),
             ],
             &me,
+            Some(0.5),
         );
     } else {
         println!("etcd or etcdctl is missing: etcd not measured (apt-get install etcd-server etcd-client)");
@@ -87,6 +89,7 @@ fn main() {
                 Tool::Psql(pg.psql.clone(), pg.url.clone()),
             ],
             &me,
+            None,
         ),
         Some(None) => println!(
             "PostgreSQL's server binaries are missing: postgres not measured (apt-get install postgresql)"
@@ -207,7 +210,8 @@ fn works(program: &str, args: &[&str]) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn compare(title: &str, peer: &str, tools: [Tool; 2], me: &Path) {
+/// `goal`: the handover goal, as a ratio to the peer's (issue 34).
+fn compare(title: &str, peer: &str, tools: [Tool; 2], me: &Path, goal: Option<f64>) {
     println!("\n{title}, medians; ratio = lockrun / {peer}\n");
     println!(
         "{:<44} {:>12} {:>12} {:>7}",
@@ -226,6 +230,7 @@ fn compare(title: &str, peer: &str, tools: [Tool; 2], me: &Path) {
         "uncontended run of a child that forks nothing",
         &uncontended,
     );
+    let mut one_waiter = Vec::new();
     for (contenders, chains) in HANDOVERS {
         let mut gaps = [Vec::new(), Vec::new()];
         for _ in 0..chains {
@@ -240,7 +245,80 @@ fn compare(title: &str, peer: &str, tools: [Tool; 2], me: &Path) {
             format!("handover, {contenders} contenders")
         };
         row(&name, &figures);
+        if contenders == 2 {
+            one_waiter = figures;
+        }
     }
+    where_the_time_goes(&tools, me, &one_waiter, goal);
+}
+
+/// Runs of each part measured on its own.
+const PART_RUNS: usize = 20;
+
+/// What a run and a handover are made of, each part measured on its own
+/// in the same run: the child's own start (part of both, for either tool),
+/// the program's own start (`--version`), and the one engine write a
+/// handover cannot do without (etcd's revoke); what is left is each tool's
+/// own share: its processes waking, deciding and handing on.
+fn where_the_time_goes(tools: &[Tool; 2], me: &Path, one_waiter: &[f64], goal: Option<f64>) {
+    let child = median(&(0..PART_RUNS).map(|_| child_start(me)).collect::<Vec<_>>());
+    let mut starts = [Vec::new(), Vec::new()];
+    for _ in 0..PART_RUNS {
+        for (tool, times) in tools.iter().zip(starts.iter_mut()) {
+            times.push(tool.program_start());
+        }
+    }
+    let start: Vec<f64> = starts.iter().map(|t| median(t)).collect();
+    let write = tools[0].engine_write();
+    println!(
+        "
+where the time goes (medians of {PART_RUNS}, each part alone, in this run):"
+    );
+    println!("  the child's own start, spawned directly: {child:.2} ms (in every run and handover, either tool)");
+    println!(
+        "  the program's own start (`--version`): lockrun {:.2} ms, the peer {:.2} ms",
+        start[0], start[1]
+    );
+    if let Some(ms) = write {
+        println!("  the one engine write a handover needs, lockrun's way, on a warm connection: {ms:.2} ms");
+    }
+    let own = |i: usize| one_waiter[i] - child;
+    println!(
+        "  left of a one-waiter handover, less the child's start: lockrun {:.2} ms{}, the peer {:.2} ms",
+        own(0),
+        write.map_or(String::new(), |ms| format!(" (the write {ms:.2} ms of it)")),
+        own(1)
+    );
+    if let Some(goal) = goal {
+        let room = goal * one_waiter[1] - child - write.unwrap_or(0.0);
+        println!(
+            "  the goal, {goal}x the peer's handover, leaves lockrun {room:.2} ms beyond the child's start{}: it takes {:.2}",
+            if write.is_some() { " and the write" } else { "" },
+            own(0) - write.unwrap_or(0.0)
+        );
+    }
+}
+
+/// How long the child takes from its spawn to its `start` line, in ms.
+fn child_start(me: &Path) -> f64 {
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let spawned = now_ns();
+    finish(
+        Command::new(me)
+            .arg("__child")
+            .arg(&log)
+            .arg("0")
+            .spawn()
+            .expect("spawn the child"),
+    );
+    let text = fs::read_to_string(&log).expect("the child's log");
+    let started: u128 = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|t| t.parse().ok())
+        .expect("a start time");
+    (started - spawned) as f64 / 1e6
 }
 
 /// An etcd of the benchmark's own on loopback, stopped when dropped.
@@ -373,6 +451,88 @@ impl Tool {
         };
         cmd.args(child).stdin(Stdio::null()).stdout(Stdio::null());
         cmd
+    }
+}
+
+impl Tool {
+    /// The wall time of the program's `--version`, in ms: loading and
+    /// starting it, and no more.
+    fn program_start(&self) -> f64 {
+        let (program, args): (&std::ffi::OsStr, &[&str]) = match self {
+            Tool::Local(bin) | Tool::Etcd(bin, _) | Tool::Postgres(bin, _) => {
+                (bin.as_os_str(), &["--version"])
+            }
+            Tool::Flock => ("flock".as_ref(), &["--version"]),
+            Tool::Etcdctl(_) => ("etcdctl".as_ref(), &["version"]),
+            Tool::Psql(psql, _) => (psql.as_os_str(), &["--version"]),
+        };
+        let started = Instant::now();
+        let ok = Command::new(program)
+            .args(args)
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "{} --version failed", Path::new(program).display());
+        started.elapsed().as_secs_f64() * 1000.0
+    }
+
+    /// The median time of the one write a handover cannot do without, on a
+    /// warm connection, in ms: etcd's lease revoke is one put's work
+    /// through the JSON gateway (a put is timed: it needs no lease to
+    /// make). `None` where no engine write is on the path.
+    fn engine_write(&self) -> Option<f64> {
+        let Tool::Etcd(_, endpoint) = self else {
+            return None;
+        };
+        let addr = endpoint.trim_start_matches("http://");
+        let mut conn = std::net::TcpStream::connect(addr).expect("connect to etcd");
+        conn.set_nodelay(true).expect("nodelay");
+        let body = r#"{"key":"YmVuY2gvd3JpdGU=","value":"eA=="}"#;
+        let request = format!(
+            "POST /v3/kv/put HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut times = Vec::new();
+        for _ in 0..PART_RUNS + 1 {
+            let started = Instant::now();
+            conn.write_all(request.as_bytes()).expect("send a put");
+            read_http_answer(&mut conn);
+            times.push(started.elapsed().as_secs_f64() * 1000.0);
+        }
+        // The first opened the gateway's connection to etcd.
+        Some(median(&times[1..]))
+    }
+}
+
+/// Reads one HTTP/1.1 answer with a Content-Length, or chunked, whole.
+fn read_http_answer(conn: &mut std::net::TcpStream) {
+    use std::io::Read;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = conn.read(&mut buf).expect("read an answer");
+        assert!(n > 0, "the engine closed the connection");
+        got.extend_from_slice(&buf[..n]);
+        let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+        assert!(
+            head.starts_with("http/1.1 200"),
+            "the engine refused: {head}"
+        );
+        let body = got.len() - end - 4;
+        let length = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse::<usize>().ok());
+        let whole = match length {
+            Some(length) => body >= length,
+            None => got.ends_with(b"0\r\n\r\n"),
+        };
+        if whole {
+            return;
+        }
     }
 }
 
