@@ -2,12 +2,14 @@
 //! semaphore slot (on Consul, or on one host with `flock(2)`), and stops it the moment that can no longer be guaranteed.
 //!
 //! This library exists so that `main.rs` stays a doorway and the tests can
-//! reach the pieces; it is not a public API.
+//! reach the pieces; it is not a public API. A module whose own first lines
+//! link to its items is summed up below in a plain comment: rustdoc would
+//! read those links from here, where they do not resolve.
 #![doc(hidden)]
 
-/// The seam between lockrun and its engines, and the engines behind it.
+// The seam between lockrun and its engines, and the engines behind it.
 pub mod backend;
-/// The child process: a guard leading its own process group, the stop ladder.
+// The child process: a guard leading its own process group, the stop ladder.
 pub mod child;
 /// The command line: one clap definition feeds help, man pages and completions.
 pub mod cli;
@@ -15,7 +17,7 @@ pub mod cli;
 pub mod clock;
 /// One file per subcommand.
 pub mod commands;
-/// The hold settings every backend shares, validated before any request.
+// The hold settings every backend shares, validated before any request.
 pub mod config;
 /// Man pages and completions rendered from the clap definition.
 pub mod docs;
@@ -23,24 +25,24 @@ pub mod docs;
 pub mod duration;
 /// What went wrong, as one line for the user, and which exit status it earns.
 pub mod error;
-/// The exit-status table.
+// The exit-status table.
 pub mod exit;
-/// The hold loop shared by `elect` and `semaphore` on every engine.
+// The hold loop shared by `elect` and `semaphore` on every engine.
 pub mod hold;
 /// This host's name.
 pub mod host;
-/// Job control for an interactive run: the front the shell sees, the worker.
+// Job control for an interactive run: the front the shell sees, the worker.
 pub mod job;
 /// One rule for keys, on every backend.
 pub mod key;
-/// The local countdown: renewal and the deadline that does not wait for the engine.
+// The local countdown: renewal and the deadline that does not wait for the engine.
 pub mod lease;
-/// stderr: the `lockrun:` error line and `-v` lifecycle events.
+// stderr: the `lockrun:` error line and `-v` lifecycle events.
 pub mod logging;
 /// systemd's notify protocol: readiness, status, watchdog.
 pub mod notify;
 pub mod ops;
-/// Signals lockrun receives and forwards.
+// Signals lockrun receives and forwards.
 pub mod signals;
 /// Usage errors: what went wrong and what to type instead.
 pub mod usage;

@@ -7,7 +7,7 @@
 //! renewals would stop while the child runs on. Lines go into a bounded queue
 //! that one writer thread drains; when the queue is full a line is dropped and
 //! counted, and the writer says how many once it catches up. The fatal line is
-//! queued past the bound and waited for, but only for [`FLUSH_PATIENCE`].
+//! queued past the bound and waited for, but only for `FLUSH_PATIENCE`.
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -119,7 +119,7 @@ fn now() -> String {
 }
 
 /// Prints the one line a fatal error gets: after every queued line, and
-/// waited for at most [`FLUSH_PATIENCE`], so a stalled reader cannot keep
+/// waited for at most `FLUSH_PATIENCE`, so a stalled reader cannot keep
 /// lockrun from exiting.
 pub fn fatal(logging: Option<Logging>, message: &str) {
     let line = match logging.map(|l| l.format) {
@@ -147,7 +147,7 @@ pub fn fatal(logging: Option<Logging>, message: &str) {
     }
 }
 
-/// Waits, at most [`FLUSH_PATIENCE`], until every queued line and the count
+/// Waits, at most `FLUSH_PATIENCE`, until every queued line and the count
 /// of dropped ones are written; lockrun calls it before it exits.
 pub fn finish() {
     if let Some(queue) = QUEUE.get() {

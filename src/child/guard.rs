@@ -1,7 +1,7 @@
 //! The guard: lockrun re-executed as
 //! `lockrun __guard [--go-fd N] -- COMMAND [ARGS...]`, or forked from
 //! lockrun before its runtime started (see `Child::fork_parked`), running
-//! the same [`run`].
+//! the same `run`.
 //!
 //! `PR_SET_PDEATHSIG` reaches only a *direct* child of lockrun, and with
 //! `--shell` or any COMMAND that forks, that is not enough: grandchildren
@@ -751,7 +751,7 @@ impl Leftovers {
     }
 }
 
-/// The guard's environment variable for [`CgroupPlan`], set by lockrun for
+/// The guard's environment variable for `CgroupPlan`, set by lockrun for
 /// an exec'd guard and removed from COMMAND's environment: the cgroup to
 /// make COMMAND's in, after `say:` if a fall-back is to be said.
 pub const CGROUP_ENV: &str = "LOCKRUN_GUARD_CGROUP";

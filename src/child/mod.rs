@@ -27,7 +27,7 @@
 //! - **Stopping.** The ladder: the chosen signal to the group, a grace period
 //!   as a timer racing the exit, then SIGKILL to the group.
 //! - **Terminal.** An interactive COMMAND gets the terminal's foreground for
-//!   its lifetime ([`terminal`]).
+//!   its lifetime (`terminal`).
 //! - **Job control.** In a lockrun split for job control (`job`), a child
 //!   whose group stops (Ctrl-Z) hands the terminal back and has the job
 //!   stopped, and is continued, with the terminal if the job is in the

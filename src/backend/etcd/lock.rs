@@ -115,7 +115,7 @@ pub async fn leave(client: &Client, key: &[u8]) -> Result<(), EtcdError> {
 /// as etcd's mutex does once it stops waiting (we may have waited past our
 /// lease), in the same read-only transaction. When the nearest older key is
 /// the only one, its deletion is the end of the wait with no look after it
-/// (see [`wait_last_predecessor`]): a handover costs no round trip after
+/// (see `wait_last_predecessor`): a handover costs no round trip after
 /// the wake-up. Returns the revision at which we were first. Transient
 /// failures are retried: the lease, renewed by the caller meanwhile,
 /// decides how long we may wait.
