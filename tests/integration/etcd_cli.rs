@@ -313,6 +313,36 @@ fn a_silent_endpoint_is_reported_or_passed_over() {
     link.thaw();
 }
 
+/// A member that falls silent after a one-off run's first contact (an
+/// election beginning between its lease and its place in the queue) is
+/// passed over as at the first contact: the lock held, the run answers 75,
+/// never 125, and leaves nothing in the queue.
+#[test]
+fn an_endpoint_silent_after_the_first_contact_is_passed_over() {
+    let direct = Place::etcd("silent-later");
+    let key = direct.key("k");
+    let work = scratch();
+    let _holder = direct.hold(work.path(), "", &["elect", &key]);
+    let link = Link::new(etcd().endpoint.trim_start_matches("http://"));
+    // The lease passes; the entry in the queue, a transaction, does not.
+    link.freeze_at("/v3/kv/txn");
+    let both = format!("{},{}", link.http_addr(), etcd().endpoint);
+    let place = Place::etcd_at("silent-later", &both);
+    let output = run(&mut place.lockrun(&["elect", "--no-wait", &key, "--", "true"]));
+    place.status(
+        &output,
+        75,
+        "a one-off run whose member fell silent after its lease",
+    );
+    let queued = etcdctl_ok(&["get", "--prefix", "--keys-only", &format!("{key}/")]);
+    assert_eq!(
+        queued.lines().filter(|l| !l.is_empty()).count(),
+        1,
+        "only the holder is queued: {queued}"
+    );
+    link.thaw();
+}
+
 /// `leader` and `release` refuse the keys `elect` refuses, before any
 /// request: one line naming the key, status 2, nothing in etcd; the same
 /// with no etcd to ask at all.

@@ -14,6 +14,8 @@ use std::thread;
 struct State {
     frozen: bool,
     closed: bool,
+    /// Freeze when a request holding these bytes goes upstream.
+    freeze_at: Option<Vec<u8>>,
 }
 
 pub struct Link {
@@ -45,8 +47,9 @@ impl Link {
                     client.try_clone().unwrap(),
                     server.try_clone().unwrap(),
                     shared.clone(),
+                    true,
                 );
-                relay(server, client, shared.clone());
+                relay(server, client, shared.clone(), false);
             }
         });
         Link { addr, state }
@@ -60,6 +63,13 @@ impl Link {
     /// From now on nothing crosses the link in either direction.
     pub fn freeze(&self) {
         self.state.0.lock().unwrap().frozen = true;
+    }
+
+    /// Relays until a request holding `marker` (a path, say) comes, then
+    /// freezes with that request held back: an engine that falls silent
+    /// between two steps of a run.
+    pub fn freeze_at(&self, marker: &str) {
+        self.state.0.lock().unwrap().freeze_at = Some(marker.as_bytes().to_vec());
     }
 
     pub fn thaw(&self) {
@@ -80,7 +90,12 @@ impl Drop for Link {
     }
 }
 
-fn relay(mut from: TcpStream, mut to: TcpStream, state: Arc<(Mutex<State>, Condvar)>) {
+fn relay(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    state: Arc<(Mutex<State>, Condvar)>,
+    upstream: bool,
+) {
     thread::spawn(move || {
         let mut buf = [0u8; 16 * 1024];
         loop {
@@ -92,6 +107,14 @@ fn relay(mut from: TcpStream, mut to: TcpStream, state: Arc<(Mutex<State>, Condv
             // late: a partition loses packets rather than queueing them.
             let (lock, wake) = &*state;
             let mut guard = lock.lock().unwrap();
+            let marked = guard
+                .freeze_at
+                .as_ref()
+                .is_some_and(|m| buf[..n].windows(m.len()).any(|w| w == m.as_slice()));
+            if upstream && marked {
+                guard.freeze_at = None;
+                guard.frozen = true;
+            }
             let dropped = guard.frozen;
             while guard.frozen && !guard.closed {
                 guard = wake.wait(guard).unwrap();

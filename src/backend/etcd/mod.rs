@@ -52,6 +52,43 @@ use super::{
     Target, Wait, Which,
 };
 
+/// Runs `step`, a request that may be sent again (entering the queue,
+/// leaving it), again after a failure that may pass: for as long as `wait`
+/// allows, and for a one-off run ([`Wait::Once`]) for [`ONCE_GRACE`], or,
+/// while the endpoints stay silent, for [`FIRST_CONTACT_SILENCE`], as at
+/// its first contact: a leader election silences every member at once,
+/// and may begin between a run's lease and its place in the queue. A call
+/// that timed out has moved on to the next endpoint already.
+async fn riding_out<T, F, Fut>(wait: Wait, what: &str, mut step: F) -> Result<T, EtcdError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, EtcdError>>,
+{
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(100);
+    loop {
+        let e = match step().await {
+            Ok(done) => return Ok(done),
+            Err(e) if e.is_transient() => e,
+            Err(e) => return Err(e),
+        };
+        let until = match wait {
+            Wait::Forever => None,
+            Wait::Until(at) => Some(at),
+            Wait::Once if matches!(e, EtcdError::Timeout { .. }) => {
+                Some(started + FIRST_CONTACT_SILENCE)
+            }
+            Wait::Once => Some(started + ONCE_GRACE),
+        };
+        if until.is_some_and(|at| Instant::now() + pause >= at) {
+            return Err(e);
+        }
+        tracing::info!("{what}: {e}; retrying in {pause:?}");
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(1));
+    }
+}
+
 /// The TTL lockrun asks for unless told otherwise: etcdctl lock's default.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 
@@ -108,7 +145,10 @@ impl Etcd {
         wait: Wait,
     ) -> Result<Acquisition<EtcdClaim>, EtcdError> {
         let prefix = Self::prefix(target)?;
-        let me = lock::enter(&self.client, &prefix, lease.id, value.as_bytes()).await?;
+        let me = riding_out(wait, "entering the queue", || {
+            lock::enter(&self.client, &prefix, lease.id, value.as_bytes())
+        })
+        .await?;
         let first = me.first.as_ref().map(|kv| kv.create_revision);
         let revision = if first == Some(me.create_revision) {
             me.revision
@@ -146,7 +186,10 @@ impl Etcd {
         }
         let prefix = Self::prefix(target)?;
         let stored = lock::slot_value(value, limit);
-        let me = lock::enter(&self.client, &prefix, lease.id, &stored).await?;
+        let me = riding_out(wait, "entering the queue", || {
+            lock::enter(&self.client, &prefix, lease.id, &stored)
+        })
+        .await?;
         let once = wait == Wait::Once;
         let name = target.name();
         let waited = lock::until(
@@ -182,7 +225,12 @@ impl Etcd {
         me: &Entered,
         holder: Option<String>,
     ) -> Result<Acquisition<EtcdClaim>, EtcdError> {
-        lock::leave(&self.client, &me.key).await?;
+        // Within the time a one-off run has for its setup: its answer is
+        // "taken", and the lease's end takes the key if this fails.
+        riding_out(Wait::Once, "leaving the queue", || {
+            lock::leave(&self.client, &me.key)
+        })
+        .await?;
         let holder = match holder {
             Some(holder) => Some(holder),
             None => self
@@ -749,5 +797,60 @@ impl Etcd {
             )
             .await?;
         Ok(answer.succeeded)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// How long `riding_out` keeps trying a step that always fails with
+    /// `error`, on tokio's paused clock, and how often it tried.
+    async fn ridden(wait: Wait, error: fn() -> EtcdError) -> (Duration, u32) {
+        let started = Instant::now();
+        let tries = Cell::new(0);
+        let outcome: Result<(), EtcdError> = riding_out(wait, "a step", || {
+            tries.set(tries.get() + 1);
+            async move { Err(error()) }
+        })
+        .await;
+        assert!(outcome.is_err());
+        (started.elapsed(), tries.get())
+    }
+
+    fn silent() -> EtcdError {
+        EtcdError::Timeout {
+            endpoint: "http://127.0.0.1:2379".into(),
+            after: Duration::from_secs(1),
+        }
+    }
+
+    fn broken() -> EtcdError {
+        EtcdError::Broken {
+            endpoint: "http://127.0.0.1:2379".into(),
+            cause: "reset".into(),
+        }
+    }
+
+    fn refused() -> EtcdError {
+        EtcdError::Usage("not worth a second try".into())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_one_off_run_rides_out_silence_as_at_its_first_contact() {
+        let (took, tries) = ridden(Wait::Once, silent).await;
+        assert!(took <= FIRST_CONTACT_SILENCE, "{took:?}");
+        assert!(took >= FIRST_CONTACT_SILENCE - Duration::from_secs(1), "{took:?}");
+        assert!(tries > 2, "{tries}");
+        // A blip that is not silence gets the one-off grace only.
+        let (took, _) = ridden(Wait::Once, broken).await;
+        assert!(took < ONCE_GRACE, "{took:?}");
+        // And what no retry mends, none.
+        assert_eq!(ridden(Wait::Forever, refused).await, (Duration::ZERO, 1));
+        // A run with a deadline keeps to it, silence or not.
+        let at = Instant::now() + Duration::from_secs(3);
+        let (took, _) = ridden(Wait::Until(at), silent).await;
+        assert!(took <= Duration::from_secs(3), "{took:?}");
     }
 }
