@@ -255,11 +255,13 @@ fn compare(title: &str, peer: &str, tools: [Tool; 2], me: &Path, goal: Option<f6
 /// Runs of each part measured on its own.
 const PART_RUNS: usize = 20;
 
-/// What a run and a handover are made of, each part measured on its own
-/// in the same run: the child's own start (part of both, for either tool),
-/// the program's own start (`--version`), and the one engine write a
-/// handover cannot do without (etcd's revoke); what is left is each tool's
-/// own share: its processes waking, deciding and handing on.
+/// What a handover is made of, each part measured on its own in the same
+/// run: the child's own start (in every handover, for either tool), the
+/// program's own start (`--version`: off the handover's path, but most of
+/// an uncontended run), and the one engine write a handover cannot do
+/// without (etcd's revoke); what is left is each tool's own share: its
+/// processes waking, deciding and handing on. `goal`: the handover goal,
+/// as a ratio to the peer's.
 fn where_the_time_goes(tools: &[Tool; 2], me: &Path, one_waiter: &[f64], goal: Option<f64>) {
     let child = median(&(0..PART_RUNS).map(|_| child_start(me)).collect::<Vec<_>>());
     let mut starts = [Vec::new(), Vec::new()];
@@ -270,10 +272,7 @@ fn where_the_time_goes(tools: &[Tool; 2], me: &Path, one_waiter: &[f64], goal: O
     }
     let start: Vec<f64> = starts.iter().map(|t| median(t)).collect();
     let write = tools[0].engine_write();
-    println!(
-        "
-where the time goes (medians of {PART_RUNS}, each part alone, in this run):"
-    );
+    println!("\nwhere the time goes (medians of {PART_RUNS}, each part alone, in this run):");
     println!("  the child's own start, spawned directly: {child:.2} ms (in every run and handover, either tool)");
     println!(
         "  the program's own start (`--version`): lockrun {:.2} ms, the peer {:.2} ms",
