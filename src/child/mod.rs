@@ -1094,6 +1094,28 @@ mod tests {
         );
     }
 
+    /// A `Child` for `pid` in `state`, as the tests below build one by
+    /// hand: no terminal, no job, no deadlines, no verdict owed.
+    fn bare(pid: u32, state: State) -> Child {
+        Child {
+            pid,
+            state,
+            sigchld: signal(SignalKind::child()).unwrap(),
+            foreground: None,
+            sweep_until: None,
+            deadlines: None,
+            verdict_owed: false,
+            terminal: Terminal::Never,
+            job: None,
+            stopped: false,
+            stopping: None,
+            latest_deadline: Arc::default(),
+            ending: false,
+            cgroup: None,
+            started_stopped: false,
+        }
+    }
+
     /// A stopped job is continued at `fg` only while the lease the guard
     /// last heard of holds: past it, the child stays stopped (the loss that
     /// follows ends it), since the stopped guard could not stop it first.
@@ -1125,23 +1147,8 @@ mod tests {
                 .unwrap();
                 assert!(matches!(status, nix::sys::wait::WaitStatus::Stopped(..)));
             };
-            let mut child = Child {
-                pid,
-                state: State::Running,
-                sigchld: signal(SignalKind::child()).unwrap(),
-                foreground: None,
-                sweep_until: None,
-                deadlines: None,
-                verdict_owed: false,
-                terminal: Terminal::Never,
-                job: None,
-                stopped: true,
-                stopping: None,
-                latest_deadline: Arc::default(),
-                ending: false,
-                cgroup: None,
-                started_stopped: false,
-            };
+            let mut child = bare(pid, State::Running);
+            child.stopped = true;
             let lapsed = crate::clock::boottime().saturating_sub(Duration::from_secs(1));
             let ahead = crate::clock::boottime() + Duration::from_secs(3600);
 
@@ -1173,10 +1180,9 @@ mod tests {
         });
     }
 
-    /// Issue #12: a `wait` cancelled after the guard was reaped but before
-    /// the group was confirmed empty used to return at once when polled
-    /// again. We build that very state: a group whose leader is reaped and
-    /// one of whose members still runs.
+    /// A guard promised a verdict waits for it at its end: a channel too
+    /// full to take it whole is closed instead, which the guard reads as
+    /// "keep", so that neither waits for the other.
     #[test]
     fn a_verdict_the_channel_cannot_take_closes_it() {
         use std::io::Read;
@@ -1193,23 +1199,9 @@ mod tests {
             let filler = [0u8; 4096];
             while io::Write::write(&mut ours, &filler).is_ok_and(|n| n > 0) {}
             while io::Write::write(&mut ours, &filler[..1]).is_ok_and(|n| n > 0) {}
-            let mut child = Child {
-                pid: u32::MAX,
-                state: State::Reaped(ChildExit::Code(0)),
-                sigchld: signal(SignalKind::child()).unwrap(),
-                foreground: None,
-                sweep_until: None,
-                deadlines: Some(ours),
-                verdict_owed: true,
-                terminal: Terminal::Never,
-                job: None,
-                stopped: false,
-                stopping: None,
-                latest_deadline: Arc::default(),
-                ending: false,
-                cgroup: None,
-                started_stopped: false,
-            };
+            let mut child = bare(u32::MAX, State::Reaped(ChildExit::Code(0)));
+            child.deadlines = Some(ours);
+            child.verdict_owed = true;
             let swap = [PathBuf::from("/d/k.new"), PathBuf::from("/d/k")];
             assert!(!child.hand_over(Verdict::LetGo { swap }));
             // The guard, reading all there is, comes to the channel's end,
@@ -1227,6 +1219,10 @@ mod tests {
         });
     }
 
+    /// Issue #12: a `wait` cancelled after the guard was reaped but before
+    /// the group was confirmed empty used to return at once when polled
+    /// again. We build that very state: a group whose leader is reaped and
+    /// one of whose members still runs.
     #[test]
     fn a_wait_resumed_after_a_cancelled_sweep_still_empties_the_group() {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -1251,23 +1247,8 @@ mod tests {
             leader.wait().unwrap();
             assert_eq!(sys::live_group_members(pgid).unwrap(), [member as u32]);
 
-            let mut child = Child {
-                pid: pgid,
-                state: State::Reaped(ChildExit::Code(0)),
-                sigchld: signal(SignalKind::child()).unwrap(),
-                foreground: None,
-                sweep_until: Some(Instant::now() + SWEEP_LIMIT),
-                deadlines: None,
-                verdict_owed: false,
-                terminal: Terminal::Never,
-                job: None,
-                stopped: false,
-                stopping: None,
-                latest_deadline: Arc::default(),
-                ending: false,
-                cgroup: None,
-                started_stopped: false,
-            };
+            let mut child = bare(pgid, State::Reaped(ChildExit::Code(0)));
+            child.sweep_until = Some(Instant::now() + SWEEP_LIMIT);
             let exit = tokio::time::timeout(Duration::from_secs(60), child.wait())
                 .await
                 .unwrap();
