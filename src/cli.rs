@@ -261,15 +261,17 @@ pub struct OutputArgs {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Session")]
 pub struct SessionArgs {
-    /// Session (Consul) or lease (etcd) TTL: Consul allows 10s to 24h, etcd
-    /// whole seconds. Shorter notices a dead host sooner.
+    /// How long the engine keeps the lock of a holder it stops hearing from:
+    /// Consul's session TTL (10s to 24h), etcd's lease TTL, PostgreSQL's
+    /// session deadline (whole seconds on both). Shorter notices a dead host
+    /// sooner. The local backend has no lease, and refuses it.
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "15s", value_name = "DURATION")]
     pub ttl: Duration,
     #[command(flatten)]
     pub backend: crate::backend::HoldFlags,
     /// The largest combined clock-rate error between this host and the
-    /// engine's that the stop window allows for, in ppm or % (consul and
-    /// etcd; the local backend has no lease, and refuses it). The default
+    /// engine's that the stop window allows for, in ppm or % (every backend
+    /// with a server; the local backend has no lease, and refuses it). The default
     /// is two hosts slewing opposite ways at chrony's maximum, 2 x 83,333
     /// ppm. This host's share is half: when the kernel slows our clock
     /// more (adjtimex), the window narrows, or the command is stopped
