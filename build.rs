@@ -21,8 +21,9 @@ fn main() {
         println!("cargo:rustc-cfg=no_real_consul");
     }
     // etcd 3.5 for the suite's second etcd run, beside the `etcd` on PATH:
-    // .ci/run installs it and names its folder. Set but wrong fails the
-    // test; unset (a user's clone) lists it as ignored with the reason.
+    // .ci/deps installs it where .cargo/config.toml names its folder, so
+    // missing fails the test with the command that installs it; emptied
+    // in the environment, it is listed as ignored with the reason.
     println!("cargo:rerun-if-env-changed=LOCKRUN_TEST_ETCD_35_BIN_DIR");
     println!("cargo:rustc-check-cfg=cfg(no_etcd_35)");
     if std::env::var_os("LOCKRUN_TEST_ETCD_35_BIN_DIR").is_none_or(|d| d.is_empty()) {

@@ -695,3 +695,26 @@ fn bash_completes_the_wrapped_command_and_signal_names() {
         "{signals:?}"
     );
 }
+
+/// CI runs the README's test command, word for word, as the last line of
+/// `.ci/run`: what a newcomer types is what CI proves on a fresh machine.
+#[test]
+fn ci_runs_the_readme_test_command() {
+    let readme = fs::read_to_string(root().join("README.md")).unwrap();
+    let ci = fs::read_to_string(root().join(".ci/run")).unwrap();
+    let last = ci
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+        .unwrap();
+    let blocks: Vec<&str> = readme
+        .split("```sh\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .collect();
+    assert!(
+        blocks.iter().any(|b| b.trim() == last),
+        ".ci/run ends with `{last}`, which is no code block of the README's: the README's test command and CI's must be one"
+    );
+}

