@@ -53,6 +53,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('release', 'release', [CompletionResultType]::ParameterValue, 'Force-release the lock on KEY (or semaphore slots), from any host')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print the completion script for SHELL on stdout')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Write the man pages into DIR: lockrun(1) and one page per subcommand')
+            [CompletionResult]::new('unit', 'unit', [CompletionResultType]::ParameterValue, 'Print a systemd unit that runs this lockrun: the binary''s own path')
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Exit 0 while this lockrun''s lock is held with enough time left (for COMMAND)')
             [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Exit 0 only while the holder a sequencer names still holds its lock')
             [CompletionResult]::new('put', 'put', [CompletionResultType]::ParameterValue, 'Write KEY=VALUE into the engine only while a sequencer''s holder holds its lock')
@@ -259,6 +260,34 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
         }
         'lockrun;man' {
             [CompletionResult]::new('--dir', '--dir', [CompletionResultType]::ParameterName, 'Directory to write the pages into, e.g. /usr/local/share/man/man1')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul')
+            [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies')
+            [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
+            [CompletionResult]::new('--ca-file', '--ca-file', [CompletionResultType]::ParameterName, 'CA certificate file to verify Consul''s TLS certificate')
+            [CompletionResult]::new('--ca-path', '--ca-path', [CompletionResultType]::ParameterName, 'Directory of CA certificates')
+            [CompletionResult]::new('--client-cert', '--client-cert', [CompletionResultType]::ParameterName, 'Client certificate for Consul''s verify_incoming')
+            [CompletionResult]::new('--client-key', '--client-key', [CompletionResultType]::ParameterName, 'Client key for Consul''s verify_incoming')
+            [CompletionResult]::new('--tls-server-name', '--tls-server-name', [CompletionResultType]::ParameterName, 'Server name to verify Consul''s certificate against (SNI)')
+            [CompletionResult]::new('--datacenter', '--datacenter', [CompletionResultType]::ParameterName, 'Datacenter to use (default: the agent''s)')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Enterprise namespace')
+            [CompletionResult]::new('--endpoints', '--endpoints', [CompletionResultType]::ParameterName, 'etcd: endpoints, comma-separated host:port or http(s)://host:port (else ETCDCTL_ENDPOINTS, else 127.0.0.1:2379); the next is tried when one is down')
+            [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'etcd: CA certificate file (else ETCDCTL_CACERT)')
+            [CompletionResult]::new('--cert', '--cert', [CompletionResultType]::ParameterName, 'etcd: client certificate file (else ETCDCTL_CERT)')
+            [CompletionResult]::new('--cert-key', '--cert-key', [CompletionResultType]::ParameterName, 'etcd: the client certificate''s key file (else ETCDCTL_KEY)')
+            [CompletionResult]::new('--dsn', '--dsn', [CompletionResultType]::ParameterName, 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS as libpq: sslmode=disable, prefer (the default), require, verify-ca or verify-full, with sslrootcert, sslcert and sslkey')
+            [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
+            [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'lockrun;unit' {
+            [CompletionResult]::new('--description', '--description', [CompletionResultType]::ParameterName, 'The unit''s Description= [default: COMMAND and the lock it runs under]')
             [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul')
             [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)')
@@ -531,6 +560,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('release', 'release', [CompletionResultType]::ParameterValue, 'Force-release the lock on KEY (or semaphore slots), from any host')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print the completion script for SHELL on stdout')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Write the man pages into DIR: lockrun(1) and one page per subcommand')
+            [CompletionResult]::new('unit', 'unit', [CompletionResultType]::ParameterValue, 'Print a systemd unit that runs this lockrun: the binary''s own path')
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Exit 0 while this lockrun''s lock is held with enough time left (for COMMAND)')
             [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Exit 0 only while the holder a sequencer names still holds its lock')
             [CompletionResult]::new('put', 'put', [CompletionResultType]::ParameterValue, 'Write KEY=VALUE into the engine only while a sequencer''s holder holds its lock')
@@ -554,6 +584,9 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             break
         }
         'lockrun;help;man' {
+            break
+        }
+        'lockrun;help;unit' {
             break
         }
         'lockrun;help;status' {

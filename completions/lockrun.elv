@@ -50,6 +50,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand release 'Force-release the lock on KEY (or semaphore slots), from any host'
             cand completions 'Print the completion script for SHELL on stdout'
             cand man 'Write the man pages into DIR: lockrun(1) and one page per subcommand'
+            cand unit 'Print a systemd unit that runs this lockrun: the binary''s own path'
             cand status 'Exit 0 while this lockrun''s lock is held with enough time left (for COMMAND)'
             cand check 'Exit 0 only while the holder a sequencer names still holds its lock'
             cand put 'Write KEY=VALUE into the engine only while a sequencer''s holder holds its lock'
@@ -250,6 +251,33 @@ set edit:completion:arg-completer[lockrun] = {|@words|
         }
         &'lockrun;man'= {
             cand --dir 'Directory to write the pages into, e.g. /usr/local/share/man/man1'
+            cand --backend 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul'
+            cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies'
+            cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
+            cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
+            cand --ca-path 'Directory of CA certificates'
+            cand --client-cert 'Client certificate for Consul''s verify_incoming'
+            cand --client-key 'Client key for Consul''s verify_incoming'
+            cand --tls-server-name 'Server name to verify Consul''s certificate against (SNI)'
+            cand --datacenter 'Datacenter to use (default: the agent''s)'
+            cand --namespace 'Enterprise namespace'
+            cand --endpoints 'etcd: endpoints, comma-separated host:port or http(s)://host:port (else ETCDCTL_ENDPOINTS, else 127.0.0.1:2379); the next is tried when one is down'
+            cand --cacert 'etcd: CA certificate file (else ETCDCTL_CACERT)'
+            cand --cert 'etcd: client certificate file (else ETCDCTL_CERT)'
+            cand --cert-key 'etcd: the client certificate''s key file (else ETCDCTL_KEY)'
+            cand --dsn 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS as libpq: sslmode=disable, prefer (the default), require, verify-ca or verify-full, with sslrootcert, sslcert and sslkey'
+            cand --lock-dir 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]'
+            cand --log-format 'Format of lockrun''s own messages on stderr'
+            cand --allow-network-fs 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
+            cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+            cand --verbose 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+            cand -q 'Nothing on stderr but fatal errors'
+            cand --quiet 'Nothing on stderr but fatal errors'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'lockrun;unit'= {
+            cand --description 'The unit''s Description= [default: COMMAND and the lock it runs under]'
             cand --backend 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul'
             cand --http-addr 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies'
             cand --token-file 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)'
@@ -511,6 +539,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand release 'Force-release the lock on KEY (or semaphore slots), from any host'
             cand completions 'Print the completion script for SHELL on stdout'
             cand man 'Write the man pages into DIR: lockrun(1) and one page per subcommand'
+            cand unit 'Print a systemd unit that runs this lockrun: the binary''s own path'
             cand status 'Exit 0 while this lockrun''s lock is held with enough time left (for COMMAND)'
             cand check 'Exit 0 only while the holder a sequencer names still holds its lock'
             cand put 'Write KEY=VALUE into the engine only while a sequencer''s holder holds its lock'
@@ -528,6 +557,8 @@ set edit:completion:arg-completer[lockrun] = {|@words|
         &'lockrun;help;completions'= {
         }
         &'lockrun;help;man'= {
+        }
+        &'lockrun;help;unit'= {
         }
         &'lockrun;help;status'= {
         }

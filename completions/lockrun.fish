@@ -56,6 +56,7 @@ complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "leader" -d 'Print w
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "release" -d 'Force-release the lock on KEY (or semaphore slots), from any host'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "completions" -d 'Print the completion script for SHELL on stdout'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "man" -d 'Write the man pages into DIR: lockrun(1) and one page per subcommand'
+complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "unit" -d 'Print a systemd unit that runs this lockrun: the binary\'s own path'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "status" -d 'Exit 0 while this lockrun\'s lock is held with enough time left (for COMMAND)'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "check" -d 'Exit 0 only while the holder a sequencer names still holds its lock'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "put" -d 'Write KEY=VALUE into the engine only while a sequencer\'s holder holds its lock'
@@ -293,6 +294,32 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l allow-network-fs
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l description -d 'The unit\'s Description= [default: COMMAND and the lock it runs under]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l backend -d 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l http-addr -d 'Consul agent address: host:port, http://host:port or https://host:port; several, comma-separated, to renew through the next when one hangs or dies' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l token-file -d 'Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l ca-path -d 'Directory of CA certificates' -r -f -a "(__fish_complete_directories)"
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l client-cert -d 'Client certificate for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l client-key -d 'Client key for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l tls-server-name -d 'Server name to verify Consul\'s certificate against (SNI)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l datacenter -d 'Datacenter to use (default: the agent\'s)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l namespace -d 'Enterprise namespace' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l endpoints -d 'etcd: endpoints, comma-separated host:port or http(s)://host:port (else ETCDCTL_ENDPOINTS, else 127.0.0.1:2379); the next is tried when one is down' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words, e.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER, PGDATABASE; else the local socket). TLS as libpq: sslmode=disable, prefer (the default), require, verify-ca or verify-full, with sslrootcert, sslcert and sslkey' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY` shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or /tmp/lockrun-UID otherwise]' -r -f -a "(__fish_complete_directories)"
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
+json\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -s q -l quiet -d 'Nothing on stderr but fatal errors'
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l status-addr -d 'The endpoint to ask: HOST:PORT or a unix socket path; by default LOCKRUN_STATUS, which lockrun sets in COMMAND\'s environment' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l for -d 'Exit 0 only with at least DURATION left before COMMAND would be stopped, on top of the safety margin' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l backend -d 'Where the locks live, one of the values below; without this flag or LOCKRUN_BACKEND, consul' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
@@ -527,16 +554,17 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from help" -f -a "elect" -d 'Explain `lockrun elect` with these flags'
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from help" -f -a "semaphore" -d 'Explain `lockrun semaphore` with these flags'
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man status check put explain help" -f -a "elect" -d 'Run COMMAND while holding the leader lock on KEY'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man status check put explain help" -f -a "semaphore" -d 'Run COMMAND while holding one of N slots of the semaphore PREFIX'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man status check put explain help" -f -a "leader" -d 'Print who holds the lock on KEY (or the semaphore PREFIX)'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man status check put explain help" -f -a "release" -d 'Force-release the lock on KEY (or semaphore slots), from any host'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man status check put explain help" -f -a "completions" -d 'Print the completion script for SHELL on stdout'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man status check put explain help" -f -a "man" -d 'Write the man pages into DIR: lockrun(1) and one page per subcommand'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man status check put explain help" -f -a "status" -d 'Exit 0 while this lockrun\'s lock is held with enough time left (for COMMAND)'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man status check put explain help" -f -a "check" -d 'Exit 0 only while the holder a sequencer names still holds its lock'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man status check put explain help" -f -a "put" -d 'Write KEY=VALUE into the engine only while a sequencer\'s holder holds its lock'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man status check put explain help" -f -a "explain" -d 'Print the timing promise that elect or semaphore would keep with these flags'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man status check put explain help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "elect" -d 'Run COMMAND while holding the leader lock on KEY'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "semaphore" -d 'Run COMMAND while holding one of N slots of the semaphore PREFIX'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "leader" -d 'Print who holds the lock on KEY (or the semaphore PREFIX)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "release" -d 'Force-release the lock on KEY (or semaphore slots), from any host'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "completions" -d 'Print the completion script for SHELL on stdout'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "man" -d 'Write the man pages into DIR: lockrun(1) and one page per subcommand'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "unit" -d 'Print a systemd unit that runs this lockrun: the binary\'s own path'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "status" -d 'Exit 0 while this lockrun\'s lock is held with enough time left (for COMMAND)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "check" -d 'Exit 0 only while the holder a sequencer names still holds its lock'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "put" -d 'Write KEY=VALUE into the engine only while a sequencer\'s holder holds its lock'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "explain" -d 'Print the timing promise that elect or semaphore would keep with these flags'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c lockrun -n "__fish_lockrun_using_subcommand help; and __fish_seen_subcommand_from explain" -f -a "elect" -d 'Explain `lockrun elect` with these flags'
 complete -c lockrun -n "__fish_lockrun_using_subcommand help; and __fish_seen_subcommand_from explain" -f -a "semaphore" -d 'Explain `lockrun semaphore` with these flags'

@@ -148,6 +148,21 @@ Examples:
   lockrun man --dir ~/.local/share/man/man1
   sudo lockrun man --dir /usr/local/share/man/man1")]
     Man(ManArgs),
+    /// Print a systemd unit that runs this lockrun: the binary's own path.
+    ///
+    /// Prints, on stdout, a Type=notify service unit whose ExecStart= is this
+    /// very binary with the `elect` or `semaphore` command line given after
+    /// `--`, checked as lockrun would run it. It adds --notify=start (a
+    /// standby is a started unit: plain --notify would block `systemctl
+    /// enable --now` and boot) and, for elect, --campaign, unless given.
+    /// `%H` and systemd's other specifiers are left for systemd to fill in;
+    /// `$` reaches lockrun as typed.
+    #[command(after_help = "\
+Examples:
+  lockrun unit -- elect --value %H:5432 service/db/leader -- /usr/local/bin/db-primary \\
+    | sudo tee /etc/systemd/system/db-primary.service
+  lockrun unit --description 'reindex, two hosts at a time' -- semaphore --limit 2 jobs/reindex -- ./reindex.sh")]
+    Unit(UnitArgs),
     /// Exit 0 while this lockrun's lock is held with enough time left (for COMMAND).
     ///
     /// Asks the status endpoint of a running `lockrun elect` or `semaphore`
@@ -234,6 +249,17 @@ pub struct CompletionsArgs {
     /// The shell to complete for.
     #[arg(value_enum, value_name = "SHELL")]
     pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct UnitArgs {
+    /// The unit's Description= [default: COMMAND and the lock it runs under].
+    #[arg(long, value_name = "TEXT")]
+    pub description: Option<String>,
+    /// The lockrun command line the unit runs: `elect` or `semaphore`, its
+    /// flags, KEY or PREFIX, `--` and COMMAND.
+    #[arg(last = true, required = true, value_name = "LOCKRUN-ARGS")]
+    pub command: Vec<OsString>,
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,7 @@ mod put;
 mod release;
 mod semaphore;
 mod status;
+mod unit;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -221,6 +222,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
         // Installing needs no engine, so no engine setting can stand in its way.
         Command::Completions(args) => install::completions(&args),
         Command::Man(args) => install::man(&args),
+        Command::Unit(args) => unit::run(&args),
         // Asking a running lockrun needs no engine either.
         Command::Status(args) => status::run(&args),
         command => with_backend(
@@ -270,7 +272,7 @@ impl Runner for Run {
             Command::Put(a) => Job::Put(put::prepare::<B>(a)?),
             // Explaining contacts no engine: it validates and computes only.
             Command::Explain(a) => return explain::run(&pick, a, &env),
-            Command::Completions(_) | Command::Man(_) | Command::Status(_) => {
+            Command::Completions(_) | Command::Man(_) | Command::Unit(_) | Command::Status(_) => {
                 unreachable!("installing and asking a running lockrun run on no backend")
             }
         };

@@ -254,6 +254,75 @@ fn the_shipped_unit_runs_the_packaged_binary_and_passes_systemd_analyze() {
     );
 }
 
+/// `lockrun unit` writes a unit that runs the lockrun it was run as, wherever
+/// that is installed, and `systemd-analyze verify` accepts it; a command line
+/// lockrun would refuse is refused before any unit is printed.
+#[test]
+fn lockrun_unit_names_this_binary_and_passes_systemd_analyze() {
+    let ours = crate::support::bin();
+    let mut cmd = std::process::Command::new(&ours);
+    cmd.args([
+        "unit",
+        "--",
+        "elect",
+        "--value",
+        "%H:5432",
+        "service/db/leader",
+        "--",
+        "/bin/true",
+    ]);
+    let output = run(&mut cmd);
+    assert!(output.status.success(), "{}", describe(&cmd, &output, None));
+    let unit = String::from_utf8(output.stdout.clone()).unwrap();
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("an ExecStart line");
+    let canonical = std::fs::canonicalize(&ours).unwrap();
+    assert!(
+        exec.starts_with(&format!(
+            "{} elect --campaign --notify=start ",
+            canonical.display()
+        )),
+        "{exec}"
+    );
+    let dir = crate::support::scratch();
+    let path = dir.path().join("db-primary.service");
+    std::fs::write(&path, &unit).unwrap();
+    let mut verify = std::process::Command::new("systemd-analyze");
+    verify.arg("verify").arg(&path);
+    let checked = run(&mut verify);
+    assert!(
+        checked.status.success() && checked.stderr.is_empty(),
+        "{}\n{unit}",
+        describe(&verify, &checked, None)
+    );
+
+    let mut bad = std::process::Command::new(&ours);
+    bad.args([
+        "unit",
+        "--",
+        "elect",
+        "--no-such-flag",
+        "k",
+        "--",
+        "/bin/true",
+    ]);
+    let refused = run(&mut bad);
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "{}",
+        describe(&bad, &refused, None)
+    );
+    assert!(
+        refused.stdout.is_empty(),
+        "{}",
+        describe(&bad, &refused, None)
+    );
+    assert_eq!(String::from_utf8_lossy(&refused.stderr).lines().count(), 1);
+}
+
 /// The README's install lines work on a fresh account: run in an empty
 /// HOME with only `~/.cargo/bin`-style PATH (the `sudo` line left out),
 /// they write every file, and the MANPATH line makes `man` find lockrun(1).
