@@ -244,6 +244,97 @@ pub fn command() -> clap::Command {
     })
 }
 
+/// `-h` for the backend a run names: the other backends' flags (and the
+/// lease's, on a backend without one) are left to `--help`, which keeps
+/// every flag, and the short help ends saying so. The man pages and
+/// completions are rendered from [`command`] itself, with every flag.
+pub fn short_help_for(command: clap::Command, backend: BackendName) -> clap::Command {
+    let own = crate::backend::BACKENDS.iter().find(|b| b.name == backend);
+    let ids_of = |flags: fn(clap::Command) -> clap::Command| -> Vec<clap::Id> {
+        flags(clap::Command::new("flags"))
+            .get_arguments()
+            .map(|a| a.get_id().clone())
+            .collect()
+    };
+    let kept: Vec<clap::Id> = own.map(|b| ids_of(b.flags)).unwrap_or_default();
+    let mut hidden: Vec<clap::Id> = crate::backend::BACKENDS
+        .iter()
+        .filter(|b| b.name != backend)
+        .flat_map(|b| ids_of(b.flags))
+        .filter(|id| !kept.contains(id))
+        .collect();
+    if !own.is_some_and(|b| b.lease) {
+        hidden.extend(["ttl", "clock_rate_error"].map(clap::Id::from));
+    }
+    let others: Vec<BackendName> = crate::backend::BACKENDS
+        .iter()
+        .map(|b| b.name)
+        .filter(|n| *n != backend)
+        .collect();
+    let note = format!(
+        "Flags of --backend {backend}; `--backend {} -h`: theirs; --help: all.",
+        others
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("|")
+    );
+    fn apply(command: clap::Command, hidden: &[clap::Id], note: &str) -> clap::Command {
+        let long = command
+            .get_after_long_help()
+            .or(command.get_after_help())
+            .cloned();
+        let short = match command.get_after_help() {
+            Some(text) => format!("{text}\n\n{note}"),
+            None => note.to_string(),
+        };
+        let command = command
+            .mut_args(|a| {
+                if hidden.contains(a.get_id()) {
+                    a.hide_short_help(true)
+                } else {
+                    a
+                }
+            })
+            .after_help(short);
+        let command = match long {
+            Some(long) => command.after_long_help(long),
+            None => command.after_long_help(""),
+        };
+        command.mut_subcommands(|s| apply(s, hidden, note))
+    }
+    apply(command, &hidden, &note)
+}
+
+/// The backend a command line names (`--backend X`, `--backend=X`, else
+/// LOCKRUN_BACKEND, else the default), read before clap parses it so that
+/// `-h` can show that backend's flags. Anything unreadable is left for
+/// clap to refuse: the default is shown meanwhile.
+pub fn backend_named(args: &[OsString], variable: Option<OsString>) -> BackendName {
+    use clap::ValueEnum;
+    let named = |value: &std::ffi::OsStr| {
+        value
+            .to_str()
+            .and_then(|v| BackendName::from_str(v, false).ok())
+    };
+    let mut words = args.iter().skip(1).take_while(|w| *w != "--");
+    while let Some(word) = words.next() {
+        if word == "--backend" {
+            return words
+                .next()
+                .and_then(|v| named(v))
+                .unwrap_or(BackendName::Consul);
+        }
+        if let Some(value) = word.to_str().and_then(|w| w.strip_prefix("--backend=")) {
+            return named(value.as_ref()).unwrap_or(BackendName::Consul);
+        }
+    }
+    variable
+        .as_deref()
+        .and_then(named)
+        .unwrap_or(BackendName::Consul)
+}
+
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
     /// The shell to complete for.
@@ -279,7 +370,7 @@ pub struct OutputArgs {
     #[arg(short, long, global = true)]
     pub quiet: bool,
     /// Format of lockrun's own messages on stderr.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, value_name = "FORMAT")]
+    #[arg(long, global = true, hide_short_help = true, value_enum, default_value_t = LogFormat::Text, value_name = "FORMAT")]
     pub log_format: LogFormat,
 }
 
@@ -287,7 +378,8 @@ pub struct OutputArgs {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Session")]
 pub struct SessionArgs {
-    /// How long the engine keeps the lock of a holder it stops hearing from:
+    /// How long the engine keeps a silent holder's lock.
+    ///
     /// Consul's session TTL (10s to 24h), etcd's lease TTL, PostgreSQL's
     /// session deadline (whole seconds on both). Shorter notices a dead host
     /// sooner. The local backend has no lease, and refuses it.
@@ -295,14 +387,15 @@ pub struct SessionArgs {
     pub ttl: Duration,
     #[command(flatten)]
     pub backend: crate::backend::HoldFlags,
-    /// The largest combined clock-rate error between this host and the
-    /// engine's that the stop window allows for, in ppm or % (every backend
+    /// The largest combined clock-rate error the stop window allows for.
+    ///
+    /// Between this host and the engine's, in ppm or % (every backend
     /// with a server; the local backend has no lease, and refuses it). The default
     /// is two hosts slewing opposite ways at chrony's maximum, 2 x 83,333
     /// ppm. This host's share is half: when the kernel slows our clock
     /// more (adjtimex), the window narrows, or the command is stopped
     /// (exit 124) when none is left.
-    #[arg(long, value_parser = crate::clock::rate::parse_bound, default_value = "166666ppm", value_name = "RATE")]
+    #[arg(long, hide_short_help = true, value_parser = crate::clock::rate::parse_bound, default_value = "166666ppm", value_name = "RATE")]
     pub clock_rate_error: crate::clock::Ppm,
 }
 
@@ -313,12 +406,15 @@ pub struct WaitArgs {
     /// Give up after DURATION without the lock (exit 75).
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION", conflicts_with = "no_wait")]
     pub timeout: Option<Duration>,
-    /// Try once; if the lock is taken, exit 75 at once (a network blip is
-    /// retried for up to 500ms).
+    /// Try once; if the lock is taken, exit 75 at once.
+    ///
+    /// A network blip is retried for up to 500ms.
     #[arg(short = 'n', long)]
     pub no_wait: bool,
-    /// Exit status when the lock was not acquired (like flock -E); 0 makes a
-    /// conflict count as success, for cron jobs another host already ran.
+    /// Exit status when the lock was not acquired, as flock -E.
+    ///
+    /// 0 makes a conflict count as success, for cron jobs another host
+    /// already ran.
     #[arg(short = 'E', long, default_value_t = 75, value_name = "STATUS",
           value_parser = clap::value_parser!(u8).range(0..=255))]
     pub conflict_exit_code: u8,
@@ -332,11 +428,12 @@ pub struct ChildArgs {
     #[arg(long)]
     pub shell: bool,
     /// Signal that asks the child to stop when the lock is lost.
-    #[arg(long, default_value = "TERM", value_name = "SIGNAL", value_parser = SignalParser)]
+    #[arg(long, hide_short_help = true, default_value = "TERM", value_name = "SIGNAL", value_parser = SignalParser)]
     pub kill_signal: Signal,
-    /// Grace period after the kill signal before SIGKILL [default: 5s for
-    /// elect, 2s for semaphore, less if --ttl or --lock-delay leave less
-    /// room]. It must fit in the safety budget (lockrun says by how much if
+    /// Grace period after the kill signal before SIGKILL.
+    ///
+    /// [default: 5s for elect, 2s for semaphore, less if --ttl or
+    /// --lock-delay leave less room]. It must fit in the safety budget (lockrun says by how much if
     /// it does not). When Consul reports the lock lost, only what the
     /// lock-delay leaves is granted (none for a semaphore).
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
@@ -346,7 +443,7 @@ pub struct ChildArgs {
     /// the lock, until the last of them is gone; `kill` gives them
     /// --kill-signal, then SIGKILL after --kill-timeout. The exit status is
     /// COMMAND's either way.
-    #[arg(long, value_enum, default_value_t = LeftoversMode::Wait, value_name = "WHAT")]
+    #[arg(long, hide_short_help = true, value_enum, default_value_t = LeftoversMode::Wait, value_name = "WHAT")]
     pub leftovers: LeftoversMode,
     /// How COMMAND's process tree is kept together. `auto`: in a cgroup v2
     /// of its own where lockrun may create one (as root, or under systemd
@@ -356,7 +453,7 @@ pub struct ChildArgs {
     /// failure, as `subreaper`: the guard, a child subreaper, finds the
     /// tree's processes in /proc and kills them in passes until none is
     /// left. `-v` says which mode a run got.
-    #[arg(long, value_enum, default_value_t = ContainmentMode::Auto, value_name = "MODE")]
+    #[arg(long, hide_short_help = true, value_enum, default_value_t = ContainmentMode::Auto, value_name = "MODE")]
     pub containment: ContainmentMode,
     /// Value stored in the lock entry [default: this host's name].
     #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), value_name = "VALUE")]
@@ -370,8 +467,9 @@ pub struct ChildArgs {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Service")]
 pub struct ServiceArgs {
-    /// Speak systemd's notify protocol (Type=notify): READY=1 once the lock is
-    /// held (`--notify` or `--notify=held`) or at start (`--notify=start`),
+    /// Speak systemd's notify protocol (Type=notify).
+    ///
+    /// READY=1 once the lock is held (`--notify` or `--notify=held`) or at start (`--notify=start`),
     /// STATUS= lines, WATCHDOG=1 while the lease is confirmed, STOPPING=1.
     /// COMMAND then does not inherit NOTIFY_SOCKET or WATCHDOG_*. Without
     /// --timeout or --no-wait it retries an engine that is down at start,
@@ -379,8 +477,9 @@ pub struct ServiceArgs {
     #[arg(long, value_enum, value_name = "WHEN", num_args = 0..=1, require_equals = true,
           default_missing_value = "held")]
     pub notify: Option<Ready>,
-    /// Keep the lock at least DURATION after taking it, even when COMMAND
-    /// finishes sooner, so that hosts whose cron fires later in the same
+    /// Keep the lock at least DURATION after taking it.
+    ///
+    /// The lock is kept even when COMMAND finishes sooner, so that hosts whose cron fires later in the same
     /// period find it held: with `-n -E 0`, a job runs once per period.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub min_hold: Option<Duration>,
@@ -391,8 +490,9 @@ pub struct ElectArgs {
     /// The lock key, e.g. service/db/leader.
     #[arg(value_name = "KEY")]
     pub key: String,
-    /// After losing the lock, stop the child and campaign again instead of
-    /// exiting 124 (for long-running daemons).
+    /// After a loss, stop the child and campaign again instead of exiting 124.
+    ///
+    /// For long-running daemons.
     #[arg(long)]
     pub campaign: bool,
     #[command(flatten)]

@@ -46,7 +46,7 @@ pub const SHELLS: [Shell; 5] = [
 pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     // The man pages list subcommands as pages, and `help` has none; the real
     // binary keeps its `help` subcommand (and the completions offer it).
-    let mut cli = crate::cli::command().disable_help_subcommand(true);
+    let mut cli = every_flag(crate::cli::command().disable_help_subcommand(true));
     // Subcommands are rendered from the built parent: building is what copies
     // the global flags (Consul connection, output) into each subcommand.
     // Rendering a subcommand on its own would lose them.
@@ -57,6 +57,15 @@ pub fn man_pages() -> Vec<(String, Vec<u8>)> {
         pages.push((format!("{name}.1"), subcommand_page(sub, &name)));
     }
     pages
+}
+
+/// A page lists every flag with its whole text: flags that `-h` leaves to
+/// `--help` are shown there too (clap_mangen omits the text of a flag hidden
+/// from the short help unless it has a long one).
+fn every_flag(command: clap::Command) -> clap::Command {
+    command
+        .mut_args(|a| a.hide_short_help(false))
+        .mut_subcommands(every_flag)
 }
 
 /// One completion script per shell: file name (as each shell expects it) and

@@ -32,8 +32,10 @@ macro_rules! backends {
         #[derive(Debug, clap::Args)]
         #[command(next_help_heading = "Backend")]
         pub struct BackendArgs {
-            /// Where the locks live, one of the values below; without this flag or
-            /// LOCKRUN_BACKEND, consul.
+            /// Where the locks live.
+            ///
+            /// One of the values below; without this flag or LOCKRUN_BACKEND,
+            /// consul.
             #[arg(long, global = true, value_enum, env = "LOCKRUN_BACKEND", default_value_t = $crate::backend::BackendName::Consul, value_name = "BACKEND")]
             pub backend: $crate::backend::BackendName,
             $(

@@ -50,6 +50,8 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
             command = command.mut_arg(*id, |arg| arg.env(None::<&str>));
         }
     }
+    let backend = crate::cli::backend_named(&args, std::env::var_os("LOCKRUN_BACKEND"));
+    let command = crate::cli::short_help_for(command, backend);
     let matches = match command.try_get_matches_from(&args) {
         Ok(matches) => matches,
         Err(e) => match (empty, e.kind()) {

@@ -35,26 +35,29 @@ pub const HOOK_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug, Args, Default)]
 #[command(next_help_heading = "Operations")]
 pub struct OpsArgs {
-    /// Serve GET /status (JSON), /leader (200 while held with at least the
-    /// safety margin left, else 503) and /metrics (Prometheus) on ADDR while
-    /// lockrun runs: HOST:PORT, or a unix socket path (containing `/`).
+    /// Serve /status, /leader and /metrics on ADDR while lockrun runs.
+    ///
+    /// GET /status (JSON), /leader (200 while held with at least the
+    /// safety margin left, else 503) and /metrics (Prometheus), on HOST:PORT, or a unix socket path (containing `/`).
     /// COMMAND finds it in LOCKRUN_STATUS, for `lockrun status`.
     #[arg(long, value_name = "ADDR")]
     pub status_addr: Option<String>,
-    /// Run CMD with `sh -c` once the lock is held, before COMMAND; if it
-    /// fails or times out, lockrun releases the lock and exits 125 without
+    /// Run CMD with `sh -c` once the lock is held, before COMMAND.
+    ///
+    /// If it fails or times out, lockrun releases the lock and exits 125 without
     /// running COMMAND.
     #[arg(long, value_name = "CMD")]
     pub on_acquire: Option<String>,
-    /// Run CMD with `sh -c` after COMMAND was stopped because the lock was
-    /// lost (and what was left released); it never delays the stop.
+    /// Run CMD with `sh -c` after COMMAND was stopped on a loss.
+    ///
+    /// It runs once what was left is released, and never delays the stop.
     #[arg(long, value_name = "CMD")]
     pub on_loss: Option<String>,
     /// Run CMD with `sh -c` after COMMAND exited and the lock was released.
     #[arg(long, value_name = "CMD")]
     pub on_release: Option<String>,
     /// How long a hook may run before its whole process group is killed.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION", default_value = "30s")]
+    #[arg(long, hide_short_help = true, value_parser = parse_duration, value_name = "DURATION", default_value = "30s")]
     pub hook_timeout: Duration,
 }
 

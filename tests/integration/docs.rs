@@ -718,3 +718,57 @@ fn ci_runs_the_readme_test_command() {
         ".ci/run ends with `{last}`, which is no code block of the README's: the README's test command and CI's must be one"
     );
 }
+
+/// `-h` fits a screen: the flags of the backend in use (`--backend X -h`,
+/// or LOCKRUN_BACKEND), the common ones, and a line naming the rest, which
+/// `--help` keeps in full.
+#[test]
+fn short_help_fits_a_screen_and_shows_the_backend_in_use() {
+    let owned = [
+        ("consul", "--http-addr"),
+        ("etcd", "--endpoints"),
+        ("local", "--lock-dir"),
+        ("postgres", "--dsn"),
+    ];
+    for (backend, flag) in owned {
+        for sub in ["elect", "semaphore", "leader", "release"] {
+            let mut cmd = lockrun(["--backend", backend, sub, "-h"]);
+            cmd.env("COLUMNS", "100");
+            let output = run(&mut cmd);
+            assert!(output.status.success(), "{}", describe(&cmd, &output));
+            let text = String::from_utf8(output.stdout.clone()).unwrap();
+            assert!(
+                text.lines().count() <= 60,
+                "{} lines:\n{}",
+                text.lines().count(),
+                describe(&cmd, &output)
+            );
+            assert!(text.contains(flag), "{}", describe(&cmd, &output));
+            for (other, theirs) in owned.iter().filter(|(b, _)| *b != backend) {
+                assert!(
+                    !text.contains(theirs),
+                    "{other}'s {theirs}: {}",
+                    describe(&cmd, &output)
+                );
+            }
+            assert!(
+                text.contains(&format!("Flags of --backend {backend};")),
+                "{}",
+                describe(&cmd, &output)
+            );
+            let mut long = lockrun(["--backend", backend, sub, "--help"]);
+            let all = String::from_utf8(run(&mut long).stdout).unwrap();
+            for (_, every) in owned {
+                assert!(all.contains(every), "--help lost {every}: {all}");
+            }
+        }
+    }
+    // The variable picks the backend too, as it does for the run.
+    let mut cmd = lockrun(["elect", "-h"]);
+    cmd.env("LOCKRUN_BACKEND", "etcd");
+    let text = String::from_utf8(run(&mut cmd).stdout).unwrap();
+    assert!(
+        text.contains("--endpoints") && !text.contains("--http-addr"),
+        "{text}"
+    );
+}

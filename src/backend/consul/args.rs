@@ -12,8 +12,10 @@ use super::Behavior;
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Consul connection")]
 pub struct ConsulArgs {
-    /// Consul agent address: host:port, http://host:port or https://host:port;
-    /// several, comma-separated, to renew through the next when one hangs or dies.
+    /// Consul agent: host:port, http://host:port or https://host:port.
+    ///
+    /// Several, comma-separated, to renew through the next when one hangs or
+    /// dies.
     #[arg(
         long,
         global = true,
@@ -22,25 +24,28 @@ pub struct ConsulArgs {
         hide_env_values = true
     )]
     pub http_addr: Option<String>,
-    /// Read the ACL token from FILE (else CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN).
+    /// Read the ACL token from FILE.
+    ///
+    /// Else CONSUL_HTTP_TOKEN_FILE, else CONSUL_HTTP_TOKEN.
     #[arg(long, global = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub token_file: Option<PathBuf>,
     /// CA certificate file to verify Consul's TLS certificate.
-    #[arg(long, global = true, env = "CONSUL_CACERT", hide_env_values = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    #[arg(long, global = true, hide_short_help = true, env = "CONSUL_CACERT", hide_env_values = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub ca_file: Option<PathBuf>,
     /// Directory of CA certificates.
-    #[arg(long, global = true, env = "CONSUL_CAPATH", hide_env_values = true, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    #[arg(long, global = true, hide_short_help = true, env = "CONSUL_CAPATH", hide_env_values = true, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
     pub ca_path: Option<PathBuf>,
     /// Client certificate for Consul's verify_incoming.
-    #[arg(long, global = true, env = "CONSUL_CLIENT_CERT", hide_env_values = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    #[arg(long, global = true, hide_short_help = true, env = "CONSUL_CLIENT_CERT", hide_env_values = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub client_cert: Option<PathBuf>,
     /// Client key for Consul's verify_incoming.
-    #[arg(long, global = true, env = "CONSUL_CLIENT_KEY", hide_env_values = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    #[arg(long, global = true, hide_short_help = true, env = "CONSUL_CLIENT_KEY", hide_env_values = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub client_key: Option<PathBuf>,
     /// Server name to verify Consul's certificate against (SNI).
     #[arg(
         long,
         global = true,
+        hide_short_help = true,
         env = "CONSUL_TLS_SERVER_NAME",
         hide_env_values = true,
         value_parser = clap::builder::NonEmptyStringValueParser::new(),
@@ -48,12 +53,13 @@ pub struct ConsulArgs {
     )]
     pub tls_server_name: Option<String>,
     /// Datacenter to use (default: the agent's).
-    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), global = true, value_name = "DC")]
+    #[arg(long, hide_short_help = true, value_parser = clap::builder::NonEmptyStringValueParser::new(), global = true, value_name = "DC")]
     pub datacenter: Option<String>,
     /// Enterprise namespace.
     #[arg(
         long,
         global = true,
+        hide_short_help = true,
         env = "CONSUL_NAMESPACE",
         hide_env_values = true,
         value_parser = clap::builder::NonEmptyStringValueParser::new(),
@@ -66,16 +72,18 @@ pub struct ConsulArgs {
 /// flags.
 #[derive(Debug, Args)]
 pub struct ConsulSessionArgs {
-    /// How long Consul keeps the lock from a new holder after the session is
-    /// invalidated (0s to 60s). It is the child's grace window on a partition.
+    /// How long Consul keeps a lost lock from a new holder.
+    ///
+    /// After the session is invalidated (0s to 60s). It is the child's grace
+    /// window on a partition.
     #[arg(long, value_parser = crate::duration::parse_duration, allow_hyphen_values = true, default_value = "15s", value_name = "DURATION")]
     pub lock_delay: Duration,
     /// What Consul does with held keys when the session is invalidated
     /// [default: release for elect, delete for semaphore].
-    #[arg(long, value_enum, value_name = "BEHAVIOR")]
+    #[arg(long, hide_short_help = true, value_enum, value_name = "BEHAVIOR")]
     pub behavior: Option<Behavior>,
     /// Session name shown in Consul [default: lockrun on HOST for KEY].
-    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), value_name = "NAME")]
+    #[arg(long, hide_short_help = true, value_parser = clap::builder::NonEmptyStringValueParser::new(), value_name = "NAME")]
     pub session_name: Option<String>,
     /// Node health checks the session is bound to (comma-separated) [default: none].
     /// A failing check ends the session at once, so the child must then be
@@ -83,6 +91,7 @@ pub struct ConsulSessionArgs {
     /// period must fit in the lock-delay. Not for semaphores.
     #[arg(
         long,
+        hide_short_help = true,
         value_delimiter = ',',
         value_name = "CHECKS",
         conflicts_with = "no_checks"
@@ -92,6 +101,7 @@ pub struct ConsulSessionArgs {
     /// Consul 1.7 or later). As --node-checks.
     #[arg(
         long,
+        hide_short_help = true,
         value_delimiter = ',',
         value_name = "CHECKS",
         conflicts_with = "no_checks"
@@ -99,7 +109,7 @@ pub struct ConsulSessionArgs {
     pub service_checks: Vec<String>,
     /// Bind the session to no health check, so that only the TTL ends it
     /// (the default; sent to Consul explicitly, old and new fields alike).
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub no_checks: bool,
 }
 

@@ -8,13 +8,14 @@ use clap::Args;
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Backend")]
 pub struct LocalArgs {
-    /// local: the lock directory; KEY is the file DIR/KEY, which `flock DIR/KEY`
-    /// shares [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or
+    /// local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`.
+    ///
+    /// [default: /run/lockrun for root, $XDG_RUNTIME_DIR/lockrun or
     /// /tmp/lockrun-UID otherwise].
     #[arg(long, global = true, env = "LOCKRUN_LOCK_DIR", hide_env_values = true, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
     pub lock_dir: Option<PathBuf>,
     /// local: accept a lock directory on NFS or CIFS, whose flock(2) may not
     /// exclude other hosts or may break on a reconnect.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, hide_short_help = true)]
     pub allow_network_fs: bool,
 }

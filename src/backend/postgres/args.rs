@@ -9,8 +9,9 @@ use clap::Args;
 #[derive(Debug, Args)]
 #[command(next_help_heading = "PostgreSQL connection")]
 pub struct PostgresArgs {
-    /// postgres: a postgres:// URL or libpq `key=value` words, e.g.
-    /// postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER,
+    /// postgres: a postgres:// URL or libpq `key=value` words.
+    ///
+    /// E.g. postgres://app@db.example:5432/app (else PGHOST, PGPORT, PGUSER,
     /// PGDATABASE; else the local socket). TLS as libpq: sslmode=disable,
     /// prefer (the default), require, verify-ca or verify-full, with
     /// sslrootcert, sslcert and sslkey.
