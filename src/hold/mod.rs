@@ -500,9 +500,15 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
             }
         };
         let ending = self.run(&mut child, &mut held).await;
-        if let Ending::Exited { .. } = ending {
+        if let Ending::Exited { forwarded, .. } = ending {
             beacon.stopping();
-            self.min_hold(&mut held).await;
+            // A stop we passed on to the child is a stop of the whole run:
+            // the child may have ended of it, or just before it, and either
+            // way the signal was spent on it, so the hold would wait for
+            // another one (Ctrl-C at the moment the child ended hung here).
+            if !forwarded.is_some_and(supervise::is_shutdown) {
+                self.min_hold(&mut held).await;
+            }
         }
         let held_for = held.acquired_at.elapsed();
         self.clean_up(held, &ending).await;

@@ -45,7 +45,7 @@ enum Event {
 /// Signals that ask the child to stop: after forwarding one we give the child
 /// the grace period, then SIGKILL. Others (HUP, USR1, USR2) are forwarded
 /// and the child decides; daemons reload on them.
-fn is_shutdown(signal: Signal) -> bool {
+pub(super) fn is_shutdown(signal: Signal) -> bool {
     matches!(signal, Signal::Int | Signal::Term | Signal::Quit)
 }
 

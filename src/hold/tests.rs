@@ -594,6 +594,36 @@ async fn a_signal_during_min_hold_releases_at_once() {
     );
 }
 
+/// A stop that reaches the run while the child runs ends the run with the
+/// child: the hold does not then wait for a second one. The signal was spent
+/// on the child (here, which ends of it), so Ctrl-C at the moment a quick
+/// command ended left lockrun keeping the lock for the whole --min-hold.
+#[tokio::test(start_paused = true)]
+async fn a_stop_while_the_child_runs_skips_min_hold() {
+    let log = Rc::new(Log::default());
+    let mut script = Script::new(&log);
+    script.child_exits_after = None;
+    let outcome = play_with(
+        script,
+        None,
+        Some(Duration::from_secs(3600)),
+        Some(Phase::Running),
+    )
+    .await
+    .expect("the fake engine does not fail");
+    assert_eq!(outcome, Outcome::Done(Exit::Interrupted(Signal::Term)));
+    assert!(
+        log.names().contains(&"child got SIGTERM".to_string()),
+        "{:?}",
+        log.names()
+    );
+    assert!(
+        log.at("releasing") < Duration::from_secs(10),
+        "released at {:?}",
+        log.at("releasing")
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_loss_during_min_hold_ends_it_and_costs_nothing() {
     let log = Rc::new(Log::default());
