@@ -82,3 +82,5 @@ mod answers;
 mod clusters;
 // What operators wire around a holder: the status endpoint, hooks, `lockrun status`.
 mod ops;
+// Every shell example in the README and docs/, run on the engine it names.
+mod doc_examples;
