@@ -379,6 +379,15 @@ impl Dir {
                     }
                     match self.unlink(name) {
                         Ok(()) | Err(Errno::ENOENT) => {}
+                        Err(Errno::EPERM) if self.mode & 0o1000 != 0 => {
+                            return Err(LocalError::dir(format!(
+                                "`{}` belongs to uid {}, and the sticky bit on `{}` keeps us from replacing it; run `chmod -t {}`",
+                                path.display(),
+                                st.st_uid,
+                                self.path.display(),
+                                self.path.display()
+                            )))
+                        }
                         Err(e) => return Err(fail(e.into())),
                     }
                 }
