@@ -348,6 +348,12 @@ impl Dir {
                     .unwrap_or(SFlag::S_IFSOCK);
                 not_a_file(&path, kind)
             }
+            // A directory of root's, say, that is not shared with us.
+            Errno::EACCES => LocalError::dir(format!(
+                "cannot open `{}`: permission denied to uid {}; use a lock directory of your own, or one shared with your group (see docs/local.md)",
+                path.display(),
+                euid()
+            )),
             e => LocalError::io(format!("cannot open `{}`", path.display()), e.into()),
         }
     }
