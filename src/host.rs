@@ -25,13 +25,23 @@ pub fn io_reason(e: &std::io::Error) -> String {
 /// leaves the old file at `a`, to be written over next time, where a rename
 /// makes a new inode and frees one at every call.
 pub fn swap_names(a: &std::path::Path, b: &std::path::Path) -> std::io::Result<()> {
+    swap_names_at(nix::fcntl::AT_FDCWD, a, b)
+}
+
+/// [`swap_names`] with `a` and `b` relative to the directory `dir`, so
+/// that nothing renamed above it can redirect the swap.
+pub fn swap_names_at(
+    dir: std::os::fd::BorrowedFd<'_>,
+    a: &std::path::Path,
+    b: &std::path::Path,
+) -> std::io::Result<()> {
     // nix offers the call on glibc only; elsewhere we rename.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
-        use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
-        if renameat2(AT_FDCWD, a, AT_FDCWD, b, RenameFlags::RENAME_EXCHANGE).is_ok() {
+        use nix::fcntl::{renameat2, RenameFlags};
+        if renameat2(dir, a, dir, b, RenameFlags::RENAME_EXCHANGE).is_ok() {
             return Ok(());
         }
     }
-    std::fs::rename(a, b)
+    nix::fcntl::renameat(dir, a, dir, b).map_err(std::io::Error::from)
 }

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lockrun::backend::local::facts::{self, Facts};
+use lockrun::backend::local::tree::{Dir, KeyFiles};
 use lockrun::backend::local::{Kind, Local, LocalClaim, LocalError};
 use lockrun::backend::{
     self, Acquisition, Changes, Claim, Engine, Inspect, Lease, Renewal, Target, Wait, Which,
@@ -22,6 +23,14 @@ const FLOCK: &str = "/usr/bin/flock";
 
 fn engine(dir: &Path) -> Local {
     Local::open(dir.join("locks"), false).expect("open the lock directory")
+}
+
+/// The files of `key`, at the top of the lock directory in `dir`.
+fn key_files(dir: &Path, key: &str) -> KeyFiles {
+    KeyFiles {
+        dir: Arc::new(Dir::top(&dir.join("locks")).unwrap()),
+        lock: key.to_owned(),
+    }
 }
 
 fn lock(key: &str) -> Target {
@@ -348,12 +357,7 @@ async fn the_fencing_number_survives_releases_and_flock_cli_holders() {
         fence: last,
         ..Facts::default()
     };
-    planted
-        .write(
-            &tmp.path().join("locks/f.lockrun"),
-            &tmp.path().join("locks/f.lockrun-new"),
-        )
-        .unwrap();
+    planted.write(&key_files(tmp.path(), "f")).unwrap();
     for round in 0..3 {
         let claim = take(&local, &lock("f"), "v", Wait::Once).await;
         assert_eq!(claim.fence(), last + 1, "round {round}");
@@ -537,9 +541,7 @@ async fn force_release_signals_the_holder_through_a_pidfd() {
     let facts_path = tmp.path().join("locks/k.lockrun");
     let mut facts = Facts::read(&facts_path).unwrap();
     facts.holder.as_mut().unwrap().pid_start += 1;
-    facts
-        .write(&facts_path, &tmp.path().join("locks/k.lockrun-new"))
-        .unwrap();
+    facts.write(&key_files(tmp.path(), "k")).unwrap();
     let outcome = local.force_release(&lock("k"), &Which::All).await.unwrap();
     assert!(outcome.asked.is_empty());
     let e = &outcome.refused[0];

@@ -103,13 +103,17 @@ impl Backend for LocalBackend {
         })
     }
 
+    /// Says which lock directory (with `-v`): the default depends on who
+    /// runs and on `XDG_RUNTIME_DIR`, and root's and a user's differ.
     fn engine(&self, (): ()) -> Result<Local, Failure> {
+        tracing::info!("lock directory `{}`", self.dir.display());
         Ok(Local::open(self.dir.clone(), self.allow_network_fs)?)
     }
 
     /// Looking creates nothing, and may look at a directory that is not
     /// ours (root's, from a user's shell).
     fn inspect(&self, _look: &Look<'_, Self::ReleaseArgs>) -> Local {
+        tracing::info!("lock directory `{}`", self.dir.display());
         Local::for_reading(self.dir.clone())
     }
 }

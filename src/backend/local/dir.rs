@@ -7,13 +7,15 @@
 //! descriptor, so a user who cannot open a lock file cannot lock it, and
 //! with the directory root's alone nobody else can unlink or rename what is
 //! in it. Holder facts are 0644: readable by `leader`, written by the holder
-//! only.
+//! only. A directory its group may write in is shared with that group
+//! instead, under the rules in [`super::tree`].
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
+use super::tree::Dir;
 use super::LocalError;
 
 /// The suffix of a lock file's holder facts, beside it.
@@ -39,10 +41,13 @@ pub fn default_dir_here() -> PathBuf {
     default_dir(nix::unistd::geteuid().as_raw(), xdg.as_deref())
 }
 
-/// Creates `dir` if needed (0700, or 0755 for root) and checks that it is
-/// ours and nobody else can write to it; refuses a network filesystem
-/// unless `allow_network` (see [`network_fs`]).
-pub fn prepare(dir: &Path, allow_network: bool) -> Result<(), LocalError> {
+/// Creates `dir` if needed (0700, or 0755 for root) and opens it,
+/// checked (ours or root's, nobody else's to write: see [`tree`]'s rules);
+/// refuses a network filesystem unless `allow_network` (see
+/// [`network_fs`]).
+///
+/// [`tree`]: super::tree
+pub fn prepare(dir: &Path, allow_network: bool) -> Result<Dir, LocalError> {
     let uid = nix::unistd::geteuid().as_raw();
     let mode = if uid == 0 { 0o755 } else { 0o700 };
     match fs::DirBuilder::new().mode(mode).create(dir) {
@@ -55,39 +60,11 @@ pub fn prepare(dir: &Path, allow_network: bool) -> Result<(), LocalError> {
             )))
         }
     }
-    // Not following a symlink: in /tmp anyone could have planted one.
-    let meta = fs::symlink_metadata(dir).map_err(|e| {
-        LocalError::dir(format!(
-            "cannot read lock directory `{}`: {e}",
-            dir.display()
-        ))
-    })?;
-    check_owner(dir, &meta, uid)?;
-    check_filesystem(dir, allow_network)
-}
-
-fn check_owner(dir: &Path, meta: &fs::Metadata, uid: u32) -> Result<(), LocalError> {
-    if !meta.is_dir() {
-        return Err(LocalError::dir(format!(
-            "lock directory `{}` is not a directory; remove it or choose another with --lock-dir",
-            dir.display()
-        )));
-    }
-    if meta.uid() != uid {
-        return Err(LocalError::dir(format!(
-            "lock directory `{}` belongs to uid {}, not to us (uid {uid}); choose another with --lock-dir",
-            dir.display(),
-            meta.uid()
-        )));
-    }
-    if meta.permissions().mode() & 0o022 != 0 {
-        return Err(LocalError::dir(format!(
-            "lock directory `{}` is writable by others, who could replace its locks; run `chmod go-w {}`",
-            dir.display(),
-            dir.display()
-        )));
-    }
-    Ok(())
+    // Opened without following a link (in /tmp anyone could have planted
+    // one), and checked on the descriptor that everything after goes by.
+    let top = Dir::top(dir)?;
+    check_filesystem(&top, allow_network)?;
+    Ok(top)
 }
 
 const NFS_SUPER_MAGIC: i64 = 0x6969;
@@ -108,19 +85,11 @@ pub fn network_fs(magic: i64) -> Option<&'static str> {
     }
 }
 
-fn check_filesystem(dir: &Path, allow_network: bool) -> Result<(), LocalError> {
-    let stat = nix::sys::statfs::statfs(dir).map_err(|e| {
-        LocalError::dir(format!(
-            "cannot statfs lock directory `{}`: {e}",
-            dir.display()
-        ))
-    })?;
-    #[allow(clippy::unnecessary_cast)]
-    let magic = stat.filesystem_type().0 as i64;
-    match network_fs(magic) {
+fn check_filesystem(dir: &Dir, allow_network: bool) -> Result<(), LocalError> {
+    match network_fs(dir.fs_magic()?) {
         Some(why) if !allow_network => Err(LocalError::dir(format!(
             "lock directory `{}` is on a network filesystem: {why}; use a local directory, or allow it explicitly",
-            dir.display()
+            dir.path().display()
         ))),
         _ => Ok(()),
     }
@@ -196,32 +165,6 @@ impl KeyPaths {
             lock,
         }
     }
-
-    /// Creates the directories above the lock file.
-    pub fn create_parents(&self, dir: &Path) -> Result<(), LocalError> {
-        let parent = self.lock.parent().unwrap_or(dir);
-        if parent == dir {
-            return Ok(());
-        }
-        let mode = if nix::unistd::geteuid().is_root() {
-            0o755
-        } else {
-            0o700
-        };
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(mode)
-            .create(parent)
-            .map_err(|e| {
-                LocalError::io(
-                    format!(
-                        "cannot create `{}` (is a parent of the key already a lock?)",
-                        parent.display()
-                    ),
-                    e,
-                )
-            })
-    }
 }
 
 #[cfg(test)]
@@ -296,6 +239,7 @@ mod tests {
 
     #[test]
     fn a_directory_writable_by_others_or_not_ours_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("locks");
         prepare(&dir, false).unwrap();
@@ -309,11 +253,9 @@ mod tests {
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
         let e = prepare(&dir, false).unwrap_err().to_string();
         assert!(e.contains("writable by others"), "{e}");
-        let meta = fs::symlink_metadata(&dir).unwrap();
-        let e = check_owner(&dir, &meta, meta.uid() + 1)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("belongs to uid"), "{e}");
+        // Writable by its group is the owner's choice to share it.
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o2770)).unwrap();
+        prepare(&dir, false).unwrap();
         let link = tmp.path().join("link");
         std::os::unix::fs::symlink(&dir, &link).unwrap();
         let e = prepare(&link, false).unwrap_err().to_string();

@@ -10,12 +10,13 @@
 
 use std::fs;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use super::tree::{Dir, KeyFiles};
 use super::LocalError;
 use crate::backend::Holder;
 
@@ -46,7 +47,8 @@ pub struct HolderFacts {
 }
 
 impl Facts {
-    /// The facts at `path`; default (fence 0) when there are none yet.
+    /// The facts at `name` in `dir`; default (fence 0) when there are none
+    /// yet.
     ///
     /// A reader that does not hold the lock (`leader`) may open the record
     /// just before a write swaps it out, and then read it while the holder
@@ -55,11 +57,11 @@ impl Facts {
     /// read, and parses; otherwise the name holds a newer, whole record, and
     /// we read again. The holder's own reads happen under the lock, when
     /// nobody writes.
-    pub fn read(path: &Path) -> Result<Facts, LocalError> {
+    pub fn read_at(dir: &Dir, name: &str) -> Result<Facts, LocalError> {
         const ATTEMPTS: usize = 5;
         let mut attempt = 1;
         loop {
-            match Facts::read_once(path)? {
+            match Facts::read_once(dir, name)? {
                 Ok(facts) => return Ok(facts),
                 Err(_) if attempt < ATTEMPTS => attempt += 1,
                 Err(unreadable) => return Err(LocalError::io_msg(unreadable)),
@@ -67,18 +69,34 @@ impl Facts {
         }
     }
 
+    /// The facts at `path`, for a reader that has only the path.
+    pub fn read(path: &Path) -> Result<Facts, LocalError> {
+        let (parent, name) = match (path.parent(), path.file_name().and_then(|n| n.to_str())) {
+            (Some(parent), Some(name)) => (parent, name),
+            _ => return Err(LocalError::io_msg(format!("`{}` names no record", path.display()))),
+        };
+        match Dir::top_for_reading(parent)? {
+            Some(dir) => Facts::read_at(&dir, name),
+            None => Ok(Facts::default()),
+        }
+    }
+
     /// One read: the facts, or why the bytes read do not parse.
-    fn read_once(path: &Path) -> Result<Result<Facts, String>, LocalError> {
-        let read = fs::File::open(path).and_then(|mut file| {
-            use std::io::Read;
-            use std::os::unix::fs::MetadataExt;
+    fn read_once(dir: &Dir, name: &str) -> Result<Result<Facts, String>, LocalError> {
+        let path = dir.join(name);
+        // Opened as any file in the tree is: no link followed, and a FIFO
+        // refused rather than waited on.
+        let Some(mut file) = dir.open_file(name, None)? else {
+            return Ok(Ok(Facts::default()));
+        };
+        let read = (|| {
             let mut bytes = Vec::new();
             file.read_to_end(&mut bytes)?;
             let ours = file.metadata()?.ino();
             // Swapped out meanwhile: as unreadable as a torn record.
-            let current = fs::metadata(path).map(|m| m.ino()).unwrap_or(0);
+            let current = dir.stat(name)?.map_or(0, |st| st.st_ino);
             Ok((bytes, ours == current))
-        });
+        })();
         match read {
             Ok((_, false)) => Ok(Err(format!(
                 "holder facts `{}` kept changing while read; try again",
@@ -94,7 +112,6 @@ impl Facts {
                     path.display()
                 )
             })),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Ok(Facts::default())),
             Err(e) => Err(LocalError::io(
                 format!("cannot read holder facts `{}`", path.display()),
                 e,
@@ -102,14 +119,14 @@ impl Facts {
         }
     }
 
-    /// Replaces the facts at `path` through `scratch`: the record is
-    /// written there, then the two names are swapped at once, so the name
-    /// always leads to a whole record, and the old one stays behind as the
-    /// next scratch (a reader that opened it just before checks, see
-    /// [`Facts::read`]). A rename over `path` would do as well, but it makes a new
-    /// file and deletes one at every write, and ext4's search for a free
-    /// inode was a third of an uncontended run's CPU here (three writes a
-    /// run); where the filesystem cannot swap, we rename.
+    /// Replaces the facts of `files` through their scratch file: the record
+    /// is written there, then the two names are swapped at once, so the
+    /// name always leads to a whole record, and the old one stays behind as
+    /// the next scratch (a reader that opened it just before checks, see
+    /// [`Facts::read_at`]). A rename over the facts would do as well, but it
+    /// makes a new file and deletes one at every write, and ext4's search
+    /// for a free inode was a third of an uncontended run's CPU here (three
+    /// writes a run); where the filesystem cannot swap, we rename.
     ///
     /// Never synced: a lock on one host survives no crash, so after one
     /// nobody holds anything whatever the sidecar says, and the fencing
@@ -118,23 +135,22 @@ impl Facts {
     /// promise a sidecar on tmpfs gets at every boot. The two `fsync`s this
     /// used to make were most of an uncontended run and of a handover
     /// (7.8 ms median here on ext4, against 2 ms for all of `flock(1)`).
-    pub fn write(&self, path: &Path, scratch: &Path) -> Result<(), LocalError> {
-        self.stage(path, scratch)?;
-        crate::host::swap_names(scratch, path).map_err(|e| Facts::failed(path, e))
+    pub fn write(&self, files: &KeyFiles) -> Result<(), LocalError> {
+        self.stage(files)?;
+        files
+            .dir
+            .swap(&files.scratch(), &files.facts())
+            .map_err(|e| Facts::failed(&files.dir.join(&files.facts()), e))
     }
 
-    /// Writes the record into `scratch` alone, for a later swap with
-    /// `path` (see [`Facts::write`]), by us or by the guard that lets go of
-    /// the lock (`Claim::hand_over`).
-    pub fn stage(&self, path: &Path, scratch: &Path) -> Result<(), LocalError> {
-        let fail = |e: io::Error| Facts::failed(path, e);
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o644)
-            .open(scratch)
-            .map_err(fail)?;
+    /// Writes the record into the scratch file alone, for a later swap
+    /// with the facts (see [`Facts::write`]), by us or by the guard that
+    /// lets go of the lock (`Claim::hand_over`). The scratch is a file of
+    /// our own (see [`Dir::own_file`]): a link or FIFO planted there is
+    /// refused, another user's file replaced, never written into.
+    pub fn stage(&self, files: &KeyFiles) -> Result<(), LocalError> {
+        let fail = |e: io::Error| Facts::failed(&files.dir.join(&files.facts()), e);
+        let mut file = files.dir.own_file(&files.scratch(), 0o644)?;
         let bytes = serde_json::to_vec(self).expect("facts serialise");
         // Over the old bytes, then cut: the file keeps its block.
         file.write_all(&bytes).map_err(fail)?;
@@ -220,13 +236,13 @@ impl Lock {
         }
     }
 
-    /// The file at `path`, if there is one.
-    pub fn at(path: &Path) -> io::Result<Option<Lock>> {
-        match fs::metadata(path) {
-            Ok(meta) => Ok(Some(Lock::of(&meta))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
-        }
+    /// The file at `name` in `dir`, if there is one; a link there is not
+    /// the file we locked, and so names another.
+    pub fn at(dir: &Dir, name: &str) -> io::Result<Option<Lock>> {
+        Ok(dir.stat(name)?.map(|st| Lock {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        }))
     }
 }
 
@@ -288,12 +304,12 @@ pub fn read_proc_locks() -> io::Result<(String, bool)> {
     Ok((String::from_utf8_lossy(&text).into_owned(), reads <= 1))
 }
 
-/// The live holders of the lock file at `path` according to the kernel:
+/// The live holders of the lock file `name` in `dir` according to the kernel:
 /// from one snapshot of `/proc/locks` or, when it spans several reads, from
 /// two consecutive passes that agree about this file (the last pass after
 /// `PASSES` that never did).
-pub fn holders_of(path: &Path) -> io::Result<Option<(Lock, Vec<Option<u32>>)>> {
-    let Some(lock) = Lock::at(path)? else {
+pub fn holders_of(dir: &Dir, name: &str) -> io::Result<Option<(Lock, Vec<Option<u32>>)>> {
+    let Some(lock) = Lock::at(dir, name)? else {
         return Ok(None);
     };
     let mut previous = None;
@@ -370,13 +386,19 @@ mod tests {
     #[test]
     fn facts_round_trip_and_absent_facts_start_at_zero() {
         let tmp = tempfile::tempdir().unwrap();
+        let dir = std::sync::Arc::new(Dir::top(tmp.path()).unwrap());
+        let files = KeyFiles {
+            dir: dir.clone(),
+            lock: "k".into(),
+        };
         let path = tmp.path().join("k.lockrun");
         let scratch = tmp.path().join("k.lockrun-new");
-        assert_eq!(Facts::read(&path).unwrap(), Facts::default());
+        let read = || Facts::read_at(&dir, "k.lockrun");
+        assert_eq!(read().unwrap(), Facts::default());
         fs::write(&path, b"").unwrap();
-        assert_eq!(Facts::read(&path).unwrap(), Facts::default());
+        assert_eq!(read().unwrap(), Facts::default());
         fs::write(&path, [0u8; 64]).unwrap();
-        assert_eq!(Facts::read(&path).unwrap(), Facts::default());
+        assert_eq!(read().unwrap(), Facts::default());
         let facts = Facts {
             fence: 7,
             dev: 1,
@@ -390,8 +412,8 @@ mod tests {
                 child_pgid: None,
             }),
         };
-        facts.write(&path, &scratch).unwrap();
-        assert_eq!(Facts::read(&path).unwrap(), facts);
+        facts.write(&files).unwrap();
+        assert_eq!(read().unwrap(), facts);
         // The second write swaps instead: the first record stays behind
         // as scratch, and nothing of it leaks into the new one.
         let ino = fs::metadata(&path).unwrap().ino();
@@ -399,8 +421,8 @@ mod tests {
             fence: 8,
             ..Facts::default()
         };
-        shorter.write(&path, &scratch).unwrap();
-        assert_eq!(Facts::read(&path).unwrap(), shorter);
+        shorter.write(&files).unwrap();
+        assert_eq!(read().unwrap(), shorter);
         assert_eq!(fs::metadata(&scratch).unwrap().ino(), ino);
         assert_eq!(Facts::read(&scratch).unwrap(), facts);
         let seeded = Facts::default().next_fence();
@@ -411,7 +433,32 @@ mod tests {
         };
         assert_eq!(counted.next_fence(), u64::MAX);
         fs::write(&path, b"{oops").unwrap();
-        let e = Facts::read(&path).unwrap_err().to_string();
+        let e = read().unwrap_err().to_string();
         assert!(e.contains("unreadable"), "{e}");
+    }
+
+    #[test]
+    fn a_link_or_fifo_beside_the_lock_is_refused_and_never_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let locks = tmp.path().join("locks");
+        fs::create_dir(&locks).unwrap();
+        let dir = std::sync::Arc::new(Dir::top(&locks).unwrap());
+        let files = KeyFiles {
+            dir: dir.clone(),
+            lock: "k".into(),
+        };
+        let victim = tmp.path().join("victim");
+        fs::write(&victim, "precious").unwrap();
+        std::os::unix::fs::symlink(&victim, locks.join("k.lockrun-new")).unwrap();
+        let e = Facts::default().write(&files).unwrap_err().to_string();
+        assert!(e.contains("symbolic link") && !e.contains('\n'), "{e}");
+        std::os::unix::fs::symlink(&victim, locks.join("k.lockrun")).unwrap();
+        let e = Facts::read_at(&dir, "k.lockrun").unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "precious");
+        fs::remove_file(locks.join("k.lockrun")).unwrap();
+        nix::unistd::mkfifo(&locks.join("k.lockrun"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let e = Facts::read_at(&dir, "k.lockrun").unwrap_err().to_string();
+        assert!(e.contains("a FIFO"), "{e}");
     }
 }

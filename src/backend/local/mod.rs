@@ -27,6 +27,7 @@ pub mod dir;
 pub mod facts;
 mod semaphore;
 mod sys;
+pub mod tree;
 mod watch;
 
 use std::ffi::OsString;
@@ -35,13 +36,11 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use nix::fcntl::OFlag;
-use nix::sys::stat::Mode;
-
-use self::dir::KeyPaths;
 use self::facts::{Facts, HolderFacts, Lock};
+use self::tree::{Dir, KeyFiles, Missing};
 use super::{
     Acquisition, Claim, Engine, Holder, Inspect, Lease, Lost, Opening, Released, Renewal, Target,
     Wait, Which,
@@ -127,23 +126,23 @@ impl From<LocalError> for crate::error::Failure {
 pub struct Local {
     dir: PathBuf,
     host: String,
-    /// Whether `dir` was prepared (created, checked): only then may we
+    /// `dir`, open, once prepared (created, checked): only then may we
     /// acquire in it.
-    prepared: bool,
+    top: Option<Arc<Dir>>,
 }
 
 impl Local {
     /// Prepares `dir` (see [`dir::prepare`]); `allow_network` accepts a lock
     /// directory on NFS or CIFS.
     pub fn open(dir: PathBuf, allow_network: bool) -> Result<Local, LocalError> {
-        dir::prepare(&dir, allow_network)?;
+        let top = dir::prepare(&dir, allow_network)?;
         let host = nix::unistd::gethostname()
             .map(|h| h.to_string_lossy().into_owned())
             .unwrap_or_default();
         Ok(Local {
             dir,
             host,
-            prepared: true,
+            top: Some(Arc::new(top)),
         })
     }
 
@@ -154,7 +153,7 @@ impl Local {
         Local {
             dir,
             host: String::new(),
-            prepared: false,
+            top: None,
         }
     }
 
@@ -162,9 +161,45 @@ impl Local {
         &self.dir
     }
 
-    fn paths(&self, key: &str) -> Result<KeyPaths, LocalError> {
+    /// The directory `names` lead to from the lock directory, each one
+    /// checked: created where missing, if `missing` says so and we may
+    /// acquire here; `None` where one is missing (or, for a reader, the
+    /// lock directory itself).
+    fn descend<'a>(
+        &self,
+        names: impl IntoIterator<Item = &'a str>,
+        missing: Missing,
+    ) -> Result<Option<Arc<Dir>>, LocalError> {
+        let top = match &self.top {
+            Some(top) => Arc::clone(top),
+            None if missing == Missing::Create => return Err(self.read_only()),
+            None => match Dir::top_for_reading(&self.dir)? {
+                Some(top) => Arc::new(top),
+                None => return Ok(None),
+            },
+        };
+        top.descend(names, missing)
+    }
+
+    /// The files of `key`: its directory checked (see [`Local::descend`]).
+    fn key_files(&self, key: &str, missing: Missing) -> Result<Option<KeyFiles>, LocalError> {
         dir::check_key(key)?;
-        Ok(KeyPaths::new(&self.dir, key))
+        let (parents, lock) = match key.rsplit_once('/') {
+            Some((parents, lock)) => (Some(parents), lock),
+            None => (None, key),
+        };
+        let names = parents.into_iter().flat_map(|p| p.split('/'));
+        Ok(self.descend(names, missing)?.map(|dir| KeyFiles {
+            dir,
+            lock: lock.to_owned(),
+        }))
+    }
+
+    fn read_only(&self) -> LocalError {
+        LocalError::dir(format!(
+            "lock directory `{}` was opened for reading only; open it with Local::open to acquire",
+            self.dir.display()
+        ))
     }
 
     /// Turns a granted lock into a claim: the next fencing number and our
@@ -180,10 +215,10 @@ impl Local {
         let Granted {
             file,
             lock,
-            paths,
+            files,
             slot,
         } = granted;
-        let previous = Facts::read(&paths.facts)?;
+        let previous = Facts::read_at(&files.dir, &files.facts())?;
         let facts = Facts {
             fence: previous.next_fence(),
             dev: lock.dev,
@@ -197,13 +232,14 @@ impl Local {
                 child_pgid: None,
             }),
         };
-        facts.write(&paths.facts, &paths.scratch)?;
+        facts.write(&files)?;
         Ok(LocalClaim {
             file,
             lent: false,
             handed_over: false,
             lock,
-            paths,
+            lock_path: files.lock_path(),
+            files,
             facts,
             name: target.name().to_owned(),
             slot,
@@ -216,25 +252,19 @@ impl Local {
 struct Granted {
     file: File,
     lock: Lock,
-    paths: KeyPaths,
+    files: KeyFiles,
     slot: Option<u32>,
 }
 
-/// Opens a lock file as `flock(1)` does (read-only, created if missing),
-/// 0600 when we create it, so only its owner can ever lock it.
-fn open_lock(path: &Path) -> Result<File, LocalError> {
-    nix::fcntl::open(
-        path,
-        OFlag::O_RDONLY | OFlag::O_CREAT | OFlag::O_NOCTTY | OFlag::O_CLOEXEC,
-        Mode::from_bits_truncate(0o600),
-    )
-    .map(File::from)
-    .map_err(|e| {
-        LocalError::io(
-            format!("cannot open lock file `{}`", path.display()),
-            io::Error::from(e),
-        )
-    })
+/// Opens the lock file `name` in `dir` as `flock(1)` does (read-only,
+/// created if missing), 0600 when we create it, so only its owner can ever
+/// lock it (0640 in a directory shared with a group, whose members lock it
+/// too). Anything there but a regular file is refused at once (see
+/// [`Dir::open_file`]): a FIFO would block the open for ever.
+fn open_lock(dir: &Dir, name: &str) -> Result<File, LocalError> {
+    Ok(dir
+        .open_file(name, Some(0o600))?
+        .expect("a file opened with O_CREAT exists"))
 }
 
 /// What one attempt on an open lock file found.
@@ -249,26 +279,26 @@ enum Attempt {
     Replaced,
 }
 
-fn lock_opened(file: &File, path: &Path, block: bool) -> Result<Attempt, LocalError> {
-    let fail = |e| LocalError::io(format!("cannot lock `{}`", path.display()), e);
+fn lock_opened(file: &File, dir: &Dir, name: &str, block: bool) -> Result<Attempt, LocalError> {
+    let fail = |e| LocalError::io(format!("cannot lock `{}`", dir.join(name).display()), e);
     if block {
         sys::lock_exclusive(file.as_fd()).map_err(fail)?;
     } else if !sys::try_lock_exclusive(file.as_fd()).map_err(fail)? {
         return Ok(Attempt::Taken);
     }
     let mine = Lock::of(&file.metadata().map_err(fail)?);
-    match Lock::at(path).map_err(fail)? {
+    match Lock::at(dir, name).map_err(fail)? {
         Some(now) if now == mine => Ok(Attempt::Got(mine)),
         _ => Ok(Attempt::Replaced),
     }
 }
 
-/// Locks the file at `path`: `Ok(None)` only when `block` is false and it
-/// is taken.
-fn lock_path(path: &Path, block: bool) -> Result<Option<(File, Lock)>, LocalError> {
+/// Locks the file `name` in `dir`: `Ok(None)` only when `block` is false
+/// and it is taken.
+fn lock_path(dir: &Dir, name: &str, block: bool) -> Result<Option<(File, Lock)>, LocalError> {
     loop {
-        let file = open_lock(path)?;
-        match lock_opened(&file, path, block)? {
+        let file = open_lock(dir, name)?;
+        match lock_opened(&file, dir, name, block)? {
             Attempt::Got(lock) => return Ok(Some((file, lock))),
             Attempt::Taken => return Ok(None),
             Attempt::Replaced => continue,
@@ -335,11 +365,8 @@ impl Engine for Local {
         value: &str,
         wait: Wait,
     ) -> Result<Acquisition<LocalClaim>, LocalError> {
-        if !self.prepared {
-            return Err(LocalError::dir(format!(
-                "lock directory `{}` was opened for reading only; open it with Local::open to acquire",
-                self.dir.display()
-            )));
+        if self.top.is_none() {
+            return Err(self.read_only());
         }
         // Read before the wait, so that a handover does not wait for it.
         let me = std::process::id();
@@ -372,16 +399,17 @@ impl Engine for Local {
 
 impl Local {
     async fn acquire_lock(&self, key: &str, wait: Wait) -> Result<Option<Granted>, LocalError> {
-        let paths = self.paths(key)?;
-        paths.create_parents(&self.dir)?;
+        let files = self
+            .key_files(key, Missing::Create)?
+            .expect("created where missing");
         // One attempt first, without a thread: the common uncontended case,
         // and a `--timeout` that has already run out still gets its try.
-        let got = match lock_path(&paths.lock, false)? {
+        let got = match lock_path(&files.dir, &files.lock, false)? {
             Some(got) => Some(got),
             None if wait == Wait::Once => None,
             None => {
-                let path = paths.lock.clone();
-                let work = move |_| lock_path(&path, true);
+                let (dir, name) = (Arc::clone(&files.dir), files.lock.clone());
+                let work = move |_| lock_path(&dir, &name, true);
                 match in_thread(wait.deadline(), semaphore::Cancel::default(), work).await {
                     Some(result) => result?,
                     None => None,
@@ -391,7 +419,7 @@ impl Local {
         Ok(got.map(|(file, lock)| Granted {
             file,
             lock,
-            paths,
+            files,
             slot: None,
         }))
     }
@@ -402,21 +430,26 @@ impl Local {
         target: &Target,
     ) -> Result<Vec<(Holder, Option<HolderFacts>)>, LocalError> {
         let files = match target {
-            Target::Lock { key } => vec![(self.paths(key)?, None)],
+            Target::Lock { key } => self
+                .key_files(key, Missing::Absent)?
+                .map(|files| (files, None))
+                .into_iter()
+                .collect(),
             Target::Slot { prefix, .. } => semaphore::slot_files(self, prefix)?,
         };
         let mut out = Vec::new();
-        for (paths, slot) in files {
-            let Some((lock, lockers)) = facts::holders_of(&paths.lock).map_err(|e| {
-                LocalError::io(format!("cannot inspect `{}`", paths.lock.display()), e)
-            })?
+        for (files, slot) in files {
+            let Some((lock, lockers)) =
+                facts::holders_of(&files.dir, &files.lock).map_err(|e| {
+                    LocalError::io(format!("cannot inspect `{}`", files.lock_path().display()), e)
+                })?
             else {
                 continue;
             };
             if lockers.is_empty() {
                 continue;
             }
-            let facts = Facts::read(&paths.facts)?;
+            let facts = Facts::read_at(&files.dir, &files.facts())?;
             for locker in lockers {
                 let mut holder = facts.to_holder(&lock, locker);
                 holder.slot = slot;
@@ -446,7 +479,13 @@ impl Inspect for Local {
     async fn target_of(&self, key: &str) -> Result<Target, LocalError> {
         dir::check_key(key)?;
         let limit = self.dir.join(key).join(".limit");
-        match std::fs::read_to_string(&limit) {
+        // Anything in the way (a missing directory, a lock file where the
+        // prefix would be) makes KEY a lock, whose own look says more.
+        let text = match self.descend(key.split('/'), Missing::Absent) {
+            Ok(Some(dir)) => semaphore::read_text(&dir, ".limit"),
+            _ => Err(LocalError::io_msg(String::new())),
+        };
+        match text {
             Ok(text) => match text.trim().parse() {
                 Ok(limit) => Ok(Target::Slot {
                     prefix: key.to_string(),
@@ -562,7 +601,8 @@ pub struct LocalClaim {
     /// write nothing beside it any more.
     handed_over: bool,
     lock: Lock,
-    paths: KeyPaths,
+    lock_path: PathBuf,
+    files: KeyFiles,
     facts: Facts,
     name: String,
     slot: Option<u32>,
@@ -571,7 +611,7 @@ pub struct LocalClaim {
 impl LocalClaim {
     /// The lock file.
     pub fn path(&self) -> &Path {
-        &self.paths.lock
+        &self.lock_path
     }
 
     /// The slot, for a semaphore.
@@ -594,7 +634,7 @@ impl Claim for LocalClaim {
                 "LOCKRUN_LOCK_INDEX".into(),
                 self.facts.fence.to_string().into(),
             ),
-            ("LOCKRUN_LOCK_FILE".into(), self.paths.lock.clone().into()),
+            ("LOCKRUN_LOCK_FILE".into(), self.lock_path.clone().into()),
         ]
     }
 
@@ -618,7 +658,7 @@ impl Claim for LocalClaim {
         if let Some(h) = self.facts.holder.as_mut() {
             h.child_pgid = Some(pgid);
         }
-        self.facts.write(&self.paths.facts, &self.paths.scratch)
+        self.facts.write(&self.files)
     }
 
     /// The record that says nobody holds the lock, staged in the scratch
@@ -636,21 +676,24 @@ impl Claim for LocalClaim {
             holder: None,
             ..self.facts.clone()
         };
-        if let Err(e) = cleared.stage(&self.paths.facts, &self.paths.scratch) {
+        if let Err(e) = cleared.stage(&self.files) {
             tracing::debug!("{e}; the guard keeps the lock until it exits");
             return;
         }
-        self.handed_over = offer([self.paths.scratch.clone(), self.paths.facts.clone()]);
+        // The guard swaps by path: the directories on it are checked, so
+        // only those we trust could rename them meanwhile.
+        let dir = &self.files.dir;
+        self.handed_over = offer([dir.join(&self.files.scratch()), dir.join(&self.files.facts())]);
     }
 
     fn describe(&self) -> String {
-        format!("`{}`", self.paths.lock.display())
+        format!("`{}`", self.lock_path.display())
     }
 
     async fn watch(&mut self) -> Lost {
         // Someone removed or replaced the lock file: a rival may lock the
         // new one at once, and nothing delays it.
-        Lost::Watch(watch::lock_file_replaced(&self.paths.lock, self.lock).await)
+        Lost::Watch(watch::lock_file_replaced(&self.files, self.lock).await)
     }
 
     async fn release(mut self) -> Result<(), LocalError> {
@@ -664,7 +707,7 @@ impl Claim for LocalClaim {
         // Cleared while we still hold the lock: once we let go, the next
         // holder owns the sidecar.
         self.facts.holder = None;
-        let cleared = self.facts.write(&self.paths.facts, &self.paths.scratch);
+        let cleared = self.facts.write(&self.files);
         drop(self.file);
         cleared
     }

@@ -14,17 +14,18 @@
 //! and gives the slot back if it changed: so no child ever runs under a
 //! limit other than the one in force.
 
-use std::fs::{self, File};
-use std::io;
+use std::fs::File;
+use std::io::{Read, Write};
 use std::os::fd::AsFd;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 
-use super::dir::{self, KeyPaths};
+use super::dir;
+use super::tree::{Dir, KeyFiles, Missing};
 use super::watch::Retiring;
 use super::{
     in_thread, lock_opened, lock_path, open_lock, Attempt, Granted, Kind, Local, LocalError,
@@ -61,39 +62,45 @@ impl Drop for CancelOnDrop {
 pub(super) fn slot_files(
     local: &Local,
     prefix: &str,
-) -> Result<Vec<(KeyPaths, Option<u32>)>, LocalError> {
+) -> Result<Vec<(KeyFiles, Option<u32>)>, LocalError> {
     dir::check_key(prefix)?;
-    let dir = local.dir().join(prefix);
-    let entries = match fs::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => {
-            return Err(LocalError::io(
-                format!("cannot list `{}`", dir.display()),
-                e,
-            ))
-        }
+    let Some(dir) = local.descend(prefix.split('/'), Missing::Absent)? else {
+        return Ok(Vec::new());
     };
-    let mut slots: Vec<u32> = entries
-        .filter_map(|e| {
-            e.ok()?
-                .file_name()
-                .to_str()?
-                .strip_prefix("slot-")?
-                .parse()
-                .ok()
-        })
+    let mut slots: Vec<u32> = dir
+        .names()?
+        .into_iter()
+        .filter_map(|name| name.to_str()?.strip_prefix("slot-")?.parse().ok())
         .collect();
     slots.sort_unstable();
     Ok(slots
         .into_iter()
         .map(|i| {
-            (
-                KeyPaths::new(local.dir(), &format!("{prefix}/slot-{i}")),
-                Some(i),
-            )
+            let files = KeyFiles {
+                dir: Arc::clone(&dir),
+                lock: format!("slot-{i}"),
+            };
+            (files, Some(i))
         })
         .collect())
+}
+
+/// The text of `name` in `dir`, opened as every file in the tree is.
+pub(super) fn read_text(dir: &Dir, name: &str) -> Result<String, LocalError> {
+    let path = dir.join(name);
+    let mut text = String::new();
+    match dir.open_file(name, None)? {
+        Some(mut file) => file
+            .read_to_string(&mut text)
+            .map_err(|e| LocalError::io(format!("cannot read `{}`", path.display()), e))?,
+        None => {
+            return Err(LocalError::io(
+                format!("cannot read `{}`", path.display()),
+                std::io::ErrorKind::NotFound.into(),
+            ))
+        }
+    };
+    Ok(text)
 }
 
 pub(super) async fn acquire(
@@ -106,13 +113,14 @@ pub(super) async fn acquire(
     if limit == 0 {
         return Err(LocalError::usage("--limit must be at least 1".to_owned()));
     }
+    let dir = local
+        .descend(prefix.split('/'), Missing::Create)?
+        .expect("created where missing");
     let sem = Sem {
-        root: local.dir().to_owned(),
-        dir: local.dir().join(prefix),
+        dir,
         prefix: prefix.to_owned(),
         limit,
     };
-    KeyPaths::new(&sem.root, &format!("{prefix}/.queue")).create_parents(&sem.root)?;
     if let Some(granted) = sem.try_once()? {
         return Ok(Some(granted));
     }
@@ -129,36 +137,36 @@ pub(super) async fn acquire(
 }
 
 struct Sem {
-    root: PathBuf,
-    dir: PathBuf,
+    /// The prefix's directory, checked.
+    dir: Arc<Dir>,
     prefix: String,
     limit: u32,
 }
 
-impl Sem {
-    fn slot(&self, i: u32) -> KeyPaths {
-        KeyPaths::new(&self.root, &format!("{}/slot-{i}", self.prefix))
-    }
+const LIMIT: &str = ".limit";
 
-    fn limit_path(&self) -> PathBuf {
-        self.dir.join(".limit")
+impl Sem {
+    fn slot(&self, i: u32) -> KeyFiles {
+        KeyFiles {
+            dir: Arc::clone(&self.dir),
+            lock: format!("slot-{i}"),
+        }
     }
 
     fn read_limit(&self) -> Result<Option<u32>, LocalError> {
-        let path = self.limit_path();
-        match fs::read_to_string(&path) {
-            Ok(text) => text.trim().parse().map(Some).map_err(|_| {
-                LocalError::io_msg(format!(
-                    "`{}` does not hold a limit; remove it when nobody holds a slot",
-                    path.display()
-                ))
-            }),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(LocalError::io(
-                format!("cannot read `{}`", path.display()),
-                e,
-            )),
-        }
+        let path = self.dir.join(LIMIT);
+        let Some(mut file) = self.dir.open_file(LIMIT, None)? else {
+            return Ok(None);
+        };
+        let mut text = String::new();
+        file.read_to_string(&mut text)
+            .map_err(|e| LocalError::io(format!("cannot read `{}`", path.display()), e))?;
+        text.trim().parse().map(Some).map_err(|_| {
+            LocalError::io_msg(format!(
+                "`{}` does not hold a limit; remove it when nobody holds a slot",
+                path.display()
+            ))
+        })
     }
 
     fn mismatch(&self, stored: u32) -> LocalError {
@@ -185,7 +193,7 @@ impl Sem {
         // Holding every slot of both limits, we know nobody holds any.
         let mut held = Vec::new();
         for i in 0..stored.max(self.limit) {
-            match lock_path(&self.slot(i).lock, false)? {
+            match lock_path(&self.dir, &self.slot(i).lock, false)? {
                 Some(file) => held.push(file),
                 None => return Err(self.mismatch(stored)),
             }
@@ -197,28 +205,29 @@ impl Sem {
     /// Writes our limit to `.limit`; unless `replace`, only if there is
     /// none yet (`Ok(false)` when someone else's appeared first).
     fn publish_limit(&self, replace: bool) -> Result<bool, LocalError> {
-        let path = self.limit_path();
+        let path = self.dir.join(LIMIT);
         // Unique per call: contenders in one process race here too.
         static CALLS: AtomicU64 = AtomicU64::new(0);
         let call = CALLS.fetch_add(1, Ordering::Relaxed);
-        let scratch = self
-            .dir
-            .join(format!(".limit-{}-{call}", std::process::id()));
+        let scratch = format!(".limit-{}-{call}", std::process::id());
         let fail = |e| LocalError::io(format!("cannot write `{}`", path.display()), e);
-        fs::write(&scratch, format!("{}\n", self.limit)).map_err(fail)?;
+        self.dir
+            .own_file(&scratch, 0o644)?
+            .write_all(format!("{}\n", self.limit).as_bytes())
+            .map_err(fail)?;
         let placed = if replace {
-            fs::rename(&scratch, &path).map(|()| true)
+            self.dir.rename(&scratch, LIMIT).map(|()| true)
         } else {
             // A hard link never replaces: the first contender's limit wins.
-            let linked = match fs::hard_link(&scratch, &path) {
+            let linked = match self.dir.link(&scratch, LIMIT) {
                 Ok(()) => Ok(true),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+                Err(Errno::EEXIST) => Ok(false),
                 Err(e) => Err(e),
             };
-            let _ = fs::remove_file(&scratch);
+            let _ = self.dir.unlink(&scratch);
             linked
         };
-        placed.map_err(fail)
+        placed.map_err(|e| fail(e.into()))
     }
 
     /// After getting a slot: the limit must still be ours.
@@ -227,7 +236,7 @@ impl Sem {
             Some(limit) if limit == self.limit && i < limit => Ok(Granted {
                 file,
                 lock,
-                paths: self.slot(i),
+                files: self.slot(i),
                 slot: Some(i),
             }),
             Some(stored) => Err(self.mismatch(stored)),
@@ -238,7 +247,7 @@ impl Sem {
     fn try_once(&self) -> Result<Option<Granted>, LocalError> {
         self.agree_limit()?;
         for i in 0..self.limit {
-            if let Some((file, lock)) = lock_path(&self.slot(i).lock, false)? {
+            if let Some((file, lock)) = lock_path(&self.dir, &self.slot(i).lock, false)? {
                 return self.granted(file, lock, i).map(Some);
             }
         }
@@ -247,8 +256,7 @@ impl Sem {
 
     fn wait(&self, cancel: &Cancel) -> Result<Option<Granted>, LocalError> {
         self.agree_limit()?;
-        let queue = self.dir.join(".queue");
-        let Some(_queue) = lock_path(&queue, true)? else {
+        let Some(_queue) = lock_path(&self.dir, ".queue", true)? else {
             unreachable!("a blocking lock always ends held");
         };
         if cancel.is_set() {
@@ -256,8 +264,10 @@ impl Sem {
         }
         let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
             .and_then(|ino| {
+                // By descriptor: the directory we checked, whatever its
+                // name leads to now.
                 ino.add_watch(
-                    &self.dir,
+                    &self.dir.proc_path(),
                     AddWatchFlags::IN_CLOSE_WRITE
                         | AddWatchFlags::IN_CLOSE_NOWRITE
                         | AddWatchFlags::IN_DELETE
@@ -266,24 +276,27 @@ impl Sem {
                 .map(|_| Retiring::new(ino))
             })
             .map_err(|e| {
-                LocalError::io(format!("cannot watch `{}`", self.dir.display()), e.into())
+                LocalError::io(
+                    format!("cannot watch `{}`", self.dir.path().display()),
+                    e.into(),
+                )
             })?;
         let mut files = (0..self.limit)
-            .map(|i| open_lock(&self.slot(i).lock))
+            .map(|i| open_lock(&self.dir, &self.slot(i).lock))
             .collect::<Result<Vec<_>, _>>()?;
         loop {
             // Drained before trying, so a release after our attempt still
             // wakes us.
             while inotify.read_events().is_ok_and(|evs| !evs.is_empty()) {}
             for i in 0..self.limit {
-                let path = self.slot(i).lock;
-                match lock_opened(&files[i as usize], &path, false)? {
+                let name = self.slot(i).lock;
+                match lock_opened(&files[i as usize], &self.dir, &name, false)? {
                     Attempt::Got(lock) => {
                         let file = files.swap_remove(i as usize);
                         return self.granted(file, lock, i).map(Some);
                     }
                     Attempt::Taken => {}
-                    Attempt::Replaced => files[i as usize] = open_lock(&path)?,
+                    Attempt::Replaced => files[i as usize] = open_lock(&self.dir, &name)?,
                 }
             }
             let mut fds = [PollFd::new(inotify.as_fd(), PollFlags::POLLIN)];
@@ -291,7 +304,7 @@ impl Sem {
                 Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                 Err(e) => {
                     return Err(LocalError::io(
-                        format!("cannot wait on `{}`", self.dir.display()),
+                        format!("cannot wait on `{}`", self.dir.path().display()),
                         e.into(),
                     ))
                 }

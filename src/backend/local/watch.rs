@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use super::dir::{FACTS_SUFFIX, SCRATCH_SUFFIX};
 use super::facts::Lock;
+use super::tree::KeyFiles;
 use super::sys::{register_inotify, AsyncInotify as Ino};
 use super::{Local, LocalError};
 use crate::backend::{Changes, Holder, Inspect, Target};
@@ -96,55 +97,58 @@ const LOOKED_AT: Duration = Duration::from_secs(1);
 const FIRST_LOOK: Duration = Duration::from_millis(2);
 const LOOK_EVERY: Duration = Duration::from_millis(100);
 
-/// Why the hold is over, when `path` no longer names the file we locked.
-fn replaced(path: &Path, lock: Lock) -> Option<String> {
-    match Lock::at(path) {
+/// Why the hold is over, when the lock file's name no longer names the
+/// file we locked.
+fn replaced(files: &KeyFiles, lock: Lock) -> Option<String> {
+    match Lock::at(&files.dir, &files.lock) {
         Ok(Some(now)) if now == lock => None,
         Ok(_) => Some(format!(
             "lock file `{}` was removed or replaced, so a rival could lock it",
-            path.display()
+            files.lock_path().display()
         )),
         Err(e) => {
-            tracing::warn!("cannot check `{}`: {e}", path.display());
+            tracing::warn!("cannot check `{}`: {e}", files.lock_path().display());
             None
         }
     }
 }
 
-/// Resolves once `path` no longer names the file we locked: someone removed
-/// or replaced it, and a rival may lock whatever is there now.
-pub async fn lock_file_replaced(path: &Path, lock: Lock) -> String {
+/// Resolves once the lock file's name no longer names the file we locked:
+/// someone removed or replaced it, and a rival may lock whatever is there
+/// now.
+pub async fn lock_file_replaced(files: &KeyFiles, lock: Lock) -> String {
     // Some fifteen looks (a `stat` each) in the first second, then the
     // watch: a removal is seen within 0.1 s at first and at once after.
     let until = Instant::now() + LOOKED_AT;
     let mut gap = FIRST_LOOK;
     while Instant::now() < until {
-        if let Some(why) = replaced(path, lock) {
+        if let Some(why) = replaced(files, lock) {
             return why;
         }
         tokio::time::sleep(gap).await;
         gap = (gap * 2).min(LOOK_EVERY);
     }
-    let parent = path.parent().unwrap_or(Path::new("/"));
+    // The directory we checked and locked in, by its descriptor.
+    let parent = files.dir.proc_path();
     let flags = AddWatchFlags::IN_DELETE
         | AddWatchFlags::IN_CREATE
         | AddWatchFlags::IN_MOVED_FROM
         | AddWatchFlags::IN_MOVED_TO
         | AddWatchFlags::IN_DELETE_SELF
         | AddWatchFlags::IN_MOVE_SELF;
-    let fd = match watch(parent, flags) {
+    let fd = match watch(&parent, flags) {
         Ok(fd) => Some(Retiring::new(fd)),
         Err(e) => {
             tracing::warn!(
                 "cannot watch `{}` ({e}); checking it every second",
-                parent.display()
+                files.dir.path().display()
             );
             None
         }
     };
     loop {
         // Checked after the watch is in place, so no change slips between.
-        if let Some(why) = replaced(path, lock) {
+        if let Some(why) = replaced(files, lock) {
             return why;
         }
         match &fd {

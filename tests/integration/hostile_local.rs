@@ -1,0 +1,511 @@
+//! The local backend's lock directory against another user on the host
+//! (issue #45): links, FIFOs, sockets, devices and files of someone else's
+//! planted at every path lockrun opens, by `nobody` (through `setpriv`, as
+//! PostgreSQL runs in pg_support), while root runs lockrun. Nothing outside
+//! the lock directory is written, created or followed, nothing blocks, and
+//! each refusal is one line and 125. Needs root, as CI runs.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::procs::wait_until;
+use crate::support::{bare, run, scratch, FlockHolder, Running};
+
+/// The user and group the attacker runs as; the group is the one a shared
+/// lock directory is shared with, so the attacker is one of its members.
+const USER: &str = "nobody";
+const GROUP: &str = "nogroup";
+
+/// How long a refusal may take: it must come at once, never after a wait.
+const PROMPT: Duration = Duration::from_secs(5);
+
+fn require_root() {
+    assert!(
+        nix::unistd::Uid::effective().is_root(),
+        "hostile_local plants files as another user and runs lockrun as root: run the suite as root (CI does)"
+    );
+}
+
+fn ids(name: &str) -> (u32, u32) {
+    let user = nix::unistd::User::from_name(name).unwrap().unwrap();
+    let group = nix::unistd::Group::from_name(GROUP).unwrap().unwrap();
+    (user.uid.as_raw(), group.gid.as_raw())
+}
+
+/// Runs `script` as the attacker, a member of [`GROUP`] and nothing else.
+fn as_attacker(script: &str) {
+    let output = run(Command::new("setpriv")
+        .args([
+            &format!("--reuid={USER}"),
+            &format!("--regid={GROUP}"),
+            "--clear-groups",
+            "--",
+            "sh",
+            "-ec",
+            script,
+        ])
+        .env("LC_ALL", "C"));
+    assert!(
+        output.status.success(),
+        "the attacker's `{script}` failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// `lockrun` run by `user` (root unless given) as a member of [`GROUP`].
+fn lockrun_as(user: Option<&str>, dir: &Path, args: &[&str]) -> Command {
+    let mut words = vec![
+        "--backend".to_owned(),
+        "local".to_owned(),
+        "--lock-dir".to_owned(),
+    ];
+    words.push(dir.display().to_string());
+    words.extend(args.iter().map(|a| a.to_string()));
+    match user {
+        None => bare(words),
+        Some(user) => {
+            // A copy the user can surely reach, wherever the build lives.
+            let copy = dir.parent().unwrap().join("lockrun");
+            if !copy.exists() {
+                std::fs::copy(crate::support::bin(), &copy).unwrap();
+            }
+            let mut cmd = Command::new("setpriv");
+            cmd.args([
+                format!("--reuid={user}"),
+                format!("--regid={GROUP}"),
+                "--clear-groups".into(),
+                "--".into(),
+            ])
+            .arg(&copy)
+            .args(words)
+            .env_remove("LOCKRUN_LOCK_DIR")
+            .stdin(std::process::Stdio::null());
+            cmd
+        }
+    }
+}
+
+/// A root-owned file outside every lock directory that no run may touch.
+struct Victim {
+    path: PathBuf,
+    mtime: SystemTime,
+}
+
+const PRECIOUS: &str = "precious: root's own file\n";
+
+impl Victim {
+    fn new(dir: &Path) -> Victim {
+        let path = dir.join("victim");
+        std::fs::write(&path, PRECIOUS).unwrap();
+        // An mtime in the past, so a write within the same tick still shows.
+        let then = SystemTime::now() - Duration::from_secs(3600);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(then)
+            .unwrap();
+        let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+        Victim { path, mtime }
+    }
+
+    fn untouched(&self, case: &str) {
+        let meta = std::fs::metadata(&self.path).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&self.path).unwrap(),
+            PRECIOUS,
+            "{case}: the victim was written"
+        );
+        assert_eq!(
+            meta.modified().unwrap(),
+            self.mtime,
+            "{case}: the victim was touched"
+        );
+        assert_eq!(meta.uid(), 0, "{case}");
+    }
+}
+
+/// A scratch directory the attacker can reach (but not write in).
+fn arena() -> tempfile::TempDir {
+    let tmp = scratch();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    tmp
+}
+
+/// A lock directory root shares with [`GROUP`]: `2770 root:GROUP`, as
+/// docs/local.md recommends.
+fn shared_dir(tmp: &Path, name: &str) -> PathBuf {
+    let dir = tmp.join(name);
+    std::fs::create_dir(&dir).unwrap();
+    let (_, gid) = ids(USER);
+    std::os::unix::fs::chown(&dir, Some(0), Some(gid)).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o2770)).unwrap();
+    dir
+}
+
+/// A lock directory root alone may write in.
+fn root_dir(tmp: &Path, name: &str) -> PathBuf {
+    let dir = tmp.join(name);
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// Runs root's lockrun and checks it refused at once: 125, one line
+/// containing `why`.
+fn refused(dir: &Path, args: &[&str], why: &str, case: &str) -> Output {
+    let mut cmd = lockrun_as(None, dir, args);
+    let started = Instant::now();
+    let output = Running::spawn(&mut cmd).finish();
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(125), "{case}: {cmd:?}\n{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{case}: one line\n{stderr}");
+    assert!(stderr.contains(why), "{case}: `{why}` not said\n{stderr}");
+    assert!(took < PROMPT, "{case}: took {took:?}");
+    output
+}
+
+fn elect_no_wait(key: &str) -> Vec<&str> {
+    vec!["elect", "--no-wait", key, "--", "true"]
+}
+
+#[test]
+fn a_directory_others_can_write_on_the_way_to_a_key_is_refused_before_anything_is_opened() {
+    require_root();
+    let tmp = arena();
+    let victim = Victim::new(tmp.path());
+    let v = victim.path.display().to_string();
+    let (uid, gid) = ids(USER);
+
+    // The issue's case: a subdirectory everyone may write in (sticky, as
+    // /tmp), where the attacker points every name lockrun would open at
+    // root's file.
+    let dir = root_dir(tmp.path(), "sticky");
+    std::fs::create_dir(dir.join("jobs")).unwrap();
+    std::fs::set_permissions(dir.join("jobs"), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let jobs = dir.join("jobs").display().to_string();
+    as_attacker(&format!(
+        "ln -s '{v}' '{jobs}/k.lockrun-new'; ln -s '{v}' '{jobs}/k.lockrun'; ln -s '{v}' '{jobs}/k'"
+    ));
+    refused(
+        &dir,
+        &elect_no_wait("jobs/k"),
+        "is writable by others",
+        "1777 jobs/",
+    );
+    refused(
+        &dir,
+        &["semaphore", "--limit", "2", "-n", "jobs", "--", "true"],
+        "is writable by others",
+        "1777 semaphore",
+    );
+    victim.untouched("1777 jobs/");
+
+    // A subdirectory the attacker owns, not writable by others.
+    let dir = root_dir(tmp.path(), "owned");
+    std::fs::create_dir(dir.join("jobs")).unwrap();
+    std::os::unix::fs::chown(dir.join("jobs"), Some(uid), Some(gid)).unwrap();
+    let jobs = dir.join("jobs").display().to_string();
+    as_attacker(&format!("ln -s '{v}' '{jobs}/k.lockrun-new'"));
+    refused(
+        &dir,
+        &elect_no_wait("jobs/k"),
+        &format!("belongs to uid {uid}"),
+        "owned jobs/",
+    );
+    victim.untouched("owned jobs/");
+
+    // Files of the attacker's in a directory only root may write in:
+    // someone changed their owner behind the directory's back.
+    for name in ["k", "k.lockrun", "k.lockrun-new"] {
+        let dir = root_dir(tmp.path(), &format!("foreign-{name}"));
+        std::fs::write(dir.join(name), "").unwrap();
+        std::os::unix::fs::chown(dir.join(name), Some(uid), Some(gid)).unwrap();
+        let case = format!("`{name}` of uid {uid}");
+        refused(
+            &dir,
+            &elect_no_wait("k"),
+            &format!("belongs to uid {uid}"),
+            &case,
+        );
+        assert_eq!(
+            std::fs::read(dir.join(name)).unwrap(),
+            b"",
+            "{case}: written into"
+        );
+    }
+}
+
+#[test]
+fn a_member_of_a_shared_directory_plants_links_fifos_and_files_and_root_follows_none() {
+    require_root();
+    let tmp = arena();
+    let victim = Victim::new(tmp.path());
+    let v = victim.path.display().to_string();
+    // Where a link leads that would make a file lockrun creates: nothing
+    // may appear there.
+    let evil = tmp.path().join("evil");
+    std::fs::create_dir(&evil).unwrap();
+    let (uid, gid) = ids(USER);
+    std::os::unix::fs::chown(&evil, Some(uid), Some(gid)).unwrap();
+    let e = evil.display().to_string();
+    as_attacker(&format!(
+        "ln -s '{v}' '{e}/k.lockrun-new'; ln -s '{v}' '{e}/k.lockrun'"
+    ));
+
+    let plants: [(&str, &str, String); 4] = [
+        (
+            "a link to root's file",
+            "symbolic link",
+            format!("ln -s '{v}' \"$1\""),
+        ),
+        (
+            "a dangling link",
+            "symbolic link",
+            format!("ln -s '{e}/made' \"$1\""),
+        ),
+        ("a FIFO", "a FIFO", "mkfifo \"$1\"".to_owned()),
+        ("a directory", "a directory", "mkdir \"$1\"".to_owned()),
+    ];
+    let mut n = 0;
+    for name in [
+        "k",
+        "k.lockrun",
+        "k.lockrun-new",
+        "jobs/k",
+        "jobs/k.lockrun",
+        "jobs/k.lockrun-new",
+    ] {
+        for (what, why, plant) in &plants {
+            n += 1;
+            let dir = shared_dir(tmp.path(), &format!("shared-{n}"));
+            let at = dir.join(name).display().to_string();
+            as_attacker(&format!(
+                "mkdir -p \"$(dirname '{at}')\"; set -- '{at}'; {plant}"
+            ));
+            let key = name
+                .trim_end_matches(".lockrun-new")
+                .trim_end_matches(".lockrun");
+            let case = format!("{what} at `{name}`");
+            refused(&dir, &elect_no_wait(key), why, &case);
+            // Readers follow nothing and wait on nothing either.
+            let output = Running::spawn(&mut lockrun_as(None, &dir, &["leader", key])).finish();
+            assert!(
+                matches!(output.status.code(), Some(1 | 125)),
+                "{case}: leader {output:?}"
+            );
+            victim.untouched(&case);
+            assert!(
+                !evil.join("made").exists(),
+                "{case}: created through the link"
+            );
+        }
+    }
+
+    // A directory on the way replaced by a link to the attacker's own,
+    // which holds links to the victim.
+    let dir = shared_dir(tmp.path(), "shared-link");
+    let d = dir.display().to_string();
+    as_attacker(&format!("ln -s '{e}' '{d}/jobs'"));
+    refused(
+        &dir,
+        &elect_no_wait("jobs/k"),
+        "is a symbolic link, not a directory",
+        "jobs -> evil",
+    );
+    refused(
+        &dir,
+        &["semaphore", "--limit", "1", "-n", "jobs", "--", "true"],
+        "is a symbolic link, not a directory",
+        "semaphore jobs -> evil",
+    );
+    victim.untouched("jobs -> evil");
+
+    // A socket and a device, which the attacker cannot make: root plants
+    // them and gives them away.
+    for (what, why) in [("socket", "a socket"), ("device", "a device")] {
+        let dir = shared_dir(tmp.path(), &format!("shared-{what}"));
+        let at = dir.join("k");
+        if what == "socket" {
+            std::mem::forget(std::os::unix::net::UnixListener::bind(&at).unwrap());
+        } else {
+            let ok = run(Command::new("mknod").arg(&at).args(["c", "1", "3"]));
+            assert!(ok.status.success(), "mknod: {ok:?}");
+        }
+        nix::unistd::fchownat(
+            nix::fcntl::AT_FDCWD,
+            &at,
+            Some(uid.into()),
+            Some(gid.into()),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .unwrap();
+        refused(&dir, &elect_no_wait("k"), why, what);
+    }
+
+    // A semaphore's own files.
+    for (name, plant, why) in [
+        (".limit", format!("ln -s '{v}' \"$1\""), "symbolic link"),
+        (".limit", "mkfifo \"$1\"".to_owned(), "a FIFO"),
+        ("slot-0", "mkfifo \"$1\"".to_owned(), "a FIFO"),
+        ("slot-0", format!("ln -s '{v}' \"$1\""), "symbolic link"),
+    ] {
+        let dir = shared_dir(tmp.path(), &format!("sem-{name}-{why}").replace(' ', "-"));
+        let at = dir.join("p").join(name).display().to_string();
+        as_attacker(&format!(
+            "mkdir \"$(dirname '{at}')\"; set -- '{at}'; {plant}"
+        ));
+        let case = format!("{why} at `p/{name}`");
+        refused(
+            &dir,
+            &["semaphore", "--limit", "1", "-n", "p", "--", "true"],
+            why,
+            &case,
+        );
+        victim.untouched(&case);
+    }
+
+    // The attacker's own regular file where lockrun writes its next
+    // record, hard-linked to a file the attacker keeps: lockrun replaces
+    // it with one of its own and never writes into it, and the run goes on
+    // (a member's files are the normal state of a shared directory).
+    let dir = shared_dir(tmp.path(), "shared-spy");
+    let d = dir.display().to_string();
+    as_attacker(&format!(
+        "echo spy > '{e}/spy'; ln '{e}/spy' '{d}/k.lockrun-new'"
+    ));
+    let output = run(&mut lockrun_as(
+        None,
+        &dir,
+        &["elect", "--no-wait", "k", "--", "true"],
+    ));
+    assert_eq!(output.status.code(), Some(0), "spy: {output:?}");
+    assert_eq!(
+        std::fs::read_to_string(evil.join("spy")).unwrap(),
+        "spy\n",
+        "written into the attacker's file"
+    );
+    victim.untouched("spy");
+}
+
+#[test]
+fn a_fifo_at_the_lock_path_ends_a_no_wait_run_at_once_and_leader_does_not_wait_on_one() {
+    require_root();
+    let tmp = arena();
+    let dir = root_dir(tmp.path(), "locks");
+    nix::unistd::mkfifo(
+        &dir.join("k"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let started = Instant::now();
+    refused(
+        &dir,
+        &elect_no_wait("k"),
+        "is a FIFO, not a file lockrun made; remove it",
+        "FIFO at k",
+    );
+    eprintln!("a FIFO at the lock path: 125 after {:?}", started.elapsed());
+
+    // `leader` reads the holder facts of a held lock: a FIFO there.
+    nix::unistd::mkfifo(
+        &dir.join("h.lockrun"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    std::fs::write(dir.join("h"), "").unwrap();
+    let flock = FlockHolder::start(&dir.join("h"), tmp.path());
+    refused(
+        &dir,
+        &["leader", "h"],
+        "is a FIFO",
+        "leader over a FIFO of facts",
+    );
+    drop(flock);
+}
+
+#[test]
+fn root_and_a_user_exclude_each_other_through_a_directory_shared_with_a_group() {
+    require_root();
+    let tmp = arena();
+    // Made as docs/local.md says, by its own example.
+    let dir = tmp.path().join("shared");
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/local.md"))
+        .unwrap();
+    let example = doc
+        .split("## Sharing a lock between users")
+        .nth(1)
+        .and_then(|rest| rest.split("```sh\n").nth(1))
+        .and_then(|rest| rest.split("```").next())
+        .expect("docs/local.md shows how to share a lock directory in an sh block");
+    let example = example
+        .replace("lockers", GROUP)
+        .replace("/run/lockrun-shared", &dir.display().to_string())
+        .replace(
+            "lockrun --backend",
+            &format!("{} --backend", crate::support::bin().display()),
+        );
+    let output = run(Command::new("sh").args(["-ec", &example]));
+    assert!(
+        output.status.success(),
+        "docs/local.md's example: {output:?}"
+    );
+    let work = tmp.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let hold = |user: Option<&str>, tag: &str| {
+        let ready = work.join(format!("{tag}.ready"));
+        let script = format!("touch '{}'; sleep 30", ready.display());
+        let running = Running::spawn(&mut lockrun_as(
+            user,
+            &dir,
+            &["elect", "jobs/k", "--", "sh", "-c", &script],
+        ));
+        assert!(
+            wait_until(crate::procs::deadline(), || ready.exists()),
+            "{tag} never held"
+        );
+        running
+    };
+    let try_once = |user: Option<&str>| {
+        run(&mut lockrun_as(
+            user,
+            &dir,
+            &["elect", "--no-wait", "jobs/k", "--", "true"],
+        ))
+        .status
+        .code()
+    };
+    // Each in turn holds while the other is refused, then gets it: each
+    // time over the other's lock file, facts and scratch.
+    for round in 0..2 {
+        let root = hold(None, &format!("root-{round}"));
+        assert_eq!(
+            try_once(Some(USER)),
+            Some(75),
+            "round {round}: {USER} beside root"
+        );
+        root.signal(nix::sys::signal::Signal::SIGTERM);
+        root.finish();
+        let user = hold(Some(USER), &format!("user-{round}"));
+        assert_eq!(
+            try_once(None),
+            Some(75),
+            "round {round}: root beside {USER}"
+        );
+        let leader = run(&mut lockrun_as(None, &dir, &["leader", "jobs/k"]));
+        assert_eq!(leader.status.code(), Some(0), "{leader:?}");
+        user.signal(nix::sys::signal::Signal::SIGTERM);
+        user.finish();
+    }
+    // What lockrun made here is shared with the group, whatever the umask.
+    let jobs = std::fs::metadata(dir.join("jobs")).unwrap();
+    assert_eq!(jobs.mode() & 0o7777, 0o2770);
+    assert_eq!(
+        std::fs::metadata(dir.join("jobs/k")).unwrap().mode() & 0o040,
+        0o040
+    );
+}
