@@ -750,3 +750,145 @@ fn a_failing_on_acquire_gives_the_lock_up() {
     let again = run(&mut place.lockrun(&["elect", "--no-wait", &key, "--", "true"]));
     place.status(&again, 0, "a later run");
 }
+
+/// A holder's sequencer, read from the file its COMMAND wrote it to.
+fn sequencer_of(place: &Place, work: &Path, args: &[&str]) -> (Running, String) {
+    let seq_file = work.join("seq");
+    let setup = format!("echo \"$LOCKRUN_SEQUENCER\" > {};", seq_file.display());
+    let holder = place.hold(work, &setup, args);
+    let seq = std::fs::read_to_string(&seq_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    (holder, seq)
+}
+
+/// `put --sequencer SEQ KEY` for each of `keys`: refused with one line
+/// saying so (2).
+fn puts_are_refused(place: &Place, seq: &str, keys: &[String]) {
+    for key in keys {
+        let output = run(&mut place.lockrun(&["put", "--sequencer", seq, key, "planted"]));
+        place.status(&output, 2, &format!("put into `{key}`"));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{key}: {stderr}");
+        assert!(stderr.contains(&format!("`{key}`")), "{key}: {stderr}");
+    }
+}
+
+/// A valid sequencer writes no key inside a lock's own records on etcd:
+/// its own lock's prefix, another held lock's (at any depth) and a
+/// semaphore's are refused (2, one line, nothing written), where a key
+/// beside them is written. A leaseless key under `other/` would have kept
+/// `other`'s next contender waiting for ever; the rival shows it did not.
+#[test]
+fn put_writes_nothing_inside_a_lock_on_etcd() {
+    let place = Place::etcd("ops-put-inside");
+    let (own, other, sem) = (place.key("own"), place.key("other"), place.key("sem"));
+    let work = scratch();
+    let (holder, seq) = sequencer_of(&place, work.path(), &["elect", &own]);
+    let other_work = scratch();
+    let other_holder = place.hold(other_work.path(), "", &["elect", &other]);
+    let sem_work = scratch();
+    let sem_holder = place.hold(sem_work.path(), "", &["semaphore", "--limit", "2", &sem]);
+    let planted = [
+        format!("{own}/zzzz"),
+        format!("{other}/zzzz"),
+        format!("{other}/deeper/zzzz"),
+        format!("{sem}/zzzz"),
+    ];
+    puts_are_refused(&place, &seq, &planted);
+    for key in &planted {
+        assert_eq!(
+            etcdctl_ok(&["get", "--print-value-only", key]).trim(),
+            "",
+            "`{key}` was written"
+        );
+    }
+    let data = place.key("data");
+    let output = run(&mut place.lockrun(&["put", "--sequencer", &seq, &data, "v"]));
+    place.status(&output, 0, "put beside the locks");
+    assert_eq!(
+        etcdctl_ok(&["get", "--print-value-only", &data]).trim(),
+        "v"
+    );
+    // `other` is free for the next holder once its holder lets go.
+    std::fs::write(other_work.path().join("go"), "").unwrap();
+    place.status(&other_holder.finish(), 0, "the other holder");
+    let rival = run(&mut place.lockrun(&["elect", "--no-wait", &other, "--", "true"]));
+    place.status(&rival, 0, "the next holder of the other lock");
+    for (work, running) in [(work, holder), (sem_work, sem_holder)] {
+        std::fs::write(work.path().join("go"), "").unwrap();
+        place.status(&running.finish(), 0, "a holder");
+    }
+}
+
+/// On Consul a valid sequencer writes no lock's own record: a `.lock`
+/// record, a key a session holds (a lock, a semaphore contender's entry), a
+/// new entry beside a semaphore's `.lock`, lockrun's queue; each is refused
+/// (2, one line) with every entry as it was, where a key beside them is
+/// written. And a forged sequencer naming a key no lockrun could hold is
+/// refused as on local, by `check` and `put` alike (2), before any request.
+#[test]
+fn consul_put_writes_nothing_inside_a_lock() {
+    let place = Place::consul("ops-put-inside");
+    let api = match &place {
+        Place::Consul(consul, _) => consul.api(),
+        _ => unreachable!(),
+    };
+    let (own, sem) = (place.key("own"), place.key("sem"));
+    let work = scratch();
+    let (holder, seq) = sequencer_of(&place, work.path(), &["elect", &own]);
+    let sem_work = scratch();
+    let sem_holder = place.hold(sem_work.path(), "", &["semaphore", "--limit", "2", &sem]);
+    let before = |key: &str| api.kv_list(key);
+    let contender = api
+        .kv_list(&format!("{sem}/"))
+        .into_iter()
+        .find(|e| !e.key.ends_with("/.lock"))
+        .expect("the semaphore holder's entry")
+        .key;
+    let planted = [
+        format!("{sem}/.lock"),
+        contender.clone(),
+        format!("{sem}/3f2a0c1e-0000-4000-8000-000000000000"),
+        own.clone(),
+        format!("{own}/.lockrun-queue/3f2a0c1e-0000-4000-8000-000000000000"),
+        format!("{sem}.lockrun-queue/x"),
+    ];
+    let (own_before, sem_before) = (before(&own), before(&sem));
+    puts_are_refused(&place, &seq, &planted);
+    assert_eq!(before(&own), own_before, "a record under `{own}` changed");
+    assert_eq!(before(&sem), sem_before, "a record under `{sem}` changed");
+    let data = place.key("data");
+    let output = run(&mut place.lockrun(&["put", "--sequencer", &seq, &data, "v"]));
+    place.status(&output, 0, "put beside the locks");
+    assert_eq!(api.kv_get(&data).map(|e| e.value), Some(b"v".to_vec()));
+
+    // A forged sequencer: the holder's, with a key lockrun refuses.
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let body = b64
+        .decode(seq.strip_prefix("lockrun-seq-1.").unwrap())
+        .unwrap();
+    let mut forged: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    forged["key"] = "../../etc/passwd".into();
+    let forged = format!(
+        "lockrun-seq-1.{}",
+        b64.encode(serde_json::to_vec(&forged).unwrap())
+    );
+    for args in [
+        vec!["check", forged.as_str()],
+        vec!["put", "--sequencer", &forged, &data, "forged"],
+    ] {
+        let output = run(&mut place.lockrun(&args));
+        place.status(&output, 2, &format!("{} of a forged sequencer", args[0]));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("`../../etc/passwd`"), "{stderr}");
+    }
+    assert_eq!(api.kv_get(&data).map(|e| e.value), Some(b"v".to_vec()));
+    for (work, running) in [(work, holder), (sem_work, sem_holder)] {
+        std::fs::write(work.path().join("go"), "").unwrap();
+        place.status(&running.finish(), 0, "a holder");
+    }
+}
