@@ -494,6 +494,112 @@ fn silent_clients_do_not_delay_the_stop() {
     drop((silent, more));
 }
 
+/// Slow clients attacking `/leader`: one that sends nothing is closed after
+/// the request deadline of 1 s; 40 that connect and send nothing, or a byte
+/// a second, and connect again whenever they are closed. A healthy
+/// leader's probes are all answered 200, each within 2 s (50 in a row), and
+/// the stop after a release is not delayed. When new connections were
+/// closed once 32 were open, most probes got no answer at all.
+#[test]
+fn slow_clients_cannot_make_leader_probes_fail() {
+    use std::sync::atomic::AtomicUsize;
+    let place = Place::local();
+    let key = place.key("k");
+    let work = scratch();
+    let sock = sock(work.path());
+    let holder = place.hold(
+        work.path(),
+        "",
+        &["elect", "--status-addr", sock.to_str().unwrap(), &key],
+    );
+    // Alone, a silent client is closed at the request deadline of 1 s.
+    let mut silent = UnixStream::connect(&sock).unwrap();
+    let begun = Instant::now();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(
+        silent.read(&mut [0u8; 8]).unwrap(),
+        0,
+        "an answer to nothing"
+    );
+    let closed_in = begun.elapsed();
+    assert!(
+        (Duration::from_millis(900)..Duration::from_millis(1900)).contains(&closed_in),
+        "a silent client was closed after {closed_in:?}"
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let connected = Arc::new(AtomicUsize::new(0));
+    let attackers: Vec<_> = (0..40)
+        .map(|i| {
+            let (stop, connected, sock) = (stop.clone(), connected.clone(), sock.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if let Ok(mut conn) = UnixStream::connect(&sock) {
+                        connected.fetch_add(1, Ordering::Relaxed);
+                        conn.set_read_timeout(Some(Duration::from_millis(100)))
+                            .unwrap();
+                        let mut buf = [0u8; 64];
+                        while !stop.load(Ordering::Relaxed) {
+                            // Odd ones trickle a request, a byte a second.
+                            if i % 2 == 1 && conn.write_all(b"G").is_err() {
+                                break;
+                            }
+                            let slept = Instant::now();
+                            let closed = loop {
+                                match conn.read(&mut buf) {
+                                    Ok(_) => break true,
+                                    Err(_) if slept.elapsed() >= Duration::from_secs(1) => {
+                                        break false
+                                    }
+                                    Err(_) if stop.load(Ordering::Relaxed) => break true,
+                                    Err(_) => {}
+                                }
+                            };
+                            if closed {
+                                break;
+                            }
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        })
+        .collect();
+    assert!(
+        wait_until(procs::deadline(), || connected.load(Ordering::Relaxed)
+            >= 40),
+        "the slow clients did not connect"
+    );
+    let mut failed = Vec::new();
+    for probe in 0..50 {
+        let sent = Instant::now();
+        let code = get(&sock, "/leader").map(|a| a.0);
+        let took = sent.elapsed();
+        if code != Some(200) || took > Duration::from_secs(2) {
+            failed.push((probe, code, took));
+        }
+    }
+    let begun = Instant::now();
+    let released = run(&mut place.lockrun(&["release", &key]));
+    place.status(&released, 0, "release");
+    place.status(&holder.finish(), 124, "the released holder");
+    let stopped_in = begun.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    for attacker in attackers {
+        attacker.join().unwrap();
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of 50 probes failed or were late with 40 slow clients (probe, status, time): {failed:?}",
+        failed.len()
+    );
+    assert!(
+        stopped_in < Duration::from_secs(10),
+        "the stop took {stopped_in:?} with slow clients connected"
+    );
+}
+
 /// A bad or busy --status-addr: one line, status 2, and nothing written to
 /// the engine; `lockrun status` without an endpoint cannot tell (125).
 #[test]
