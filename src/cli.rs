@@ -330,7 +330,8 @@ pub struct ChildArgs {
     /// left. `-v` says which mode a run got.
     #[arg(long, value_enum, default_value_t = ContainmentMode::Auto, value_name = "MODE")]
     pub containment: ContainmentMode,
-    /// Value stored in the lock entry [default: this host's name].
+    /// Value stored in the lock entry [default: this host's name]; printable
+    /// characters only (`leader` prints one holder a line).
     #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), value_name = "VALUE")]
     pub value: Option<String>,
     /// The command and its arguments.
@@ -364,7 +365,7 @@ pub struct ElectArgs {
     #[arg(value_name = "KEY")]
     pub key: String,
     /// After losing the lock, stop the child and campaign again instead of
-    /// exiting 124 (for long-running daemons).
+    /// exiting 124 (for long-running daemons); not with --no-wait.
     #[arg(long)]
     pub campaign: bool,
     #[command(flatten)]
