@@ -235,6 +235,7 @@ impl Waiter {
                 index: self.index,
                 wait: Some(next_wait(self.patience)?),
                 consistent: self.consistent,
+                whole: false,
             }
         } else if self.block && matches!(self.patience, Wait::Once) {
             return None;
