@@ -455,7 +455,8 @@ pub struct ChildArgs {
     /// left. `-v` says which mode a run got.
     #[arg(long, hide_short_help = true, value_enum, default_value_t = ContainmentMode::Auto, value_name = "MODE")]
     pub containment: ContainmentMode,
-    /// Value stored in the lock entry [default: this host's name].
+    /// Value stored in the lock entry [default: this host's name]; printable
+    /// characters only (`leader` prints one holder a line).
     #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), value_name = "VALUE")]
     pub value: Option<String>,
     /// The command and its arguments.
@@ -492,7 +493,7 @@ pub struct ElectArgs {
     pub key: String,
     /// After a loss, stop the child and campaign again instead of exiting 124.
     ///
-    /// For long-running daemons.
+    /// For long-running daemons; not with --no-wait.
     #[arg(long)]
     pub campaign: bool,
     #[command(flatten)]

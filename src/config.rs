@@ -102,8 +102,23 @@ pub fn hold<B: Backend>(
     };
     let rules = B::hold_rules(&request, env)?;
     let value = child.value.clone().unwrap_or_else(hostname);
+    check_value(&value)?;
     let config = assemble(rules.budget, rules.kill_timeout, value, wait, child, env)?;
     Ok((config, rules.plan))
+}
+
+/// The value a holder stores is printed by `leader` one holder a line: a
+/// newline in it would show as another holder, and any other control
+/// character would reach the terminal of whoever looks.
+fn check_value(value: &str) -> Result<(), Failure> {
+    match value.chars().find(|c| c.is_control()) {
+        Some(c) => Err(Failure::Usage(format!(
+            "--value `{}` contains U+{:04X}, a control character, which `lockrun leader` would print as is; use printable characters only",
+            value.escape_debug(),
+            c as u32
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The hold loop's options, once the engine's own are checked; COMMAND is

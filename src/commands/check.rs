@@ -3,7 +3,7 @@
 
 use clap::ValueEnum;
 
-use crate::backend::{Holder, Inspect, Target};
+use crate::backend::{Backend, Holder, Inspect, Target};
 use crate::cli::BackendName;
 use crate::error::Failure;
 use crate::exit::Exit;
@@ -24,10 +24,24 @@ pub fn backend_of(sequencer: &Sequencer) -> Result<BackendName, Failure> {
     })
 }
 
-pub fn prepare(token: &str) -> Result<Job, Failure> {
+/// Checks the sequencer before any contact: its backend, and its key by
+/// that backend's rules, since a forged token can name any key.
+pub fn prepare<B: Backend>(token: &str) -> Result<Job, Failure> {
     let sequencer = Sequencer::decode(token).map_err(Failure::Usage)?;
     backend_of(&sequencer)?;
+    sequencer_key::<B>(&sequencer)?;
     Ok(Job { sequencer })
+}
+
+/// Whether the sequencer's key is one backend `B` could have made: lockrun
+/// makes sequencers only for keys it held.
+pub fn sequencer_key<B: Backend>(sequencer: &Sequencer) -> Result<(), Failure> {
+    B::check_key(&sequencer.key).map_err(|e| match e {
+        Failure::Usage(why) => Failure::Usage(format!(
+            "the sequencer names a key no lockrun holds: {why}; pass LOCKRUN_SEQUENCER as lockrun gave it to COMMAND"
+        )),
+        other => other,
+    })
 }
 
 /// Whether `holder` is the one `seq` names: the fence and the engine's

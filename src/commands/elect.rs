@@ -33,6 +33,13 @@ pub fn prepare<B: Backend>(
     args: ElectArgs,
     env: &dyn Env,
 ) -> Result<(Job, B::Plan), Failure> {
+    // A campaigner is a daemon: it waits for the lock, and for an engine
+    // that is down, for ever. One try is a one-off run's, which ends.
+    if args.campaign && args.wait.no_wait {
+        return Err(Failure::Usage(
+            "--campaign waits for the lock for as long as it runs, and --no-wait tries once; drop --no-wait for a daemon, or --campaign for a one-off run".into(),
+        ));
+    }
     let (config, plan) = config::hold(
         pick,
         config::LEADER,

@@ -270,7 +270,7 @@ impl Runner for Run {
             }
             Command::Leader(a) => Job::Leader(leader::prepare::<B>(a)?),
             Command::Release(a) => Job::Release(release::prepare(&pick, a)?),
-            Command::Check(a) => Job::Check(check::prepare(&a.sequencer)?),
+            Command::Check(a) => Job::Check(check::prepare::<B>(&a.sequencer)?),
             Command::Put(a) => Job::Put(put::prepare::<B>(a)?),
             // Explaining contacts no engine: it validates and computes only.
             Command::Explain(a) => return explain::run(&pick, a, &env),

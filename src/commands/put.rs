@@ -20,6 +20,7 @@ pub struct Job {
 /// `B`'s rules, and that `B` can fence a write at all.
 pub fn prepare<B: Backend>(args: crate::ops::PutArgs) -> Result<Job, Failure> {
     let sequencer = Sequencer::decode(&args.sequencer).map_err(Failure::Usage)?;
+    crate::commands::check::sequencer_key::<B>(&sequencer)?;
     if args.key.is_empty() {
         return Err(Failure::Usage("KEY is empty; name the key to write".into()));
     }

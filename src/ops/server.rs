@@ -4,6 +4,14 @@
 //! connection: every read and write has a deadline, at most
 //! [`MAX_CONNECTIONS`] are served at once, and all of it runs on its own
 //! task, which the hold loop never waits for.
+//!
+//! A probe sends its request at once; a slow client (one that connects and
+//! sends nothing, or a byte a second) holds its connection until the
+//! request deadline. When every place is taken, a new connection is served
+//! and the connection that has waited longest for its request is closed:
+//! slow clients then only push each other out, and a probe, answered as
+//! soon as it is read, is never the oldest. Closing new connections instead
+//! (as we did) let 32 silent sockets turn away a third of the probes.
 
 use std::fmt::Write as _;
 use std::io;
@@ -12,16 +20,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::Semaphore;
-use tokio::task::JoinHandle;
+use tokio::task::{AbortHandle, JoinHandle};
 
 use super::{Beacon, Snapshot, RENEWAL_BUCKETS};
 
-/// Connections served at once; more are closed as they come.
+/// Connections served at once; beyond that, the one that has waited
+/// longest for its request is closed.
 pub const MAX_CONNECTIONS: usize = 32;
-/// How long a client has to send its request, and to take the answer.
-const READ_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a client has to send its whole request head, and to take the
+/// answer. A probe sends its request with the connection.
+const READ_TIMEOUT: Duration = Duration::from_secs(1);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 /// The longest request head we read.
 const MAX_REQUEST: usize = 8192;
@@ -137,7 +149,7 @@ impl Drop for Serving {
 impl Serving {
     /// Spawns the accept loop; must be called on the runtime.
     pub fn start(bound: Bound, beacon: Beacon) -> Serving {
-        let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        let slots = Arc::new(Slots::default());
         match bound {
             Bound::Tcp(listener) => {
                 let task = match tokio::net::TcpListener::from_std(listener) {
@@ -148,6 +160,10 @@ impl Serving {
                                 continue;
                             };
                             admit(conn, &slots, &beacon);
+                            // The connection is read once before the next is
+                            // accepted, so that a burst of new ones cannot
+                            // push it out before it was looked at.
+                            tokio::task::yield_now().await;
                         }
                     }),
                     Err(e) => {
@@ -166,6 +182,10 @@ impl Serving {
                                 continue;
                             };
                             admit(conn, &slots, &beacon);
+                            // The connection is read once before the next is
+                            // accepted, so that a burst of new ones cannot
+                            // push it out before it was looked at.
+                            tokio::task::yield_now().await;
                         }
                     }),
                     Err(e) => {
@@ -182,23 +202,86 @@ impl Serving {
     }
 }
 
-/// Serves one connection on its own task if a slot is free; closes it
-/// otherwise.
-fn admit<S>(conn: S, slots: &Arc<Semaphore>, beacon: &Beacon)
+/// The connections being served, in the order they came, each with
+/// whether it is still waiting for its request.
+#[derive(Default)]
+struct Slots {
+    next: Mutex<u64>,
+    live: Mutex<VecDeque<(u64, AbortHandle, bool)>>,
+}
+
+impl Slots {
+    /// Makes room for one more: closes the connection that has waited
+    /// longest for its request when all places are taken. Whether there is
+    /// room (not when every place is answering, which takes at most the
+    /// write deadline).
+    fn make_room(&self) -> bool {
+        let mut live = self.live.lock().expect("no panic holds the lock");
+        if live.len() < MAX_CONNECTIONS {
+            return true;
+        }
+        match live.iter().position(|(_, _, reading)| *reading) {
+            Some(oldest) => {
+                let (_, task, _) = live.remove(oldest).expect("found above");
+                task.abort();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn add(&self, task: AbortHandle) -> u64 {
+        let id = {
+            let mut next = self.next.lock().expect("no panic holds the lock");
+            *next += 1;
+            *next
+        };
+        let mut live = self.live.lock().expect("no panic holds the lock");
+        live.push_back((id, task, true));
+        id
+    }
+
+    /// The connection's request is read: it is answered, not pushed out.
+    fn answering(&self, id: u64) {
+        let mut live = self.live.lock().expect("no panic holds the lock");
+        if let Some(entry) = live.iter_mut().find(|(i, _, _)| *i == id) {
+            entry.2 = false;
+        }
+    }
+
+    fn remove(&self, id: u64) {
+        let mut live = self.live.lock().expect("no panic holds the lock");
+        live.retain(|(i, _, _)| *i != id);
+    }
+}
+
+/// Serves one connection on its own task, closing the one that has waited
+/// longest for its request if all places are taken; closes the new one
+/// only when every place is answering.
+fn admit<S>(conn: S, slots: &Arc<Slots>, beacon: &Beacon)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let Ok(slot) = slots.clone().try_acquire_owned() else {
+    if !slots.make_room() {
         return;
-    };
+    }
     let beacon = beacon.clone();
-    tokio::spawn(async move {
-        handle(conn, &beacon).await;
-        drop(slot);
+    let (id_tx, id_rx) = tokio::sync::oneshot::channel();
+    let own = slots.clone();
+    let task = tokio::spawn(async move {
+        let Ok(id) = id_rx.await else { return };
+        handle(conn, &beacon, || own.answering(id)).await;
+        own.remove(id);
     });
+    let id = slots.add(task.abort_handle());
+    let _ = id_tx.send(id);
 }
 
-async fn handle<S: AsyncRead + AsyncWrite + Unpin>(mut conn: S, beacon: &Beacon) {
+async fn handle<S: AsyncRead + AsyncWrite + Unpin>(
+    mut conn: S,
+    beacon: &Beacon,
+    answering: impl FnOnce(),
+) {
     let mut head = Vec::with_capacity(512);
     let read = async {
         loop {
@@ -220,6 +303,7 @@ async fn handle<S: AsyncRead + AsyncWrite + Unpin>(mut conn: S, beacon: &Beacon)
     if !matches!(tokio::time::timeout(READ_TIMEOUT, read).await, Ok(true)) {
         return;
     }
+    answering();
     let line = String::from_utf8_lossy(&head);
     let mut words = line.lines().next().unwrap_or("").split_whitespace();
     let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));

@@ -409,6 +409,28 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
             "LOCKRUN_SESSION_TTL_MIN",
             "soon",
         ),
+        // A value `leader` prints one holder a line: a newline would fake
+        // another holder, an escape would reach the terminal.
+        case(
+            &["elect", "--value", "db-1\ndb-2", k, "--", "true"],
+            2,
+            "--value `db-1\\ndb-2` contains U+000A, a control character",
+        ),
+        case(
+            &["elect", "--value", "db-1\tx", k, "--", "true"],
+            2,
+            "contains U+0009",
+        ),
+        case(
+            &["semaphore", "--limit", "2", "--value", "\u{1b}[2J", k, "--", "true"],
+            2,
+            "contains U+001B",
+        ),
+        case(
+            &["elect", "--campaign", "--no-wait", k, "--", "true"],
+            2,
+            "drop --no-wait for a daemon, or --campaign for a one-off run",
+        ),
     ];
     if binfmt_misc_handlers() {
         eprintln!("not checked: a file in no executable format (binfmt_misc handlers may run it)");
@@ -790,4 +812,47 @@ fn empty_settings_are_usage_errors_or_unset_as_documented() {
         assert_eq!(output.status.code(), Some(0), "{what}");
         assert!(!output.stdout.is_empty(), "{what}");
     }
+}
+
+/// `--campaign --no-wait` with the engine down: a usage error at once (2),
+/// where the campaigner retried the unreachable engine for ever.
+#[test]
+fn campaign_no_wait_ends_with_the_engine_down() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let mut cmd = bare([
+        "--backend",
+        "etcd",
+        "elect",
+        "--endpoints",
+        &endpoint,
+        "--campaign",
+        "--no-wait",
+        "campaign-no-wait",
+        "--",
+        "true",
+    ]);
+    let mut running = crate::support::Running::spawn(&mut cmd);
+    let ended = crate::procs::wait_until(
+        std::time::Instant::now() + std::time::Duration::from_secs(20),
+        || running.exited(),
+    );
+    if !ended {
+        running.signal(nix::sys::signal::Signal::SIGKILL);
+    }
+    let output = running.finish();
+    assert!(
+        ended,
+        "still retrying after 20 s\n{}",
+        describe(&cmd, &output, None)
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{}",
+        describe(&cmd, &output, None)
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }

@@ -79,6 +79,8 @@ mod postgres_faults;
 mod etcd_engine;
 // Answers true where production differs from the lab: ACLs, keys, empty settings.
 mod answers;
+// A Consul token that sees part of a semaphore cannot say there is no holder.
+mod partial_views;
 // Faults in real etcd and Consul clusters: members and agents stopped or
 // killed, leaders killed, quorum lost.
 mod clusters;

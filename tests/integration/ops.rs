@@ -494,6 +494,112 @@ fn silent_clients_do_not_delay_the_stop() {
     drop((silent, more));
 }
 
+/// Slow clients attacking `/leader`: one that sends nothing is closed after
+/// the request deadline of 1 s; 40 that connect and send nothing, or a byte
+/// a second, and connect again whenever they are closed. A healthy
+/// leader's probes are all answered 200, each within 2 s (50 in a row), and
+/// the stop after a release is not delayed. When new connections were
+/// closed once 32 were open, most probes got no answer at all.
+#[test]
+fn slow_clients_cannot_make_leader_probes_fail() {
+    use std::sync::atomic::AtomicUsize;
+    let place = Place::local();
+    let key = place.key("k");
+    let work = scratch();
+    let sock = sock(work.path());
+    let holder = place.hold(
+        work.path(),
+        "",
+        &["elect", "--status-addr", sock.to_str().unwrap(), &key],
+    );
+    // Alone, a silent client is closed at the request deadline of 1 s.
+    let mut silent = UnixStream::connect(&sock).unwrap();
+    let begun = Instant::now();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(
+        silent.read(&mut [0u8; 8]).unwrap(),
+        0,
+        "an answer to nothing"
+    );
+    let closed_in = begun.elapsed();
+    assert!(
+        (Duration::from_millis(900)..Duration::from_millis(1900)).contains(&closed_in),
+        "a silent client was closed after {closed_in:?}"
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let connected = Arc::new(AtomicUsize::new(0));
+    let attackers: Vec<_> = (0..40)
+        .map(|i| {
+            let (stop, connected, sock) = (stop.clone(), connected.clone(), sock.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if let Ok(mut conn) = UnixStream::connect(&sock) {
+                        connected.fetch_add(1, Ordering::Relaxed);
+                        conn.set_read_timeout(Some(Duration::from_millis(100)))
+                            .unwrap();
+                        let mut buf = [0u8; 64];
+                        while !stop.load(Ordering::Relaxed) {
+                            // Odd ones trickle a request, a byte a second.
+                            if i % 2 == 1 && conn.write_all(b"G").is_err() {
+                                break;
+                            }
+                            let slept = Instant::now();
+                            let closed = loop {
+                                match conn.read(&mut buf) {
+                                    Ok(_) => break true,
+                                    Err(_) if slept.elapsed() >= Duration::from_secs(1) => {
+                                        break false
+                                    }
+                                    Err(_) if stop.load(Ordering::Relaxed) => break true,
+                                    Err(_) => {}
+                                }
+                            };
+                            if closed {
+                                break;
+                            }
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            })
+        })
+        .collect();
+    assert!(
+        wait_until(procs::deadline(), || connected.load(Ordering::Relaxed)
+            >= 40),
+        "the slow clients did not connect"
+    );
+    let mut failed = Vec::new();
+    for probe in 0..50 {
+        let sent = Instant::now();
+        let code = get(&sock, "/leader").map(|a| a.0);
+        let took = sent.elapsed();
+        if code != Some(200) || took > Duration::from_secs(2) {
+            failed.push((probe, code, took));
+        }
+    }
+    let begun = Instant::now();
+    let released = run(&mut place.lockrun(&["release", &key]));
+    place.status(&released, 0, "release");
+    place.status(&holder.finish(), 124, "the released holder");
+    let stopped_in = begun.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    for attacker in attackers {
+        attacker.join().unwrap();
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of 50 probes failed or were late with 40 slow clients (probe, status, time): {failed:?}",
+        failed.len()
+    );
+    assert!(
+        stopped_in < Duration::from_secs(10),
+        "the stop took {stopped_in:?} with slow clients connected"
+    );
+}
+
 /// A bad or busy --status-addr: one line, status 2, and nothing written to
 /// the engine; `lockrun status` without an endpoint cannot tell (125).
 #[test]
@@ -749,4 +855,146 @@ fn a_failing_on_acquire_gives_the_lock_up() {
     assert!(!ran.exists(), "COMMAND ran after --on-acquire failed");
     let again = run(&mut place.lockrun(&["elect", "--no-wait", &key, "--", "true"]));
     place.status(&again, 0, "a later run");
+}
+
+/// A holder's sequencer, read from the file its COMMAND wrote it to.
+fn sequencer_of(place: &Place, work: &Path, args: &[&str]) -> (Running, String) {
+    let seq_file = work.join("seq");
+    let setup = format!("echo \"$LOCKRUN_SEQUENCER\" > {};", seq_file.display());
+    let holder = place.hold(work, &setup, args);
+    let seq = std::fs::read_to_string(&seq_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    (holder, seq)
+}
+
+/// `put --sequencer SEQ KEY` for each of `keys`: refused with one line
+/// saying so (2).
+fn puts_are_refused(place: &Place, seq: &str, keys: &[String]) {
+    for key in keys {
+        let output = run(&mut place.lockrun(&["put", "--sequencer", seq, key, "planted"]));
+        place.status(&output, 2, &format!("put into `{key}`"));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{key}: {stderr}");
+        assert!(stderr.contains(&format!("`{key}`")), "{key}: {stderr}");
+    }
+}
+
+/// A valid sequencer writes no key inside a lock's own records on etcd:
+/// its own lock's prefix, another held lock's (at any depth) and a
+/// semaphore's are refused (2, one line, nothing written), where a key
+/// beside them is written. A leaseless key under `other/` would have kept
+/// `other`'s next contender waiting for ever; the rival shows it did not.
+#[test]
+fn put_writes_nothing_inside_a_lock_on_etcd() {
+    let place = Place::etcd("ops-put-inside");
+    let (own, other, sem) = (place.key("own"), place.key("other"), place.key("sem"));
+    let work = scratch();
+    let (holder, seq) = sequencer_of(&place, work.path(), &["elect", &own]);
+    let other_work = scratch();
+    let other_holder = place.hold(other_work.path(), "", &["elect", &other]);
+    let sem_work = scratch();
+    let sem_holder = place.hold(sem_work.path(), "", &["semaphore", "--limit", "2", &sem]);
+    let planted = [
+        format!("{own}/zzzz"),
+        format!("{other}/zzzz"),
+        format!("{other}/deeper/zzzz"),
+        format!("{sem}/zzzz"),
+    ];
+    puts_are_refused(&place, &seq, &planted);
+    for key in &planted {
+        assert_eq!(
+            etcdctl_ok(&["get", "--print-value-only", key]).trim(),
+            "",
+            "`{key}` was written"
+        );
+    }
+    let data = place.key("data");
+    let output = run(&mut place.lockrun(&["put", "--sequencer", &seq, &data, "v"]));
+    place.status(&output, 0, "put beside the locks");
+    assert_eq!(
+        etcdctl_ok(&["get", "--print-value-only", &data]).trim(),
+        "v"
+    );
+    // `other` is free for the next holder once its holder lets go.
+    std::fs::write(other_work.path().join("go"), "").unwrap();
+    place.status(&other_holder.finish(), 0, "the other holder");
+    let rival = run(&mut place.lockrun(&["elect", "--no-wait", &other, "--", "true"]));
+    place.status(&rival, 0, "the next holder of the other lock");
+    for (work, running) in [(work, holder), (sem_work, sem_holder)] {
+        std::fs::write(work.path().join("go"), "").unwrap();
+        place.status(&running.finish(), 0, "a holder");
+    }
+}
+
+/// On Consul a valid sequencer writes no lock's own record: a `.lock`
+/// record, a key a session holds (a lock, a semaphore contender's entry), a
+/// new entry beside a semaphore's `.lock`, lockrun's queue; each is refused
+/// (2, one line) with every entry as it was, where a key beside them is
+/// written. And a forged sequencer naming a key no lockrun could hold is
+/// refused as on local, by `check` and `put` alike (2), before any request.
+#[test]
+fn consul_put_writes_nothing_inside_a_lock() {
+    let place = Place::consul("ops-put-inside");
+    let api = match &place {
+        Place::Consul(consul, _) => consul.api(),
+        _ => unreachable!(),
+    };
+    let (own, sem) = (place.key("own"), place.key("sem"));
+    let work = scratch();
+    let (holder, seq) = sequencer_of(&place, work.path(), &["elect", &own]);
+    let sem_work = scratch();
+    let sem_holder = place.hold(sem_work.path(), "", &["semaphore", "--limit", "2", &sem]);
+    let before = |key: &str| api.kv_list(key);
+    let contender = api
+        .kv_list(&format!("{sem}/"))
+        .into_iter()
+        .find(|e| !e.key.ends_with("/.lock"))
+        .expect("the semaphore holder's entry")
+        .key;
+    let planted = [
+        format!("{sem}/.lock"),
+        contender.clone(),
+        format!("{sem}/3f2a0c1e-0000-4000-8000-000000000000"),
+        own.clone(),
+        format!("{own}/.lockrun-queue/3f2a0c1e-0000-4000-8000-000000000000"),
+        format!("{sem}.lockrun-queue/x"),
+    ];
+    let (own_before, sem_before) = (before(&own), before(&sem));
+    puts_are_refused(&place, &seq, &planted);
+    assert_eq!(before(&own), own_before, "a record under `{own}` changed");
+    assert_eq!(before(&sem), sem_before, "a record under `{sem}` changed");
+    let data = place.key("data");
+    let output = run(&mut place.lockrun(&["put", "--sequencer", &seq, &data, "v"]));
+    place.status(&output, 0, "put beside the locks");
+    assert_eq!(api.kv_get(&data).map(|e| e.value), Some(b"v".to_vec()));
+
+    // A forged sequencer: the holder's, with a key lockrun refuses.
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let body = b64
+        .decode(seq.strip_prefix("lockrun-seq-1.").unwrap())
+        .unwrap();
+    let mut forged: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    forged["key"] = "../../etc/passwd".into();
+    let forged = format!(
+        "lockrun-seq-1.{}",
+        b64.encode(serde_json::to_vec(&forged).unwrap())
+    );
+    for args in [
+        vec!["check", forged.as_str()],
+        vec!["put", "--sequencer", &forged, &data, "forged"],
+    ] {
+        let output = run(&mut place.lockrun(&args));
+        place.status(&output, 2, &format!("{} of a forged sequencer", args[0]));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("`../../etc/passwd`"), "{stderr}");
+    }
+    assert_eq!(api.kv_get(&data).map(|e| e.value), Some(b"v".to_vec()));
+    for (work, running) in [(work, holder), (sem_work, sem_holder)] {
+        std::fs::write(work.path().join("go"), "").unwrap();
+        place.status(&running.finish(), 0, "a holder");
+    }
 }

@@ -5,6 +5,7 @@ use super::args::ConsulArgs;
 use super::engine::Consul;
 use super::inspect::{Outside, Reading};
 use super::txn::{Txn, TxnOp};
+use super::kv::Read;
 use super::{rules, Client, SessionSpec};
 use crate::backend::{Backend, BackendName, HoldRequest, HoldRules, Look, Prose, Registration};
 use crate::backend::{Env, PromiseText};
@@ -261,7 +262,12 @@ impl Backend for ConsulBackend {
     const FENCED_PUT: bool = true;
 
     /// One transaction: a check that `holder`'s session still holds
-    /// `lock`, then the write.
+    /// `lock`, then the write, as a check-and-set on the entry as it was
+    /// read. A key that is a lock's or a semaphore's own record is refused:
+    /// one by its name (a `.lock` record, lockrun's queues), one held by a
+    /// session (a lock, a contender's entry, a place in a queue: a plain
+    /// write keeps the session and replaces what its holder wrote), and a
+    /// contender's place beside a semaphore's `.lock`.
     async fn fenced_put(
         &self,
         lock: &str,
@@ -269,29 +275,61 @@ impl Backend for ConsulBackend {
         key: &str,
         value: &[u8],
     ) -> Result<bool, Failure> {
-        let ops = [
-            TxnOp::CheckSession {
-                key: lock,
-                session: holder,
-            },
-            TxnOp::Set { key, value },
-        ];
-        match self
-            .client
-            .txn(&ops)
-            .await
-            .map_err(|e| Failure::Engine(e.to_string()))?
-        {
-            Txn::Applied(_) => Ok(true),
-            Txn::Refused(refusals) if refusals.iter().all(|r| r.op_index == 0) => Ok(false),
-            Txn::Refused(refusals) => Err(Failure::Engine(format!(
-                "Consul refused to write `{key}`: {}",
-                refusals
-                    .iter()
-                    .map(|r| r.what.clone())
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ))),
+        if let Some(why) = super::lock::own_record(key) {
+            return Err(Failure::Usage(why));
         }
+        for _ in 0..FENCED_PUT_TRIES {
+            let (entry, _) = self.client.kv_get(key, Read::consistent()).await?;
+            if let Some(session) = entry.as_ref().and_then(|e| e.holder()) {
+                return Err(Failure::Usage(format!(
+                    "`{key}` is held by session {session}: it is a lock's or a contender's own entry, and a write would replace what its holder wrote; write the data under a key nobody locks"
+                )));
+            }
+            if let Some((prefix, _)) = key.rsplit_once('/') {
+                let record = format!("{prefix}/.lock");
+                if self.client.kv_get(&record, Read::consistent()).await?.0.is_some() {
+                    return Err(Failure::Usage(format!(
+                        "`{key}` lies beside `{record}`, among semaphore `{prefix}`'s contenders; write the data outside `{prefix}/`"
+                    )));
+                }
+            }
+            let ops = [
+                TxnOp::CheckSession {
+                    key: lock,
+                    session: holder,
+                },
+                // Written only if nobody took the entry since we read it.
+                TxnOp::Cas {
+                    key,
+                    value,
+                    flags: entry.as_ref().map_or(0, |e| e.flags),
+                    index: entry.as_ref().map_or(0, |e| e.modify_index),
+                },
+            ];
+            match self.client.txn(&ops).await? {
+                Txn::Applied(_) => return Ok(true),
+                Txn::Refused(refusals) if refusals.iter().any(|r| r.op_index == 0) => {
+                    return Ok(false)
+                }
+                Txn::Refused(refusals) if refusals.iter().all(|r| r.is_stale()) => {}
+                Txn::Refused(refusals) => {
+                    return Err(Failure::Engine(format!(
+                        "Consul refused to write `{key}`: {}",
+                        refusals
+                            .iter()
+                            .map(|r| r.what.clone())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    )))
+                }
+            }
+        }
+        Err(Failure::Engine(format!(
+            "`{key}` was not written: it kept changing while lockrun checked that it is no lock's entry; try again"
+        )))
     }
 }
+
+/// How many times `put --sequencer` reads its key again when it changed
+/// between the look and the write.
+const FENCED_PUT_TRIES: u32 = 5;

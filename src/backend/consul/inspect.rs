@@ -86,12 +86,57 @@ impl Outside {
         }
     }
 
+    /// Every read is whole: a listing the token's rights filtered cannot
+    /// say there is no holder.
     fn read(&self) -> Read {
-        if self.consistent {
+        let read = if self.consistent {
             Read::consistent()
         } else {
             Read::now()
+        };
+        Read {
+            whole: true,
+            ..read
         }
+    }
+
+    /// Fails, as forbidden, when a holder may hide behind the token's
+    /// rights where Consul does not say it filtered (before 1.11): a
+    /// semaphore's record naming holders whose entries did not show, or
+    /// session-held entries under `key/` with no record in sight, whose
+    /// `.lock` may be the one hidden. A plain read of the missing entry
+    /// answers 403 when it is hidden, 404 when it is gone.
+    async fn hidden(&self, key: &str, pairs: &[KvPair]) -> Result<(), AcquireError> {
+        let record_key = semaphore::record_key(key);
+        let shown = |k: &str| pairs.iter().any(|p| p.key == k);
+        match pairs.iter().find(|p| p.key == record_key) {
+            Some(record) if record.flags == SEMAPHORE_FLAG => {
+                let Ok(record) = Record::decode(record.value_bytes()) else {
+                    return Ok(());
+                };
+                for id in &record.holders {
+                    let entry = format!("{key}/{id}");
+                    if !shown(&entry) {
+                        self.client.kv_readable(&entry).await?;
+                    }
+                }
+            }
+            Some(_) => {}
+            None => {
+                let prefix = format!("{key}/");
+                let contenders = pairs.iter().any(|p| {
+                    p.holder().is_some()
+                        && p.key
+                            .strip_prefix(&prefix)
+                            .is_some_and(|rest| !rest.contains('/'))
+                });
+                let lock_held = pairs.iter().any(|p| p.key == key && p.holder().is_some());
+                if contenders && !lock_held {
+                    self.client.kv_readable(&record_key).await?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The listing of `key` as a string prefix: the one `target_of` just
@@ -218,7 +263,8 @@ impl Outside {
 
     async fn release_slots(&self, key: &str) -> Result<Released<AcquireError>, AcquireError> {
         for _ in 0..16 {
-            let (pairs, _) = semaphore::list(&self.client, key, Read::consistent()).await?;
+            let (pairs, _) = semaphore::list(&self.client, key, self.read()).await?;
+            self.hidden(key, &pairs).await?;
             let view = View::read(key, pairs).map_err(AcquireError::Conflict)?;
             let Some((record, modify)) = &view.record else {
                 break;
@@ -363,6 +409,7 @@ impl Inspect for Outside {
                 (Err(e), None) => return Err(e.into()),
             }
         };
+        self.hidden(key, &pairs).await?;
         let state = State::of(key, &pairs)?;
         *self.listed.borrow_mut() = Some((key.to_string(), pairs));
         Ok(match state.limit {
@@ -536,11 +583,16 @@ impl Changes for OutsideChanges {
                 // wait, with no holder.
                 return std::future::pending().await;
             };
+            let read = Read {
+                whole: true,
+                ..read
+            };
             let result = self.outside.client.kv_list(key, read).await;
             let Some(pairs) = self.waiter.answer(&what, result).await? else {
                 continue;
             };
             self.waiter.block();
+            self.outside.hidden(key, &pairs).await?;
             let state = State::of(key, &pairs)?;
             let identity = state.identity();
             if self.last.as_ref() == Some(&identity) {

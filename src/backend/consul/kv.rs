@@ -85,6 +85,10 @@ pub struct Read {
     pub wait: Option<Duration>,
     /// `?consistent`: the leader checks with a quorum first (no stale reads).
     pub consistent: bool,
+    /// A recursive read must show every entry: one the token's rights
+    /// filtered (Consul says so since 1.11) is refused as forbidden, since
+    /// the entries left out may be holders.
+    pub whole: bool,
 }
 
 impl Read {
@@ -166,10 +170,23 @@ impl Client {
                 .map(|p| p.decode(&op))
                 .collect::<Result<Vec<_>, _>>()?
         };
+        if recurse && read.whole && answer.filtered {
+            return Err(ConsulError::Forbidden {
+                op,
+                body: "X-Consul-Results-Filtered-By-ACLs: true".into(),
+            });
+        }
         if recurse && pairs.is_empty() {
             self.check_readable(key, &op).await?;
         }
         Ok((pairs, index))
+    }
+
+    /// Whether the token may read `key` (a 403 is the error): for an entry
+    /// a recursive read did not show, where Consul before 1.11 does not say
+    /// whether it filtered it.
+    pub async fn kv_readable(&self, key: &str) -> Result<(), ConsulError> {
+        self.check_readable(key, &Op::KvRead(key.to_string())).await
     }
 
     /// Tells "nothing there" from "nothing we may see". Consul filters a

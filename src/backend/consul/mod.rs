@@ -59,6 +59,9 @@ pub(crate) struct Answer {
     pub status: StatusCode,
     pub body: bytes::Bytes,
     pub index: Option<u64>,
+    /// `X-Consul-Results-Filtered-By-ACLs: true` (Consul 1.11 and later):
+    /// the token's rights left entries out of the answer.
+    pub filtered: bool,
 }
 
 fn token_header(token: &Token) -> Result<reqwest::header::HeaderValue> {
@@ -269,6 +272,10 @@ impl Client {
             .get("X-Consul-Index")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
+        let filtered = response
+            .headers()
+            .get("X-Consul-Results-Filtered-By-ACLs")
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
         let body = match response.bytes().await {
             Ok(body) => body,
             Err(e) => {
@@ -289,6 +296,7 @@ impl Client {
                 status,
                 body,
                 index,
+                filtered,
             });
         }
         let text = String::from_utf8_lossy(&body).into_owned();

@@ -126,16 +126,25 @@ impl Backend for EtcdBackend {
 
     /// One transaction that writes only while `holder`, the holder's
     /// contender key, still exists: it lives exactly as long as the lease.
+    /// A key inside the sequencer's own lock is refused before any contact;
+    /// one inside another lock's records, once etcd shows it (see
+    /// [`Etcd::fenced_put`]).
     async fn fenced_put(
         &self,
-        _lock: &str,
+        lock: &str,
         holder: &str,
         key: &str,
         value: &[u8],
     ) -> Result<bool, Failure> {
-        self.0
-            .fenced_put(holder, key, value)
-            .await
-            .map_err(Failure::from)
+        let own = format!("{lock}/");
+        if key.starts_with(&own) {
+            return Err(Failure::Usage(super::inside_a_lock(key, &own)));
+        }
+        match self.0.fenced_put(holder, key, value).await? {
+            Some(written) => Ok(written),
+            None => Err(Failure::Engine(format!(
+                "`{key}` was not written: keys kept appearing beside it while lockrun checked that no lock's records are there; try again"
+            ))),
+        }
     }
 }

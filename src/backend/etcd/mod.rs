@@ -767,37 +767,103 @@ impl Changes for EtcdChanges {
     }
 }
 
+/// How many times `put --sequencer` reads the prefixes around its key again
+/// when one of them changed between the look and the write.
+const FENCED_PUT_TRIES: u32 = 5;
+
+/// The prefixes a key lies in, as etcd's mutex names a lock's records:
+/// `a/b/c` lies in `a/` and `a/b/`, the records of locks `a` and `a/b`.
+fn enclosing_prefixes(key: &str) -> impl Iterator<Item = &str> {
+    key.match_indices('/').map(move |(at, _)| &key[..=at])
+}
+
 impl Etcd {
     /// Writes `key` only while the contender key `entry` still exists: a
     /// holder's key lives as long as its lease, and no other lease can
-    /// create it (`lockrun put --sequencer`). Whether it was written.
+    /// create it (`lockrun put --sequencer`). Whether it was written;
+    /// `None` when the prefixes around `key` kept changing between the look
+    /// and the write.
+    ///
+    /// A key inside a lock's own records (`L/...`, where a contender holds
+    /// `L`) is refused: etcd's mutex waits on every key under `L/`, and a
+    /// key with no lease there would keep every later contender of `L`
+    /// waiting for ever. Which prefixes hold a lock is read first, and the
+    /// write applies only if no key was created under any of them since.
     pub async fn fenced_put(
         &self,
         entry: &str,
         key: &str,
         value: &[u8],
-    ) -> Result<bool, EtcdError> {
+    ) -> Result<Option<bool>, EtcdError> {
         use base64::Engine as _;
         let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
-        let answer = self
-            .client
-            .txn(
-                vec![serde_json::json!({
-                    "key": b64(entry.as_bytes()),
+        for _ in 0..FENCED_PUT_TRIES {
+            let mut compare = vec![serde_json::json!({
+                "key": b64(entry.as_bytes()),
+                "target": "CREATE",
+                "result": "GREATER",
+                "create_revision": "0",
+            })];
+            for prefix in enclosing_prefixes(key) {
+                let answer = self
+                    .client
+                    .range(&Range::prefix(prefix.as_bytes()).first_created().limited(1))
+                    .await?;
+                // A lock's holder is the oldest key under its prefix, and
+                // a contender's key is named after its lease.
+                if let Some(first) = answer.kvs.first() {
+                    if first.lease != 0
+                        && first.key == lock::contender_key(prefix.as_bytes(), first.lease)
+                    {
+                        return Err(EtcdError::Usage(inside_a_lock(key, prefix)));
+                    }
+                }
+                compare.push(serde_json::json!({
+                    "key": b64(prefix.as_bytes()),
+                    "range_end": b64(&client::prefix_end(prefix.as_bytes())),
                     "target": "CREATE",
-                    "result": "GREATER",
-                    "create_revision": "0",
-                })],
-                vec![serde_json::json!({ "request_put": {
-                    "key": b64(key.as_bytes()),
-                    "value": b64(value),
-                }})],
-                Vec::new(),
-                &format!("writing `{key}` while `{entry}` holds"),
-            )
-            .await?;
-        Ok(answer.succeeded)
+                    "result": "LESS",
+                    "create_revision": (answer.revision + 1).to_string(),
+                }));
+            }
+            let answer = self
+                .client
+                .txn(
+                    compare,
+                    vec![serde_json::json!({ "request_put": {
+                        "key": b64(key.as_bytes()),
+                        "value": b64(value),
+                    }})],
+                    vec![serde_json::json!({
+                        "request_range": Range::key(entry.as_bytes()).to_json()
+                    })],
+                    &format!("writing `{key}` while `{entry}` holds"),
+                )
+                .await?;
+            if answer.succeeded {
+                return Ok(Some(true));
+            }
+            let holds = answer
+                .ranges
+                .first()
+                .is_some_and(|r| !r.kvs.is_empty());
+            if !holds {
+                return Ok(Some(false));
+            }
+            // The holder holds, so a key was created meanwhile under a
+            // prefix of ours: look again.
+        }
+        Ok(None)
     }
+}
+
+/// Why `put --sequencer` refuses `key`, which lies under `prefix`, a lock's
+/// own records.
+pub fn inside_a_lock(key: &str, prefix: &str) -> String {
+    let lock = prefix.trim_end_matches('/');
+    format!(
+        "`{key}` lies inside lock `{lock}`'s own records (its contenders under `{prefix}`), where a key would keep the lock from being taken; write the data outside `{prefix}`"
+    )
 }
 
 #[cfg(test)]

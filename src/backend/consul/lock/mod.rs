@@ -20,6 +20,20 @@ pub const LOCK_FLAG: u64 = 0x2ddc_cbc0_58a5_0c18;
 /// `SemaphoreFlagValue` of Consul's Go API (above i64::MAX).
 pub const SEMAPHORE_FLAG: u64 = 0xe0f6_9a2b_aa41_4de0;
 
+/// Why `key` names a lock's own record by its name alone, which `put
+/// --sequencer` refuses: a `.lock` segment (a semaphore's record, or
+/// `consul lock`'s key), or one of lockrun's queues (`KEY/.lockrun-queue/`,
+/// `PREFIX.lockrun-queue/`), where an entry nobody holds would keep the
+/// waiters behind it waiting.
+pub fn own_record(key: &str) -> Option<String> {
+    let segment = key
+        .split('/')
+        .find(|s| *s == ".lock" || s.ends_with(".lockrun-queue"))?;
+    Some(format!(
+        "`{key}` lies inside a lock's own records (`{segment}` is a lock's, not data's); write the data under a key with no `{segment}` in it"
+    ))
+}
+
 /// How long each blocking read waits at most before asking again.
 pub const WATCH_WAIT: Duration = Duration::from_secs(60);
 
@@ -221,6 +235,7 @@ impl Waiter {
                 index: self.index,
                 wait: Some(next_wait(self.patience)?),
                 consistent: self.consistent,
+                whole: false,
             }
         } else if self.block && matches!(self.patience, Wait::Once) {
             return None;

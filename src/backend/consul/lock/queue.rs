@@ -242,6 +242,7 @@ async fn changed(client: &Client, entry: &KvPair, wait: Duration) -> Result<bool
         index: QueryIndex::NONE.after(entry.modify_index),
         wait: Some(wait),
         consistent: false,
+        whole: false,
     };
     let (now, _) = client.kv_get(&entry.key, read).await?;
     Ok(now.is_none_or(|p| p.modify_index != entry.modify_index || p.holder().is_none()))
