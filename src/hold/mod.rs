@@ -162,6 +162,8 @@ pub async fn run<E: Engine>(
     campaign: bool,
     forked: Option<child::Forked>,
 ) -> Result<Exit, Failure> {
+    // Before any guard starts: one killed alone leaves its tree to us.
+    child::adopt_orphans();
     let signals =
         Signals::new().map_err(|e| Failure::Internal(format!("cannot handle signals ({e})")))?;
     let released = release_requests()?;
@@ -274,6 +276,7 @@ fn child_ended(exit: ChildExit, forwarded: Option<Signal>) -> Exit {
 /// [`child::Forked`]); `lends` as the engine's [`Engine::CLAIM_LENDS_FD`].
 /// `None` when that cannot be done: the round then starts its guard itself.
 pub fn fork_guard(config: &HoldConfig, service: &Service, lends: bool) -> Option<child::Forked> {
+    child::adopt_orphans();
     let forked = child_command(config, service, lends)
         .and_then(|command| Child::fork_parked(&command).map_err(spawn_failure));
     match forked {

@@ -140,6 +140,9 @@ enum End {
     ByItself,
     Release,
     Signal(Signal),
+    /// SIGKILL to the holder's guard alone, as an operator's `kill -9` or
+    /// the OOM killer sends it.
+    KillGuard,
 }
 
 /// Starts `lockrun elect KEY --shell -- SCRIPT WORK` and a waiting rival,
@@ -173,6 +176,7 @@ fn contained(place: &Place, mode: Mode, name: &str, script: &str, end: End) {
             place.status(&output, 0, "release");
         }
         End::Signal(signal) => holder.signal(signal),
+        End::KillGuard => kill_the_guard_of(holder.pid()),
     }
     let output = holder.finish();
     let holder_ended = crate::support::now_ns();
@@ -240,6 +244,40 @@ fn a_fork_loop_is_gone_after_sigkill_to_lockrun(place: &Place, mode: Mode) {
     );
 }
 on_every_backend!(a_fork_loop_is_gone_after_sigkill_to_lockrun);
+
+/// Issue #45: the guard SIGKILLed alone used to leave its orphans to init,
+/// and lockrun, seeing its guard gone, released the lock while the daemon
+/// beat on (21 of 24 runs). lockrun is a subreaper too now, and kills what
+/// the guard left before it lets go.
+fn a_daemon_is_gone_after_sigkill_to_the_guard_alone(place: &Place, mode: Mode) {
+    contained(place, mode, "guard-kill", DAEMONIZE, End::KillGuard);
+}
+on_every_backend!(a_daemon_is_gone_after_sigkill_to_the_guard_alone);
+
+/// SIGKILLs the guard that `lockrun` (pid `holder`) runs its command under.
+fn kill_the_guard_of(holder: u32) {
+    let guard = children_of(holder)
+        .into_iter()
+        .find(|pid| {
+            crate::procs::process_name(*pid).as_deref() == Some(lockrun::child::guard::PROCESS_NAME)
+        })
+        .unwrap_or_else(|| panic!("lockrun {holder} has no guard"));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(guard as i32), Signal::SIGKILL).unwrap();
+}
+
+/// The children of `parent`, from every thread's list in /proc.
+fn children_of(parent: u32) -> Vec<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{parent}/task")).unwrap();
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_ascii_whitespace()
+                .filter_map(|pid| pid.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
 
 /// A daemon that ignores SIGTERM and beats until `$1/go` appears, started
 /// by a command that notes when it exits, with status 3.
@@ -547,6 +585,7 @@ fn postgres_is_the_job(place: &Place, mode: Mode, end: End) {
             place.status(&output, 0, "release");
         }
         End::Signal(signal) => holder.signal(signal),
+        End::KillGuard => kill_the_guard_of(holder.pid()),
         End::ByItself => unreachable!("postgres runs until stopped"),
     }
     let output = holder.finish();
@@ -575,6 +614,34 @@ fn postgres_is_gone_after_release_on_local() {
 #[test]
 fn postgres_is_gone_after_release_on_local_subreaper() {
     postgres_is_the_job(&Place::local(), Mode::Subreaper, End::Release);
+}
+
+#[test]
+fn postgres_is_gone_after_sigkill_to_the_guard_on_local_subreaper() {
+    postgres_is_the_job(&Place::local(), Mode::Subreaper, End::KillGuard);
+}
+
+#[test]
+fn postgres_is_gone_after_sigkill_to_the_guard_on_etcd() {
+    postgres_is_the_job(
+        &Place::etcd("postgres-guard-kill"),
+        Mode::Cgroup,
+        End::KillGuard,
+    );
+}
+
+#[test]
+fn postgres_is_gone_after_sigkill_to_the_guard_on_etcd_subreaper() {
+    postgres_is_the_job(
+        &Place::etcd("postgres-guard-kill"),
+        Mode::Subreaper,
+        End::KillGuard,
+    );
+}
+
+#[test]
+fn postgres_is_gone_after_sigkill_to_the_guard_on_local() {
+    postgres_is_the_job(&Place::local(), Mode::Cgroup, End::KillGuard);
 }
 
 #[test]
