@@ -512,34 +512,46 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
         beacon.deadline(None);
         // After the stop and the release, so that no hook delays either.
         let hooks = &self.service.ops.hooks;
+        let containment = self.config.child.containment;
         match ending {
-            Ending::Lost(..) => hooks.run_logged(Event::Loss, &hook_env).await,
-            Ending::Exited { .. } => hooks.run_logged(Event::Release, &hook_env).await,
+            Ending::Lost(..) => hooks.run_logged(Event::Loss, &hook_env, containment).await,
+            Ending::Exited { .. } => {
+                hooks
+                    .run_logged(Event::Release, &hook_env, containment)
+                    .await
+            }
         }
         Ok(self.ended(ending, held_for))
     }
 
     /// Runs `--on-acquire` before COMMAND, keeping the lease meanwhile:
-    /// a loss or a signal cuts it short (its process group is killed),
-    /// and its failure gives the lock up.
+    /// a loss or a signal cuts it short (all it started is killed, and gone
+    /// before the lock is given up), and its failure gives the lock up.
     async fn on_acquire(
         &mut self,
         held: &mut Held<E::Claim, E::Lease>,
         env: &[(OsString, OsString)],
     ) -> Result<Step<()>, Failure> {
         let hooks = &self.service.ops.hooks;
-        if !hooks.has(Event::Acquire) {
-            return Ok(Step::Next(()));
-        }
+        let target = self.target.name();
+        let started = hooks.start(Event::Acquire, env, self.config.child.containment);
+        let mut hook = match started {
+            Ok(Some(hook)) => hook,
+            Ok(None) => return Ok(Step::Next(())),
+            Err(why) => {
+                return Err(Failure::Internal(format!(
+                    "{why}; released `{target}` without running COMMAND"
+                )))
+            }
+        };
         let Held {
             claim,
             lease,
             countdown,
             ..
         } = held;
-        let target = self.target.name();
-        tokio::select! {
-            done = hooks.run(Event::Acquire, env) => match done {
+        let step = tokio::select! {
+            done = hook.finish() => return match done {
                 Ok(()) => Ok(Step::Next(())),
                 Err(why) => Err(Failure::Internal(format!(
                     "{why}; released `{target}` without running COMMAND"
@@ -547,18 +559,20 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
             },
             lost = keep(countdown, lease) => {
                 tracing::warn!(target: EVENT, "lost `{target}` while --on-acquire ran: {lost}");
-                Ok(Step::Over(Outcome::Lost))
+                Step::Over(Outcome::Lost)
             }
             lost = claim.watch() => {
                 tracing::warn!(target: EVENT, "lost `{target}` while --on-acquire ran: {lost}");
-                Ok(Step::Over(Outcome::Lost))
+                Step::Over(Outcome::Lost)
             }
             signal = self.signals.recv() => {
                 tracing::info!("{signal} while --on-acquire ran; giving up");
-                Ok(Step::Over(Outcome::Done(Exit::Interrupted(signal))))
+                Step::Over(Outcome::Done(Exit::Interrupted(signal)))
             }
             never = notify::watchdog_loop(self.service.notifier()) => match never {},
-        }
+        };
+        hook.stop().await;
+        Ok(step)
     }
 
     /// Opens the lease the claim will be tied to; a signal meanwhile ends

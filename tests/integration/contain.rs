@@ -829,3 +829,147 @@ fn the_command_starts_in_its_cgroup_and_the_guard_never_moves() {
         "the command ran in `{command}`, not `{expected}`"
     );
 }
+
+/// A hook script that starts a helper in a session of its own, deaf to
+/// SIGTERM, beating into `WORK/beat` until `WORK/go` appears, and returns
+/// once the helper has beaten; then `then`.
+fn hook_with_helper(work: &std::path::Path, then: &str) -> String {
+    let work = work.display();
+    format!(
+        "(setsid sh -c 'trap \"\" TERM; while [ ! -e \"$0/go\" ]; do date +%s%N >> \"$0/beat\"; \
+         sleep 0.01; done' '{work}' </dev/null >/dev/null 2>&1 &); \
+         while [ ! -s '{work}/beat' ]; do sleep 0.01; done; {then}"
+    )
+}
+
+/// Gives a helper that escaped its hook time to beat again (a helper that
+/// beats every 10 ms does within 300 ms, unless it is gone), then stops it.
+fn give_an_escaped_helper_time(work: &std::path::Path) {
+    let beats = beat_count(work);
+    crate::procs::wait_until(
+        std::time::Instant::now() + std::time::Duration::from_millis(300),
+        || beat_count(work) > beats + 2,
+    );
+    std::fs::write(work.join("go"), "").unwrap();
+}
+
+/// Issue #45: what `--on-acquire` started (`helper &`, a `setsid` helper)
+/// ran on beside the next holder, and after lockrun. A hook is contained as
+/// COMMAND is now: nothing it started beats once the lock is given up.
+fn an_acquire_hooks_helper_is_gone_before_the_rival(place: &Place, mode: Mode) {
+    let key = place.key("hook-acquire");
+    let work = scratch();
+    let hook = hook_with_helper(work.path(), "true");
+    let mut args = vec!["elect", &key, "--on-acquire", &hook];
+    args.extend(mode.flags());
+    args.extend([
+        "--shell",
+        "--",
+        "touch \"$1/ready\"; while [ ! -e \"$1/done\" ]; do sleep 0.01; done",
+    ]);
+    let mut cmd = place.lockrun(&args);
+    cmd.arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    wait_for_file(&work.path().join("ready"));
+    let rival_mark = work.path().join("rival");
+    let mut cmd = place.lockrun(&["elect", &key, "--shell", "--", "date +%s%N > \"$1\""]);
+    cmd.arg(&rival_mark);
+    let rival = Running::spawn(&mut cmd);
+    std::fs::write(work.path().join("done"), "").unwrap();
+    let output = holder.finish();
+    let holder_ended = crate::support::now_ns();
+    place.status(&output, 0, "the holder");
+    place.status(&rival.finish(), 0, "the rival");
+    mode.check(&String::from_utf8_lossy(&output.stderr));
+    give_an_escaped_helper_time(work.path());
+    let started: u128 = std::fs::read_to_string(&rival_mark)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let last = last_beat(work.path());
+    assert!(
+        last < started && last < holder_ended,
+        "the hook's helper beat {} ms after the rival's command started",
+        (last.saturating_sub(started)) / 1_000_000
+    );
+}
+on_every_backend!(an_acquire_hooks_helper_is_gone_before_the_rival);
+
+/// The same for `--on-release`, which runs after the release: what it
+/// started is gone by the time lockrun exits; and for a hook cut at
+/// `--hook-timeout`, whose `setsid` helper used to survive the kill.
+fn a_release_hooks_helper_is_gone_when_lockrun_exits(place: &Place, mode: Mode) {
+    for (flag, then, status) in [
+        ("--on-release", "true", 0),
+        ("--on-acquire", "sleep 300", 125),
+    ] {
+        let key = place.key("hook-release");
+        let work = scratch();
+        let hook = hook_with_helper(work.path(), then);
+        let mut args = vec!["elect", &key, flag, &hook, "--hook-timeout", "2s"];
+        args.extend(mode.flags());
+        args.extend(["--", "true"]);
+        let output = run(&mut place.lockrun(&args));
+        let holder_ended = crate::support::now_ns();
+        place.status(&output, status, flag);
+        if status == 0 {
+            // COMMAND ran, and said its containment, which its hooks share.
+            mode.check(&String::from_utf8_lossy(&output.stderr));
+        }
+        give_an_escaped_helper_time(work.path());
+        let last = last_beat(work.path());
+        assert!(
+            last < holder_ended,
+            "{flag}'s helper beat {} ms after lockrun exited",
+            (last - holder_ended) / 1_000_000
+        );
+    }
+}
+on_every_backend!(a_release_hooks_helper_is_gone_when_lockrun_exits);
+
+/// Issue #45: a hook that wrote 200 MB without a newline grew lockrun to
+/// 524 MB resident. Its output is read in bounded pieces now, the long
+/// line cut and said: lockrun's peak stays under 20 MB.
+#[test]
+fn a_hook_writing_200_mb_without_a_newline_keeps_lockrun_small() {
+    let place = Place::local();
+    let key = place.key("hook-flood");
+    let work = scratch();
+    let flood = "head -c 200000000 /dev/zero | tr '\\0' x";
+    let mut cmd = place.lockrun(&[
+        "elect",
+        "-v",
+        &key,
+        "--on-acquire",
+        flood,
+        "--hook-timeout",
+        "5m",
+        "--shell",
+        "--",
+        "touch \"$1/ready\"; while [ ! -e \"$1/done\" ]; do sleep 0.01; done",
+    ]);
+    cmd.arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    wait_for_file(&work.path().join("ready"));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", holder.pid())).unwrap();
+    std::fs::write(work.path().join("done"), "").unwrap();
+    let output = holder.finish();
+    place.status(&output, 0, "the holder");
+    let peak_kb: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmHWM in {status}"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        peak_kb < 20 * 1024,
+        "lockrun peaked at {} MB resident",
+        peak_kb / 1024
+    );
+    assert!(
+        stderr.contains("[line cut at 4096 bytes]"),
+        "the cut was not said: {}",
+        &stderr[..stderr.len().min(500)]
+    );
+}
