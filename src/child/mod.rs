@@ -4,8 +4,8 @@
 //! that leads a new process group and runs COMMAND in that group: a copy of
 //! lockrun forked before the runtime started, for the first round
 //! ([`Child::fork_parked`]), or else lockrun re-run as
-//! `lockrun __guard -- COMMAND...`. Either way it is named `lockrun-guard`
-//! (`ps -o comm`). The pieces, and why:
+//! `lockrun __guard -- COMMAND...`. Either way it is named `lr-guard`
+//! (`ps -o comm`), a name `pkill lockrun` does not match. The pieces, and why:
 //!
 //! - **Process group.** Every signal goes to the whole group, so `sh -c`
 //!   wrappers and grandchildren are stopped with COMMAND. A process that
@@ -87,6 +87,13 @@ use std::time::Duration;
 pub use cgroup::Containment;
 pub use deadline::{Deadline, GuardDeadlines, Verdict};
 pub use orphans::adopt as adopt_orphans;
+
+/// Kills and removes the cgroups of jobs whose guard is gone (lockrun and
+/// its guard both killed), before anything is acquired or released: see
+/// `cgroup`. Nothing to do, or no cgroup of ours, costs a few reads.
+pub fn kill_stale_jobs() {
+    Containment::detect();
+}
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::{sleep, timeout, Instant};
 
@@ -882,6 +889,12 @@ impl Prepared {
     ) -> io::Result<Child> {
         let message = go::encode(&env, verdict)?;
         let pid = self.pid;
+        // A job whose lockrun and guard were both killed runs on in its
+        // cgroup, unsupervised, and the lock may have just come to us from
+        // it: it is killed before COMMAND starts (see `cgroup`).
+        if let Containment::Cgroup(parent) = &self.containment {
+            cgroup::remove_stale(parent);
+        }
         let Some(Parked {
             go,
             sigchld,
