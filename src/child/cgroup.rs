@@ -133,10 +133,13 @@ fn delegated(dir: &Path) -> bool {
         .any(|name| super::sys::xattr(dir, name).is_some_and(|v| v.starts_with(b"1")))
 }
 
-/// Removes the empty cgroups of guards that are gone: a guard SIGKILLed
-/// from outside cannot remove its own. rmdir refuses a cgroup that still
-/// holds a process, so nothing running is touched.
-fn remove_stale(parent: &Path) {
+/// Removes the cgroups of guards that are gone: a guard SIGKILLed from
+/// outside cannot remove its own. One still populated was left by a guard
+/// killed with its lockrun (`kill -9` of both): nothing supervises its
+/// tree, which may run beside a rival, so we kill it first. A guard is
+/// gone when its pid is, or names another process: a guard names itself
+/// before it makes its cgroup.
+pub(super) fn remove_stale(parent: &Path) {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;
     };
@@ -149,11 +152,57 @@ fn remove_stale(parent: &Path) {
         else {
             continue;
         };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir(entry.path());
+        if guard_alive(pid) {
+            continue;
+        }
+        let dir = entry.path();
+        let populated = File::open(dir.join("cgroup.events"))
+            .ok()
+            .and_then(|events| {
+                let mut cgroup = Cgroup {
+                    dir: dir.clone(),
+                    parent: parent.to_owned(),
+                    events,
+                    fd: None,
+                };
+                cgroup.populated()
+            })
+            .unwrap_or(false);
+        if !populated {
+            let _ = std::fs::remove_dir(&dir);
+            continue;
+        }
+        match remove_after_guard(&dir, STALE_PATIENCE) {
+            Ok(()) => tracing::warn!(
+                "killed what ran on in `{}`, the cgroup of a job whose lockrun and guard were killed",
+                dir.display()
+            ),
+            Err(err) => tracing::warn!(
+                "cannot kill what runs on in `{}`, the cgroup of a job whose lockrun and guard were killed: {err}",
+                dir.display()
+            ),
         }
     }
 }
+
+/// Whether `pid` is a live guard: named as guards are, and no zombie (a
+/// guard killed with its lockrun is one until init reaps it, and the lock
+/// it held is free already).
+fn guard_alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+        return false;
+    };
+    let name = &stat[open + 1..close];
+    let state = stat[close + 1..].trim_start().chars().next();
+    let guard = name == super::guard::PROCESS_NAME || super::guard::FORMER_NAMES.contains(&name);
+    guard && !matches!(state, Some('Z' | 'X' | 'x') | None)
+}
+
+/// How long we wait for a stale cgroup's processes to die once killed.
+const STALE_PATIENCE: Duration = Duration::from_secs(5);
 
 /// After the guard that made `dir` is gone: kills whatever is left in it
 /// (the guard was killed before it could), waits up to `within` for it to

@@ -60,8 +60,14 @@ pub const SUBCOMMAND: &str = "__guard";
 
 /// The guard's process name (`comm`: `ps -o comm`, `pgrep`). A guard forked
 /// without exec keeps lockrun's command line, so its name is what tells it
-/// apart; an exec'd one takes it too.
-pub const PROCESS_NAME: &str = "lockrun-guard";
+/// apart; an exec'd one takes it too. It does not contain "lockrun": `pkill
+/// lockrun` matches names, and a guard killed with lockrun leaves the tree
+/// unsupervised, where lockrun killed alone has its guard kill the tree.
+pub const PROCESS_NAME: &str = "lr-guard";
+
+/// The names guards of earlier lockruns took, still alive during an
+/// upgrade: their cgroups are not stale.
+pub(super) const FORMER_NAMES: &[&str] = &["lockrun-guard"];
 
 /// Separates the guard's own arguments from COMMAND.
 const SEPARATOR: &str = "--";

@@ -4,8 +4,8 @@
 //! that leads a new process group and runs COMMAND in that group: a copy of
 //! lockrun forked before the runtime started, for the first round
 //! ([`Child::fork_parked`]), or else lockrun re-run as
-//! `lockrun __guard -- COMMAND...`. Either way it is named `lockrun-guard`
-//! (`ps -o comm`). The pieces, and why:
+//! `lockrun __guard -- COMMAND...`. Either way it is named `lr-guard`
+//! (`ps -o comm`), a name `pkill lockrun` does not match. The pieces, and why:
 //!
 //! - **Process group.** Every signal goes to the whole group, so `sh -c`
 //!   wrappers and grandchildren are stopped with COMMAND. A process that
@@ -69,6 +69,7 @@ mod cgroup;
 mod deadline;
 mod go;
 pub mod guard;
+mod orphans;
 mod sys;
 mod terminal;
 
@@ -79,11 +80,20 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
+use std::process::{ChildStderr, ChildStdout};
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use cgroup::Containment;
 pub use deadline::{Deadline, GuardDeadlines, Verdict};
+pub use orphans::adopt as adopt_orphans;
+
+/// Kills and removes the cgroups of jobs whose guard is gone (lockrun and
+/// its guard both killed), before anything is acquired or released: see
+/// `cgroup`. Nothing to do, or no cgroup of ours, costs a few reads.
+pub fn kill_stale_jobs() {
+    Containment::detect();
+}
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::{sleep, timeout, Instant};
 
@@ -337,6 +347,8 @@ pub struct Prepared {
     parked: Option<Parked>,
     /// The mode the guard was asked to contain COMMAND in, to say at start.
     containment: Containment,
+    /// Whether to say it at `-v`: for COMMAND, not for a hook.
+    announce: bool,
 }
 
 struct Parked {
@@ -382,6 +394,7 @@ impl Child {
         let sigchld = signal(SignalKind::child())?;
         sys::arm_guard(&mut guard, go_read.as_raw_fd());
         let pid = guard.spawn().map_err(|err| spawn_error(cmd, err))?.id();
+        orphans::guard_started(pid);
         // std's Child neither waits nor kills on drop; we reap by pid. Our
         // copy of the read end goes, so a guard that is gone makes `start`
         // fail (EPIPE) rather than write into the void.
@@ -395,7 +408,41 @@ impl Child {
                 terminal,
             }),
             containment: cmd.containment.clone(),
+            announce: true,
         })
+    }
+
+    /// Spawns the guard running `cmd` for a hook: never given the
+    /// terminal, stdin from /dev/null, and stdout and stderr as pipes,
+    /// returned for us to read. Its tree is contained and stopped as
+    /// COMMAND's is.
+    pub fn spawn_piped(cmd: &Command) -> io::Result<(Child, ChildStdout, ChildStderr)> {
+        let (go_read, go) = sys::go_pipe(cmd.lends)?;
+        let mut guard = cmd.guard_command(go_read.as_raw_fd())?;
+        guard
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let sigchld = signal(SignalKind::child())?;
+        sys::arm_guard(&mut guard, go_read.as_raw_fd());
+        let mut spawned = guard.spawn().map_err(|err| spawn_error(cmd, err))?;
+        let pid = spawned.id();
+        orphans::guard_started(pid);
+        drop(go_read);
+        let prepared = Prepared {
+            pid,
+            parked: Some(Parked {
+                go,
+                sigchld,
+                terminal: Terminal::Never,
+            }),
+            containment: cmd.containment.clone(),
+            announce: false,
+        };
+        let (Some(stdout), Some(stderr)) = (spawned.stdout.take(), spawned.stderr.take()) else {
+            unreachable!("both were asked to be pipes");
+        };
+        Ok((prepared.start(Vec::new())?, stdout, stderr))
     }
 
     /// Forks the guard without exec'ing it, parked, as [`Child::prepare`]
@@ -424,6 +471,7 @@ impl Child {
             cgroup: guard::CgroupPlan::of(&cmd.containment),
         };
         let pid = sys::fork_guard(keep, || guard::run(invocation(), &environment))?;
+        orphans::guard_started(pid);
         // As in `prepare_with`: without our copy of the read end, a guard
         // that is gone makes `start` fail rather than write into the void.
         drop(go_read);
@@ -687,19 +735,22 @@ impl Child {
     ///
     /// The confirmation has to poll: the members are not our children (they
     /// are reparented to init, or to a container's pid 1), so no SIGCHLD or
-    /// waitid tells us of their death. The loop is short and bounded.
+    /// waitid tells us of their death. The loop is short and bounded. A
+    /// guard killed alone leaves its tree's orphans to us (see `orphans`),
+    /// which we kill and reap first.
     async fn sweep(&mut self) {
         if let State::Exited(exit) = self.state {
             // The fast path, taken whenever COMMAND left nothing behind: one
             // SIGKILL while the zombie guard pins the id, then reap the
-            // guard; if that emptied the group, there is nothing to confirm.
-            // Scanning /proc costs about a millisecond per handover on a
-            // busy host.
+            // guard; if that emptied the group, and the guard left us no
+            // orphans, there is nothing to confirm. Scanning /proc costs
+            // about a millisecond per handover on a busy host.
             if let Err(err) = sys::kill_group(self.pid, Signal::Kill.number()) {
                 tracing::warn!("cannot kill the child's process group: {err}");
             }
             match sys::reap(self.pid) {
                 Ok(()) => {
+                    orphans::guard_reaped(self.pid);
                     self.state = State::Reaped(exit);
                     self.remove_cgroup();
                 }
@@ -708,17 +759,28 @@ impl Child {
                     return;
                 }
             }
-            if !sys::group_exists(self.pid) {
-                return;
-            }
             self.sweep_until = Some(Instant::now() + SWEEP_LIMIT);
         }
-        // Members remained (alive, or zombies nobody reaps) when we reaped
-        // the guard. We look before we signal: while any member is alive
-        // the group keeps its id, so the signal reaches only our group.
         let Some(deadline) = self.sweep_until else {
             return;
         };
+        // A guard killed alone left its tree to us (see `orphans`): gone
+        // before anything of ours lets go of the lock. Where it was not,
+        // there is nothing, and the look costs a read of our children.
+        let left = orphans::sweep(deadline.saturating_duration_since(Instant::now())).await;
+        if !left.is_empty() {
+            tracing::warn!(
+                "processes {left:?} left by the killed guard are still alive {}s after SIGKILL",
+                SWEEP_LIMIT.as_secs()
+            );
+        }
+        // Members may remain (alive, or zombies nobody reaps) now that we
+        // reaped the guard. We look before we signal: while any member is
+        // alive the group keeps its id, so the signal reaches only our group.
+        if !sys::group_exists(self.pid) {
+            self.sweep_until = None;
+            return;
+        }
         let mut pause = Duration::from_millis(1);
         loop {
             match sys::live_group_members(self.pid) {
@@ -751,8 +813,9 @@ impl Child {
             foreground.restore();
         }
         if matches!(self.state, State::Exited(_)) {
-            if let Err(err) = sys::reap(self.pid) {
-                tracing::warn!("cannot reap the guard: {err}");
+            match sys::reap(self.pid) {
+                Ok(()) => orphans::guard_reaped(self.pid),
+                Err(err) => tracing::warn!("cannot reap the guard: {err}"),
             }
         }
         self.state = State::Reaped(exit);
@@ -826,6 +889,12 @@ impl Prepared {
     ) -> io::Result<Child> {
         let message = go::encode(&env, verdict)?;
         let pid = self.pid;
+        // A job whose lockrun and guard were both killed runs on in its
+        // cgroup, unsupervised, and the lock may have just come to us from
+        // it: it is killed before COMMAND starts (see `cgroup`).
+        if let Containment::Cgroup(parent) = &self.containment {
+            cgroup::remove_stale(parent);
+        }
         let Some(Parked {
             go,
             sigchld,
@@ -875,7 +944,11 @@ impl Prepared {
         tracing::debug!(pid, "started the guard");
         // Should the guard fail to use the cgroup, it says so itself, at
         // the same verbosity.
-        tracing::info!("containment: {}", self.containment.describe(pid));
+        if self.announce {
+            tracing::info!("containment: {}", self.containment.describe(pid));
+        } else {
+            tracing::debug!("containment: {}", self.containment.describe(pid));
+        }
         Ok(Child {
             pid,
             state: State::Running,
@@ -923,6 +996,7 @@ impl Forked {
                 terminal: Terminal::Auto,
             }),
             containment: self.containment.clone(),
+            announce: true,
         })
     }
 }
@@ -972,7 +1046,10 @@ fn discard(pid: u32) {
     let mut pause = Duration::from_micros(20);
     loop {
         match sys::try_reap(pid) {
-            Ok(Some(_)) => return,
+            Ok(Some(_)) => {
+                orphans::guard_reaped(pid);
+                return;
+            }
             Ok(None) => {}
             Err(err) => {
                 tracing::warn!("cannot reap the parked guard: {err}");

@@ -162,6 +162,8 @@ pub async fn run<E: Engine>(
     campaign: bool,
     forked: Option<child::Forked>,
 ) -> Result<Exit, Failure> {
+    // Before any guard starts: one killed alone leaves its tree to us.
+    child::adopt_orphans();
     let signals =
         Signals::new().map_err(|e| Failure::Internal(format!("cannot handle signals ({e})")))?;
     let released = release_requests()?;
@@ -274,6 +276,7 @@ fn child_ended(exit: ChildExit, forwarded: Option<Signal>) -> Exit {
 /// [`child::Forked`]); `lends` as the engine's [`Engine::CLAIM_LENDS_FD`].
 /// `None` when that cannot be done: the round then starts its guard itself.
 pub fn fork_guard(config: &HoldConfig, service: &Service, lends: bool) -> Option<child::Forked> {
+    child::adopt_orphans();
     let forked = child_command(config, service, lends)
         .and_then(|command| Child::fork_parked(&command).map_err(spawn_failure));
     match forked {
@@ -515,34 +518,46 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
         beacon.deadline(None);
         // After the stop and the release, so that no hook delays either.
         let hooks = &self.service.ops.hooks;
+        let containment = self.config.child.containment;
         match ending {
-            Ending::Lost(..) => hooks.run_logged(Event::Loss, &hook_env).await,
-            Ending::Exited { .. } => hooks.run_logged(Event::Release, &hook_env).await,
+            Ending::Lost(..) => hooks.run_logged(Event::Loss, &hook_env, containment).await,
+            Ending::Exited { .. } => {
+                hooks
+                    .run_logged(Event::Release, &hook_env, containment)
+                    .await
+            }
         }
         Ok(self.ended(ending, held_for))
     }
 
     /// Runs `--on-acquire` before COMMAND, keeping the lease meanwhile:
-    /// a loss or a signal cuts it short (its process group is killed),
-    /// and its failure gives the lock up.
+    /// a loss or a signal cuts it short (all it started is killed, and gone
+    /// before the lock is given up), and its failure gives the lock up.
     async fn on_acquire(
         &mut self,
         held: &mut Held<E::Claim, E::Lease>,
         env: &[(OsString, OsString)],
     ) -> Result<Step<()>, Failure> {
         let hooks = &self.service.ops.hooks;
-        if !hooks.has(Event::Acquire) {
-            return Ok(Step::Next(()));
-        }
+        let target = self.target.name();
+        let started = hooks.start(Event::Acquire, env, self.config.child.containment);
+        let mut hook = match started {
+            Ok(Some(hook)) => hook,
+            Ok(None) => return Ok(Step::Next(())),
+            Err(why) => {
+                return Err(Failure::Internal(format!(
+                    "{why}; released `{target}` without running COMMAND"
+                )))
+            }
+        };
         let Held {
             claim,
             lease,
             countdown,
             ..
         } = held;
-        let target = self.target.name();
-        tokio::select! {
-            done = hooks.run(Event::Acquire, env) => match done {
+        let step = tokio::select! {
+            done = hook.finish() => return match done {
                 Ok(()) => Ok(Step::Next(())),
                 Err(why) => Err(Failure::Internal(format!(
                     "{why}; released `{target}` without running COMMAND"
@@ -550,18 +565,20 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
             },
             lost = keep(countdown, lease) => {
                 tracing::warn!(target: EVENT, "lost `{target}` while --on-acquire ran: {lost}");
-                Ok(Step::Over(Outcome::Lost))
+                Step::Over(Outcome::Lost)
             }
             lost = claim.watch() => {
                 tracing::warn!(target: EVENT, "lost `{target}` while --on-acquire ran: {lost}");
-                Ok(Step::Over(Outcome::Lost))
+                Step::Over(Outcome::Lost)
             }
             signal = self.signals.recv() => {
                 tracing::info!("{signal} while --on-acquire ran; giving up");
-                Ok(Step::Over(Outcome::Done(Exit::Interrupted(signal))))
+                Step::Over(Outcome::Done(Exit::Interrupted(signal)))
             }
             never = notify::watchdog_loop(self.service.notifier()) => match never {},
-        }
+        };
+        hook.stop().await;
+        Ok(step)
     }
 
     /// Opens the lease the claim will be tied to; a signal meanwhile ends

@@ -140,6 +140,9 @@ enum End {
     ByItself,
     Release,
     Signal(Signal),
+    /// SIGKILL to the holder's guard alone, as an operator's `kill -9` or
+    /// the OOM killer sends it.
+    KillGuard,
 }
 
 /// Starts `lockrun elect KEY --shell -- SCRIPT WORK` and a waiting rival,
@@ -173,6 +176,7 @@ fn contained(place: &Place, mode: Mode, name: &str, script: &str, end: End) {
             place.status(&output, 0, "release");
         }
         End::Signal(signal) => holder.signal(signal),
+        End::KillGuard => kill_the_guard_of(holder.pid()),
     }
     let output = holder.finish();
     let holder_ended = crate::support::now_ns();
@@ -240,6 +244,100 @@ fn a_fork_loop_is_gone_after_sigkill_to_lockrun(place: &Place, mode: Mode) {
     );
 }
 on_every_backend!(a_fork_loop_is_gone_after_sigkill_to_lockrun);
+
+/// Issue #45: the guard SIGKILLed alone used to leave its orphans to init,
+/// and lockrun, seeing its guard gone, released the lock while the daemon
+/// beat on (21 of 24 runs). lockrun is a subreaper too now, and kills what
+/// the guard left before it lets go.
+fn a_daemon_is_gone_after_sigkill_to_the_guard_alone(place: &Place, mode: Mode) {
+    contained(place, mode, "guard-kill", DAEMONIZE, End::KillGuard);
+}
+on_every_backend!(a_daemon_is_gone_after_sigkill_to_the_guard_alone);
+
+/// SIGKILLs the guard that `lockrun` (pid `holder`) runs its command under.
+fn kill_the_guard_of(holder: u32) {
+    let guard = guard_of(holder);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(guard as i32), Signal::SIGKILL).unwrap();
+}
+
+/// The guard that `lockrun` (pid `holder`) runs its command under.
+fn guard_of(holder: u32) -> u32 {
+    children_of(holder)
+        .into_iter()
+        .find(|pid| {
+            crate::procs::process_name(*pid).as_deref() == Some(lockrun::child::guard::PROCESS_NAME)
+        })
+        .unwrap_or_else(|| panic!("lockrun {holder} has no guard"))
+}
+
+/// Issue #45: `pkill -9 lockrun` killed the guard too (its name contained
+/// lockrun's), and the tree ran on in a cgroup nobody killed, beside the
+/// next holder for 536-572 ms. The guard's name no longer matches; and
+/// when both die all the same (SIGKILL to each, the guard first stopped
+/// so that it cannot act on lockrun's death), the next holder on this
+/// host kills the stale cgroup before its command starts.
+#[test]
+fn a_tree_whose_lockrun_and_guard_were_killed_is_gone_before_the_next_command() {
+    let place = Place::local();
+    let mode = Mode::Cgroup;
+    if let Err(why) = writable_cgroup_v2() {
+        eprintln!("not checked: {why}");
+        return;
+    }
+    let key = place.key("both-killed");
+    let work = scratch();
+    let mut args = vec!["elect", &key];
+    args.extend(mode.flags());
+    args.extend(["--shell", "--", DAEMONIZE]);
+    let mut cmd = place.lockrun(&args);
+    cmd.arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    wait_for_file(&work.path().join("beat"));
+    let guard = guard_of(holder.pid());
+    let name = crate::procs::process_name(guard).unwrap();
+    assert!(
+        !name.contains("lockrun"),
+        "`pkill lockrun` matches the guard `{name}`"
+    );
+    let rival_mark = work.path().join("rival");
+    let mut cmd = place.lockrun(&["elect", &key, "--shell", "--", "date +%s%N > \"$1\""]);
+    cmd.arg(&rival_mark);
+    let rival = Running::spawn(&mut cmd);
+    let beats = beat_count(work.path());
+    wait_until_beats(work.path(), beats + 10);
+    let pid = |pid: u32| nix::unistd::Pid::from_raw(pid as i32);
+    nix::sys::signal::kill(pid(guard), Signal::SIGSTOP).unwrap();
+    holder.signal(Signal::SIGKILL);
+    nix::sys::signal::kill(pid(guard), Signal::SIGKILL).unwrap();
+    let _ = holder.finish();
+    place.status(&rival.finish(), 0, "the rival");
+    give_an_escaped_helper_time(work.path());
+    let started: u128 = std::fs::read_to_string(&rival_mark)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let last = last_beat(work.path());
+    assert!(
+        last < started,
+        "the killed holder's daemon beat {} ms after the rival's command started",
+        (last - started) / 1_000_000
+    );
+}
+
+/// The children of `parent`, from every thread's list in /proc.
+fn children_of(parent: u32) -> Vec<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{parent}/task")).unwrap();
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_ascii_whitespace()
+                .filter_map(|pid| pid.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
 
 /// A daemon that ignores SIGTERM and beats until `$1/go` appears, started
 /// by a command that notes when it exits, with status 3.
@@ -547,6 +645,7 @@ fn postgres_is_the_job(place: &Place, mode: Mode, end: End) {
             place.status(&output, 0, "release");
         }
         End::Signal(signal) => holder.signal(signal),
+        End::KillGuard => kill_the_guard_of(holder.pid()),
         End::ByItself => unreachable!("postgres runs until stopped"),
     }
     let output = holder.finish();
@@ -575,6 +674,34 @@ fn postgres_is_gone_after_release_on_local() {
 #[test]
 fn postgres_is_gone_after_release_on_local_subreaper() {
     postgres_is_the_job(&Place::local(), Mode::Subreaper, End::Release);
+}
+
+#[test]
+fn postgres_is_gone_after_sigkill_to_the_guard_on_local_subreaper() {
+    postgres_is_the_job(&Place::local(), Mode::Subreaper, End::KillGuard);
+}
+
+#[test]
+fn postgres_is_gone_after_sigkill_to_the_guard_on_etcd() {
+    postgres_is_the_job(
+        &Place::etcd("postgres-guard-kill"),
+        Mode::Cgroup,
+        End::KillGuard,
+    );
+}
+
+#[test]
+fn postgres_is_gone_after_sigkill_to_the_guard_on_etcd_subreaper() {
+    postgres_is_the_job(
+        &Place::etcd("postgres-guard-kill"),
+        Mode::Subreaper,
+        End::KillGuard,
+    );
+}
+
+#[test]
+fn postgres_is_gone_after_sigkill_to_the_guard_on_local() {
+    postgres_is_the_job(&Place::local(), Mode::Cgroup, End::KillGuard);
 }
 
 #[test]
@@ -760,5 +887,149 @@ fn the_command_starts_in_its_cgroup_and_the_guard_never_moves() {
     assert!(
         command.lines().any(|line| line == expected),
         "the command ran in `{command}`, not `{expected}`"
+    );
+}
+
+/// A hook script that starts a helper in a session of its own, deaf to
+/// SIGTERM, beating into `WORK/beat` until `WORK/go` appears, and returns
+/// once the helper has beaten; then `then`.
+fn hook_with_helper(work: &std::path::Path, then: &str) -> String {
+    let work = work.display();
+    format!(
+        "(setsid sh -c 'trap \"\" TERM; while [ ! -e \"$0/go\" ]; do date +%s%N >> \"$0/beat\"; \
+         sleep 0.01; done' '{work}' </dev/null >/dev/null 2>&1 &); \
+         while [ ! -s '{work}/beat' ]; do sleep 0.01; done; {then}"
+    )
+}
+
+/// Gives a helper that escaped its hook time to beat again (a helper that
+/// beats every 10 ms does within 300 ms, unless it is gone), then stops it.
+fn give_an_escaped_helper_time(work: &std::path::Path) {
+    let beats = beat_count(work);
+    crate::procs::wait_until(
+        std::time::Instant::now() + std::time::Duration::from_millis(300),
+        || beat_count(work) > beats + 2,
+    );
+    std::fs::write(work.join("go"), "").unwrap();
+}
+
+/// Issue #45: what `--on-acquire` started (`helper &`, a `setsid` helper)
+/// ran on beside the next holder, and after lockrun. A hook is contained as
+/// COMMAND is now: nothing it started beats once the lock is given up.
+fn an_acquire_hooks_helper_is_gone_before_the_rival(place: &Place, mode: Mode) {
+    let key = place.key("hook-acquire");
+    let work = scratch();
+    let hook = hook_with_helper(work.path(), "true");
+    let mut args = vec!["elect", &key, "--on-acquire", &hook];
+    args.extend(mode.flags());
+    args.extend([
+        "--shell",
+        "--",
+        "touch \"$1/ready\"; while [ ! -e \"$1/done\" ]; do sleep 0.01; done",
+    ]);
+    let mut cmd = place.lockrun(&args);
+    cmd.arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    wait_for_file(&work.path().join("ready"));
+    let rival_mark = work.path().join("rival");
+    let mut cmd = place.lockrun(&["elect", &key, "--shell", "--", "date +%s%N > \"$1\""]);
+    cmd.arg(&rival_mark);
+    let rival = Running::spawn(&mut cmd);
+    std::fs::write(work.path().join("done"), "").unwrap();
+    let output = holder.finish();
+    let holder_ended = crate::support::now_ns();
+    place.status(&output, 0, "the holder");
+    place.status(&rival.finish(), 0, "the rival");
+    mode.check(&String::from_utf8_lossy(&output.stderr));
+    give_an_escaped_helper_time(work.path());
+    let started: u128 = std::fs::read_to_string(&rival_mark)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let last = last_beat(work.path());
+    assert!(
+        last < started && last < holder_ended,
+        "the hook's helper beat {} ms after the rival's command started",
+        (last.saturating_sub(started)) / 1_000_000
+    );
+}
+on_every_backend!(an_acquire_hooks_helper_is_gone_before_the_rival);
+
+/// The same for `--on-release`, which runs after the release: what it
+/// started is gone by the time lockrun exits; and for a hook cut at
+/// `--hook-timeout`, whose `setsid` helper used to survive the kill.
+fn a_release_hooks_helper_is_gone_when_lockrun_exits(place: &Place, mode: Mode) {
+    for (flag, then, status) in [
+        ("--on-release", "true", 0),
+        ("--on-acquire", "sleep 300", 125),
+    ] {
+        let key = place.key("hook-release");
+        let work = scratch();
+        let hook = hook_with_helper(work.path(), then);
+        let mut args = vec!["elect", &key, flag, &hook, "--hook-timeout", "2s"];
+        args.extend(mode.flags());
+        args.extend(["--", "true"]);
+        let output = run(&mut place.lockrun(&args));
+        let holder_ended = crate::support::now_ns();
+        place.status(&output, status, flag);
+        if status == 0 {
+            // COMMAND ran, and said its containment, which its hooks share.
+            mode.check(&String::from_utf8_lossy(&output.stderr));
+        }
+        give_an_escaped_helper_time(work.path());
+        let last = last_beat(work.path());
+        assert!(
+            last < holder_ended,
+            "{flag}'s helper beat {} ms after lockrun exited",
+            (last - holder_ended) / 1_000_000
+        );
+    }
+}
+on_every_backend!(a_release_hooks_helper_is_gone_when_lockrun_exits);
+
+/// Issue #45: a hook that wrote 200 MB without a newline grew lockrun to
+/// 524 MB resident. Its output is read in bounded pieces now, the long
+/// line cut and said: lockrun's peak stays under 20 MB.
+#[test]
+fn a_hook_writing_200_mb_without_a_newline_keeps_lockrun_small() {
+    let place = Place::local();
+    let key = place.key("hook-flood");
+    let work = scratch();
+    let flood = "head -c 200000000 /dev/zero | tr '\\0' x";
+    let mut cmd = place.lockrun(&[
+        "elect",
+        "-v",
+        &key,
+        "--on-acquire",
+        flood,
+        "--hook-timeout",
+        "5m",
+        "--shell",
+        "--",
+        "touch \"$1/ready\"; while [ ! -e \"$1/done\" ]; do sleep 0.01; done",
+    ]);
+    cmd.arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    wait_for_file(&work.path().join("ready"));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", holder.pid())).unwrap();
+    std::fs::write(work.path().join("done"), "").unwrap();
+    let output = holder.finish();
+    place.status(&output, 0, "the holder");
+    let peak_kb: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmHWM in {status}"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        peak_kb < 20 * 1024,
+        "lockrun peaked at {} MB resident",
+        peak_kb / 1024
+    );
+    assert!(
+        stderr.contains("[line cut at 4096 bytes]"),
+        "the cut was not said: {}",
+        &stderr[..stderr.len().min(500)]
     );
 }

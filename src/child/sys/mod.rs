@@ -447,6 +447,23 @@ pub(super) fn live_tree(root: u32, pgid: u32) -> io::Result<Vec<u32>> {
         .collect())
 }
 
+/// The children of `parent`, zombies included, from a walk of /proc.
+pub(super) fn children_by_walk(parent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| parse_stat_parent(&stat))
+                .is_some_and(|(_, ppid, _)| ppid == parent)
+        })
+        .collect()
+}
+
 /// The process group of `pid`, from /proc, if it is alive.
 pub(super) fn process_group_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
