@@ -66,6 +66,14 @@ impl PgError {
                     ),
                 };
             }
+            // 26000, 42P05: a statement we prepared is missing, or one of
+            // that name exists already: another server process answers
+            // than the one we prepared it on, as under transaction pooling.
+            if code == "26000" || code == "42P05" {
+                return PgError::Pooler {
+                    why: format!("{what} reached another server process ({message})"),
+                };
+            }
             return PgError::Server {
                 what: what.to_string(),
                 message: format!("{message} (SQLSTATE {code})"),

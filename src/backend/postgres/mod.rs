@@ -88,6 +88,39 @@ const CLEANUP_TIMEOUT: Duration = Duration::from_secs(2);
 /// The application_name every lockrun connection carries.
 pub const APPLICATION_NAME: &str = "lockrun";
 
+/// The setting, a placeholder no server defines, our startup packet
+/// carries a fresh random value in.
+const NONCE_SETTING: &str = "lockrun.nonce";
+
+/// 128 random bits, in hex: what [`NONCE_SETTING`] carries.
+fn nonce() -> Result<String, PgError> {
+    let mut bytes = [0u8; 16];
+    rustls::crypto::ring::default_provider()
+        .secure_random
+        .fill(&mut bytes)
+        .map_err(|_| PgError::Server {
+            what: "making a nonce".into(),
+            message: "the system's random source failed".into(),
+        })?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The first row of a simple query's answer, each column as text (a
+/// null as the empty text).
+fn first_row(messages: Vec<tokio_postgres::SimpleQueryMessage>) -> Vec<String> {
+    messages
+        .iter()
+        .find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(row) => Some(
+                (0..row.len())
+                    .map(|i| row.get(i).unwrap_or_default().to_string())
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
 /// The SQL expression of a text's lock id, documented above.
 const LOCK_ID_SQL: &str = "('x' || substr(md5($1::text), 1, 16))::bit(64)::bigint";
 
@@ -199,14 +232,18 @@ impl Postgres {
     /// timeout ends us, and a silent peer is given up on no earlier than
     /// the TTL after the last data received (`tcp_user_timeout`, and
     /// keepalive probes that start only after a TTL of silence).
-    fn session_options(&self) -> String {
+    ///
+    /// `nonce` goes in `lockrun.nonce`, which no server, role or database
+    /// setting can know: reading it back proves that the server process
+    /// answering is the one these options reached.
+    fn session_options(&self, nonce: &str) -> String {
         let secs = self.ttl.as_secs();
         let interval = (secs / 3).max(1);
         format!(
             "-c idle_session_timeout=0 -c idle_in_transaction_session_timeout=0 \
              -c statement_timeout={ms} -c tcp_keepalives_idle={secs} \
              -c tcp_keepalives_interval={interval} -c tcp_keepalives_count=3 \
-             -c tcp_user_timeout={ms}",
+             -c tcp_user_timeout={ms} -c {NONCE_SETTING}={nonce}",
             ms = self.ttl.as_millis(),
         )
     }
@@ -215,10 +252,11 @@ impl Postgres {
     /// `Some(why)` when the connection ends.
     async fn connect(&self) -> Result<Conn, PgError> {
         let mut config = self.config.clone();
+        let nonce = nonce()?;
         // The user's own `options` first: ours come later and so win.
         let options = match self.config.get_options() {
-            Some(theirs) => format!("{theirs} {}", self.session_options()),
-            None => self.session_options(),
+            Some(theirs) => format!("{theirs} {}", self.session_options(&nonce)),
+            None => self.session_options(&nonce),
         };
         config
             .application_name(APPLICATION_NAME)
@@ -262,33 +300,65 @@ impl Postgres {
             };
             let _ = tx.send(Some(why));
         });
-        let row = client
-            .query_one(
-                "select pg_is_in_recovery(), pg_backend_pid(), \
-                 (select setting from pg_settings where name = 'statement_timeout')",
-                &[],
-            )
-            .await
-            .map_err(|e| PgError::from_client("the first query", e))?;
-        if row.get::<_, bool>(0) {
+        // Simple queries, which prepare nothing: a pooler that gives the
+        // next transaction another server process would fail a prepared
+        // statement's second half there, and say less than we do below.
+        let first = first_row(
+            client
+                .simple_query(&format!(
+                    "select pg_is_in_recovery(), pg_backend_pid(), \
+                     current_setting('{NONCE_SETTING}', true)"
+                ))
+                .await
+                .map_err(|e| PgError::from_client("the first query", e))?,
+        );
+        if first.first().map(String::as_str) == Some("t") {
             return Err(PgError::Standby);
         }
+        let backend_pid = first
+            .get(1)
+            .and_then(|p| p.parse::<i32>().ok())
+            .ok_or_else(|| PgError::Server {
+                what: "the first query".into(),
+                message: "no backend pid in its answer".into(),
+            })?;
         // A pooler such as PgBouncer drops the startup `options` our
-        // timeouts ride on (when told to ignore them), and its
-        // transaction pooling hands our session's advisory locks to
-        // whoever runs next on the server connection: either way the
-        // settings we asked for are not the session's.
-        if row.get::<_, Option<String>>(2).as_deref() != Some(&self.ttl.as_millis().to_string()) {
+        // timeouts ride on when told to ignore them (else it refuses them,
+        // which `PgError::from_client` names), and its transaction pooling
+        // hands our session's advisory locks to whoever runs next on the
+        // server connection. A setting the server already had (a role's
+        // statement_timeout equal to our TTL) once passed this check; a
+        // fresh nonce cannot come but from our own startup packet.
+        if first.get(2) != Some(&nonce) {
             return Err(PgError::Pooler {
                 why: "the server did not apply the settings lockrun sends at connection (options)"
                     .into(),
+            });
+        }
+        // A pooler that forwards startup settings (PgBouncer 1.20 can
+        // track some) may still give each transaction another server
+        // process: the same process and nonce once more, in a transaction
+        // of its own.
+        let again = first_row(
+            client
+                .simple_query(&format!(
+                    "select pg_backend_pid(), current_setting('{NONCE_SETTING}', true)"
+                ))
+                .await
+                .map_err(|e| PgError::from_client("the first query", e))?,
+        );
+        if again != [backend_pid.to_string(), nonce] {
+            return Err(PgError::Pooler {
+                why: format!(
+                    "our second statement did not reach server process {backend_pid}, which served the first"
+                ),
             });
         }
         Ok(Conn {
             client,
             closed: rx,
             notices,
-            backend_pid: row.get(1),
+            backend_pid,
         })
     }
 
@@ -452,17 +522,50 @@ impl Postgres {
         Ok(())
     }
 
+    /// Tries each id with `pg_try_advisory_lock`, the first granted ours.
+    /// The statement takes nothing on a server process other than our
+    /// session's, nor a lock that process holds already: advisory locks
+    /// are re-entrant, and a pooler that slipped past [`Postgres::connect`]
+    /// could have put another client's hold on our server process, where a
+    /// plain try would say yes to us too.
     async fn try_ids(
-        client: &Client,
+        conn: &Conn,
         ids: &[(i64, Option<u32>)],
     ) -> Result<Option<(i64, Option<u32>)>, PgError> {
         for &(id, slot) in ids {
-            let row = client
-                .query_one("select pg_try_advisory_lock($1)", &[&id])
+            let row = conn
+                .client
+                .query_one(
+                    "select pg_backend_pid(), \
+                     case when pg_backend_pid() <> $2 or exists (select from pg_locks \
+                       where locktype = 'advisory' and objsubid = 1 and granted \
+                       and pid = pg_backend_pid() \
+                       and ((classid::bigint << 32) | objid::bigint) = $1 \
+                       and database = (select oid from pg_database where datname = current_database())) \
+                     then null else pg_try_advisory_lock($1) end",
+                    &[&id, &conn.backend_pid],
+                )
                 .await
                 .map_err(|e| PgError::from_client("taking the lock", e))?;
-            if row.get::<_, bool>(0) {
-                return Ok(Some((id, slot)));
+            let pid: i32 = row.get(0);
+            if pid != conn.backend_pid {
+                return Err(PgError::Pooler {
+                    why: format!(
+                        "our statements moved from server process {} to {pid}",
+                        conn.backend_pid
+                    ),
+                });
+            }
+            match row.get::<_, Option<bool>>(1) {
+                Some(true) => return Ok(Some((id, slot))),
+                Some(false) => {}
+                None => {
+                    return Err(PgError::Pooler {
+                        why: format!(
+                            "our server process {pid} already held lock {id}, which this run never took: another client shares it"
+                        ),
+                    })
+                }
             }
         }
         Ok(None)
@@ -650,7 +753,7 @@ impl Engine for Postgres {
         let (id, slot) = loop {
             // Marked before the try: a release after it wakes us below.
             notices.borrow_and_update();
-            if let Some(got) = Self::try_ids(client, &ids).await? {
+            if let Some(got) = Self::try_ids(&lease.shared.conn, &ids).await? {
                 break got;
             }
             if !listening && wait != Wait::Once {
@@ -671,7 +774,7 @@ impl Engine for Postgres {
                 if let Wait::Until(at) = wait {
                     // The rest of the time, or a release before then.
                     let _ = tokio::time::timeout_at(at, notices.changed()).await;
-                    if let Some(got) = Self::try_ids(client, &ids).await? {
+                    if let Some(got) = Self::try_ids(&lease.shared.conn, &ids).await? {
                         break got;
                     }
                 }
