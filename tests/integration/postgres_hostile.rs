@@ -4,11 +4,14 @@
 //! waiting runs, and an L4 relay that stops forwarding while keeping TCP
 //! open. Overlap is measured with the commands' own timestamps.
 
+use std::io::Write;
+use std::net::TcpListener;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
-use crate::pg_support::{psql_ok, unique, Bouncer};
+use crate::pg_support::{self, psql_ok, unique, Bouncer};
 use crate::procs::{deadline, wait_until};
-use crate::support::{bare, max_overlap, scratch, Running};
+use crate::support::{bare, max_overlap, run, scratch, Running};
 
 /// Each run's command: its start and end, a second apart.
 const SPAN: &str = "date +%s%N > \"$1/start\"; sleep 1; date +%s%N > \"$1/end\"";
@@ -96,4 +99,133 @@ fn every_pgbouncer_pooling_is_refused_or_exclusive() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// A run against `dsn` that would hold `key` with `--no-wait`: how it
+/// ended and how long it took.
+fn once(dsn: &str, extra: &[&str]) -> (std::process::Output, Duration) {
+    let started = Instant::now();
+    let mut cmd = bare(["--backend", "postgres", "--dsn", dsn]);
+    cmd.args(extra)
+        .args(["elect", "-n", &unique("unreachable"), "--", "true"]);
+    let output = run(&mut cmd);
+    (output, started.elapsed())
+}
+
+/// A port that takes connections and never says a word: the kernel
+/// completes the handshake for a listener nobody accepts on.
+fn silent_port() -> (TcpListener, u16) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    (listener, port)
+}
+
+/// A port that answers every connection as an HTTP server would, and
+/// keeps it open.
+fn http_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let _ = stream
+                .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 11\r\n\r\nbad request");
+            open.push(stream);
+        }
+    });
+    port
+}
+
+/// libpq's `connect_timeout` bounds the whole connection, per host: a
+/// silent port and one that speaks HTTP each end in about that long with
+/// one line naming the host and port, with or without -v (psql gives up
+/// at 3.04 s on the silent port). Unset, it is 10 s.
+#[test]
+fn an_unanswering_port_ends_at_connect_timeout_with_one_line() {
+    let (_silent, silent) = silent_port();
+    let http = http_port();
+    for (port, what) in [(silent, "a silent port"), (http, "an HTTP port")] {
+        for sslmode in ["prefer", "disable"] {
+            for verbose in [false, true] {
+                let dsn = format!(
+                    "host=127.0.0.1 port={port} user=postgres connect_timeout=3 sslmode={sslmode}"
+                );
+                let (output, took) = once(&dsn, if verbose { &["-v"] } else { &[] });
+                let err = String::from_utf8_lossy(&output.stderr);
+                let what = format!("{what}, sslmode={sslmode}, -v {verbose}");
+                eprintln!("{what}: exit {:?} after {took:?}", output.status.code());
+                assert_eq!(output.status.code(), Some(125), "{what}: {err}");
+                assert!(
+                    took < Duration::from_secs(8),
+                    "{what}: took {took:?} with connect_timeout=3"
+                );
+                let last = err.trim().lines().last().unwrap_or_default();
+                assert!(
+                    last.contains(&format!("127.0.0.1:{port}")),
+                    "{what}: the last line does not name the host and port: {err}"
+                );
+                if !verbose {
+                    assert_eq!(err.trim().lines().count(), 1, "{what}: {err}");
+                }
+            }
+        }
+    }
+    let (output, took) = once(&format!("host=127.0.0.1 port={silent} user=postgres"), &[]);
+    let err = String::from_utf8_lossy(&output.stderr);
+    eprintln!("a silent port, no connect_timeout: after {took:?}: {err}");
+    assert_eq!(output.status.code(), Some(125), "{err}");
+    assert!(
+        took >= Duration::from_secs(9) && took < Duration::from_secs(16),
+        "with no connect_timeout the silent port took {took:?}, not 10 s"
+    );
+    assert!(err.contains("within 10s"), "{err}");
+}
+
+/// A host list whose first host is a hot standby: the run moves on to the
+/// primary, as libpq's target_session_attrs=read-write does, whether that
+/// is given or not; read-only is refused before any connection.
+#[test]
+fn a_host_list_moves_past_a_standby_to_the_primary() {
+    let primary = pg_support::private();
+    let standby = pg_support::standby_of(&primary);
+    let psql = pg_support::bin_dir().join("psql");
+    // The child asks the primary whether its lock is held there.
+    let check = format!(
+        "'{psql}' -X -Atq -h 127.0.0.1 -p {port} -U postgres -d postgres -c \
+         \"select count(*) from pg_locks where locktype = 'advisory' and granted \
+         and ((classid::bigint << 32) | objid::bigint) = $LOCKRUN_PG_LOCK_ID\"",
+        psql = psql.display(),
+        port = primary.port,
+    );
+    for attrs in ["", " target_session_attrs=read-write", " target_session_attrs=any"] {
+        let dsn = format!(
+            "host=127.0.0.1,127.0.0.1 port={},{} user=postgres dbname=postgres{attrs}",
+            standby.port, primary.port
+        );
+        let output = run(bare(["--backend", "postgres", "--dsn", &dsn]).args([
+            "elect",
+            "-n",
+            &unique("hostlist"),
+            "--shell",
+            "--",
+            &check,
+        ]));
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "`{attrs}`: {err}");
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout).trim(),
+            "1",
+            "`{attrs}`: the lock is not held on the primary"
+        );
+    }
+    let dsn = format!(
+        "host=127.0.0.1,127.0.0.1 port={},{} user=postgres target_session_attrs=read-only",
+        standby.port, primary.port
+    );
+    let (output, _) = once(&dsn, &[]);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(err.contains("read-only"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
 }

@@ -105,6 +105,90 @@ fn nonce() -> Result<String, PgError> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// How long one host may take to connect: libpq's `connect_timeout`
+/// (whole seconds, at least 2, as libpq reads it), 10 s when unset.
+fn connect_timeout(config: &tokio_postgres::Config) -> Duration {
+    match config.get_connect_timeout() {
+        Some(given) => (*given).max(Duration::from_secs(2)),
+        None => Duration::from_secs(10),
+    }
+}
+
+/// Each host of `config` on its own, with its port and how we name it:
+/// `host:port`, the socket's path, or `host (hostaddr):port`.
+fn places(config: &tokio_postgres::Config) -> Vec<(tokio_postgres::Config, String)> {
+    use tokio_postgres::config::Host;
+    let hosts = config.get_hosts();
+    let addrs = config.get_hostaddrs();
+    let count = hosts.len().max(addrs.len());
+    if count <= 1 {
+        // Nothing to split; tokio-postgres says what is missing, if anything.
+        let place = match (hosts.first(), addrs.first()) {
+            (Some(Host::Unix(dir)), _) => format!(
+                "{}/.s.PGSQL.{}",
+                dir.display(),
+                config.get_ports().first().unwrap_or(&5432)
+            ),
+            (Some(Host::Tcp(host)), None) => {
+                format!("{host}:{}", config.get_ports().first().unwrap_or(&5432))
+            }
+            (Some(Host::Tcp(host)), Some(addr)) => {
+                format!("{host} ({addr}):{}", config.get_ports().first().unwrap_or(&5432))
+            }
+            (None, Some(addr)) => format!("{addr}:{}", config.get_ports().first().unwrap_or(&5432)),
+            (None, None) => "PostgreSQL".into(),
+        };
+        return vec![(config.clone(), place)];
+    }
+    (0..count)
+        .map(|i| {
+            let port = config
+                .get_ports()
+                .get(i)
+                .or(config.get_ports().first())
+                .copied()
+                .unwrap_or(5432);
+            let mut one = tokio_postgres::Config::new();
+            if let Some(user) = config.get_user() {
+                one.user(user);
+            }
+            if let Some(password) = config.get_password() {
+                one.password(password);
+            }
+            if let Some(dbname) = config.get_dbname() {
+                one.dbname(dbname);
+            }
+            one.ssl_mode(config.get_ssl_mode())
+                .ssl_negotiation(config.get_ssl_negotiation())
+                .channel_binding(config.get_channel_binding())
+                .target_session_attrs(config.get_target_session_attrs())
+                .port(port);
+            let place = match (hosts.get(i), addrs.get(i)) {
+                (Some(Host::Unix(dir)), _) => {
+                    one.host_path(dir);
+                    format!("{}/.s.PGSQL.{port}", dir.display())
+                }
+                (Some(Host::Tcp(host)), addr) => {
+                    one.host(host);
+                    match addr {
+                        Some(addr) => {
+                            one.hostaddr(*addr);
+                            format!("{host} ({addr}):{port}")
+                        }
+                        None => format!("{host}:{port}"),
+                    }
+                }
+                (None, Some(addr)) => {
+                    one.hostaddr(*addr);
+                    format!("{addr}:{port}")
+                }
+                (None, None) => unreachable!("count is the longer list"),
+            };
+            (one, place)
+        })
+        .collect()
+}
+
 /// The first row of a simple query's answer, each column as text (a
 /// null as the empty text).
 fn first_row(messages: Vec<tokio_postgres::SimpleQueryMessage>) -> Vec<String> {
@@ -250,21 +334,62 @@ impl Postgres {
 
     /// One connection of ours, its driver spawned; the receiver turns
     /// `Some(why)` when the connection ends.
+    ///
+    /// The hosts are tried in turn, as libpq does, each within libpq's
+    /// `connect_timeout` (10 s when unset, as the other backends' first
+    /// contact): the TCP connection, TLS, the startup, the password and
+    /// our checks, so that a port that never answers, or answers in
+    /// another protocol, costs that long and no longer. A host that cannot
+    /// be reached, or is a hot standby, sends us to the next; any other
+    /// refusal is the answer.
     async fn connect(&self) -> Result<Conn, PgError> {
-        let mut config = self.config.clone();
         let nonce = nonce()?;
         // The user's own `options` first: ours come later and so win.
         let options = match self.config.get_options() {
             Some(theirs) => format!("{theirs} {}", self.session_options(&nonce)),
             None => self.session_options(&nonce),
         };
-        config
-            .application_name(APPLICATION_NAME)
-            .options(options)
-            .connect_timeout((self.ttl / 2).max(Duration::from_secs(1)))
-            .keepalives(true)
-            .keepalives_idle((self.ttl / 3).max(Duration::from_secs(1)))
-            .tcp_user_timeout(self.ttl);
+        let within = connect_timeout(&self.config);
+        let mut failed = Vec::new();
+        let mut standbys = Vec::new();
+        for (mut config, place) in places(&self.config) {
+            config
+                .application_name(APPLICATION_NAME)
+                .options(options.clone())
+                .connect_timeout(within)
+                .keepalives(true)
+                .keepalives_idle((self.ttl / 3).max(Duration::from_secs(1)))
+                .tcp_user_timeout(self.ttl);
+            match tokio::time::timeout(within, self.connect_to(&config, &nonce)).await {
+                Ok(Ok(conn)) => return Ok(conn),
+                Ok(Err(PgError::Standby)) => standbys.push(place),
+                Ok(Err(
+                    PgError::Unreachable { cause }
+                    | PgError::Closed { cause }
+                    | PgError::Timeout { what: cause, .. },
+                )) => failed.push(format!("{place}: {cause}")),
+                Ok(Err(e)) => return Err(e),
+                Err(_) => failed.push(format!(
+                    "{place}: no answer within {}",
+                    humantime::format_duration(within)
+                )),
+            }
+        }
+        if failed.is_empty() {
+            return Err(PgError::Standby);
+        }
+        failed.extend(standbys.iter().map(|p| format!("{p}: a hot standby")));
+        Err(PgError::Unreachable {
+            cause: failed.join("; "),
+        })
+    }
+
+    /// One connection to the one place `config` names, with our checks.
+    async fn connect_to(
+        &self,
+        config: &tokio_postgres::Config,
+        nonce: &str,
+    ) -> Result<Conn, PgError> {
         let (client, connection) = config
             .connect(self.tls.clone())
             .await
@@ -329,7 +454,7 @@ impl Postgres {
         // server connection. A setting the server already had (a role's
         // statement_timeout equal to our TTL) once passed this check; a
         // fresh nonce cannot come but from our own startup packet.
-        if first.get(2) != Some(&nonce) {
+        if first.get(2).map(String::as_str) != Some(nonce) {
             return Err(PgError::Pooler {
                 why: "the server did not apply the settings lockrun sends at connection (options)"
                     .into(),
@@ -347,7 +472,7 @@ impl Postgres {
                 .await
                 .map_err(|e| PgError::from_client("the first query", e))?,
         );
-        if again != [backend_pid.to_string(), nonce] {
+        if again != [backend_pid.to_string(), nonce.to_string()] {
             return Err(PgError::Pooler {
                 why: format!(
                     "our second statement did not reach server process {backend_pid}, which served the first"
