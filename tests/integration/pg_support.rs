@@ -62,8 +62,14 @@ impl TestPostgres {
     /// then a start on the same port), returning once it accepts
     /// connections again.
     pub fn restart(&self) {
+        self.restart_with("fast");
+    }
+
+    /// Restarts the server with shutdown mode `mode` (`fast`, or
+    /// `immediate`: no clean shutdown, recovery at the start).
+    pub fn restart_with(&self, mode: &str) {
         let output = as_nobody(&bin_dir().join("pg_ctl"))
-            .args(["-m", "fast", "-w", "-t", "60", "-D"])
+            .args(["-m", mode, "-w", "-t", "60", "-D"])
             .arg(&self.data)
             .arg("-l")
             .arg(self.log.with_extension("restarted.log"))

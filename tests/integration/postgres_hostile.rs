@@ -198,7 +198,11 @@ fn a_host_list_moves_past_a_standby_to_the_primary() {
         psql = psql.display(),
         port = primary.port,
     );
-    for attrs in ["", " target_session_attrs=read-write", " target_session_attrs=any"] {
+    for attrs in [
+        "",
+        " target_session_attrs=read-write",
+        " target_session_attrs=any",
+    ] {
         let dsn = format!(
             "host=127.0.0.1,127.0.0.1 port={},{} user=postgres dbname=postgres{attrs}",
             standby.port, primary.port
@@ -228,4 +232,89 @@ fn a_host_list_moves_past_a_standby_to_the_primary() {
     assert_eq!(output.status.code(), Some(2), "{err}");
     assert!(err.contains("read-only"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// `psql -c sql` against `pg`, trimmed.
+fn psql_at(pg: &pg_support::TestPostgres, sql: &str) -> String {
+    let out = std::process::Command::new(pg_support::bin_dir().join("psql"))
+        .args(["-X", "-q", "-A", "-t", "-d", &pg.url(), "-c", sql])
+        .output()
+        .expect("psql");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A holder's command: a timestamp every 10 ms until the test writes `go`.
+const BEATS: &str = "while [ ! -e \"$1/go\" ]; do date +%s%N >> \"$1/beat\"; sleep 0.01; done";
+
+/// The server restarted (`fast`, then `immediate`) under a holder and two
+/// runs waiting with `--timeout 60s`: the holder loses the lock (its
+/// connection is gone, and the lock with it: 124), and the waiters ride
+/// the restart out and hold one after the other, never two at once.
+#[test]
+fn waiters_ride_out_a_restart_and_hold_one_at_a_time() {
+    let pg = pg_support::private();
+    for mode in ["fast", "immediate"] {
+        let key = unique("restart");
+        let elect = |extra: &[&str], body: &str, dir: &Path| {
+            let mut cmd = bare(["--backend", "postgres", "--dsn", &pg.url()]);
+            cmd.args(["elect", "--ttl", "10s"])
+                .args(extra)
+                .arg(&key)
+                .args(["--shell", "--", body])
+                .arg(dir);
+            Running::spawn(&mut cmd)
+        };
+        let holder_dir = scratch();
+        let holder = elect(&[], BEATS, holder_dir.path());
+        assert!(
+            wait_until(deadline(), || holder_dir.path().join("beat").exists()),
+            "{mode}: the holder never ran"
+        );
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let dir = scratch();
+                (elect(&["--timeout", "60s"], SPAN, dir.path()), dir)
+            })
+            .collect();
+        // Both wait on the server: three lockrun sessions, one holding.
+        assert!(
+            wait_until(deadline(), || psql_at(
+                &pg,
+                "select count(*) from pg_stat_activity where application_name = 'lockrun'"
+            ) == "3"),
+            "{mode}: the waiters never connected"
+        );
+        pg.restart_with(mode);
+        let output = holder.finish();
+        assert_eq!(
+            output.status.code(),
+            Some(124),
+            "{mode}: the holder: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let beats: Vec<u128> = std::fs::read_to_string(holder_dir.path().join("beat"))
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        let mut spans = vec![(beats[0], *beats.last().unwrap())];
+        for (waiter, dir) in waiters {
+            let output = waiter.finish();
+            assert_eq!(
+                output.status.code(),
+                Some(0),
+                "{mode}: a waiter did not ride out the restart: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            spans.push((
+                stamp(dir.path(), "start").expect("start"),
+                stamp(dir.path(), "end").expect("end"),
+            ));
+        }
+        eprintln!("{mode}: holder and waiters ran {spans:?}");
+        assert!(
+            max_overlap(spans.iter().copied()) <= 1,
+            "{mode}: two ran at once: {spans:?}"
+        );
+    }
 }

@@ -647,6 +647,94 @@ impl Postgres {
         Ok(())
     }
 
+    /// Tries `pg_try_advisory_lock` on `conn`, again on each release's
+    /// NOTIFY and at most `POLL_MAX` apart: the id and slot taken and the
+    /// channel, or `None` when the patience ran out. Dropping the future
+    /// may leave a lock granted on `conn`; closing it frees it.
+    async fn wait_on(
+        &self,
+        conn: &Conn,
+        target: &Target,
+        texts: &[(String, Option<u32>)],
+        wait: Wait,
+    ) -> Result<Option<((i64, Option<u32>), String)>, PgError> {
+        let client = &conn.client;
+        let names: Vec<String> = texts.iter().map(|(t, _)| t.clone()).collect();
+        let ids = Self::ids(client, &names).await?;
+        let ids: Vec<(i64, Option<u32>)> =
+            ids.into_iter().zip(texts.iter().map(|(_, s)| *s)).collect();
+        if let Target::Slot { prefix, limit } = target {
+            Self::agree_on_limit(client, prefix, *limit).await?;
+        }
+        let channel = channel_of(ids[0].0);
+        let mut notices = conn.notices.clone();
+        let mut listening = false;
+        let mut pause = Duration::from_millis(10);
+        let got = loop {
+            // Marked before the try: a release after it wakes us below.
+            notices.borrow_and_update();
+            if let Some(got) = Self::try_ids(conn, &ids).await? {
+                break got;
+            }
+            if !listening && wait != Wait::Once {
+                client
+                    .batch_execute(&format!("LISTEN {channel}"))
+                    .await
+                    .map_err(|e| PgError::from_client("listening for releases", e))?;
+                listening = true;
+                // A release between our try and the LISTEN told no one.
+                continue;
+            }
+            let out_of_time = match wait {
+                Wait::Once => true,
+                Wait::Until(at) => Instant::now() + pause >= at,
+                Wait::Forever => false,
+            };
+            if out_of_time {
+                if let Wait::Until(at) = wait {
+                    // The rest of the time, or a release before then.
+                    let _ = tokio::time::timeout_at(at, notices.changed()).await;
+                    if let Some(got) = Self::try_ids(conn, &ids).await? {
+                        break got;
+                    }
+                }
+                return Ok(None);
+            }
+            // The first of a release's word and the pause.
+            let _ = tokio::time::timeout(pause, notices.changed()).await;
+            pause = (pause * 2).min(POLL_MAX);
+        };
+        if listening {
+            client
+                .batch_execute(&format!("UNLISTEN {channel}"))
+                .await
+                .map_err(|e| PgError::from_client("listening for releases", e))?;
+        }
+        Ok(Some((got, channel)))
+    }
+
+    /// A new connection for a waiting run whose connection ended with
+    /// `why`, tried until `until` as [`Engine::open_lease`] tries.
+    async fn reconnect(&self, until: Option<Instant>, why: PgError) -> Result<Conn, PgError> {
+        let mut pause = Duration::from_millis(100);
+        let mut last = why;
+        loop {
+            if until.is_some_and(|at| Instant::now() + pause >= at) {
+                return Err(last);
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+            match self.connect().await {
+                Ok(conn) => return Ok(conn),
+                Err(e) if e.is_transient() => {
+                    tracing::info!("connecting again: {e}; retrying in {pause:?}");
+                    last = e;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Tries each id with `pg_try_advisory_lock`, the first granted ours.
     /// The statement takes nothing on a server process other than our
     /// session's, nor a lock that process holds already: advisory locks
@@ -708,10 +796,18 @@ struct Conn {
 
 /// What a lease and its claim share.
 struct Shared {
-    conn: Conn,
+    /// The lease's connection: replaced while we wait if it ends (a
+    /// restart), never once a lock is ours on it.
+    conn: Mutex<Arc<Conn>>,
     /// The query each renewal sends: `select pg_backend_pid()`, with our
     /// facts once we hold.
     renew_query: Mutex<String>,
+}
+
+impl Shared {
+    fn conn(&self) -> Arc<Conn> {
+        self.conn.lock().expect("not poisoned").clone()
+    }
 }
 
 /// A lease: our dedicated connection.
@@ -722,14 +818,14 @@ pub struct PgLease {
 
 impl std::fmt::Debug for PgLease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PgLease(backend {})", self.shared.conn.backend_pid)
+        write!(f, "PgLease(backend {})", self.shared.conn().backend_pid)
     }
 }
 
 impl PgLease {
     /// The server process serving our connection.
     pub fn backend_pid(&self) -> i32 {
-        self.shared.conn.backend_pid
+        self.shared.conn().backend_pid
     }
 
     /// A setting of our session as the server applies it (`SHOW name`):
@@ -737,7 +833,7 @@ impl PgLease {
     pub async fn setting(&self, name: &str) -> Result<String, PgError> {
         let row = self
             .shared
-            .conn
+            .conn()
             .client
             .query_one("select current_setting($1)", &[&name])
             .await
@@ -755,7 +851,8 @@ impl Lease for PgLease {
     /// server process: under a transaction-pooling proxy it may change
     /// between statements, and our advisory lock stays behind.
     async fn renew(&self, timeout: Duration) -> Renewal {
-        if let Some(why) = self.shared.conn.closed.borrow().clone() {
+        let conn = self.shared.conn();
+        if let Some(why) = conn.closed.borrow().clone() {
             return Renewal::Gone(format!("our PostgreSQL connection closed ({why})"));
         }
         let query = self
@@ -764,7 +861,7 @@ impl Lease for PgLease {
             .lock()
             .expect("not poisoned")
             .clone();
-        match tokio::time::timeout(timeout, self.shared.conn.client.simple_query(&query)).await {
+        match tokio::time::timeout(timeout, conn.client.simple_query(&query)).await {
             Ok(Ok(messages)) => {
                 let pid = messages.iter().find_map(|m| match m {
                     tokio_postgres::SimpleQueryMessage::Row(row) => {
@@ -773,11 +870,11 @@ impl Lease for PgLease {
                     _ => None,
                 });
                 match pid {
-                    Some(pid) if pid != self.shared.conn.backend_pid => Renewal::Gone(
+                    Some(pid) if pid != conn.backend_pid => Renewal::Gone(
                         PgError::Pooler {
                             why: format!(
                                 "our statements moved from server process {} to {pid}",
-                                self.shared.conn.backend_pid
+                                conn.backend_pid
                             ),
                         }
                         .to_string(),
@@ -805,7 +902,7 @@ impl Lease for PgLease {
     /// Closing the connection frees every lock it held; we wait, briefly,
     /// for the driver to see the end.
     async fn close(self) {
-        let mut closed = self.shared.conn.closed.clone();
+        let mut closed = self.shared.conn().closed.clone();
         drop(self);
         let _ = tokio::time::timeout(CLEANUP_TIMEOUT, closed.wait_for(|c| c.is_some())).await;
     }
@@ -831,7 +928,7 @@ impl Engine for Postgres {
                 Ok(conn) => {
                     return Ok(PgLease {
                         shared: Arc::new(Shared {
-                            conn,
+                            conn: Mutex::new(Arc::new(conn)),
                             renew_query: Mutex::new("select pg_backend_pid()".into()),
                         }),
                         opened_at,
@@ -852,9 +949,11 @@ impl Engine for Postgres {
         }
     }
 
-    /// Tries `pg_try_advisory_lock` on the lease's connection, again on
-    /// each release's NOTIFY and at most `POLL_MAX` apart. Dropping the
-    /// future may leave a lock granted on it; closing the lease frees it.
+    /// Waits for the lock on the lease's connection (see
+    /// [`Postgres::wait_on`]). A connection that ends while we wait (a
+    /// restart, a failover) held nothing of ours: we connect again within
+    /// the patience, as a first contact's blips are ridden out, and wait
+    /// on. Once a lock is ours, its connection's end is its loss.
     async fn acquire(
         &self,
         lease: &PgLease,
@@ -863,63 +962,31 @@ impl Engine for Postgres {
         wait: Wait,
     ) -> Result<Acquisition<PgClaim>, PgError> {
         let texts = Self::texts(target)?;
-        let client = &lease.shared.conn.client;
-        let names: Vec<String> = texts.iter().map(|(t, _)| t.clone()).collect();
-        let ids = Self::ids(client, &names).await?;
-        let ids: Vec<(i64, Option<u32>)> =
-            ids.into_iter().zip(texts.iter().map(|(_, s)| *s)).collect();
-        if let Target::Slot { prefix, limit } = target {
-            Self::agree_on_limit(client, prefix, *limit).await?;
-        }
-        let channel = channel_of(ids[0].0);
-        let mut notices = lease.shared.conn.notices.clone();
-        let mut listening = false;
-        let mut pause = Duration::from_millis(10);
-        let (id, slot) = loop {
-            // Marked before the try: a release after it wakes us below.
-            notices.borrow_and_update();
-            if let Some(got) = Self::try_ids(&lease.shared.conn, &ids).await? {
-                break got;
-            }
-            if !listening && wait != Wait::Once {
-                client
-                    .batch_execute(&format!("LISTEN {channel}"))
-                    .await
-                    .map_err(|e| PgError::from_client("listening for releases", e))?;
-                listening = true;
-                // A release between our try and the LISTEN told no one.
-                continue;
-            }
-            let out_of_time = match wait {
-                Wait::Once => true,
-                Wait::Until(at) => Instant::now() + pause >= at,
-                Wait::Forever => false,
-            };
-            if out_of_time {
-                if let Wait::Until(at) = wait {
-                    // The rest of the time, or a release before then.
-                    let _ = tokio::time::timeout_at(at, notices.changed()).await;
-                    if let Some(got) = Self::try_ids(&lease.shared.conn, &ids).await? {
-                        break got;
-                    }
+        let mut conn = lease.shared.conn();
+        let ((id, slot), channel) = loop {
+            let why = match self.wait_on(&conn, target, &texts, wait).await {
+                Ok(Some(got)) => break got,
+                Ok(None) => {
+                    let holder = self
+                        .holders(target)
+                        .await
+                        .ok()
+                        .and_then(|hs| hs.into_iter().find_map(|h| h.value));
+                    return Ok(Acquisition::Busy { holder });
                 }
-                let holder = self
-                    .holders(target)
-                    .await
-                    .ok()
-                    .and_then(|hs| hs.into_iter().find_map(|h| h.value));
-                return Ok(Acquisition::Busy { holder });
-            }
-            // The first of a release's word and the pause.
-            let _ = tokio::time::timeout(pause, notices.changed()).await;
-            pause = (pause * 2).min(POLL_MAX);
+                Err(e) if e.is_transient() => e,
+                Err(e) => return Err(e),
+            };
+            let until = match wait {
+                Wait::Once => Some(Instant::now() + ONCE_GRACE),
+                Wait::Until(at) => Some(at),
+                Wait::Forever => None,
+            };
+            tracing::warn!("waiting for `{}`: {why}; connecting again", target.name());
+            conn = Arc::new(self.reconnect(until, why).await?);
+            *lease.shared.conn.lock().expect("not poisoned") = conn.clone();
         };
-        if listening {
-            client
-                .batch_execute(&format!("UNLISTEN {channel}"))
-                .await
-                .map_err(|e| PgError::from_client("listening for releases", e))?;
-        }
+        let client = &conn.client;
         // The fence: a transaction id assigned now, after the lock is ours,
         // so after every earlier holder's.
         let row = client
@@ -958,6 +1025,7 @@ impl Engine for Postgres {
         *lease.shared.renew_query.lock().expect("not poisoned") = query;
         Ok(Acquisition::Held(PgClaim {
             shared: lease.shared.clone(),
+            conn: conn.clone(),
             name: target.name().to_string(),
             id,
             channel,
@@ -969,6 +1037,8 @@ impl Engine for Postgres {
 /// A lock or slot we hold: an advisory lock on our connection.
 pub struct PgClaim {
     shared: Arc<Shared>,
+    /// The connection the lock is on.
+    conn: Arc<Conn>,
     name: String,
     id: i64,
     /// Where waiters LISTEN for our release.
@@ -981,7 +1051,7 @@ impl std::fmt::Debug for PgClaim {
         write!(
             f,
             "PgClaim({} on backend {})",
-            self.id, self.shared.conn.backend_pid
+            self.id, self.conn.backend_pid
         )
     }
 }
@@ -1007,7 +1077,7 @@ impl Claim for PgClaim {
     /// Our connection's backend pid, which pg_locks shows for the holder
     /// of our advisory lock.
     fn holder_id(&self) -> Option<String> {
-        Some(self.shared.conn.backend_pid.to_string())
+        Some(self.conn.backend_pid.to_string())
     }
 
     fn take_hold_fd(&mut self) -> Option<OwnedFd> {
@@ -1024,14 +1094,14 @@ impl Claim for PgClaim {
     fn describe(&self) -> String {
         format!(
             "advisory lock {} on backend {}",
-            self.id, self.shared.conn.backend_pid
+            self.id, self.conn.backend_pid
         )
     }
 
     /// The server freed our lock the moment our connection ended: a rival
     /// may hold it already, so every loss is a verdict.
     async fn watch(&mut self) -> Lost {
-        let mut closed = self.shared.conn.closed.clone();
+        let mut closed = self.conn.closed.clone();
         let why = match closed.wait_for(|c| c.is_some()).await {
             Ok(why) => why.clone().unwrap_or_default(),
             Err(_) => "its driver ended".into(),
@@ -1046,7 +1116,6 @@ impl Claim for PgClaim {
     async fn release(self) -> Result<(), PgError> {
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&self.id, &self.channel];
         let unlock = self
-            .shared
             .conn
             .client
             .query_one("select pg_advisory_unlock($1), pg_notify($2, '')", &params);
