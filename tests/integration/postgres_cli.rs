@@ -379,7 +379,8 @@ fn the_server_applies_the_timeouts_the_budget_rests_on() {
             ("tcp_keepalives_idle", "9"),
             ("tcp_keepalives_interval", "3"),
             ("tcp_keepalives_count", "3"),
-            ("idle_session_timeout", "0"),
+            ("idle_session_timeout", "9s"),
+            ("idle_in_transaction_session_timeout", "9s"),
             ("statement_timeout", "9s"),
             ("application_name", "lockrun"),
         ] {

@@ -312,10 +312,17 @@ impl Postgres {
     }
 
     /// The per-session settings that make the server hold our locks as
-    /// long as the budget assumes and no longer than it allows: no idle
-    /// timeout ends us, and a silent peer is given up on no earlier than
-    /// the TTL after the last data received (`tcp_user_timeout`, and
-    /// keepalive probes that start only after a TTL of silence).
+    /// long as the budget assumes and no longer than it allows: a silent
+    /// peer is given up on no earlier than the TTL after the last data
+    /// received (`tcp_user_timeout`, and keepalive probes that start only
+    /// after a TTL of silence), and a session that sends no statement for
+    /// a TTL is ended (`idle_session_timeout`, PostgreSQL 14 and later):
+    /// behind an L4 relay that stops forwarding but keeps both TCP
+    /// connections open, the server's socket never goes silent, and only
+    /// this frees our lock. Our round trips are single statements outside
+    /// any transaction, so the idle clock restarts at each, no earlier
+    /// than its send; inside a transaction (we open none) the same TTL
+    /// applies.
     ///
     /// `nonce` goes in `lockrun.nonce`, which no server, role or database
     /// setting can know: reading it back proves that the server process
@@ -324,7 +331,7 @@ impl Postgres {
         let secs = self.ttl.as_secs();
         let interval = (secs / 3).max(1);
         format!(
-            "-c idle_session_timeout=0 -c idle_in_transaction_session_timeout=0 \
+            "-c idle_session_timeout={ms} -c idle_in_transaction_session_timeout={ms} \
              -c statement_timeout={ms} -c tcp_keepalives_idle={secs} \
              -c tcp_keepalives_interval={interval} -c tcp_keepalives_count=3 \
              -c tcp_user_timeout={ms} -c {NONCE_SETTING}={nonce}",
