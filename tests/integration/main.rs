@@ -75,6 +75,8 @@ mod postgres_cli;
 mod postgres_tls;
 // Faults under `--backend postgres`: restart, a stopped holder, a partition.
 mod postgres_faults;
+// PostgreSQL behind poolers and relays, unreachable, restarted, in a host list.
+mod postgres_hostile;
 // The `etcd` backend's engine against a real etcd.
 mod etcd_engine;
 // Answers true where production differs from the lab: ACLs, keys, empty settings.

@@ -62,8 +62,14 @@ impl TestPostgres {
     /// then a start on the same port), returning once it accepts
     /// connections again.
     pub fn restart(&self) {
+        self.restart_with("fast");
+    }
+
+    /// Restarts the server with shutdown mode `mode` (`fast`, or
+    /// `immediate`: no clean shutdown, recovery at the start).
+    pub fn restart_with(&self, mode: &str) {
         let output = as_nobody(&bin_dir().join("pg_ctl"))
-            .args(["-m", "fast", "-w", "-t", "60", "-D"])
+            .args(["-m", mode, "-w", "-t", "60", "-D"])
             .arg(&self.data)
             .arg("-l")
             .arg(self.log.with_extension("restarted.log"))
@@ -223,6 +229,85 @@ fn start(primary: Option<u16>, settings: &[String]) -> Result<TestPostgres, Stri
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// A PgBouncer of the test's own in front of the shared cluster, run as
+/// nobody (it refuses root), stopped when dropped.
+pub struct Bouncer {
+    pub port: u16,
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Bouncer {
+    /// PgBouncer with `pool_mode` and `extra` lines in its `[pgbouncer]`
+    /// section; the users it knows are postgres and those in [`ROLES`].
+    pub fn start(pool_mode: &str, extra: &str) -> Bouncer {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new()
+            .prefix("lockrun-pgbouncer-")
+            .tempdir()
+            .unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let port = crate::procs::free_port();
+        let d = dir.path().display();
+        let users: String = std::iter::once("postgres")
+            .chain(ROLES.iter().copied())
+            .map(|u| format!("\"{u}\" \"\"\n"))
+            .collect();
+        std::fs::write(dir.path().join("users.txt"), users).unwrap();
+        std::fs::write(
+            dir.path().join("pgbouncer.ini"),
+            format!(
+                "[databases]\npostgres = host=127.0.0.1 port={pg} dbname=postgres\n\
+                 [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\n\
+                 unix_socket_dir =\nauth_type = trust\nauth_file = {d}/users.txt\n\
+                 pool_mode = {pool_mode}\nlogfile = {d}/log\npidfile = {d}/pid\n{extra}\n",
+                pg = postgres().port,
+            ),
+        )
+        .unwrap();
+        let child = std::process::Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
+            .arg("pgbouncer")
+            .arg(dir.path().join("pgbouncer.ini"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("pgbouncer (apt-get install pgbouncer)");
+        assert!(
+            crate::procs::wait_until(crate::procs::deadline(), || std::net::TcpStream::connect((
+                "127.0.0.1",
+                port
+            ))
+            .is_ok()),
+            "pgbouncer did not listen: {}",
+            std::fs::read_to_string(dir.path().join("log")).unwrap_or_default()
+        );
+        Bouncer {
+            port,
+            child,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Bouncer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Bouncer {
+    /// A URL through the pooler as `user`.
+    pub fn url(&self, user: &str) -> String {
+        format!("postgres://{user}@127.0.0.1:{}/postgres", self.port)
+    }
+}
+
+/// Roles a test may make in the shared cluster and reach through a
+/// [`Bouncer`].
+pub const ROLES: &[&str] = &["lockrun_timed"];
 
 /// A key unique to this test run.
 pub fn unique(name: &str) -> String {

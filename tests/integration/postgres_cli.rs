@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
 
-use crate::pg_support::{self, psql, psql_ok};
+use crate::pg_support::{self, psql, psql_ok, Bouncer};
 use crate::places::{last_beat, stdout, Place};
 use crate::procs::{deadline, wait_until};
 use crate::support::{bare, run, scratch, wait_for_file, Running};
@@ -379,7 +379,8 @@ fn the_server_applies_the_timeouts_the_budget_rests_on() {
             ("tcp_keepalives_idle", "9"),
             ("tcp_keepalives_interval", "3"),
             ("tcp_keepalives_count", "3"),
-            ("idle_session_timeout", "0"),
+            ("idle_session_timeout", "9s"),
+            ("idle_in_transaction_session_timeout", "9s"),
             ("statement_timeout", "9s"),
             ("application_name", "lockrun"),
         ] {
@@ -470,75 +471,13 @@ fn a_semaphore_limit_that_differs_from_a_contenders_is_refused() {
     place.status(&output, 0, "a new limit once nobody contends");
 }
 
-/// A PgBouncer of the test's own in front of the shared cluster, run as
-/// nobody (it refuses root), stopped when dropped.
-struct Bouncer {
-    port: u16,
-    child: Child,
-    _dir: tempfile::TempDir,
-}
-
-impl Bouncer {
-    fn start(extra: &str) -> Bouncer {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::Builder::new()
-            .prefix("lockrun-pgbouncer-")
-            .tempdir()
-            .unwrap();
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-        let port = crate::procs::free_port();
-        let d = dir.path().display();
-        std::fs::write(dir.path().join("users.txt"), "\"postgres\" \"\"\n").unwrap();
-        std::fs::write(
-            dir.path().join("pgbouncer.ini"),
-            format!(
-                "[databases]\npostgres = host=127.0.0.1 port={pg} dbname=postgres\n\
-                 [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\n\
-                 unix_socket_dir =\nauth_type = trust\nauth_file = {d}/users.txt\n\
-                 pool_mode = transaction\nlogfile = {d}/log\npidfile = {d}/pid\n{extra}\n",
-                pg = pg_support::postgres().port,
-            ),
-        )
-        .unwrap();
-        let child = Command::new("setpriv")
-            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"])
-            .arg("pgbouncer")
-            .arg(dir.path().join("pgbouncer.ini"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("pgbouncer (apt-get install pgbouncer)");
-        assert!(
-            wait_until(deadline(), || std::net::TcpStream::connect((
-                "127.0.0.1",
-                port
-            ))
-            .is_ok()),
-            "pgbouncer did not listen: {}",
-            std::fs::read_to_string(dir.path().join("log")).unwrap_or_default()
-        );
-        Bouncer {
-            port,
-            child,
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for Bouncer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Transaction pooling hands a session's advisory locks to whoever runs
 /// next on the server connection: lockrun refuses a pooler, whether it
 /// refuses our startup settings (its default) or is told to drop them.
 #[test]
 fn a_pgbouncer_in_front_is_refused() {
     for extra in ["", "ignore_startup_parameters = options"] {
-        let bouncer = Bouncer::start(extra);
+        let bouncer = Bouncer::start("transaction", extra);
         let url = format!("postgres://postgres@127.0.0.1:{}/postgres", bouncer.port);
         let output = run(bare(["--backend", "postgres", "--dsn", &url]).args([
             "elect",

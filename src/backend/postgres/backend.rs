@@ -26,7 +26,9 @@ const REGISTRATION: Registration = Registration {
          when lockrun dies or its backend is terminated (`lockrun release`, \
          `pg_terminate_backend`, a restart, a failover), so COMMAND gets SIGKILL at once; \
          on a partition when the server's TCP keepalive or tcp_user_timeout gives up, \
-         which lockrun sets to `--ttl` after the last data the server received. The \
+         or its idle_session_timeout ends a session that sent nothing (behind a relay \
+         that keeps TCP open), which lockrun sets to `--ttl` after the last data the \
+         server received (PostgreSQL 14 or later). The \
          budget is etcd's: a rival no earlier than the TTL after the last confirmed round \
          trip, no lock-delay.",
     )],
@@ -64,10 +66,10 @@ impl Backend for PostgresBackend {
 
     fn promise(_lock: bool, _ends_early: bool) -> PromiseText {
         PromiseText {
-            rival: "when the connection ends: at once if our process exits or an operator terminates our backend; on a network partition when the server's TCP keepalive or tcp_user_timeout gives up, which lockrun sets to the TTL after the last round trip the server received",
+            rival: "when the connection ends: at once if our process exits or an operator terminates our backend; on a network partition when the server's TCP keepalive, tcp_user_timeout or idle_session_timeout (behind a relay that keeps TCP open) gives up, which lockrun sets to the TTL after the last round trip the server received",
             release: "`lockrun release` terminates the holder's backend (pg_terminate_backend): the server frees the lock at once, so the holder sends SIGKILL at once (no grace period)",
             lost_state: "a connection the server ended (pg_terminate_backend, a restart, a failover: a replica keeps no advisory locks): a rival may hold at once, so the command gets SIGKILL at once; no delay covers that window",
-            engine: &["the PostgreSQL server (Linux) honours the per-session tcp_keepalives_* and tcp_user_timeout lockrun sets, and every contender connects directly to the same primary and database (a pooler such as PgBouncer is refused where lockrun can tell)"],
+            engine: &["the PostgreSQL server (Linux, 14 or later) honours the per-session tcp_keepalives_*, tcp_user_timeout and idle_session_timeout lockrun sets, and every contender connects directly to the same primary and database (a pooler such as PgBouncer is refused where lockrun can tell)"],
         }
     }
 

@@ -474,6 +474,9 @@ pub fn resolve(
             (config, ours)
         }
     };
+    if config.get_target_session_attrs() == tokio_postgres::config::TargetSessionAttrs::ReadOnly {
+        return Err("target_session_attrs=read-only in --dsn picks a standby, whose advisory locks exclude nobody on the primary; use read-write or leave it out".into());
+    }
     let tls = tls_settings(&ours, &env)?;
     let mut password_note = None;
     if config.get_hosts().is_empty() {

@@ -66,6 +66,24 @@ impl PgError {
                     ),
                 };
             }
+            // 42704 at startup: a server before 14 knows no
+            // idle_session_timeout, which our lease rests on.
+            if code == "42704" && message.contains("idle_session_timeout") {
+                return PgError::Server {
+                    what: what.to_string(),
+                    message: format!(
+                        "{message}; lockrun needs PostgreSQL 14 or later, whose idle_session_timeout frees the lock of a client silenced behind a relay"
+                    ),
+                };
+            }
+            // 26000, 42P05: a statement we prepared is missing, or one of
+            // that name exists already: another server process answers
+            // than the one we prepared it on, as under transaction pooling.
+            if code == "26000" || code == "42P05" {
+                return PgError::Pooler {
+                    why: format!("{what} reached another server process ({message})"),
+                };
+            }
             return PgError::Server {
                 what: what.to_string(),
                 message: format!("{message} (SQLSTATE {code})"),

@@ -88,6 +88,123 @@ const CLEANUP_TIMEOUT: Duration = Duration::from_secs(2);
 /// The application_name every lockrun connection carries.
 pub const APPLICATION_NAME: &str = "lockrun";
 
+/// The setting, a placeholder no server defines, our startup packet
+/// carries a fresh random value in.
+const NONCE_SETTING: &str = "lockrun.nonce";
+
+/// 128 random bits, in hex: what [`NONCE_SETTING`] carries.
+fn nonce() -> Result<String, PgError> {
+    let mut bytes = [0u8; 16];
+    rustls::crypto::ring::default_provider()
+        .secure_random
+        .fill(&mut bytes)
+        .map_err(|_| PgError::Server {
+            what: "making a nonce".into(),
+            message: "the system's random source failed".into(),
+        })?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// How long one host may take to connect: libpq's `connect_timeout`
+/// (whole seconds, at least 2, as libpq reads it), 10 s when unset.
+fn connect_timeout(config: &tokio_postgres::Config) -> Duration {
+    match config.get_connect_timeout() {
+        Some(given) => (*given).max(Duration::from_secs(2)),
+        None => Duration::from_secs(10),
+    }
+}
+
+/// Each host of `config` on its own, with its port and how we name it:
+/// `host:port`, the socket's path, or `host (hostaddr):port`.
+fn places(config: &tokio_postgres::Config) -> Vec<(tokio_postgres::Config, String)> {
+    use tokio_postgres::config::Host;
+    let hosts = config.get_hosts();
+    let addrs = config.get_hostaddrs();
+    let count = hosts.len().max(addrs.len());
+    if count <= 1 {
+        // Nothing to split; tokio-postgres says what is missing, if anything.
+        let place = match (hosts.first(), addrs.first()) {
+            (Some(Host::Unix(dir)), _) => format!(
+                "{}/.s.PGSQL.{}",
+                dir.display(),
+                config.get_ports().first().unwrap_or(&5432)
+            ),
+            (Some(Host::Tcp(host)), None) => {
+                format!("{host}:{}", config.get_ports().first().unwrap_or(&5432))
+            }
+            (Some(Host::Tcp(host)), Some(addr)) => {
+                format!("{host} ({addr}):{}", config.get_ports().first().unwrap_or(&5432))
+            }
+            (None, Some(addr)) => format!("{addr}:{}", config.get_ports().first().unwrap_or(&5432)),
+            (None, None) => "PostgreSQL".into(),
+        };
+        return vec![(config.clone(), place)];
+    }
+    (0..count)
+        .map(|i| {
+            let port = config
+                .get_ports()
+                .get(i)
+                .or(config.get_ports().first())
+                .copied()
+                .unwrap_or(5432);
+            let mut one = tokio_postgres::Config::new();
+            if let Some(user) = config.get_user() {
+                one.user(user);
+            }
+            if let Some(password) = config.get_password() {
+                one.password(password);
+            }
+            if let Some(dbname) = config.get_dbname() {
+                one.dbname(dbname);
+            }
+            one.ssl_mode(config.get_ssl_mode())
+                .ssl_negotiation(config.get_ssl_negotiation())
+                .channel_binding(config.get_channel_binding())
+                .target_session_attrs(config.get_target_session_attrs())
+                .port(port);
+            let place = match (hosts.get(i), addrs.get(i)) {
+                (Some(Host::Unix(dir)), _) => {
+                    one.host_path(dir);
+                    format!("{}/.s.PGSQL.{port}", dir.display())
+                }
+                (Some(Host::Tcp(host)), addr) => {
+                    one.host(host);
+                    match addr {
+                        Some(addr) => {
+                            one.hostaddr(*addr);
+                            format!("{host} ({addr}):{port}")
+                        }
+                        None => format!("{host}:{port}"),
+                    }
+                }
+                (None, Some(addr)) => {
+                    one.hostaddr(*addr);
+                    format!("{addr}:{port}")
+                }
+                (None, None) => unreachable!("count is the longer list"),
+            };
+            (one, place)
+        })
+        .collect()
+}
+
+/// The first row of a simple query's answer, each column as text (a
+/// null as the empty text).
+fn first_row(messages: Vec<tokio_postgres::SimpleQueryMessage>) -> Vec<String> {
+    messages
+        .iter()
+        .find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(row) => Some(
+                (0..row.len())
+                    .map(|i| row.get(i).unwrap_or_default().to_string())
+                    .collect(),
+            ),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
 /// The SQL expression of a text's lock id, documented above.
 const LOCK_ID_SQL: &str = "('x' || substr(md5($1::text), 1, 16))::bit(64)::bigint";
 
@@ -195,38 +312,91 @@ impl Postgres {
     }
 
     /// The per-session settings that make the server hold our locks as
-    /// long as the budget assumes and no longer than it allows: no idle
-    /// timeout ends us, and a silent peer is given up on no earlier than
-    /// the TTL after the last data received (`tcp_user_timeout`, and
-    /// keepalive probes that start only after a TTL of silence).
-    fn session_options(&self) -> String {
+    /// long as the budget assumes and no longer than it allows: a silent
+    /// peer is given up on no earlier than the TTL after the last data
+    /// received (`tcp_user_timeout`, and keepalive probes that start only
+    /// after a TTL of silence), and a session that sends no statement for
+    /// a TTL is ended (`idle_session_timeout`, PostgreSQL 14 and later):
+    /// behind an L4 relay that stops forwarding but keeps both TCP
+    /// connections open, the server's socket never goes silent, and only
+    /// this frees our lock. Our round trips are single statements outside
+    /// any transaction, so the idle clock restarts at each, no earlier
+    /// than its send; inside a transaction (we open none) the same TTL
+    /// applies.
+    ///
+    /// `nonce` goes in `lockrun.nonce`, which no server, role or database
+    /// setting can know: reading it back proves that the server process
+    /// answering is the one these options reached.
+    fn session_options(&self, nonce: &str) -> String {
         let secs = self.ttl.as_secs();
         let interval = (secs / 3).max(1);
         format!(
-            "-c idle_session_timeout=0 -c idle_in_transaction_session_timeout=0 \
+            "-c idle_session_timeout={ms} -c idle_in_transaction_session_timeout={ms} \
              -c statement_timeout={ms} -c tcp_keepalives_idle={secs} \
              -c tcp_keepalives_interval={interval} -c tcp_keepalives_count=3 \
-             -c tcp_user_timeout={ms}",
+             -c tcp_user_timeout={ms} -c {NONCE_SETTING}={nonce}",
             ms = self.ttl.as_millis(),
         )
     }
 
     /// One connection of ours, its driver spawned; the receiver turns
     /// `Some(why)` when the connection ends.
+    ///
+    /// The hosts are tried in turn, as libpq does, each within libpq's
+    /// `connect_timeout` (10 s when unset, as the other backends' first
+    /// contact): the TCP connection, TLS, the startup, the password and
+    /// our checks, so that a port that never answers, or answers in
+    /// another protocol, costs that long and no longer. A host that cannot
+    /// be reached, or is a hot standby, sends us to the next; any other
+    /// refusal is the answer.
     async fn connect(&self) -> Result<Conn, PgError> {
-        let mut config = self.config.clone();
+        let nonce = nonce()?;
         // The user's own `options` first: ours come later and so win.
         let options = match self.config.get_options() {
-            Some(theirs) => format!("{theirs} {}", self.session_options()),
-            None => self.session_options(),
+            Some(theirs) => format!("{theirs} {}", self.session_options(&nonce)),
+            None => self.session_options(&nonce),
         };
-        config
-            .application_name(APPLICATION_NAME)
-            .options(options)
-            .connect_timeout((self.ttl / 2).max(Duration::from_secs(1)))
-            .keepalives(true)
-            .keepalives_idle((self.ttl / 3).max(Duration::from_secs(1)))
-            .tcp_user_timeout(self.ttl);
+        let within = connect_timeout(&self.config);
+        let mut failed = Vec::new();
+        let mut standbys = Vec::new();
+        for (mut config, place) in places(&self.config) {
+            config
+                .application_name(APPLICATION_NAME)
+                .options(options.clone())
+                .connect_timeout(within)
+                .keepalives(true)
+                .keepalives_idle((self.ttl / 3).max(Duration::from_secs(1)))
+                .tcp_user_timeout(self.ttl);
+            match tokio::time::timeout(within, self.connect_to(&config, &nonce)).await {
+                Ok(Ok(conn)) => return Ok(conn),
+                Ok(Err(PgError::Standby)) => standbys.push(place),
+                Ok(Err(
+                    PgError::Unreachable { cause }
+                    | PgError::Closed { cause }
+                    | PgError::Timeout { what: cause, .. },
+                )) => failed.push(format!("{place}: {cause}")),
+                Ok(Err(e)) => return Err(e),
+                Err(_) => failed.push(format!(
+                    "{place}: no answer within {}",
+                    humantime::format_duration(within)
+                )),
+            }
+        }
+        if failed.is_empty() {
+            return Err(PgError::Standby);
+        }
+        failed.extend(standbys.iter().map(|p| format!("{p}: a hot standby")));
+        Err(PgError::Unreachable {
+            cause: failed.join("; "),
+        })
+    }
+
+    /// One connection to the one place `config` names, with our checks.
+    async fn connect_to(
+        &self,
+        config: &tokio_postgres::Config,
+        nonce: &str,
+    ) -> Result<Conn, PgError> {
         let (client, connection) = config
             .connect(self.tls.clone())
             .await
@@ -262,33 +432,65 @@ impl Postgres {
             };
             let _ = tx.send(Some(why));
         });
-        let row = client
-            .query_one(
-                "select pg_is_in_recovery(), pg_backend_pid(), \
-                 (select setting from pg_settings where name = 'statement_timeout')",
-                &[],
-            )
-            .await
-            .map_err(|e| PgError::from_client("the first query", e))?;
-        if row.get::<_, bool>(0) {
+        // Simple queries, which prepare nothing: a pooler that gives the
+        // next transaction another server process would fail a prepared
+        // statement's second half there, and say less than we do below.
+        let first = first_row(
+            client
+                .simple_query(&format!(
+                    "select pg_is_in_recovery(), pg_backend_pid(), \
+                     current_setting('{NONCE_SETTING}', true)"
+                ))
+                .await
+                .map_err(|e| PgError::from_client("the first query", e))?,
+        );
+        if first.first().map(String::as_str) == Some("t") {
             return Err(PgError::Standby);
         }
+        let backend_pid = first
+            .get(1)
+            .and_then(|p| p.parse::<i32>().ok())
+            .ok_or_else(|| PgError::Server {
+                what: "the first query".into(),
+                message: "no backend pid in its answer".into(),
+            })?;
         // A pooler such as PgBouncer drops the startup `options` our
-        // timeouts ride on (when told to ignore them), and its
-        // transaction pooling hands our session's advisory locks to
-        // whoever runs next on the server connection: either way the
-        // settings we asked for are not the session's.
-        if row.get::<_, Option<String>>(2).as_deref() != Some(&self.ttl.as_millis().to_string()) {
+        // timeouts ride on when told to ignore them (else it refuses them,
+        // which `PgError::from_client` names), and its transaction pooling
+        // hands our session's advisory locks to whoever runs next on the
+        // server connection. A setting the server already had (a role's
+        // statement_timeout equal to our TTL) once passed this check; a
+        // fresh nonce cannot come but from our own startup packet.
+        if first.get(2).map(String::as_str) != Some(nonce) {
             return Err(PgError::Pooler {
                 why: "the server did not apply the settings lockrun sends at connection (options)"
                     .into(),
+            });
+        }
+        // A pooler that forwards startup settings (PgBouncer 1.20 can
+        // track some) may still give each transaction another server
+        // process: the same process and nonce once more, in a transaction
+        // of its own.
+        let again = first_row(
+            client
+                .simple_query(&format!(
+                    "select pg_backend_pid(), current_setting('{NONCE_SETTING}', true)"
+                ))
+                .await
+                .map_err(|e| PgError::from_client("the first query", e))?,
+        );
+        if again != [backend_pid.to_string(), nonce.to_string()] {
+            return Err(PgError::Pooler {
+                why: format!(
+                    "our second statement did not reach server process {backend_pid}, which served the first"
+                ),
             });
         }
         Ok(Conn {
             client,
             closed: rx,
             notices,
-            backend_pid: row.get(1),
+            backend_pid,
         })
     }
 
@@ -452,17 +654,138 @@ impl Postgres {
         Ok(())
     }
 
+    /// Tries `pg_try_advisory_lock` on `conn`, again on each release's
+    /// NOTIFY and at most `POLL_MAX` apart: the id and slot taken and the
+    /// channel, or `None` when the patience ran out. Dropping the future
+    /// may leave a lock granted on `conn`; closing it frees it.
+    async fn wait_on(
+        &self,
+        conn: &Conn,
+        target: &Target,
+        texts: &[(String, Option<u32>)],
+        wait: Wait,
+    ) -> Result<Option<((i64, Option<u32>), String)>, PgError> {
+        let client = &conn.client;
+        let names: Vec<String> = texts.iter().map(|(t, _)| t.clone()).collect();
+        let ids = Self::ids(client, &names).await?;
+        let ids: Vec<(i64, Option<u32>)> =
+            ids.into_iter().zip(texts.iter().map(|(_, s)| *s)).collect();
+        if let Target::Slot { prefix, limit } = target {
+            Self::agree_on_limit(client, prefix, *limit).await?;
+        }
+        let channel = channel_of(ids[0].0);
+        let mut notices = conn.notices.clone();
+        let mut listening = false;
+        let mut pause = Duration::from_millis(10);
+        let got = loop {
+            // Marked before the try: a release after it wakes us below.
+            notices.borrow_and_update();
+            if let Some(got) = Self::try_ids(conn, &ids).await? {
+                break got;
+            }
+            if !listening && wait != Wait::Once {
+                client
+                    .batch_execute(&format!("LISTEN {channel}"))
+                    .await
+                    .map_err(|e| PgError::from_client("listening for releases", e))?;
+                listening = true;
+                // A release between our try and the LISTEN told no one.
+                continue;
+            }
+            let out_of_time = match wait {
+                Wait::Once => true,
+                Wait::Until(at) => Instant::now() + pause >= at,
+                Wait::Forever => false,
+            };
+            if out_of_time {
+                if let Wait::Until(at) = wait {
+                    // The rest of the time, or a release before then.
+                    let _ = tokio::time::timeout_at(at, notices.changed()).await;
+                    if let Some(got) = Self::try_ids(conn, &ids).await? {
+                        break got;
+                    }
+                }
+                return Ok(None);
+            }
+            // The first of a release's word and the pause.
+            let _ = tokio::time::timeout(pause, notices.changed()).await;
+            pause = (pause * 2).min(POLL_MAX);
+        };
+        if listening {
+            client
+                .batch_execute(&format!("UNLISTEN {channel}"))
+                .await
+                .map_err(|e| PgError::from_client("listening for releases", e))?;
+        }
+        Ok(Some((got, channel)))
+    }
+
+    /// A new connection for a waiting run whose connection ended with
+    /// `why`, tried until `until` as [`Engine::open_lease`] tries.
+    async fn reconnect(&self, until: Option<Instant>, why: PgError) -> Result<Conn, PgError> {
+        let mut pause = Duration::from_millis(100);
+        let mut last = why;
+        loop {
+            if until.is_some_and(|at| Instant::now() + pause >= at) {
+                return Err(last);
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+            match self.connect().await {
+                Ok(conn) => return Ok(conn),
+                Err(e) if e.is_transient() => {
+                    tracing::info!("connecting again: {e}; retrying in {pause:?}");
+                    last = e;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Tries each id with `pg_try_advisory_lock`, the first granted ours.
+    /// The statement takes nothing on a server process other than our
+    /// session's, nor a lock that process holds already: advisory locks
+    /// are re-entrant, and a pooler that slipped past [`Postgres::connect`]
+    /// could have put another client's hold on our server process, where a
+    /// plain try would say yes to us too.
     async fn try_ids(
-        client: &Client,
+        conn: &Conn,
         ids: &[(i64, Option<u32>)],
     ) -> Result<Option<(i64, Option<u32>)>, PgError> {
         for &(id, slot) in ids {
-            let row = client
-                .query_one("select pg_try_advisory_lock($1)", &[&id])
+            let row = conn
+                .client
+                .query_one(
+                    "select pg_backend_pid(), \
+                     case when pg_backend_pid() <> $2 or exists (select from pg_locks \
+                       where locktype = 'advisory' and objsubid = 1 and granted \
+                       and pid = pg_backend_pid() \
+                       and ((classid::bigint << 32) | objid::bigint) = $1 \
+                       and database = (select oid from pg_database where datname = current_database())) \
+                     then null else pg_try_advisory_lock($1) end",
+                    &[&id, &conn.backend_pid],
+                )
                 .await
                 .map_err(|e| PgError::from_client("taking the lock", e))?;
-            if row.get::<_, bool>(0) {
-                return Ok(Some((id, slot)));
+            let pid: i32 = row.get(0);
+            if pid != conn.backend_pid {
+                return Err(PgError::Pooler {
+                    why: format!(
+                        "our statements moved from server process {} to {pid}",
+                        conn.backend_pid
+                    ),
+                });
+            }
+            match row.get::<_, Option<bool>>(1) {
+                Some(true) => return Ok(Some((id, slot))),
+                Some(false) => {}
+                None => {
+                    return Err(PgError::Pooler {
+                        why: format!(
+                            "our server process {pid} already held lock {id}, which this run never took: another client shares it"
+                        ),
+                    })
+                }
             }
         }
         Ok(None)
@@ -480,10 +803,18 @@ struct Conn {
 
 /// What a lease and its claim share.
 struct Shared {
-    conn: Conn,
+    /// The lease's connection: replaced while we wait if it ends (a
+    /// restart), never once a lock is ours on it.
+    conn: Mutex<Arc<Conn>>,
     /// The query each renewal sends: `select pg_backend_pid()`, with our
     /// facts once we hold.
     renew_query: Mutex<String>,
+}
+
+impl Shared {
+    fn conn(&self) -> Arc<Conn> {
+        self.conn.lock().expect("not poisoned").clone()
+    }
 }
 
 /// A lease: our dedicated connection.
@@ -494,14 +825,14 @@ pub struct PgLease {
 
 impl std::fmt::Debug for PgLease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PgLease(backend {})", self.shared.conn.backend_pid)
+        write!(f, "PgLease(backend {})", self.shared.conn().backend_pid)
     }
 }
 
 impl PgLease {
     /// The server process serving our connection.
     pub fn backend_pid(&self) -> i32 {
-        self.shared.conn.backend_pid
+        self.shared.conn().backend_pid
     }
 
     /// A setting of our session as the server applies it (`SHOW name`):
@@ -509,7 +840,7 @@ impl PgLease {
     pub async fn setting(&self, name: &str) -> Result<String, PgError> {
         let row = self
             .shared
-            .conn
+            .conn()
             .client
             .query_one("select current_setting($1)", &[&name])
             .await
@@ -527,7 +858,8 @@ impl Lease for PgLease {
     /// server process: under a transaction-pooling proxy it may change
     /// between statements, and our advisory lock stays behind.
     async fn renew(&self, timeout: Duration) -> Renewal {
-        if let Some(why) = self.shared.conn.closed.borrow().clone() {
+        let conn = self.shared.conn();
+        if let Some(why) = conn.closed.borrow().clone() {
             return Renewal::Gone(format!("our PostgreSQL connection closed ({why})"));
         }
         let query = self
@@ -536,7 +868,7 @@ impl Lease for PgLease {
             .lock()
             .expect("not poisoned")
             .clone();
-        match tokio::time::timeout(timeout, self.shared.conn.client.simple_query(&query)).await {
+        match tokio::time::timeout(timeout, conn.client.simple_query(&query)).await {
             Ok(Ok(messages)) => {
                 let pid = messages.iter().find_map(|m| match m {
                     tokio_postgres::SimpleQueryMessage::Row(row) => {
@@ -545,11 +877,11 @@ impl Lease for PgLease {
                     _ => None,
                 });
                 match pid {
-                    Some(pid) if pid != self.shared.conn.backend_pid => Renewal::Gone(
+                    Some(pid) if pid != conn.backend_pid => Renewal::Gone(
                         PgError::Pooler {
                             why: format!(
                                 "our statements moved from server process {} to {pid}",
-                                self.shared.conn.backend_pid
+                                conn.backend_pid
                             ),
                         }
                         .to_string(),
@@ -577,7 +909,7 @@ impl Lease for PgLease {
     /// Closing the connection frees every lock it held; we wait, briefly,
     /// for the driver to see the end.
     async fn close(self) {
-        let mut closed = self.shared.conn.closed.clone();
+        let mut closed = self.shared.conn().closed.clone();
         drop(self);
         let _ = tokio::time::timeout(CLEANUP_TIMEOUT, closed.wait_for(|c| c.is_some())).await;
     }
@@ -603,7 +935,7 @@ impl Engine for Postgres {
                 Ok(conn) => {
                     return Ok(PgLease {
                         shared: Arc::new(Shared {
-                            conn,
+                            conn: Mutex::new(Arc::new(conn)),
                             renew_query: Mutex::new("select pg_backend_pid()".into()),
                         }),
                         opened_at,
@@ -624,9 +956,11 @@ impl Engine for Postgres {
         }
     }
 
-    /// Tries `pg_try_advisory_lock` on the lease's connection, again on
-    /// each release's NOTIFY and at most `POLL_MAX` apart. Dropping the
-    /// future may leave a lock granted on it; closing the lease frees it.
+    /// Waits for the lock on the lease's connection (see
+    /// [`Postgres::wait_on`]). A connection that ends while we wait (a
+    /// restart, a failover) held nothing of ours: we connect again within
+    /// the patience, as a first contact's blips are ridden out, and wait
+    /// on. Once a lock is ours, its connection's end is its loss.
     async fn acquire(
         &self,
         lease: &PgLease,
@@ -635,63 +969,31 @@ impl Engine for Postgres {
         wait: Wait,
     ) -> Result<Acquisition<PgClaim>, PgError> {
         let texts = Self::texts(target)?;
-        let client = &lease.shared.conn.client;
-        let names: Vec<String> = texts.iter().map(|(t, _)| t.clone()).collect();
-        let ids = Self::ids(client, &names).await?;
-        let ids: Vec<(i64, Option<u32>)> =
-            ids.into_iter().zip(texts.iter().map(|(_, s)| *s)).collect();
-        if let Target::Slot { prefix, limit } = target {
-            Self::agree_on_limit(client, prefix, *limit).await?;
-        }
-        let channel = channel_of(ids[0].0);
-        let mut notices = lease.shared.conn.notices.clone();
-        let mut listening = false;
-        let mut pause = Duration::from_millis(10);
-        let (id, slot) = loop {
-            // Marked before the try: a release after it wakes us below.
-            notices.borrow_and_update();
-            if let Some(got) = Self::try_ids(client, &ids).await? {
-                break got;
-            }
-            if !listening && wait != Wait::Once {
-                client
-                    .batch_execute(&format!("LISTEN {channel}"))
-                    .await
-                    .map_err(|e| PgError::from_client("listening for releases", e))?;
-                listening = true;
-                // A release between our try and the LISTEN told no one.
-                continue;
-            }
-            let out_of_time = match wait {
-                Wait::Once => true,
-                Wait::Until(at) => Instant::now() + pause >= at,
-                Wait::Forever => false,
-            };
-            if out_of_time {
-                if let Wait::Until(at) = wait {
-                    // The rest of the time, or a release before then.
-                    let _ = tokio::time::timeout_at(at, notices.changed()).await;
-                    if let Some(got) = Self::try_ids(client, &ids).await? {
-                        break got;
-                    }
+        let mut conn = lease.shared.conn();
+        let ((id, slot), channel) = loop {
+            let why = match self.wait_on(&conn, target, &texts, wait).await {
+                Ok(Some(got)) => break got,
+                Ok(None) => {
+                    let holder = self
+                        .holders(target)
+                        .await
+                        .ok()
+                        .and_then(|hs| hs.into_iter().find_map(|h| h.value));
+                    return Ok(Acquisition::Busy { holder });
                 }
-                let holder = self
-                    .holders(target)
-                    .await
-                    .ok()
-                    .and_then(|hs| hs.into_iter().find_map(|h| h.value));
-                return Ok(Acquisition::Busy { holder });
-            }
-            // The first of a release's word and the pause.
-            let _ = tokio::time::timeout(pause, notices.changed()).await;
-            pause = (pause * 2).min(POLL_MAX);
+                Err(e) if e.is_transient() => e,
+                Err(e) => return Err(e),
+            };
+            let until = match wait {
+                Wait::Once => Some(Instant::now() + ONCE_GRACE),
+                Wait::Until(at) => Some(at),
+                Wait::Forever => None,
+            };
+            tracing::warn!("waiting for `{}`: {why}; connecting again", target.name());
+            conn = Arc::new(self.reconnect(until, why).await?);
+            *lease.shared.conn.lock().expect("not poisoned") = conn.clone();
         };
-        if listening {
-            client
-                .batch_execute(&format!("UNLISTEN {channel}"))
-                .await
-                .map_err(|e| PgError::from_client("listening for releases", e))?;
-        }
+        let client = &conn.client;
         // The fence: a transaction id assigned now, after the lock is ours,
         // so after every earlier holder's.
         let row = client
@@ -730,6 +1032,7 @@ impl Engine for Postgres {
         *lease.shared.renew_query.lock().expect("not poisoned") = query;
         Ok(Acquisition::Held(PgClaim {
             shared: lease.shared.clone(),
+            conn: conn.clone(),
             name: target.name().to_string(),
             id,
             channel,
@@ -741,6 +1044,8 @@ impl Engine for Postgres {
 /// A lock or slot we hold: an advisory lock on our connection.
 pub struct PgClaim {
     shared: Arc<Shared>,
+    /// The connection the lock is on.
+    conn: Arc<Conn>,
     name: String,
     id: i64,
     /// Where waiters LISTEN for our release.
@@ -753,7 +1058,7 @@ impl std::fmt::Debug for PgClaim {
         write!(
             f,
             "PgClaim({} on backend {})",
-            self.id, self.shared.conn.backend_pid
+            self.id, self.conn.backend_pid
         )
     }
 }
@@ -779,7 +1084,7 @@ impl Claim for PgClaim {
     /// Our connection's backend pid, which pg_locks shows for the holder
     /// of our advisory lock.
     fn holder_id(&self) -> Option<String> {
-        Some(self.shared.conn.backend_pid.to_string())
+        Some(self.conn.backend_pid.to_string())
     }
 
     fn take_hold_fd(&mut self) -> Option<OwnedFd> {
@@ -796,14 +1101,14 @@ impl Claim for PgClaim {
     fn describe(&self) -> String {
         format!(
             "advisory lock {} on backend {}",
-            self.id, self.shared.conn.backend_pid
+            self.id, self.conn.backend_pid
         )
     }
 
     /// The server freed our lock the moment our connection ended: a rival
     /// may hold it already, so every loss is a verdict.
     async fn watch(&mut self) -> Lost {
-        let mut closed = self.shared.conn.closed.clone();
+        let mut closed = self.conn.closed.clone();
         let why = match closed.wait_for(|c| c.is_some()).await {
             Ok(why) => why.clone().unwrap_or_default(),
             Err(_) => "its driver ended".into(),
@@ -818,7 +1123,6 @@ impl Claim for PgClaim {
     async fn release(self) -> Result<(), PgError> {
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&self.id, &self.channel];
         let unlock = self
-            .shared
             .conn
             .client
             .query_one("select pg_advisory_unlock($1), pg_notify($2, '')", &params);

@@ -1,0 +1,320 @@
+//! `--backend postgres` against what production puts around a server:
+//! PgBouncer in every pooling mode, ports that never answer or answer
+//! another protocol, a host list that starts at a standby, a restart under
+//! waiting runs, and an L4 relay that stops forwarding while keeping TCP
+//! open. Overlap is measured with the commands' own timestamps.
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::pg_support::{self, psql_ok, unique, Bouncer};
+use crate::procs::{deadline, wait_until};
+use crate::support::{bare, max_overlap, run, scratch, Running};
+
+/// Each run's command: its start and end, a second apart.
+const SPAN: &str = "date +%s%N > \"$1/start\"; sleep 1; date +%s%N > \"$1/end\"";
+
+fn stamp(dir: &Path, name: &str) -> Option<u128> {
+    std::fs::read_to_string(dir.join(name))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// A role whose own statement_timeout equals the TTL the pooled runs
+/// use: the setting that once satisfied the pooler check.
+fn timed_role() {
+    psql_ok(
+        "do $$ begin create role lockrun_timed login superuser; \
+         exception when duplicate_object then null; end $$; \
+         alter role lockrun_timed set statement_timeout = '10s'",
+    );
+}
+
+/// Every PgBouncer pooling mode, with and without its startup settings
+/// dropped, as a role with and without a statement_timeout equal to the
+/// TTL: two runs started together either are refused with one line (125)
+/// and never run their command, or hold one after the other.
+#[test]
+fn every_pgbouncer_pooling_is_refused_or_exclusive() {
+    timed_role();
+    let mut problems = Vec::new();
+    for mode in ["session", "transaction", "statement"] {
+        for ignore in ["", "ignore_startup_parameters = options"] {
+            let bouncer = Bouncer::start(mode, ignore);
+            for user in ["postgres", "lockrun_timed"] {
+                let what = format!("{mode} pooling, `{ignore}`, as {user}");
+                let key = unique("pooled");
+                let url = bouncer.url(user);
+                let start = || {
+                    let dir = scratch();
+                    let mut cmd = bare(["--backend", "postgres", "--dsn", &url]);
+                    cmd.args(["elect", "--ttl", "10s", "--timeout", "20s", &key])
+                        .args(["--shell", "--", SPAN])
+                        .arg(dir.path());
+                    (Running::spawn(&mut cmd), dir)
+                };
+                // The second comes once the first holds (or is refused):
+                // then it meets the first's server connection idle in the
+                // pool, where a plain try is re-entrant.
+                let mut first = start();
+                assert!(
+                    wait_until(deadline(), || stamp(first.1.path(), "start").is_some()
+                        || first.0.exited()),
+                    "{what}: the first run neither ran nor ended"
+                );
+                let runs = [first, start()];
+                let mut spans = Vec::new();
+                let mut codes = Vec::new();
+                for (running, dir) in runs {
+                    let output = running.finish();
+                    let err = String::from_utf8_lossy(&output.stderr);
+                    let code = output.status.code();
+                    codes.push(code);
+                    match code {
+                        Some(125) => {
+                            if !err.contains("pooler") || err.trim().lines().count() != 1 {
+                                problems
+                                    .push(format!("{what}: not one line naming the pooler: {err}"));
+                            }
+                            if stamp(dir.path(), "start").is_some() {
+                                problems.push(format!("{what}: a refused run ran its command"));
+                            }
+                        }
+                        Some(0) => spans.push((
+                            stamp(dir.path(), "start").expect("start"),
+                            stamp(dir.path(), "end").expect("end"),
+                        )),
+                        _ => problems.push(format!("{what}: exit {code:?}: {err}")),
+                    }
+                }
+                eprintln!("{what}: exits {codes:?}");
+                if max_overlap(spans.iter().copied()) > 1 {
+                    problems.push(format!("{what}: two runs held the lock at once: {spans:?}"));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// A run against `dsn` that would hold `key` with `--no-wait`: how it
+/// ended and how long it took.
+fn once(dsn: &str, extra: &[&str]) -> (std::process::Output, Duration) {
+    let started = Instant::now();
+    let mut cmd = bare(["--backend", "postgres", "--dsn", dsn]);
+    cmd.args(extra)
+        .args(["elect", "-n", &unique("unreachable"), "--", "true"]);
+    let output = run(&mut cmd);
+    (output, started.elapsed())
+}
+
+/// A port that takes connections and never says a word: the kernel
+/// completes the handshake for a listener nobody accepts on.
+fn silent_port() -> (TcpListener, u16) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    (listener, port)
+}
+
+/// A port that answers every connection as an HTTP server would, and
+/// keeps it open.
+fn http_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let _ = stream
+                .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 11\r\n\r\nbad request");
+            open.push(stream);
+        }
+    });
+    port
+}
+
+/// libpq's `connect_timeout` bounds the whole connection, per host: a
+/// silent port and one that speaks HTTP each end in about that long with
+/// one line naming the host and port, with or without -v (psql gives up
+/// at 3.04 s on the silent port). Unset, it is 10 s.
+#[test]
+fn an_unanswering_port_ends_at_connect_timeout_with_one_line() {
+    let (_silent, silent) = silent_port();
+    let http = http_port();
+    for (port, what) in [(silent, "a silent port"), (http, "an HTTP port")] {
+        for sslmode in ["prefer", "disable"] {
+            for verbose in [false, true] {
+                let dsn = format!(
+                    "host=127.0.0.1 port={port} user=postgres connect_timeout=3 sslmode={sslmode}"
+                );
+                let (output, took) = once(&dsn, if verbose { &["-v"] } else { &[] });
+                let err = String::from_utf8_lossy(&output.stderr);
+                let what = format!("{what}, sslmode={sslmode}, -v {verbose}");
+                eprintln!("{what}: exit {:?} after {took:?}", output.status.code());
+                assert_eq!(output.status.code(), Some(125), "{what}: {err}");
+                assert!(
+                    took < Duration::from_secs(8),
+                    "{what}: took {took:?} with connect_timeout=3"
+                );
+                let last = err.trim().lines().last().unwrap_or_default();
+                assert!(
+                    last.contains(&format!("127.0.0.1:{port}")),
+                    "{what}: the last line does not name the host and port: {err}"
+                );
+                if !verbose {
+                    assert_eq!(err.trim().lines().count(), 1, "{what}: {err}");
+                }
+            }
+        }
+    }
+    let (output, took) = once(&format!("host=127.0.0.1 port={silent} user=postgres"), &[]);
+    let err = String::from_utf8_lossy(&output.stderr);
+    eprintln!("a silent port, no connect_timeout: after {took:?}: {err}");
+    assert_eq!(output.status.code(), Some(125), "{err}");
+    assert!(
+        took >= Duration::from_secs(9) && took < Duration::from_secs(16),
+        "with no connect_timeout the silent port took {took:?}, not 10 s"
+    );
+    assert!(err.contains("within 10s"), "{err}");
+}
+
+/// A host list whose first host is a hot standby: the run moves on to the
+/// primary, as libpq's target_session_attrs=read-write does, whether that
+/// is given or not; read-only is refused before any connection.
+#[test]
+fn a_host_list_moves_past_a_standby_to_the_primary() {
+    let primary = pg_support::private();
+    let standby = pg_support::standby_of(&primary);
+    let psql = pg_support::bin_dir().join("psql");
+    // The child asks the primary whether its lock is held there.
+    let check = format!(
+        "'{psql}' -X -Atq -h 127.0.0.1 -p {port} -U postgres -d postgres -c \
+         \"select count(*) from pg_locks where locktype = 'advisory' and granted \
+         and ((classid::bigint << 32) | objid::bigint) = $LOCKRUN_PG_LOCK_ID\"",
+        psql = psql.display(),
+        port = primary.port,
+    );
+    for attrs in [
+        "",
+        " target_session_attrs=read-write",
+        " target_session_attrs=any",
+    ] {
+        let dsn = format!(
+            "host=127.0.0.1,127.0.0.1 port={},{} user=postgres dbname=postgres{attrs}",
+            standby.port, primary.port
+        );
+        let output = run(bare(["--backend", "postgres", "--dsn", &dsn]).args([
+            "elect",
+            "-n",
+            &unique("hostlist"),
+            "--shell",
+            "--",
+            &check,
+        ]));
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "`{attrs}`: {err}");
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout).trim(),
+            "1",
+            "`{attrs}`: the lock is not held on the primary"
+        );
+    }
+    let dsn = format!(
+        "host=127.0.0.1,127.0.0.1 port={},{} user=postgres target_session_attrs=read-only",
+        standby.port, primary.port
+    );
+    let (output, _) = once(&dsn, &[]);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(err.contains("read-only"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// `psql -c sql` against `pg`, trimmed.
+fn psql_at(pg: &pg_support::TestPostgres, sql: &str) -> String {
+    let out = std::process::Command::new(pg_support::bin_dir().join("psql"))
+        .args(["-X", "-q", "-A", "-t", "-d", &pg.url(), "-c", sql])
+        .output()
+        .expect("psql");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A holder's command: a timestamp every 10 ms until the test writes `go`.
+const BEATS: &str = "while [ ! -e \"$1/go\" ]; do date +%s%N >> \"$1/beat\"; sleep 0.01; done";
+
+/// The server restarted (`fast`, then `immediate`) under a holder and two
+/// runs waiting with `--timeout 60s`: the holder loses the lock (its
+/// connection is gone, and the lock with it: 124), and the waiters ride
+/// the restart out and hold one after the other, never two at once.
+#[test]
+fn waiters_ride_out_a_restart_and_hold_one_at_a_time() {
+    let pg = pg_support::private();
+    for mode in ["fast", "immediate"] {
+        let key = unique("restart");
+        let elect = |extra: &[&str], body: &str, dir: &Path| {
+            let mut cmd = bare(["--backend", "postgres", "--dsn", &pg.url()]);
+            cmd.args(["elect", "--ttl", "10s"])
+                .args(extra)
+                .arg(&key)
+                .args(["--shell", "--", body])
+                .arg(dir);
+            Running::spawn(&mut cmd)
+        };
+        let holder_dir = scratch();
+        let holder = elect(&[], BEATS, holder_dir.path());
+        assert!(
+            wait_until(deadline(), || holder_dir.path().join("beat").exists()),
+            "{mode}: the holder never ran"
+        );
+        let waiters: Vec<_> = (0..2)
+            .map(|_| {
+                let dir = scratch();
+                (elect(&["--timeout", "60s"], SPAN, dir.path()), dir)
+            })
+            .collect();
+        // Both wait on the server: three lockrun sessions, one holding.
+        assert!(
+            wait_until(deadline(), || psql_at(
+                &pg,
+                "select count(*) from pg_stat_activity where application_name = 'lockrun'"
+            ) == "3"),
+            "{mode}: the waiters never connected"
+        );
+        pg.restart_with(mode);
+        let output = holder.finish();
+        assert_eq!(
+            output.status.code(),
+            Some(124),
+            "{mode}: the holder: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let beats: Vec<u128> = std::fs::read_to_string(holder_dir.path().join("beat"))
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        let mut spans = vec![(beats[0], *beats.last().unwrap())];
+        for (waiter, dir) in waiters {
+            let output = waiter.finish();
+            assert_eq!(
+                output.status.code(),
+                Some(0),
+                "{mode}: a waiter did not ride out the restart: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            spans.push((
+                stamp(dir.path(), "start").expect("start"),
+                stamp(dir.path(), "end").expect("end"),
+            ));
+        }
+        eprintln!("{mode}: holder and waiters ran {spans:?}");
+        assert!(
+            max_overlap(spans.iter().copied()) <= 1,
+            "{mode}: two ran at once: {spans:?}"
+        );
+    }
+}
