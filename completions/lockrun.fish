@@ -86,7 +86,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l leftovers -d '
 kill\t'What COMMAND left is stopped when COMMAND exits'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l containment -d 'How COMMAND\'s process tree is kept together. `auto`: in a cgroup v2 of its own where lockrun may create one (as root, or under systemd delegation: a `Delegate=yes` unit, `systemd-run --scope -p Delegate=yes`; a service\'s cgroup not delegated stays systemd\'s), stopped at once by `cgroup.kill`; elsewhere, and after any failure, as `subreaper`: the guard, a child subreaper, finds the tree\'s processes in /proc and kills them in passes until none is left. `-v` says which mode a run got' -r -f -a "auto\t'A cgroup of its own where possible, else the subreaper'
 subreaper\t'The guard as a child subreaper alone, never a cgroup'"
-complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l value -d 'Value stored in the lock entry [default: this host\'s name]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l value -d 'Value stored in the lock entry [default: this host\'s name]; printable characters only (`leader` prints one holder a line)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l notify -d 'Speak systemd\'s notify protocol (Type=notify)' -r -f -a "start\t'At once: a standby is a healthy, started service'
 held\t'Only once the lock or slot is held: a standby stays "activating"'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l min-hold -d 'Keep the lock at least DURATION after taking it' -r
@@ -149,7 +149,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l leftovers 
 kill\t'What COMMAND left is stopped when COMMAND exits'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l containment -d 'How COMMAND\'s process tree is kept together. `auto`: in a cgroup v2 of its own where lockrun may create one (as root, or under systemd delegation: a `Delegate=yes` unit, `systemd-run --scope -p Delegate=yes`; a service\'s cgroup not delegated stays systemd\'s), stopped at once by `cgroup.kill`; elsewhere, and after any failure, as `subreaper`: the guard, a child subreaper, finds the tree\'s processes in /proc and kills them in passes until none is left. `-v` says which mode a run got' -r -f -a "auto\t'A cgroup of its own where possible, else the subreaper'
 subreaper\t'The guard as a child subreaper alone, never a cgroup'"
-complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l value -d 'Value stored in the lock entry [default: this host\'s name]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l value -d 'Value stored in the lock entry [default: this host\'s name]; printable characters only (`leader` prints one holder a line)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l notify -d 'Speak systemd\'s notify protocol (Type=notify)' -r -f -a "start\t'At once: a standby is a healthy, started service'
 held\t'Only once the lock or slot is held: a standby stays "activating"'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l min-hold -d 'Keep the lock at least DURATION after taking it' -r
@@ -451,7 +451,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 kill\t'What COMMAND left is stopped when COMMAND exits'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l containment -d 'How COMMAND\'s process tree is kept together. `auto`: in a cgroup v2 of its own where lockrun may create one (as root, or under systemd delegation: a `Delegate=yes` unit, `systemd-run --scope -p Delegate=yes`; a service\'s cgroup not delegated stays systemd\'s), stopped at once by `cgroup.kill`; elsewhere, and after any failure, as `subreaper`: the guard, a child subreaper, finds the tree\'s processes in /proc and kills them in passes until none is left. `-v` says which mode a run got' -r -f -a "auto\t'A cgroup of its own where possible, else the subreaper'
 subreaper\t'The guard as a child subreaper alone, never a cgroup'"
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l value -d 'Value stored in the lock entry [default: this host\'s name]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l value -d 'Value stored in the lock entry [default: this host\'s name]; printable characters only (`leader` prints one holder a line)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l notify -d 'Speak systemd\'s notify protocol (Type=notify)' -r -f -a "start\t'At once: a standby is a healthy, started service'
 held\t'Only once the lock or slot is held: a standby stays "activating"'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l min-hold -d 'Keep the lock at least DURATION after taking it' -r
@@ -514,7 +514,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 kill\t'What COMMAND left is stopped when COMMAND exits'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l containment -d 'How COMMAND\'s process tree is kept together. `auto`: in a cgroup v2 of its own where lockrun may create one (as root, or under systemd delegation: a `Delegate=yes` unit, `systemd-run --scope -p Delegate=yes`; a service\'s cgroup not delegated stays systemd\'s), stopped at once by `cgroup.kill`; elsewhere, and after any failure, as `subreaper`: the guard, a child subreaper, finds the tree\'s processes in /proc and kills them in passes until none is left. `-v` says which mode a run got' -r -f -a "auto\t'A cgroup of its own where possible, else the subreaper'
 subreaper\t'The guard as a child subreaper alone, never a cgroup'"
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l value -d 'Value stored in the lock entry [default: this host\'s name]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l value -d 'Value stored in the lock entry [default: this host\'s name]; printable characters only (`leader` prints one holder a line)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l notify -d 'Speak systemd\'s notify protocol (Type=notify)' -r -f -a "start\t'At once: a standby is a healthy, started service'
 held\t'Only once the lock or slot is held: a standby stays "activating"'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l min-hold -d 'Keep the lock at least DURATION after taking it' -r

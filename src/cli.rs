@@ -155,11 +155,11 @@ Examples:
     /// `--`, checked as lockrun would run it. It adds --notify=start (a
     /// standby is a started unit: plain --notify would block `systemctl
     /// enable --now` and boot) and, for elect, --campaign, unless given.
-    /// `%H` and systemd's other specifiers are left for systemd to fill in;
-    /// `$` reaches lockrun as typed.
+    /// Every word reaches lockrun as typed: `$` and `%` are escaped for
+    /// systemd.
     #[command(after_help = "\
 Examples:
-  lockrun unit -- elect --value %H:5432 service/db/leader -- /usr/local/bin/db-primary \\
+  lockrun unit -- elect --value \"$(hostname):5432\" service/db/leader -- /usr/local/bin/db-primary \\
     | sudo tee /etc/systemd/system/db-primary.service
   lockrun unit --description 'reindex, two hosts at a time' -- semaphore --limit 2 jobs/reindex -- ./reindex.sh")]
     Unit(UnitArgs),
@@ -480,8 +480,10 @@ pub struct ServiceArgs {
     pub notify: Option<Ready>,
     /// Keep the lock at least DURATION after taking it.
     ///
-    /// The lock is kept even when COMMAND finishes sooner, so that hosts whose cron fires later in the same
-    /// period find it held: with `-n -E 0`, a job runs once per period.
+    /// The lock is kept even when COMMAND finishes sooner, so that hosts
+    /// whose cron fires later in the same period find it held: with `-n -E
+    /// 0`, a job runs once per period. A stop (INT, TERM, QUIT) ends the
+    /// hold, whether it comes during it or reached COMMAND.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub min_hold: Option<Duration>,
 }

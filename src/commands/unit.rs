@@ -78,6 +78,11 @@ pub fn render(args: &UnitArgs, exe: &str) -> Result<String, Failure> {
         ))
     })?;
     let (subcommand, key, campaign, notify, kill_timeout) = match &parsed.command {
+        Command::Elect(a) if a.wait.no_wait && !a.campaign => {
+            return Err(Failure::Usage(
+                "a unit's elect campaigns, which --no-wait would refuse; drop --no-wait".into(),
+            ))
+        }
         Command::Elect(a) => ("elect", &a.key, a.campaign, a.service.notify.is_some(), a.child.kill_timeout),
         Command::Semaphore(a) => ("semaphore", &a.prefix, true, a.service.notify.is_some(), a.child.kill_timeout),
         _ => {
@@ -90,11 +95,12 @@ pub fn render(args: &UnitArgs, exe: &str) -> Result<String, Failure> {
     // plain --notify (ready once held) `systemctl enable --now` blocks on a
     // standby and boot never reaches multi-user.target. A unit's elect
     // campaigns again after a loss rather than exit into Restart=.
+    // Before the `--` that ends lockrun's own words: options may follow
+    // KEY, and no flag's value can be taken for the subcommand there.
     let at = words
         .iter()
-        .position(|w| w == subcommand)
-        .expect("parsed as this subcommand")
-        + 1;
+        .position(|w| w == "--")
+        .expect("COMMAND is required after `--`");
     let mut line = words.clone();
     let mut added = Vec::new();
     if !campaign {
@@ -104,6 +110,14 @@ pub fn render(args: &UnitArgs, exe: &str) -> Result<String, Failure> {
         added.push("--notify=start".to_string());
     }
     line.splice(at..at, added);
+    // What we added must parse too, or the unit would fail at its start.
+    Cli::try_parse_from(std::iter::once("lockrun".to_string()).chain(line.iter().cloned()))
+        .map_err(|e| {
+            Failure::Usage(format!(
+                "with --campaign and --notify=start added, the command line is not one lockrun runs: {}",
+                e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: ")
+            ))
+        })?;
     let exec: Vec<String> = std::iter::once(exe.to_string())
         .chain(line)
         .map(|w| quote(&w))
@@ -115,11 +129,12 @@ pub fn render(args: &UnitArgs, exe: &str) -> Result<String, Failure> {
             words.last().map(String::as_str).unwrap_or(key)
         ),
     };
-    if description.chars().any(char::is_control) {
+    if description.chars().any(char::is_control) || description.ends_with('\\') {
         return Err(Failure::Usage(
-            "--description holds a control character (a newline?), which a unit line cannot".into(),
+            "--description holds a control character (a newline?) or ends with `\\`, which continues a unit line; leave it out".into(),
         ));
     }
+    let description = description.replace('%', "%%");
     let stop = kill_timeout.unwrap_or(Duration::from_secs(5)) + STOP_SLACK;
     Ok(format!(
         "\
@@ -132,8 +147,9 @@ After=network-online.target
 
 [Service]
 # READY=1 once lockrun runs, leader or standby; STATUS= tells them apart
-# (`systemctl status`), and WATCHDOG=1 comes only while the lease is
-# confirmed. At boot lockrun retries until the engine answers.
+# (`systemctl status`). WATCHDOG=1 comes while lockrun is alive and, when
+# it holds, only while the lease is confirmed. At boot lockrun retries
+# until the engine answers.
 Type=notify
 WatchdogSec=30s
 # The engine's settings (CONSUL_HTTP_ADDR=..., ETCDCTL_ENDPOINTS=...,
@@ -159,11 +175,11 @@ WantedBy=multi-user.target
 }
 
 /// One word of ExecStart= as systemd reads it back: quoted where it holds
-/// white space, a quote or a backslash, with `$` doubled so that systemd
-/// passes it to lockrun as typed (a `--shell` command expands it itself).
-/// `%` specifiers (`%H`, the host name) are left for systemd to fill in.
+/// white space, a quote or a backslash, with `$` and `%` doubled so that
+/// systemd passes it to lockrun as typed (a `--shell` command expands `$`
+/// itself; `date +%s` stays `date +%s`, not systemd's `%s`, the shell).
 fn quote(word: &str) -> String {
-    let word = word.replace('$', "$$");
+    let word = word.replace('$', "$$").replace('%', "%%");
     if !word.is_empty()
         && !word.contains(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '\\' | ';'))
     {
@@ -203,7 +219,7 @@ mod tests {
         let text = unit(&[
             "elect",
             "--value",
-            "%H:5432",
+            "db-1:5432",
             "service/db/leader",
             "--",
             "/usr/local/bin/db-primary",
@@ -211,7 +227,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             exec(&text),
-            "\"/opt/my tools/lockrun\" elect --campaign --notify=start --value %H:5432 service/db/leader -- /usr/local/bin/db-primary"
+            "\"/opt/my tools/lockrun\" elect --value db-1:5432 service/db/leader --campaign --notify=start -- /usr/local/bin/db-primary"
         );
         assert!(text.contains("\nTimeoutStopSec=30s\n"), "{text}");
     }
@@ -240,6 +256,32 @@ mod tests {
         assert!(text.contains("\nTimeoutStopSec=45s\n"), "{text}");
     }
 
+    /// `%` reaches lockrun as typed, never as a systemd specifier; a word
+    /// `elect` that is a flag's value does not take the added flags.
+    #[test]
+    fn percent_and_odd_words_reach_lockrun_as_typed() {
+        let text = unit(&[
+            "--backend",
+            "local",
+            "--lock-dir",
+            "elect",
+            "elect",
+            "k",
+            "--",
+            "date",
+            "+%s",
+        ])
+        .unwrap();
+        assert_eq!(
+            exec(&text),
+            "\"/opt/my tools/lockrun\" --backend local --lock-dir elect elect k --campaign --notify=start -- date +%%s"
+        );
+        assert!(
+            text.contains("\nDescription=+%%s under lockrun elect `k`\n"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn refuses_what_no_unit_can_run() {
         for words in [
@@ -247,6 +289,7 @@ mod tests {
             &["elect", "k"][..],
             &["elect", "--bogus", "k", "--", "true"][..],
             &["elect", "k", "--", "printf", "a\nb"][..],
+            &["elect", "--no-wait", "k", "--", "true"][..],
         ] {
             match unit(words) {
                 Err(Failure::Usage(m)) => assert!(!m.contains('\n'), "{m}"),

@@ -266,7 +266,7 @@ fn lockrun_unit_names_this_binary_and_passes_systemd_analyze() {
         "--",
         "elect",
         "--value",
-        "%H:5432",
+        "db-1:5432",
         "service/db/leader",
         "--",
         "/bin/true",
@@ -281,7 +281,7 @@ fn lockrun_unit_names_this_binary_and_passes_systemd_analyze() {
     let canonical = std::fs::canonicalize(&ours).unwrap();
     assert!(
         exec.starts_with(&format!(
-            "{} elect --campaign --notify=start ",
+            "{} elect --value db-1:5432 service/db/leader --campaign --notify=start -- ",
             canonical.display()
         )),
         "{exec}"
