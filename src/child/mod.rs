@@ -1282,7 +1282,14 @@ mod tests {
             let swap = [PathBuf::from("/d/k.new"), PathBuf::from("/d/k")];
             assert!(!child.hand_over(Verdict::LetGo { swap }));
             // The guard, reading all there is, comes to the channel's end,
-            // not to a wait for a verdict that will never come.
+            // not to a wait for a verdict that will never come. A blocking
+            // read with a deadline: a process another test spawns holds a
+            // copy of every descriptor between its fork and its exec, so
+            // the end may come a moment after the close, never not at all.
+            theirs.set_nonblocking(false).unwrap();
+            theirs
+                .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .unwrap();
             let mut theirs = theirs;
             let mut buf = [0u8; 65536];
             let end = loop {
