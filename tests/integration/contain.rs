@@ -145,6 +145,35 @@ enum End {
     KillGuard,
 }
 
+/// A rival waiting for KEY whose command notes when it started.
+struct Rival {
+    running: Running,
+    mark: std::path::PathBuf,
+}
+
+impl Rival {
+    fn wait_for(place: &Place, key: &str, work: &std::path::Path) -> Rival {
+        let mark = work.join("rival");
+        let mut cmd = place.lockrun(&["elect", key, "--shell", "--", "date +%s%N > \"$1\""]);
+        cmd.arg(&mark);
+        Rival {
+            running: Running::spawn(&mut cmd),
+            mark,
+        }
+    }
+
+    /// Waits for it to end with status 0, and tells when its command
+    /// started (ns since the epoch).
+    fn started(self, place: &Place) -> u128 {
+        place.status(&self.running.finish(), 0, "the rival");
+        std::fs::read_to_string(&self.mark)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+}
+
 /// Starts `lockrun elect KEY --shell -- SCRIPT WORK` and a waiting rival,
 /// ends the holder's job as `end` says, and asserts the tree's last beat
 /// came before the rival's command started.
@@ -158,10 +187,7 @@ fn contained(place: &Place, mode: Mode, name: &str, script: &str, end: End) {
     cmd.arg(work.path());
     let holder = Running::spawn(&mut cmd);
     wait_for_file(&work.path().join("beat"));
-    let rival_mark = work.path().join("rival");
-    let mut cmd = place.lockrun(&["elect", &key, "--shell", "--", "date +%s%N > \"$1\""]);
-    cmd.arg(&rival_mark);
-    let rival = Running::spawn(&mut cmd);
+    let rival = Rival::wait_for(place, &key, work.path());
     // The rival gets time to start, measured in the daemon's own beats: a
     // daemon that escaped would beat beside it.
     let beats = beat_count(work.path());
@@ -180,15 +206,10 @@ fn contained(place: &Place, mode: Mode, name: &str, script: &str, end: End) {
     }
     let output = holder.finish();
     let holder_ended = crate::support::now_ns();
-    place.status(&rival.finish(), 0, "the rival");
+    let started = rival.started(place);
     mode.check(&String::from_utf8_lossy(&output.stderr));
     // Whatever happened, nothing of ours beats on after the test.
     std::fs::write(work.path().join("go"), "").unwrap();
-    let started: u128 = std::fs::read_to_string(&rival_mark)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     let last = last_beat(work.path());
     if end == End::Release && !matches!(place, Place::Local(_)) {
         // On Consul and etcd an operator's release frees the key at once
@@ -299,10 +320,7 @@ fn a_tree_whose_lockrun_and_guard_were_killed_is_gone_before_the_next_command() 
         !name.contains("lockrun"),
         "`pkill lockrun` matches the guard `{name}`"
     );
-    let rival_mark = work.path().join("rival");
-    let mut cmd = place.lockrun(&["elect", &key, "--shell", "--", "date +%s%N > \"$1\""]);
-    cmd.arg(&rival_mark);
-    let rival = Running::spawn(&mut cmd);
+    let rival = Rival::wait_for(&place, &key, work.path());
     let beats = beat_count(work.path());
     wait_until_beats(work.path(), beats + 10);
     let pid = |pid: u32| nix::unistd::Pid::from_raw(pid as i32);
@@ -310,13 +328,8 @@ fn a_tree_whose_lockrun_and_guard_were_killed_is_gone_before_the_next_command() 
     holder.signal(Signal::SIGKILL);
     nix::sys::signal::kill(pid(guard), Signal::SIGKILL).unwrap();
     let _ = holder.finish();
-    place.status(&rival.finish(), 0, "the rival");
+    let started = rival.started(&place);
     give_an_escaped_helper_time(work.path());
-    let started: u128 = std::fs::read_to_string(&rival_mark)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     let last = last_beat(work.path());
     assert!(
         last < started,
@@ -365,21 +378,18 @@ fn leftovers_kill_ends_the_job_with_the_command(place: &Place, mode: Mode) {
     cmd.arg(work.path());
     let holder = Running::spawn(&mut cmd);
     wait_for_file(&work.path().join("beat"));
-    let rival_mark = work.path().join("rival");
-    let mut cmd = place.lockrun(&["elect", &key, "--shell", "--", "date +%s%N > \"$1\""]);
-    cmd.arg(&rival_mark);
-    let rival = Running::spawn(&mut cmd);
+    let rival = Rival::wait_for(place, &key, work.path());
     let output = holder.finish();
     let holder_ended = crate::support::now_ns();
     place.status(&output, 3, "the holder, with COMMAND's status");
     mode.check(&String::from_utf8_lossy(&output.stderr));
-    place.status(&rival.finish(), 0, "the rival");
+    let started = rival.started(place);
     std::fs::write(work.path().join("go"), "").unwrap();
     let read = |name: &str| -> u128 {
         let text = std::fs::read_to_string(work.path().join(name)).unwrap();
         text.trim().parse().unwrap()
     };
-    let (exited, started, last) = (read("exited"), read("rival"), last_beat(work.path()));
+    let (exited, last) = (read("exited"), last_beat(work.path()));
     assert!(
         last < started,
         "the leftover beat {} ms after the rival's command started",
@@ -931,22 +941,14 @@ fn an_acquire_hooks_helper_is_gone_before_the_rival(place: &Place, mode: Mode) {
     cmd.arg(work.path());
     let holder = Running::spawn(&mut cmd);
     wait_for_file(&work.path().join("ready"));
-    let rival_mark = work.path().join("rival");
-    let mut cmd = place.lockrun(&["elect", &key, "--shell", "--", "date +%s%N > \"$1\""]);
-    cmd.arg(&rival_mark);
-    let rival = Running::spawn(&mut cmd);
+    let rival = Rival::wait_for(place, &key, work.path());
     std::fs::write(work.path().join("done"), "").unwrap();
     let output = holder.finish();
     let holder_ended = crate::support::now_ns();
     place.status(&output, 0, "the holder");
-    place.status(&rival.finish(), 0, "the rival");
+    let started = rival.started(place);
     mode.check(&String::from_utf8_lossy(&output.stderr));
     give_an_escaped_helper_time(work.path());
-    let started: u128 = std::fs::read_to_string(&rival_mark)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     let last = last_beat(work.path());
     assert!(
         last < started && last < holder_ended,
