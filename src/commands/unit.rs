@@ -122,13 +122,18 @@ pub fn render(args: &UnitArgs, exe: &str) -> Result<String, Failure> {
         .chain(line)
         .map(|w| quote(&w))
         .collect();
-    let description = match &args.description {
-        Some(d) => d.clone(),
-        None => format!(
-            "{} under lockrun {subcommand} `{key}`",
-            words.last().map(String::as_str).unwrap_or(key)
-        ),
-    };
+    let description =
+        match &args.description {
+            Some(d) if d.trim().is_empty() => return Err(Failure::Usage(
+                "--description is empty; give the unit's description, or leave --description out"
+                    .into(),
+            )),
+            Some(d) => d.clone(),
+            None => format!(
+                "{} under lockrun {subcommand} `{key}`",
+                words.last().map(String::as_str).unwrap_or(key)
+            ),
+        };
     if description.chars().any(char::is_control) || description.ends_with('\\') {
         return Err(Failure::Usage(
             "--description holds a control character (a newline?) or ends with `\\`, which continues a unit line; leave it out".into(),
@@ -295,6 +300,16 @@ mod tests {
                 Err(Failure::Usage(m)) => assert!(!m.contains('\n'), "{m}"),
                 other => panic!("{words:?}: {other:?}"),
             }
+        }
+        for description in ["", " ", "ends in \\", "two\nlines"] {
+            let args = UnitArgs {
+                description: Some(description.into()),
+                command: ["elect", "k", "--", "true"].map(OsString::from).to_vec(),
+            };
+            assert!(
+                matches!(render(&args, "/x/lockrun"), Err(Failure::Usage(_))),
+                "{description:?}"
+            );
         }
     }
 }
