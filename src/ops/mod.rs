@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::backend::Lost;
-use crate::cli::parse_duration;
+use crate::duration::parse_duration;
 use crate::error::Failure;
 
 /// The variable that tells COMMAND (and hooks) where the status endpoint is.

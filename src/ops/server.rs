@@ -81,7 +81,7 @@ impl Bound {
             }
             _ => format!(
                 "cannot listen on --status-addr `{addr}` ({}); pick another address",
-                crate::config::io_reason(&e)
+                crate::host::io_reason(&e)
             ),
         })?;
         listener
@@ -124,7 +124,7 @@ fn bind_unix(path: &Path) -> Result<Bound, String> {
         }
         _ => format!(
             "cannot listen on --status-addr `{shown}` ({}); pick another path",
-            crate::config::io_reason(&e)
+            crate::host::io_reason(&e)
         ),
     })?;
     let file = SocketFile(path.to_path_buf());
