@@ -292,14 +292,22 @@ mod tests {
         assert_eq!(empty_variable(|name| name == "PGHOST"), None);
     }
 
-    /// The backends' names come from `BackendName`, in the words the
-    /// hand-written list had.
+    /// The backends' names come from `BackendName`: every one is offered,
+    /// in the words the hand-written list had.
     #[test]
     fn an_empty_backend_variable_lists_every_backend() {
-        assert_eq!(
-            empty_variable(|name| name == "LOCKRUN_BACKEND").unwrap(),
-            "LOCKRUN_BACKEND is set but empty; set it to consul, etcd, local or postgres, \
-             or unset it for the default"
+        use clap::ValueEnum;
+        let line = empty_variable(|name| name == "LOCKRUN_BACKEND").unwrap();
+        assert!(
+            line.starts_with("LOCKRUN_BACKEND is set but empty; set it to consul, etcd, ")
+                && line.ends_with(", or unset it for the default"),
+            "{line}"
         );
+        for name in BackendName::value_variants() {
+            assert!(
+                line.contains(&format!(" {name}")),
+                "{name} is not offered: {line}"
+            );
+        }
     }
 }

@@ -258,7 +258,7 @@ fn main_page(cli: &clap::Command) -> Vec<u8> {
             ("SIGNALS", SIGNALS),
             ("SAFETY", &safety),
             ("EXAMPLES", EXAMPLES),
-            ("SEE ALSO", SEE_ALSO),
+            ("SEE ALSO", &[Block::P(&see_also())]),
         ]));
     page.roff
 }
@@ -654,8 +654,13 @@ const SUBCOMMAND_SEE_ALSO: &[Block] = &[P(
      signals and the safety model.",
 )];
 
-const SEE_ALSO: &[Block] = &[P(
-    "lockrun-elect(1), lockrun-semaphore(1), lockrun-leader(1), lockrun-release(1), lockrun-completions(1), lockrun-man(1), \
-     consul(1) \
-     (`consul lock`, which lockrun interoperates with), flock(1), timeout(1).",
-)];
+/// lockrun(1)'s SEE ALSO: its subcommands' pages, each backend's peer
+/// tool, timeout(1).
+fn see_also() -> String {
+    let peers: Vec<&str> = BACKENDS.iter().map(|b| b.peer.page).collect();
+    format!(
+        "lockrun-elect(1), lockrun-semaphore(1), lockrun-leader(1), lockrun-release(1), \
+         lockrun-completions(1), lockrun-man(1), {}, timeout(1).",
+        peers.join(", ")
+    )
+}

@@ -43,7 +43,7 @@
 pub mod registry;
 pub mod rules;
 pub mod timing;
-#[cfg(any(feature = "consul", feature = "etcd", feature = "postgres"))]
+#[cfg(feature = "tls")]
 pub mod tls;
 
 use std::ffi::OsString;
@@ -440,8 +440,7 @@ pub trait Changes {
 
 /// An engine's answer body for an error message: its first line, cut at 200
 /// characters, or "empty answer".
-#[cfg(any(feature = "consul", feature = "etcd", feature = "postgres"))]
-pub(crate) fn one_line(body: &str) -> String {
+pub fn one_line(body: &str) -> String {
     let line = body.trim().lines().next().unwrap_or("").trim();
     if line.is_empty() {
         "empty answer".to_string()
@@ -532,6 +531,8 @@ pub enum Prose {
 /// its part of the man page.
 pub struct Registration {
     pub name: BackendName,
+    /// The engine's own tool that takes the same locks.
+    pub peer: Peer,
     /// Every flag it defines, global or a subcommand's: a flag typed for a
     /// backend that does not define it is refused.
     pub flags: fn(clap::Command) -> clap::Command,
@@ -554,6 +555,16 @@ pub struct Registration {
     /// Its timing promise and its own safety items, under SAFETY, "Per
     /// backend".
     pub safety: &'static [Prose],
+}
+
+/// The engine's own tool that lockrun interoperates with.
+pub struct Peer {
+    /// As `lockrun explain` names it among the contenders it assumes
+    /// (`` `consul lock` ``).
+    pub tool: &'static str,
+    /// Its manual page under SEE ALSO in lockrun(1), with what of it
+    /// lockrun interoperates with.
+    pub page: &'static str,
 }
 
 /// What `elect` or `semaphore` asks of a backend's hold rules.

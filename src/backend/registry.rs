@@ -7,9 +7,8 @@
 //! `backend/NAME/`. Outside its folder, a new backend is that line and a
 //! variant of [`BackendName`] (beside it in `backend/mod.rs`; it stays in a
 //! build that lacks the backend, so that `--backend NAME` says so), a
-//! `Place` of the integration tests, and, where they apply: its Cargo
-//! feature, and its feature in the `cfg` of `backend::tls` and
-//! `backend::one_line` (docs/adding-a-backend.md).
+//! `Place` of the integration tests, and its Cargo feature, listed under
+//! `default` with the shared stacks it uses (docs/adding-a-backend.md).
 
 use super::{Backend, BackendName, Registration};
 

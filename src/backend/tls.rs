@@ -1,16 +1,17 @@
-//! TLS for the backends that speak HTTPS (Consul, etcd): the HTTP client's
-//! common settings, the certificate files the user names, read with the
-//! path that is wrong in every complaint, and a TLS failure recognised in
-//! reqwest's error chain. Each backend words its own hint (which flags and
+//! TLS for the server backends, built when a backend's Cargo feature turns
+//! on `tls`: the certificate files the user names, read with the path that
+//! is wrong in every complaint, and a TLS failure recognised in an error
+//! chain; with `https` (the backends that speak HTTP), the HTTP client's
+//! common settings too. Each backend words its own hint (which flags and
 //! variables to set); this module only finds the facts.
 
 use std::error::Error;
 use std::path::Path;
-#[cfg(any(feature = "consul", feature = "etcd"))]
+#[cfg(feature = "https")]
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-#[cfg(any(feature = "consul", feature = "etcd"))]
+#[cfg(feature = "https")]
 use base64::Engine;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
@@ -21,7 +22,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 /// almost always near). Without TLS (`verifies_tls` false) the system's CA
 /// store is not loaded: that would cost each run milliseconds before its
 /// first request.
-#[cfg(any(feature = "consul", feature = "etcd"))]
+#[cfg(feature = "https")]
 pub fn client_builder(connect_timeout: Duration, verifies_tls: bool) -> reqwest::ClientBuilder {
     let builder = reqwest::Client::builder()
         .use_rustls_tls()
@@ -38,7 +39,7 @@ pub fn client_builder(connect_timeout: Duration, verifies_tls: bool) -> reqwest:
 }
 
 /// The CA certificates of one PEM file; a bundle may hold several.
-#[cfg(any(feature = "consul", feature = "etcd"))]
+#[cfg(feature = "https")]
 pub fn read_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>> {
     let pem = std::fs::read(path)
         .with_context(|| format!("cannot read CA certificate `{}`", path.display()))?;
@@ -134,7 +135,7 @@ pub fn read_roots(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
 /// The client certificate and its key as reqwest wants them: one PEM
 /// buffer. We say which file is wrong before reqwest can only say
 /// "builder error".
-#[cfg(any(feature = "consul", feature = "etcd"))]
+#[cfg(feature = "https")]
 pub fn identity(cert: &Path, key: &Path) -> Result<reqwest::Identity> {
     let (certificates, private_key) = read_identity(cert, key)?;
     let private_key = &private_key;
@@ -185,7 +186,7 @@ pub fn identity(cert: &Path, key: &Path) -> Result<reqwest::Identity> {
 }
 
 /// One PEM block: `der` in base64, 64 columns, between the `label` lines.
-#[cfg(any(feature = "consul", feature = "etcd"))]
+#[cfg(feature = "https")]
 fn pem_block(label: &str, der: &[u8]) -> String {
     let base64 = base64::engine::general_purpose::STANDARD.encode(der);
     let mut block = format!("-----BEGIN {label}-----\n");
@@ -261,7 +262,7 @@ pub fn reset_by_peer(error: &(dyn Error + 'static)) -> bool {
     })
 }
 
-#[cfg(all(test, any(feature = "consul", feature = "etcd")))]
+#[cfg(all(test, feature = "https"))]
 mod tests {
     use super::*;
 

@@ -20,6 +20,8 @@ use crate::exit::Exit;
 /// What `explain` prints: the flags' promise on one backend.
 struct Promise {
     backend: &'static str,
+    /// The engine's own tool, as the assumptions name it.
+    peer: &'static str,
     /// The backend's own words for its promise.
     text: PromiseText,
     kind: Kind,
@@ -96,6 +98,7 @@ fn promise<B: Backend>(
     let ends_early = c.budget.is_some_and(|b| b.ends_early);
     Promise {
         backend: B::NAME,
+        peer: B::REGISTRATION.peer.tool,
         text: B::promise(kind.lock, ends_early),
         kind,
         key,
@@ -151,7 +154,10 @@ impl Promise {
             ));
         }
         list.extend(self.text.engine.iter().map(|line| line.to_string()));
-        list.push("every contender uses lockrun, `consul lock`, `etcdctl lock`, `flock` or the documented `pg_advisory_lock` id on the same KEY and backend".to_string());
+        list.push(format!(
+            "every contender uses lockrun or {} on the same KEY and backend",
+            self.peer
+        ));
         list
     }
 

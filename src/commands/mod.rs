@@ -415,7 +415,19 @@ mod tests {
             .iter()
             .map(|(id, owners)| (id.to_string(), owners.to_vec()))
             .collect();
-        assert_eq!(lines(owned_flags()), lines(former));
+        // The backends the table knew; a backend added since brings flags
+        // of its own, which its definitions alone say it owns.
+        let known = [Consul, Etcd, Local, Postgres];
+        let derived = owned_flags()
+            .into_iter()
+            .map(|(id, owners)| {
+                let owners: Vec<BackendName> =
+                    owners.into_iter().filter(|o| known.contains(o)).collect();
+                (id, owners)
+            })
+            .filter(|(_, owners)| !owners.is_empty())
+            .collect();
+        assert_eq!(lines(derived), lines(former));
     }
 
     #[test]

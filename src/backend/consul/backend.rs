@@ -7,11 +7,17 @@ use super::inspect::{Outside, Reading};
 use super::txn::{Txn, TxnOp};
 use super::kv::Read;
 use super::{rules, Client, SessionSpec};
-use crate::backend::{Backend, BackendName, HoldRequest, HoldRules, Look, Prose, Registration};
+use crate::backend::{
+    Backend, BackendName, HoldRequest, HoldRules, Look, Peer, Prose, Registration,
+};
 use crate::backend::{Env, PromiseText};
 use crate::error::Failure;
 
 const REGISTRATION: Registration = Registration {
+    peer: Peer {
+        tool: "`consul lock`",
+        page: "consul(1) (`consul lock`, which lockrun interoperates with)",
+    },
     name: BackendName::Consul,
     flags: crate::backend::registry::flags_of::<ConsulBackend>,
     lease: true,

@@ -4,11 +4,17 @@
 use super::args::EtcdArgs;
 use super::config::{EtcdConfig, EtcdFlags};
 use super::{Etcd, DEFAULT_TTL};
-use crate::backend::{Backend, BackendName, HoldRequest, HoldRules, Look, Prose, Registration};
+use crate::backend::{
+    Backend, BackendName, HoldRequest, HoldRules, Look, Peer, Prose, Registration,
+};
 use crate::backend::{Env, PromiseText};
 use crate::error::Failure;
 
 const REGISTRATION: Registration = Registration {
+    peer: Peer {
+        tool: "`etcdctl lock`",
+        page: "etcdctl(1) (`etcdctl lock`)",
+    },
     name: BackendName::Etcd,
     flags: crate::backend::registry::flags_of::<EtcdBackend>,
     lease: true,

@@ -5,11 +5,17 @@ use std::path::PathBuf;
 
 use super::args::LocalArgs;
 use super::Local;
-use crate::backend::{Backend, BackendName, HoldRequest, HoldRules, Look, Prose, Registration};
+use crate::backend::{
+    Backend, BackendName, HoldRequest, HoldRules, Look, Peer, Prose, Registration,
+};
 use crate::backend::{Env, PromiseText};
 use crate::error::Failure;
 
 const REGISTRATION: Registration = Registration {
+    peer: Peer {
+        tool: "`flock`",
+        page: "flock(1)",
+    },
     name: BackendName::Local,
     flags: crate::backend::registry::flags_of::<LocalBackend>,
     // A file lock lasts as long as its descriptor: nothing runs out.

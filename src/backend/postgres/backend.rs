@@ -3,11 +3,17 @@
 
 use super::args::PostgresArgs;
 use super::Postgres;
-use crate::backend::{Backend, BackendName, HoldRequest, HoldRules, Look, Prose, Registration};
+use crate::backend::{
+    Backend, BackendName, HoldRequest, HoldRules, Look, Peer, Prose, Registration,
+};
 use crate::backend::{Env, PromiseText};
 use crate::error::Failure;
 
 const REGISTRATION: Registration = Registration {
+    peer: Peer {
+        tool: "the documented `pg_advisory_lock` id",
+        page: "psql(1) (`pg_advisory_lock`, with the id lockrun documents)",
+    },
     name: BackendName::Postgres,
     flags: crate::backend::registry::flags_of::<PostgresBackend>,
     lease: true,
