@@ -627,7 +627,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__elect)
-            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -678,6 +678,10 @@ _lockrun() {
                     return 0
                     ;;
                 --kill-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-time)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1045,7 +1049,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__explain__subcmd__elect)
-            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1096,6 +1100,10 @@ _lockrun() {
                     return 0
                     ;;
                 --kill-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-time)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1354,7 +1362,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__explain__subcmd__semaphore)
-            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1413,6 +1421,10 @@ _lockrun() {
                     return 0
                     ;;
                 --kill-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-time)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2504,7 +2516,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__semaphore)
-            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2563,6 +2575,10 @@ _lockrun() {
                     return 0
                     ;;
                 --kill-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-time)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

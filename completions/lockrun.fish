@@ -82,6 +82,7 @@ USR2\t''
 ALRM\t''
 TERM\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l kill-timeout -d 'Grace period after the kill signal before SIGKILL' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l max-time -d 'Stop the job once it has run DURATION (exit 123)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l leftovers -d 'What becomes of the processes COMMAND leaves running when it exits (a daemon it started, a background job): `wait` keeps the job, and the lock, until the last of them is gone; `kill` gives them --kill-signal, then SIGKILL after --kill-timeout. The exit status is COMMAND\'s either way' -r -f -a "wait\t'The job lasts until the last process of COMMAND\'s tree is gone'
 kill\t'What COMMAND left is stopped when COMMAND exits'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l containment -d 'How COMMAND\'s process tree is kept together. `auto`: in a cgroup v2 of its own where lockrun may create one (as root, or under systemd delegation: a `Delegate=yes` unit, `systemd-run --scope -p Delegate=yes`; a service\'s cgroup not delegated stays systemd\'s), stopped at once by `cgroup.kill`; elsewhere, and after any failure, as `subreaper`: the guard, a child subreaper, finds the tree\'s processes in /proc and kills them in passes until none is left. `-v` says which mode a run got' -r -f -a "auto\t'A cgroup of its own where possible, else the subreaper'
@@ -145,6 +146,7 @@ USR2\t''
 ALRM\t''
 TERM\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l kill-timeout -d 'Grace period after the kill signal before SIGKILL' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l max-time -d 'Stop the job once it has run DURATION (exit 123)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l leftovers -d 'What becomes of the processes COMMAND leaves running when it exits (a daemon it started, a background job): `wait` keeps the job, and the lock, until the last of them is gone; `kill` gives them --kill-signal, then SIGKILL after --kill-timeout. The exit status is COMMAND\'s either way' -r -f -a "wait\t'The job lasts until the last process of COMMAND\'s tree is gone'
 kill\t'What COMMAND left is stopped when COMMAND exits'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l containment -d 'How COMMAND\'s process tree is kept together. `auto`: in a cgroup v2 of its own where lockrun may create one (as root, or under systemd delegation: a `Delegate=yes` unit, `systemd-run --scope -p Delegate=yes`; a service\'s cgroup not delegated stays systemd\'s), stopped at once by `cgroup.kill`; elsewhere, and after any failure, as `subreaper`: the guard, a child subreaper, finds the tree\'s processes in /proc and kills them in passes until none is left. `-v` says which mode a run got' -r -f -a "auto\t'A cgroup of its own where possible, else the subreaper'
@@ -447,6 +449,7 @@ USR2\t''
 ALRM\t''
 TERM\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l kill-timeout -d 'Grace period after the kill signal before SIGKILL' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l max-time -d 'Stop the job once it has run DURATION (exit 123)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l leftovers -d 'What becomes of the processes COMMAND leaves running when it exits (a daemon it started, a background job): `wait` keeps the job, and the lock, until the last of them is gone; `kill` gives them --kill-signal, then SIGKILL after --kill-timeout. The exit status is COMMAND\'s either way' -r -f -a "wait\t'The job lasts until the last process of COMMAND\'s tree is gone'
 kill\t'What COMMAND left is stopped when COMMAND exits'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l containment -d 'How COMMAND\'s process tree is kept together. `auto`: in a cgroup v2 of its own where lockrun may create one (as root, or under systemd delegation: a `Delegate=yes` unit, `systemd-run --scope -p Delegate=yes`; a service\'s cgroup not delegated stays systemd\'s), stopped at once by `cgroup.kill`; elsewhere, and after any failure, as `subreaper`: the guard, a child subreaper, finds the tree\'s processes in /proc and kills them in passes until none is left. `-v` says which mode a run got' -r -f -a "auto\t'A cgroup of its own where possible, else the subreaper'
@@ -510,6 +513,7 @@ USR2\t''
 ALRM\t''
 TERM\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l kill-timeout -d 'Grace period after the kill signal before SIGKILL' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l max-time -d 'Stop the job once it has run DURATION (exit 123)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l leftovers -d 'What becomes of the processes COMMAND leaves running when it exits (a daemon it started, a background job): `wait` keeps the job, and the lock, until the last of them is gone; `kill` gives them --kill-signal, then SIGKILL after --kill-timeout. The exit status is COMMAND\'s either way' -r -f -a "wait\t'The job lasts until the last process of COMMAND\'s tree is gone'
 kill\t'What COMMAND left is stopped when COMMAND exits'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l containment -d 'How COMMAND\'s process tree is kept together. `auto`: in a cgroup v2 of its own where lockrun may create one (as root, or under systemd delegation: a `Delegate=yes` unit, `systemd-run --scope -p Delegate=yes`; a service\'s cgroup not delegated stays systemd\'s), stopped at once by `cgroup.kill`; elsewhere, and after any failure, as `subreaper`: the guard, a child subreaper, finds the tree\'s processes in /proc and kills them in passes until none is left. `-v` says which mode a run got' -r -f -a "auto\t'A cgroup of its own where possible, else the subreaper'

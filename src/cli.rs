@@ -23,9 +23,9 @@ Examples:
   lockrun release service/db/leader
 
 Exit status: the child's own; 0 held / released; 1 no holder / nothing
-released; 2 usage; 75 not acquired; 124 lock lost, child stopped; 125 lockrun
-failed; 126/127 COMMAND not executable / not found; 128+N signal N while
-waiting. See lockrun(1).";
+released; 2 usage; 75 not acquired; 123 --max-time reached, child stopped; 124
+lock lost, child stopped; 125 lockrun failed; 126/127 COMMAND not executable /
+not found; 128+N signal N while waiting. See lockrun(1).";
 
 /// Run a command only while holding a lock or semaphore slot.
 ///
@@ -438,6 +438,15 @@ pub struct ChildArgs {
     /// lock-delay leaves is granted (none for a semaphore).
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     pub kill_timeout: Option<Duration>,
+    /// Stop the job once it has run DURATION (exit 123).
+    ///
+    /// Counted from COMMAND's start on the boot-time clock, so a suspend
+    /// counts. The job is stopped as on a loss (--kill-signal, then SIGKILL
+    /// to the whole tree after --kill-timeout), the release hook runs, and
+    /// the lock is given up once the tree is gone; with --campaign, lockrun
+    /// campaigns again.
+    #[arg(long, value_parser = parse_max_time, allow_hyphen_values = true, value_name = "DURATION")]
+    pub max_time: Option<Duration>,
     /// What becomes of the processes COMMAND leaves running when it exits
     /// (a daemon it started, a background job): `wait` keeps the job, and
     /// the lock, until the last of them is gone; `kill` gives them
@@ -569,6 +578,16 @@ pub struct ReleaseArgs {
 }
 
 pub use crate::duration::{parse_duration, DURATION_MAX};
+
+/// `--max-time`: a duration above zero (zero would stop every job at once).
+fn parse_max_time(text: &str) -> Result<Duration, String> {
+    match parse_duration(text)? {
+        d if d.is_zero() => Err(format!(
+            "`{text}` would stop the job as it starts; give the longest the job may run, e.g. 3h"
+        )),
+        d => Ok(d),
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -54,6 +54,8 @@ pub struct ChildConfig {
     pub shell: bool,
     pub kill_signal: Signal,
     pub kill_timeout: Duration,
+    /// `--max-time`: how long the job may run.
+    pub max_time: Option<Duration>,
     pub leftovers: crate::child::LeftoversMode,
     pub containment: crate::child::ContainmentMode,
 }
@@ -136,6 +138,7 @@ fn assemble(
         shell: child.shell,
         kill_signal: child.kill_signal,
         kill_timeout,
+        max_time: child.max_time,
         leftovers: child.leftovers,
         containment: child.containment,
     };

@@ -644,8 +644,9 @@ const EXAMPLES: &[Block] = &[
 
 const HOLD_EXIT: &str =
     "COMMAND's own status when it ran and exited by itself; 75 (or `--conflict-exit-code`) \
-     when the lock was not acquired; 124 when it was lost and lockrun stopped COMMAND; 125 \
-     when lockrun itself failed.";
+     when the lock was not acquired; 123 when COMMAND ran its `--max-time` and lockrun \
+     stopped it; 124 when the lock was lost and lockrun stopped COMMAND; 125 when lockrun \
+     itself failed.";
 
 const SEE_EXIT_TABLE: &str = "The full table is under EXIT STATUS in lockrun(1).";
 

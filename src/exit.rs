@@ -26,6 +26,8 @@ pub enum Exit {
     Interrupted(Signal),
     /// The lock or slot was lost, so lockrun stopped the child.
     Lost,
+    /// The job ran its `--max-time`, so lockrun stopped the child.
+    TimeUp,
     /// lockrun itself failed (Consul unreachable, permission denied, conflict).
     Failure,
     /// COMMAND was found but could not be executed.
@@ -49,6 +51,10 @@ impl Exit {
         (
             "75",
             "not acquired: `--no-wait` or `--timeout` ran out (change with `--conflict-exit-code`)",
+        ),
+        (
+            "123",
+            "the job ran its `--max-time`, so lockrun stopped the child and released",
         ),
         (
             "124",
@@ -76,6 +82,7 @@ impl Exit {
             Exit::Usage => 2,
             Exit::NotAcquired(code) => code,
             Exit::Interrupted(signal) => 128u8.saturating_add(signal.number() as u8),
+            Exit::TimeUp => 123,
             Exit::Lost => 124,
             Exit::Failure => 125,
             Exit::CannotExecute => 126,

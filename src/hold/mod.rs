@@ -123,6 +123,8 @@ enum Outcome {
     Done(Exit),
     /// We held the lock and lost it.
     Lost,
+    /// We held the lock and stopped the job at its `--max-time`.
+    TimeUp,
     /// The lease went away while we waited: wait again with a new one.
     Retry,
 }
@@ -245,6 +247,14 @@ impl<E: Engine, G: Launch> Run<'_, E, G> {
                     service.status(&format!("lost `{}`; campaigning again", target.name()));
                 }
                 Outcome::Lost => break Exit::Lost,
+                Outcome::TimeUp if self.campaign => {
+                    tracing::info!(target: EVENT, lock = target.name(), "campaigning again");
+                    service.status(&format!(
+                        "stopped the job at --max-time; campaigning again for `{}`",
+                        target.name()
+                    ));
+                }
+                Outcome::TimeUp => break Exit::TimeUp,
                 Outcome::Retry => {}
             }
         };
@@ -521,7 +531,7 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
         let containment = self.config.child.containment;
         match ending {
             Ending::Lost(..) => hooks.run_logged(Event::Loss, &hook_env, containment).await,
-            Ending::Exited { .. } => {
+            Ending::Exited { .. } | Ending::TimeUp(_) => {
                 hooks
                     .run_logged(Event::Release, &hook_env, containment)
                     .await
@@ -773,7 +783,12 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
             beacon.lost(&lost);
             lost
         };
-        let ending = supervise::supervise(child, self.signals, lost, policy).await;
+        let time_up = async {
+            time_up(self.config.child.max_time).await;
+            // Before the stop begins: `/leader` and /metrics say so first.
+            beacon.time_up();
+        };
+        let ending = supervise::supervise(child, self.signals, lost, time_up, policy).await;
         // A lockrun that could not run past its deadline (stopped, starved,
         // suspended) may find the child already ended by the guard: the lock
         // was lost, whoever stopped the child.
@@ -865,7 +880,44 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
                 }
                 Outcome::Lost
             }
+            Ending::TimeUp(exit) => {
+                tracing::warn!(
+                    target: EVENT,
+                    lock = target,
+                    "the job ran --max-time {} and was stopped (status {}); released `{target}`",
+                    self.config
+                        .child
+                        .max_time
+                        .map(fmt_duration)
+                        .unwrap_or_default(),
+                    exit.code()
+                );
+                Outcome::TimeUp
+            }
         }
+    }
+}
+
+/// Ready once the job has run `max_time` from now, on the boot-time
+/// clock, so that a suspend counts; never without a `--max-time`.
+async fn time_up(max_time: Option<Duration>) {
+    let Some(max_time) = max_time else {
+        return std::future::pending().await;
+    };
+    let at = crate::clock::boottime() + max_time;
+    let boot = async {
+        match crate::clock::BootTimer::on_runtime() {
+            Ok(timer) => crate::clock::BootTimer::sleep_until(&timer, at).await,
+            // Without the timer, the monotonic clock below: only a suspend
+            // goes uncounted.
+            Err(_) => std::future::pending().await,
+        }
+    };
+    // The monotonic clock never runs ahead of the boot-time one; it is what
+    // paused time in tests moves.
+    tokio::select! {
+        () = boot => {}
+        () = tokio::time::sleep(max_time) => {}
     }
 }
 

@@ -33,11 +33,20 @@ pub enum Ending {
     },
     /// The lock was lost and we stopped the child.
     Lost(Lost, ChildExit),
+    /// The job ran its `--max-time` and we stopped the child.
+    TimeUp(ChildExit),
+}
+
+/// Why we are stopping the child, once we are.
+enum Stopping {
+    Lost(Lost),
+    TimeUp,
 }
 
 enum Event {
     Exited(ChildExit),
     Lost(Lost),
+    TimeUp,
     Signal(Signal),
     GraceOver,
 }
@@ -49,21 +58,26 @@ pub(super) fn is_shutdown(signal: Signal) -> bool {
     matches!(signal, Signal::Int | Signal::Term | Signal::Quit)
 }
 
+/// Runs the child until it exits, stopping it when `lost` says the lock
+/// is gone or `time_up` that the job has run its `--max-time`.
 pub async fn supervise(
     child: &mut impl Supervised,
     signals: &mut Signals,
     lost: impl Future<Output = Lost>,
+    time_up: impl Future<Output = ()>,
     policy: StopPolicy,
 ) -> Ending {
     tokio::pin!(lost);
+    tokio::pin!(time_up);
     let mut grace_ends: Option<Instant> = None;
     let mut forwarded = None;
     // Once the lock is lost the child is being stopped; we keep listening
     // for its exit and for signals, so that an INT or TERM from the user
     // still means "now" during the stop ladder.
-    let mut gone: Option<Lost> = None;
-    let ending = |gone: Option<Lost>, exit, forwarded| match gone {
-        Some(why) => Ending::Lost(why, exit),
+    let mut gone: Option<Stopping> = None;
+    let ending = |gone: Option<Stopping>, exit, forwarded| match gone {
+        Some(Stopping::Lost(why)) => Ending::Lost(why, exit),
+        Some(Stopping::TimeUp) => Ending::TimeUp(exit),
         None => Ending::Exited { exit, forwarded },
     };
     loop {
@@ -72,7 +86,8 @@ pub async fn supervise(
             // has already exited by itself reports its own status.
             biased;
             exit = child.wait() => Event::Exited(exit),
-            why = &mut lost, if gone.is_none() => Event::Lost(why),
+            why = &mut lost, if !matches!(gone, Some(Stopping::Lost(_))) => Event::Lost(why),
+            () = &mut time_up, if gone.is_none() => Event::TimeUp,
             signal = signals.recv() => Event::Signal(signal),
             _ = sleep_until(grace_ends) => Event::GraceOver,
         };
@@ -93,10 +108,24 @@ pub async fn supervise(
                 }
                 child.signal(policy.signal);
                 // A grace period already running (the user asked the child
-                // to stop) is not extended by the loss.
+                // to stop, or its time was up) is not extended by the loss.
                 let ends = Instant::now() + grace;
                 grace_ends = Some(grace_ends.map_or(ends, |at| at.min(ends)));
-                gone = Some(why);
+                gone = Some(Stopping::Lost(why));
+            }
+            Event::TimeUp => {
+                tracing::warn!(
+                    target: crate::logging::EVENT,
+                    "the job ran its --max-time; stopping the child ({} grace)",
+                    crate::duration::fmt_duration(policy.grace)
+                );
+                gone = Some(Stopping::TimeUp);
+                if policy.grace.is_zero() || policy.signal == Signal::Kill {
+                    return Ending::TimeUp(child.kill().await);
+                }
+                child.signal(policy.signal);
+                let ends = Instant::now() + policy.grace;
+                grace_ends = Some(grace_ends.map_or(ends, |at| at.min(ends)));
             }
             Event::Signal(signal) => {
                 tracing::info!("forwarding {signal} to the child");

@@ -82,6 +82,10 @@ struct Script {
     /// asked to.
     child_exits_after: Option<Duration>,
     release_takes: Duration,
+    /// `--max-time`.
+    max_time: Option<Duration>,
+    /// Whether the child lives on after SIGTERM (until SIGKILL).
+    child_ignores_term: bool,
     /// Which of the guard's steps fails: parking it, or starting COMMAND.
     guard_fails: Option<Phase>,
     /// Leases opened, claims acquired and children started so far: the
@@ -106,6 +110,8 @@ impl Script {
             claim_lost_after: None,
             child_exits_after: Some(Duration::from_secs(1)),
             release_takes: Duration::from_millis(100),
+            max_time: None,
+            child_ignores_term: false,
             guard_fails: None,
             leases: Cell::new(0),
             claims: Cell::new(0),
@@ -361,6 +367,9 @@ impl Supervised for FakeChild {
     /// A child that ends of the signal it is sent, as a shell reports it.
     fn signal(&mut self, signal: Signal) {
         self.script.log.note(&format!("child got {signal}"));
+        if self.script.child_ignores_term && signal == Signal::Term {
+            return;
+        }
         self.exit
             .get_or_insert(ChildExit::Code(128 + signal.number()));
     }
@@ -394,6 +403,7 @@ fn config(budget: Option<Budget>) -> HoldConfig {
             shell: false,
             kill_signal: Signal::Term,
             kill_timeout: Duration::from_secs(5),
+            max_time: None,
             leftovers: crate::child::LeftoversMode::Wait,
             containment: crate::child::ContainmentMode::Auto,
         },
@@ -429,7 +439,8 @@ async fn play_shared(
     min_hold: Option<Duration>,
 ) -> Result<Outcome, Failure> {
     let engine = FakeEngine(script.clone());
-    let config = config(budget);
+    let mut config = config(budget);
+    config.child.max_time = script.max_time;
     let service = Service {
         notify: None,
         min_hold,
@@ -622,6 +633,34 @@ async fn a_stop_while_the_child_runs_skips_min_hold() {
         "released at {:?}",
         log.at("releasing")
     );
+}
+
+/// `--max-time`: the job is stopped as on a loss, with the whole grace
+/// period, and the lock given up only after the child is gone; min-hold
+/// does not keep it.
+#[tokio::test(start_paused = true)]
+async fn a_job_past_max_time_is_stopped_then_released() {
+    for (ignores_term, stopped_at) in [(false, 11), (true, 16)] {
+        let log = Rc::new(Log::default());
+        let mut script = Script::new(&log);
+        script.child_exits_after = None;
+        script.max_time = Some(Duration::from_secs(10));
+        script.child_ignores_term = ignores_term;
+        let outcome = play(script, None, Some(Duration::from_secs(3600))).await;
+        assert_eq!(outcome, Outcome::TimeUp);
+        let names = log.names();
+        assert!(
+            names.contains(&"child got SIGTERM".to_string()),
+            "{names:?}"
+        );
+        // Acquired at 1 s, the child started then: TERM at 11 s, and
+        // SIGKILL after the 5 s grace where TERM did not end it.
+        assert_eq!(log.at("child got SIGTERM"), Duration::from_secs(11));
+        if ignores_term {
+            assert_eq!(log.at("child got SIGKILL"), Duration::from_secs(16));
+        }
+        assert_eq!(log.at("releasing"), Duration::from_secs(stopped_at));
+    }
 }
 
 #[tokio::test(start_paused = true)]

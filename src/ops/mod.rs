@@ -177,6 +177,8 @@ pub struct Snapshot {
     pub deadline: Option<Deadline>,
     pub acquisitions: u64,
     pub losses: BTreeMap<&'static str, u64>,
+    /// Times the job was stopped at its `--max-time`.
+    pub time_ups: u64,
     pub renewals: u64,
     pub renewal_failures: u64,
     pub renewal_buckets: [u64; RENEWAL_BUCKETS.len()],
@@ -281,6 +283,15 @@ impl Beacon {
         };
         self.update(|s| {
             *s.losses.entry(reason).or_default() += 1;
+            s.phase = Phase::Stopping;
+            s.since = Some(SystemTime::now());
+        });
+    }
+
+    /// The job ran its `--max-time` and is being stopped.
+    pub fn time_up(&self) {
+        self.update(|s| {
+            s.time_ups += 1;
             s.phase = Phase::Stopping;
             s.since = Some(SystemTime::now());
         });

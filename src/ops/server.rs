@@ -442,6 +442,12 @@ pub fn metrics(beacon: &Beacon, s: &Snapshot) -> String {
         &losses,
     );
     push(
+        "lockrun_max_time_stops_total",
+        "counter",
+        "Times COMMAND was stopped because it ran --max-time.",
+        &format!("lockrun_max_time_stops_total {}\n", s.time_ups),
+    );
+    push(
         "lockrun_renewals_total",
         "counter",
         "Lease renewals confirmed.",

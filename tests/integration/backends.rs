@@ -189,3 +189,58 @@ fn a_stop_request_reaches_the_child_and_ends_lockrun_by_it(place: &Place) {
     place.status(&output, 0, "the next run");
 }
 on_every_backend!(a_stop_request_reaches_the_child_and_ends_lockrun_by_it);
+
+/// Issue #43: `--max-time` stops a job that outlives it with the status
+/// of its own (123), the release hook runs, and the lock is free after.
+/// A zero time is a usage error that writes nothing.
+fn a_job_past_max_time_exits_123_and_releases(place: &Place) {
+    let key = place.key("max-time");
+    let work = scratch();
+    let hook = format!("touch {}/released", work.path().display());
+    let output = run(&mut place.lockrun(&[
+        "-v",
+        "elect",
+        "--max-time",
+        "500ms",
+        "--on-release",
+        &hook,
+        &key,
+        "--",
+        "sleep",
+        "60",
+    ]));
+    place.status(&output, 123, "a job past --max-time");
+    // `-v` says why the job ended.
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("ran --max-time 500ms and was stopped"),
+        "{output:?}"
+    );
+    assert!(work.path().join("released").exists(), "no release hook");
+    let output = run(&mut place.lockrun(&["leader", &key]));
+    place.status(&output, 1, "leader after the stop");
+    let output = run(&mut place.lockrun(&["elect", "--max-time", "0", &key, "--", "true"]));
+    place.status(&output, 2, "--max-time 0");
+    // A campaigner whose job ran its time campaigns again: its job starts
+    // a second time, and a stop ends the run as ever.
+    let runs = work.path().join("runs");
+    let mut cmd = place.lockrun(&[
+        "elect",
+        "--campaign",
+        "--max-time",
+        "300ms",
+        &key,
+        "--shell",
+        "--",
+        "echo run >> \"$1\"; exec sleep 60",
+    ]);
+    cmd.arg(&runs);
+    let campaigner = Running::spawn(&mut cmd);
+    let twice = crate::procs::wait_until(
+        std::time::Instant::now() + std::time::Duration::from_secs(30),
+        || std::fs::read_to_string(&runs).is_ok_and(|t| t.lines().count() >= 2),
+    );
+    campaigner.signal(Signal::SIGTERM);
+    let output = campaigner.finish();
+    assert!(twice, "the campaigner's job did not run again: {output:?}");
+}
+on_every_backend!(a_job_past_max_time_exits_123_and_releases);

@@ -143,6 +143,8 @@ enum End {
     /// SIGKILL to the holder's guard alone, as an operator's `kill -9` or
     /// the OOM killer sends it.
     KillGuard,
+    /// The job runs past `--max-time`.
+    MaxTime,
 }
 
 /// A rival waiting for KEY whose command notes when it started.
@@ -182,6 +184,9 @@ fn contained(place: &Place, mode: Mode, name: &str, script: &str, end: End) {
     let work = scratch();
     let mut args = vec!["elect", &key];
     args.extend(mode.flags());
+    if end == End::MaxTime {
+        args.extend(["--max-time", "2s"]);
+    }
     args.extend(["--shell", "--", script]);
     let mut cmd = place.lockrun(&args);
     cmd.arg(work.path());
@@ -203,8 +208,12 @@ fn contained(place: &Place, mode: Mode, name: &str, script: &str, end: End) {
         }
         End::Signal(signal) => holder.signal(signal),
         End::KillGuard => kill_the_guard_of(holder.pid()),
+        End::MaxTime => {}
     }
     let output = holder.finish();
+    if end == End::MaxTime {
+        place.status(&output, 123, "the holder past --max-time");
+    }
     let holder_ended = crate::support::now_ns();
     let started = rival.started(place);
     mode.check(&String::from_utf8_lossy(&output.stderr));
@@ -265,6 +274,13 @@ fn a_fork_loop_is_gone_after_sigkill_to_lockrun(place: &Place, mode: Mode) {
     );
 }
 on_every_backend!(a_fork_loop_is_gone_after_sigkill_to_lockrun);
+
+/// Issue #43: a job that runs past `--max-time` is stopped as on a loss,
+/// its daemon with it, before the lock is given up.
+fn a_daemon_past_max_time_is_gone_before_the_rival(place: &Place, mode: Mode) {
+    contained(place, mode, "max-time", DAEMONIZE, End::MaxTime);
+}
+on_every_backend!(a_daemon_past_max_time_is_gone_before_the_rival);
 
 /// Issue #45: the guard SIGKILLed alone used to leave its orphans to init,
 /// and lockrun, seeing its guard gone, released the lock while the daemon
@@ -656,7 +672,7 @@ fn postgres_is_the_job(place: &Place, mode: Mode, end: End) {
         }
         End::Signal(signal) => holder.signal(signal),
         End::KillGuard => kill_the_guard_of(holder.pid()),
-        End::ByItself => unreachable!("postgres runs until stopped"),
+        End::ByItself | End::MaxTime => unreachable!("postgres runs until stopped"),
     }
     let output = holder.finish();
     place.status(&rival.finish(), 0, "the rival");
