@@ -627,7 +627,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__elect)
-            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -719,6 +719,22 @@ _lockrun() {
                     ;;
                 --on-release)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-jeopardy)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --warn-before)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --warn-signal)
+                    COMPREPLY=($(compgen -W "HUP INT QUIT ABRT KILL USR1 USR2 ALRM TERM" -- "${cur}"))
+                    return 0
+                    ;;
+                --warn-clear-signal)
+                    COMPREPLY=($(compgen -W "HUP INT QUIT ABRT KILL USR1 USR2 ALRM TERM" -- "${cur}"))
                     return 0
                     ;;
                 --hook-timeout)
@@ -1049,7 +1065,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__explain__subcmd__elect)
-            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1141,6 +1157,22 @@ _lockrun() {
                     ;;
                 --on-release)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-jeopardy)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --warn-before)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --warn-signal)
+                    COMPREPLY=($(compgen -W "HUP INT QUIT ABRT KILL USR1 USR2 ALRM TERM" -- "${cur}"))
+                    return 0
+                    ;;
+                --warn-clear-signal)
+                    COMPREPLY=($(compgen -W "HUP INT QUIT ABRT KILL USR1 USR2 ALRM TERM" -- "${cur}"))
                     return 0
                     ;;
                 --hook-timeout)
@@ -1362,7 +1394,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__explain__subcmd__semaphore)
-            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1462,6 +1494,22 @@ _lockrun() {
                     ;;
                 --on-release)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-jeopardy)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --warn-before)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --warn-signal)
+                    COMPREPLY=($(compgen -W "HUP INT QUIT ABRT KILL USR1 USR2 ALRM TERM" -- "${cur}"))
+                    return 0
+                    ;;
+                --warn-clear-signal)
+                    COMPREPLY=($(compgen -W "HUP INT QUIT ABRT KILL USR1 USR2 ALRM TERM" -- "${cur}"))
                     return 0
                     ;;
                 --hook-timeout)
@@ -2516,7 +2564,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__semaphore)
-            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2616,6 +2664,22 @@ _lockrun() {
                     ;;
                 --on-release)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --on-jeopardy)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --warn-before)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --warn-signal)
+                    COMPREPLY=($(compgen -W "HUP INT QUIT ABRT KILL USR1 USR2 ALRM TERM" -- "${cur}"))
+                    return 0
+                    ;;
+                --warn-clear-signal)
+                    COMPREPLY=($(compgen -W "HUP INT QUIT ABRT KILL USR1 USR2 ALRM TERM" -- "${cur}"))
                     return 0
                     ;;
                 --hook-timeout)

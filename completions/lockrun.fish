@@ -95,6 +95,26 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l status-addr -d
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l on-acquire -d 'Run CMD with `sh -c` once the lock is held, before COMMAND' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l on-loss -d 'Run CMD with `sh -c` after COMMAND was stopped on a loss' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l on-release -d 'Run CMD with `sh -c` after COMMAND exited and the lock was released' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l on-jeopardy -d 'Run CMD with `sh -c` when the lease goes into jeopardy (see --warn-before)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l warn-before -d 'Warn the job when the lease has gone unconfirmed until DURATION before COMMAND\'s stop would begin' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l warn-signal -d 'Signal to COMMAND\'s tree when the lease goes into jeopardy [default: none]' -r -f -a "HUP\t''
+INT\t''
+QUIT\t''
+ABRT\t''
+KILL\t''
+USR1\t''
+USR2\t''
+ALRM\t''
+TERM\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l warn-clear-signal -d 'Signal to COMMAND\'s tree when a renewal ends the jeopardy [default: none]' -r -f -a "HUP\t''
+INT\t''
+QUIT\t''
+ABRT\t''
+KILL\t''
+USR1\t''
+USR2\t''
+ALRM\t''
+TERM\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l hook-timeout -d 'How long a hook may run before its whole process group is killed' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
@@ -159,6 +179,26 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l status-add
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l on-acquire -d 'Run CMD with `sh -c` once the lock is held, before COMMAND' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l on-loss -d 'Run CMD with `sh -c` after COMMAND was stopped on a loss' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l on-release -d 'Run CMD with `sh -c` after COMMAND exited and the lock was released' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l on-jeopardy -d 'Run CMD with `sh -c` when the lease goes into jeopardy (see --warn-before)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l warn-before -d 'Warn the job when the lease has gone unconfirmed until DURATION before COMMAND\'s stop would begin' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l warn-signal -d 'Signal to COMMAND\'s tree when the lease goes into jeopardy [default: none]' -r -f -a "HUP\t''
+INT\t''
+QUIT\t''
+ABRT\t''
+KILL\t''
+USR1\t''
+USR2\t''
+ALRM\t''
+TERM\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l warn-clear-signal -d 'Signal to COMMAND\'s tree when a renewal ends the jeopardy [default: none]' -r -f -a "HUP\t''
+INT\t''
+QUIT\t''
+ABRT\t''
+KILL\t''
+USR1\t''
+USR2\t''
+ALRM\t''
+TERM\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l hook-timeout -d 'How long a hook may run before its whole process group is killed' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
@@ -462,6 +502,26 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l on-acquire -d 'Run CMD with `sh -c` once the lock is held, before COMMAND' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l on-loss -d 'Run CMD with `sh -c` after COMMAND was stopped on a loss' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l on-release -d 'Run CMD with `sh -c` after COMMAND exited and the lock was released' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l on-jeopardy -d 'Run CMD with `sh -c` when the lease goes into jeopardy (see --warn-before)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l warn-before -d 'Warn the job when the lease has gone unconfirmed until DURATION before COMMAND\'s stop would begin' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l warn-signal -d 'Signal to COMMAND\'s tree when the lease goes into jeopardy [default: none]' -r -f -a "HUP\t''
+INT\t''
+QUIT\t''
+ABRT\t''
+KILL\t''
+USR1\t''
+USR2\t''
+ALRM\t''
+TERM\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l warn-clear-signal -d 'Signal to COMMAND\'s tree when a renewal ends the jeopardy [default: none]' -r -f -a "HUP\t''
+INT\t''
+QUIT\t''
+ABRT\t''
+KILL\t''
+USR1\t''
+USR2\t''
+ALRM\t''
+TERM\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l hook-timeout -d 'How long a hook may run before its whole process group is killed' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
@@ -526,6 +586,26 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l on-acquire -d 'Run CMD with `sh -c` once the lock is held, before COMMAND' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l on-loss -d 'Run CMD with `sh -c` after COMMAND was stopped on a loss' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l on-release -d 'Run CMD with `sh -c` after COMMAND exited and the lock was released' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l on-jeopardy -d 'Run CMD with `sh -c` when the lease goes into jeopardy (see --warn-before)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l warn-before -d 'Warn the job when the lease has gone unconfirmed until DURATION before COMMAND\'s stop would begin' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l warn-signal -d 'Signal to COMMAND\'s tree when the lease goes into jeopardy [default: none]' -r -f -a "HUP\t''
+INT\t''
+QUIT\t''
+ABRT\t''
+KILL\t''
+USR1\t''
+USR2\t''
+ALRM\t''
+TERM\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l warn-clear-signal -d 'Signal to COMMAND\'s tree when a renewal ends the jeopardy [default: none]' -r -f -a "HUP\t''
+INT\t''
+QUIT\t''
+ABRT\t''
+KILL\t''
+USR1\t''
+USR2\t''
+ALRM\t''
+TERM\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l hook-timeout -d 'How long a hook may run before its whole process group is killed' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'

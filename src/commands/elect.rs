@@ -49,6 +49,9 @@ pub fn prepare<B: Backend>(
         &args.child,
         env,
     )?;
+    if let Some(warning) = crate::ops::Warning::from_args(&args.ops)? {
+        warning.check(config.budget.as_ref())?;
+    }
     // Last: a bad --status-addr is refused like any flag, but binding it is
     // the one check that holds something.
     let ops = crate::ops::Ops::prepare(&args.ops, B::NAME, &args.key)?;

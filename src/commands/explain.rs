@@ -34,6 +34,8 @@ struct Promise {
     clock: Option<ClockState>,
     kill_timeout: Duration,
     kill_signal: String,
+    /// `--warn-before`, checked against the budget.
+    warning: Option<crate::ops::Warning>,
 }
 
 pub fn run<B: Backend>(pick: &Pick<B>, args: ExplainArgs, env: &dyn Env) -> Result<Exit, Failure> {
@@ -51,8 +53,9 @@ pub fn run<B: Backend>(pick: &Pick<B>, args: ExplainArgs, env: &dyn Env) -> Resu
                 env,
             )?;
             crate::hold::Service::new(&a.service)?;
+            let warning = warning(&a.ops, &config)?;
             let bound = a.session.clock_rate_error;
-            promise::<B>(config::LEADER, a.key, bound, &config)
+            promise::<B>(config::LEADER, a.key, bound, &config, warning)
         }
         ExplainWhat::Semaphore(mut a) => {
             runnable(&mut a.child);
@@ -67,8 +70,9 @@ pub fn run<B: Backend>(pick: &Pick<B>, args: ExplainArgs, env: &dyn Env) -> Resu
                 env,
             )?;
             crate::hold::Service::new(&a.service)?;
+            let warning = warning(&a.ops, &config)?;
             let bound = a.session.clock_rate_error;
-            promise::<B>(config::SEMAPHORE, prefix, bound, &config)
+            promise::<B>(config::SEMAPHORE, prefix, bound, &config, warning)
         }
     };
     let text = if json {
@@ -78,6 +82,18 @@ pub fn run<B: Backend>(pick: &Pick<B>, args: ExplainArgs, env: &dyn Env) -> Resu
     };
     println!("{text}");
     Ok(Exit::Success)
+}
+
+/// `--warn-before`, refused as `elect` and `semaphore` refuse it.
+fn warning(
+    ops: &crate::ops::OpsArgs,
+    config: &config::HoldConfig,
+) -> Result<Option<crate::ops::Warning>, Failure> {
+    let warning = crate::ops::Warning::from_args(ops)?;
+    if let Some(w) = &warning {
+        w.check(config.budget.as_ref())?;
+    }
+    Ok(warning)
 }
 
 /// COMMAND is optional here: without one we validate as if a shell ran
@@ -94,6 +110,7 @@ fn promise<B: Backend>(
     key: String,
     rate_bound: Ppm,
     c: &config::HoldConfig,
+    warning: Option<crate::ops::Warning>,
 ) -> Promise {
     let ends_early = c.budget.is_some_and(|b| b.ends_early);
     Promise {
@@ -107,6 +124,7 @@ fn promise<B: Backend>(
         clock: c.budget.and_then(|_| clock::state()),
         kill_timeout: c.child.kill_timeout,
         kill_signal: c.child.kill_signal.name().to_string(),
+        warning,
     }
 }
 
@@ -175,6 +193,9 @@ impl Promise {
             "kill_timeout_ms": ms(self.kill_timeout),
             "renew_every_ms": d(Budget::renew_every),
             "kill_signal_after_ms": d(Budget::stop_after),
+            "warning_after_ms": b
+                .zip(self.warning)
+                .map(|(b, w)| ms(b.stop_after().saturating_sub(w.before))),
             "killed_by_ms": d(Budget::killed_by),
             "rival_after_ms": d(Budget::rival_after),
             "margin_ms": d(Budget::slack),
@@ -220,6 +241,20 @@ impl Promise {
                     "renewal",
                     format!("every {}", fmt_duration(b.renew_every())),
                 );
+                if let Some(w) = self.warning {
+                    let signal = w
+                        .signal
+                        .map_or(String::new(), |s| format!("SIG{} to the job, ", s.name()));
+                    line(
+                        &mut out,
+                        "jeopardy",
+                        format!(
+                            "{signal}--on-jeopardy and /status {} {t0} (--warn-before {})",
+                            fmt_duration(b.stop_after().saturating_sub(w.before)),
+                            fmt_duration(w.before)
+                        ),
+                    );
+                }
                 line(
                     &mut out,
                     "kill signal",

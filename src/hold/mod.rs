@@ -512,7 +512,7 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
                 return Err(failure);
             }
         };
-        let ending = self.run(&mut child, &mut held).await;
+        let ending = self.run(&mut child, &mut held, &hook_env).await;
         if let Ending::Exited { forwarded, .. } = ending {
             beacon.stopping();
             // A stop we passed on to the child is a stop of the whole run:
@@ -761,7 +761,12 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
 
     /// Runs the child until it exits or the lock is lost (the lease runs
     /// out, the engine's watch says so, an operator releases it).
-    async fn run(&mut self, child: &mut G::Child, held: &mut Held<E::Claim, E::Lease>) -> Ending {
+    async fn run(
+        &mut self,
+        child: &mut G::Child,
+        held: &mut Held<E::Claim, E::Lease>,
+        hook_env: &[(OsString, OsString)],
+    ) -> Ending {
         let policy = self.stop_policy();
         let notifier = self.service.notifier();
         let released = &mut *self.released;
@@ -772,8 +777,21 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
             ..
         } = held;
         let beacon = &self.service.ops.beacon;
+        let (warn, mut warnings) = tokio::sync::mpsc::unbounded_channel();
+        let containment = self.config.child.containment;
+        // An --on-jeopardy hook still running when the hold ends is stopped
+        // before the lock is given up, as every hook is.
+        let jeopardy_hook = tokio::sync::Mutex::new(None);
+        let jeopardy = Jeopardy {
+            ops: &self.service.ops,
+            hook_env,
+            containment,
+            warn,
+            hook: &jeopardy_hook,
+        };
         let lost = async {
             let lost = tokio::select! {
+                never = jeopardy.watch() => match never {},
                 lost = keep(countdown, lease) => lost,
                 lost = claim.watch() => lost,
                 _ = released.recv() => Lost::Released("an operator released the lock (`lockrun release`)".into()),
@@ -788,7 +806,12 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
             // Before the stop begins: `/leader` and /metrics say so first.
             beacon.time_up();
         };
-        let ending = supervise::supervise(child, self.signals, lost, time_up, policy).await;
+        let ending =
+            supervise::supervise(child, self.signals, lost, time_up, &mut warnings, policy).await;
+        if let Some(mut hook) = jeopardy_hook.lock().await.take() {
+            hook.stop().await;
+        }
+        beacon.jeopardy(false);
         // A lockrun that could not run past its deadline (stopped, starved,
         // suspended) may find the child already ended by the guard: the lock
         // was lost, whoever stopped the child.
@@ -895,6 +918,102 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
                 Outcome::TimeUp
             }
         }
+    }
+}
+
+/// `--warn-before`: watches the deadline the countdown publishes, and
+/// when the lease has gone unconfirmed until `before` ahead of it, puts the
+/// job in jeopardy (the `--warn-signal` to `warn`, which the supervisor
+/// passes on, `--on-jeopardy`, the beacon); a renewal that moves the
+/// deadline out again ends it (`--warn-clear-signal`). It never returns,
+/// and only ever waits: the stop is the countdown's alone.
+struct Jeopardy<'a> {
+    ops: &'a crate::ops::Ops,
+    hook_env: &'a [(OsString, OsString)],
+    containment: ContainmentMode,
+    warn: tokio::sync::mpsc::UnboundedSender<Signal>,
+    /// The `--on-jeopardy` hook while it runs.
+    hook: &'a tokio::sync::Mutex<Option<crate::ops::hooks::Running>>,
+}
+
+impl Jeopardy<'_> {
+    async fn watch(&self) -> Infallible {
+        let (ops, warn) = (self.ops, &self.warn);
+        let Some(warning) = ops.warning else {
+            return std::future::pending().await;
+        };
+        let mut published = ops.beacon.subscribe();
+        let mut in_jeopardy = false;
+        loop {
+            let deadline = published.borrow_and_update().deadline;
+            if let Some(deadline) = deadline {
+                let left = deadline.left();
+                if in_jeopardy && left > warning.before {
+                    in_jeopardy = false;
+                    ops.beacon.jeopardy(false);
+                    tracing::info!(
+                        target: EVENT,
+                        "a renewal was confirmed: out of jeopardy, {} left",
+                        fmt_duration(left)
+                    );
+                    if let Some(signal) = warning.clear {
+                        let _ = warn.send(signal);
+                    }
+                } else if !in_jeopardy {
+                    let warn_in = left.saturating_sub(warning.before);
+                    tokio::select! {
+                        () = tokio::time::sleep(warn_in) => {}
+                        changed = published.changed() => {
+                            if changed.is_err() {
+                                return std::future::pending().await;
+                            }
+                            continue;
+                        }
+                    }
+                    in_jeopardy = true;
+                    ops.beacon.jeopardy(true);
+                    tracing::warn!(
+                        target: EVENT,
+                        "the lease is in jeopardy: unconfirmed, {} left before COMMAND is stopped",
+                        fmt_duration(deadline.left())
+                    );
+                    if let Some(signal) = warning.signal {
+                        let _ = warn.send(signal);
+                    }
+                    self.run_hook().await;
+                    continue;
+                }
+            }
+            if published.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    }
+
+    /// Runs `--on-jeopardy` to its end or `--hook-timeout`, kept where
+    /// [`Round::run`] stops it if the hold ends first.
+    async fn run_hook(&self) {
+        use crate::ops::hooks::Event;
+        let mut slot = self.hook.lock().await;
+        match self
+            .ops
+            .hooks
+            .start(Event::Jeopardy, self.hook_env, self.containment)
+        {
+            Ok(Some(hook)) => *slot = Some(hook),
+            Ok(None) => return,
+            Err(why) => {
+                tracing::warn!(hook = Event::Jeopardy.name(), "{why}");
+                return;
+            }
+        }
+        if let Some(hook) = slot.as_mut() {
+            match hook.finish().await {
+                Ok(()) => tracing::info!(hook = Event::Jeopardy.name(), "--on-jeopardy finished"),
+                Err(why) => tracing::warn!(hook = Event::Jeopardy.name(), "{why}"),
+            }
+        }
+        *slot = None;
     }
 }
 

@@ -48,6 +48,7 @@ enum Event {
     Lost(Lost),
     TimeUp,
     Signal(Signal),
+    Warn(Signal),
     GraceOver,
 }
 
@@ -59,12 +60,14 @@ pub(super) fn is_shutdown(signal: Signal) -> bool {
 }
 
 /// Runs the child until it exits, stopping it when `lost` says the lock
-/// is gone or `time_up` that the job has run its `--max-time`.
+/// is gone or `time_up` that the job has run its `--max-time`, and passing
+/// it the `warnings` (`--warn-signal`) until then.
 pub async fn supervise(
     child: &mut impl Supervised,
     signals: &mut Signals,
     lost: impl Future<Output = Lost>,
     time_up: impl Future<Output = ()>,
+    warnings: &mut tokio::sync::mpsc::UnboundedReceiver<Signal>,
     policy: StopPolicy,
 ) -> Ending {
     tokio::pin!(lost);
@@ -89,6 +92,7 @@ pub async fn supervise(
             why = &mut lost, if !matches!(gone, Some(Stopping::Lost(_))) => Event::Lost(why),
             () = &mut time_up, if gone.is_none() => Event::TimeUp,
             signal = signals.recv() => Event::Signal(signal),
+            Some(signal) = warnings.recv(), if gone.is_none() => Event::Warn(signal),
             _ = sleep_until(grace_ends) => Event::GraceOver,
         };
         match event {
@@ -138,6 +142,10 @@ pub async fn supervise(
                     }
                     grace_ends = Some(Instant::now() + policy.grace);
                 }
+            }
+            Event::Warn(signal) => {
+                tracing::info!("sending {signal} to the child (--warn-before)");
+                child.signal(signal);
             }
             Event::GraceOver => {
                 tracing::warn!(

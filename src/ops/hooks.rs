@@ -44,6 +44,8 @@ pub enum Event {
     Acquire,
     Loss,
     Release,
+    /// The lease went unconfirmed past `--warn-before` of the deadline.
+    Jeopardy,
 }
 
 impl Event {
@@ -52,6 +54,7 @@ impl Event {
             Event::Acquire => "acquire",
             Event::Loss => "loss",
             Event::Release => "release",
+            Event::Jeopardy => "jeopardy",
         }
     }
 
@@ -60,6 +63,7 @@ impl Event {
             Event::Acquire => "--on-acquire",
             Event::Loss => "--on-loss",
             Event::Release => "--on-release",
+            Event::Jeopardy => "--on-jeopardy",
         }
     }
 }
@@ -70,6 +74,7 @@ pub struct Hooks {
     on_acquire: Option<String>,
     on_loss: Option<String>,
     on_release: Option<String>,
+    on_jeopardy: Option<String>,
     timeout: Duration,
 }
 
@@ -79,6 +84,7 @@ impl Hooks {
             ("--on-acquire", &args.on_acquire),
             ("--on-loss", &args.on_loss),
             ("--on-release", &args.on_release),
+            ("--on-jeopardy", &args.on_jeopardy),
         ] {
             if cmd.as_deref().is_some_and(|c| c.trim().is_empty()) {
                 return Err(Failure::Usage(format!(
@@ -95,6 +101,7 @@ impl Hooks {
             on_acquire: args.on_acquire.clone(),
             on_loss: args.on_loss.clone(),
             on_release: args.on_release.clone(),
+            on_jeopardy: args.on_jeopardy.clone(),
             timeout: args.hook_timeout,
         })
     }
@@ -108,6 +115,7 @@ impl Hooks {
             Event::Acquire => self.on_acquire.as_deref(),
             Event::Loss => self.on_loss.as_deref(),
             Event::Release => self.on_release.as_deref(),
+            Event::Jeopardy => self.on_jeopardy.as_deref(),
         }
     }
 

@@ -24,6 +24,7 @@ use tokio::time::Instant;
 use crate::backend::Lost;
 use crate::duration::parse_duration;
 use crate::error::Failure;
+use crate::signals::Signal;
 
 /// The variable that tells COMMAND (and hooks) where the status endpoint is.
 pub const STATUS_VARIABLE: &str = "LOCKRUN_STATUS";
@@ -56,6 +57,28 @@ pub struct OpsArgs {
     /// Run CMD with `sh -c` after COMMAND exited and the lock was released.
     #[arg(long, value_name = "CMD")]
     pub on_release: Option<String>,
+    /// Run CMD with `sh -c` when the lease goes into jeopardy (see
+    /// --warn-before).
+    #[arg(long, hide_short_help = true, value_name = "CMD", requires = "warn_before")]
+    pub on_jeopardy: Option<String>,
+    /// Warn the job when the lease has gone unconfirmed until DURATION
+    /// before COMMAND's stop would begin.
+    ///
+    /// The job is then in jeopardy: --warn-signal goes to its whole tree,
+    /// --on-jeopardy runs, and /status says so with the time left; a
+    /// confirmed renewal ends it (--warn-clear-signal). The stop at the
+    /// deadline is never delayed. It must be shorter than the stop window
+    /// less one renewal period, or every gap between renewals would warn.
+    #[arg(long, hide_short_help = true, value_parser = parse_duration, value_name = "DURATION")]
+    pub warn_before: Option<Duration>,
+    /// Signal to COMMAND's tree when the lease goes into jeopardy [default:
+    /// none].
+    #[arg(long, hide_short_help = true, value_name = "SIGNAL", value_parser = crate::signals::SignalParser, requires = "warn_before")]
+    pub warn_signal: Option<Signal>,
+    /// Signal to COMMAND's tree when a renewal ends the jeopardy [default:
+    /// none].
+    #[arg(long, hide_short_help = true, value_name = "SIGNAL", value_parser = crate::signals::SignalParser, requires = "warn_before")]
+    pub warn_clear_signal: Option<Signal>,
     /// How long a hook may run before its whole process group is killed.
     #[arg(long, hide_short_help = true, value_parser = parse_duration, value_name = "DURATION", default_value = "30s")]
     pub hook_timeout: Duration,
@@ -65,6 +88,8 @@ pub struct OpsArgs {
 #[derive(Debug)]
 pub struct Ops {
     pub beacon: Beacon,
+    /// `--warn-before` and its signals.
+    pub warning: Option<Warning>,
     listener: Mutex<Option<server::Bound>>,
     endpoint: Option<String>,
     pub hooks: hooks::Hooks,
@@ -83,8 +108,10 @@ impl Ops {
             tracing::info!("serving /status, /leader and /metrics on {endpoint}");
         }
         let hooks = hooks::Hooks::new(args)?;
+        let warning = Warning::from_args(args)?;
         Ok(Ops {
             beacon: Beacon::new(backend, key),
+            warning,
             listener: Mutex::new(bound),
             endpoint,
             hooks,
@@ -95,6 +122,7 @@ impl Ops {
     pub fn none() -> Ops {
         Ops {
             beacon: Beacon::new("test", "test"),
+            warning: None,
             listener: Mutex::new(None),
             endpoint: None,
             hooks: hooks::Hooks::default(),
@@ -121,6 +149,54 @@ impl Ops {
             .iter()
             .map(|e| (OsString::from(STATUS_VARIABLE), OsString::from(e)))
             .collect()
+    }
+}
+
+/// `--warn-before`: when the job is told that its lease is in jeopardy.
+#[derive(Debug, Clone, Copy)]
+pub struct Warning {
+    pub before: Duration,
+    pub signal: Option<Signal>,
+    pub clear: Option<Signal>,
+}
+
+impl Warning {
+    /// `--warn-before` and its signals, if given.
+    pub fn from_args(args: &OpsArgs) -> Result<Option<Warning>, Failure> {
+        match args.warn_before {
+            Some(before) if before.is_zero() => Err(Failure::Usage(
+                "--warn-before 0 would warn as the stop begins; give how long before it, e.g. 2s"
+                    .into(),
+            )),
+            Some(before) => Ok(Some(Warning {
+                before,
+                signal: args.warn_signal,
+                clear: args.warn_clear_signal,
+            })),
+            None => Ok(None),
+        }
+    }
+
+    /// Refuses a warning the hold's budget cannot give: none on an engine
+    /// whose claim cannot run out, and none so early that the ordinary
+    /// wait for the next renewal would reach it.
+    pub fn check(&self, budget: Option<&crate::backend::timing::Budget>) -> Result<(), Failure> {
+        let Some(budget) = budget else {
+            return Err(Failure::Usage(
+                "--warn-before: this backend's lock has no lease to run out, so there is nothing to warn of; leave it out".into(),
+            ));
+        };
+        let room = budget.stop_after().saturating_sub(budget.renew_every());
+        if self.before >= room {
+            return Err(Failure::Usage(format!(
+                "--warn-before {} would warn between ordinary renewals: the stop comes {} after the last confirmed renewal and renewals are {} apart; give less than {}, or a longer --ttl",
+                crate::duration::fmt_duration(self.before),
+                crate::duration::fmt_duration(budget.stop_after()),
+                crate::duration::fmt_duration(budget.renew_every()),
+                crate::duration::fmt_duration(room)
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -179,6 +255,8 @@ pub struct Snapshot {
     pub losses: BTreeMap<&'static str, u64>,
     /// Times the job was stopped at its `--max-time`.
     pub time_ups: u64,
+    /// Whether the lease has gone unconfirmed past `--warn-before`.
+    pub jeopardy: bool,
     pub renewals: u64,
     pub renewal_failures: u64,
     pub renewal_buckets: [u64; RENEWAL_BUCKETS.len()],
@@ -286,6 +364,16 @@ impl Beacon {
             s.phase = Phase::Stopping;
             s.since = Some(SystemTime::now());
         });
+    }
+
+    /// The lease went into jeopardy (`--warn-before`), or a renewal ended it.
+    pub fn jeopardy(&self, on: bool) {
+        self.update(|s| s.jeopardy = on);
+    }
+
+    /// Changes of what is published, for the hold loop's own watchers.
+    pub fn subscribe(&self) -> watch::Receiver<Snapshot> {
+        self.state.subscribe()
     }
 
     /// The job ran its `--max-time` and is being stopped.

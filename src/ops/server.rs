@@ -372,6 +372,7 @@ pub fn status_json(beacon: &Beacon, s: &Snapshot) -> String {
         "since": since,
         "lease_left_ms": left,
         "margin_ms": s.deadline.map(|d| d.margin.as_millis() as u64),
+        "jeopardy": s.jeopardy,
         "holder": s.holder,
         "value": s.value,
     });

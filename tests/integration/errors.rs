@@ -66,6 +66,33 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
     let bom = format!("{prefix}/\u{FEFF}leader");
     let mut cases = vec![
         case(&["elect", "", "--", "true"], 2, "key is empty"),
+        // Issue #44: a warning that could never come, or would come at
+        // every gap between renewals, or has no threshold.
+        case(
+            &["elect", "--warn-before", "0", k, "--", "true"],
+            2,
+            "--warn-before 0 would warn as the stop begins",
+        ),
+        case(
+            &["elect", "--warn-before", "8s", k, "--", "true"],
+            2,
+            "--warn-before 8s would warn between ordinary renewals",
+        ),
+        case(
+            &["elect", "--warn-signal", "USR1", k, "--", "true"],
+            2,
+            "--warn-before",
+        ),
+        case(
+            &["--backend", "local", "elect", "--warn-before", "1s", k, "--", "true"],
+            2,
+            "no lease to run out",
+        ),
+        case(
+            &["elect", "--max-time", "0", k, "--", "true"],
+            2,
+            "would stop the job as it starts",
+        ),
         case(&["elect", "/abs/key", "--", "true"], 2, "starts with `/`"),
         case(&["elect", "a//b", "--", "true"], 2, "`//`"),
         case(&["elect", "a/../b", "--", "true"], 2, "`..`"),

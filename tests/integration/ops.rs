@@ -998,3 +998,93 @@ fn consul_put_writes_nothing_inside_a_lock() {
         place.status(&running.finish(), 0, "a holder");
     }
 }
+
+/// Issue #44: a holder cut off from etcd warns its job before the stop:
+/// `--warn-signal` reaches the child `--warn-before` ahead of the TERM of
+/// the stop (the child's own timestamps), `--on-jeopardy` runs and
+/// `/status` says "jeopardy"; a restored link ends it with
+/// `--warn-clear-signal` and no stop. The stop itself comes on time.
+#[test]
+fn a_cut_off_holder_warns_its_job_before_the_stop_and_a_renewal_clears_it() {
+    let link = Link::new(etcd().endpoint.trim_start_matches("http://"));
+    let place = Place::etcd_at("ops-jeopardy", &link.http_addr());
+    let key = place.key("k");
+    let work = scratch();
+    let sock = sock(work.path());
+    let w = work.path().display().to_string();
+    let setup = format!(
+        "trap 'date +%s%N >> {w}/usr1' USR1; trap 'date +%s%N >> {w}/usr2' USR2; \
+         trap 'date +%s%N > {w}/term; exit 0' TERM;"
+    );
+    let on_jeopardy = format!("echo \"$LOCKRUN_HOOK\" >> {w}/hook");
+    let holder = place.heartbeat(
+        work.path(),
+        &setup,
+        &[
+            "elect",
+            "--ttl",
+            "5s",
+            "--kill-timeout",
+            "300ms",
+            "--warn-before",
+            "1500ms",
+            "--warn-signal",
+            "USR1",
+            "--warn-clear-signal",
+            "USR2",
+            "--on-jeopardy",
+            &on_jeopardy,
+            "--status-addr",
+            sock.to_str().unwrap(),
+            &key,
+        ],
+    );
+    let lines = |name: &str| -> Vec<u128> {
+        std::fs::read_to_string(work.path().join(name))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    };
+    let deadline = || Instant::now() + Duration::from_secs(20);
+    assert_eq!(status_json(&sock)["jeopardy"], false);
+    // Cut off, then restored once the job was warned.
+    link.freeze();
+    assert!(
+        wait_until(deadline(), || lines("usr1").len() == 1),
+        "no warning"
+    );
+    let status = status_json(&sock);
+    assert_eq!(status["jeopardy"], true, "{status}");
+    assert!(
+        wait_until(deadline(), || work.path().join("hook").exists()),
+        "no --on-jeopardy"
+    );
+    link.thaw();
+    assert!(
+        wait_until(deadline(), || lines("usr2").len() == 1),
+        "no clear signal"
+    );
+    assert_eq!(status_json(&sock)["jeopardy"], false);
+    assert!(
+        !work.path().join("term").exists(),
+        "stopped though the link came back"
+    );
+    // Cut off for good: warned again, then stopped on time.
+    link.freeze();
+    place.status(&holder.finish(), 124, "the cut-off holder");
+    let (warned, term) = (lines("usr1"), read_ns(&work.path().join("term")));
+    assert_eq!(warned.len(), 2, "{warned:?}");
+    let ahead = term.saturating_sub(warned[1]) / 1_000_000;
+    // Stated: 1500 ms ahead; each of the two signals reaches the shell's
+    // trap within its 10 ms sleep, on a loaded host later.
+    assert!(
+        warned[1] < term && ahead > 1000,
+        "the warning came {ahead} ms before the stop, not 1500"
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("hook")).unwrap(),
+        "jeopardy\njeopardy\n"
+    );
+    link.thaw();
+}
