@@ -1,0 +1,1 @@
+//! `--backend zookeeper` end to end beside Curator and kazoo, and its faults.
