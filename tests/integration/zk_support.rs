@@ -87,12 +87,19 @@ impl TestZk {
     }
 }
 
-fn srvr_mode(addr: &str) -> Option<String> {
+/// A four-letter command's answer (`srvr`, `cons`), `None` from a server
+/// that does not answer.
+pub fn four_letters(addr: &str, command: &str) -> Option<String> {
     let mut s = TcpStream::connect_timeout(&addr.parse().ok()?, Duration::from_millis(500)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    s.write_all(b"srvr").ok()?;
+    s.write_all(command.as_bytes()).ok()?;
     let mut text = String::new();
     s.read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+fn srvr_mode(addr: &str) -> Option<String> {
+    let text = four_letters(addr, "srvr")?;
     text.lines()
         .find_map(|l| l.strip_prefix("Mode: "))
         .map(|m| m.trim().to_owned())
@@ -155,7 +162,7 @@ fn launch(
             .keep();
         let mut cfg = format!(
             "tickTime=200\ninitLimit=20\nsyncLimit=5\ndataDir={}\nclientPort={}\nclientPortAddress={}\n\
-             maxSessionTimeout=30000\nadmin.enableServer=false\n4lw.commands.whitelist=srvr\n\
+             maxSessionTimeout=30000\nadmin.enableServer=false\n4lw.commands.whitelist=srvr,cons\n\
              maxClientCnxns=0\n",
             dir.join("data").display(),
             ports[i],
@@ -293,16 +300,5 @@ pub fn tree(hosts: &str, prefix: &str) -> Vec<String> {
             }
         }
         found
-    })
-}
-
-/// The contender nodes (ephemeral) under `/PREFIX`, for a test that
-/// checks nothing of a run is left holding.
-pub fn ephemerals(hosts: &str, prefix: &str) -> Vec<String> {
-    with_client(hosts, async |client| {
-        client
-            .list_ephemerals(&format!("/{prefix}"))
-            .await
-            .unwrap_or_default()
     })
 }

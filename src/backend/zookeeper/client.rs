@@ -29,8 +29,14 @@ pub fn open_acl() -> zk::Acls<'static> {
 /// first contact). Bounded: a server that takes the connection and stays
 /// silent costs at most the session timeout.
 pub async fn connect(config: &ZkConfig, timeout: Duration, eager: bool) -> Result<zk::Client, ZkError> {
+    // A server that stops answering (stopped, cut off) is given up after a
+    // sixth of the session timeout, not the client's default 2/5: lockrun
+    // stops the child well before the timeout runs out, and the move to
+    // another server (which may first try another silent one) must fit
+    // in what is left.
     let mut connector = zk::Client::connector()
         .with_session_timeout(timeout)
+        .with_connection_timeout((timeout / 6).max(Duration::from_millis(200)))
         .with_readonly(false);
     if let Some(digest) = &config.digest {
         connector = connector.with_auth("digest", digest.0.as_bytes());
