@@ -132,14 +132,14 @@ _lockrun() {
 
     case "${cmd}" in
         lockrun)
-            opts="-v -q -h -V --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help --version elect semaphore leader release completions man unit status check put explain help"
+            opts="-v -q -h -V --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help --version elect semaphore leader release completions man unit status check put explain help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -276,6 +276,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)
@@ -297,14 +316,14 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__check)
-            opts="-v -q -h --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-v -q -h --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -441,6 +460,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)
@@ -462,14 +500,14 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__completions)
-            opts="-v -q -h --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help bash elvish fish powershell zsh"
+            opts="-v -q -h --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -608,6 +646,25 @@ _lockrun() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
                 --lock-dir)
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
@@ -627,7 +684,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__elect)
-            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -722,7 +779,7 @@ _lockrun() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -859,6 +916,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)
@@ -880,14 +956,14 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__explain)
-            opts="-v -q -h --json --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help elect semaphore help"
+            opts="-v -q -h --json --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help elect semaphore help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -1026,6 +1102,25 @@ _lockrun() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
                 --lock-dir)
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
@@ -1045,7 +1140,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__explain__subcmd__elect)
-            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1140,7 +1235,7 @@ _lockrun() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -1277,6 +1372,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)
@@ -1354,7 +1468,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__explain__subcmd__semaphore)
-            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1457,7 +1571,7 @@ _lockrun() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -1594,6 +1708,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)
@@ -1825,7 +1958,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__leader)
-            opts="-v -q -h --json --wait --timeout --watch --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-v -q -h --json --wait --timeout --watch --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1836,7 +1969,7 @@ _lockrun() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -1973,6 +2106,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)
@@ -1994,7 +2146,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__man)
-            opts="-v -q -h --dir --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-v -q -h --dir --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2008,7 +2160,7 @@ _lockrun() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -2145,6 +2297,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)
@@ -2166,7 +2337,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__put)
-            opts="-v -q -h --sequencer --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-v -q -h --sequencer --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2177,7 +2348,7 @@ _lockrun() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -2314,6 +2485,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)
@@ -2335,7 +2525,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__release)
-            opts="-v -q -h --session --destroy-session --all --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-v -q -h --session --destroy-session --all --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2346,7 +2536,7 @@ _lockrun() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -2485,6 +2675,25 @@ _lockrun() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
                 --lock-dir)
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
@@ -2504,7 +2713,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__semaphore)
-            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2607,7 +2816,7 @@ _lockrun() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -2744,6 +2953,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)
@@ -2765,7 +2993,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__status)
-            opts="-v -q -h --status-addr --for --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-v -q -h --status-addr --for --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2780,7 +3008,7 @@ _lockrun() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -2917,6 +3145,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)
@@ -2938,7 +3185,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__unit)
-            opts="-v -q -h --description --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-v -q -h --description --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2949,7 +3196,7 @@ _lockrun() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -3086,6 +3333,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)

@@ -637,6 +637,14 @@ pub trait Backend: Sized {
     /// slot, on a lease the engine may end early or not.
     fn promise(lock: bool, ends_early: bool) -> PromiseText;
 
+    /// The tools a contender may use beside lockrun and still be excluded,
+    /// for `lockrun explain`'s last assumption. The default names the
+    /// backends' tools from before this was asked of each backend; a new
+    /// backend names its own.
+    fn peers() -> &'static str {
+        "`consul lock`, `etcdctl lock`, `flock` or the documented `pg_advisory_lock` id"
+    }
+
     /// The rules of `elect` and `semaphore`: the key, the lease flags and
     /// its own, into a budget and a plan. Sends nothing.
     fn hold_rules(

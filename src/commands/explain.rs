@@ -22,6 +22,8 @@ struct Promise {
     backend: &'static str,
     /// The backend's own words for its promise.
     text: PromiseText,
+    /// The tools that contend beside lockrun ([`Backend::peers`]).
+    peers: &'static str,
     kind: Kind,
     key: String,
     budget: Option<Budget>,
@@ -97,6 +99,7 @@ fn promise<B: Backend>(
     Promise {
         backend: B::NAME,
         text: B::promise(kind.lock, ends_early),
+        peers: B::peers(),
         kind,
         key,
         budget: c.budget,
@@ -151,7 +154,10 @@ impl Promise {
             ));
         }
         list.extend(self.text.engine.iter().map(|line| line.to_string()));
-        list.push("every contender uses lockrun, `consul lock`, `etcdctl lock`, `flock` or the documented `pg_advisory_lock` id on the same KEY and backend".to_string());
+        list.push(format!(
+            "every contender uses lockrun or {} on the same KEY and backend",
+            self.peers
+        ));
         list
     }
 

@@ -69,6 +69,10 @@ impl Backend for ZookeeperBackend {
         }
     }
 
+    fn peers() -> &'static str {
+        "Curator's `InterProcessMutex` (or `InterProcessSemaphoreV2`), go-zookeeper's lock, or kazoo's `Lock` with `extra_lock_patterns=[\"-lock-\"]`"
+    }
+
     /// A session timeout in whole seconds, and a budget with no delay
     /// after it: a rival takes the lock as soon as the session expires.
     fn hold_rules(

@@ -841,7 +841,19 @@ mod tests {
 
     #[test]
     fn holders_of_other_clients_are_named() {
-        let stat = zk::Stat::new_invalid();
+        let stat = zk::Stat {
+            czxid: 7,
+            mzxid: 7,
+            pzxid: 7,
+            ctime: 0,
+            mtime: 0,
+            version: 0,
+            cversion: 0,
+            aversion: 0,
+            ephemeral_owner: 1,
+            data_length: 0,
+            num_children: 0,
+        };
         let h = holder_of("/k", "_c_1-lock-0000000000", b"10.0.0.1", &stat, None);
         assert_eq!(h.value, None);
         assert!(String::from_utf8_lossy(&h.label()).contains("10.0.0.1"));
