@@ -40,12 +40,18 @@ impl Contender {
     }
 
     fn curator(hosts: &str, path: &str) -> Contender {
+        Contender::curator_with(hosts, path, &[])
+    }
+
+    /// `extra`: the semaphore's limit, for `InterProcessSemaphoreV2`.
+    fn curator_with(hosts: &str, path: &str, extra: &[&str]) -> Contender {
         let dir = scratch();
         let mut cmd = Command::new("java");
         cmd.args(["-Xmx64m", "-XX:TieredStopAtLevel=1", "-cp"])
             .arg(curator_classpath())
             .args(["CuratorRival", hosts, path])
-            .arg(dir.path());
+            .arg(dir.path())
+            .args(extra);
         Contender::start(cmd, dir)
     }
 
@@ -463,4 +469,158 @@ fn zookeeper_ensemble_faults_keep_the_hold_where_they_can_and_never_overlap() {
     let spans = [holder.span(), rival.span()];
     assert_eq!(max_overlap(spans), 1, "both ran at once: {spans:?}");
     assert!(holder.fences()[0].0 < rival.fences()[0].0, "fences grow");
+}
+
+/// Curator's `InterProcessSemaphoreV2` and lockrun's semaphore share the
+/// layout: two of each, limit 2, never more than two children at once.
+#[test]
+fn zookeeper_curator_semaphore_and_lockrun_share_the_limit() {
+    let hosts = zk_support::zk().addr.clone();
+    let key = zk_support::unique("curator-sem");
+    let path = format!("/{key}");
+    // lockrun first, so that the limit is stored before Curator comes.
+    let first = Contender::lockrun(&hosts, &["semaphore", "--limit", "2", "--ttl", "4s", &key]);
+    first.wait_started("the first lockrun");
+    let second = Contender::curator_with(&hosts, &path, &["2"]);
+    second.wait_started("Curator");
+    let mut waiting = vec![
+        Contender::curator_with(&hosts, &path, &["2"]),
+        Contender::lockrun(&hosts, &["semaphore", "--limit", "2", "--ttl", "4s", &key]),
+    ];
+    // Both queue: the admission lock and the leases say so.
+    wait_queued(&hosts, &format!("{key}/locks"), 1);
+    assert!(
+        waiting.iter().all(|c| !c.started()),
+        "a third held beside two"
+    );
+    let mut all = vec![first, second];
+    all.append(&mut waiting);
+    for c in &all {
+        c.go();
+    }
+    for c in &mut all {
+        let out = c.finish();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let spans: Vec<_> = all.iter().map(Contender::span).collect();
+    assert!(
+        max_overlap(spans.iter().copied()) <= 2,
+        "more than 2 at once: {spans:?}"
+    );
+}
+
+/// Every bad setting: one line, the documented status, and nothing
+/// written; an unreachable server is named with its port, at once.
+#[test]
+fn zookeeper_bad_settings_are_one_line_and_write_nothing() {
+    let hosts = zk_support::zk().addr.clone();
+    let key = zk_support::unique("bad");
+    let closed = format!("127.0.0.1:{}", crate::procs::free_port());
+    let no_chroot = format!("{hosts}/{}", zk_support::unique("no-chroot"));
+    let cases: Vec<(Vec<String>, Vec<(&str, &str)>, i32, &str)> = vec![
+        (
+            vec!["--zk-hosts".into(), "127.0.0.1".into()],
+            vec![],
+            125,
+            "without a port",
+        ),
+        (
+            vec!["--zk-hosts".into(), format!("{hosts}/a/")],
+            vec![],
+            125,
+            "not a ZooKeeper path",
+        ),
+        (
+            vec![],
+            vec![("ZOOKEEPER_HOSTS", "")],
+            2,
+            "ZOOKEEPER_HOSTS is set but empty",
+        ),
+        (
+            vec!["--zk-hosts".into(), hosts.clone()],
+            vec![("ZOOKEEPER_AUTH", "nopassword")],
+            125,
+            "user:password",
+        ),
+        (
+            vec![
+                "--zk-hosts".into(),
+                hosts.clone(),
+                "--zk-auth-file".into(),
+                "/nonexistent".into(),
+            ],
+            vec![],
+            125,
+            "--zk-auth-file",
+        ),
+        (
+            vec!["--zk-hosts".into(), closed.clone()],
+            vec![],
+            125,
+            closed.as_str(),
+        ),
+        (vec!["--zk-hosts".into(), no_chroot], vec![], 125, "chroot"),
+        (
+            vec![
+                "--zk-hosts".into(),
+                hosts.clone(),
+                "--ttl".into(),
+                "40s".into(),
+            ],
+            vec![],
+            2,
+            "at most 30s",
+        ),
+    ];
+    for (flags, env, code, says) in cases {
+        let mut cmd = bare(["--backend", "zookeeper"]);
+        let (global, ttl) = match flags.iter().position(|f| f == "--ttl") {
+            Some(at) => (&flags[..at], &flags[at..]),
+            None => (&flags[..], &[][..]),
+        };
+        cmd.args(global)
+            .arg("elect")
+            .args(ttl)
+            .args([&key, "--", "true"]);
+        for (k, v) in &env {
+            cmd.env(k, v);
+        }
+        let started = Instant::now();
+        let out = run(&mut cmd);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{flags:?} {env:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{flags:?}: {stderr}");
+        assert!(stderr.contains(says), "{flags:?} names `{says}`: {stderr}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{flags:?} took {:?}",
+            started.elapsed()
+        );
+    }
+    let key2 = zk_support::unique("bad-key");
+    let out = run(
+        bare(["--backend", "zookeeper", "--zk-hosts", &hosts]).args([
+            "elect",
+            "zookeeper/quota",
+            "--",
+            "true",
+        ]),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left = zk_support::tree(&hosts, key.split('/').next().unwrap());
+    assert!(
+        !left
+            .iter()
+            .any(|p| p.contains(&key) || p.contains("no-chroot") || p.contains(&key2)),
+        "something was written: {left:?}"
+    );
 }

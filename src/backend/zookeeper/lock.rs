@@ -121,10 +121,15 @@ pub fn new_uuid() -> String {
 /// `creatingParentContainersIfNeeded` does.
 pub async fn make_dirs(client: &zk::Client, path: &str) -> Result<(), ZkError> {
     let options = zk::CreateMode::Container.with_acls(open_acl());
-    client
-        .mkdir(path, &options)
-        .await
-        .map_err(|e| ZkError::of(&format!("creating `{path}`"), e))
+    match client.mkdir(path, &options).await {
+        Ok(()) => Ok(()),
+        // Only the chroot itself can be missing: mkdir makes the rest.
+        Err(zk::Error::NoNode) => Err(ZkError::Failed {
+            what: format!("creating `{path}`"),
+            cause: "the chroot of the connect string does not exist; create it, or drop it from --zk-hosts (ZOOKEEPER_HOSTS)".into(),
+        }),
+        Err(e) => Err(ZkError::of(&format!("creating `{path}`"), e)),
+    }
 }
 
 /// Our contender node, created in `dir` as `_c_<uuid>-<name><seq>`: its
