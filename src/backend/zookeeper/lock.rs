@@ -175,6 +175,12 @@ async fn riding_lost(
     protected: &str,
 ) -> Result<Option<(String, zk::Stat)>, ZkError> {
     for _ in 0..20 {
+        // The server we reconnected to may lag behind the one that took
+        // the create: catch up with the leader first.
+        if client.sync(dir).await.is_err() {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            continue;
+        }
         match client.list_children(dir).await {
             Ok(children) => {
                 let Some(ours) = children.into_iter().find(|c| c.starts_with(protected)) else {

@@ -167,6 +167,21 @@ impl Zookeeper {
             };
             let found = contenders(&children);
             lock::warn_of_kazoo(dir, &found);
+            // A node of ours besides `own`: a create whose answer was lost
+            // and that a lagging server did not show us before we created
+            // again. It would sit ahead of us for ever: delete it.
+            let ours = own.get(..40).filter(|p| p.starts_with("_c_"));
+            let strays: Vec<&str> = found
+                .iter()
+                .map(|c| c.name.as_str())
+                .filter(|n| *n != own && ours.is_some_and(|p| n.starts_with(p)))
+                .collect();
+            if !strays.is_empty() {
+                for stray in strays {
+                    lock::leave(client, &format!("{dir}/{stray}")).await?;
+                }
+                continue;
+            }
             let Some(at) = found.iter().position(|c| c.name == own) else {
                 return Err(ZkError::NodeGone {
                     path: format!("{dir}/{own}"),
