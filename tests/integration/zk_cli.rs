@@ -513,6 +513,9 @@ fn zookeeper_curator_semaphore_and_lockrun_share_the_limit() {
     );
 }
 
+/// A bad setting: the flags, the variables, the status, what the line says.
+type BadCase<'a> = (Vec<String>, Vec<(&'a str, &'a str)>, i32, &'a str);
+
 /// Every bad setting: one line, the documented status, and nothing
 /// written; an unreachable server is named with its port, at once.
 #[test]
@@ -521,7 +524,7 @@ fn zookeeper_bad_settings_are_one_line_and_write_nothing() {
     let key = zk_support::unique("bad");
     let closed = format!("127.0.0.1:{}", crate::procs::free_port());
     let no_chroot = format!("{hosts}/{}", zk_support::unique("no-chroot"));
-    let cases: Vec<(Vec<String>, Vec<(&str, &str)>, i32, &str)> = vec![
+    let cases: Vec<BadCase> = vec![
         (
             vec!["--zk-hosts".into(), "127.0.0.1".into()],
             vec![],
