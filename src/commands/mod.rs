@@ -415,7 +415,19 @@ mod tests {
             .iter()
             .map(|(id, owners)| (id.to_string(), owners.to_vec()))
             .collect();
-        assert_eq!(lines(owned_flags()), lines(former));
+        // The table knew these four backends; a backend registered since
+        // adds flags and owners of its own, which the table cannot say.
+        let known = [Consul, Etcd, Local, Postgres];
+        let derived = owned_flags()
+            .into_iter()
+            .map(|(id, owners)| {
+                let owners: Vec<BackendName> =
+                    owners.into_iter().filter(|o| known.contains(o)).collect();
+                (id, owners)
+            })
+            .filter(|(_, owners)| !owners.is_empty())
+            .collect();
+        assert_eq!(lines(derived), lines(former));
     }
 
     #[test]
