@@ -627,3 +627,33 @@ fn zookeeper_bad_settings_are_one_line_and_write_nothing() {
         "something was written: {left:?}"
     );
 }
+
+/// Curator's cooperative revocation: `__REVOKE__` written into the holder's
+/// node (what `Revoker.attemptRevoke` does) stops the command with its
+/// grace, as an operator's release on Consul does, and lockrun exits 124
+/// having deleted its node.
+#[test]
+fn zookeeper_a_revoke_request_stops_the_holder_with_its_grace() {
+    let hosts = zk_support::zk().addr.clone();
+    let key = zk_support::unique("revoke");
+    let mut holder = Contender::lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
+    holder.wait_started("the holder");
+    let node = holder.fences()[0].1.clone();
+    zk_support::with_client(&hosts, async |c| {
+        c.set_data(&node, b"__REVOKE__", None)
+            .await
+            .expect("written")
+    });
+    let out = holder.finish();
+    assert_exit(&out, 124, "the revoked holder", String::new);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("__REVOKE__"), "{stderr}");
+    assert!(
+        stderr.contains("status 143"),
+        "SIGTERM, not SIGKILL: {stderr}"
+    );
+    assert!(
+        zk_support::tree(&hosts, &key).is_empty(),
+        "its node is gone"
+    );
+}

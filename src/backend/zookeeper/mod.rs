@@ -43,6 +43,9 @@ use super::{
     Released, Renewal, Target, Wait, Which,
 };
 
+/// What Curator's `Revoker` writes into a holder's node to ask it to let go.
+pub const REVOKE: &[u8] = b"__REVOKE__";
+
 /// The session timeout lockrun asks for unless told otherwise.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
 
@@ -584,6 +587,19 @@ impl ZkClaim {
                     let event = watcher.changed().await;
                     match event.event_type {
                         zk::EventType::NodeDeleted => return Lost::Watch(self.gone()),
+                        // Curator's `Revoker` asks a holder to let go by
+                        // writing `__REVOKE__` into its node: the node is
+                        // still ours, so the command keeps its grace.
+                        zk::EventType::NodeDataChanged => {
+                            if let Ok((data, _)) = self.client.get_data(&self.path).await {
+                                if data == REVOKE {
+                                    return Lost::Released(format!(
+                                        "revoked: `__REVOKE__` was written into our node `{}` (Curator's Revoker)",
+                                        self.path
+                                    ));
+                                }
+                            }
+                        }
                         zk::EventType::Session if event.session_state.is_terminated() => {
                             return Lost::SessionGone(format!(
                                 "our ZooKeeper session ended ({})",
