@@ -43,7 +43,7 @@ complete -c lockrun -n "__fish_lockrun_needs_command" -l cacert -d 'etcd: CA cer
 complete -c lockrun -n "__fish_lockrun_needs_command" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_needs_command" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_needs_command" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
-complete -c lockrun -n "__fish_lockrun_needs_command" -l zk-hosts -d 'ZooKeeper: connect string, host:port[,host:port...][/chroot]' -r
+complete -c lockrun -n "__fish_lockrun_needs_command" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_needs_command" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_needs_command" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_needs_command" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
@@ -117,7 +117,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l cacert -d 'etc
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l zk-hosts -d 'ZooKeeper: connect string, host:port[,host:port...][/chroot]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
@@ -183,7 +183,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l cacert -d 
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l zk-hosts -d 'ZooKeeper: connect string, host:port[,host:port...][/chroot]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
@@ -215,7 +215,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l cacert -d 'et
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l zk-hosts -d 'ZooKeeper: connect string, host:port[,host:port...][/chroot]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
@@ -247,7 +247,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l cacert -d 'e
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l zk-hosts -d 'ZooKeeper: connect string, host:port[,host:port...][/chroot]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
@@ -277,7 +277,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l cacert -
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l zk-hosts -d 'ZooKeeper: connect string, host:port[,host:port...][/chroot]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
@@ -306,7 +306,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l cacert -d 'etcd:
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l zk-hosts -d 'ZooKeeper: connect string, host:port[,host:port...][/chroot]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
@@ -335,7 +335,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l cacert -d 'etcd
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l zk-hosts -d 'ZooKeeper: connect string, host:port[,host:port...][/chroot]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
@@ -365,7 +365,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l cacert -d 'et
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l zk-hosts -d 'ZooKeeper: connect string, host:port[,host:port...][/chroot]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
@@ -393,7 +393,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l cacert -d 'etc
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l zk-hosts -d 'ZooKeeper: connect string, host:port[,host:port...][/chroot]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
@@ -422,7 +422,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l cacert -d 'etcd:
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l zk-hosts -d 'ZooKeeper: connect string, host:port[,host:port...][/chroot]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
@@ -450,7 +450,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l zk-hosts -d 'ZooKeeper: connect string, host:port[,host:port...][/chroot]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
@@ -515,7 +515,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l zk-hosts -d 'ZooKeeper: connect string, host:port[,host:port...][/chroot]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
@@ -581,7 +581,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l zk-hosts -d 'ZooKeeper: connect string, host:port[,host:port...][/chroot]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''

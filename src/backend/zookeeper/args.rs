@@ -9,7 +9,7 @@ use clap::Args;
 #[derive(Debug, Args)]
 #[command(next_help_heading = "ZooKeeper connection")]
 pub struct ZookeeperArgs {
-    /// ZooKeeper: connect string, host:port[,host:port...][/chroot].
+    /// ZooKeeper: connect string, comma-separated host:port, then an optional /chroot.
     ///
     /// Else ZOOKEEPER_HOSTS, else 127.0.0.1:2181; the client moves to the
     /// next server when one fails.
