@@ -132,14 +132,14 @@ _lockrun() {
 
     case "${cmd}" in
         lockrun)
-            opts="-v -q -h -V --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help --version elect semaphore leader release completions man unit status check put explain help"
+            opts="-v -q -h -V --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help --version elect semaphore leader release completions man unit status check put explain help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -276,6 +276,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)
@@ -297,14 +316,14 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__check)
-            opts="-v -q -h --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-v -q -h --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -441,6 +460,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)
@@ -462,14 +500,14 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__completions)
-            opts="-v -q -h --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help bash elvish fish powershell zsh"
+            opts="-v -q -h --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help bash elvish fish powershell zsh"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -608,6 +646,25 @@ _lockrun() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
                 --lock-dir)
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
@@ -627,7 +684,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__elect)
-            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -742,7 +799,7 @@ _lockrun() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -879,6 +936,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)
@@ -900,14 +976,14 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__explain)
-            opts="-v -q -h --json --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help elect semaphore help"
+            opts="-v -q -h --json --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help elect semaphore help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -1046,6 +1122,25 @@ _lockrun() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
                 --lock-dir)
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
@@ -1065,7 +1160,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__explain__subcmd__elect)
-            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1180,7 +1275,7 @@ _lockrun() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -1317,6 +1412,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)
@@ -1394,7 +1508,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__explain__subcmd__semaphore)
-            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1517,7 +1631,7 @@ _lockrun() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -1654,6 +1768,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)
@@ -1885,7 +2018,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__leader)
-            opts="-v -q -h --json --wait --timeout --watch --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-v -q -h --json --wait --timeout --watch --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1896,7 +2029,7 @@ _lockrun() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -2033,6 +2166,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)
@@ -2054,7 +2206,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__man)
-            opts="-v -q -h --dir --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-v -q -h --dir --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2068,7 +2220,7 @@ _lockrun() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -2205,6 +2357,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)
@@ -2226,7 +2397,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__put)
-            opts="-v -q -h --sequencer --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-v -q -h --sequencer --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2237,7 +2408,7 @@ _lockrun() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -2374,6 +2545,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)
@@ -2395,7 +2585,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__release)
-            opts="-v -q -h --session --destroy-session --all --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-v -q -h --session --destroy-session --all --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2406,7 +2596,7 @@ _lockrun() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -2545,6 +2735,25 @@ _lockrun() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
                 --lock-dir)
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
@@ -2564,7 +2773,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__semaphore)
-            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2687,7 +2896,7 @@ _lockrun() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -2824,6 +3033,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)
@@ -2845,7 +3073,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__status)
-            opts="-v -q -h --status-addr --for --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-v -q -h --status-addr --for --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -2860,7 +3088,7 @@ _lockrun() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -2997,6 +3225,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)
@@ -3018,7 +3265,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__unit)
-            opts="-v -q -h --description --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-v -q -h --description --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3029,7 +3276,7 @@ _lockrun() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "consul etcd local postgres" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
                     ;;
                 --http-addr)
@@ -3166,6 +3413,25 @@ _lockrun() {
                     ;;
                 --dsn)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
                     return 0
                     ;;
                 --lock-dir)

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_lockrun_global_optspecs
-    string join \n backend= http-addr= token-file= ca-file= ca-path= client-cert= client-key= tls-server-name= datacenter= namespace= endpoints= cacert= cert= cert-key= dsn= lock-dir= allow-network-fs v/verbose q/quiet log-format= h/help V/version
+    string join \n backend= http-addr= token-file= ca-file= ca-path= client-cert= client-key= tls-server-name= datacenter= namespace= endpoints= cacert= cert= cert-key= dsn= zk-hosts= zk-auth-file= lock-dir= allow-network-fs v/verbose q/quiet log-format= h/help V/version
 end
 
 function __fish_lockrun_needs_command
@@ -27,7 +27,8 @@ end
 complete -c lockrun -n "__fish_lockrun_needs_command" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
-postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'
+zookeeper\t'Apache ZooKeeper (ephemeral sequential nodes in Curator\'s layout)'"
 complete -c lockrun -n "__fish_lockrun_needs_command" -l http-addr -d 'Consul agent: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_needs_command" -l token-file -d 'Read the ACL token from FILE' -r -F
 complete -c lockrun -n "__fish_lockrun_needs_command" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -42,6 +43,8 @@ complete -c lockrun -n "__fish_lockrun_needs_command" -l cacert -d 'etcd: CA cer
 complete -c lockrun -n "__fish_lockrun_needs_command" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_needs_command" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_needs_command" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
+complete -c lockrun -n "__fish_lockrun_needs_command" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
+complete -c lockrun -n "__fish_lockrun_needs_command" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_needs_command" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_needs_command" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -119,7 +122,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l hook-timeout -
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
-postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'
+zookeeper\t'Apache ZooKeeper (ephemeral sequential nodes in Curator\'s layout)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l http-addr -d 'Consul agent: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l token-file -d 'Read the ACL token from FILE' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -134,6 +138,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l cacert -d 'etc
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -203,7 +209,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l hook-timeo
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
-postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'
+zookeeper\t'Apache ZooKeeper (ephemeral sequential nodes in Curator\'s layout)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l http-addr -d 'Consul agent: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l token-file -d 'Read the ACL token from FILE' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -218,6 +225,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l cacert -d 
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -232,7 +241,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l timeout -d 'W
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
-postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'
+zookeeper\t'Apache ZooKeeper (ephemeral sequential nodes in Curator\'s layout)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l http-addr -d 'Consul agent: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l token-file -d 'Read the ACL token from FILE' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -247,6 +257,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l cacert -d 'et
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -261,7 +273,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l session -d '
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
-postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'
+zookeeper\t'Apache ZooKeeper (ephemeral sequential nodes in Curator\'s layout)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l http-addr -d 'Consul agent: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l token-file -d 'Read the ACL token from FILE' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -276,6 +289,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l cacert -d 'e
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -288,7 +303,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand release" -s h -l help -d
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
-postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'
+zookeeper\t'Apache ZooKeeper (ephemeral sequential nodes in Curator\'s layout)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l http-addr -d 'Consul agent: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l token-file -d 'Read the ACL token from FILE' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -303,6 +319,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l cacert -
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -314,7 +332,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l dir -d 'Director
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
-postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'
+zookeeper\t'Apache ZooKeeper (ephemeral sequential nodes in Curator\'s layout)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l http-addr -d 'Consul agent: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l token-file -d 'Read the ACL token from FILE' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -329,6 +348,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l cacert -d 'etcd:
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -340,7 +361,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l description -d 
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
-postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'
+zookeeper\t'Apache ZooKeeper (ephemeral sequential nodes in Curator\'s layout)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l http-addr -d 'Consul agent: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l token-file -d 'Read the ACL token from FILE' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -355,6 +377,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l cacert -d 'etcd
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -367,7 +391,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l for -d 'Exit 
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
-postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'
+zookeeper\t'Apache ZooKeeper (ephemeral sequential nodes in Curator\'s layout)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l http-addr -d 'Consul agent: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l token-file -d 'Read the ACL token from FILE' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -382,6 +407,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l cacert -d 'et
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -392,7 +419,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand status" -s h -l help -d 
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
-postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'
+zookeeper\t'Apache ZooKeeper (ephemeral sequential nodes in Curator\'s layout)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l http-addr -d 'Consul agent: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l token-file -d 'Read the ACL token from FILE' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -407,6 +435,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l cacert -d 'etc
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -418,7 +448,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l sequencer -d 'Th
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
-postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'
+zookeeper\t'Apache ZooKeeper (ephemeral sequential nodes in Curator\'s layout)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l http-addr -d 'Consul agent: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l token-file -d 'Read the ACL token from FILE' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -433,6 +464,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l cacert -d 'etcd:
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -443,7 +476,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand put" -s h -l help -d 'Pr
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
-postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'
+zookeeper\t'Apache ZooKeeper (ephemeral sequential nodes in Curator\'s layout)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l http-addr -d 'Consul agent: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l token-file -d 'Read the ACL token from FILE' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -458,6 +492,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -526,7 +562,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
-postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'
+zookeeper\t'Apache ZooKeeper (ephemeral sequential nodes in Curator\'s layout)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l http-addr -d 'Consul agent: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l token-file -d 'Read the ACL token from FILE' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -541,6 +578,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -610,7 +649,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
-postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'"
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'
+zookeeper\t'Apache ZooKeeper (ephemeral sequential nodes in Curator\'s layout)'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l http-addr -d 'Consul agent: host:port, http://host:port or https://host:port' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l token-file -d 'Read the ACL token from FILE' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
@@ -625,6 +665,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"

@@ -199,11 +199,8 @@ by another, 2 usage (not a sequencer), 125 cannot tell (engine unreachable).")]
     Check(crate::ops::CheckArgs),
     /// Write KEY=VALUE into the engine only while a sequencer's holder holds its lock.
     ///
-    /// A fenced write: on Consul one transaction that checks the holder's
-    /// session still holds the lock key, then sets KEY; on etcd one that
-    /// compares the holder's contender key still exists (its lease lives),
-    /// then puts KEY. Once the holder has lost the lock the write is refused
-    /// and nothing is written. Not supported on local and postgres.
+    /// (The long help, which names the backends that have it, is made from
+    /// their registrations by [`command`].)
     #[command(after_help = "\
 Examples:
   lockrun put --sequencer \"$LOCKRUN_SEQUENCER\" service/db/config \"$(cat config.json)\"
@@ -235,13 +232,59 @@ pub enum ExplainWhat {
 /// under `explain`, which runs nothing.
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
-    Cli::command().mut_subcommand("explain", |explain| {
-        ["elect", "semaphore"]
-            .into_iter()
-            .fold(explain, |explain, name| {
-                explain.mut_subcommand(name, |sub| sub.mut_arg("command", |a| a.required(false)))
-            })
-    })
+    // `mut_subcommand` moves the subcommand last: `put` first, then
+    // `explain`, keeps the order `--help` lists them in.
+    Cli::command()
+        .mut_subcommand("put", |put| put.long_about(put_about()))
+        .mut_subcommand("explain", |explain| {
+            ["elect", "semaphore"]
+                .into_iter()
+                .fold(explain, |explain, name| {
+                    explain
+                        .mut_subcommand(name, |sub| sub.mut_arg("command", |a| a.required(false)))
+                })
+        })
+}
+
+/// `put`'s long help, naming the backends of this build that have a fenced
+/// write ([`crate::backend::Backend::FENCED_PUT`]) and those that do not.
+fn put_about() -> String {
+    use clap::ValueEnum;
+    struct Fenced;
+    impl crate::backend::registry::Runner for Fenced {
+        type Output = Option<bool>;
+        fn run<B: crate::backend::Backend>(
+            self,
+            _: crate::backend::registry::Pick<B>,
+        ) -> Option<bool> {
+            Some(B::FENCED_PUT)
+        }
+        fn unavailable(self, _: BackendName) -> Option<bool> {
+            None
+        }
+    }
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for name in BackendName::value_variants() {
+        match crate::backend::with_backend(*name, Fenced) {
+            Some(true) => with.push(*name),
+            Some(false) => without.push(*name),
+            None => {}
+        }
+    }
+    let mut about = String::from(
+        "Write KEY=VALUE into the engine only while a sequencer's holder holds its lock.\n\n\
+         A fenced write: one step on the engine that sets KEY only while the holder's own \
+         record there still exists (the session holding the lock key, its contender key or \
+         node). Once the holder has lost the lock the write is refused and nothing is written.",
+    );
+    if !with.is_empty() {
+        about.push_str(&format!(" On {}", BackendName::listed(&with, "and")));
+        if !without.is_empty() {
+            about.push_str(&format!("; not on {}", BackendName::listed(&without, "or")));
+        }
+        about.push('.');
+    }
+    about
 }
 
 /// `-h` for the backend a run names: the other backends' flags (and the

@@ -473,6 +473,7 @@ registry::backends! {
     #[cfg(feature = "consul")] consul => consul::backend::ConsulBackend,
     #[cfg(feature = "etcd")] etcd => etcd::backend::EtcdBackend,
     #[cfg(feature = "postgres")] postgres => postgres::backend::PostgresBackend,
+    #[cfg(feature = "zookeeper")] zookeeper => zookeeper::backend::ZookeeperBackend,
     local => local::backend::LocalBackend,
 }
 
@@ -488,6 +489,8 @@ pub enum BackendName {
     Local,
     /// PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`).
     Postgres,
+    /// Apache ZooKeeper (ephemeral sequential nodes in Curator's layout).
+    Zookeeper,
 }
 
 /// The name `--backend` takes.

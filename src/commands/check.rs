@@ -175,7 +175,7 @@ mod tests {
         for name in BackendName::value_variants() {
             assert_eq!(backend_of(&made_on(&name.to_string())).unwrap(), *name);
         }
-        for other in ["Consul", "zookeeper", ""] {
+        for other in ["Consul", "no-such-engine", ""] {
             let Err(Failure::Usage(line)) = backend_of(&made_on(other)) else {
                 panic!("`{other}` was taken for a backend");
             };

@@ -59,7 +59,12 @@ pub struct OpsArgs {
     pub on_release: Option<String>,
     /// Run CMD with `sh -c` when the lease goes into jeopardy (see
     /// --warn-before).
-    #[arg(long, hide_short_help = true, value_name = "CMD", requires = "warn_before")]
+    #[arg(
+        long,
+        hide_short_help = true,
+        value_name = "CMD",
+        requires = "warn_before"
+    )]
     pub on_jeopardy: Option<String>,
     /// Warn the job when the lease has gone unconfirmed until DURATION
     /// before COMMAND's stop would begin.

@@ -97,7 +97,12 @@ fn a_holder_hidden_by_acls_is_an_error_on_the_emulator() {
 #[test]
 fn every_backend_refuses_the_same_keys_before_writing() {
     use crate::places::Place;
-    for place in [Place::consul("keys"), Place::etcd("keys"), Place::local()] {
+    for place in [
+        Place::consul("keys"),
+        Place::etcd("keys"),
+        Place::zookeeper("keys"),
+        Place::local(),
+    ] {
         let base = place.key("k");
         let keys = [
             format!("{base}/a\nb"),
@@ -140,6 +145,10 @@ fn every_backend_refuses_the_same_keys_before_writing() {
             }
             // Nothing to leave: a lock lives only while its connection does.
             Place::Postgres { .. } => {}
+            Place::Zookeeper { prefix, hosts } => {
+                let left = crate::zk_support::tree(hosts, prefix);
+                assert!(left.is_empty(), "nothing on ZooKeeper: {left:?}");
+            }
             Place::Local(dir) => {
                 let left: Vec<_> = walk(dir.path());
                 assert!(left.is_empty(), "nothing in the lock directory: {left:?}");

@@ -34,6 +34,11 @@ macro_rules! on_every_backend {
             fn on_postgres() {
                 super::$scenario(&Place::postgres(stringify!($scenario)));
             }
+
+            #[test]
+            fn on_zookeeper() {
+                super::$scenario(&Place::zookeeper(stringify!($scenario)));
+            }
         }
     };
 }

@@ -44,6 +44,11 @@ macro_rules! on_every_backend {
             fn on_etcd_subreaper() {
                 super::$scenario(&Place::etcd(stringify!($scenario)), Mode::Subreaper);
             }
+
+            #[test]
+            fn on_zookeeper() {
+                super::$scenario(&Place::zookeeper(stringify!($scenario)), Mode::Cgroup);
+            }
         }
     };
 }
@@ -428,6 +433,7 @@ fn an_unknown_leftovers_value_is_a_usage_error_on_every_backend() {
     for place in [
         Place::consul("leftovers"),
         Place::etcd("leftovers"),
+        Place::zookeeper("leftovers"),
         Place::local(),
     ] {
         let key = place.key("k");
@@ -471,6 +477,10 @@ fn an_unknown_leftovers_value_is_a_usage_error_on_every_backend() {
             }
             // Not among the places above: an advisory lock writes nothing.
             Place::Postgres { .. } => {}
+            Place::Zookeeper { prefix, hosts } => {
+                let left = crate::zk_support::tree(hosts, prefix);
+                assert!(left.is_empty(), "nothing on ZooKeeper: {left:?}");
+            }
         }
     }
 }

@@ -60,6 +60,7 @@ enum Engine {
     Etcd,
     Local,
     Postgres,
+    Zookeeper,
 }
 
 #[derive(Debug)]
@@ -138,6 +139,7 @@ fn parse_how(directive: &str) -> Result<How, String> {
         Some("etcd") => Engine::Etcd,
         Some("local") => Engine::Local,
         Some("postgres") => Engine::Postgres,
+        Some("zookeeper") => Engine::Zookeeper,
         _ => {
             return Err(format!(
                 "`{directive}`: say `on ENGINE` or `not run: REASON`"
@@ -291,6 +293,7 @@ enum Engines {
     Etcd(String),
     Local,
     Postgres(String),
+    Zookeeper(String),
 }
 
 impl Engines {
@@ -300,6 +303,7 @@ impl Engines {
             Engine::Etcd => Engines::Etcd(etcd_support::etcd().endpoint.clone()),
             Engine::Local => Engines::Local,
             Engine::Postgres => Engines::Postgres(pg_support::postgres().url()),
+            Engine::Zookeeper => Engines::Zookeeper(crate::zk_support::zk().addr.clone()),
         }
     }
 
@@ -314,6 +318,7 @@ impl Engines {
                 ("ETCDCTL_API".into(), "3".into()),
             ],
             Engines::Local => vec![],
+            Engines::Zookeeper(hosts) => vec![("ZOOKEEPER_HOSTS".into(), hosts.clone())],
             Engines::Postgres(url) => {
                 // postgres://USER@HOST:PORT/DB
                 let rest = url.strip_prefix("postgres://").unwrap();
@@ -336,6 +341,7 @@ impl Engines {
             Engines::Etcd(_) => "etcd",
             Engines::Local => "local",
             Engines::Postgres(_) => "postgres",
+            Engines::Zookeeper(_) => "zookeeper",
         }
     }
 }
@@ -597,4 +603,9 @@ fn doc_examples_run_on_etcd() {
 #[test]
 fn doc_examples_run_on_postgres() {
     run_examples_on(Engine::Postgres);
+}
+
+#[test]
+fn doc_examples_run_on_zookeeper() {
+    run_examples_on(Engine::Zookeeper);
 }

@@ -729,6 +729,7 @@ fn short_help_fits_a_screen_and_shows_the_backend_in_use() {
         ("etcd", "--endpoints"),
         ("local", "--lock-dir"),
         ("postgres", "--dsn"),
+        ("zookeeper", "--zk-hosts"),
     ];
     for (backend, flag) in owned {
         for sub in ["elect", "semaphore", "leader", "release"] {

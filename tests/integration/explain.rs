@@ -109,7 +109,7 @@ fn the_local_backend_refuses_a_clock_rate_bound() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("--clock-rate-error belongs to the consul, etcd and postgres backends"),
+        err.contains(&crate::support::lease_flag_owners("--clock-rate-error")),
         "{err}"
     );
 }

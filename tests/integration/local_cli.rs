@@ -209,7 +209,7 @@ fn flags_of_the_other_backend_are_refused_and_nothing_falls_back() {
     place.status(&output, 2, "--ttl with --backend local");
     let err = String::from_utf8_lossy(&output.stderr);
     assert!(
-        err.contains("--ttl belongs to the consul, etcd and postgres backends"),
+        err.contains(&crate::support::lease_flag_owners("--ttl")),
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");

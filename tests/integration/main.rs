@@ -69,6 +69,10 @@ mod local_engine;
 mod etcd_support;
 // A throwaway PostgreSQL for the postgres tests, shared by the test binary.
 mod pg_support;
+// A real ZooKeeper for the zookeeper tests: one shared server, ensembles for faults.
+mod zk_support;
+// `--backend zookeeper` end to end beside Curator and kazoo, and its faults.
+mod zk_cli;
 // `--backend postgres` end to end beside psql.
 mod postgres_cli;
 // `--backend postgres` over TLS: libpq's sslmodes against a server with ssl=on.

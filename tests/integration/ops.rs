@@ -686,6 +686,23 @@ fn check_and_put_refuse_after_a_loss_on_etcd() {
 }
 
 #[test]
+fn check_and_put_refuse_after_a_loss_on_zookeeper() {
+    let place = Place::zookeeper("ops-seq");
+    let Place::Zookeeper { hosts, .. } = &place else {
+        unreachable!()
+    };
+    let hosts = hosts.clone();
+    check_and_put_refuse_after_a_loss(&place, |key| {
+        crate::zk_support::with_client(&hosts, async |c| {
+            c.get_data(&format!("/{key}"))
+                .await
+                .ok()
+                .map(|(v, _)| String::from_utf8_lossy(&v).into_owned())
+        })
+    });
+}
+
+#[test]
 fn consul_check_and_put_refuse_after_a_loss() {
     let place = Place::consul("ops-seq");
     let api = match &place {

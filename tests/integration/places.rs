@@ -1,4 +1,4 @@
-//! Where a CLI test's locks live: Consul, etcd, PostgreSQL or a local lock directory,
+//! Where a CLI test's locks live: Consul, etcd, PostgreSQL, ZooKeeper or a local lock directory,
 //! and the few things every CLI suite does there (run `lockrun`, check a
 //! status with the engine's log, keep a holder running). The
 //! backend-independent suite (`backends`) runs one scenario on each; the
@@ -11,6 +11,7 @@ use crate::consul::TestConsul;
 use crate::etcd_support;
 use crate::pg_support;
 use crate::support::{self, script_with, wait_for_file, Running};
+use crate::zk_support;
 
 /// Where the locks live for one test.
 pub enum Place {
@@ -18,6 +19,7 @@ pub enum Place {
     Etcd { prefix: String, endpoint: String },
     Local(tempfile::TempDir),
     Postgres { prefix: String, url: String },
+    Zookeeper { prefix: String, hosts: String },
 }
 
 impl Place {
@@ -53,6 +55,20 @@ impl Place {
         }
     }
 
+    /// The shared ZooKeeper, under a prefix of this test's own.
+    pub fn zookeeper(test: &str) -> Place {
+        Place::zookeeper_at(test, &zk_support::zk().addr)
+    }
+
+    /// As [`Place::zookeeper`], at the connect string `hosts` (an
+    /// ensemble's, say).
+    pub fn zookeeper_at(test: &str, hosts: &str) -> Place {
+        Place::Zookeeper {
+            prefix: zk_support::unique(test),
+            hosts: hosts.to_owned(),
+        }
+    }
+
     /// The lock directory of a local place.
     pub fn lock_dir(&self) -> &Path {
         match self {
@@ -65,7 +81,10 @@ impl Place {
     /// On etcd a release revokes the holder's lease, after which a rival
     /// may hold the lock at once: the child is killed outright.
     pub fn release_keeps_the_grace(&self) -> bool {
-        !matches!(self, Place::Etcd { .. } | Place::Postgres { .. })
+        !matches!(
+            self,
+            Place::Etcd { .. } | Place::Postgres { .. } | Place::Zookeeper { .. }
+        )
     }
 
     /// A key unique to this test.
@@ -73,7 +92,8 @@ impl Place {
         match self {
             Place::Consul(_, prefix)
             | Place::Etcd { prefix, .. }
-            | Place::Postgres { prefix, .. } => {
+            | Place::Postgres { prefix, .. }
+            | Place::Zookeeper { prefix, .. } => {
                 format!("{prefix}/{name}")
             }
             Place::Local(_) => format!("t/{name}"),
@@ -95,6 +115,11 @@ impl Place {
                 cmd.args(args);
                 cmd
             }
+            Place::Zookeeper { hosts, .. } => {
+                let mut cmd = support::bare(["--backend", "zookeeper", "--zk-hosts", hosts]);
+                cmd.args(args);
+                cmd
+            }
             Place::Local(dir) => {
                 let mut cmd = support::bare(["--backend", "local", "--lock-dir"]);
                 cmd.arg(dir.path()).args(args);
@@ -113,6 +138,9 @@ impl Place {
                 "\n--- PostgreSQL ---\n{}",
                 pg_support::postgres().log_tail()
             ),
+            Place::Zookeeper { .. } => {
+                format!("\n--- ZooKeeper ---\n{}", zk_support::zk().log_tail())
+            }
             Place::Local(_) => String::new(),
         });
     }

@@ -424,3 +424,18 @@ pub fn max_overlap<T: Ord + Copy>(spans: impl IntoIterator<Item = (T, T)>) -> us
     }
     max as usize
 }
+
+/// How lockrun names the owners of a lease flag (`--ttl`): every backend
+/// whose registration has a lease, as its refusal of the flag elsewhere
+/// lists them ("--ttl belongs to the consul, etcd and postgres backends").
+pub fn lease_flag_owners(flag: &str) -> String {
+    let owners: Vec<lockrun::backend::BackendName> = lockrun::backend::BACKENDS
+        .iter()
+        .filter(|b| b.lease)
+        .map(|b| b.name)
+        .collect();
+    format!(
+        "{flag} belongs to the {} backends",
+        lockrun::backend::BackendName::listed(&owners, "and")
+    )
+}

@@ -1,0 +1,137 @@
+//! The zookeeper backend's registration: its flags, its part of the man
+//! page, and how a job gets its engine.
+
+use super::args::ZookeeperArgs;
+use super::config::{ZkConfig, ZkFlags};
+use super::{Zookeeper, DEFAULT_TTL};
+use crate::backend::{
+    Backend, BackendName, HoldRequest, HoldRules, Look, Peer, Prose, Registration,
+};
+use crate::backend::{Env, PromiseText};
+use crate::error::Failure;
+
+const REGISTRATION: Registration = Registration {
+    peer: Peer {
+        tool: "Curator's `InterProcessMutex` (or `InterProcessSemaphoreV2`), go-zookeeper's lock, or kazoo's `Lock` with `extra_lock_patterns=[\"-lock-\"]`",
+        page: "zkCli.sh(1) (ZooKeeper; Curator's and kazoo's lock recipes)",
+    },
+    name: BackendName::Zookeeper,
+    flags: crate::backend::registry::flags_of::<ZookeeperBackend>,
+    lease: true,
+    empty_is_an_error: &[("ZOOKEEPER_HOSTS", "host:port[,host:port...][/chroot]")],
+    // ZOOKEEPER_AUTH we read through `Env::var`, which treats empty as
+    // unset.
+    empty_is_unset: &[],
+    environment: ENVIRONMENT,
+    child_environment: &[Prose::Item(
+        "zookeeper",
+        "`ZOOKEEPER_LOCK_NODE`, lockrun's contender node (/*KEY*/_c_*uuid*-lock-*seq*, or a \
+         semaphore's lease node). `LOCKRUN_LOCK_INDEX` is the node's czxid, the ensemble's \
+         transaction number of its creation: it increases across holders and across a \
+         directory that was deleted and made again, where the sequence number starts over.",
+    )],
+    safety: &[Prose::Item(
+        "zookeeper",
+        "A rival may acquire when the session expires, the negotiated session timeout \
+         after the last request of lockrun's the ensemble received; no lock-delay exists. \
+         lockrun renews with a `sync` every third of the timeout and counts from the send \
+         time of the last one answered. A lost connection is jeopardy: the client moves to \
+         another server while the countdown runs. An expired session, lockrun's node \
+         deleted (`lockrun release`) or failed authentication lets a rival hold at once, \
+         so COMMAND gets SIGKILL at once.",
+    )],
+};
+
+const ENVIRONMENT: &[Prose] = &[Prose::P(
+    "On ZooKeeper (`--backend zookeeper`) lockrun reads `ZOOKEEPER_HOSTS` for the \
+     connect string (host:port[,host:port...][/chroot]) and `ZOOKEEPER_AUTH` for digest \
+     credentials (user:password), which have no flag but `--zk-auth-file`.",
+)];
+
+/// ZooKeeper, its settings checked.
+pub struct ZookeeperBackend(Zookeeper);
+
+impl Backend for ZookeeperBackend {
+    type Args = ZookeeperArgs;
+    type HoldArgs = crate::backend::NoFlags;
+    type ReleaseArgs = crate::backend::NoFlags;
+    type Engine = Zookeeper;
+    type Inspect = Zookeeper;
+    type Plan = ();
+
+    const NAME: &'static str = "zookeeper";
+    const REGISTRATION: Registration = REGISTRATION;
+
+    fn check_key(key: &str) -> Result<(), Failure> {
+        super::check_key(key).map_err(Failure::Usage)
+    }
+
+    fn promise(_lock: bool, _ends_early: bool) -> PromiseText {
+        PromiseText {
+            rival: "when the session expires: the negotiated timeout after the last request of ours the ensemble received",
+            release: "`lockrun release` deletes the holder's node: a rival may hold the lock at once, so the holder sends SIGKILL at once (no grace period)",
+            lost_state: "an expired session, our node deleted, or failed authentication: a rival may hold at once, so the command gets SIGKILL at once",
+            engine: &["ZooKeeper expires a session no earlier than the negotiated timeout after the last request it received, on the leader's monotonic clock"],
+        }
+    }
+
+
+    /// A session timeout in whole seconds, and a budget with no delay
+    /// after it: a rival takes the lock as soon as the session expires.
+    fn hold_rules(
+        request: &HoldRequest<'_, Self::HoldArgs>,
+        _env: &dyn Env,
+    ) -> Result<HoldRules<()>, Failure> {
+        super::check_key(request.key).map_err(Failure::Usage)?;
+        crate::backend::rules::plain_lease(
+            request,
+            "a ZooKeeper session timeout",
+            "on ZooKeeper a rival takes the lock as soon as the session expires",
+        )
+    }
+
+    fn prepare(
+        args: &Self::Args,
+        ttl: Option<std::time::Duration>,
+        env: &dyn Env,
+    ) -> Result<Self, Failure> {
+        let flags = ZkFlags {
+            hosts: args.zk_hosts.clone(),
+            auth_file: args.zk_auth_file.clone(),
+        };
+        let config = ZkConfig::resolve(&flags, |name| env.var(name)).map_err(Failure::Config)?;
+        Ok(ZookeeperBackend(Zookeeper::new(
+            config,
+            ttl.unwrap_or(DEFAULT_TTL),
+        )))
+    }
+
+    fn engine(&self, (): ()) -> Result<Zookeeper, Failure> {
+        Ok(self.0.clone())
+    }
+
+    fn inspect(&self, _look: &Look<'_, Self::ReleaseArgs>) -> Zookeeper {
+        self.0.clone()
+    }
+
+    const FENCED_PUT: bool = true;
+
+    /// `multi(check(holder), setData(key))`: applies only while the
+    /// holder's node exists. A key inside the lock's own directory is
+    /// refused: a node there could count as a contender.
+    async fn fenced_put(
+        &self,
+        lock: &str,
+        holder: &str,
+        key: &str,
+        value: &[u8],
+    ) -> Result<bool, Failure> {
+        let own = format!("{lock}/");
+        if key.starts_with(&own) {
+            return Err(Failure::Usage(format!(
+                "`{key}` lies inside lock `{lock}`'s own directory, among its contenders; write the data outside `{own}`"
+            )));
+        }
+        Ok(self.0.fenced_put(holder, key, value).await?)
+    }
+}

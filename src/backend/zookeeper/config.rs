@@ -1,0 +1,171 @@
+//! Where ZooKeeper is and who we are to it, from the flags and ZooKeeper
+//! clients' usual variables, checked before any connection.
+
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// The connect string used when neither `--zk-hosts` nor ZOOKEEPER_HOSTS
+/// says otherwise: the port every ZooKeeper client defaults to.
+pub const DEFAULT_HOSTS: &str = "127.0.0.1:2181";
+
+/// The settings from the flags.
+#[derive(Debug, Default, Clone)]
+pub struct ZkFlags {
+    pub hosts: Option<String>,
+    pub auth_file: Option<PathBuf>,
+}
+
+/// Digest credentials, `user:password`; the password never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Digest(pub String);
+
+impl std::fmt::Debug for Digest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let user = self.0.split(':').next().unwrap_or("");
+        write!(f, "Digest({user}:***)")
+    }
+}
+
+/// A checked connect string and credentials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZkConfig {
+    /// As the client takes it: `host:port,...[/chroot]`.
+    pub connect: String,
+    /// The servers, `host:port` each, for messages.
+    pub servers: Vec<String>,
+    /// The chroot, if any (`/apps`), without a trailing slash.
+    pub chroot: Option<String>,
+    pub digest: Option<Digest>,
+}
+
+impl ZkConfig {
+    pub fn resolve(
+        flags: &ZkFlags,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<ZkConfig, String> {
+        let (hosts, source) = match (&flags.hosts, env("ZOOKEEPER_HOSTS")) {
+            (Some(h), _) => (h.clone(), "--zk-hosts"),
+            (None, Some(h)) => (h, "ZOOKEEPER_HOSTS"),
+            (None, None) => (DEFAULT_HOSTS.to_owned(), "the default"),
+        };
+        let (servers, chroot) = parse_connect(&hosts, source)?;
+        let digest = match &flags.auth_file {
+            Some(path) => Some(parse_digest(&read_secret(path)?, &format!("--zk-auth-file {}", path.display()))?),
+            None => match env("ZOOKEEPER_AUTH") {
+                Some(v) => Some(parse_digest(&v, "ZOOKEEPER_AUTH")?),
+                None => None,
+            },
+        };
+        let mut connect = servers.join(",");
+        if let Some(root) = &chroot {
+            connect.push_str(root);
+        }
+        Ok(ZkConfig {
+            connect,
+            servers,
+            chroot,
+            digest,
+        })
+    }
+
+    /// The servers as a message names them.
+    pub fn hosts(&self) -> String {
+        self.servers.join(",")
+    }
+}
+
+/// `host:port[,host:port...][/chroot]` into its servers and chroot.
+pub fn parse_connect(text: &str, source: &str) -> Result<(Vec<String>, Option<String>), String> {
+    let fix = "give host:port[,host:port...][/chroot], e.g. 127.0.0.1:2181,127.0.0.2:2181/apps";
+    let (list, chroot) = match text.find('/') {
+        Some(at) => (&text[..at], Some(&text[at..])),
+        None => (text, None),
+    };
+    let chroot = match chroot {
+        None | Some("/") => None,
+        Some(root) => {
+            let inner = &root[1..];
+            if inner.ends_with('/')
+                || inner.split('/').any(|s| s.is_empty() || s == "." || s == "..")
+                || root.chars().any(char::is_control)
+            {
+                return Err(format!(
+                    "{source} has chroot `{root}`, not a ZooKeeper path; {fix}"
+                ));
+            }
+            Some(root.to_owned())
+        }
+    };
+    let mut servers = Vec::new();
+    for entry in list.split(',') {
+        let entry = entry.trim();
+        if entry.is_empty() {
+            return Err(format!("{source} `{text}` has an empty server; {fix}"));
+        }
+        let (host, port) = match entry.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(':') || h.starts_with('[') => (h, p),
+            _ => return Err(format!("{source} names `{entry}` without a port; {fix}")),
+        };
+        let port_ok = port.parse::<u16>().is_ok_and(|p| p != 0);
+        if host.is_empty() || !port_ok || host.contains(char::is_whitespace) {
+            return Err(format!("{source} has `{entry}`, not host:port; {fix}"));
+        }
+        servers.push(format!("{host}:{port}"));
+    }
+    Ok((servers, chroot))
+}
+
+fn parse_digest(text: &str, source: &str) -> Result<Digest, String> {
+    let text = text.strip_suffix('\n').unwrap_or(text);
+    match text.split_once(':') {
+        Some((user, password)) if !user.is_empty() && !password.is_empty() && !text.contains('\n') => {
+            Ok(Digest(text.to_owned()))
+        }
+        _ => Err(format!(
+            "{source} does not hold user:password on one line; write the digest user and password as user:password"
+        )),
+    }
+}
+
+/// A small file read without following a link at its last component.
+fn read_secret(path: &Path) -> Result<String, String> {
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("cannot read --zk-auth-file {}: {e}", path.display()))?;
+    let mut text = String::new();
+    (&mut file)
+        .take(64 * 1024)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read --zk-auth-file {}: {e}", path.display()))?;
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_strings() {
+        let (s, c) = parse_connect("127.0.0.1:2181,127.0.0.2:2182/apps/x", "t").unwrap();
+        assert_eq!(s, ["127.0.0.1:2181", "127.0.0.2:2182"]);
+        assert_eq!(c.as_deref(), Some("/apps/x"));
+        assert!(parse_connect("127.0.0.1", "t").is_err());
+        assert!(parse_connect("127.0.0.1:0", "t").is_err());
+        assert!(parse_connect("127.0.0.1:2181,", "t").is_err());
+        assert!(parse_connect("127.0.0.1:2181/a/", "t").is_err());
+        assert!(parse_connect("127.0.0.1:2181/a//b", "t").is_err());
+        assert_eq!(parse_connect("h:1/", "t").unwrap().1, None);
+    }
+
+    #[test]
+    fn digests() {
+        assert!(parse_digest("u:p\n", "t").is_ok());
+        assert!(parse_digest("u:", "t").is_err());
+        assert!(parse_digest(":p", "t").is_err());
+        assert!(parse_digest("up", "t").is_err());
+        assert!(format!("{:?}", parse_digest("u:secret", "t").unwrap()).find("secret").is_none());
+    }
+}

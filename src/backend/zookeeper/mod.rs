@@ -1,0 +1,894 @@
+//! The `zookeeper` backend (issue #41): locks and semaphore slots as
+//! ephemeral sequential nodes of a ZooKeeper session, in Curator's layout
+//! so that Curator, go-zookeeper and kazoo (with
+//! `extra_lock_patterns=["-lock-"]`) interoperate (see [`lock`]).
+//!
+//! The session is the lease. The server expires it no earlier than the
+//! negotiated timeout after the last request of ours it received, on its
+//! own monotonic clock, and deletes our node with it; nothing delays a
+//! rival after that. The hold loop renews about every timeout/3 with a
+//! `sync`, which only the ensemble's leader answers (a follower cut off
+//! from the leader would answer a read for a while), and counts the
+//! deadline from the send time of the last answered one. A lost
+//! connection is jeopardy, not a loss: the client moves to another server
+//! and the session goes on if it is back in time; the countdown runs
+//! meanwhile. An expired session, our node deleted, or failed
+//! authentication is a loss at once.
+//!
+//! The fence is our node's `czxid`, the ensemble's transaction number of
+//! its creation: global and increasing, unlike the sequence number, which
+//! restarts when an empty directory is reaped.
+
+pub mod args;
+pub mod backend;
+pub mod client;
+pub mod config;
+pub mod error;
+pub mod lock;
+
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+use zookeeper_client as zk;
+
+pub use self::config::{ZkConfig, ZkFlags};
+pub use self::error::ZkError;
+
+use self::client::{riding_out, ONCE_GRACE};
+use self::lock::{contenders, dir_of, LEASE_NAME, LOCK_NAME};
+use super::{
+    Acquisition, Changes, Claim, Engine, EngineError, Holder, Inspect, Lease, Lost, Opening,
+    Released, Renewal, Target, Wait, Which,
+};
+
+/// What Curator's `Revoker` writes into a holder's node to ask it to let go.
+pub const REVOKE: &[u8] = b"__REVOKE__";
+
+/// The session timeout lockrun asks for unless told otherwise.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
+
+/// Why KEY is refused on ZooKeeper, before any request: lockrun's rule,
+/// and ZooKeeper's own tree, which no lock may live in.
+pub fn check_key(key: &str) -> Result<(), String> {
+    crate::key::check(key)?;
+    if key == "zookeeper" || key.starts_with("zookeeper/") {
+        return Err(format!(
+            "key `{key}` lies in `/zookeeper`, ZooKeeper's own tree; choose another key"
+        ));
+    }
+    Ok(())
+}
+
+/// What lockrun stores in its node: who holds, as `leader` shows it.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Facts {
+    value: String,
+    host: String,
+    pid: u32,
+    since: u64,
+}
+
+fn facts(value: &str) -> Vec<u8> {
+    let facts = Facts {
+        value: value.to_owned(),
+        host: crate::host::hostname(),
+        pid: std::process::id(),
+        since: SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+    };
+    serde_json::to_vec(&facts).unwrap_or_default()
+}
+
+/// A holder from its node's name, data and stat.
+fn holder_of(dir: &str, name: &str, data: &[u8], stat: &zk::Stat, slot: Option<u32>) -> Holder {
+    let path = format!("{dir}/{name}");
+    let mut holder = Holder {
+        fence: u64::try_from(stat.czxid).ok(),
+        slot,
+        entry: Some(path.clone()),
+        holder_id: Some(path),
+        ..Holder::default()
+    };
+    match serde_json::from_slice::<Facts>(data) {
+        Ok(f) => {
+            holder.value = Some(f.value);
+            holder.host = Some(f.host).filter(|h| !h.is_empty());
+            holder.pid = Some(f.pid).filter(|p| *p != 0);
+            holder.since = Some(SystemTime::UNIX_EPOCH + Duration::from_secs(f.since));
+        }
+        // Curator stores the client's address, kazoo its identifier: shown
+        // with the node's name.
+        Err(_) => {
+            let text = String::from_utf8_lossy(data);
+            holder.label = Some(if text.trim().is_empty() {
+                format!("{name} (not lockrun)")
+            } else {
+                format!("{} ({name}, not lockrun)", text.trim())
+            }
+            .into_bytes());
+        }
+    }
+    holder
+}
+
+/// The ZooKeeper engine: where it is and the session timeout it asks for.
+#[derive(Debug, Clone)]
+pub struct Zookeeper {
+    config: ZkConfig,
+    ttl: Duration,
+    inspect: std::sync::Arc<tokio::sync::OnceCell<zk::Client>>,
+}
+
+impl Zookeeper {
+    pub fn new(config: ZkConfig, ttl: Duration) -> Zookeeper {
+        Zookeeper {
+            config,
+            ttl,
+            inspect: Default::default(),
+        }
+    }
+
+    /// The session `leader`, `release` and `put` look through.
+    async fn looker(&self) -> Result<&zk::Client, ZkError> {
+        self.inspect
+            .get_or_try_init(|| client::connect(&self.config, self.ttl, true))
+            .await
+    }
+
+    fn dir(target: &Target) -> Result<String, ZkError> {
+        check_key(target.name()).map_err(ZkError::Usage)?;
+        Ok(dir_of(target.name()))
+    }
+
+    /// Waits, in `dir`, until our node `own` is the lowest contender; `None`
+    /// when `wait` ran out (or, for `--no-wait`, at once when it is not).
+    async fn wait_turn(
+        client: &zk::Client,
+        dir: &str,
+        own: &str,
+        wait: Wait,
+    ) -> Result<Option<()>, ZkError> {
+        loop {
+            let children = riding_out(wait, "listing contenders", || async {
+                client
+                    .list_children(dir)
+                    .await
+                    .map_err(|e| ZkError::of(&format!("listing `{dir}`"), e))
+            })
+            .await;
+            let children = match children {
+                Ok(c) => c,
+                Err(ZkError::Failed { .. }) | Err(ZkError::NodeGone { .. }) => {
+                    return Err(ZkError::NodeGone {
+                        path: format!("{dir}/{own}"),
+                    })
+                }
+                Err(e) => return Err(e),
+            };
+            let found = contenders(&children);
+            lock::warn_of_kazoo(dir, &found);
+            // A node of ours besides `own`: a create whose answer was lost
+            // and that a lagging server did not show us before we created
+            // again. It would sit ahead of us for ever: delete it.
+            let ours = own.get(..40).filter(|p| p.starts_with("_c_"));
+            let strays: Vec<&str> = found
+                .iter()
+                .map(|c| c.name.as_str())
+                .filter(|n| *n != own && ours.is_some_and(|p| n.starts_with(p)))
+                .collect();
+            if !strays.is_empty() {
+                for stray in strays {
+                    lock::leave(client, &format!("{dir}/{stray}")).await?;
+                }
+                continue;
+            }
+            let Some(at) = found.iter().position(|c| c.name == own) else {
+                return Err(ZkError::NodeGone {
+                    path: format!("{dir}/{own}"),
+                });
+            };
+            if at == 0 {
+                return Ok(Some(()));
+            }
+            if wait == Wait::Once {
+                return Ok(None);
+            }
+            // The one just ahead of us: no herd when the holder leaves.
+            let ahead = format!("{dir}/{}", found[at - 1].name);
+            let watched = match client.check_and_watch_stat(&ahead).await {
+                Ok((None, _)) => continue,
+                Ok((Some(_), watcher)) => watcher,
+                Err(e) => {
+                    let e = ZkError::of(&format!("watching `{ahead}`"), e);
+                    if e.is_transient() {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                    return Err(e);
+                }
+            };
+            let changed = watched.changed();
+            match wait.deadline() {
+                Some(at) => {
+                    if tokio::time::timeout_at(at, changed).await.is_err() {
+                        return Ok(None);
+                    }
+                }
+                None => {
+                    changed.await;
+                }
+            }
+        }
+    }
+
+    async fn acquire_lock(
+        &self,
+        lease: &ZkLease,
+        target: &Target,
+        value: &str,
+        wait: Wait,
+    ) -> Result<Acquisition<ZkClaim>, ZkError> {
+        let dir = Self::dir(target)?;
+        let client = &lease.client;
+        let data = facts(value);
+        let (own, stat) = riding_out(wait, "entering the queue", || {
+            lock::enter(client, &dir, &lease.uuid, LOCK_NAME, &data)
+        })
+        .await?;
+        let path = format!("{dir}/{own}");
+        match Self::wait_turn(client, &dir, &own, wait).await {
+            Ok(Some(())) => Ok(Acquisition::Held(ZkClaim {
+                client: client.clone(),
+                name: target.name().to_owned(),
+                path,
+                czxid: stat.czxid,
+                slot: None,
+            })),
+            Ok(None) => {
+                let _ = riding_out(Wait::Once, "leaving the queue", || lock::leave(client, &path)).await;
+                let holder = self.first_value(client, target).await;
+                Ok(Acquisition::Busy { holder })
+            }
+            Err(e) => {
+                let _ = lock::leave(client, &path).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn first_value(&self, client: &zk::Client, target: &Target) -> Option<String> {
+        let holders = holders_with(client, target).await.ok()?;
+        holders
+            .into_iter()
+            .next()
+            .map(|h| String::from_utf8_lossy(&h.label()).into_owned())
+    }
+
+    /// Checks the limit stored in PREFIX against ours, storing ours when
+    /// none is (Curator stores none).
+    async fn agree_limit(client: &zk::Client, prefix: &str, dir: &str, limit: u32) -> Result<(), ZkError> {
+        let (data, stat) = match client.get_data(dir).await {
+            Ok(found) => found,
+            Err(zk::Error::NoNode) => return Ok(()),
+            Err(e) => return Err(ZkError::of(&format!("reading `{dir}`"), e)),
+        };
+        match lock::parse_limit(&data) {
+            Some(Ok(n)) if n == limit => Ok(()),
+            Some(Ok(n)) => Err(ZkError::LimitMismatch {
+                prefix: prefix.to_owned(),
+                ours: limit,
+                theirs: n.to_string(),
+            }),
+            Some(Err(text)) => Err(ZkError::LimitMismatch {
+                prefix: prefix.to_owned(),
+                ours: limit,
+                theirs: text,
+            }),
+            None => match client
+                .set_data(dir, limit.to_string().as_bytes(), Some(stat.version))
+                .await
+            {
+                Ok(_) => Ok(()),
+                // Someone stored one meanwhile: read it.
+                Err(zk::Error::BadVersion) => Box::pin(Self::agree_limit(client, prefix, dir, limit)).await,
+                Err(e) => Err(ZkError::of(&format!("storing the limit in `{dir}`"), e)),
+            },
+        }
+    }
+
+    async fn acquire_slot(
+        &self,
+        lease: &ZkLease,
+        target: &Target,
+        limit: u32,
+        value: &str,
+        wait: Wait,
+    ) -> Result<Acquisition<ZkClaim>, ZkError> {
+        if limit == 0 {
+            return Err(ZkError::Usage("a semaphore needs a limit of at least 1".into()));
+        }
+        let dir = Self::dir(target)?;
+        let client = &lease.client;
+        // A mismatch is refused before we write anything.
+        Self::agree_limit(client, target.name(), &dir, limit).await?;
+        let locks = format!("{dir}/locks");
+        let leases = format!("{dir}/leases");
+        let (gate, _) = riding_out(wait, "entering the admission queue", || {
+            lock::enter(client, &locks, &lease.uuid, LOCK_NAME, b"")
+        })
+        .await?;
+        let gate = format!("{locks}/{gate}");
+        let gate_name = gate.rsplit('/').next().unwrap_or_default().to_owned();
+        let outcome = async {
+            if Self::wait_turn(client, &locks, &gate_name, wait).await?.is_none() {
+                return Ok(None);
+            }
+            Self::agree_limit(client, target.name(), &dir, limit).await?;
+            let data = facts(value);
+            let (own, stat) = riding_out(wait, "taking a lease", || {
+                lock::enter(client, &leases, &lease.uuid, LEASE_NAME, &data)
+            })
+            .await?;
+            let path = format!("{leases}/{own}");
+            loop {
+                let (children, watcher) = match client.list_and_watch_children(&leases).await {
+                    Ok(found) => found,
+                    Err(e) => {
+                        let e = ZkError::of(&format!("listing `{leases}`"), e);
+                        if e.is_transient() {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            continue;
+                        }
+                        let _ = lock::leave(client, &path).await;
+                        return Err(e);
+                    }
+                };
+                if !children.contains(&own) {
+                    return Err(ZkError::NodeGone { path });
+                }
+                if children.len() <= limit as usize {
+                    let mut ranked: Vec<_> =
+                        children.iter().filter_map(|c| lease_seq(c).map(|s| (s, c))).collect();
+                    ranked.sort();
+                    let slot = ranked.iter().position(|(_, c)| **c == own).unwrap_or(0);
+                    return Ok(Some((path, stat, slot as u32)));
+                }
+                let gave_up = match (wait, wait.deadline()) {
+                    (Wait::Once, _) => true,
+                    (_, Some(at)) => tokio::time::timeout_at(at, watcher.changed()).await.is_err(),
+                    (_, None) => {
+                        watcher.changed().await;
+                        false
+                    }
+                };
+                if gave_up {
+                    let _ = lock::leave(client, &path).await;
+                    return Ok(None);
+                }
+            }
+        }
+        .await;
+        let _ = riding_out(Wait::Once, "leaving the admission queue", || lock::leave(client, &gate)).await;
+        match outcome? {
+            Some((path, stat, slot)) => Ok(Acquisition::Held(ZkClaim {
+                client: client.clone(),
+                name: target.name().to_owned(),
+                path,
+                czxid: stat.czxid,
+                slot: Some(slot),
+            })),
+            None => Ok(Acquisition::Busy {
+                holder: self.first_value(client, target).await,
+            }),
+        }
+    }
+}
+
+/// The sequence of a semaphore's lease node.
+fn lease_seq(name: &str) -> Option<i64> {
+    let (head, digits) = name.split_at(name.len().checked_sub(10)?);
+    (head.ends_with(LEASE_NAME) && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// The live holders of `target`, read through `client`: a lock's lowest
+/// contender; a semaphore's first `limit` leases.
+async fn holders_with(client: &zk::Client, target: &Target) -> Result<Vec<Holder>, ZkError> {
+    let dir = Zookeeper::dir(target)?;
+    let (dir, names, limit) = match target {
+        Target::Lock { .. } => {
+            let children = match client.list_children(&dir).await {
+                Ok(c) => c,
+                Err(zk::Error::NoNode) => return Ok(Vec::new()),
+                Err(e) => return Err(ZkError::of(&format!("listing `{dir}`"), e)),
+            };
+            let names: Vec<String> = contenders(&children).into_iter().map(|c| c.name).collect();
+            (dir, names, 1)
+        }
+        Target::Slot { limit, .. } => {
+            let leases = format!("{dir}/leases");
+            let children = match client.list_children(&leases).await {
+                Ok(c) => c,
+                Err(zk::Error::NoNode) => return Ok(Vec::new()),
+                Err(e) => return Err(ZkError::of(&format!("listing `{leases}`"), e)),
+            };
+            let mut ranked: Vec<(i64, String)> = children
+                .into_iter()
+                .filter_map(|c| lease_seq(&c).map(|s| (s, c)))
+                .collect();
+            ranked.sort();
+            (leases, ranked.into_iter().map(|(_, c)| c).collect(), *limit as usize)
+        }
+    };
+    let mut holders = Vec::new();
+    for name in names {
+        if holders.len() >= limit {
+            break;
+        }
+        let path = format!("{dir}/{name}");
+        match client.get_data(&path).await {
+            Ok((data, stat)) => {
+                let slot = matches!(target, Target::Slot { .. }).then_some(holders.len() as u32);
+                holders.push(holder_of(&dir, &name, &data, &stat, slot));
+            }
+            // Gone since the listing: the next one holds.
+            Err(zk::Error::NoNode) => {}
+            Err(e) => return Err(ZkError::of(&format!("reading `{path}`"), e)),
+        }
+    }
+    Ok(holders)
+}
+
+/// A ZooKeeper session: the lease every claim of a run rides on.
+#[derive(Debug)]
+pub struct ZkLease {
+    client: zk::Client,
+    /// The protection prefix of every node this session creates.
+    uuid: String,
+    opened_at: Instant,
+    timeout: Duration,
+}
+
+impl ZkLease {
+    /// The session timeout the server granted.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+}
+
+impl Lease for ZkLease {
+    fn confirmed_at(&self) -> Instant {
+        self.opened_at
+    }
+
+    /// A `sync`: answered only through the ensemble's leader, after the
+    /// server we talk to heard from it, so an answer proves the session
+    /// was touched no earlier than its send.
+    async fn renew(&self, timeout: Duration) -> Renewal {
+        match tokio::time::timeout(timeout, self.client.sync("/")).await {
+            Err(_) => Renewal::Failed(format!(
+                "no answer to a sync within {}",
+                humantime::format_duration(timeout)
+            )),
+            Ok(Ok(())) => Renewal::Confirmed {
+                ttl: Some(self.timeout),
+            },
+            Ok(Err(e)) => match ZkError::of("sync", e) {
+                e if e.is_verdict() => Renewal::Gone(e.to_string()),
+                e => Renewal::Failed(e.to_string()),
+            },
+        }
+    }
+
+    async fn close(self) {
+        client::close(self.client).await;
+    }
+}
+
+impl Engine for Zookeeper {
+    type Lease = ZkLease;
+    type Claim = ZkClaim;
+    type Error = ZkError;
+
+    /// Opens the session, retrying blips within the patience (for ever for
+    /// a daemon); a one-off run's first contact says at once what is wrong.
+    async fn open_lease(&self, opening: Opening<'_>) -> Result<ZkLease, ZkError> {
+        let until = match (opening.daemon, opening.wait) {
+            (true, _) | (false, Wait::Forever) => None,
+            (false, Wait::Once) => Some(Instant::now() + ONCE_GRACE),
+            (false, Wait::Until(at)) => Some(at),
+        };
+        let mut pause = Duration::from_millis(100);
+        let mut first = opening.first && !opening.daemon;
+        loop {
+            let opened_at = Instant::now();
+            match client::connect(&self.config, self.ttl, first).await {
+                Ok(client) => {
+                    let timeout = client.session_timeout();
+                    if timeout < self.ttl {
+                        client::close(client).await;
+                        return Err(ZkError::Usage(format!(
+                            "ZooKeeper at {} grants sessions of at most {} (its maxSessionTimeout), shorter than --ttl {}; use --ttl {} or less",
+                            self.config.hosts(),
+                            humantime::format_duration(timeout),
+                            humantime::format_duration(self.ttl),
+                            humantime::format_duration(Duration::from_secs(timeout.as_secs().max(1))),
+                        )));
+                    }
+                    return Ok(ZkLease {
+                        client,
+                        uuid: lock::new_uuid(),
+                        opened_at,
+                        timeout,
+                    });
+                }
+                Err(e) if first => return Err(e),
+                Err(e @ ZkError::Unreachable { .. }) => {
+                    (opening.report)(&format!("engine unreachable, retrying: {e}"));
+                    if until.is_some_and(|at| Instant::now() + pause >= at) {
+                        return Err(e);
+                    }
+                    tracing::info!("opening a session: {e}; retrying in {pause:?}");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                Err(e) => return Err(e),
+            }
+            first = false;
+        }
+    }
+
+    async fn acquire(
+        &self,
+        lease: &ZkLease,
+        target: &Target,
+        value: &str,
+        wait: Wait,
+    ) -> Result<Acquisition<ZkClaim>, ZkError> {
+        match target {
+            Target::Lock { .. } => self.acquire_lock(lease, target, value, wait).await,
+            Target::Slot { limit, .. } => self.acquire_slot(lease, target, *limit, value, wait).await,
+        }
+    }
+}
+
+/// A lock or slot we hold: our node.
+#[derive(Debug)]
+pub struct ZkClaim {
+    client: zk::Client,
+    name: String,
+    path: String,
+    czxid: i64,
+    slot: Option<u32>,
+}
+
+impl ZkClaim {
+    /// Our rank when we got the slot, for a semaphore.
+    pub fn slot(&self) -> Option<u32> {
+        self.slot
+    }
+
+    /// Resolves once our node or session is gone.
+    async fn lost(&mut self) -> Lost {
+        let mut state = self.client.state_watcher();
+        loop {
+            let s = state.state();
+            if s.is_terminated() {
+                return Lost::SessionGone(format!("our ZooKeeper session ended ({s})"));
+            }
+            match self.client.check_and_watch_stat(&self.path).await {
+                Ok((None, _)) => return Lost::Watch(self.gone()),
+                Ok((Some(stat), _)) if stat.czxid != self.czxid => return Lost::Watch(self.gone()),
+                Ok((Some(_), watcher)) => {
+                    let event = watcher.changed().await;
+                    match event.event_type {
+                        zk::EventType::NodeDeleted => return Lost::Watch(self.gone()),
+                        // Curator's `Revoker` asks a holder to let go by
+                        // writing `__REVOKE__` into its node: the node is
+                        // still ours, so the command keeps its grace.
+                        zk::EventType::NodeDataChanged => {
+                            if let Ok((data, _)) = self.client.get_data(&self.path).await {
+                                if data == REVOKE {
+                                    return Lost::Released(format!(
+                                        "revoked: `__REVOKE__` was written into our node `{}` (Curator's Revoker)",
+                                        self.path
+                                    ));
+                                }
+                            }
+                        }
+                        zk::EventType::Session if event.session_state.is_terminated() => {
+                            return Lost::SessionGone(format!(
+                                "our ZooKeeper session ended ({})",
+                                event.session_state
+                            ))
+                        }
+                        // Disconnected: jeopardy, which the countdown
+                        // covers; look again once connected.
+                        zk::EventType::Session => {
+                            let _ = tokio::time::timeout(Duration::from_secs(1), state.changed()).await;
+                        }
+                        _ => {}
+                    }
+                }
+                Err(e) => match ZkError::of("watching our node", e) {
+                    e if e.is_verdict() => return Lost::SessionGone(e.to_string()),
+                    e if e.is_transient() => {
+                        let _ = tokio::time::timeout(Duration::from_secs(1), state.changed()).await;
+                    }
+                    e => return Lost::Watch(format!("cannot watch our node `{}`: {e}", self.path)),
+                },
+            }
+        }
+    }
+
+    fn gone(&self) -> String {
+        format!(
+            "our node `{}` was deleted (an operator's release, or the session expired)",
+            self.path
+        )
+    }
+}
+
+impl Claim for ZkClaim {
+    type Error = ZkError;
+
+    fn fence(&self) -> u64 {
+        u64::try_from(self.czxid).expect("zxids are positive")
+    }
+
+    fn env(&self) -> Vec<(OsString, OsString)> {
+        vec![
+            ("LOCKRUN_KEY".into(), self.name.clone().into()),
+            ("LOCKRUN_LOCK_INDEX".into(), self.czxid.to_string().into()),
+            ("ZOOKEEPER_LOCK_NODE".into(), self.path.clone().into()),
+        ]
+    }
+
+    /// Our node's path: no other session can create it.
+    fn holder_id(&self) -> Option<String> {
+        Some(self.path.clone())
+    }
+
+    fn take_hold_fd(&mut self) -> Option<OwnedFd> {
+        None
+    }
+
+    async fn record_child(&mut self, _pgid: u32) -> Result<(), ZkError> {
+        // A write to our node would look like a revocation to Curator's
+        // `Revoker` protocol watchers; the facts stay as entered.
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        format!("node `{}`", self.path)
+    }
+
+    /// ZooKeeper has no lock-delay: once our node is gone a rival may hold
+    /// already, so every loss is a verdict.
+    async fn watch(&mut self) -> Lost {
+        self.lost().await
+    }
+
+    async fn release(self) -> Result<(), ZkError> {
+        let client = &self.client;
+        riding_out(Wait::Once, "deleting our node", || lock::leave(client, &self.path)).await
+    }
+}
+
+impl Inspect for Zookeeper {
+    type Error = ZkError;
+    type Changes = ZkChanges;
+
+    /// A prefix whose data holds a limit and that has `leases` is a
+    /// semaphore; anything else a lock.
+    async fn target_of(&self, key: &str) -> Result<Target, ZkError> {
+        let lock = Target::Lock { key: key.to_owned() };
+        let dir = Self::dir(&lock)?;
+        let client = self.looker().await?;
+        let data = match client.get_data(&dir).await {
+            Ok((data, _)) => data,
+            Err(zk::Error::NoNode) => return Ok(lock),
+            Err(e) => return Err(ZkError::of(&format!("reading `{dir}`"), e)),
+        };
+        let leases = client
+            .check_stat(&format!("{dir}/leases"))
+            .await
+            .map_err(|e| ZkError::of(&format!("reading `{dir}/leases`"), e))?;
+        Ok(match (lock::parse_limit(&data), leases) {
+            (Some(Ok(limit)), Some(_)) => Target::Slot {
+                prefix: key.to_owned(),
+                limit,
+            },
+            _ => lock,
+        })
+    }
+
+    async fn holders(&self, target: &Target) -> Result<Vec<Holder>, ZkError> {
+        holders_with(self.looker().await?, target).await
+    }
+
+    async fn changes(&self, target: &Target) -> Result<ZkChanges, ZkError> {
+        Self::dir(target)?;
+        Ok(ZkChanges {
+            engine: self.clone(),
+            target: target.clone(),
+            last: None,
+        })
+    }
+
+    /// Deletes the chosen holders' nodes: a lockrun holder sees its node go
+    /// and stops its child at once.
+    async fn force_release(&self, target: &Target, which: &Which) -> Result<Released<ZkError>, ZkError> {
+        let client = self.looker().await?;
+        let holders = holders_with(client, target).await?;
+        let mut asked = Vec::new();
+        let mut refused = Vec::new();
+        for holder in holders {
+            if let Which::Value(v) = which {
+                if holder.value.as_deref() != Some(v.as_str()) {
+                    continue;
+                }
+            }
+            let Some(path) = holder.entry.clone() else { continue };
+            match client.delete(&path, None).await {
+                Ok(()) => asked.push(holder),
+                Err(zk::Error::NoNode) => {}
+                Err(e) => refused.push(ZkError::of(&format!("deleting `{path}`"), e)),
+            }
+        }
+        Ok(Released {
+            asked,
+            refused,
+            nothing: None,
+        })
+    }
+
+    fn asked_line(&self, target: &Target, holder: &Holder) -> String {
+        let what = match holder.slot {
+            Some(slot) => format!("slot {slot} of `{}`", target.name()),
+            None => format!("`{}`", target.name()),
+        };
+        format!(
+            "released {what}: deleted {}, held by {}",
+            holder.entry.as_deref().unwrap_or("its node"),
+            String::from_utf8_lossy(&holder.label())
+        )
+    }
+}
+
+/// The holders of a target each time they change, from child watches.
+#[derive(Debug)]
+pub struct ZkChanges {
+    engine: Zookeeper,
+    target: Target,
+    last: Option<Vec<Holder>>,
+}
+
+impl Changes for ZkChanges {
+    type Error = ZkError;
+
+    async fn next(&mut self) -> Result<Vec<Holder>, ZkError> {
+        let client = self.engine.looker().await?.clone();
+        let dir = Zookeeper::dir(&self.target)?;
+        let watched = match self.target {
+            Target::Lock { .. } => dir.clone(),
+            Target::Slot { .. } => format!("{dir}/leases"),
+        };
+        loop {
+            // Watch first, then read: no change falls between.
+            let watcher = match client.list_and_watch_children(&watched).await {
+                Ok((_, w)) => w,
+                Err(zk::Error::NoNode) => match client.check_and_watch_stat(&watched).await {
+                    Ok((None, w)) => w,
+                    Ok((Some(_), _)) => continue,
+                    Err(e) => return Err(ZkError::of(&format!("watching `{watched}`"), e)),
+                },
+                Err(e) => return Err(ZkError::of(&format!("watching `{watched}`"), e)),
+            };
+            let now = holders_with(&client, &self.target).await?;
+            if self.last.as_ref() != Some(&now) {
+                self.last = Some(now.clone());
+                return Ok(now);
+            }
+            let event = watcher.changed().await;
+            if event.event_type == zk::EventType::Session && event.session_state.is_terminated() {
+                return Err(ZkError::SessionGone {
+                    why: format!("the watch ended ({})", event.session_state),
+                });
+            }
+        }
+    }
+}
+
+impl Zookeeper {
+    /// Writes `key` only while `holder`, a holder's node, still exists:
+    /// `multi(check(holder), setData(key))`, or a create when `key` is new.
+    pub async fn fenced_put(&self, holder: &str, key: &str, value: &[u8]) -> Result<bool, ZkError> {
+        check_key(key).map_err(ZkError::Usage)?;
+        let client = self.looker().await?;
+        let path = dir_of(key);
+        for _ in 0..3 {
+            let exists = client
+                .check_stat(&path)
+                .await
+                .map_err(|e| ZkError::of(&format!("reading `{path}`"), e))?;
+            if exists.is_none() {
+                if let Some((parent, _)) = path.rsplit_once('/').filter(|(p, _)| !p.is_empty()) {
+                    let options = zk::CreateMode::Persistent.with_acls(client::open_acl());
+                    client
+                        .mkdir(parent, &options)
+                        .await
+                        .map_err(|e| ZkError::of(&format!("creating `{parent}`"), e))?;
+                }
+            }
+            let mut multi = client.new_multi_writer();
+            let bad = |e: zk::Error| ZkError::of("building the fenced write", e);
+            multi.add_check_version(holder, -1).map_err(bad)?;
+            match exists {
+                Some(_) => multi.add_set_data(&path, value, None).map_err(bad)?,
+                None => multi
+                    .add_create(&path, value, &zk::CreateMode::Persistent.with_acls(client::open_acl()))
+                    .map_err(bad)?,
+            }
+            match multi.commit().await {
+                Ok(_) => return Ok(true),
+                Err(zk::MultiWriteError::OperationFailed { index: 0, .. }) => return Ok(false),
+                // Created or deleted meanwhile: look again.
+                Err(zk::MultiWriteError::OperationFailed {
+                    index: 1,
+                    source: zk::Error::NodeExists | zk::Error::NoNode,
+                }) => continue,
+                Err(e) => return Err(ZkError::of(&format!("writing `{path}`"), e.into())),
+            }
+        }
+        Err(ZkError::Failed {
+            what: format!("writing `{path}`"),
+            cause: "it kept being created and deleted meanwhile; try again".into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_in_zookeepers_own_tree_are_refused() {
+        assert!(check_key("zookeeper").is_err());
+        assert!(check_key("zookeeper/quota").is_err());
+        assert!(check_key("zookeepers").is_ok());
+    }
+
+    #[test]
+    fn lease_nodes() {
+        assert_eq!(lease_seq("_c_ab-lease-0000000007"), Some(7));
+        assert_eq!(lease_seq("_c_ab-lock-0000000007"), None);
+        assert_eq!(lease_seq("short"), None);
+    }
+
+    #[test]
+    fn holders_of_other_clients_are_named() {
+        let stat = zk::Stat {
+            czxid: 7,
+            mzxid: 7,
+            pzxid: 7,
+            ctime: 0,
+            mtime: 0,
+            version: 0,
+            cversion: 0,
+            aversion: 0,
+            ephemeral_owner: 1,
+            data_length: 0,
+            num_children: 0,
+        };
+        let h = holder_of("/k", "_c_1-lock-0000000000", b"10.0.0.1", &stat, None);
+        assert_eq!(h.value, None);
+        assert!(String::from_utf8_lossy(&h.label()).contains("10.0.0.1"));
+        let h = holder_of("/k", "n", &facts("me"), &stat, None);
+        assert_eq!(h.value.as_deref(), Some("me"));
+    }
+}

@@ -1,0 +1,659 @@
+//! `--backend zookeeper` end to end beside its engine's own clients and
+//! under its faults: Curator (`InterProcessMutex`, compiled at test time
+//! against Debian's jars) and kazoo (from PyPI, into target/test-engines by
+//! .ci/deps) as rivals both ways; a default kazoo rival counted and warned
+//! of; the holder's lockrun frozen; the holder's server stopped, the
+//! ensemble's leader killed and its quorum lost in a 3-member ensemble;
+//! fences across holders and across a deleted directory. Every overlap is
+//! measured with the children's own timestamps.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+
+use crate::procs::{self, pid_alive, wait_until};
+use crate::support::{assert_exit, bare, max_overlap, run, scratch, Running};
+use crate::zk_support::{self, TestZk};
+
+/// A child that notes its pid and fence, then writes the time every 10 ms
+/// until the test writes `go` (Curator's and kazoo's rivals do the same).
+const BODY: &str =
+    "echo $$ > \"$1/pid\"; echo \"$LOCKRUN_LOCK_INDEX $ZOOKEEPER_LOCK_NODE\" >> \"$1/fence\"; \
+    while [ ! -e \"$1/go\" ]; do date +%s%N >> \"$1/beat\"; sleep 0.01; done; \
+    date +%s%N >> \"$1/beat\"";
+
+/// A lockrun, Curator or kazoo run holding (or waiting for) a lock.
+struct Contender {
+    running: Option<Running>,
+    dir: tempfile::TempDir,
+}
+
+impl Contender {
+    fn lockrun(hosts: &str, args: &[&str]) -> Contender {
+        let dir = scratch();
+        let mut cmd = bare(["--backend", "zookeeper", "--zk-hosts", hosts]);
+        cmd.args(args).args(["--shell", "--", BODY]).arg(dir.path());
+        Contender::start(cmd, dir)
+    }
+
+    fn curator(hosts: &str, path: &str) -> Contender {
+        Contender::curator_with(hosts, path, &[])
+    }
+
+    /// `extra`: the semaphore's limit, for `InterProcessSemaphoreV2`.
+    fn curator_with(hosts: &str, path: &str, extra: &[&str]) -> Contender {
+        let dir = scratch();
+        let mut cmd = Command::new("java");
+        cmd.args(["-Xmx64m", "-XX:TieredStopAtLevel=1", "-cp"])
+            .arg(curator_classpath())
+            .args(["CuratorRival", hosts, path])
+            .arg(dir.path())
+            .args(extra);
+        Contender::start(cmd, dir)
+    }
+
+    fn kazoo(hosts: &str, path: &str, mode: &str) -> Contender {
+        let dir = scratch();
+        let mut cmd = Command::new("python3");
+        cmd.env("PYTHONPATH", kazoo_dir())
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/integration/zk/kazoo_rival.py"))
+            .args([hosts, path])
+            .arg(dir.path())
+            .arg(mode);
+        Contender::start(cmd, dir)
+    }
+
+    fn start(mut cmd: Command, dir: tempfile::TempDir) -> Contender {
+        cmd.stdin(Stdio::null());
+        Contender {
+            running: Some(Running::spawn(&mut cmd)),
+            dir,
+        }
+    }
+
+    fn started(&self) -> bool {
+        self.dir.path().join("beat").exists()
+    }
+
+    fn wait_started(&self, what: &str) {
+        assert!(
+            wait_until(procs::deadline(), || self.started()),
+            "{what} never held"
+        );
+    }
+
+    fn beats(&self) -> Vec<u128> {
+        std::fs::read_to_string(self.dir.path().join("beat"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    fn span(&self) -> (u128, u128) {
+        let b = self.beats();
+        (b[0], *b.last().unwrap())
+    }
+
+    fn child_pid(&self) -> u32 {
+        let text = std::fs::read_to_string(self.dir.path().join("pid")).unwrap();
+        text.trim().parse().unwrap()
+    }
+
+    /// `LOCKRUN_LOCK_INDEX` and `ZOOKEEPER_LOCK_NODE` of each hold.
+    fn fences(&self) -> Vec<(u64, String)> {
+        std::fs::read_to_string(self.dir.path().join("fence"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let (f, node) = l.split_once(' ')?;
+                Some((f.parse().ok()?, node.to_owned()))
+            })
+            .collect()
+    }
+
+    fn go(&self) {
+        std::fs::write(self.dir.path().join("go"), "").unwrap();
+    }
+
+    fn finish(&mut self) -> Output {
+        self.running.take().expect("running").finish()
+    }
+
+    fn signal(&self, signal: Signal) {
+        self.running.as_ref().expect("running").signal(signal);
+    }
+}
+
+/// Debian's Curator and ZooKeeper jars, and the folder of the compiled
+/// rival (compiled once per source change, into target/).
+fn curator_classpath() -> String {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let jars = [
+        "curator-framework",
+        "curator-client",
+        "curator-recipes",
+        "zookeeper",
+        "zookeeper-jute",
+        "guava",
+        "slf4j-api",
+        "slf4j-nop",
+        "netty-handler",
+        "netty-common",
+        "netty-buffer",
+        "netty-transport",
+        "netty-codec",
+        "netty-resolver",
+        "netty-transport-native-epoll",
+        "netty-transport-native-unix-common",
+    ];
+    let lib: Vec<String> = jars
+        .iter()
+        .map(|j| format!("/usr/share/java/{j}.jar"))
+        .filter(|p| Path::new(p).exists())
+        .collect();
+    assert!(
+        Path::new("/usr/share/java/curator-recipes.jar").exists(),
+        "no Curator jars; apt-get install libcurator-recipes-java"
+    );
+    let lib = lib.join(":");
+    let out = BUILT.get_or_init(|| {
+        let src =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/integration/zk/CuratorRival.java");
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("zk-curator-rival");
+        let class = out.join("CuratorRival.class");
+        let fresh = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
+        if fresh(&class) < fresh(&src) {
+            let built = Command::new("javac")
+                .arg("-d")
+                .arg(&out)
+                .args(["-cp", &lib])
+                .arg(&src)
+                .output()
+                .expect("javac runs (apt-get install default-jdk-headless)");
+            assert!(
+                built.status.success(),
+                "javac CuratorRival: {}",
+                String::from_utf8_lossy(&built.stderr)
+            );
+        }
+        out
+    });
+    format!("{}:{lib}", out.display())
+}
+
+fn kazoo_dir() -> String {
+    let dir = std::env::var("LOCKRUN_TEST_KAZOO_DIR").unwrap_or_default();
+    assert!(
+        Path::new(&dir).join("kazoo").exists(),
+        "no kazoo in `{dir}`; .ci/deps installs it (pip install --target target/test-engines/kazoo kazoo==2.11.0)"
+    );
+    dir
+}
+
+/// Waits until `/DIR` has `n` children: the contenders are all queued.
+fn wait_queued(hosts: &str, dir: &str, n: usize) {
+    let deadline = Instant::now() + procs::PATIENCE;
+    loop {
+        let now = zk_support::with_client(hosts, async |c| {
+            c.list_children(&format!("/{dir}"))
+                .await
+                .map(|v| v.len())
+                .unwrap_or(0)
+        });
+        if now >= n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/{dir} never had {n} contenders (has {now})"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `first` holds, `second` queues behind it, `first` lets go, `second`
+/// holds: never both, by their own timestamps.
+fn one_after_the_other(
+    hosts: &str,
+    dir: &str,
+    first: &mut Contender,
+    second: &mut Contender,
+    what: &str,
+) -> (Output, Output) {
+    first.wait_started(&format!("{what}: the first"));
+    wait_queued(hosts, dir, 2);
+    assert!(
+        !second.started(),
+        "{what}: the second held beside the first"
+    );
+    first.go();
+    second.wait_started(&format!("{what}: the second"));
+    second.go();
+    let (a, b) = (first.finish(), second.finish());
+    assert!(
+        a.status.success(),
+        "{what}: the first: {}",
+        String::from_utf8_lossy(&a.stderr)
+    );
+    assert!(
+        b.status.success(),
+        "{what}: the second: {}",
+        String::from_utf8_lossy(&b.stderr)
+    );
+    let spans = [first.span(), second.span()];
+    assert_eq!(
+        max_overlap(spans),
+        1,
+        "{what}: both held at once: {spans:?}"
+    );
+    (a, b)
+}
+
+#[test]
+fn zookeeper_curator_and_lockrun_exclude_each_other() {
+    let hosts = zk_support::zk().addr.clone();
+    let key = zk_support::unique("curator");
+    let mut curator = Contender::curator(&hosts, &format!("/{key}"));
+    curator.wait_started("Curator");
+    let mut lockrun = Contender::lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
+    one_after_the_other(&hosts, &key, &mut curator, &mut lockrun, "Curator first");
+    let mut lockrun = Contender::lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
+    lockrun.wait_started("lockrun");
+    let mut curator = Contender::curator(&hosts, &format!("/{key}"));
+    one_after_the_other(&hosts, &key, &mut lockrun, &mut curator, "lockrun first");
+}
+
+#[test]
+fn zookeeper_kazoo_with_lockruns_pattern_and_lockrun_exclude_each_other() {
+    let hosts = zk_support::zk().addr.clone();
+    let key = zk_support::unique("kazoo");
+    let mut kazoo = Contender::kazoo(&hosts, &format!("/{key}"), "extra");
+    kazoo.wait_started("kazoo");
+    let mut lockrun = Contender::lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
+    one_after_the_other(&hosts, &key, &mut kazoo, &mut lockrun, "kazoo first");
+    let mut lockrun = Contender::lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
+    lockrun.wait_started("lockrun");
+    let mut kazoo = Contender::kazoo(&hosts, &format!("/{key}"), "extra");
+    one_after_the_other(&hosts, &key, &mut lockrun, &mut kazoo, "lockrun first");
+}
+
+/// A default kazoo client (`__lock__` nodes, blind to Curator's) still
+/// keeps lockrun out, and lockrun says what the kazoo side must change.
+#[test]
+fn zookeeper_a_default_kazoo_rival_is_counted_and_warned_of() {
+    let hosts = zk_support::zk().addr.clone();
+    let key = zk_support::unique("kazoo-default");
+    let mut kazoo = Contender::kazoo(&hosts, &format!("/{key}"), "default");
+    kazoo.wait_started("kazoo");
+    // The warning is for the log: a one-off run shows errors alone.
+    let mut lockrun = Contender::lockrun(&hosts, &["-v", "elect", "--ttl", "4s", &key]);
+    let (_, out) = one_after_the_other(
+        &hosts,
+        &key,
+        &mut kazoo,
+        &mut lockrun,
+        "default kazoo first",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("extra_lock_patterns=[\"-lock-\"]")
+            && stderr.matches("a kazoo client").count() == 1,
+        "lockrun warns once of the kazoo client: {stderr}"
+    );
+}
+
+/// The holder's lockrun frozen (SIGSTOP): its session is touched no more,
+/// and its guard kills the child before the server can expire the session
+/// and let the waiting rival in.
+#[test]
+fn zookeeper_a_frozen_holder_is_stopped_before_a_rival_holds() {
+    let hosts = zk_support::zk().addr.clone();
+    let key = zk_support::unique("frozen");
+    let mut holder = Contender::lockrun(&hosts, &["elect", "--ttl", "2s", &key]);
+    holder.wait_started("the holder");
+    let mut rival = Contender::lockrun(&hosts, &["elect", "--ttl", "2s", &key]);
+    wait_queued(&hosts, &key, 2);
+    let child = holder.child_pid();
+    let stopped = Instant::now();
+    holder.signal(Signal::SIGSTOP);
+    assert!(
+        wait_until(procs::deadline(), || !pid_alive(child)),
+        "the frozen holder's child kept running"
+    );
+    eprintln!(
+        "the frozen holder's child was gone {:?} after SIGSTOP (--ttl 2s)",
+        stopped.elapsed()
+    );
+    rival.wait_started("the rival");
+    holder.signal(Signal::SIGCONT);
+    let out = holder.finish();
+    assert_exit(&out, 124, "the frozen holder", String::new);
+    rival.go();
+    assert_exit(&rival.finish(), 0, "the rival", String::new);
+    let spans = [holder.span(), rival.span()];
+    assert_eq!(max_overlap(spans), 1, "both ran at once: {spans:?}");
+    assert!(holder.fences()[0].0 < rival.fences()[0].0, "fences grow");
+}
+
+/// czxid, not the sequence number: the fence grows from holder to holder
+/// and across the lock's directory deleted (as Curator's container reaper
+/// does), where the node's sequence starts over at 0000000000.
+#[test]
+fn zookeeper_fences_grow_across_holders_and_a_deleted_directory() {
+    let hosts = zk_support::zk().addr.clone();
+    let key = zk_support::unique("fences");
+    let mut seen = Vec::new();
+    for round in 0..3 {
+        if round == 2 {
+            zk_support::with_client(&hosts, async |c| {
+                c.delete(&format!("/{key}"), None)
+                    .await
+                    .expect("the empty directory deleted")
+            });
+        }
+        let mut holder = Contender::lockrun(&hosts, &["elect", "--ttl", "2s", &key]);
+        holder.wait_started("a holder");
+        holder.go();
+        assert_exit(&holder.finish(), 0, "a holder", String::new);
+        seen.extend(holder.fences());
+    }
+    let fences: Vec<u64> = seen.iter().map(|(f, _)| *f).collect();
+    assert!(
+        fences.windows(2).all(|w| w[0] < w[1]),
+        "fences grow: {seen:?}"
+    );
+    assert!(
+        seen[2].1.ends_with("-lock-0000000000"),
+        "the sequence restarted: {seen:?}"
+    );
+    assert!(seen[1].1.ends_with("-lock-0000000001"), "{seen:?}");
+}
+
+/// The member `hosts` names that the holder's session is on, by `cons`.
+fn member_serving(members: &[TestZk]) -> Option<usize> {
+    members.iter().position(|m| {
+        zk_support::four_letters(&m.addr, "cons")
+            .is_some_and(|text| text.lines().any(|l| l.contains("sid=0x")))
+    })
+}
+
+/// A 3-member ensemble under a holder (`--ttl 4s`), one fault after the
+/// other: the member it is connected to stopped (the client moves on, the
+/// hold is kept), the leader killed (a new one re-arms every session, the
+/// hold is kept), then the quorum lost (the child is stopped, and only then
+/// can the waiting rival hold). A `--no-wait` probe after each kept hold
+/// finds the lock taken.
+#[test]
+fn zookeeper_ensemble_faults_keep_the_hold_where_they_can_and_never_overlap() {
+    let members = zk_support::ensemble();
+    let hosts = zk_support::hosts(&members);
+    let key = zk_support::unique("ensemble");
+    let mut holder = Contender::lockrun(&hosts, &["-vv", "elect", "--ttl", "4s", &key]);
+    holder.wait_started("the holder");
+    let probe = |what: &str| {
+        let out = run(
+            bare(["--backend", "zookeeper", "--zk-hosts", &hosts]).args([
+                "elect",
+                "--no-wait",
+                "--ttl",
+                "4s",
+                &key,
+                "--",
+                "true",
+            ]),
+        );
+        assert_exit(&out, 75, what, String::new);
+    };
+
+    // 1. The holder's member stopped: the client moves to another.
+    let on = member_serving(&members).expect("the holder's member");
+    eprintln!("the holder is on member {on}, a {:?}", members[on].mode());
+    members[on].signal(Signal::SIGSTOP);
+    let beats = holder.beats().len();
+    // Two session timeouts: the session would have been lost by now.
+    std::thread::sleep(Duration::from_secs(8));
+    assert!(
+        holder.beats().len() > beats + 100,
+        "the holder's child went on"
+    );
+    assert!(
+        pid_alive(holder.child_pid()),
+        "the hold was kept with its member stopped"
+    );
+    probe("the lock is held after the holder's member stopped");
+    members[on].signal(Signal::SIGCONT);
+
+    // 2. The leader killed: a new one is elected among the other two.
+    let leader = (0..3)
+        .find(|&i| members[i].mode().as_deref() == Some("leader"))
+        .expect("a leader");
+    eprintln!("killing the leader, member {leader}");
+    members[leader].signal(Signal::SIGKILL);
+    assert!(
+        wait_until(procs::deadline(), || (0..3).any(
+            |i| i != leader && members[i].mode().as_deref() == Some("leader")
+        )),
+        "no new leader"
+    );
+    assert!(
+        pid_alive(holder.child_pid()),
+        "the hold was kept through the election"
+    );
+    probe("the lock is held after the leader changed");
+
+    // 3. The quorum lost: one of the two left stopped.
+    let mut rival = Contender::lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
+    wait_queued(&hosts, &key, 2);
+    let other = (0..3).find(|&i| i != leader).unwrap();
+    let child = holder.child_pid();
+    let lost = Instant::now();
+    members[other].signal(Signal::SIGSTOP);
+    assert!(
+        wait_until(procs::deadline(), || !pid_alive(child)),
+        "the child ran on without a quorum"
+    );
+    eprintln!(
+        "without a quorum the child was gone after {:?} (--ttl 4s)",
+        lost.elapsed()
+    );
+    members[other].signal(Signal::SIGCONT);
+    rival.wait_started("the rival after the quorum came back");
+    rival.go();
+    let out = holder.finish();
+    assert_exit(&out, 124, "the holder without a quorum", String::new);
+    assert_exit(&rival.finish(), 0, "the rival", String::new);
+    let spans = [holder.span(), rival.span()];
+    assert_eq!(max_overlap(spans), 1, "both ran at once: {spans:?}");
+    assert!(holder.fences()[0].0 < rival.fences()[0].0, "fences grow");
+}
+
+/// Curator's `InterProcessSemaphoreV2` and lockrun's semaphore share the
+/// layout: two of each, limit 2, never more than two children at once.
+#[test]
+fn zookeeper_curator_semaphore_and_lockrun_share_the_limit() {
+    let hosts = zk_support::zk().addr.clone();
+    let key = zk_support::unique("curator-sem");
+    let path = format!("/{key}");
+    // lockrun first, so that the limit is stored before Curator comes.
+    let first = Contender::lockrun(&hosts, &["semaphore", "--limit", "2", "--ttl", "4s", &key]);
+    first.wait_started("the first lockrun");
+    let second = Contender::curator_with(&hosts, &path, &["2"]);
+    second.wait_started("Curator");
+    let mut waiting = vec![
+        Contender::curator_with(&hosts, &path, &["2"]),
+        Contender::lockrun(&hosts, &["semaphore", "--limit", "2", "--ttl", "4s", &key]),
+    ];
+    // Both queue: the admission lock and the leases say so.
+    wait_queued(&hosts, &format!("{key}/locks"), 1);
+    assert!(
+        waiting.iter().all(|c| !c.started()),
+        "a third held beside two"
+    );
+    let mut all = vec![first, second];
+    all.append(&mut waiting);
+    for c in &all {
+        c.go();
+    }
+    for c in &mut all {
+        let out = c.finish();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let spans: Vec<_> = all.iter().map(Contender::span).collect();
+    assert!(
+        max_overlap(spans.iter().copied()) <= 2,
+        "more than 2 at once: {spans:?}"
+    );
+}
+
+/// A bad setting: the flags, the variables, the status, what the line says.
+type BadCase<'a> = (Vec<String>, Vec<(&'a str, &'a str)>, i32, &'a str);
+
+/// Every bad setting: one line, the documented status, and nothing
+/// written; an unreachable server is named with its port, at once.
+#[test]
+fn zookeeper_bad_settings_are_one_line_and_write_nothing() {
+    let hosts = zk_support::zk().addr.clone();
+    let key = zk_support::unique("bad");
+    let closed = format!("127.0.0.1:{}", crate::procs::free_port());
+    let no_chroot = format!("{hosts}/{}", zk_support::unique("no-chroot"));
+    let cases: Vec<BadCase> = vec![
+        (
+            vec!["--zk-hosts".into(), "127.0.0.1".into()],
+            vec![],
+            125,
+            "without a port",
+        ),
+        (
+            vec!["--zk-hosts".into(), format!("{hosts}/a/")],
+            vec![],
+            125,
+            "not a ZooKeeper path",
+        ),
+        (
+            vec![],
+            vec![("ZOOKEEPER_HOSTS", "")],
+            2,
+            "ZOOKEEPER_HOSTS is set but empty",
+        ),
+        (
+            vec!["--zk-hosts".into(), hosts.clone()],
+            vec![("ZOOKEEPER_AUTH", "nopassword")],
+            125,
+            "user:password",
+        ),
+        (
+            vec![
+                "--zk-hosts".into(),
+                hosts.clone(),
+                "--zk-auth-file".into(),
+                "/nonexistent".into(),
+            ],
+            vec![],
+            125,
+            "--zk-auth-file",
+        ),
+        (
+            vec!["--zk-hosts".into(), closed.clone()],
+            vec![],
+            125,
+            closed.as_str(),
+        ),
+        (vec!["--zk-hosts".into(), no_chroot], vec![], 125, "chroot"),
+        (
+            vec![
+                "--zk-hosts".into(),
+                hosts.clone(),
+                "--ttl".into(),
+                "40s".into(),
+            ],
+            vec![],
+            2,
+            "at most 30s",
+        ),
+    ];
+    for (flags, env, code, says) in cases {
+        let mut cmd = bare(["--backend", "zookeeper"]);
+        let (global, ttl) = match flags.iter().position(|f| f == "--ttl") {
+            Some(at) => (&flags[..at], &flags[at..]),
+            None => (&flags[..], &[][..]),
+        };
+        cmd.args(global)
+            .arg("elect")
+            .args(ttl)
+            .args([&key, "--", "true"]);
+        for (k, v) in &env {
+            cmd.env(k, v);
+        }
+        let started = Instant::now();
+        let out = run(&mut cmd);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{flags:?} {env:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{flags:?}: {stderr}");
+        assert!(stderr.contains(says), "{flags:?} names `{says}`: {stderr}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{flags:?} took {:?}",
+            started.elapsed()
+        );
+    }
+    let key2 = zk_support::unique("bad-key");
+    let out = run(
+        bare(["--backend", "zookeeper", "--zk-hosts", &hosts]).args([
+            "elect",
+            "zookeeper/quota",
+            "--",
+            "true",
+        ]),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left = zk_support::tree(&hosts, key.split('/').next().unwrap());
+    assert!(
+        !left
+            .iter()
+            .any(|p| p.contains(&key) || p.contains("no-chroot") || p.contains(&key2)),
+        "something was written: {left:?}"
+    );
+}
+
+/// Curator's cooperative revocation: `__REVOKE__` written into the holder's
+/// node (what `Revoker.attemptRevoke` does) stops the command with its
+/// grace, as an operator's release on Consul does, and lockrun exits 124
+/// having deleted its node.
+#[test]
+fn zookeeper_a_revoke_request_stops_the_holder_with_its_grace() {
+    let hosts = zk_support::zk().addr.clone();
+    let key = zk_support::unique("revoke");
+    let mut holder = Contender::lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
+    holder.wait_started("the holder");
+    let node = holder.fences()[0].1.clone();
+    zk_support::with_client(&hosts, async |c| {
+        c.set_data(&node, b"__REVOKE__", None)
+            .await
+            .expect("written")
+    });
+    let out = holder.finish();
+    assert_exit(&out, 124, "the revoked holder", String::new);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("__REVOKE__"), "{stderr}");
+    assert!(
+        stderr.contains("status 143"),
+        "SIGTERM, not SIGKILL: {stderr}"
+    );
+    assert!(
+        zk_support::tree(&hosts, &key).is_empty(),
+        "its node is gone"
+    );
+}
