@@ -32,13 +32,15 @@ struct Promise {
     clock: Option<ClockState>,
     kill_timeout: Duration,
     kill_signal: String,
+    /// COMMAND when one was given: checked as a run would, never started.
+    command: Option<Vec<String>>,
 }
 
 pub fn run<B: Backend>(pick: &Pick<B>, args: ExplainArgs, env: &dyn Env) -> Result<Exit, Failure> {
     let json = args.json;
     let promise = match args.what {
         ExplainWhat::Elect(mut a) => {
-            runnable(&mut a.child);
+            let command = runnable(&mut a.child);
             let (config, _) = config::hold(
                 pick,
                 config::LEADER,
@@ -50,10 +52,10 @@ pub fn run<B: Backend>(pick: &Pick<B>, args: ExplainArgs, env: &dyn Env) -> Resu
             )?;
             crate::hold::Service::new(&a.service)?;
             let bound = a.session.clock_rate_error;
-            promise::<B>(config::LEADER, a.key, bound, &config)
+            promise::<B>(config::LEADER, a.key, bound, &config, command)
         }
         ExplainWhat::Semaphore(mut a) => {
-            runnable(&mut a.child);
+            let command = runnable(&mut a.child);
             let prefix = a.prefix.strip_suffix('/').unwrap_or(&a.prefix).to_string();
             let (config, _) = config::hold(
                 pick,
@@ -66,7 +68,7 @@ pub fn run<B: Backend>(pick: &Pick<B>, args: ExplainArgs, env: &dyn Env) -> Resu
             )?;
             crate::hold::Service::new(&a.service)?;
             let bound = a.session.clock_rate_error;
-            promise::<B>(config::SEMAPHORE, prefix, bound, &config)
+            promise::<B>(config::SEMAPHORE, prefix, bound, &config, command)
         }
     };
     let text = if json {
@@ -74,17 +76,27 @@ pub fn run<B: Backend>(pick: &Pick<B>, args: ExplainArgs, env: &dyn Env) -> Resu
     } else {
         promise.text()
     };
-    println!("{text}");
+    crate::exit::write_stdout(format!("{text}\n").as_bytes());
     Ok(Exit::Success)
 }
 
 /// COMMAND is optional here: without one we validate as if a shell ran
-/// `:`, which every check accepts, since no command is ever started.
-fn runnable(child: &mut ChildArgs) {
+/// `:`, which every check accepts, since no command is ever started. One
+/// given (a run's line with `explain` put in front) is checked as the run
+/// would check it, and named in the explanation: its words.
+fn runnable(child: &mut ChildArgs) -> Option<Vec<String>> {
     if child.command.is_empty() {
         child.shell = true;
         child.command = vec![OsString::from(":")];
+        return None;
     }
+    Some(
+        child
+            .command
+            .iter()
+            .map(|w| w.to_string_lossy().escape_debug().to_string())
+            .collect(),
+    )
 }
 
 fn promise<B: Backend>(
@@ -92,6 +104,7 @@ fn promise<B: Backend>(
     key: String,
     rate_bound: Ppm,
     c: &config::HoldConfig,
+    command: Option<Vec<String>>,
 ) -> Promise {
     let ends_early = c.budget.is_some_and(|b| b.ends_early);
     Promise {
@@ -104,6 +117,7 @@ fn promise<B: Backend>(
         clock: c.budget.and_then(|_| clock::state()),
         kill_timeout: c.child.kill_timeout,
         kill_signal: c.child.kill_signal.name().to_string(),
+        command,
     }
 }
 
@@ -162,6 +176,7 @@ impl Promise {
             "backend": self.backend,
             "kind": if self.lock() { "lock" } else { "semaphore" },
             "key": self.key,
+            "command": self.command,
             "ttl_ms": b.map(|b| ms(b.ttl)),
             "lock_delay_ms": b.map(|b| ms(b.rival_delay)),
             "checks": b.map(|b| b.ends_early),
@@ -206,6 +221,13 @@ impl Promise {
         let line = |out: &mut String, label: &str, value: String| {
             out.push_str(&format!("  {label:<22}{value}\n"));
         };
+        if let Some(words) = &self.command {
+            line(
+                &mut out,
+                "command",
+                format!("`{}`, found; explain runs nothing", words.join(" ")),
+            );
+        }
         match self.budget {
             Some(b) => {
                 let t0 = "after the send time of the last confirmed renewal";

@@ -498,10 +498,11 @@ fn run_one(example: &Example) -> Result<(), String> {
             said()
         ));
     }
-    if let Some(line) = stderr
-        .lines()
-        .find(|l| l.contains("command not found") || l.contains("No such file"))
-    {
+    if let Some(line) = stderr.lines().find(|l| {
+        l.contains("command not found")
+            || l.contains("no program has that name")
+            || l.contains("No such file")
+    }) {
         return Err(format!("`{line}`\n{}", said()));
     }
     let statuses = sandbox.statuses();
