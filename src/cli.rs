@@ -60,8 +60,7 @@ pub enum Command {
 Examples:
   lockrun elect service/db/leader -- ./db-primary
   lockrun elect --campaign --value \"$(hostname):5432\" service/db/leader -- ./db-primary
-  lockrun elect --timeout 30s --shell jobs/migrate -- './migrate.sh && ./notify.sh'
-  lockrun elect P/.lock -- ./job          # excludes `consul lock P ./job`")]
+  lockrun elect --timeout 30s --shell jobs/migrate -- './migrate.sh && ./notify.sh'")]
     Elect(ElectArgs),
     /// Run COMMAND while holding one of N slots of the semaphore PREFIX.
     ///
@@ -74,8 +73,7 @@ Examples:
     #[command(after_help = "\
 Examples:
   lockrun semaphore --limit 3 jobs/reindex -- ./reindex.sh
-  lockrun semaphore --limit 1 --no-wait jobs/backup -- ./backup.sh
-  lockrun semaphore --limit 2 P -- ./job  # shares slots with `consul lock -n 2 P ./job`")]
+  lockrun semaphore --limit 1 --no-wait jobs/backup -- ./backup.sh")]
     Semaphore(SemaphoreArgs),
     /// Print who holds the lock on KEY (or the semaphore PREFIX).
     ///
@@ -232,15 +230,34 @@ pub enum ExplainWhat {
 }
 
 /// The command line as parsed and documented: [`Cli`], with COMMAND optional
-/// under `explain`, which runs nothing.
+/// under `explain`, which runs nothing, and every backend's own examples
+/// under the subcommands they show.
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
-    Cli::command().mut_subcommand("explain", |explain| {
+    let command = Cli::command().mut_subcommand("explain", |explain| {
         ["elect", "semaphore"]
             .into_iter()
             .fold(explain, |explain, name| {
                 explain.mut_subcommand(name, |sub| sub.mut_arg("command", |a| a.required(false)))
             })
+    });
+    // `mut_subcommands` keeps their order, which `mut_subcommand` does not.
+    command.mut_subcommands(|sub| {
+        let lines: Vec<&str> = crate::backend::BACKENDS
+            .iter()
+            .flat_map(|b| b.examples)
+            .filter(|(name, _)| *name == sub.get_name())
+            .map(|(_, line)| *line)
+            .collect();
+        if lines.is_empty() {
+            return sub;
+        }
+        let text = sub.get_after_help().map(ToString::to_string);
+        let mut text = text.unwrap_or_else(|| "Examples:".into());
+        for line in lines {
+            text.push_str(&format!("\n  {line}"));
+        }
+        sub.after_help(text)
     })
 }
 
@@ -271,6 +288,12 @@ pub fn short_help_for(command: clap::Command, backend: BackendName) -> clap::Com
         .map(|b| b.name)
         .filter(|n| *n != backend)
         .collect();
+    // Other backends' example lines leave the short help with their flags.
+    let foreign: Vec<&str> = crate::backend::BACKENDS
+        .iter()
+        .filter(|b| b.name != backend)
+        .flat_map(|b| b.examples.iter().map(|(_, line)| *line))
+        .collect();
     let note = format!(
         "Flags of --backend {backend}; `--backend {} -h`: theirs; --help: all.",
         others
@@ -279,13 +302,25 @@ pub fn short_help_for(command: clap::Command, backend: BackendName) -> clap::Com
             .collect::<Vec<_>>()
             .join("|")
     );
-    fn apply(command: clap::Command, hidden: &[clap::Id], note: &str) -> clap::Command {
+    fn apply(
+        command: clap::Command,
+        hidden: &[clap::Id],
+        foreign: &[&str],
+        note: &str,
+    ) -> clap::Command {
         let long = command
             .get_after_long_help()
             .or(command.get_after_help())
             .cloned();
         let short = match command.get_after_help() {
-            Some(text) => format!("{text}\n\n{note}"),
+            Some(text) => {
+                let text = text.to_string();
+                let own: Vec<&str> = text
+                    .lines()
+                    .filter(|l| !foreign.contains(&l.trim()))
+                    .collect();
+                format!("{}\n\n{note}", own.join("\n"))
+            }
             None => note.to_string(),
         };
         let command = command
@@ -301,9 +336,9 @@ pub fn short_help_for(command: clap::Command, backend: BackendName) -> clap::Com
             Some(long) => command.after_long_help(long),
             None => command.after_long_help(""),
         };
-        command.mut_subcommands(|s| apply(s, hidden, note))
+        command.mut_subcommands(|s| apply(s, hidden, foreign, note))
     }
-    apply(command, &hidden, &note)
+    apply(command, &hidden, &foreign, &note)
 }
 
 /// The backend a command line names (`--backend X`, `--backend=X`, else
@@ -333,6 +368,49 @@ pub fn backend_named(args: &[OsString], variable: Option<OsString>) -> BackendNa
         .as_deref()
         .and_then(named)
         .unwrap_or(BackendName::Consul)
+}
+
+/// The line refusing a backend name nobody registered, when the line asks
+/// for help: clap would print the default backend's help for
+/// `--backend xyz elect -h` (and for LOCKRUN_BACKEND=xyz) as if the name
+/// were good. A run line keeps clap's own refusal.
+pub fn unknown_backend(args: &[OsString], variable: Option<OsString>) -> Option<String> {
+    use clap::ValueEnum;
+    let ours: Vec<&OsString> = args.iter().skip(1).take_while(|w| *w != "--").collect();
+    let asks_help = ours
+        .iter()
+        .any(|w| *w == "-h" || *w == "--help" || *w == "help");
+    if !asks_help {
+        return None;
+    }
+    let mut words = ours.iter();
+    let mut named = None;
+    while let Some(word) = words.next() {
+        if *word == "--backend" {
+            named = Some(("--backend", words.next().map(|v| v.to_string_lossy())));
+            break;
+        }
+        if let Some(value) = word.to_str().and_then(|w| w.strip_prefix("--backend=")) {
+            named = Some(("--backend", Some(value.into())));
+            break;
+        }
+    }
+    let (source, value) = match named {
+        Some((source, value)) => (source, value?.into_owned()),
+        None => ("LOCKRUN_BACKEND", variable?.to_string_lossy().into_owned()),
+    };
+    // An empty one is refused as every empty setting is, elsewhere.
+    if value.is_empty() || BackendName::from_str(&value, false).is_ok() {
+        return None;
+    }
+    let names: Vec<String> = BackendName::value_variants()
+        .iter()
+        .filter_map(|b| b.to_possible_value().map(|p| p.get_name().to_string()))
+        .collect();
+    Some(format!(
+        "{source} `{value}` is no backend; use one of {}",
+        names.join(", ")
+    ))
 }
 
 #[derive(Debug, Args)]

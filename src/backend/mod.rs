@@ -554,6 +554,9 @@ pub struct Registration {
     /// Its timing promise and its own safety items, under SAFETY, "Per
     /// backend".
     pub safety: &'static [Prose],
+    /// Example lines of its own, each under a subcommand's Examples: all
+    /// in `--help` and the man pages, only its own in `--backend X -h`.
+    pub examples: &'static [(&'static str, &'static str)],
 }
 
 /// What `elect` or `semaphore` asks of a backend's hold rules.

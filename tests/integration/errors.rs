@@ -610,7 +610,16 @@ fn a_closed_stdout_never_panics() {
 /// habits; each is the exact line a user sees, with status 2.
 #[test]
 fn usage_errors_say_what_to_type_instead() {
-    let cases: [(&str, &str); 13] = [
+    let cases: [(&str, &str); 15] = [
+        (
+            // clap printed Consul's help for it, status 0 (#40).
+            "--backend xyz elect -h",
+            "--backend `xyz` is no backend; use one of consul, etcd, local, postgres",
+        ),
+        (
+            "--backend=nfs semaphore --help",
+            "--backend `nfs` is no backend; use one of consul, etcd, local, postgres",
+        ),
         (
             "elect --limit 2 demo/leader -- true",
             "a leader lock has one holder, so `elect` takes no `--limit`; for 2 slots \
