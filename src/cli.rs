@@ -560,8 +560,10 @@ pub struct ServiceArgs {
     ///
     /// The lock is kept even when COMMAND finishes sooner, so that hosts
     /// whose cron fires later in the same period find it held: with `-n -E
-    /// 0`, a job runs once per period. A stop (INT, TERM, QUIT) ends the
-    /// hold, whether it comes during it or reached COMMAND.
+    /// 0`, a job runs once per period. lockrun itself runs on, holding the
+    /// lock, until DURATION is up, so a cron job lasts at least that long.
+    /// A stop (INT, TERM, QUIT) ends the hold, whether it comes during it
+    /// or reached COMMAND.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub min_hold: Option<Duration>,
 }
