@@ -921,7 +921,6 @@ fn a_lock_on_a_semaphores_name_and_back_say_which_subcommand() {
     for args in [
         &["semaphore", "--limit", "2", "jobs/s", "--", "true"][..],
         &["elect", "jobs/l", "--", "true"],
-        &["elect", "nest/k", "--", "true"],
     ] {
         place.status(&run(&mut place.lockrun(args)), 0, "setup");
     }
@@ -933,11 +932,6 @@ fn a_lock_on_a_semaphores_name_and_back_say_which_subcommand() {
             "`jobs/s` is a semaphore's prefix",
             "use `lockrun semaphore --limit 2 jobs/s`",
         ],
-    );
-    one_line(
-        &mut place.lockrun(&["elect", "-n", "nest", "--", "true"]),
-        2,
-        &["`nest` is a directory", "the parent of other keys"],
     );
     one_line(
         &mut place.lockrun(&["semaphore", "-l", "2", "jobs/l", "--", "true"]),

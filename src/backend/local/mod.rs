@@ -247,37 +247,29 @@ impl Local {
     }
 }
 
-/// Why `key` cannot be a leader lock when a directory stands where its
-/// lock file would: it is a semaphore's prefix (its `.limit` is there) or
-/// the parent of other keys. Said as a usage error before anything is
-/// opened; [`Dir::open_file`] refuses the directory anyway, in words that
-/// do not say what to type instead.
+/// A usage error when `key` is a semaphore's prefix: a directory of the
+/// tree's with the semaphore's `.limit` in it stands where the lock file
+/// would. Said before anything is opened; any other directory there is
+/// refused by [`Dir::open_file`] as before (it may be another user's).
 fn not_a_lock(files: &KeyFiles, key: &str) -> Option<LocalError> {
     use nix::sys::stat::SFlag;
     let st = files.dir.stat(&files.lock).ok()??;
     if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFDIR {
         return None;
     }
-    let path = files.lock_path();
-    let stored = files
+    let sub = files
         .dir
         .descend([files.lock.as_str()], Missing::Absent)
-        .ok()
-        .flatten()
-        .and_then(|sem| semaphore::read_text(&sem, semaphore::LIMIT).ok())
-        .and_then(|text| text.trim().parse::<u32>().ok());
-    let message = match stored {
-        Some(limit) => format!(
-            "`{key}` is a semaphore's prefix (`{}` holds its slots); use `lockrun semaphore --limit {} {key}`, or another KEY for a leader lock",
-            path.display(),
-            limit
-        ),
-        None => format!(
-            "`{key}` is a directory (`{}`), the parent of other keys; a leader lock needs a KEY of its own",
-            path.display()
-        ),
-    };
-    Some(LocalError::usage(message))
+        .ok()??;
+    let limit: u32 = semaphore::read_text(&sub, semaphore::LIMIT)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(LocalError::usage(format!(
+        "`{key}` is a semaphore's prefix (`{}` holds its slots); use `lockrun semaphore --limit {limit} {key}`, or another KEY for a leader lock",
+        files.lock_path().display()
+    )))
 }
 
 /// A lock file we hold, not yet a claim.
