@@ -117,14 +117,17 @@ is then named on stderr, and the status is 125.")]
     /// (SIGKILL included), the earliest moment a rival can acquire, the margin
     /// between them, the clock-rate error that margin tolerates, and what the
     /// promise assumes. It validates the flags as `elect` and `semaphore` do
-    /// (usage errors exit 2) and contacts no engine.
+    /// (usage errors exit 2) and contacts no engine. A run's own line may
+    /// follow `explain` whole: its COMMAND is checked as the run would
+    /// check it (127 or 126 if it cannot run) and named, never started.
     #[command(after_help = "\
 Examples:
   lockrun explain elect service/db/leader
   lockrun explain --json --backend etcd elect --ttl 5s --kill-timeout 200ms jobs/migrate
   lockrun explain semaphore --limit 3 jobs/reindex
+  lockrun explain elect --kill-timeout 2s service/db/leader -- ./db-primary
 
-Exit status: 0 explained, 2 usage.")]
+Exit status: 0 explained, 2 usage, 126 and 127 as for a run when COMMAND cannot run.")]
     Explain(ExplainArgs),
     /// Print the completion script for SHELL on stdout.
     ///
