@@ -249,8 +249,8 @@ impl Local {
 
 /// A usage error when `key` is a semaphore's prefix: a directory of the
 /// tree's with the semaphore's `.limit` in it stands where the lock file
-/// would. Said before anything is opened; any other directory there is
-/// refused by [`Dir::open_file`] as before (it may be another user's).
+/// would. Said before the lock file is opened; any other directory there
+/// is refused by [`Dir::open_file`] as before (it may be another user's).
 fn not_a_lock(files: &KeyFiles, key: &str) -> Option<LocalError> {
     use nix::sys::stat::SFlag;
     let st = files.dir.stat(&files.lock).ok()??;
