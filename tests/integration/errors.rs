@@ -921,6 +921,7 @@ fn a_lock_on_a_semaphores_name_and_back_say_which_subcommand() {
     for args in [
         &["semaphore", "--limit", "2", "jobs/s", "--", "true"][..],
         &["elect", "jobs/l", "--", "true"],
+        &["elect", "nest/k", "--", "true"],
     ] {
         place.status(&run(&mut place.lockrun(args)), 0, "setup");
     }
@@ -931,6 +932,18 @@ fn a_lock_on_a_semaphores_name_and_back_say_which_subcommand() {
         &[
             "`jobs/s` is a semaphore's prefix",
             "use `lockrun semaphore --limit 2 jobs/s`",
+        ],
+    );
+    // A directory of other keys: refused as before (125: anyone who may
+    // write in the lock directory could have made it), saying what to do.
+    // Before: "`DIR/nest` is a directory, not a file lockrun made; remove it".
+    one_line(
+        &mut place.lockrun(&["elect", "-n", "nest", "--", "true"]),
+        125,
+        &[
+            "is a directory, not a lock file",
+            "other keys live under it (`nest/...`)",
+            "choose another KEY",
         ],
     );
     one_line(

@@ -247,10 +247,12 @@ impl Local {
     }
 }
 
-/// A usage error when `key` is a semaphore's prefix: a directory of the
-/// tree's with the semaphore's `.limit` in it stands where the lock file
-/// would. Said before the lock file is opened; any other directory there
-/// is refused by [`Dir::open_file`] as before (it may be another user's).
+/// Why `key` cannot be a leader lock when a directory that passes the
+/// tree's checks stands where its lock file would: a usage error when it is
+/// a semaphore's prefix (its `.limit` is there), else the refusal (125)
+/// [`Dir::open_file`] would give, in words that say what to do. Said
+/// before the lock file is opened; a directory that fails the checks is
+/// refused by them.
 fn not_a_lock(files: &KeyFiles, key: &str) -> Option<LocalError> {
     use nix::sys::stat::SFlag;
     let st = files.dir.stat(&files.lock).ok()??;
@@ -261,15 +263,21 @@ fn not_a_lock(files: &KeyFiles, key: &str) -> Option<LocalError> {
         .dir
         .descend([files.lock.as_str()], Missing::Absent)
         .ok()??;
-    let limit: u32 = semaphore::read_text(&sub, semaphore::LIMIT)
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    Some(LocalError::usage(format!(
-        "`{key}` is a semaphore's prefix (`{}` holds its slots); use `lockrun semaphore --limit {limit} {key}`, or another KEY for a leader lock",
-        files.lock_path().display()
-    )))
+    let limit = semaphore::read_text(&sub, semaphore::LIMIT)
+        .ok()
+        .and_then(|text| text.trim().parse::<u32>().ok());
+    Some(match limit {
+        Some(limit) => LocalError::usage(format!(
+            "`{key}` is a semaphore's prefix (`{}` holds its slots); use `lockrun semaphore --limit {limit} {key}`, or another KEY for a leader lock",
+            files.lock_path().display()
+        )),
+        // Most likely the parent of other keys (`KEY/...`), but anyone who
+        // may write here could have made it: refused as before, with both.
+        None => LocalError::dir(format!(
+            "`{}` is a directory, not a lock file: other keys live under it (`{key}/...`), or something else made it; choose another KEY, or remove it if nothing uses it",
+            files.lock_path().display()
+        )),
+    })
 }
 
 /// A lock file we hold, not yet a claim.
