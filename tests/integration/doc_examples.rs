@@ -15,7 +15,8 @@
 //!   a `lockrun elect KEY` with a status endpoint), `for DURATION` (the
 //!   block runs until it is stopped: it gets SIGINT, as from Ctrl-C, once
 //!   it has printed what `prints` names, else after DURATION), `prints
-//!   TEXT` (its stdout has TEXT). The commands it names (`./db-primary`, `/opt/bin/backup`, ...)
+//!   TEXT` (its stdout has TEXT), `netns` (the block runs in a network
+//!   namespace of its own, with an `eth0`, for hooks that change addresses). The commands it names (`./db-primary`, `/opt/bin/backup`, ...)
 //!   are scripts that say they ran and exit 0; every `lockrun` in it goes
 //!   through a shim that records its status, and none may be a usage error
 //!   (2) or a failure (125).
@@ -74,6 +75,8 @@ enum How {
         inside: Option<String>,
         stop_after: Option<Duration>,
         prints: Vec<String>,
+        /// Run in a network namespace of its own (`netns`).
+        netns: bool,
     },
     NotRun,
 }
@@ -149,6 +152,7 @@ fn parse_how(directive: &str) -> Result<How, String> {
         }
     };
     let (mut holder, mut inside, mut stop_after, mut prints) = (None, None, None, Vec::new());
+    let mut netns = false;
     for clause in clauses {
         if let Some(rest) = clause.strip_prefix("holder ") {
             let (key, value) = rest.split_once(' ').ok_or("`holder KEY VALUE`")?;
@@ -159,6 +163,8 @@ fn parse_how(directive: &str) -> Result<How, String> {
             stop_after = Some(humantime::parse_duration(rest).map_err(|e| e.to_string())?);
         } else if let Some(rest) = clause.strip_prefix("prints ") {
             prints.push(rest.to_string());
+        } else if clause == "netns" {
+            netns = true;
         } else {
             return Err(format!("`{clause}`: not a clause of the directive"));
         }
@@ -169,6 +175,7 @@ fn parse_how(directive: &str) -> Result<How, String> {
         inside,
         stop_after,
         prints,
+        netns,
     })
 }
 
@@ -334,7 +341,7 @@ impl Engines {
                 ("ETCDCTL_ENDPOINTS".into(), endpoint.clone()),
                 ("ETCDCTL_API".into(), "3".into()),
             ],
-            Engines::Local => vec![],
+            Engines::Local => vec![("LOCKRUN_BACKEND".into(), "local".into())],
             Engines::Postgres(url) => {
                 // postgres://USER@HOST:PORT/DB
                 let rest = url.strip_prefix("postgres://").unwrap();
@@ -412,6 +419,7 @@ fn run_one(example: &Example) -> Result<(), String> {
         inside,
         stop_after,
         prints,
+        netns,
     }) = &example.how
     else {
         unreachable!()
@@ -445,6 +453,20 @@ fn run_one(example: &Example) -> Result<(), String> {
             "lockrun elect --status-addr \"{}\" '{key}' -- bash ./inside.sh",
             sandbox.path("status.sock").display()
         );
+    }
+    if *netns {
+        // A block that changes this host's addresses changes a network
+        // namespace's of its own instead, whose `eth0` is one end of a veth
+        // pair (which needs no module, as a dummy device would).
+        fs::write(
+            sandbox.path("work/netns.sh"),
+            format!(
+                "ip link set lo up && ip link add eth0 type veth peer name eth1 && \
+                 ip link set eth0 up || exit 99\n{script}"
+            ),
+        )
+        .unwrap();
+        script = "exec unshare --net bash ./netns.sh".to_string();
     }
     let mut cmd = sandbox.bash(&script, &engines);
     // Files, not pipes: what the block leaves running must not hold the
