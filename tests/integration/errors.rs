@@ -986,6 +986,32 @@ fn a_lock_on_a_semaphores_name_and_back_say_which_subcommand() {
         std::fs::write(w.join("go"), "").unwrap();
         place.status(&holder.finish(), 0, "holder");
     }
+
+    // Consul: a lock `P` and a semaphore `P` are different entries (`P`,
+    // and `P/.lock` with the contenders), as for `consul lock`, so `elect
+    // P` runs; `elect P/.lock`, the semaphore's record, is refused as the
+    // semaphore's. Before: "key `P/.lock` holds a semaphore entry; lockrun
+    // will not take it over: ..." (125).
+    let place = Place::consul("kinds");
+    let sem = place.key("s");
+    let work = scratch();
+    let slot = place.hold(work.path(), "", &["semaphore", "--limit", "2", &sem]);
+    let record = format!("{sem}/.lock");
+    one_line(
+        &mut place.lockrun(&["elect", "-n", &record, "--", "true"]),
+        2,
+        &[
+            &format!("`{record}` is an entry of semaphore `{sem}`"),
+            &format!("use `lockrun semaphore --limit 2 {sem}`"),
+        ],
+    );
+    place.status(
+        &run(&mut place.lockrun(&["elect", "-n", &sem, "--", "true"])),
+        0,
+        "a lock beside the semaphore of that name",
+    );
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&slot.finish(), 0, "holder");
 }
 
 /// The other weak messages of #40, each now one line with the fix.
