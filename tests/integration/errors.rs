@@ -1012,6 +1012,22 @@ fn a_lock_on_a_semaphores_name_and_back_say_which_subcommand() {
     );
     std::fs::write(work.path().join("go"), "").unwrap();
     place.status(&slot.finish(), 0, "holder");
+    // And back: a semaphore whose record key holds a leader lock (`consul
+    // lock P`, `lockrun elect P/.lock`). Before: "`P/.lock` is a leader lock
+    // (...); use another prefix" (125).
+    let lock = place.key("l");
+    let work = scratch();
+    let held = place.hold(work.path(), "", &["elect", &format!("{lock}/.lock")]);
+    one_line(
+        &mut place.lockrun(&["semaphore", "-n", "-l", "2", &lock, "--", "true"]),
+        2,
+        &[
+            &format!("`{lock}/.lock` is a leader lock"),
+            &format!("use `lockrun elect {lock}/.lock`"),
+        ],
+    );
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&held.finish(), 0, "holder");
 }
 
 /// The other weak messages of #40, each now one line with the fix.
