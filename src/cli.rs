@@ -60,8 +60,7 @@ pub enum Command {
 Examples:
   lockrun elect service/db/leader -- ./db-primary
   lockrun elect --campaign --value \"$(hostname):5432\" service/db/leader -- ./db-primary
-  lockrun elect --timeout 30s --shell jobs/migrate -- './migrate.sh && ./notify.sh'
-  lockrun elect P/.lock -- ./job          # excludes `consul lock P ./job`")]
+  lockrun elect --timeout 30s --shell jobs/migrate -- './migrate.sh && ./notify.sh'")]
     Elect(ElectArgs),
     /// Run COMMAND while holding one of N slots of the semaphore PREFIX.
     ///
@@ -74,8 +73,7 @@ Examples:
     #[command(after_help = "\
 Examples:
   lockrun semaphore --limit 3 jobs/reindex -- ./reindex.sh
-  lockrun semaphore --limit 1 --no-wait jobs/backup -- ./backup.sh
-  lockrun semaphore --limit 2 P -- ./job  # shares slots with `consul lock -n 2 P ./job`")]
+  lockrun semaphore --limit 1 --no-wait jobs/backup -- ./backup.sh")]
     Semaphore(SemaphoreArgs),
     /// Print who holds the lock on KEY (or the semaphore PREFIX).
     ///
@@ -119,14 +117,17 @@ is then named on stderr, and the status is 125.")]
     /// (SIGKILL included), the earliest moment a rival can acquire, the margin
     /// between them, the clock-rate error that margin tolerates, and what the
     /// promise assumes. It validates the flags as `elect` and `semaphore` do
-    /// (usage errors exit 2) and contacts no engine.
+    /// (usage errors exit 2) and contacts no engine. A run's own line may
+    /// follow `explain` whole: its COMMAND is checked as the run would
+    /// check it (127 or 126 if it cannot run) and named, never started.
     #[command(after_help = "\
 Examples:
   lockrun explain elect service/db/leader
   lockrun explain --json --backend etcd elect --ttl 5s --kill-timeout 200ms jobs/migrate
   lockrun explain semaphore --limit 3 jobs/reindex
+  lockrun explain elect --kill-timeout 2s service/db/leader -- ./db-primary
 
-Exit status: 0 explained, 2 usage.")]
+Exit status: 0 explained, 2 usage, 126 and 127 as for a run when COMMAND cannot run.")]
     Explain(ExplainArgs),
     /// Print the completion script for SHELL on stdout.
     ///
@@ -229,12 +230,13 @@ pub enum ExplainWhat {
 }
 
 /// The command line as parsed and documented: [`Cli`], with COMMAND optional
-/// under `explain`, which runs nothing.
+/// under `explain`, which runs nothing, and every backend's own examples
+/// under the subcommands they show.
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
     // `mut_subcommand` moves the subcommand last: `put` first, then
     // `explain`, keeps the order `--help` lists them in.
-    Cli::command()
+    let command = Cli::command()
         .mut_subcommand("put", |put| put.long_about(put_about()))
         .mut_subcommand("explain", |explain| {
             ["elect", "semaphore"]
@@ -243,7 +245,25 @@ pub fn command() -> clap::Command {
                     explain
                         .mut_subcommand(name, |sub| sub.mut_arg("command", |a| a.required(false)))
                 })
-        })
+        });
+    // `mut_subcommands` keeps their order, which `mut_subcommand` does not.
+    command.mut_subcommands(|sub| {
+        let lines: Vec<&str> = crate::backend::BACKENDS
+            .iter()
+            .flat_map(|b| b.examples)
+            .filter(|(name, _)| *name == sub.get_name())
+            .map(|(_, line)| *line)
+            .collect();
+        if lines.is_empty() {
+            return sub;
+        }
+        let text = sub.get_after_help().map(ToString::to_string);
+        let mut text = text.unwrap_or_else(|| "Examples:".into());
+        for line in lines {
+            text.push_str(&format!("\n  {line}"));
+        }
+        sub.after_help(text)
+    })
 }
 
 /// `put`'s long help, naming the backends of this build that have a fenced
@@ -314,6 +334,12 @@ pub fn short_help_for(command: clap::Command, backend: BackendName) -> clap::Com
         .map(|b| b.name)
         .filter(|n| *n != backend)
         .collect();
+    // Other backends' example lines leave the short help with their flags.
+    let foreign: Vec<&str> = crate::backend::BACKENDS
+        .iter()
+        .filter(|b| b.name != backend)
+        .flat_map(|b| b.examples.iter().map(|(_, line)| *line))
+        .collect();
     let note = format!(
         "Flags of --backend {backend}; `--backend {} -h`: theirs; --help: all.",
         others
@@ -322,13 +348,25 @@ pub fn short_help_for(command: clap::Command, backend: BackendName) -> clap::Com
             .collect::<Vec<_>>()
             .join("|")
     );
-    fn apply(command: clap::Command, hidden: &[clap::Id], note: &str) -> clap::Command {
+    fn apply(
+        command: clap::Command,
+        hidden: &[clap::Id],
+        foreign: &[&str],
+        note: &str,
+    ) -> clap::Command {
         let long = command
             .get_after_long_help()
             .or(command.get_after_help())
             .cloned();
         let short = match command.get_after_help() {
-            Some(text) => format!("{text}\n\n{note}"),
+            Some(text) => {
+                let text = text.to_string();
+                let own: Vec<&str> = text
+                    .lines()
+                    .filter(|l| !foreign.contains(&l.trim()))
+                    .collect();
+                format!("{}\n\n{note}", own.join("\n"))
+            }
             None => note.to_string(),
         };
         let command = command
@@ -344,9 +382,9 @@ pub fn short_help_for(command: clap::Command, backend: BackendName) -> clap::Com
             Some(long) => command.after_long_help(long),
             None => command.after_long_help(""),
         };
-        command.mut_subcommands(|s| apply(s, hidden, note))
+        command.mut_subcommands(|s| apply(s, hidden, foreign, note))
     }
-    apply(command, &hidden, &note)
+    apply(command, &hidden, &foreign, &note)
 }
 
 /// The backend a command line names (`--backend X`, `--backend=X`, else
@@ -376,6 +414,49 @@ pub fn backend_named(args: &[OsString], variable: Option<OsString>) -> BackendNa
         .as_deref()
         .and_then(named)
         .unwrap_or(BackendName::Consul)
+}
+
+/// The line refusing a backend name nobody registered, when the line asks
+/// for help: clap would print the default backend's help for
+/// `--backend xyz elect -h` (and for LOCKRUN_BACKEND=xyz) as if the name
+/// were good. A run line keeps clap's own refusal.
+pub fn unknown_backend(args: &[OsString], variable: Option<OsString>) -> Option<String> {
+    use clap::ValueEnum;
+    let ours: Vec<&OsString> = args.iter().skip(1).take_while(|w| *w != "--").collect();
+    let asks_help = ours
+        .iter()
+        .any(|w| *w == "-h" || *w == "--help" || *w == "help");
+    if !asks_help {
+        return None;
+    }
+    let mut words = ours.iter();
+    let mut named = None;
+    while let Some(word) = words.next() {
+        if *word == "--backend" {
+            named = Some(("--backend", words.next().map(|v| v.to_string_lossy())));
+            break;
+        }
+        if let Some(value) = word.to_str().and_then(|w| w.strip_prefix("--backend=")) {
+            named = Some(("--backend", Some(value.into())));
+            break;
+        }
+    }
+    let (source, value) = match named {
+        Some((source, value)) => (source, value?.into_owned()),
+        None => ("LOCKRUN_BACKEND", variable?.to_string_lossy().into_owned()),
+    };
+    // An empty one is refused as every empty setting is, elsewhere.
+    if value.is_empty() || BackendName::from_str(&value, false).is_ok() {
+        return None;
+    }
+    let names: Vec<String> = BackendName::value_variants()
+        .iter()
+        .filter_map(|b| b.to_possible_value().map(|p| p.get_name().to_string()))
+        .collect();
+    Some(format!(
+        "{source} `{value}` is no backend; use one of {}",
+        names.join(", ")
+    ))
 }
 
 #[derive(Debug, Args)]
@@ -534,8 +615,10 @@ pub struct ServiceArgs {
     ///
     /// The lock is kept even when COMMAND finishes sooner, so that hosts
     /// whose cron fires later in the same period find it held: with `-n -E
-    /// 0`, a job runs once per period. A stop (INT, TERM, QUIT) ends the
-    /// hold, whether it comes during it or reached COMMAND.
+    /// 0`, a job runs once per period. lockrun itself runs on, holding the
+    /// lock, until DURATION is up, so a cron job lasts at least that long.
+    /// A stop (INT, TERM, QUIT) ends the hold, whether it comes during it
+    /// or reached COMMAND.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub min_hold: Option<Duration>,
 }

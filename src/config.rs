@@ -204,6 +204,12 @@ fn check_command(child: &ChildConfig, env: &dyn Env) -> Result<(), Failure> {
             "cannot run `{shown}`: `{}` is not an executable file; check its permissions (chmod +x)",
             path.display()
         ))),
+        // One word holding spaces or shell syntax was meant for a shell.
+        None if child.argv.len() == 1 && shown.contains(|c: char| c.is_whitespace() || "&|;<>$`()*?".contains(c)) => {
+            Err(Failure::CommandNotFound(format!(
+                "cannot run `{shown}`: no program has that name, and it reads as a shell command line; add --shell to run it with /bin/sh -c, or give the program and its arguments as separate words after `--`"
+            )))
+        }
         None => Err(Failure::CommandNotFound(format!(
             "cannot run `{shown}`: command not found; check the name and PATH"
         ))),

@@ -83,7 +83,36 @@ pub fn init(verbose: u8, quiet: bool, format: LogFormat, daemon: bool) -> Loggin
     if result.is_ok() {
         let _ = QUEUE.set(queue);
     }
+    let notes = !quiet
+        && verbose == 0
+        && matches!(format, LogFormat::Text)
+        && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    TERMINAL_NOTES.store(notes, std::sync::atomic::Ordering::Relaxed);
     Logging { format, quiet }
+}
+
+/// Whether [`note`] writes: stderr is a terminal, and neither `-q` nor `-v`
+/// nor JSON logs were asked for.
+static TERMINAL_NOTES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A one-line result for a person at a terminal, where a run that ends
+/// with no word (`leader` finding no holder, `-n` on a held lock) leaves
+/// them guessing: written only when stderr is a terminal, so scripts, cron
+/// and the journal see exactly what they saw before.
+pub fn note(message: &str) {
+    if !TERMINAL_NOTES.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let line = format!("lockrun: {message}\n").into_bytes();
+    match QUEUE.get() {
+        Some(queue) => {
+            queue.push(line, true);
+            queue.flush(FLUSH_PATIENCE);
+        }
+        None => {
+            let _ = std::io::stderr().lock().write_all(&line);
+        }
+    }
 }
 
 /// Whether stderr is connected to the journal: systemd sets `JOURNAL_STREAM`

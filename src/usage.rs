@@ -97,6 +97,15 @@ fn habit(ours: &[String], sub: Option<&str>) -> Option<(String, Option<&'static 
             );
             return Some((what, None));
         }
+        if sub == Some("elect") && (name == "limit" || word == "-l") {
+            let n = next.filter(|n| n.parse::<u64>().is_ok()).unwrap_or("N");
+            let what = format!(
+                "a leader lock has one holder, so `elect` takes no `{}`; for {n} slots \
+                 use `lockrun semaphore --limit {n} PREFIX -- COMMAND`",
+                word.split_once('=').map_or(word.as_str(), |(f, _)| f)
+            );
+            return Some((what, Some("semaphore")));
+        }
         if double {
             continue;
         }

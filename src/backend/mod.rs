@@ -558,6 +558,9 @@ pub struct Registration {
     /// Its timing promise and its own safety items, under SAFETY, "Per
     /// backend".
     pub safety: &'static [Prose],
+    /// Example lines of its own, each under a subcommand's Examples: all
+    /// in `--help` and the man pages, only its own in `--backend X -h`.
+    pub examples: &'static [(&'static str, &'static str)],
 }
 
 /// The engine's own tool that lockrun interoperates with.

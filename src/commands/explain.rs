@@ -36,13 +36,15 @@ struct Promise {
     kill_signal: String,
     /// `--warn-before`, checked against the budget.
     warning: Option<crate::ops::Warning>,
+    /// COMMAND when one was given: checked as a run would, never started.
+    command: Option<Vec<String>>,
 }
 
 pub fn run<B: Backend>(pick: &Pick<B>, args: ExplainArgs, env: &dyn Env) -> Result<Exit, Failure> {
     let json = args.json;
     let promise = match args.what {
         ExplainWhat::Elect(mut a) => {
-            runnable(&mut a.child);
+            let command = runnable(&mut a.child);
             let (config, _) = config::hold(
                 pick,
                 config::LEADER,
@@ -55,10 +57,10 @@ pub fn run<B: Backend>(pick: &Pick<B>, args: ExplainArgs, env: &dyn Env) -> Resu
             crate::hold::Service::new(&a.service)?;
             let warning = warning(&a.ops, &config)?;
             let bound = a.session.clock_rate_error;
-            promise::<B>(config::LEADER, a.key, bound, &config, warning)
+            promise::<B>(config::LEADER, a.key, bound, &config, warning, command)
         }
         ExplainWhat::Semaphore(mut a) => {
-            runnable(&mut a.child);
+            let command = runnable(&mut a.child);
             let prefix = a.prefix.strip_suffix('/').unwrap_or(&a.prefix).to_string();
             let (config, _) = config::hold(
                 pick,
@@ -72,7 +74,7 @@ pub fn run<B: Backend>(pick: &Pick<B>, args: ExplainArgs, env: &dyn Env) -> Resu
             crate::hold::Service::new(&a.service)?;
             let warning = warning(&a.ops, &config)?;
             let bound = a.session.clock_rate_error;
-            promise::<B>(config::SEMAPHORE, prefix, bound, &config, warning)
+            promise::<B>(config::SEMAPHORE, prefix, bound, &config, warning, command)
         }
     };
     let text = if json {
@@ -80,7 +82,7 @@ pub fn run<B: Backend>(pick: &Pick<B>, args: ExplainArgs, env: &dyn Env) -> Resu
     } else {
         promise.text()
     };
-    println!("{text}");
+    crate::exit::write_stdout(format!("{text}\n").as_bytes());
     Ok(Exit::Success)
 }
 
@@ -97,12 +99,22 @@ fn warning(
 }
 
 /// COMMAND is optional here: without one we validate as if a shell ran
-/// `:`, which every check accepts, since no command is ever started.
-fn runnable(child: &mut ChildArgs) {
+/// `:`, which every check accepts, since no command is ever started. One
+/// given (a run's line with `explain` put in front) is checked as the run
+/// would check it, and named in the explanation: its words.
+fn runnable(child: &mut ChildArgs) -> Option<Vec<String>> {
     if child.command.is_empty() {
         child.shell = true;
         child.command = vec![OsString::from(":")];
+        return None;
     }
+    Some(
+        child
+            .command
+            .iter()
+            .map(|w| w.to_string_lossy().escape_debug().to_string())
+            .collect(),
+    )
 }
 
 fn promise<B: Backend>(
@@ -111,6 +123,7 @@ fn promise<B: Backend>(
     rate_bound: Ppm,
     c: &config::HoldConfig,
     warning: Option<crate::ops::Warning>,
+    command: Option<Vec<String>>,
 ) -> Promise {
     let ends_early = c.budget.is_some_and(|b| b.ends_early);
     Promise {
@@ -125,6 +138,7 @@ fn promise<B: Backend>(
         kill_timeout: c.child.kill_timeout,
         kill_signal: c.child.kill_signal.name().to_string(),
         warning,
+        command,
     }
 }
 
@@ -186,6 +200,7 @@ impl Promise {
             "backend": self.backend,
             "kind": if self.lock() { "lock" } else { "semaphore" },
             "key": self.key,
+            "command": self.command,
             "ttl_ms": b.map(|b| ms(b.ttl)),
             "lock_delay_ms": b.map(|b| ms(b.rival_delay)),
             "checks": b.map(|b| b.ends_early),
@@ -233,6 +248,13 @@ impl Promise {
         let line = |out: &mut String, label: &str, value: String| {
             out.push_str(&format!("  {label:<22}{value}\n"));
         };
+        if let Some(words) = &self.command {
+            line(
+                &mut out,
+                "command",
+                format!("`{}`, found; explain runs nothing", words.join(" ")),
+            );
+        }
         match self.budget {
             Some(b) => {
                 let t0 = "after the send time of the last confirmed renewal";

@@ -80,6 +80,7 @@ fn print<I: Inspect>(
     };
     write_stdout(&out);
     if holders.is_empty() {
+        crate::logging::note(&format!("nobody holds `{}`", target.name()));
         Exit::NotHeld
     } else {
         Exit::Success

@@ -50,6 +50,10 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
             command = command.mut_arg(*id, |arg| arg.env(None::<&str>));
         }
     }
+    if let Some(line) = crate::cli::unknown_backend(&args, std::env::var_os("LOCKRUN_BACKEND")) {
+        logging::fatal(None, &line);
+        return ExitCode::from(Exit::Usage);
+    }
     let backend = crate::cli::backend_named(&args, std::env::var_os("LOCKRUN_BACKEND"));
     let command = crate::cli::short_help_for(command, backend);
     let matches = match command.try_get_matches_from(&args) {

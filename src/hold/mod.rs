@@ -652,6 +652,10 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
                     holder = holder.as_deref().unwrap_or("-"),
                     "not acquired"
                 );
+                crate::logging::note(&match holder.as_deref() {
+                    Some(holder) => format!("`{target}` is held by {holder}; not acquired"),
+                    None => format!("`{target}` is held; not acquired"),
+                });
                 Step::Over(Outcome::Done(Exit::NotAcquired(
                     self.config.conflict_exit_code,
                 )))

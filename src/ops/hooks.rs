@@ -183,7 +183,13 @@ impl Hooks {
             std::thread::spawn(move || {
                 let _done = done;
                 relay(out, |line| {
-                    tracing::info!(target: crate::logging::EVENT, hook = event.name(), "{flag}: {line}")
+                    // Shown by default to a daemon and with -v; at a
+                    // terminal, to a one-off run too.
+                    if tracing::enabled!(target: crate::logging::EVENT, tracing::Level::INFO) {
+                        tracing::info!(target: crate::logging::EVENT, hook = event.name(), "{flag}: {line}")
+                    } else {
+                        crate::logging::note(&format!("{flag}: {line}"));
+                    }
                 });
             });
             drained

@@ -163,6 +163,16 @@ fn release_stops_the_holder_with_124(place: &Place) {
     let output = run(&mut place.lockrun(&["release", &key]));
     place.status(&output, 0, "release");
     assert!(stdout(&output).contains("web-3"), "{output:?}");
+    // The line says what release did (#40): etcd revokes the holder's
+    // lease and PostgreSQL ends its session, asking nobody.
+    let did = match place {
+        Place::Etcd { .. } => "revoked the lease holding `",
+        Place::Postgres { .. } => "ended server process ",
+        Place::Consul(..) => "released `",
+        Place::Local(_) => "asked the holder of `",
+        Place::Zookeeper { .. } => "released `",
+    };
+    assert!(stdout(&output).starts_with(did), "{output:?}");
     place.status(&holder.finish(), 124, "the released holder");
     if place.release_keeps_the_grace() {
         assert!(

@@ -15,7 +15,8 @@
 //!   a `lockrun elect KEY` with a status endpoint), `for DURATION` (the
 //!   block runs until it is stopped: it gets SIGINT, as from Ctrl-C, once
 //!   it has printed what `prints` names, else after DURATION), `prints
-//!   TEXT` (its stdout has TEXT). The commands it names (`./db-primary`, `/opt/bin/backup`, ...)
+//!   TEXT` (its stdout has TEXT), `netns` (the block runs in a network
+//!   namespace of its own, with an `eth0`, for hooks that change addresses). The commands it names (`./db-primary`, `/opt/bin/backup`, ...)
 //!   are scripts that say they ran and exit 0; every `lockrun` in it goes
 //!   through a shim that records its status, and none may be a usage error
 //!   (2) or a failure (125).
@@ -27,6 +28,10 @@
 //!
 //! `DOC_EXAMPLE=guide.md:147 cargo test doc_examples` runs one example (its
 //! file and the line of its fence, as a failure names it).
+//!
+//! The examples of every `--help` run the same way (`help_examples_run`):
+//! each on the engine its line names, or as its directive in [`HELP`] says,
+//! since help text cannot carry the docs' comments.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -71,6 +76,8 @@ enum How {
         inside: Option<String>,
         stop_after: Option<Duration>,
         prints: Vec<String>,
+        /// Run in a network namespace of its own (`netns`).
+        netns: bool,
     },
     NotRun,
 }
@@ -147,6 +154,7 @@ fn parse_how(directive: &str) -> Result<How, String> {
         }
     };
     let (mut holder, mut inside, mut stop_after, mut prints) = (None, None, None, Vec::new());
+    let mut netns = false;
     for clause in clauses {
         if let Some(rest) = clause.strip_prefix("holder ") {
             let (key, value) = rest.split_once(' ').ok_or("`holder KEY VALUE`")?;
@@ -157,6 +165,8 @@ fn parse_how(directive: &str) -> Result<How, String> {
             stop_after = Some(humantime::parse_duration(rest).map_err(|e| e.to_string())?);
         } else if let Some(rest) = clause.strip_prefix("prints ") {
             prints.push(rest.to_string());
+        } else if clause == "netns" {
+            netns = true;
         } else {
             return Err(format!("`{clause}`: not a clause of the directive"));
         }
@@ -167,6 +177,7 @@ fn parse_how(directive: &str) -> Result<How, String> {
         inside,
         stop_after,
         prints,
+        netns,
     })
 }
 
@@ -207,6 +218,13 @@ const COMMANDS: &[&str] = &[
     "job",
 ];
 
+/// The directories of a user's home that `--help` examples write into.
+const HOME_DIRS: &[&str] = &[
+    ".local/share/bash-completion/completions",
+    ".zfunc",
+    ".config/fish/completions",
+];
+
 /// Absolute paths in the docs, and the scratch command each stands for.
 const PATHS: &[(&str, &str)] = &[
     ("/usr/local/bin/db-primary", "./db-primary"),
@@ -220,6 +238,11 @@ impl Sandbox {
         let dir = support::scratch();
         for sub in ["bin", "work", "home", "locks", "run"] {
             fs::create_dir(dir.path().join(sub)).unwrap();
+        }
+        // Where `--help` examples write completions and pages, as a user's
+        // home has them.
+        for sub in HOME_DIRS {
+            fs::create_dir_all(dir.path().join("home").join(sub)).unwrap();
         }
         let exe = |path: PathBuf, text: String| {
             fs::write(&path, text).unwrap();
@@ -239,6 +262,11 @@ impl Sandbox {
                 format!("#!/bin/sh\necho \"{name} ran\"\n"),
             );
         }
+        // One the help runs from PATH, as a program installed would be.
+        exe(
+            dir.path().join("bin/apply-write"),
+            "#!/bin/sh\necho \"apply-write ran\"\n".to_string(),
+        );
         fs::write(dir.path().join("work/config.json"), "{\"replicas\": 2}\n").unwrap();
         Sandbox { dir }
     }
@@ -317,7 +345,7 @@ impl Engines {
                 ("ETCDCTL_ENDPOINTS".into(), endpoint.clone()),
                 ("ETCDCTL_API".into(), "3".into()),
             ],
-            Engines::Local => vec![],
+            Engines::Local => vec![("LOCKRUN_BACKEND".into(), "local".into())],
             Engines::Zookeeper(hosts) => vec![("ZOOKEEPER_HOSTS".into(), hosts.clone())],
             Engines::Postgres(url) => {
                 // postgres://USER@HOST:PORT/DB
@@ -397,6 +425,7 @@ fn run_one(example: &Example) -> Result<(), String> {
         inside,
         stop_after,
         prints,
+        netns,
     }) = &example.how
     else {
         unreachable!()
@@ -430,6 +459,20 @@ fn run_one(example: &Example) -> Result<(), String> {
             "lockrun elect --status-addr \"{}\" '{key}' -- bash ./inside.sh",
             sandbox.path("status.sock").display()
         );
+    }
+    if *netns {
+        // A block that changes this host's addresses changes a network
+        // namespace's of its own instead, whose `eth0` is one end of a veth
+        // pair (which needs no module, as a dummy device would).
+        fs::write(
+            sandbox.path("work/netns.sh"),
+            format!(
+                "ip link set lo up && ip link add eth0 type veth peer name eth1 && \
+                 ip link set eth0 up || exit 99\n{script}"
+            ),
+        )
+        .unwrap();
+        script = "exec unshare --net bash ./netns.sh".to_string();
     }
     let mut cmd = sandbox.bash(&script, &engines);
     // Files, not pipes: what the block leaves running must not hold the
@@ -504,10 +547,11 @@ fn run_one(example: &Example) -> Result<(), String> {
             said()
         ));
     }
-    if let Some(line) = stderr
-        .lines()
-        .find(|l| l.contains("command not found") || l.contains("No such file"))
-    {
+    if let Some(line) = stderr.lines().find(|l| {
+        l.contains("command not found")
+            || l.contains("no program has that name")
+            || l.contains("No such file")
+    }) {
         return Err(format!("`{line}`\n{}", said()));
     }
     let statuses = sandbox.statuses();
@@ -608,4 +652,177 @@ fn doc_examples_run_on_postgres() {
 #[test]
 fn doc_examples_run_on_zookeeper() {
     run_examples_on(Engine::Zookeeper);
+}
+
+/// How each `--help` example that is not simply run on the engine its line
+/// names (`--backend X`, else Consul) is checked: a directive as in the
+/// docs, keyed by the example's text. `--help` cannot carry the docs' HTML
+/// comments, so the directives live here, and one for an example that is
+/// gone fails the test as a missing one does.
+const HELP: &[(&str, &str)] = &[
+    (
+        "lockrun leader --json service/db/leader",
+        "on consul; holder service/db/leader db-1",
+    ),
+    (
+        "lockrun leader --wait --timeout 1m service/db/leader",
+        "on consul; holder service/db/leader db-1; prints db-1",
+    ),
+    (
+        "lockrun leader --watch service/db/leader",
+        "on consul; holder service/db/leader db-1; for 60s; prints db-1",
+    ),
+    (
+        "lockrun release --session 3f2a... --destroy-session service/db/leader",
+        "not run: `3f2a...` stands for the session of a live holder, which `leader --json` shows; release::* run --session with one",
+    ),
+    (
+        "lockrun check \"$LOCKRUN_SEQUENCER\" && apply-write",
+        "on consul; inside service/db/leader; prints apply-write ran",
+    ),
+    (
+        "CONSUL_HTTP_ADDR=10.0.0.5:8500 lockrun check \"$seq\"",
+        "not run: 10.0.0.5 stands for another host's agent; the line above runs `check` on the suite's",
+    ),
+    (
+        "sudo lockrun man --dir /usr/local/share/man/man1",
+        "not run: it writes into the system's /usr/local; the line above writes the same pages into a home",
+    ),
+    (
+        "lockrun unit -- elect --value \"$(hostname):5432\" service/db/leader -- /usr/local/bin/db-primary \\\n    | sudo tee /etc/systemd/system/db-primary.service",
+        "not run: it installs a unit into /etc/systemd; answers::lockrun_unit_names_this_binary_and_passes_systemd_analyze checks such a unit",
+    ),
+    (
+        "lockrun put --sequencer \"$LOCKRUN_SEQUENCER\" service/db/config \"$(cat config.json)\"",
+        "on consul; inside service/db/leader",
+    ),
+    (
+        "lockrun status && ./apply-migration      # inside COMMAND",
+        "on consul; inside service/db/leader; prints apply-migration ran",
+    ),
+    (
+        "lockrun status --for 10s || exit 0       # at least 10 s of lease left",
+        "on consul; inside service/db/leader",
+    ),
+    (
+        "lockrun status --status-addr 127.0.0.1:8300",
+        "not run: it asks a lockrun serving on the fixed port 8300, which parallel tests cannot share; the two lines above ask one on its own socket",
+    ),
+];
+
+/// Every example of `lockrun --help` and each subcommand's `--help` (all
+/// backends' lines included), once each, with how it is checked: its
+/// [`HELP`] directive, else a run on the engine its line names.
+fn help_examples() -> Vec<Example> {
+    let cli = lockrun::cli::command();
+    let mut texts = vec![(
+        "lockrun".to_string(),
+        cli.get_after_help().map(|h| h.to_string()),
+    )];
+    for sub in cli.get_subcommands() {
+        texts.push((
+            format!("lockrun {}", sub.get_name()),
+            sub.get_after_help().map(|h| h.to_string()),
+        ));
+    }
+    let mut found: Vec<Example> = Vec::new();
+    for (whose, text) in texts {
+        let Some(text) = text else { continue };
+        let mut lines = text
+            .lines()
+            .skip_while(|l| *l != "Examples:")
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty());
+        while let Some(line) = lines.next() {
+            let mut example = line.trim_start().to_string();
+            while example.ends_with('\\') {
+                let Some(more) = lines.next() else { break };
+                example.push('\n');
+                example.push_str(more);
+            }
+            if found.iter().any(|e| e.body == example) {
+                continue;
+            }
+            let how = match HELP.iter().find(|(line, _)| *line == example) {
+                Some((_, directive)) => parse_how(directive),
+                None => {
+                    let engine = shell_backend(&example).unwrap_or("consul");
+                    parse_how(&format!("on {engine}"))
+                }
+            };
+            found.push(Example {
+                place: format!("`{whose} --help`: {}", example.lines().next().unwrap_or("")),
+                lang: "sh".into(),
+                body: example,
+                how,
+            });
+        }
+    }
+    found
+}
+
+/// The backend a line names with `--backend X`.
+fn shell_backend(line: &str) -> Option<&str> {
+    let mut words = line.split_whitespace();
+    while let Some(word) = words.next() {
+        if word == "--backend" {
+            return words.next();
+        }
+    }
+    None
+}
+
+/// Every `--help` example runs on a real engine, as the docs' examples do,
+/// or says in [`HELP`] why not; the counts are printed for the record.
+#[test]
+fn help_examples_run() {
+    let examples = help_examples();
+    for (line, _) in HELP {
+        assert!(
+            examples.iter().any(|e| e.body == *line),
+            "HELP has a directive for an example no --help shows:\n{line}"
+        );
+    }
+    let bad: Vec<String> = examples
+        .iter()
+        .filter_map(|e| {
+            e.how
+                .as_ref()
+                .err()
+                .map(|why| format!("{}: {why}", e.place))
+        })
+        .collect();
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    let not_run = examples
+        .iter()
+        .filter(|e| matches!(e.how, Ok(How::NotRun)))
+        .count();
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for example in examples
+        .iter()
+        .filter(|e| matches!(e.how, Ok(How::Run { .. })))
+    {
+        if std::env::var("DOC_EXAMPLE").is_ok_and(|only| !example.place.contains(&only)) {
+            continue;
+        }
+        let start = Instant::now();
+        let result = run_one(example);
+        eprintln!("{}: {:.1?}", example.place, start.elapsed());
+        ran += 1;
+        if let Err(why) = result {
+            failures.push(format!("{}:\n{}\n{why}", example.place, example.body));
+        }
+    }
+    eprintln!(
+        "--help examples: {} in all, {ran} run, {not_run} not run (each with its reason)",
+        examples.len()
+    );
+    assert!(examples.len() >= 30, "too few examples found");
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} --help examples failed:\n\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
 }

@@ -285,7 +285,7 @@ fn plain(roff: &str) -> String {
 
 /// The example command lines of every `after_help` in cli.rs.
 fn help_examples() -> Vec<(String, String)> {
-    let cli = Cli::command();
+    let cli = lockrun::cli::command();
     let mut texts = vec![(
         "lockrun".to_string(),
         cli.get_after_help().map(|h| h.to_string()),
@@ -764,6 +764,51 @@ fn short_help_fits_a_screen_and_shows_the_backend_in_use() {
             }
         }
     }
+    // Each backend's own examples: only its own in `-h`, all in `--help`
+    // (#40: `--backend local elect -h` showed Consul's `P/.lock`).
+    let example = |backend: &str, text: &str| {
+        [
+            ("consul", "P/.lock"),
+            ("etcd", "excludes `etcdctl lock"),
+            ("local", "excludes `flock DIR/"),
+            ("postgres", "--backend postgres elect"),
+        ]
+        .iter()
+        .filter(|(_, line)| text.contains(line))
+        .all(|(b, _)| *b == backend)
+    };
+    for (backend, _) in owned {
+        let text =
+            String::from_utf8(run(&mut lockrun(["--backend", backend, "elect", "-h"])).stdout)
+                .unwrap();
+        assert!(
+            example(backend, &text),
+            "another backend's example:\n{text}"
+        );
+        let all =
+            String::from_utf8(run(&mut lockrun(["--backend", backend, "elect", "--help"])).stdout)
+                .unwrap();
+        for line in [
+            "P/.lock",
+            "etcdctl lock",
+            "flock DIR/",
+            "--backend postgres elect",
+        ] {
+            assert!(all.contains(line), "--help lost `{line}`:\n{all}");
+        }
+    }
+    // A misspelt backend is refused, not shown as the default's help.
+    let mut cmd = lockrun(["elect", "-h"]);
+    cmd.env("LOCKRUN_BACKEND", "etdc");
+    let output = run(&mut cmd);
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&cmd, &output));
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.starts_with("lockrun: LOCKRUN_BACKEND `etdc` is no backend; use one of consul, etcd, local, postgres")
+            && said.lines().count() == 1,
+        "{said}"
+    );
+    assert!(output.stdout.is_empty());
     // The variable picks the backend too, as it does for the run.
     let mut cmd = lockrun(["elect", "-h"]);
     cmd.env("LOCKRUN_BACKEND", "etcd");

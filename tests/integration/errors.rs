@@ -608,6 +608,7 @@ fn a_closed_stdout_never_panics() {
         &["--help"][..],
         &["--version"][..],
         &["elect", "--help"][..],
+        &["explain", "elect", &key][..],
     ] {
         let (code, what) = closed(args);
         assert_eq!(code, Some(0), "{what}");
@@ -636,7 +637,21 @@ fn a_closed_stdout_never_panics() {
 /// habits; each is the exact line a user sees, with status 2.
 #[test]
 fn usage_errors_say_what_to_type_instead() {
-    let cases: [(&str, &str); 12] = [
+    let cases: [(&str, &str); 15] = [
+        (
+            // clap printed Consul's help for it, status 0 (#40).
+            "--backend xyz elect -h",
+            "--backend `xyz` is no backend; use one of consul, etcd, local, postgres, zookeeper",
+        ),
+        (
+            "--backend=nfs semaphore --help",
+            "--backend `nfs` is no backend; use one of consul, etcd, local, postgres, zookeeper",
+        ),
+        (
+            "elect --limit 2 demo/leader -- true",
+            "a leader lock has one holder, so `elect` takes no `--limit`; for 2 slots \
+             use `lockrun semaphore --limit 2 PREFIX -- COMMAND`; see `lockrun semaphore --help`",
+        ),
         (
             "semaphore --limt 2 jobs/x -- true",
             "unknown flag `--limt` (did you mean `--limit`?); see `lockrun semaphore --help`",
@@ -882,4 +897,230 @@ fn campaign_no_wait_ends_with_the_engine_down() {
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+/// A finished run that must fail with `status` and one `lockrun:` line
+/// containing each of `says`; the line, for the caller to look further.
+fn one_line(cmd: &mut std::process::Command, status: i32, says: &[&str]) -> String {
+    let output = run(cmd);
+    let what = describe(cmd, &output, None);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(status), "wrong status\n{what}");
+    assert_eq!(stderr.lines().count(), 1, "not one line\n{what}");
+    assert!(stderr.starts_with("lockrun: "), "{what}");
+    for s in says {
+        assert!(stderr.contains(s), "does not say `{s}`\n{what}");
+    }
+    assert!(output.stdout.is_empty(), "{what}");
+    stderr
+}
+
+/// What the lock directory holds, every path under it.
+fn tree(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p.clone());
+            }
+            out.push(p.display().to_string());
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `elect` on a semaphore's prefix and `semaphore` on a leader lock's key
+/// (#40): where the two share one name in the engine (a local directory
+/// against a file, etcd's one queue under `KEY/`), the run is a usage
+/// error that names what KEY is and the subcommand to use, and leaves
+/// nothing behind. Before: "`DIR/s` is a directory, not a file lockrun
+/// made; remove it" (125), "... not a directory (is a parent of the key
+/// already a lock?)" (125); on etcd, 75 ("taken") for as long as a slot
+/// was held, and "... is not a lockrun contender" (125).
+#[test]
+fn a_lock_on_a_semaphores_name_and_back_say_which_subcommand() {
+    use crate::places::Place;
+    // Local: the names persist after the runs.
+    let place = Place::local();
+    for args in [
+        &["semaphore", "--limit", "2", "jobs/s", "--", "true"][..],
+        &["elect", "jobs/l", "--", "true"],
+        &["elect", "nest/k", "--", "true"],
+    ] {
+        place.status(&run(&mut place.lockrun(args)), 0, "setup");
+    }
+    let before = tree(place.lock_dir());
+    one_line(
+        &mut place.lockrun(&["elect", "jobs/s", "--", "true"]),
+        2,
+        &[
+            "`jobs/s` is a semaphore's prefix",
+            "use `lockrun semaphore --limit 2 jobs/s`",
+        ],
+    );
+    // A directory of other keys: refused as before (125: anyone who may
+    // write in the lock directory could have made it), saying what to do.
+    // Before: "`DIR/nest` is a directory, not a file lockrun made; remove it".
+    one_line(
+        &mut place.lockrun(&["elect", "-n", "nest", "--", "true"]),
+        125,
+        &[
+            "is a directory, not a lock file",
+            "other keys live under it (`nest/...`)",
+            "choose another KEY",
+        ],
+    );
+    one_line(
+        &mut place.lockrun(&["semaphore", "-l", "2", "jobs/l", "--", "true"]),
+        2,
+        &["`jobs/l` is a leader lock", "use `lockrun elect jobs/l`"],
+    );
+    assert_eq!(tree(place.lock_dir()), before, "nothing made or removed");
+
+    // etcd: both names are one queue under `KEY/`, alive while held.
+    let place = Place::etcd("kinds");
+    let (sem, lock) = (place.key("s"), place.key("l"));
+    let work = scratch();
+    let (w1, w2) = (work.path().join("1"), work.path().join("2"));
+    std::fs::create_dir_all(&w1).unwrap();
+    std::fs::create_dir_all(&w2).unwrap();
+    let slot = place.hold(&w1, "", &["semaphore", "--limit", "2", &sem]);
+    let held = place.hold(&w2, "", &["elect", &lock]);
+    let entries =
+        || crate::etcd_support::etcdctl_ok(&["get", "--prefix", "--keys-only", &place.key("")]);
+    let before = entries();
+    one_line(
+        &mut place.lockrun(&["elect", &sem, "--", "true"]),
+        2,
+        &[
+            &format!("`{sem}` is a semaphore's prefix"),
+            &format!("use `lockrun semaphore --limit 2 {sem}`"),
+        ],
+    );
+    one_line(
+        &mut place.lockrun(&["semaphore", "-l", "2", &lock, "--", "true"]),
+        2,
+        &[
+            &format!("`{lock}` is a leader lock"),
+            &format!("use `lockrun elect {lock}`"),
+        ],
+    );
+    assert_eq!(entries(), before, "our entries went again");
+    for (w, holder) in [(&w1, slot), (&w2, held)] {
+        std::fs::write(w.join("go"), "").unwrap();
+        place.status(&holder.finish(), 0, "holder");
+    }
+
+    // Consul: a lock `P` and a semaphore `P` are different entries (`P`,
+    // and `P/.lock` with the contenders), as for `consul lock`, so `elect
+    // P` runs; `elect P/.lock`, the semaphore's record, is refused as the
+    // semaphore's. Before: "key `P/.lock` holds a semaphore entry; lockrun
+    // will not take it over: ..." (125).
+    let place = Place::consul("kinds");
+    let sem = place.key("s");
+    let work = scratch();
+    let slot = place.hold(work.path(), "", &["semaphore", "--limit", "2", &sem]);
+    let record = format!("{sem}/.lock");
+    one_line(
+        &mut place.lockrun(&["elect", "-n", &record, "--", "true"]),
+        2,
+        &[
+            &format!("`{record}` is an entry of semaphore `{sem}`"),
+            &format!("use `lockrun semaphore --limit 2 {sem}`"),
+        ],
+    );
+    place.status(
+        &run(&mut place.lockrun(&["elect", "-n", &sem, "--", "true"])),
+        0,
+        "a lock beside the semaphore of that name",
+    );
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&slot.finish(), 0, "holder");
+    // And back: a semaphore whose record key holds a leader lock (`consul
+    // lock P`, `lockrun elect P/.lock`). Before: "`P/.lock` is a leader lock
+    // (...); use another prefix" (125).
+    let lock = place.key("l");
+    let work = scratch();
+    let held = place.hold(work.path(), "", &["elect", &format!("{lock}/.lock")]);
+    one_line(
+        &mut place.lockrun(&["semaphore", "-n", "-l", "2", &lock, "--", "true"]),
+        2,
+        &[
+            &format!("`{lock}/.lock` is a leader lock"),
+            &format!("use `lockrun elect {lock}/.lock`"),
+        ],
+    );
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&held.finish(), 0, "holder");
+}
+
+/// The other weak messages of #40, each now one line with the fix.
+#[test]
+fn weak_messages_name_the_fix() {
+    use crate::places::Place;
+    let etcd = crate::etcd_support::etcd();
+    // Before: "Consul answered 404 creating a session (404 page not found)";
+    // `leader` printed nothing and exited 1, as for a free lock.
+    for args in [&["elect", "k", "--", "true"][..], &["leader", "k"]] {
+        one_line(
+            bare(args).env("CONSUL_HTTP_ADDR", &etcd.endpoint),
+            125,
+            &[
+                &format!("{} answered \"404 page not found\"", etcd.endpoint),
+                "is this Consul?",
+            ],
+        );
+    }
+    // Before: port 80, "cannot reach etcd at http://127.0.0.1 (Connection refused...)".
+    one_line(
+        &mut bare([
+            "--backend",
+            "etcd",
+            "--endpoints",
+            "127.0.0.1",
+            "leader",
+            "k",
+        ]),
+        125,
+        &[
+            "`127.0.0.1` in --endpoints has no port",
+            "use `127.0.0.1:2379`",
+        ],
+    );
+    one_line(
+        bare(["--backend", "etcd", "leader", "k"]).env("ETCDCTL_ENDPOINTS", "http://[::1]"),
+        125,
+        &["in ETCDCTL_ENDPOINTS has no port"],
+    );
+    // Before: "cannot run `echo hi && echo there`: command not found; check
+    // the name and PATH".
+    let place = Place::local();
+    one_line(
+        &mut place.lockrun(&["elect", "k", "--", "echo hi && echo there"]),
+        127,
+        &["cannot run `echo hi && echo there`", "add --shell"],
+    );
+    assert!(tree(place.lock_dir()).is_empty(), "nothing locked");
+    // A missing program keeps the plain line.
+    one_line(
+        &mut place.lockrun(&["elect", "k", "--", "no-such-program-40"]),
+        127,
+        &["command not found; check the name and PATH"],
+    );
+    // psql names the socket it tried; so do we.
+    one_line(
+        &mut bare([
+            "--backend",
+            "postgres",
+            "--dsn",
+            "host=/nonexistent-40 user=postgres",
+            "leader",
+            "k",
+        ]),
+        125,
+        &["/nonexistent-40/.s.PGSQL.5432", "No such file or directory"],
+    );
 }

@@ -166,6 +166,11 @@ fn an_etcdctl_holder_is_shown_by_its_key() {
     assert!(holder["fence"].is_null(), "{shown}");
     place.status(&released, 0, "release");
     assert!(stdout(&released).contains(entry), "{released:?}");
+    // It asked nobody: it revoked the lease (#40).
+    assert!(
+        stdout(&released).starts_with(&format!("revoked the lease holding `{key}`")),
+        "{released:?}"
+    );
 }
 
 #[test]

@@ -231,3 +231,46 @@ fn bad_flags_are_the_same_usage_errors_as_elect() {
     ]));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--kill-timeout 700ms"));
 }
+
+/// A run's own line with `explain` put in front: COMMAND is checked as the
+/// run would check it and named, never run (#40: it was accepted and
+/// ignored).
+#[test]
+fn a_command_given_is_checked_and_named_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let touch = format!("touch {}", marker.display());
+    let out = run(&mut explain(&[
+        "explain", "elect", "jobs/x", "--", "sh", "-c", &touch,
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines().any(|l| l.starts_with("  command ")
+            && l.contains("`sh -c touch ")
+            && l.ends_with("explain runs nothing")),
+        "{text}"
+    );
+    let shown = json(&[
+        "explain",
+        "--json",
+        "semaphore",
+        "-l",
+        "2",
+        "jobs/x",
+        "--",
+        "true",
+    ]);
+    assert_eq!(shown["command"], serde_json::json!(["true"]), "{shown}");
+    assert!(json(&["explain", "--json", "elect", "jobs/x"])["command"].is_null());
+    let out = run(&mut explain(&[
+        "explain",
+        "elect",
+        "jobs/x",
+        "--",
+        "no-such-program-40",
+    ]));
+    assert_eq!(out.status.code(), Some(127), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    assert!(!marker.exists(), "explain ran the command");
+}

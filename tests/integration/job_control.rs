@@ -752,3 +752,69 @@ fn ctrl_z_at_any_moment_of_start_up_stops_the_whole_job() {
         assert!(mark.exists(), "the command did not finish after fg");
     }
 }
+
+/// A run that ends with no word leaves a person at a terminal guessing
+/// (#40): `leader` with no holder (1), `-n` on a held lock (75), and a
+/// hook's output, hidden without `-v`. At a terminal each gets one line on
+/// stderr; with stderr not a terminal (cron, scripts, the journal) the
+/// runs print exactly what they printed before: nothing on stderr.
+#[test]
+fn a_terminal_gets_one_line_where_a_script_gets_none() {
+    let consul = TestConsul::start_fast();
+    let dir = crate::support::scratch();
+    let locks = dir.path().join("locks");
+    let local = format!(
+        "{} --backend local --lock-dir '{}'",
+        bin().display(),
+        locks.display()
+    );
+    // A holder of `held`, outside the terminal.
+    let mut holder = crate::support::bare(["--backend", "local", "--lock-dir"]);
+    let ready = dir.path().join("ready");
+    holder
+        .arg(&locks)
+        .args(["elect", "--value", "db-1", "held", "--shell", "--"])
+        .arg(format!("touch '{}'; exec sleep 600", ready.display()));
+    let holder = crate::support::Running::spawn(&mut holder);
+    crate::support::wait_for_file(&ready);
+    let runs = [
+        (
+            format!("{local} leader free"),
+            "1",
+            "lockrun: nobody holds `free`\r\n",
+        ),
+        (
+            format!("{local} elect -n held -- true"),
+            "75",
+            "lockrun: `held` is held by db-1; not acquired\r\n",
+        ),
+        (
+            format!("{local} elect --on-acquire 'echo hook-said-hi' other -- true"),
+            "0",
+            "lockrun: --on-acquire: hook-said-hi\r\n",
+        ),
+    ];
+    let mut terminal = Terminal::start(&consul);
+    for (line, status, said) in &runs {
+        terminal.type_line(line);
+        terminal.expect(said);
+        terminal.prompt();
+        assert_eq!(&terminal.status(), status, "{}", terminal.output());
+    }
+    // The same runs with stderr a pipe: not a byte on it.
+    for (line, status, _) in &runs {
+        let output = std::process::Command::new("sh")
+            .args(["-c", line])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code().map(|c| c.to_string()).as_deref(),
+            Some(*status),
+            "{line}: {output:?}"
+        );
+        assert!(output.stderr.is_empty(), "{line}: {output:?}");
+        assert!(output.stdout.is_empty(), "{line}: {output:?}");
+    }
+    drop(holder);
+}

@@ -42,6 +42,16 @@ const REGISTRATION: Registration = Registration {
     environment: ENVIRONMENT,
     child_environment: CHILD_ENVIRONMENT,
     safety: SAFETY,
+    examples: &[
+        (
+            "elect",
+            "lockrun elect P/.lock -- ./job          # excludes `consul lock P ./job`",
+        ),
+        (
+            "semaphore",
+            "lockrun semaphore --limit 2 P -- ./job  # shares slots with `consul lock -n 2 P ./job`",
+        ),
+    ],
 };
 
 const CHILD_ENVIRONMENT: &[Prose] = &[Prose::Item(

@@ -33,7 +33,7 @@ impl EngineError for AcquireError {
     fn is_transient(&self) -> bool {
         match self {
             AcquireError::Consul(e) => e.is_transient(),
-            AcquireError::Conflict(_) | AcquireError::Session(_) => false,
+            AcquireError::Conflict(_) | AcquireError::Session(_) | AcquireError::Usage(_) => false,
         }
     }
 }

@@ -62,6 +62,8 @@ pub enum ConsulError {
     Forbidden { op: Op, body: String },
     /// 404 where a resource must exist (a session renewal, say).
     NotFound { op: Op, body: String },
+    /// An HTTP server that is not Consul answered: Go's plain 404.
+    NotConsul { addr: String, op: Op },
     /// 400/413: Consul rejected the request itself (an invalid key, say).
     Rejected { op: Op, status: u16, body: String },
     /// 5xx and 429: the cluster is in trouble (no leader, an RPC failure).
@@ -89,6 +91,7 @@ impl ConsulError {
             | ConsulError::Server { .. } => true,
             ConsulError::Forbidden { .. }
             | ConsulError::NotFound { .. }
+            | ConsulError::NotConsul { .. }
             | ConsulError::Rejected { .. }
             | ConsulError::Decode { .. }
             | ConsulError::GaveUp { .. } => false,
@@ -191,6 +194,10 @@ impl fmt::Display for ConsulError {
                     )
                 }
             }
+            ConsulError::NotConsul { addr, op } => write!(
+                f,
+                "{addr} answered \"404 page not found\" {op}: is this Consul? Consul's HTTP API is at port 8500 unless set otherwise; check CONSUL_HTTP_ADDR or --http-addr"
+            ),
             ConsulError::NotFound { op, body } => {
                 write!(f, "Consul answered 404 {op} ({})", one_line(body))
             }

@@ -291,6 +291,18 @@ impl Client {
             started.elapsed(),
             index.map(|i| format!(" index={i}")).unwrap_or_default()
         );
+        // Go's own 404, which no Consul path we call answers (an unknown
+        // one says "Invalid URL path"): another HTTP server, etcd's gateway
+        // say. A read that accepts 404 would take it for a missing key.
+        if status == reqwest::StatusCode::NOT_FOUND
+            && index.is_none()
+            && body.trim_ascii() == b"404 page not found"
+        {
+            return Err(ConsulError::NotConsul {
+                addr: self.bases[at].1.clone(),
+                op: op.clone(),
+            });
+        }
         if status.is_success() || accept.contains(&status) {
             return Ok(Answer {
                 status,

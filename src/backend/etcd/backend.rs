@@ -39,6 +39,10 @@ const REGISTRATION: Registration = Registration {
          lease revoke`) or a key gone from etcd lets a rival hold at once, so COMMAND gets \
          SIGKILL at once.",
     )],
+    examples: &[(
+        "elect",
+        "lockrun --backend etcd elect jobs/migrate -- ./job  # excludes `etcdctl lock jobs/migrate ./job`",
+    )],
 };
 
 const ENVIRONMENT: &[Prose] = &[

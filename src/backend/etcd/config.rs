@@ -180,6 +180,13 @@ fn parse_endpoints(list: &str, tls: bool, source: &str) -> Result<Vec<Url>, Stri
                 "etcd endpoint `{endpoint}` has no host; use host:port"
             ));
         }
+        if !has_port(&with_scheme) {
+            // etcdctl dials such an endpoint on no port at all and times
+            // out; we would have used the scheme's, 80 or 443.
+            return Err(format!(
+                "etcd endpoint `{endpoint}` in {source} has no port; etcd's client port is 2379 unless it was set otherwise: use `{endpoint}:2379`"
+            ));
+        }
         if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
             return Err(format!(
                 "etcd endpoint `{endpoint}` must be only scheme://host:port (no path or query)"
@@ -188,6 +195,15 @@ fn parse_endpoints(list: &str, tls: bool, source: &str) -> Result<Vec<Url>, Stri
         out.push(url);
     }
     Ok(out)
+}
+
+/// Whether `url`'s authority ends in `:PORT` (`[::1]` alone has none).
+fn has_port(url: &str) -> bool {
+    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = after_scheme.split(['/', '?', '#']).next().unwrap_or("");
+    authority
+        .rsplit_once(':')
+        .is_some_and(|(_, port)| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
 }
 
 fn parse_user(user: &str) -> Result<User, String> {
@@ -270,6 +286,10 @@ mod tests {
             &[("ETCDCTL_ENDPOINTS", "http://a:1/v3")]
         )
         .contains("no path"));
+        for no_port in ["127.0.0.1", "http://e", "https://[::1]", "e:"] {
+            let e = bad(EtcdFlags::default(), &[("ETCDCTL_ENDPOINTS", no_port)]);
+            assert!(e.contains("has no port"), "{e}");
+        }
         assert!(bad(EtcdFlags::default(), &[("ETCDCTL_CERT", "/c.pem")]).contains("--cert-key"));
         assert!(bad(EtcdFlags::default(), &[("ETCDCTL_USER", "root")]).contains("name:password"));
         let e = bad(

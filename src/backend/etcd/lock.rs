@@ -257,6 +257,25 @@ impl Pause {
     }
 }
 
+/// Whether `kv` under `prefix` is a lock contender's entry: the key is
+/// `prefix` and a lease id in hex, with that lease attached.
+fn is_lock_contender(prefix: &[u8], kv: &Kv) -> bool {
+    kv.lease != 0 && kv.key == contender_key(prefix, kv.lease)
+}
+
+/// A usage error when the oldest contender a lock's queue showed us (see
+/// [`enter`]) is a semaphore's (its value names a limit): KEY is that
+/// semaphore's prefix, and waiting behind its holders as behind a lock's
+/// would look like a busy lock for as long as any slot is held.
+pub fn a_semaphore_already(name: &str, me: &Entered) -> Option<EtcdError> {
+    let first = me.first.as_ref().filter(|kv| kv.key != me.key)?;
+    let (_, limit) = parse_slot_value(&first.value)?;
+    Some(EtcdError::Usage(format!(
+        "`{name}` is a semaphore's prefix (`{}` is one of its contenders); use `lockrun semaphore --limit {limit} {name}`, or another KEY for a leader lock",
+        first.key_str()
+    )))
+}
+
 /// What a semaphore contender stores.
 pub fn slot_value(value: &str, limit: u32) -> Vec<u8> {
     json!({ "value": value, "limit": limit })
@@ -291,6 +310,12 @@ pub async fn contenders(
                     theirs,
                     key: kv.key_str(),
                 })
+            }
+            None if is_lock_contender(prefix, kv) => {
+                return Err(EtcdError::Usage(format!(
+                    "`{name}` is a leader lock (`{}` is a contender's entry, as `lockrun elect` and `etcdctl lock` write them), not a semaphore's prefix; use `lockrun elect {name}`, or another PREFIX for the semaphore",
+                    kv.key_str()
+                )))
             }
             None => {
                 return Err(EtcdError::Foreign {

@@ -149,6 +149,10 @@ impl Etcd {
             lock::enter(&self.client, &prefix, lease.id, value.as_bytes())
         })
         .await?;
+        if let Some(e) = lock::a_semaphore_already(target.name(), &me) {
+            let _ = lock::leave(&self.client, &me.key).await;
+            return Err(e);
+        }
         let first = me.first.as_ref().map(|kv| kv.create_revision);
         let revision = if first == Some(me.create_revision) {
             me.revision
@@ -646,6 +650,24 @@ impl Inspect for Etcd {
                 None => lock,
             },
         )
+    }
+
+    /// etcd's release asks nobody: it revokes the holder's lease, which
+    /// deletes its entry at once (see [`Inspect::force_release`]).
+    fn asked_line(&self, target: &Target, holder: &Holder) -> String {
+        let what = match holder.slot {
+            Some(slot) => format!("slot {slot} of `{}`", target.name()),
+            None => format!("`{}`", target.name()),
+        };
+        let entry = holder.entry.as_deref().unwrap_or_default();
+        let mut line = format!("revoked the lease holding {what} (entry `{entry}`");
+        if let Some(value) = holder.value.as_deref().filter(|v| !v.is_empty()) {
+            line.push_str(&format!(", value {value}"));
+        }
+        line.push_str(
+            "): the entry went with it, a rival may take its place now, and a lockrun holder kills its command",
+        );
+        line
     }
 
     async fn holders(&self, target: &Target) -> Result<Vec<Holder>, EtcdError> {

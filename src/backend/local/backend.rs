@@ -41,6 +41,10 @@ const REGISTRATION: Registration = Registration {
          release` signals the holding lockrun, and the lock stays locked until its guard \
          has stopped the job: no overlap.",
     )],
+    examples: &[(
+        "elect",
+        "lockrun --backend local elect jobs/nightly -- ./job  # excludes `flock DIR/jobs/nightly ./job`",
+    )],
 };
 
 /// The lock directory, and whether it may be on a network file system.

@@ -247,6 +247,39 @@ impl Local {
     }
 }
 
+/// Why `key` cannot be a leader lock when a directory that passes the
+/// tree's checks stands where its lock file would: a usage error when it is
+/// a semaphore's prefix (its `.limit` is there), else the refusal (125)
+/// [`Dir::open_file`] would give, in words that say what to do. Said
+/// before the lock file is opened; a directory that fails the checks is
+/// refused by them.
+fn not_a_lock(files: &KeyFiles, key: &str) -> Option<LocalError> {
+    use nix::sys::stat::SFlag;
+    let st = files.dir.stat(&files.lock).ok()??;
+    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFDIR {
+        return None;
+    }
+    let sub = files
+        .dir
+        .descend([files.lock.as_str()], Missing::Absent)
+        .ok()??;
+    let limit = semaphore::read_text(&sub, semaphore::LIMIT)
+        .ok()
+        .and_then(|text| text.trim().parse::<u32>().ok());
+    Some(match limit {
+        Some(limit) => LocalError::usage(format!(
+            "`{key}` is a semaphore's prefix (`{}` holds its slots); use `lockrun semaphore --limit {limit} {key}`, or another KEY for a leader lock",
+            files.lock_path().display()
+        )),
+        // Most likely the parent of other keys (`KEY/...`), but anyone who
+        // may write here could have made it: refused as before, with both.
+        None => LocalError::dir(format!(
+            "`{}` is a directory, not a lock file: other keys live under it (`{key}/...`), or something else made it; choose another KEY, or remove it if nothing uses it",
+            files.lock_path().display()
+        )),
+    })
+}
+
 /// A lock file we hold, not yet a claim.
 #[derive(Debug)]
 struct Granted {
@@ -402,6 +435,9 @@ impl Local {
         let files = self
             .key_files(key, Missing::Create)?
             .expect("created where missing");
+        if let Some(e) = not_a_lock(&files, key) {
+            return Err(e);
+        }
         // One attempt first, without a thread: the common uncontended case,
         // and a `--timeout` that has already run out still gets its try.
         let got = match lock_path(&files.dir, &files.lock, false)? {

@@ -103,6 +103,28 @@ pub(super) fn read_text(dir: &Dir, name: &str) -> Result<String, LocalError> {
     Ok(text)
 }
 
+/// A usage error when `prefix` names a leader lock's file (`lockrun elect
+/// PREFIX` or `flock DIR/PREFIX` made it): a semaphore's prefix is a
+/// directory, and [`Local::descend`] would refuse the file in words that
+/// do not say what to type instead. Nothing is created to find out.
+fn a_lock_already(local: &Local, prefix: &str) -> Option<LocalError> {
+    use nix::sys::stat::SFlag;
+    let (parents, last) = match prefix.rsplit_once('/') {
+        Some((parents, last)) => (Some(parents), last),
+        None => (None, prefix),
+    };
+    let names = parents.into_iter().flat_map(|p| p.split('/'));
+    let dir = local.descend(names, Missing::Absent).ok()??;
+    let st = dir.stat(last).ok()??;
+    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
+        return None;
+    }
+    Some(LocalError::usage(format!(
+        "`{prefix}` is a leader lock (the file `{}`), not a semaphore's prefix; use `lockrun elect {prefix}`, or another PREFIX for the semaphore",
+        dir.join(last).display()
+    )))
+}
+
 pub(super) async fn acquire(
     local: &Local,
     prefix: &str,
@@ -112,6 +134,9 @@ pub(super) async fn acquire(
     dir::check_key(prefix)?;
     if limit == 0 {
         return Err(LocalError::usage("--limit must be at least 1".to_owned()));
+    }
+    if let Some(e) = a_lock_already(local, prefix) {
+        return Err(e);
     }
     let dir = local
         .descend(prefix.split('/'), Missing::Create)?
@@ -143,7 +168,7 @@ struct Sem {
     limit: u32,
 }
 
-const LIMIT: &str = ".limit";
+pub(super) const LIMIT: &str = ".limit";
 
 impl Sem {
     fn slot(&self, i: u32) -> KeyFiles {

@@ -38,6 +38,10 @@ const REGISTRATION: Registration = Registration {
          budget is etcd's: a rival no earlier than the TTL after the last confirmed round \
          trip, no lock-delay.",
     )],
+    examples: &[(
+        "elect",
+        "lockrun --backend postgres elect jobs/migrate -- ./job  # the server psql reaches (PGHOST...)",
+    )],
 };
 
 const ENVIRONMENT: &[Prose] = &[Prose::P(

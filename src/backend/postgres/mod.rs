@@ -1215,6 +1215,30 @@ impl Inspect for Postgres {
         })
     }
 
+    /// PostgreSQL's release asks nobody: it ends the holder's session
+    /// (`pg_terminate_backend`), which frees its advisory lock at once.
+    fn asked_line(&self, target: &Target, holder: &Holder) -> String {
+        let what = match holder.slot {
+            Some(slot) => format!("slot {slot} of `{}`", target.name()),
+            None => format!("`{}`", target.name()),
+        };
+        let backend = holder
+            .details
+            .as_ref()
+            .and_then(|d| d["backend_pid"].as_i64())
+            .map(|pid| format!("server process {pid}"))
+            .unwrap_or_else(|| "the session".into());
+        let mut line = format!("ended {backend}, which held {what} (");
+        line.push_str(&String::from_utf8_lossy(&holder.label()));
+        if let Some(pid) = holder.pid {
+            line.push_str(&format!(", lockrun pid {pid}"));
+        }
+        line.push_str(
+            "): it is free now, a rival may take it, and a lockrun holder kills its command",
+        );
+        line
+    }
+
     async fn holders(&self, target: &Target) -> Result<Vec<Holder>, PgError> {
         let conn = self.looker().await?;
         Ok(self

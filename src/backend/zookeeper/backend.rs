@@ -40,6 +40,10 @@ const REGISTRATION: Registration = Registration {
          deleted (`lockrun release`) or failed authentication lets a rival hold at once, \
          so COMMAND gets SIGKILL at once.",
     )],
+    examples: &[(
+        "elect",
+        "lockrun --backend zookeeper elect jobs/migrate -- ./job  # excludes Curator's InterProcessMutex on /jobs/migrate",
+    )],
 };
 
 const ENVIRONMENT: &[Prose] = &[Prose::P(

@@ -24,13 +24,23 @@ fn check_flags(key: &str, pair: &KvPair) -> Result<(), AcquireError> {
     if pair.flags == LOCK_FLAG {
         return Ok(());
     }
-    let what = if pair.flags == super::SEMAPHORE_FLAG {
-        "a semaphore entry".to_string()
-    } else {
-        format!("data that is not a lock (flags {})", pair.flags)
-    };
+    if pair.flags == super::SEMAPHORE_FLAG {
+        // `consul lock -n` and `lockrun semaphore` write PREFIX/.lock (the
+        // record, with the limit) and PREFIX/<session>.
+        let prefix = key.rsplit_once('/').map_or(key, |(prefix, _)| prefix);
+        let limit = pair
+            .value
+            .as_deref()
+            .and_then(|v| super::semaphore::Record::decode(v).ok())
+            .filter(|_| key.ends_with("/.lock"))
+            .map_or("N".to_string(), |r| r.limit.to_string());
+        return Err(AcquireError::Usage(format!(
+            "`{key}` is an entry of semaphore `{prefix}` (as `lockrun semaphore` and `consul lock -n` write them), not a leader lock; use `lockrun semaphore --limit {limit} {prefix}`, or another KEY for a leader lock (delete it if no semaphore uses it any more)"
+        )));
+    }
     Err(AcquireError::Conflict(format!(
-        "key `{key}` holds {what}; lockrun will not take it over: choose another key, or delete it if it is stale"
+        "key `{key}` holds data that is not a lock (flags {}); lockrun will not take it over: choose another key, or delete it if it is stale",
+        pair.flags
     )))
 }
 

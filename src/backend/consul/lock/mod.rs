@@ -76,6 +76,9 @@ pub enum AcquireError {
     Consul(ConsulError),
     /// The key exists but was not written by a compatible lock.
     Conflict(String),
+    /// The key is the wrong kind for the subcommand (a semaphore's entry
+    /// under `elect`): the user named the wrong thing.
+    Usage(String),
     /// Consul made a session other than the one we asked for.
     Session(String),
 }
@@ -86,6 +89,7 @@ impl From<AcquireError> for crate::error::Failure {
         match e {
             AcquireError::Consul(e) => Failure::Engine(e.to_string()),
             AcquireError::Conflict(m) => Failure::Conflict(m),
+            AcquireError::Usage(m) => Failure::Usage(m),
             AcquireError::Session(m) => Failure::Config(m),
         }
     }
@@ -101,7 +105,9 @@ impl std::fmt::Display for AcquireError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             AcquireError::Consul(e) => e.fmt(f),
-            AcquireError::Conflict(why) | AcquireError::Session(why) => f.write_str(why),
+            AcquireError::Conflict(why) | AcquireError::Session(why) | AcquireError::Usage(why) => {
+                f.write_str(why)
+            }
         }
     }
 }

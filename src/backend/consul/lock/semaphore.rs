@@ -131,6 +131,19 @@ impl View {
     }
 }
 
+/// A usage error when the semaphore's record key holds a leader lock
+/// (`consul lock PREFIX` without -n writes `PREFIX/.lock` so): the user
+/// named a lock, not a semaphore.
+fn a_lock_already(prefix: &str, pairs: &[KvPair]) -> Option<AcquireError> {
+    let record_key = record_key(prefix);
+    pairs
+        .iter()
+        .find(|p| p.key == record_key && p.flags == super::LOCK_FLAG)?;
+    Some(AcquireError::Usage(format!(
+        "`{record_key}` is a leader lock (`consul lock {prefix}` without -n, or `lockrun elect {record_key}`), not a semaphore's record; use `lockrun elect {record_key}`, or another PREFIX for the semaphore"
+    )))
+}
+
 fn limit_conflict(prefix: &str, stored: u64, ours: u64) -> AcquireError {
     AcquireError::Conflict(format!(
         "semaphore limit conflict on `{prefix}`: the stored limit is {stored}, this run asked for --limit {ours}; use --limit {stored}, or change it once no holder remains"
@@ -186,6 +199,9 @@ pub async fn acquire(
         let Some(pairs) = waiter.answer(&what, result).await? else {
             continue;
         };
+        if let Some(e) = a_lock_already(prefix, &pairs) {
+            return Err(e);
+        }
         let view = View::read(prefix, pairs).map_err(AcquireError::Conflict)?;
         let (mut record, cas) = match &view.record {
             Some((record, modify)) => {
