@@ -541,7 +541,8 @@ pub struct LeaderArgs {
     /// {"value", "fence", "since", "since_unix", "host", "pid", "details"},
     /// null where the engine does not know; "fence" is the holder's
     /// LOCKRUN_LOCK_INDEX where it can be read back (a Consul lock's
-    /// ModifyIndex, not its LockIndex; an etcd slot; local), else null;
+    /// ModifyIndex, not its LockIndex; an etcd lockrun holder; local),
+    /// else null;
     /// "details" holds the engine's own facts (Consul's entry and session).
     #[arg(long)]
     pub json: bool,

@@ -294,12 +294,14 @@ impl Etcd {
                         // `etcdctl lock` stores nothing: no value to show.
                         value: Some(kv.value_str()).filter(|v| !v.is_empty()),
                         // The revision the holder took the lock at, its
-                        // number (see `claim`), is kept nowhere in etcd.
+                        // number (see `claim`), is in a lockrun holder's
+                        // facts; etcdctl keeps it nowhere.
                         fence: None,
                         entry: Some(kv.key_str()),
                         holder_id: Some(kv.key_str()),
                         ..Holder::default()
                     };
+                    let holder = self.with_facts(holder, &kv).await?;
                     holders.push((holder, kv));
                 }
                 answer.revision
@@ -320,12 +322,34 @@ impl Etcd {
                         holder_id: Some(kv.key_str()),
                         ..Holder::default()
                     };
+                    let holder = self.with_facts(holder, &kv).await?;
                     holders.push((holder, kv));
                 }
                 answer.revision
             }
         };
         Ok((holders, revision))
+    }
+
+    /// `holder` with the facts a lockrun holder recorded beside its key
+    /// `kv` ([`lock::facts_key`]), where there are any.
+    async fn with_facts(&self, holder: Holder, kv: &Kv) -> Result<Holder, EtcdError> {
+        Ok(match lock::facts_of(&self.client, kv).await? {
+            Some(facts) => Holder {
+                // A lockrun with no `--value`: named by its entry, as it
+                // was before its facts came, not as a process not lockrun.
+                label: holder
+                    .value
+                    .is_none()
+                    .then(|| format!("{} (no value)", kv.key_str()).into_bytes()),
+                fence: Some(facts.fence),
+                host: Some(facts.host),
+                pid: Some(facts.pid),
+                child_pgid: facts.child_pgid,
+                ..holder
+            },
+            None => holder,
+        })
     }
 }
 
@@ -597,10 +621,21 @@ impl Claim for EtcdClaim {
         None
     }
 
-    async fn record_child(&mut self, _pgid: u32) -> Result<(), EtcdError> {
-        // Our key's value is the `--value` alone, which `etcdctl elect -l`
-        // shows; there is nowhere else to put facts.
-        Ok(())
+    /// Our key's value is the `--value` alone, which `etcdctl elect -l`
+    /// shows; the facts `leader` gives (fence, host, pid, the child's
+    /// group) go beside it ([`lock::facts_key`]), once the child runs: off
+    /// the handover's path, so `leader` may show them a round trip after
+    /// the command starts.
+    async fn record_child(&mut self, pgid: u32) -> Result<(), EtcdError> {
+        let facts = lock::Facts {
+            key: self.key(),
+            create_revision: self.create_revision,
+            fence: self.fence(),
+            host: crate::host::hostname(),
+            pid: std::process::id(),
+            child_pgid: Some(pgid),
+        };
+        lock::record(&self.client, self.lease, &facts).await
     }
 
     fn describe(&self) -> String {
