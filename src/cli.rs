@@ -203,7 +203,11 @@ by another, 2 usage (not a sequencer), 125 cannot tell (engine unreachable).")]
     /// session still holds the lock key, then sets KEY; on etcd one that
     /// compares the holder's contender key still exists (its lease lives),
     /// then puts KEY. Once the holder has lost the lock the write is refused
-    /// and nothing is written. Not supported on local and postgres.
+    /// and nothing is written. A KEY inside a lock's own records, which
+    /// would break or wedge that lock, is refused (2, nothing written): on
+    /// etcd any key under L/ where L is held now or has ever been held by
+    /// a lockrun (lockrun marks it), the sequencer's own lock included.
+    /// Not supported on local and postgres.
     #[command(after_help = "\
 Examples:
   lockrun put --sequencer \"$LOCKRUN_SEQUENCER\" service/db/config \"$(cat config.json)\"

@@ -269,6 +269,16 @@ pub fn facts_key(lease: i64) -> Vec<u8> {
     format!("\0lockrun/holder/{lease:x}").into_bytes()
 }
 
+/// The mark that `name` is a lock or semaphore: `\0lockrun/lock/<name>`,
+/// with no lease, written with a holder's facts ([`record`]) and kept, so
+/// that `put --sequencer` knows the prefix `name/` for a lock's own
+/// records while nobody holds it (a leaseless key there would keep every
+/// later contender waiting for ever). Like [`facts_key`], under no lock's
+/// prefix and out of `put`'s reach.
+pub fn lock_mark(name: &str) -> Vec<u8> {
+    format!("\0lockrun/lock/{name}").into_bytes()
+}
+
 /// A holder's facts, as [`facts_key`] keeps them.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Facts {
@@ -291,10 +301,16 @@ impl Facts {
     }
 }
 
-/// Writes `facts` with `lease`, only while our contender key is still the
-/// one created at `facts.create_revision`: a holder that has lost its key
-/// leaves no facts.
-pub async fn record(client: &Client, lease: i64, facts: &Facts) -> Result<(), EtcdError> {
+/// Writes `facts` with `lease`, and the mark that `name` is a lock
+/// ([`lock_mark`]), only while our contender key is still the one created
+/// at `facts.create_revision`: a holder that has lost its key leaves no
+/// facts.
+pub async fn record(
+    client: &Client,
+    name: &str,
+    lease: i64,
+    facts: &Facts,
+) -> Result<(), EtcdError> {
     let body = serde_json::to_vec(facts).expect("facts serialize");
     client
         .txn(
@@ -304,11 +320,14 @@ pub async fn record(client: &Client, lease: i64, facts: &Facts) -> Result<(), Et
                 "result": "EQUAL",
                 "create_revision": facts.create_revision.to_string(),
             })],
-            vec![json!({ "request_put": {
-                "key": b64(&facts_key(lease)),
-                "value": b64(&body),
-                "lease": lease.to_string(),
-            }})],
+            vec![
+                json!({ "request_put": {
+                    "key": b64(&facts_key(lease)),
+                    "value": b64(&body),
+                    "lease": lease.to_string(),
+                }}),
+                json!({ "request_put": { "key": b64(&lock_mark(name)), "value": "" }}),
+            ],
             vec![],
             &format!("recording the holder's facts beside `{}`", facts.key),
         )

@@ -635,7 +635,7 @@ impl Claim for EtcdClaim {
             pid: std::process::id(),
             child_pgid: Some(pgid),
         };
-        lock::record(&self.client, self.lease, &facts).await
+        lock::record(&self.client, &self.name, self.lease, &facts).await
     }
 
     fn describe(&self) -> String {
@@ -820,10 +820,12 @@ impl Etcd {
     /// and the write.
     ///
     /// A key inside a lock's own records (`L/...`, where a contender holds
-    /// `L`) is refused: etcd's mutex waits on every key under `L/`, and a
-    /// key with no lease there would keep every later contender of `L`
-    /// waiting for ever. Which prefixes hold a lock is read first, and the
-    /// write applies only if no key was created under any of them since.
+    /// `L`, or a lockrun ever held `L`: its mark, [`lock::lock_mark`]) is
+    /// refused: etcd's mutex waits on every key under `L/`, and a key with
+    /// no lease there would keep every later contender of `L` waiting for
+    /// ever. Which prefixes hold a lock is read first, and the write
+    /// applies only if no key was created under any of them, and no mark,
+    /// since.
     pub async fn fenced_put(
         &self,
         entry: &str,
@@ -853,6 +855,17 @@ impl Etcd {
                         return Err(EtcdError::Usage(inside_a_lock(key, prefix)));
                     }
                 }
+                // A lock nobody holds now, that a lockrun has held.
+                let mark = lock::lock_mark(prefix.trim_end_matches('/'));
+                if !self.client.range(&Range::key(&mark)).await?.kvs.is_empty() {
+                    return Err(EtcdError::Usage(inside_a_lock(key, prefix)));
+                }
+                compare.push(serde_json::json!({
+                    "key": b64(&mark),
+                    "target": "CREATE",
+                    "result": "EQUAL",
+                    "create_revision": "0",
+                }));
                 compare.push(serde_json::json!({
                     "key": b64(prefix.as_bytes()),
                     "range_end": b64(&client::prefix_end(prefix.as_bytes())),
