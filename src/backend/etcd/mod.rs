@@ -757,6 +757,18 @@ pub struct EtcdChanges {
     watch: Option<Watch>,
 }
 
+/// What tells one list of holders from another: their entries and values.
+/// A holder's facts (fence, host, pid) come a round trip after it does
+/// ([`EtcdClaim::record_child`]), and are no change of holders: a watch
+/// that rereads for another key's event must not print the same holder
+/// again for them.
+fn identity(holders: &[Holder]) -> Vec<(Option<String>, Option<String>)> {
+    holders
+        .iter()
+        .map(|h| (h.entry.clone(), h.value.clone()))
+        .collect()
+}
+
 impl EtcdChanges {
     async fn read(&mut self) -> Result<Vec<Holder>, EtcdError> {
         let (holders, revision) = self.engine.holders_at(&self.target).await?;
@@ -793,9 +805,9 @@ impl Changes for EtcdChanges {
                 Err(EtcdError::Broken { .. }) => self.watch = None,
                 Err(e) => return Err(e),
             }
-            let before = self.last.clone();
+            let before = self.last.as_deref().map(identity);
             let now = self.read().await?;
-            if before.as_ref() != Some(&now) {
+            if before != Some(identity(&now)) {
                 return Ok(now);
             }
         }
