@@ -295,7 +295,10 @@ fn put_about() -> String {
         "Write KEY=VALUE into the engine only while a sequencer's holder holds its lock.\n\n\
          A fenced write: one step on the engine that sets KEY only while the holder's own \
          record there still exists (the session holding the lock key, its contender key or \
-         node). Once the holder has lost the lock the write is refused and nothing is written.",
+         node). Once the holder has lost the lock the write is refused and nothing is written. \
+         A KEY inside a lock's own records, which would break or wedge that lock, is refused \
+         (2, nothing written): on etcd any key under L/ where L is held now or has ever been \
+         held by a lockrun (lockrun marks it), the sequencer's own lock included.",
     );
     if !with.is_empty() {
         about.push_str(&format!(" On {}", BackendName::listed(&with, "and")));
@@ -676,7 +679,8 @@ pub struct LeaderArgs {
     /// {"value", "fence", "since", "since_unix", "host", "pid", "details"},
     /// null where the engine does not know; "fence" is the holder's
     /// LOCKRUN_LOCK_INDEX where it can be read back (a Consul lock's
-    /// ModifyIndex, not its LockIndex; an etcd slot; local), else null;
+    /// ModifyIndex, not its LockIndex; an etcd lockrun holder; local),
+    /// else null;
     /// "details" holds the engine's own facts (Consul's entry and session).
     #[arg(long)]
     pub json: bool,

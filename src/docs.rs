@@ -511,7 +511,7 @@ const SAFETY: &[Block] = &[
     Item(
         "The job",
         "COMMAND runs under a small guard process, a copy of lockrun named `lr-guard` \
-         (`ps -o comm`), which leads COMMAND's process group and is a child subreaper: a \
+         (`ps -o comm`, and its whole command line), which leads COMMAND's process group and is a child subreaper: a \
          process that leaves the group (setsid(2), setpgid(2)) is still below the guard, \
          and one orphaned (a daemon's double fork, `pg_ctl start`) is re-parented to it. The \
          job is COMMAND's whole process tree. Where lockrun may create a cgroup v2 under its \

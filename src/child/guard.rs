@@ -153,6 +153,9 @@ pub(super) fn run(
     if let Ok(name) = std::ffi::CString::new(PROCESS_NAME) {
         let _ = nix::sys::prctl::set_name(&name);
     }
+    // And the command line, which `pkill -f lockrun` matches: ours is
+    // lockrun's (forked) or names lockrun's binary (exec'd).
+    sys::set_command_line(PROCESS_NAME.as_bytes());
 
     // Handlers first: lockrun spawned us with these signals blocked, so any
     // that arrived early are pending, not fatal, and COMMAND gets them below.

@@ -201,7 +201,7 @@ impl Command {
     fn guard_command(&self, go: RawFd) -> io::Result<std::process::Command> {
         let program = self.program()?;
         let mut cmd = std::process::Command::new(&self.guard_exe);
-        cmd.arg0("lockrun")
+        cmd.arg0(guard::PROCESS_NAME)
             .arg(guard::SUBCOMMAND)
             .args(guard::arguments(go, &program));
         for key in &self.env_remove {

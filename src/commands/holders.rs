@@ -21,8 +21,9 @@ fn seconds(at: Option<SystemTime>) -> Option<u64> {
 /// `fence` is the holder's LOCKRUN_LOCK_INDEX where the engine keeps it:
 /// local's facts, an etcd slot's CreateRevision, a Consul lock's
 /// ModifyIndex; an etcd lock holder's is the revision at which it found the
-/// lock its own, which etcd keeps nowhere (null), and a Consul slot's was
-/// overwritten by the next change of holders (null).
+/// lock its own, which a lockrun holder records beside its key once its
+/// command runs (null for `etcdctl lock`, and until then), and a Consul
+/// slot's was overwritten by the next change of holders (null).
 fn holder_json<I: Inspect>(inspect: &I, holder: &Holder) -> Value {
     json!({
         "value": holder.value,

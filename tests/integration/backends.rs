@@ -64,27 +64,34 @@ fn the_childs_status_key_and_a_growing_fence(place: &Place) {
 on_every_backend!(the_childs_status_key_and_a_growing_fence);
 
 /// The first round's guard is forked from lockrun before its runtime, not
-/// exec'd: the child's parent is named `lockrun-guard` but carries the
-/// command line lockrun was started with. (An exec'd guard would cost each
-/// start a second exec, not safety, so only this test would notice.)
+/// exec'd: the child's parent is named `lr-guard` and has lockrun's own
+/// environment, without the leftovers an exec'd guard is given there. (An
+/// exec'd guard would cost each start a second exec, not safety, so only
+/// this test would notice.) Its command line is `lr-guard` alone, which
+/// `pkill -f lockrun` does not match (issue #45).
 fn the_first_guard_is_forked_not_execd(place: &Place) {
     let key = place.key("forked");
     let output = elect_sh(
         place,
         &key,
-        r#"cat /proc/$PPID/comm; tr '\0' ' ' < /proc/$PPID/cmdline"#,
+        r#"cat /proc/$PPID/comm; tr '\0' ' ' < /proc/$PPID/cmdline; echo; tr '\0' '\n' < /proc/$PPID/environ | cut -d= -f1 | tr '\n' ' '"#,
     );
     place.status(&output, 0, "the child reading its guard");
     let out = stdout(&output);
-    let (name, cmdline) = out.split_once('\n').unwrap_or((&out, ""));
+    let mut lines = out.lines();
+    let name = lines.next().unwrap_or_default();
+    let cmdline = lines.next().unwrap_or_default();
+    let environ = lines.next().unwrap_or_default();
     assert_eq!(name, lockrun::child::guard::PROCESS_NAME, "{out}");
-    let words: Vec<&str> = cmdline.split_whitespace().collect();
-    assert!(
-        words.contains(&"elect") && words.contains(&key.as_str()),
-        "the guard's command line is not lockrun's own: {out}"
+    assert_eq!(
+        cmdline.split_whitespace().collect::<Vec<_>>(),
+        [lockrun::child::guard::PROCESS_NAME],
+        "the guard's command line is not its name alone: {out}"
     );
     assert!(
-        !words.contains(&lockrun::child::guard::SUBCOMMAND),
+        !environ
+            .split_whitespace()
+            .any(|name| name == lockrun::child::guard::LEFTOVERS_ENV),
         "the guard was exec'd: {out}"
     );
 }

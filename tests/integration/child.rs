@@ -579,17 +579,19 @@ fn the_command_does_not_inherit_the_go_pipe() {
         let prepared = prepare(&cmd, &mut groups);
         let guard = prepared.pid();
         wait_until_parked(guard);
-        // The guard's go pipe: the descriptor named on its command line.
+        // Exec'd, its command line is its name alone, which `pkill -f
+        // lockrun` does not match (issue #45), though `--shell` gave it
+        // `sh -c ... lockrun` to run.
         let cmdline = std::fs::read(format!("/proc/{guard}/cmdline")).unwrap();
-        let words: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        let at = words
-            .iter()
-            .position(|w| *w == b"--go-fd")
-            .expect("--go-fd");
-        let go_fd: u32 = std::str::from_utf8(words[at + 1]).unwrap().parse().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&cmdline).trim_end_matches('\0'),
+            lockrun::child::guard::PROCESS_NAME
+        );
+        // The guard's go pipe: the one pipe it holds beyond stdio (its
+        // command line, which named it, is blanked to `lr-guard`).
         let go_pipe = open_fds(guard)
             .into_iter()
-            .find(|(fd, _)| *fd == go_fd)
+            .find(|(fd, target)| *fd > 2 && target.starts_with("pipe:"))
             .map(|(_, target)| target)
             .expect("the parked guard holds its go pipe");
         assert!(go_pipe.starts_with("pipe:"), "{go_pipe}");
@@ -780,11 +782,12 @@ fn a_waiting_lockrun_parks_its_guard_and_an_interrupt_ends_it() {
         process_name(guard).as_deref(),
         Some(lockrun::child::guard::PROCESS_NAME)
     );
-    // Forked, not exec'd: it has the waiter's own command line...
-    let cmdline = |pid| std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    // Forked, not exec'd: it has the waiter's own environment (an exec'd
+    // one is given its leftovers there)...
+    let environ = |pid| std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
     assert_eq!(
-        cmdline(guard),
-        cmdline(waiter.pid()),
+        environ(guard),
+        environ(waiter.pid()),
         "the guard was exec'd"
     );
     // ...and holds only what an exec would have left it: none of the

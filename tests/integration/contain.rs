@@ -312,6 +312,58 @@ fn guard_of(holder: u32) -> u32 {
         .unwrap_or_else(|| panic!("lockrun {holder} has no guard"))
 }
 
+/// Issue #45: `pkill -f lockrun` matched the guard (a forked guard had
+/// lockrun's whole command line, an exec'd one named lockrun's binary), and
+/// a guard killed with lockrun leaves the tree to run on. With a holder
+/// running, `pgrep -f lockrun` lists lockrun itself but not its guard,
+/// whose command line is its name alone.
+#[test]
+fn pkill_f_lockrun_does_not_match_the_guard() {
+    let place = Place::local();
+    let key = place.key("pgrep-f");
+    let work = scratch();
+    let mut cmd = place.lockrun(&[
+        "elect",
+        &key,
+        "--shell",
+        "--",
+        r#"touch "$1/held"; exec sleep 60"#,
+    ]);
+    cmd.arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    wait_for_file(&work.path().join("held"));
+    let guard = guard_of(holder.pid());
+    let cmdline = std::fs::read(format!("/proc/{guard}/cmdline")).unwrap();
+    let words: Vec<&[u8]> = cmdline
+        .split(|b| *b == 0)
+        .filter(|w| !w.is_empty())
+        .collect();
+    assert_eq!(
+        words,
+        [lockrun::child::guard::PROCESS_NAME.as_bytes()],
+        "the guard's command line: {:?}",
+        String::from_utf8_lossy(&cmdline)
+    );
+    let out = std::process::Command::new("pgrep")
+        .args(["-f", "lockrun"])
+        .output()
+        .expect("pgrep");
+    let matched: Vec<u32> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|pid| pid.parse().ok())
+        .collect();
+    assert!(
+        matched.contains(&holder.pid()),
+        "pgrep -f lockrun: {matched:?}"
+    );
+    assert!(
+        !matched.contains(&guard),
+        "pgrep -f lockrun matches the guard {guard}: {matched:?}"
+    );
+    holder.signal(Signal::SIGTERM);
+    let _ = holder.finish();
+}
+
 /// Issue #45: `pkill -9 lockrun` killed the guard too (its name contained
 /// lockrun's), and the tree ran on in a cgroup nobody killed, beside the
 /// next holder for 536-572 ms. The guard's name no longer matches; and

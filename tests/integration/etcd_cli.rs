@@ -126,6 +126,60 @@ fn the_fencing_number_grows_across_an_etcdctl_holder() {
     );
 }
 
+/// Issue #45: `leader --json` gave `"fence": null, "host": null, "pid":
+/// null` for a lockrun holder on etcd. Its facts are recorded beside its
+/// key now: the fence is the number its child got as LOCKRUN_LOCK_INDEX,
+/// for a holder that queued behind another (whose number is not its key's
+/// CreateRevision) as for the first; host and pid are its lockrun's.
+#[test]
+fn leader_json_gives_a_lockrun_holders_fence_host_and_pid() {
+    let place = Place::etcd("facts");
+    let key = place.key("k");
+    let first_work = scratch();
+    let work = scratch();
+    let first = place.hold(first_work.path(), "", &["elect", &key]);
+    let queued = wait_until(procs::deadline(), || {
+        etcdctl_ok(&["get", "--prefix", "--keys-only", &format!("{key}/")])
+            .lines()
+            .filter(|l| !l.is_empty())
+            .count()
+            == 1
+    });
+    assert!(queued, "the first holder has no key");
+    let mut second = place.lockrun(&["elect", "--value", "db-2", &key, "--shell", "--"]);
+    second
+        .arg(
+            "echo \"$LOCKRUN_LOCK_INDEX\" > \"$1/index.new\"; mv \"$1/index.new\" \"$1/index\"; \
+             while [ ! -e \"$1/go\" ]; do sleep 0.05; done",
+        )
+        .arg(work.path());
+    let second = Running::spawn(&mut second);
+    std::fs::write(first_work.path().join("go"), "").unwrap();
+    place.status(&first.finish(), 0, "the first holder");
+    crate::support::wait_for_file(&work.path().join("index"));
+    let index: u64 = std::fs::read_to_string(work.path().join("index"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Recorded a round trip after the command starts.
+    let mut shown = serde_json::Value::Null;
+    let recorded = wait_until(procs::deadline(), || {
+        let json = run(&mut place.lockrun(&["leader", "--json", &key]));
+        shown = serde_json::from_str(&stdout(&json)).unwrap_or_default();
+        !shown["holders"][0]["fence"].is_null()
+    });
+    std::fs::write(work.path().join("go"), "").unwrap();
+    let pid = second.pid();
+    place.status(&second.finish(), 0, "the second holder");
+    assert!(recorded, "leader --json never gave a fence: {shown}");
+    let holder = &shown["holders"][0];
+    assert_eq!(holder["fence"], index, "{shown}");
+    assert_eq!(holder["pid"], pid, "{shown}");
+    assert_eq!(holder["host"], lockrun::host::hostname(), "{shown}");
+    assert_eq!(holder["value"], "db-2", "{shown}");
+}
+
 /// A holder that stored no value (`etcdctl lock`) is shown by its key, not
 /// an empty line, by `leader` and by `release`; `--json` names the key and
 /// gives no number (etcd does not keep the revision a holder took the lock

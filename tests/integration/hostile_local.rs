@@ -509,3 +509,258 @@ fn root_and_a_user_exclude_each_other_through_a_directory_shared_with_a_group() 
         0o040
     );
 }
+
+/// Two unprivileged users the test makes up (numeric ids no account
+/// has): the one whose lockruns hold, and another.
+const HOLDER_ID: u32 = 61_001;
+const OTHER_ID: u32 = 61_002;
+
+/// `sh -ec SCRIPT` as the made-up user `id` (its own group, no others).
+fn as_id(id: u32, script: &str) -> Command {
+    let mut cmd = Command::new("setpriv");
+    cmd.args([
+        format!("--reuid={id}"),
+        format!("--regid={id}"),
+        "--clear-groups".into(),
+        "--".into(),
+        "sh".into(),
+        "-ec".into(),
+        script.into(),
+    ])
+    .env("LC_ALL", "C")
+    .env_remove("LOCKRUN_LOCK_DIR")
+    .env_remove("XDG_RUNTIME_DIR")
+    .stdin(std::process::Stdio::null());
+    cmd
+}
+
+/// A holder's command: notes its start in `WORK/TAG.start`, then a beat
+/// in `WORK/TAG.beat` every 10 ms until it is stopped or `WORK/go` shows.
+fn beating(work: &Path, tag: &str) -> String {
+    let w = work.display();
+    format!(
+        "date +%s%N > {w}/{tag}.start; while [ ! -e {w}/go ]; do date +%s%N >> {w}/{tag}.beat; sleep 0.01; done"
+    )
+}
+
+/// The last beat, or the start, of `TAG`'s command, in ns; 0 if it never
+/// ran.
+fn last_of(work: &Path, tag: &str) -> u128 {
+    ["beat", "start"]
+        .iter()
+        .filter_map(|what| std::fs::read_to_string(work.join(format!("{tag}.{what}"))).ok())
+        .filter_map(|text| text.lines().last().and_then(|l| l.trim().parse().ok()))
+        .max()
+        .unwrap_or(0)
+}
+
+fn started_at(work: &Path, tag: &str) -> Option<u128> {
+    std::fs::read_to_string(work.join(format!("{tag}.start")))
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+}
+
+/// `lockrun --backend local --lock-dir DIR elect ARGS -- sh -c COMMAND`
+/// as `id`, through a copy of lockrun at `bin`.
+fn elect_as(id: u32, bin: &Path, dir: &Path, args: &str, command: &str) -> Command {
+    as_id(
+        id,
+        &format!(
+            "exec {} --backend local --lock-dir {} elect {args} -- sh -c '{command}'",
+            bin.display(),
+            dir.display()
+        ),
+    )
+}
+
+/// A scratch arena root owns (0755) with a copy of lockrun anyone may run
+/// and a work directory anyone may write in.
+fn arena_with_bin() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = arena();
+    let bin = tmp.path().join("lockrun");
+    std::fs::copy(crate::support::bin(), &bin).unwrap();
+    let work = tmp.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o777)).unwrap();
+    (tmp, bin, work)
+}
+
+/// Issue #45, the reviewer's repro: the lock directory's *parent* belongs
+/// to another user, who moves the lock directory away while a holder runs;
+/// a second run then makes a new one at the same path and runs beside the
+/// first. Now every directory above the lock directory must be ours or
+/// root's (and sticky where others may write): the first run is refused
+/// (125, one line naming the parent) and nothing runs. The overlap is
+/// measured from the commands' own timestamps, whichever way it goes.
+#[test]
+fn a_lock_directory_whose_parent_another_user_owns_is_refused() {
+    require_root();
+    let (tmp, bin, work) = arena_with_bin();
+    let base = tmp.path().join("base");
+    std::fs::create_dir(&base).unwrap();
+    std::os::unix::fs::chown(&base, Some(OTHER_ID), Some(OTHER_ID)).unwrap();
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let locks = base.join("locks");
+    let first = Running::spawn(&mut elect_as(
+        HOLDER_ID,
+        &bin,
+        &locks,
+        "k",
+        &beating(&work, "a"),
+    ));
+    // Either it refuses, or its command starts.
+    let mut first = Some(first);
+    let settled = wait_until(crate::procs::deadline(), || {
+        started_at(&work, "a").is_some() || first.as_mut().unwrap().exited()
+    });
+    assert!(settled, "the first run neither refused nor ran");
+    if started_at(&work, "a").is_some() {
+        // Not refused: the attack goes on, and the overlap tells.
+        let mv = run(&mut as_id(
+            OTHER_ID,
+            &format!("mv {0}/locks {0}/old", base.display()),
+        ));
+        assert!(mv.status.success(), "{mv:?}");
+        let second = run(&mut elect_as(
+            HOLDER_ID,
+            &bin,
+            &locks,
+            "--no-wait k",
+            &format!("date +%s%N > {}/b.start", work.display()),
+        ));
+        // The first still beats after the second's command started.
+        let b = started_at(&work, "b").unwrap_or(u128::MAX);
+        wait_until(Instant::now() + Duration::from_secs(2), || {
+            last_of(&work, "a") > b
+        });
+        std::fs::write(work.join("go"), "").unwrap();
+        let _ = first.take().unwrap().finish();
+        let overlap_us = last_of(&work, "a").saturating_sub(b) / 1_000;
+        panic!(
+            "the first run was not refused under another user's parent (second run: {:?}; the first ran {overlap_us} µs after the second's command started)",
+            second.status.code()
+        );
+    }
+    let output = first.take().unwrap().finish();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(125), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("`{}`", base.display()))
+            && stderr.contains(&format!("uid {OTHER_ID}")),
+        "{stderr}"
+    );
+    assert!(!locks.exists(), "the refused run made the lock directory");
+    // Writable by others without the sticky bit, though root's: refused
+    // too; with the sticky bit (as /tmp), taken.
+    std::os::unix::fs::chown(&base, Some(0), Some(0)).unwrap();
+    let output = run(&mut elect_as(
+        HOLDER_ID,
+        &bin,
+        &locks,
+        "--no-wait k",
+        "true",
+    ));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("sticky"), "{stderr}");
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let output = run(&mut elect_as(
+        HOLDER_ID,
+        &bin,
+        &locks,
+        "--no-wait k",
+        "true",
+    ));
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+}
+
+/// Issue #45: a holder did not notice its lock directory moved away (by
+/// whoever may: its owner, root, an operator's `mv`), and a rival made a
+/// new one at the same path and ran beside it. Now the holder checks that
+/// the whole path still leads to the file it locked, and watches every
+/// directory above it: it stops its command as on any loss. Once while
+/// the holder still looks at the path (its first second), once when it
+/// watches (inotify); each time the holder's last beat comes before the
+/// next holder's command starts.
+#[test]
+fn a_holder_whose_lock_directory_is_moved_away_stops_its_command() {
+    require_root();
+    let (tmp, bin, work) = arena_with_bin();
+    let base = tmp.path().join("base");
+    std::fs::create_dir(&base).unwrap();
+    std::os::unix::fs::chown(&base, Some(HOLDER_ID), Some(HOLDER_ID)).unwrap();
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let locks = base.join("locks");
+    for (round, watched) in [(0, false), (1, true)] {
+        let a = format!("a{round}");
+        let b = format!("b{round}");
+        let mut holder = Running::spawn(&mut elect_as(
+            HOLDER_ID,
+            &bin,
+            &locks,
+            "jobs/k",
+            &beating(&work, &a),
+        ));
+        assert!(
+            wait_until(crate::procs::deadline(), || started_at(&work, &a).is_some()),
+            "round {round}: the holder never ran"
+        );
+        if watched {
+            // Past its first second, the holder watches with inotify.
+            let pid = holder.pid();
+            assert!(
+                wait_until(crate::procs::deadline(), || crate::procs::open_fds(pid)
+                    .iter()
+                    .any(|(_, what)| what.contains("inotify"))),
+                "round {round}: the holder never watched"
+            );
+        }
+        let mv = run(&mut as_id(
+            HOLDER_ID,
+            &format!("mv {0}/locks {0}/old{round}", base.display()),
+        ));
+        assert!(mv.status.success(), "{mv:?}");
+        let noticed = wait_until(crate::procs::deadline(), || holder.exited());
+        if !noticed {
+            // The next holder runs beside it: measure that.
+            let _ = run(&mut elect_as(
+                HOLDER_ID,
+                &bin,
+                &locks,
+                "--no-wait jobs/k",
+                &format!("date +%s%N > {}/{b}.start", work.display()),
+            ));
+            std::fs::write(work.join("go"), "").unwrap();
+            let _ = holder.finish();
+            let overlap =
+                last_of(&work, &a).saturating_sub(started_at(&work, &b).unwrap_or(u128::MAX));
+            panic!(
+                "round {round}: the holder ran on after its lock directory was moved away; the next holder ran beside it ({} ms)",
+                overlap / 1_000_000
+            );
+        }
+        let output = holder.finish();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_ne!(output.status.code(), Some(0), "round {round}: {stderr}");
+        assert!(
+            stderr.contains("no longer leads to the lock file"),
+            "round {round}: {stderr}"
+        );
+        let next = run(&mut elect_as(
+            HOLDER_ID,
+            &bin,
+            &locks,
+            "--no-wait jobs/k",
+            &format!("date +%s%N > {}/{b}.start", work.display()),
+        ));
+        assert_eq!(next.status.code(), Some(0), "round {round}: {next:?}");
+        let started = started_at(&work, &b).unwrap();
+        let last = last_of(&work, &a);
+        assert!(
+            last < started,
+            "round {round}: the holder beat {} ms after the next holder's command started",
+            (last - started) / 1_000_000
+        );
+    }
+}

@@ -945,6 +945,68 @@ fn put_writes_nothing_inside_a_lock_on_etcd() {
     }
 }
 
+/// Issue #45: under the prefix of a lock nobody held at that moment, `put
+/// --sequencer` wrote a leaseless key that wedged the lock for ever (its
+/// next contender got 75, `release` refused). A lock or semaphore a
+/// lockrun has held is marked, so its prefix is refused when idle too (2,
+/// one line, nothing written), and its next contender gets it; a key
+/// beside it is still written.
+#[test]
+fn put_writes_nothing_inside_an_idle_lock_on_etcd() {
+    let place = Place::etcd("ops-put-idle");
+    let (own, idle, sem) = (place.key("own"), place.key("idle"), place.key("sem"));
+    for args in [
+        vec!["elect", "--no-wait", idle.as_str(), "--", "true"],
+        vec![
+            "semaphore",
+            "--limit",
+            "2",
+            "--no-wait",
+            sem.as_str(),
+            "--",
+            "true",
+        ],
+    ] {
+        let output = run(&mut place.lockrun(&args));
+        place.status(&output, 0, "a holder that has let go");
+    }
+    let work = scratch();
+    let (holder, seq) = sequencer_of(&place, work.path(), &["elect", &own]);
+    let planted = [
+        format!("{idle}/zzzz"),
+        format!("{idle}/deeper/zzzz"),
+        format!("{sem}/zzzz"),
+    ];
+    puts_are_refused(&place, &seq, &planted);
+    for key in &planted {
+        assert_eq!(
+            etcdctl_ok(&["get", "--print-value-only", key]).trim(),
+            "",
+            "`{key}` was written"
+        );
+    }
+    let data = place.key("idle-data");
+    let output = run(&mut place.lockrun(&["put", "--sequencer", &seq, &data, "v"]));
+    place.status(&output, 0, "put beside the idle lock");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the sequencer's holder");
+    for args in [
+        vec!["elect", "--no-wait", idle.as_str(), "--", "true"],
+        vec![
+            "semaphore",
+            "--limit",
+            "2",
+            "--no-wait",
+            sem.as_str(),
+            "--",
+            "true",
+        ],
+    ] {
+        let output = run(&mut place.lockrun(&args));
+        place.status(&output, 0, "the idle lock's next holder");
+    }
+}
+
 /// On Consul a valid sequencer writes no lock's own record: a `.lock`
 /// record, a key a session holds (a lock, a semaphore contender's entry), a
 /// new entry beside a semaphore's `.lock`, lockrun's queue; each is refused

@@ -452,3 +452,96 @@ fn a_cluster_of_each_version_elects_and_serves_clients() {
         let _ = cluster.leader();
     }
 }
+
+/// Issue #45: `consul lock P` holds `P/.lock`, and `lockrun elect P`
+/// (which holds `P`) ran beside it. Against each real agent and the real
+/// `consul lock`: `lockrun elect P` refuses (125, one line naming
+/// `P/.lock` and the key to use) and its command never runs;
+/// `lockrun leader P` names the holder's session and says it cannot tell,
+/// never "no holder"; `lockrun elect P/.lock` is excluded (75); once
+/// `consul lock` lets go, `lockrun elect P` runs.
+#[test]
+#[cfg_attr(
+    no_real_consul,
+    ignore = "no real Consul binaries (../shared/tools/consul)"
+)]
+fn lockrun_elect_refuses_to_run_beside_consul_lock() {
+    use crate::support::{bare, run, scratch, wait_for_file, Running};
+    for version in VERSIONS {
+        let agent = Agent::dev(version);
+        let addr = agent.http_addr();
+        let lockrun = |args: &[&str]| {
+            let mut cmd = bare(args);
+            cmd.env("CONSUL_HTTP_ADDR", &addr);
+            cmd
+        };
+        let work = scratch();
+        let w = work.path().display().to_string();
+        let key = "jobs/nightly";
+        let mut consul_lock = Command::new(binary(version));
+        consul_lock
+            .args(["lock", &format!("-http-addr={addr}"), key])
+            .arg(format!(
+                "touch {w}/held; while [ ! -e {w}/go ]; do sleep 0.05; done"
+            ))
+            .stdin(Stdio::null());
+        let consul_lock = Running::spawn(&mut consul_lock);
+        // Dropped first on a failure: `consul lock`'s child ends, and with
+        // it the output the dropped Running reads to its end.
+        struct Go(std::path::PathBuf);
+        impl Drop for Go {
+            fn drop(&mut self) {
+                let _ = std::fs::write(&self.0, "");
+            }
+        }
+        let go = Go(work.path().join("go"));
+        wait_for_file(&work.path().join("held"));
+
+        let ran = work.path().join("ran");
+        let elect = run(&mut lockrun(&[
+            "elect",
+            "--no-wait",
+            key,
+            "--",
+            "touch",
+            &ran.display().to_string(),
+        ]));
+        let stderr = String::from_utf8_lossy(&elect.stderr);
+        assert_eq!(elect.status.code(), Some(125), "{version}: {elect:?}");
+        assert_eq!(stderr.lines().count(), 1, "{version}: {stderr}");
+        assert!(
+            stderr.contains(&format!("`{key}/.lock`"))
+                && stderr.contains(&format!("lockrun elect {key}/.lock")),
+            "{version}: {stderr}"
+        );
+        assert!(
+            !ran.exists(),
+            "{version}: lockrun's command ran beside consul lock"
+        );
+
+        let leader = run(&mut lockrun(&["leader", key]));
+        let stderr = String::from_utf8_lossy(&leader.stderr);
+        assert_eq!(leader.status.code(), Some(125), "{version}: {leader:?}");
+        assert!(
+            stderr.contains("is held by session") && stderr.contains(&format!("`{key}/.lock`")),
+            "{version}: {stderr}"
+        );
+        let dotted = format!("{key}/.lock");
+        let excluded = run(&mut lockrun(&["elect", "--no-wait", &dotted, "--", "true"]));
+        assert_eq!(excluded.status.code(), Some(75), "{version}: {excluded:?}");
+
+        drop(go);
+        let out = consul_lock.finish();
+        assert!(out.status.success(), "{version}: consul lock: {out:?}");
+        let elect = run(&mut lockrun(&[
+            "elect",
+            "--no-wait",
+            key,
+            "--",
+            "touch",
+            &ran.display().to_string(),
+        ]));
+        assert_eq!(elect.status.code(), Some(0), "{version}: {elect:?}");
+        assert!(ran.exists(), "{version}");
+    }
+}

@@ -522,6 +522,15 @@ impl State {
             .iter()
             .any(|p| p.key == record_key && p.flags == SEMAPHORE_FLAG);
         if !is_semaphore {
+            // Not "no holder" while `consul lock KEY` holds `KEY/.lock`,
+            // which `lockrun elect KEY` refuses to run beside.
+            let dot = under.iter().find(|p| p.key == record_key);
+            if let Some(why) = super::lock::leader::consul_lock_holder(key, dot) {
+                return Err(AcquireError::Conflict(format!(
+                    "`{key}` itself has no holder, but {why}; ask `lockrun leader {}`",
+                    record_key
+                )));
+            }
             return Ok(State {
                 semaphore: false,
                 limit: None,

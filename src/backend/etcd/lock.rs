@@ -276,6 +276,99 @@ pub fn a_semaphore_already(name: &str, me: &Entered) -> Option<EtcdError> {
     )))
 }
 
+/// Where a lockrun holder keeps its facts (fence, host, pid, the child's
+/// group), beside its contender key, whose value stays the `--value` alone
+/// for `etcdctl elect -l`: `\0lockrun/holder/<lease id in hex>`, attached
+/// to the holder's lease. It cannot be a contender of any lock: a lock's
+/// contenders are `NAME/...`, and no lock name starts with a NUL (lockrun
+/// refuses control characters in a key, and no command line can hold one,
+/// so neither can `etcdctl lock`'s). For the same reason no `lockrun put`
+/// can write it.
+pub fn facts_key(lease: i64) -> Vec<u8> {
+    format!("\0lockrun/holder/{lease:x}").into_bytes()
+}
+
+/// The mark that `name` is a lock or semaphore: `\0lockrun/lock/<name>`,
+/// with no lease, written with a holder's facts ([`record`]) and kept, so
+/// that `put --sequencer` knows the prefix `name/` for a lock's own
+/// records while nobody holds it (a leaseless key there would keep every
+/// later contender waiting for ever). Like [`facts_key`], under no lock's
+/// prefix and out of `put`'s reach.
+pub fn lock_mark(name: &str) -> Vec<u8> {
+    format!("\0lockrun/lock/{name}").into_bytes()
+}
+
+/// A holder's facts, as [`facts_key`] keeps them.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Facts {
+    /// The contender key these facts are about, and its CreateRevision:
+    /// facts left by an earlier round on the same lease never describe a
+    /// later one.
+    pub key: String,
+    pub create_revision: i64,
+    /// The holder's `LOCKRUN_LOCK_INDEX`.
+    pub fence: u64,
+    pub host: String,
+    pub pid: u32,
+    pub child_pgid: Option<u32>,
+}
+
+impl Facts {
+    /// Whether these facts describe the holder whose key is `kv`.
+    pub fn describe(&self, kv: &Kv) -> bool {
+        self.key.as_bytes() == kv.key.as_slice() && self.create_revision == kv.create_revision
+    }
+}
+
+/// Writes `facts` with `lease`, and the mark that `name` is a lock
+/// ([`lock_mark`]), only while our contender key is still the one created
+/// at `facts.create_revision`: a holder that has lost its key leaves no
+/// facts.
+pub async fn record(
+    client: &Client,
+    name: &str,
+    lease: i64,
+    facts: &Facts,
+) -> Result<(), EtcdError> {
+    let body = serde_json::to_vec(facts).expect("facts serialize");
+    client
+        .txn(
+            vec![json!({
+                "key": b64(facts.key.as_bytes()),
+                "target": "CREATE",
+                "result": "EQUAL",
+                "create_revision": facts.create_revision.to_string(),
+            })],
+            vec![
+                json!({ "request_put": {
+                    "key": b64(&facts_key(lease)),
+                    "value": b64(&body),
+                    "lease": lease.to_string(),
+                }}),
+                json!({ "request_put": { "key": b64(&lock_mark(name)), "value": "" }}),
+            ],
+            vec![],
+            &format!("recording the holder's facts beside `{}`", facts.key),
+        )
+        .await
+        .map(drop)
+}
+
+/// The facts of the holder whose key is `kv`, when a lockrun wrote them
+/// for that very key; `None` for `etcdctl`, or before they are written.
+pub async fn facts_of(client: &Client, kv: &Kv) -> Result<Option<Facts>, EtcdError> {
+    if kv.lease == 0 {
+        return Ok(None);
+    }
+    let answer = client.range(&Range::key(&facts_key(kv.lease))).await?;
+    Ok(answer
+        .kvs
+        .first()
+        .filter(|stored| stored.lease == kv.lease)
+        .and_then(|stored| serde_json::from_slice::<Facts>(&stored.value).ok())
+        .filter(|facts| facts.describe(kv)))
+}
+
 /// What a semaphore contender stores.
 pub fn slot_value(value: &str, limit: u32) -> Vec<u8> {
     json!({ "value": value, "limit": limit })

@@ -298,12 +298,14 @@ impl Etcd {
                         // `etcdctl lock` stores nothing: no value to show.
                         value: Some(kv.value_str()).filter(|v| !v.is_empty()),
                         // The revision the holder took the lock at, its
-                        // number (see `claim`), is kept nowhere in etcd.
+                        // number (see `claim`), is in a lockrun holder's
+                        // facts; etcdctl keeps it nowhere.
                         fence: None,
                         entry: Some(kv.key_str()),
                         holder_id: Some(kv.key_str()),
                         ..Holder::default()
                     };
+                    let holder = self.with_facts(holder, &kv).await?;
                     holders.push((holder, kv));
                 }
                 answer.revision
@@ -324,12 +326,34 @@ impl Etcd {
                         holder_id: Some(kv.key_str()),
                         ..Holder::default()
                     };
+                    let holder = self.with_facts(holder, &kv).await?;
                     holders.push((holder, kv));
                 }
                 answer.revision
             }
         };
         Ok((holders, revision))
+    }
+
+    /// `holder` with the facts a lockrun holder recorded beside its key
+    /// `kv` ([`lock::facts_key`]), where there are any.
+    async fn with_facts(&self, holder: Holder, kv: &Kv) -> Result<Holder, EtcdError> {
+        Ok(match lock::facts_of(&self.client, kv).await? {
+            Some(facts) => Holder {
+                // A lockrun with no `--value`: named by its entry, as it
+                // was before its facts came, not as a process not lockrun.
+                label: holder
+                    .value
+                    .is_none()
+                    .then(|| format!("{} (no value)", kv.key_str()).into_bytes()),
+                fence: Some(facts.fence),
+                host: Some(facts.host),
+                pid: Some(facts.pid),
+                child_pgid: facts.child_pgid,
+                ..holder
+            },
+            None => holder,
+        })
     }
 }
 
@@ -601,10 +625,21 @@ impl Claim for EtcdClaim {
         None
     }
 
-    async fn record_child(&mut self, _pgid: u32) -> Result<(), EtcdError> {
-        // Our key's value is the `--value` alone, which `etcdctl elect -l`
-        // shows; there is nowhere else to put facts.
-        Ok(())
+    /// Our key's value is the `--value` alone, which `etcdctl elect -l`
+    /// shows; the facts `leader` gives (fence, host, pid, the child's
+    /// group) go beside it ([`lock::facts_key`]), once the child runs: off
+    /// the handover's path, so `leader` may show them a round trip after
+    /// the command starts.
+    async fn record_child(&mut self, pgid: u32) -> Result<(), EtcdError> {
+        let facts = lock::Facts {
+            key: self.key(),
+            create_revision: self.create_revision,
+            fence: self.fence(),
+            host: crate::host::hostname(),
+            pid: std::process::id(),
+            child_pgid: Some(pgid),
+        };
+        lock::record(&self.client, &self.name, self.lease, &facts).await
     }
 
     fn describe(&self) -> String {
@@ -744,6 +779,18 @@ pub struct EtcdChanges {
     watch: Option<Watch>,
 }
 
+/// What tells one list of holders from another: their entries and values.
+/// A holder's facts (fence, host, pid) come a round trip after it does
+/// ([`EtcdClaim::record_child`]), and are no change of holders: a watch
+/// that rereads for another key's event must not print the same holder
+/// again for them.
+fn identity(holders: &[Holder]) -> Vec<(Option<String>, Option<String>)> {
+    holders
+        .iter()
+        .map(|h| (h.entry.clone(), h.value.clone()))
+        .collect()
+}
+
 impl EtcdChanges {
     async fn read(&mut self) -> Result<Vec<Holder>, EtcdError> {
         let (holders, revision) = self.engine.holders_at(&self.target).await?;
@@ -780,9 +827,9 @@ impl Changes for EtcdChanges {
                 Err(EtcdError::Broken { .. }) => self.watch = None,
                 Err(e) => return Err(e),
             }
-            let before = self.last.clone();
+            let before = self.last.as_deref().map(identity);
             let now = self.read().await?;
-            if before.as_ref() != Some(&now) {
+            if before != Some(identity(&now)) {
                 return Ok(now);
             }
         }
@@ -807,10 +854,12 @@ impl Etcd {
     /// and the write.
     ///
     /// A key inside a lock's own records (`L/...`, where a contender holds
-    /// `L`) is refused: etcd's mutex waits on every key under `L/`, and a
-    /// key with no lease there would keep every later contender of `L`
-    /// waiting for ever. Which prefixes hold a lock is read first, and the
-    /// write applies only if no key was created under any of them since.
+    /// `L`, or a lockrun ever held `L`: its mark, [`lock::lock_mark`]) is
+    /// refused: etcd's mutex waits on every key under `L/`, and a key with
+    /// no lease there would keep every later contender of `L` waiting for
+    /// ever. Which prefixes hold a lock is read first, and the write
+    /// applies only if no key was created under any of them, and no mark,
+    /// since.
     pub async fn fenced_put(
         &self,
         entry: &str,
@@ -840,6 +889,17 @@ impl Etcd {
                         return Err(EtcdError::Usage(inside_a_lock(key, prefix)));
                     }
                 }
+                // A lock nobody holds now, that a lockrun has held.
+                let mark = lock::lock_mark(prefix.trim_end_matches('/'));
+                if !self.client.range(&Range::key(&mark)).await?.kvs.is_empty() {
+                    return Err(EtcdError::Usage(inside_a_lock(key, prefix)));
+                }
+                compare.push(serde_json::json!({
+                    "key": b64(&mark),
+                    "target": "CREATE",
+                    "result": "EQUAL",
+                    "create_revision": "0",
+                }));
                 compare.push(serde_json::json!({
                     "key": b64(prefix.as_bytes()),
                     "range_end": b64(&client::prefix_end(prefix.as_bytes())),

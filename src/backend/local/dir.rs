@@ -48,6 +48,8 @@ pub fn default_dir_here() -> PathBuf {
 ///
 /// [`tree`]: super::tree
 pub fn prepare(dir: &Path, allow_network: bool) -> Result<Dir, LocalError> {
+    // Before anything is made: the directories above must be trusted too.
+    Dir::check_ancestors(dir)?;
     let uid = nix::unistd::geteuid().as_raw();
     let mode = if uid == 0 { 0o755 } else { 0o700 };
     match fs::DirBuilder::new().mode(mode).create(dir) {

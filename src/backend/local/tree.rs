@@ -80,6 +80,64 @@ impl Dir {
         Ok(dir)
     }
 
+    /// Checks every directory above the lock directory `path`, up to `/`,
+    /// before anything is created or opened in it: whoever may rename or
+    /// replace one of them can move the lock directory away under a holder
+    /// and let a rival make a new one at its path (issue #45). Each must
+    /// belong to us or root, and one its group or others may write in must
+    /// have the sticky bit (`/tmp`, 1777 root), where only an entry's owner
+    /// (us or root, for the lock directory) or the directory's may rename
+    /// it. Checked along the path as given (each parent, links followed, so
+    /// a directory holding a link is checked too) and along its resolved
+    /// form.
+    pub fn check_ancestors(path: &Path) -> Result<(), LocalError> {
+        let absolute = if path.is_absolute() {
+            path.to_owned()
+        } else {
+            std::env::current_dir()
+                .map_err(|e| LocalError::io("cannot read the working directory".into(), e))?
+                .join(path)
+        };
+        let mut above: Vec<PathBuf> = absolute.ancestors().skip(1).map(Path::to_owned).collect();
+        if let Some(parent) = absolute.parent() {
+            if let Ok(real) = std::fs::canonicalize(parent) {
+                above.extend(real.ancestors().map(Path::to_owned));
+            }
+        }
+        let us = euid();
+        for dir in above {
+            let st = match nix::sys::stat::stat(&dir) {
+                Ok(st) => st,
+                // Made below, or refused there with its own reason.
+                Err(Errno::ENOENT) => continue,
+                Err(e) => {
+                    return Err(LocalError::io(
+                        format!("cannot read `{}`, above lock directory `{}`", dir.display(), path.display()),
+                        e.into(),
+                    ))
+                }
+            };
+            if st.st_uid != us && st.st_uid != 0 {
+                return Err(LocalError::dir(format!(
+                    "`{}`, above lock directory `{}`, belongs to uid {}, not to us (uid {us}) or root, and its owner could move the lock directory away under a holder; choose a lock directory whose parents are yours or root's",
+                    dir.display(),
+                    path.display(),
+                    st.st_uid
+                )));
+            }
+            if st.st_mode & 0o022 != 0 && st.st_mode & 0o1000 == 0 {
+                return Err(LocalError::dir(format!(
+                    "`{}`, above lock directory `{}`, is writable by its group or others without the sticky bit, so they could move the lock directory away under a holder; run `chmod +t {}` or `chmod go-w {}`",
+                    dir.display(),
+                    path.display(),
+                    dir.display(),
+                    dir.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// The lock directory for looking only: anyone's, `None` if missing.
     pub fn top_for_reading(path: &Path) -> Result<Option<Dir>, LocalError> {
         match open_dir(None, path) {

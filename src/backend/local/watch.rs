@@ -98,17 +98,52 @@ const FIRST_LOOK: Duration = Duration::from_millis(2);
 const LOOK_EVERY: Duration = Duration::from_millis(100);
 
 /// Why the hold is over, when the lock file's name no longer names the
-/// file we locked.
+/// file we locked: in its directory, or along its whole path, which is the
+/// one a rival opens (issue #45: the lock directory, or one below it,
+/// renamed away or replaced, and a rival made a new one at its path).
 fn replaced(files: &KeyFiles, lock: Lock) -> Option<String> {
     match Lock::at(&files.dir, &files.lock) {
-        Ok(Some(now)) if now == lock => None,
-        Ok(_) => Some(format!(
-            "lock file `{}` was removed or replaced, so a rival could lock it",
-            files.lock_path().display()
-        )),
+        Ok(Some(now)) if now == lock => {}
+        Ok(_) => {
+            return Some(format!(
+                "lock file `{}` was removed or replaced, so a rival could lock it",
+                files.lock_path().display()
+            ))
+        }
         Err(e) => {
             tracing::warn!("cannot check `{}`: {e}", files.lock_path().display());
+            return None;
+        }
+    }
+    let path = files.lock_path();
+    match std::fs::symlink_metadata(&path) {
+        Ok(meta) if Lock::of(&meta) == lock => None,
+        Ok(_) => Some(format!(
+            "`{}` no longer leads to the lock file we hold (a directory on its path was moved or replaced), so a rival could lock another there",
+            path.display()
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(format!(
+            "`{}` no longer leads to the lock file we hold (a directory on its path was moved away or removed), so a rival could make and lock another there",
+            path.display()
+        )),
+        Err(e) => {
+            tracing::warn!("cannot check `{}`: {e}", path.display());
             None
+        }
+    }
+}
+
+/// Adds to `fd`'s inotify instance a watch on every directory above the
+/// lock file's, up to `/`, for its own move or removal: what moves a lock
+/// directory away says so at once, not at the next backstop.
+fn watch_ancestors(fd: &AsyncFd<Ino>, files: &KeyFiles) {
+    let flags = AddWatchFlags::IN_DELETE_SELF | AddWatchFlags::IN_MOVE_SELF;
+    for dir in files.dir.path().ancestors().skip(1) {
+        if dir.as_os_str().is_empty() {
+            break;
+        }
+        if let Err(e) = fd.get_ref().inner().add_watch(dir, flags) {
+            tracing::debug!("cannot watch `{}`: {e}", dir.display());
         }
     }
 }
@@ -137,7 +172,10 @@ pub async fn lock_file_replaced(files: &KeyFiles, lock: Lock) -> String {
         | AddWatchFlags::IN_DELETE_SELF
         | AddWatchFlags::IN_MOVE_SELF;
     let fd = match watch(&parent, flags) {
-        Ok(fd) => Some(Retiring::new(fd)),
+        Ok(fd) => {
+            watch_ancestors(&fd, files);
+            Some(Retiring::new(fd))
+        }
         Err(e) => {
             tracing::warn!(
                 "cannot watch `{}` ({e}); checking it every second",

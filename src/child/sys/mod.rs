@@ -222,6 +222,53 @@ fn arm_parent_death(signal: libc::c_int, parent: libc::pid_t) -> io::Result<()> 
     Ok(())
 }
 
+/// Rewrites this process's command line (`/proc/PID/cmdline`, what `ps
+/// -f`, `pgrep -f` and `pkill -f` read) to `title`, padded with NULs over
+/// the rest of the original arguments. The guard calls it first thing: a
+/// guard forked without exec has lockrun's whole command line, an exec'd
+/// one `/proc/self/exe __guard -- COMMAND...`, and either would be matched
+/// by `pkill -f lockrun`, which then kills the one process that stops the
+/// tree when lockrun dies. The arguments' bounds come from
+/// `/proc/self/stat` (fields 48 and 49), as `setproctitle` finds them; the
+/// region is this process's own (copied on write after a fork), and
+/// nothing reads the old words afterwards: lockrun and the guard own
+/// copies of every argument before this runs. Returns whether it was done.
+pub(super) fn set_command_line(title: &[u8]) -> bool {
+    let Some((start, end)) = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|stat| argument_bounds(&stat))
+    else {
+        return false;
+    };
+    let len = end - start;
+    if len == 0 {
+        return false;
+    }
+    let keep = title.len().min(len - 1);
+    // SAFETY: [start, end) is this process's argument area, mapped
+    // read-write on its stack by the kernel at exec and never unmapped; the
+    // writes stay within it and end with a NUL, so the area still holds
+    // NUL-terminated strings for anything (std's `args`) that walks it.
+    unsafe {
+        let area = start as *mut u8;
+        std::ptr::copy_nonoverlapping(title.as_ptr(), area, keep);
+        std::ptr::write_bytes(area.add(keep), 0, len - keep);
+    }
+    true
+}
+
+/// `arg_start` and `arg_end` from a `/proc/PID/stat` line: the 48th and
+/// 49th fields, counted from the pid, after the parenthesised name (which
+/// may itself contain spaces and parentheses).
+fn argument_bounds(stat: &str) -> Option<(usize, usize)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // `rest` starts at field 3 (state): field N is rest's (N - 3)th word.
+    let mut words = rest.split_ascii_whitespace().skip(48 - 3);
+    let start: usize = words.next()?.parse().ok()?;
+    let end: usize = words.next()?.parse().ok()?;
+    (start != 0 && end > start).then_some((start, end))
+}
+
 /// Whether this process runs a single thread, from /proc; `false` when we
 /// cannot tell. Only then may lockrun fork a guard without exec'ing it
 /// ([`fork_guard`]): the child of a fork holds any lock another thread held
@@ -740,6 +787,18 @@ mod tests {
         assert_eq!(parse_stat(line), Some(('S', 777)));
         assert_eq!(parse_stat("42 (zombie) Z 1 42 42"), Some(('Z', 42)));
         assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn finds_argument_bounds_after_awkward_names() {
+        let mut fields: Vec<String> = (3..=52).map(|n| n.to_string()).collect();
+        fields[48 - 3] = "1000".into();
+        fields[49 - 3] = "1016".into();
+        let line = format!("77 (a) (b ) {}", fields.join(" "));
+        assert_eq!(argument_bounds(&line), Some((1000, 1016)));
+        assert_eq!(argument_bounds("77 (x) S 1 2"), None);
+        let own = std::fs::read_to_string("/proc/self/stat").unwrap();
+        assert!(argument_bounds(&own).is_some(), "{own}");
     }
 
     #[test]

@@ -44,6 +44,40 @@ fn check_flags(key: &str, pair: &KvPair) -> Result<(), AcquireError> {
     )))
 }
 
+/// Why `lockrun elect KEY` must not run while `consul lock KEY` holds: its
+/// key is `KEY/.lock`, held by a session, which `KEY` does not exclude.
+/// `None` when `pair`, as read at `KEY/.lock`, is no such holder (absent,
+/// free, or a semaphore's record, whose holders are its entries).
+pub fn consul_lock_holder(key: &str, pair: Option<&KvPair>) -> Option<String> {
+    let pair = pair?;
+    let session = pair.holder()?;
+    (pair.flags != super::SEMAPHORE_FLAG).then(|| {
+        format!(
+            "`{dot}` is held by session {session}: that is `consul lock {key}`'s key, which `{key}` does not exclude; to exclude `consul lock {key}` use the key `{dot}` (`lockrun elect {dot}`)",
+            dot = pair.key
+        )
+    })
+}
+
+/// Refuses to take `key` while `consul lock KEY` holds `KEY/.lock`
+/// ([`consul_lock_holder`]): the two would run side by side, each holding
+/// its own key. One read before the first attempt, off a waiter's
+/// handover; a token that may not read `KEY/.lock` passes (what it cannot
+/// see it cannot be told about, and `consul lock` users share a token).
+async fn beside_consul_lock(client: &Client, key: &str) -> Result<(), AcquireError> {
+    let dot = super::semaphore::record_key(key);
+    match client.kv_get(&dot, Read::now()).await {
+        Ok((pair, _)) => match consul_lock_holder(key, pair.as_ref()) {
+            Some(why) => Err(AcquireError::Conflict(why)),
+            None => Ok(()),
+        },
+        Err(e) => {
+            tracing::debug!(key, "cannot read `{dot}` for a `consul lock` holder: {e}");
+            Ok(())
+        }
+    }
+}
+
 /// Takes the lock on `key`, waiting per `patience` with blocking reads while
 /// someone else holds it. The caller bounds the whole call by `--timeout`
 /// and, when it is cancelled, must assume the lock might be held.
@@ -61,6 +95,7 @@ pub async fn acquire(
     value: &[u8],
     patience: Wait,
 ) -> Result<Acquired<Holding>, AcquireError> {
+    beside_consul_lock(client, key).await?;
     let mut waiter = Waiter::acquiring(patience);
     let mut delay = DelayBackoff::new();
     let mut holder = None;
