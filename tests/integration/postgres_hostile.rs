@@ -182,6 +182,58 @@ fn an_unanswering_port_ends_at_connect_timeout_with_one_line() {
     assert!(err.contains("within 10s"), "{err}");
 }
 
+/// libpq's `PGCONNECT_TIMEOUT` counts as `connect_timeout` does (the DSN's
+/// wins; the unit tests check that): a silent port ends in about 2 s with
+/// `PGCONNECT_TIMEOUT=2`, and a value that is not whole seconds, or an
+/// empty one, is one line and 2 before any connection.
+#[test]
+fn pgconnect_timeout_bounds_a_silent_port_and_a_bad_one_is_a_usage_error() {
+    let (_silent, silent) = silent_port();
+    let with = |value: &str| {
+        let started = Instant::now();
+        let mut cmd = bare(["--backend", "postgres", "--dsn"]);
+        cmd.arg(format!("host=127.0.0.1 port={silent} user=postgres"))
+            .args(["elect", "-n", &unique("pgconnect"), "--", "true"])
+            .env("PGCONNECT_TIMEOUT", value);
+        let output = run(&mut cmd);
+        (output, started.elapsed())
+    };
+    let (output, took) = with("2");
+    let err = String::from_utf8_lossy(&output.stderr);
+    eprintln!(
+        "PGCONNECT_TIMEOUT=2 on a silent port: exit {:?} after {took:?}",
+        output.status.code()
+    );
+    assert_eq!(output.status.code(), Some(125), "{err}");
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(5),
+        "PGCONNECT_TIMEOUT=2 took {took:?}: {err}"
+    );
+    assert!(err.contains("within 2s"), "{err}");
+    for (value, says) in [("2s", "not a whole number"), ("", "set but empty")] {
+        let (output, took) = with(value);
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "`{value}`: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "`{value}`: {err}");
+        assert!(
+            err.contains("PGCONNECT_TIMEOUT") && err.contains(says),
+            "`{value}`: {err}"
+        );
+        assert!(took < Duration::from_secs(2), "`{value}` took {took:?}");
+    }
+    let mut cmd = bare(["--backend", "postgres", "--dsn"]);
+    cmd.arg(format!("host=127.0.0.1 port={silent} user=postgres"))
+        .args(["elect", "-n", &unique("pgattrs"), "--", "true"])
+        .env("PGTARGETSESSIONATTRS", "standby");
+    let output = run(&mut cmd);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("PGTARGETSESSIONATTRS=standby picks a standby"),
+        "{err}"
+    );
+}
+
 /// A host list whose first host is a hot standby: the run moves on to the
 /// primary, as libpq's target_session_attrs=read-write does, whether that
 /// is given or not; read-only is refused before any connection.
@@ -317,4 +369,84 @@ fn waiters_ride_out_a_restart_and_hold_one_at_a_time() {
             "{mode}: two ran at once: {spans:?}"
         );
     }
+}
+
+/// The holder's command: a `setsid` daemon that notes the time without a
+/// pause until `$1/go` appears, outliving the command, which exits.
+const BEATING_DAEMON: &str =
+    "(setsid sh -c 'while [ ! -e \"$0/go\" ]; do date +%s%N >> \"$0/beat\"; \
+     done' \"$1\" </dev/null >/dev/null 2>&1 &); exit 0";
+
+/// Issue #45: lockrun SIGKILLed while a psql rival is blocked in
+/// `pg_advisory_lock`. The lock lives on lockrun's connection, whose
+/// socket the kernel closed the moment lockrun died while the guard killed
+/// the tree in parallel: the rival got the lock before the tree was gone
+/// in 12 of 50 runs under load. The guard now keeps a copy of that socket
+/// until the tree is gone, so the server sees the connection end after
+/// the tree's last sign of life, in every run.
+#[test]
+fn a_sigkilled_holders_daemon_is_gone_before_a_psql_rival_gets_the_lock() {
+    let url = pg_support::postgres().url();
+    let runs = 30;
+    let mut late = Vec::new();
+    for i in 0..runs {
+        let key = unique("sigkilled");
+        let work = scratch();
+        let mut cmd = bare(["--backend", "postgres", "--dsn", &url]);
+        cmd.args(["elect", &key, "--shell", "--", BEATING_DAEMON])
+            .arg(work.path());
+        let holder = Running::spawn(&mut cmd);
+        crate::support::wait_for_file(&work.path().join("beat"));
+        // The rival notes the time the moment the lock is its own, by the
+        // server's clock (the host's: the same machine).
+        let id = format!("('x' || substr(md5('{key}'), 1, 16))::bit(64)::bigint");
+        let rival = pg_support::psql()
+            .args([
+                "-c",
+                &format!(
+                    "select pg_advisory_lock({id}) /* {key} */; \
+                     select (extract(epoch from clock_timestamp()) * 1000000)::bigint"
+                ),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("psql");
+        let blocked = format!(
+            "select count(*) from pg_stat_activity where wait_event_type = 'Lock' \
+             and query like '%/* {key} */%' and pid <> pg_backend_pid()"
+        );
+        assert!(
+            wait_until(deadline(), || psql_ok(&blocked) == "1"),
+            "run {i}: the psql rival never waited for the lock"
+        );
+        holder.signal(nix::sys::signal::Signal::SIGKILL);
+        let _ = holder.finish();
+        let answer = rival.wait_with_output().expect("psql");
+        let text = String::from_utf8_lossy(&answer.stdout);
+        assert!(
+            answer.status.success(),
+            "run {i}: the psql rival failed: {}",
+            String::from_utf8_lossy(&answer.stderr)
+        );
+        let got: u128 = text
+            .lines()
+            .last()
+            .and_then(|l| l.trim().parse().ok())
+            .unwrap_or_else(|| panic!("run {i}: no time from the rival: {text}"));
+        let got = got * 1000;
+        std::fs::write(work.path().join("go"), "").unwrap();
+        let last = crate::places::last_beat(work.path());
+        if last > got {
+            late.push(format!(
+                "run {i}: the daemon beat {} µs after the rival had the lock",
+                (last - got) / 1000
+            ));
+        }
+    }
+    eprintln!(
+        "{} of {runs} runs with the tree alive after the rival got the lock",
+        late.len()
+    );
+    assert!(late.is_empty(), "{}", late.join("\n"));
 }

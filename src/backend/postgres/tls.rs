@@ -20,7 +20,8 @@ use rustls::{
 };
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect};
-use tokio_postgres::Socket;
+
+use super::socket::Stream as Socket;
 
 use super::config::{Roots, SslMode, TlsSettings};
 
