@@ -234,6 +234,75 @@ fn pgconnect_timeout_bounds_a_silent_port_and_a_bad_one_is_a_usage_error() {
     );
 }
 
+/// A host name that resolves to two addresses, the first a silent port,
+/// the second a relay to the server: each address has a `connect_timeout`
+/// of its own, as in libpq, so the run connects through the second after
+/// the first's 2 s; it used to share one deadline, spent on the first, and
+/// exit 125. The name comes from an /etc/hosts of the run's own, mounted
+/// in a mount namespace only it sees.
+#[test]
+fn each_address_of_a_host_name_has_its_own_connect_timeout() {
+    let pg = pg_support::postgres();
+    let silent = TcpListener::bind("127.0.0.2:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let relay =
+        TcpListener::bind(("127.0.0.3", port)).expect("127.0.0.3 at the silent port's number");
+    let server = pg.port;
+    std::thread::spawn(move || {
+        for client in relay.incoming() {
+            let Ok(client) = client else { return };
+            let Ok(upstream) = std::net::TcpStream::connect(("127.0.0.1", server)) else {
+                return;
+            };
+            for (mut from, mut into) in [
+                (client.try_clone().unwrap(), upstream.try_clone().unwrap()),
+                (upstream, client),
+            ] {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut into);
+                    let _ = into.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        }
+    });
+    let work = scratch();
+    let hosts = work.path().join("hosts");
+    std::fs::write(
+        &hosts,
+        "127.0.0.1 localhost\n127.0.0.2 twoaddr\n127.0.0.3 twoaddr\n",
+    )
+    .unwrap();
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args([
+        "-m",
+        "sh",
+        "-c",
+        "mount --bind \"$0\" /etc/hosts && exec \"$@\"",
+    ])
+    .arg(&hosts)
+    .arg(crate::support::bin())
+    .args(["--backend", "postgres", "--dsn"])
+    .arg(format!(
+        "host=twoaddr port={port} user=postgres dbname=postgres connect_timeout=2 sslmode=disable"
+    ))
+    .args(["-v", "elect", "-n", &unique("twoaddr"), "--", "true"])
+    .stdin(std::process::Stdio::null());
+    let started = Instant::now();
+    let output = run(&mut cmd);
+    let took = started.elapsed();
+    drop(silent);
+    let err = String::from_utf8_lossy(&output.stderr);
+    eprintln!(
+        "two addresses, the first silent: exit {:?} after {took:?}",
+        output.status.code()
+    );
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(6),
+        "the second address was tried after {took:?}, not after the first's 2 s: {err}"
+    );
+}
+
 /// A host list whose first host is a hot standby: the run moves on to the
 /// primary, as libpq's target_session_attrs=read-write does, whether that
 /// is given or not; read-only is refused before any connection.
