@@ -22,9 +22,12 @@
 //! must connect to the same one.
 //!
 //! **The lease** is the connection. The server frees our locks the moment
-//! the connection ends: at once when our process exits or an operator
-//! terminates our backend, and on a network partition only when its TCP
-//! keepalive or `tcp_user_timeout` gives up. We set both per session to
+//! the connection ends: at once when an operator terminates our backend,
+//! when our process exits once the guard has let go of its copy of the
+//! socket (it keeps one until the command's tree is gone, so a SIGKILL of
+//! lockrun frees the lock only after the tree), and on a network
+//! partition only when its TCP keepalive or `tcp_user_timeout` gives up.
+//! We set both per session to
 //! give up no earlier than the TTL after the last data the server received
 //! from us, so the budget is etcd's: the send time of the last confirmed
 //! round trip plus the TTL, with no lock-delay. Renewal is one round trip
