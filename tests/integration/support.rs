@@ -56,6 +56,8 @@ const SCRUBBED: &[&str] = &[
     "PGPASSWORD",
     "PGPASSFILE",
     "PGSSLMODE",
+    "PGCONNECT_TIMEOUT",
+    "PGTARGETSESSIONATTRS",
     "PGSERVICE",
 ];
 

@@ -30,6 +30,12 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// still answers a keepalive or a small transaction well within it.
 pub const CALL_TIMEOUT_MIN: Duration = Duration::from_secs(1);
 
+/// How long a keepalive waits for an answer before another goes to the
+/// next endpoint ([`Client::keepalive`]): a healthy member on a loaded
+/// host answers well within it, and an election (a second or two by
+/// etcd's default timeouts) spans several.
+pub const KEEPALIVE_GAP: Duration = Duration::from_millis(250);
+
 /// A connection to an etcd cluster through any of its endpoints.
 #[derive(Clone)]
 pub struct Client {
@@ -600,12 +606,57 @@ impl Client {
         })
     }
 
-    /// One `/v3/lease/keepalive`: the TTL the lease now has, counted from
-    /// when the leader received it. Unlike a transaction, a keepalive may be
-    /// sent again anywhere: applied twice it only restarts the lease's TTL
-    /// twice, so the lease's retry after a timeout goes to the next
-    /// endpoint at once.
+    /// A keepalive that outlasts a leader's election, within `timeout`:
+    /// the TTL the lease now has, counted from when the leader received it.
+    ///
+    /// Unlike a transaction, a keepalive may be sent again anywhere:
+    /// applied twice it only restarts the lease's TTL twice. So while none
+    /// has answered, another goes to the next endpoint every
+    /// [`KEEPALIVE_GAP`], the ones sent still waiting. A leader that hangs
+    /// holds its own request, and a follower's too, which it forwards there
+    /// and waits for long after a new leader is elected; only a request
+    /// sent after the election reaches the new leader, and one now leaves
+    /// within a gap of it, where a single retry could land in the election
+    /// and wait there until the lease was given up (issue #45).
     pub async fn keepalive(&self, id: i64, timeout: Duration) -> Result<Duration, EtcdError> {
+        if self.inner.config.endpoints.len() == 1 {
+            return self.keepalive_once(id, timeout).await;
+        }
+        let until = tokio::time::Instant::now() + timeout;
+        // Dropped, it aborts the requests still out.
+        let mut sent = tokio::task::JoinSet::new();
+        let mut last = None;
+        loop {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let client = self.clone();
+            sent.spawn(async move { client.keepalive_once(id, left).await });
+            let gap = tokio::time::sleep(KEEPALIVE_GAP.min(left));
+            tokio::pin!(gap);
+            loop {
+                tokio::select! {
+                    Some(done) = sent.join_next() => match done {
+                        Ok(Ok(ttl)) => return Ok(ttl),
+                        Ok(Err(e)) if !e.is_transient() => return Err(e),
+                        Ok(Err(e)) => last = Some(e),
+                        Err(_) => {}
+                    },
+                    _ = &mut gap => break,
+                }
+            }
+            // The next one goes elsewhere, whichever way this one went.
+            self.move_on();
+        }
+        Err(last.unwrap_or_else(|| EtcdError::Timeout {
+            endpoint: self.current_endpoint(),
+            after: timeout,
+        }))
+    }
+
+    /// One `/v3/lease/keepalive` to the current endpoint.
+    async fn keepalive_once(&self, id: i64, timeout: Duration) -> Result<Duration, EtcdError> {
         let what = "renewing the lease";
         let v = self
             .call(

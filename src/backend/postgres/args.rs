@@ -4,7 +4,8 @@ use clap::Args;
 
 /// Where PostgreSQL is; the flag overrides libpq's environment variables
 /// (PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD, PGPASSFILE, PGSSLMODE,
-/// PGSSLROOTCERT, PGSSLCERT, PGSSLKEY). A password belongs in ~/.pgpass or
+/// PGSSLROOTCERT, PGSSLCERT, PGSSLKEY, PGCONNECT_TIMEOUT,
+/// PGTARGETSESSIONATTRS). A password belongs in ~/.pgpass or
 /// PGPASSWORD, not on a command line every user can read.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "PostgreSQL connection")]

@@ -50,7 +50,8 @@ const ENVIRONMENT: &[Prose] = &[Prose::P(
          `PGUSER`, `PGDATABASE`, `PGPASSWORD` (never printed), `PGPASSFILE` (else \
          `~/.pgpass`, ignored if others can read it), and for TLS `PGSSLMODE` (libpq's \
          modes; default prefer), `PGSSLROOTCERT`, `PGSSLCERT` and `PGSSLKEY` (else the \
-         files in `~/.postgresql`). A connection pooler such as PgBouncer is refused. \
+         files in `~/.postgresql`), `PGCONNECT_TIMEOUT` (seconds per host and address; \
+         default 10) and `PGTARGETSESSIONATTRS`. A connection pooler such as PgBouncer is refused. \
          KEY's advisory lock \
          id is `('x' || substr(md5('KEY'), 1, 16))::bit(64)::bigint`; slot i of PREFIX \
          is that of `PREFIX//i`.",

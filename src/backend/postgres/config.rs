@@ -1,7 +1,8 @@
 //! Where PostgreSQL is and how to talk to it: `--dsn` (a `postgres://` URL
 //! or libpq's `key=value` words) over the libpq variables `PGHOST`,
 //! `PGPORT`, `PGUSER`, `PGDATABASE`, `PGPASSWORD`, `PGPASSFILE`,
-//! `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT` and `PGSSLKEY`, as `psql` reads
+//! `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT`, `PGSSLKEY`, `PGCONNECT_TIMEOUT`
+//! and `PGTARGETSESSIONATTRS`, as `psql` reads
 //! them, and then libpq's files (`~/.pgpass`, `~/.postgresql/root.crt`,
 //! `postgresql.crt` and `postgresql.key`). Everything is checked here,
 //! before the first connection. The password is never printed:
@@ -25,6 +26,8 @@ pub const VARIABLES: &[&str] = &[
     "PGSSLROOTCERT",
     "PGSSLCERT",
     "PGSSLKEY",
+    "PGCONNECT_TIMEOUT",
+    "PGTARGETSESSIONATTRS",
 ];
 
 /// Debian's (and most distributions') socket directory, libpq's default
@@ -106,18 +109,24 @@ pub struct Settings {
     pub password_note: Option<String>,
 }
 
+/// What [`split_dsn`] gives: the rest, ours, and every name given.
+type SplitDsn = (String, Vec<(String, String)>, Vec<String>);
+
 /// `--dsn` with our parameters taken out: the rest, for tokio-postgres,
-/// and ours, decoded.
-fn split_dsn(dsn: &str) -> Result<(String, Vec<(String, String)>), String> {
+/// ours, decoded, and the name of every parameter it gives (a variable
+/// gives only what the DSN does not, as in libpq).
+fn split_dsn(dsn: &str) -> Result<SplitDsn, String> {
     let mut ours = Vec::new();
+    let mut given = Vec::new();
     if dsn.starts_with("postgres://") || dsn.starts_with("postgresql://") {
         let Some((base, query)) = dsn.split_once('?') else {
-            return Ok((dsn.to_string(), ours));
+            return Ok((dsn.to_string(), ours, given));
         };
         let mut kept = Vec::new();
         for pair in query.split('&') {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             let key = percent_decode(key)?;
+            given.push(key.clone());
             if TLS_PARAMS.contains(&key.as_str()) {
                 ours.push((key, percent_decode(value)?));
             } else {
@@ -129,7 +138,7 @@ fn split_dsn(dsn: &str) -> Result<(String, Vec<(String, String)>), String> {
         } else {
             format!("{base}?{}", kept.join("&"))
         };
-        return Ok((rest, ours));
+        return Ok((rest, ours, given));
     }
     // libpq's words: key = value, the value bare or in single quotes,
     // backslash escaping the next character in either.
@@ -173,6 +182,7 @@ fn split_dsn(dsn: &str) -> Result<(String, Vec<(String, String)>), String> {
                 }
             }
         }
+        given.push(key.clone());
         if TLS_PARAMS.contains(&key.as_str()) {
             ours.push((key, value));
         } else {
@@ -180,7 +190,7 @@ fn split_dsn(dsn: &str) -> Result<(String, Vec<(String, String)>), String> {
             kept.push_str(&format!("{key}='{quoted}' "));
         }
     }
-    Ok((kept, ours))
+    Ok((kept, ours, given))
 }
 
 fn percent_decode(text: &str) -> Result<String, String> {
@@ -457,13 +467,13 @@ pub fn resolve(
             return Err(format!("{name} is set but empty; unset it or give a value"));
         }
     }
-    let (mut config, ours) = match dsn {
-        None => (tokio_postgres::Config::new(), Vec::new()),
+    let (mut config, ours, given) = match dsn {
+        None => (tokio_postgres::Config::new(), Vec::new(), Vec::new()),
         Some("") => {
             return Err("--dsn is empty; give a postgres:// URL or `host=... dbname=...`".into())
         }
         Some(dsn) => {
-            let (rest, ours) = split_dsn(dsn)?;
+            let (rest, ours, given) = split_dsn(dsn)?;
             // The parser's message may quote the DSN, password and all: we
             // say only what kind of thing is wrong.
             let config = tokio_postgres::Config::from_str(&rest).map_err(|e| {
@@ -471,9 +481,41 @@ pub fn resolve(
                 let why = if why.contains("password") { "unreadable".to_string() } else { why };
                 format!("--dsn is not a postgres:// URL nor libpq `key=value` words ({why}); e.g. --dsn postgres://user@db.example:5432/app")
             })?;
-            (config, ours)
+            (config, ours, given)
         }
     };
+    let in_dsn = |name: &str| given.iter().any(|k| k == name);
+    if !in_dsn("connect_timeout") {
+        if let Some(text) = env("PGCONNECT_TIMEOUT") {
+            // libpq's reading: whole seconds; zero or less is "unset".
+            let secs: i64 = text.parse().map_err(|_| {
+                format!("PGCONNECT_TIMEOUT `{text}` is not a whole number of seconds; give e.g. 10, or unset it")
+            })?;
+            if secs > 0 {
+                config.connect_timeout(std::time::Duration::from_secs(secs as u64));
+            }
+        }
+    }
+    if !in_dsn("target_session_attrs") {
+        if let Some(text) = env("PGTARGETSESSIONATTRS") {
+            match text.as_str() {
+                // lockrun needs a primary whatever is asked: its check
+                // moves past a standby to the next host.
+                "read-write" => {
+                    config.target_session_attrs(
+                        tokio_postgres::config::TargetSessionAttrs::ReadWrite,
+                    );
+                }
+                "any" | "primary" => {}
+                "read-only" | "standby" | "prefer-standby" => {
+                    return Err(format!("PGTARGETSESSIONATTRS={text} picks a standby, whose advisory locks exclude nobody on the primary; use read-write or unset it"));
+                }
+                _ => {
+                    return Err(format!("PGTARGETSESSIONATTRS `{text}` is not one of libpq's any, read-write, read-only, primary, standby, prefer-standby; give read-write or unset it"));
+                }
+            }
+        }
+    }
     if config.get_target_session_attrs() == tokio_postgres::config::TargetSessionAttrs::ReadOnly {
         return Err("target_session_attrs=read-only in --dsn picks a standby, whose advisory locks exclude nobody on the primary; use read-write or leave it out".into());
     }
@@ -613,6 +655,50 @@ mod tests {
     }
 
     #[test]
+    fn libpq_timeout_and_session_variables_count_under_the_dsn() {
+        use std::time::Duration;
+        let get = |dsn: Option<&str>, pairs: &[(&str, &str)]| {
+            resolve(dsn, env(&[&[("PGHOST", "db")], pairs].concat())).unwrap()
+        };
+        let timeout = |s: Settings| s.config.get_connect_timeout().copied();
+        assert_eq!(
+            timeout(get(None, &[("PGCONNECT_TIMEOUT", "3")])),
+            Some(Duration::from_secs(3))
+        );
+        // The DSN beats the variable, as in libpq; zero means unset.
+        assert_eq!(
+            timeout(get(Some("connect_timeout=5"), &[("PGCONNECT_TIMEOUT", "3")])),
+            Some(Duration::from_secs(5))
+        );
+        assert_eq!(
+            timeout(get(Some("postgres://u@h/d?connect_timeout=0"), &[("PGCONNECT_TIMEOUT", "3")])),
+            None
+        );
+        assert_eq!(timeout(get(None, &[("PGCONNECT_TIMEOUT", "0")])), None);
+        let attrs = |s: Settings| s.config.get_target_session_attrs();
+        use tokio_postgres::config::TargetSessionAttrs;
+        assert_eq!(
+            attrs(get(None, &[("PGTARGETSESSIONATTRS", "read-write")])),
+            TargetSessionAttrs::ReadWrite
+        );
+        assert_eq!(
+            attrs(get(Some("target_session_attrs=any"), &[("PGTARGETSESSIONATTRS", "standby")])),
+            TargetSessionAttrs::Any
+        );
+        get(None, &[("PGTARGETSESSIONATTRS", "primary")]);
+        let bad = |pairs: &[(&str, &str)]| {
+            let e = resolve(None, env(&[&[("PGHOST", "db")], pairs].concat())).unwrap_err();
+            assert!(!e.contains('\n'), "{e}");
+            e
+        };
+        assert!(bad(&[("PGCONNECT_TIMEOUT", "3s")]).contains("not a whole number"));
+        assert!(bad(&[("PGCONNECT_TIMEOUT", "")]).contains("set but empty"));
+        assert!(bad(&[("PGTARGETSESSIONATTRS", "")]).contains("set but empty"));
+        assert!(bad(&[("PGTARGETSESSIONATTRS", "standby")]).contains("picks a standby"));
+        assert!(bad(&[("PGTARGETSESSIONATTRS", "rw")]).contains("not one of"));
+    }
+
+    #[test]
     fn bad_settings_are_one_line_each_and_never_show_the_password() {
         let bad = |dsn: Option<&str>, pairs: &[(&str, &str)]| {
             let e = resolve(dsn, env(pairs)).unwrap_err();
@@ -684,13 +770,13 @@ mod tests {
 
     #[test]
     fn the_dsn_keeps_what_is_not_ours_quotes_and_all() {
-        let (rest, ours) =
+        let (rest, ours, _) =
             split_dsn(r"host=h password='it\'s a \\ pass' sslkey=/k application_name=x").unwrap();
         assert_eq!(ours, [("sslkey".to_string(), "/k".to_string())]);
         let c = tokio_postgres::Config::from_str(&rest).unwrap();
         assert_eq!(c.get_password(), Some(&br"it's a \ pass"[..]));
         assert_eq!(c.get_application_name(), Some("x"));
-        let (rest, _) = split_dsn("postgres://u@h/db?sslmode=require").unwrap();
+        let (rest, _, _) = split_dsn("postgres://u@h/db?sslmode=require").unwrap();
         assert_eq!(rest, "postgres://u@h/db");
     }
 

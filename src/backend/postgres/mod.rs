@@ -22,9 +22,12 @@
 //! must connect to the same one.
 //!
 //! **The lease** is the connection. The server frees our locks the moment
-//! the connection ends: at once when our process exits or an operator
-//! terminates our backend, and on a network partition only when its TCP
-//! keepalive or `tcp_user_timeout` gives up. We set both per session to
+//! the connection ends: at once when an operator terminates our backend,
+//! when our process exits once the guard has let go of its copy of the
+//! socket (it keeps one until the command's tree is gone, so a SIGKILL of
+//! lockrun frees the lock only after the tree), and on a network
+//! partition only when its TCP keepalive or `tcp_user_timeout` gives up.
+//! We set both per session to
 //! give up no earlier than the TTL after the last data the server received
 //! from us, so the budget is etcd's: the send time of the last confirmed
 //! round trip plus the TTL, with no lock-delay. Renewal is one round trip
@@ -44,6 +47,7 @@ pub mod args;
 pub mod backend;
 pub mod config;
 pub mod error;
+mod socket;
 pub mod tls;
 
 use std::ffi::OsString;
@@ -357,29 +361,50 @@ impl Postgres {
             None => self.session_options(&nonce),
         };
         let within = connect_timeout(&self.config);
+        let tuning = socket::Tuning {
+            keepalive_idle: (self.ttl / 3).max(Duration::from_secs(1)),
+            user_timeout: self.ttl,
+        };
         let mut failed = Vec::new();
         let mut standbys = Vec::new();
         for (mut config, place) in places(&self.config) {
             config
                 .application_name(APPLICATION_NAME)
-                .options(options.clone())
-                .connect_timeout(within)
-                .keepalives(true)
-                .keepalives_idle((self.ttl / 3).max(Duration::from_secs(1)))
-                .tcp_user_timeout(self.ttl);
-            match tokio::time::timeout(within, self.connect_to(&config, &nonce)).await {
-                Ok(Ok(conn)) => return Ok(conn),
-                Ok(Err(PgError::Standby)) => standbys.push(place),
-                Ok(Err(
-                    PgError::Unreachable { cause }
-                    | PgError::Closed { cause }
-                    | PgError::Timeout { what: cause, .. },
-                )) => failed.push(format!("{place}: {cause}")),
-                Ok(Err(e)) => return Err(e),
-                Err(_) => failed.push(format!(
-                    "{place}: no answer within {}",
-                    humantime::format_duration(within)
-                )),
+                .options(options.clone());
+            // Each address a host name resolves to is tried on its own,
+            // with a deadline of its own, as libpq does.
+            let targets = match tokio::time::timeout(within, socket::targets(&config, &place)).await
+            {
+                Ok(Ok(targets)) => targets,
+                Ok(Err(e)) => {
+                    failed.push(format!("{place}: {}", crate::backend::one_line(&e.to_string())));
+                    continue;
+                }
+                Err(_) => {
+                    failed.push(format!(
+                        "{place}: its name did not resolve within {}",
+                        humantime::format_duration(within)
+                    ));
+                    continue;
+                }
+            };
+            for target in targets {
+                let attempt = self.connect_to(&config, &target, &tuning, &nonce);
+                match tokio::time::timeout(within, attempt).await {
+                    Ok(Ok(conn)) => return Ok(conn),
+                    Ok(Err(PgError::Standby)) => standbys.push(target.place),
+                    Ok(Err(
+                        PgError::Unreachable { cause }
+                        | PgError::Closed { cause }
+                        | PgError::Timeout { what: cause, .. },
+                    )) => failed.push(format!("{}: {cause}", target.place)),
+                    Ok(Err(e)) => return Err(e),
+                    Err(_) => failed.push(format!(
+                        "{}: no answer within {}",
+                        target.place,
+                        humantime::format_duration(within)
+                    )),
+                }
             }
         }
         if failed.is_empty() {
@@ -395,10 +420,28 @@ impl Postgres {
     async fn connect_to(
         &self,
         config: &tokio_postgres::Config,
+        target: &socket::Target,
+        tuning: &socket::Tuning,
         nonce: &str,
     ) -> Result<Conn, PgError> {
+        use tokio_postgres::tls::MakeTlsConnect;
+        let stream = socket::open(&target.addr, tuning)
+            .await
+            .map_err(|e| PgError::Unreachable {
+                cause: crate::backend::one_line(&e.to_string()),
+            })?;
+        let socket = socket::copy(&stream).map_err(|e| PgError::Unreachable {
+            cause: crate::backend::one_line(&e.to_string()),
+        })?;
+        let tls = self
+            .tls
+            .clone()
+            .make_tls_connect(&target.domain)
+            .map_err(|e| PgError::Tls {
+                cause: crate::backend::one_line(&e.to_string()),
+            })?;
         let (client, connection) = config
-            .connect(self.tls.clone())
+            .connect_raw(stream, tls)
             .await
             .map_err(|e| match PgError::from_client("the connection", e) {
                 PgError::Denied { what, message } if message.contains("no password was given") => {
@@ -439,13 +482,24 @@ impl Postgres {
             client
                 .simple_query(&format!(
                     "select pg_is_in_recovery(), pg_backend_pid(), \
-                     current_setting('{NONCE_SETTING}', true)"
+                     current_setting('{NONCE_SETTING}', true), \
+                     current_setting('transaction_read_only')"
                 ))
                 .await
                 .map_err(|e| PgError::from_client("the first query", e))?,
         );
         if first.first().map(String::as_str) == Some("t") {
             return Err(PgError::Standby);
+        }
+        // What tokio-postgres checked for `target_session_attrs=read-write`
+        // when it opened the socket itself; such a server goes the way of
+        // an unreachable one, to the next host.
+        if config.get_target_session_attrs() == tokio_postgres::config::TargetSessionAttrs::ReadWrite
+            && first.get(3).map(String::as_str) == Some("on")
+        {
+            return Err(PgError::Unreachable {
+                cause: "the server does not allow writes (transaction_read_only is on)".into(),
+            });
         }
         let backend_pid = first
             .get(1)
@@ -491,6 +545,7 @@ impl Postgres {
             closed: rx,
             notices,
             backend_pid,
+            socket,
         })
     }
 
@@ -799,6 +854,9 @@ struct Conn {
     /// Counts the notifications on channels we LISTEN on.
     notices: watch::Receiver<u64>,
     backend_pid: i32,
+    /// A copy of the socket the driver owns, closed with the `Conn`, from
+    /// which the guard gets its copy.
+    socket: OwnedFd,
 }
 
 /// What a lease and its claim share.
@@ -920,6 +978,10 @@ impl Engine for Postgres {
     type Claim = PgClaim;
     type Error = PgError;
 
+    /// The guard keeps a copy of the connection's socket
+    /// ([`PgClaim::take_hold_fd`]).
+    const CLAIM_LENDS_FD: bool = true;
+
     /// Connects, retrying blips within the patience (for ever for a
     /// daemon); a one-off run's first contact says at once what is wrong.
     async fn open_lease(&self, opening: Opening<'_>) -> Result<PgLease, PgError> {
@@ -1037,6 +1099,7 @@ impl Engine for Postgres {
             id,
             channel,
             facts,
+            lent: false,
         }))
     }
 }
@@ -1051,6 +1114,8 @@ pub struct PgClaim {
     /// Where waiters LISTEN for our release.
     channel: String,
     facts: Facts,
+    /// Whether the guard got its copy of the socket.
+    lent: bool,
 }
 
 impl std::fmt::Debug for PgClaim {
@@ -1087,8 +1152,26 @@ impl Claim for PgClaim {
         Some(self.conn.backend_pid.to_string())
     }
 
+    /// A copy of our connection's socket, for the guard to keep until the
+    /// command's tree is gone: if lockrun is SIGKILLed, the kernel closes
+    /// our copy at once, but the server sees the connection end, and frees
+    /// the lock, only when the guard's copy closes too, after the tree.
+    /// An orderly end does not wait for it: the unlock and the session's
+    /// end (`Terminate`) are messages, not the socket's close.
     fn take_hold_fd(&mut self) -> Option<OwnedFd> {
-        None
+        if self.lent || self.conn.closed.borrow().is_some() {
+            return None;
+        }
+        match self.conn.socket.try_clone() {
+            Ok(copy) => {
+                self.lent = true;
+                Some(copy)
+            }
+            Err(e) => {
+                tracing::warn!("cannot lend the guard our connection's socket: {e}");
+                None
+            }
+        }
     }
 
     /// The next round trip carries the child's group too.

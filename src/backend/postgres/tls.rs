@@ -20,9 +20,9 @@ use rustls::{
 };
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect};
-use tokio_postgres::Socket;
 
 use super::config::{Roots, SslMode, TlsSettings};
+use super::socket::Stream;
 
 /// Makes a TLS connector per host; `None` when TLS is off.
 #[derive(Clone)]
@@ -106,7 +106,7 @@ fn describe(roots: &Roots) -> String {
     }
 }
 
-impl MakeTlsConnect<Socket> for MakeRustls {
+impl MakeTlsConnect<Stream> for MakeRustls {
     type Stream = RustlsStream;
     type TlsConnect = RustlsConnect;
     type Error = io::Error;
@@ -126,12 +126,12 @@ pub struct RustlsConnect {
     name: Option<ServerName<'static>>,
 }
 
-impl TlsConnect<Socket> for RustlsConnect {
+impl TlsConnect<Stream> for RustlsConnect {
     type Stream = RustlsStream;
     type Error = io::Error;
     type Future = Pin<Box<dyn Future<Output = io::Result<RustlsStream>> + Send>>;
 
-    fn connect(self, stream: Socket) -> Self::Future {
+    fn connect(self, stream: Stream) -> Self::Future {
         Box::pin(async move {
             let config = self
                 .config
@@ -148,7 +148,7 @@ impl TlsConnect<Socket> for RustlsConnect {
 }
 
 /// A TLS connection to the server.
-pub struct RustlsStream(Box<tokio_rustls::client::TlsStream<Socket>>);
+pub struct RustlsStream(Box<tokio_rustls::client::TlsStream<Stream>>);
 
 impl AsyncRead for RustlsStream {
     fn poll_read(
