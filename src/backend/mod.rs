@@ -41,6 +41,7 @@
 //! no future is boxed.
 
 pub mod registry;
+pub mod retry;
 pub mod rules;
 pub mod timing;
 #[cfg(feature = "tls")]

@@ -38,8 +38,7 @@ pub use self::error::EtcdError;
 use self::client::{Kv, Range, Watch};
 use self::lock::{Entered, Pause, SlotWait, CLEANUP_TIMEOUT};
 
-/// How long a `--no-wait` run keeps retrying a blip, as on Consul.
-const ONCE_GRACE: Duration = Duration::from_millis(500);
+use crate::backend::retry::ONCE_GRACE;
 
 /// How long a one-off run's first contact goes round endpoints that take
 /// the connection and stay silent before saying so: a hung member costs
@@ -59,34 +58,16 @@ use super::{
 /// its first contact: a leader election silences every member at once,
 /// and may begin between a run's lease and its place in the queue. A call
 /// that timed out has moved on to the next endpoint already.
-async fn riding_out<T, F, Fut>(wait: Wait, what: &str, mut step: F) -> Result<T, EtcdError>
+async fn riding_out<T, F, Fut>(wait: Wait, what: &str, step: F) -> Result<T, EtcdError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, EtcdError>>,
 {
-    let started = Instant::now();
-    let mut pause = Duration::from_millis(100);
-    loop {
-        let e = match step().await {
-            Ok(done) => return Ok(done),
-            Err(e) if e.is_transient() => e,
-            Err(e) => return Err(e),
-        };
-        let until = match wait {
-            Wait::Forever => None,
-            Wait::Until(at) => Some(at),
-            Wait::Once if matches!(e, EtcdError::Timeout { .. }) => {
-                Some(started + FIRST_CONTACT_SILENCE)
-            }
-            Wait::Once => Some(started + ONCE_GRACE),
-        };
-        if until.is_some_and(|at| Instant::now() + pause >= at) {
-            return Err(e);
-        }
-        tracing::info!("{what}: {e}; retrying in {pause:?}");
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_secs(1));
-    }
+    let once = |e: &EtcdError| match e {
+        EtcdError::Timeout { .. } => FIRST_CONTACT_SILENCE,
+        _ => ONCE_GRACE,
+    };
+    super::retry::riding_out(wait, what, Duration::from_millis(100), once, step).await
 }
 
 /// The TTL lockrun asks for unless told otherwise: etcdctl lock's default.

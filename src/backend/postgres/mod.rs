@@ -71,8 +71,7 @@ use super::{
 /// server may give up on a silent connection.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 
-/// How long a `--no-wait` run keeps retrying a blip, as on the others.
-const ONCE_GRACE: Duration = Duration::from_millis(500);
+use crate::backend::retry::ONCE_GRACE;
 
 /// The longest pause between two tries at a taken lock. A waiter LISTENs
 /// on the lock's channel and tries again the moment a lockrun holder's

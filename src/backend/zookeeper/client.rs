@@ -3,16 +3,13 @@
 
 use std::time::Duration;
 
-use tokio::time::Instant;
 use zookeeper_client as zk;
 
 use super::config::ZkConfig;
 use super::error::ZkError;
-use crate::backend::{EngineError, Wait};
+use crate::backend::Wait;
 
-/// How long a `--no-wait` run keeps retrying a blip, as on the other
-/// backends.
-pub const ONCE_GRACE: Duration = Duration::from_millis(500);
+pub use crate::backend::retry::ONCE_GRACE;
 
 /// The longest one connection attempt may take before it is said to have
 /// failed, whatever the session timeout.
@@ -70,31 +67,13 @@ pub async fn connect(config: &ZkConfig, timeout: Duration, eager: bool) -> Resul
 /// Runs `step`, a request that may be sent again, again after a failure
 /// that may pass: for as long as `wait` allows, and for a one-off run for
 /// [`ONCE_GRACE`]. The client moves to another server by itself.
-pub async fn riding_out<T, F, Fut>(wait: Wait, what: &str, mut step: F) -> Result<T, ZkError>
+pub async fn riding_out<T, F, Fut>(wait: Wait, what: &str, step: F) -> Result<T, ZkError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, ZkError>>,
 {
-    let started = Instant::now();
-    let mut pause = Duration::from_millis(50);
-    loop {
-        let e = match step().await {
-            Ok(done) => return Ok(done),
-            Err(e) if e.is_transient() => e,
-            Err(e) => return Err(e),
-        };
-        let until = match wait {
-            Wait::Forever => None,
-            Wait::Until(at) => Some(at),
-            Wait::Once => Some(started + ONCE_GRACE),
-        };
-        if until.is_some_and(|at| Instant::now() + pause >= at) {
-            return Err(e);
-        }
-        tracing::info!("{what}: {e}; retrying in {pause:?}");
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_secs(1));
-    }
+    let once = |_: &ZkError| ONCE_GRACE;
+    crate::backend::retry::riding_out(wait, what, Duration::from_millis(50), once, step).await
 }
 
 /// Ends a session: the client's last handle goes, which sends

@@ -136,10 +136,7 @@ impl Default for DelayBackoff {
     }
 }
 
-/// How long a `--no-wait` run keeps retrying a transient failure (a reset
-/// connection, a 500 during a leader election): long enough to ride out a
-/// blip, short enough that "try once" still answers at once.
-pub const ONCE_GRACE: Duration = Duration::from_millis(500);
+pub use crate::backend::retry::ONCE_GRACE;
 
 /// Retries of transient failures within the patience the user gave: for
 /// ever, until `--timeout`, or [`ONCE_GRACE`] for `--no-wait`.
