@@ -83,10 +83,13 @@ pub fn contenders(children: &[String]) -> Vec<Contender> {
 
 static KAZOO_WARNED: AtomicBool = AtomicBool::new(false);
 
-/// Says once per run that a default kazoo client contends on `dir`.
+/// Says once per run, at every verbosity but `-q`, that a default kazoo
+/// client contends on `dir`: Curator clients on the same lock do not see it,
+/// so both may hold at once, which only lockrun can tell.
 pub fn warn_of_kazoo(dir: &str, found: &[Contender]) {
     if found.iter().any(|c| c.writer == Writer::Kazoo) && !KAZOO_WARNED.swap(true, Ordering::Relaxed) {
         tracing::warn!(
+            target: crate::logging::SAFETY,
             "a kazoo client contends on `{dir}` with its default node names (`__lock__`): lockrun counts it, but Curator clients do not; kazoo clients on this path must pass extra_lock_patterns=[\"-lock-\"]"
         );
     }
