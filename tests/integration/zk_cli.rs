@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
+use crate::link::Link;
 use crate::procs::{self, pid_alive, wait_until};
 use crate::support::{assert_exit, bare, max_overlap, run, Contender};
 use crate::zk_support::{self, TestZk};
@@ -458,6 +459,68 @@ fn zookeeper_a_follower_cut_off_after_a_renewal_stops_the_child_before_a_rival_h
         ms(r.0)
     );
     assert_eq!(max_overlap([h, r]), 1, "both ran at once: {h:?} {r:?}");
+}
+
+/// A create whose answer is lost (ZOOKEEPER-1262): the relay passes the
+/// create of lockrun's node on to the server, then holds everything back
+/// until the client gives up the silent connection and opens another, and
+/// drops the answer. The client fails the create with the reason it gave up
+/// (not `ConnectionLoss`, which lockrun alone looked for: it exited 125)
+/// and goes on with the same session; lockrun finds its node by its uuid and
+/// holds with it, where creating a second one would queue it behind its own
+/// first node for as long as the session lives.
+#[test]
+fn zookeeper_a_create_whose_answer_is_lost_holds_with_the_node_it_made() {
+    let zk = zk_support::zk();
+    let key = zk_support::unique("lost-create");
+    // The directory first, so that the create the relay lets through is
+    // the one that makes lockrun's node.
+    zk_support::with_client(&zk.addr, async |c| {
+        let options = zookeeper_client::CreateMode::Persistent
+            .with_acls(zookeeper_client::Acls::anyone_all());
+        c.mkdir(&format!("/{key}"), &options).await.unwrap()
+    });
+    let link = Link::new(&zk.addr);
+    link.freeze_after(&format!("{key}/_c_"));
+    let mut holder = zk_lockrun_logged(&link.http_addr(), &["-vv", "elect", "--ttl", "4s", &key]);
+    // The node is made, and the answer saying so is held in the relay.
+    wait_queued(&zk.addr, &key, 1);
+    let list = |hosts: &str, key: &str| {
+        zk_support::with_client(hosts, async |c| {
+            c.list_children(&format!("/{key}")).await.unwrap()
+        })
+    };
+    let made = list(&zk.addr, &key);
+    assert!(
+        wait_until(procs::deadline(), || link.held_answers() > 0),
+        "the create's answer never came back to the relay"
+    );
+    // The client gives up the silent server itself (a sixth of the
+    // timeout) and tries again: only then does the relay let it through,
+    // on a new connection, the old one cut with the answer in it.
+    assert!(
+        wait_until(procs::deadline(), || link.connections() > 1),
+        "the client never gave up the silent connection: {}",
+        holder.log()
+    );
+    link.thaw();
+    assert!(
+        wait_until(procs::deadline(), || holder.started()),
+        "the holder whose create's answer was lost never held: {}",
+        holder.log()
+    );
+    assert_eq!(
+        list(&zk.addr, &key),
+        made,
+        "one node of ours, the one the lost create made"
+    );
+    let node = &holder.fences()[0].1;
+    assert!(
+        node.ends_with(&made[0]),
+        "{node} is the node the lost create made: {made:?}"
+    );
+    holder.go();
+    assert_exit(&holder.finish(), 0, "the holder", String::new);
 }
 
 /// Curator's `InterProcessSemaphoreV2` and lockrun's semaphore share the

@@ -136,9 +136,9 @@ pub async fn make_dirs(client: &zk::Client, path: &str) -> Result<(), ZkError> {
 }
 
 /// Our contender node, created in `dir` as `_c_<uuid>-<name><seq>`: its
-/// name and its stat. On a connection lost during the create, the
-/// directory is searched for our uuid before creating again (ZOOKEEPER-1262:
-/// the first create may have happened).
+/// name and its stat. On a connection lost during the create (closed, or
+/// given up as silent), the directory is searched for our uuid before
+/// creating again (ZOOKEEPER-1262: the first create may have happened).
 pub async fn enter(
     client: &zk::Client,
     dir: &str,
@@ -154,7 +154,10 @@ pub async fn enter(
         match client.create(&format!("{dir}/{protected}{name}"), data, &options).await {
             Ok((stat, seq)) => return Ok((format!("{protected}{name}{seq}"), stat)),
             Err(zk::Error::NoNode) if tries < 5 => make_dirs(client, dir).await?,
-            Err(zk::Error::ConnectionLoss) => {
+            // The connection ended with the create unanswered: by loss,
+            // or by the client giving up a silent server (a custom error
+            // saying so), each in-flight request failing with that cause.
+            Err(zk::Error::ConnectionLoss | zk::Error::Timeout | zk::Error::Custom(_)) => {
                 let found = riding_lost(client, dir, &protected).await?;
                 if let Some(found) = found {
                     return Ok(found);
