@@ -200,7 +200,7 @@ async fn riding_lost(
                 };
             }
             Err(zk::Error::NoNode) => return Ok(None),
-            Err(zk::Error::ConnectionLoss) => {
+            Err(zk::Error::ConnectionLoss | zk::Error::Timeout | zk::Error::Custom(_)) => {
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await
             }
             Err(e) => return Err(ZkError::of(&format!("listing `{dir}`"), e)),
