@@ -33,9 +33,10 @@ const REGISTRATION: Registration = Registration {
     safety: &[Prose::Item(
         "zookeeper",
         "A rival may acquire when the session expires, the negotiated session timeout \
-         after the last request of lockrun's the ensemble received; no lock-delay exists. \
-         lockrun renews with a `sync` every third of the timeout and counts from the send \
-         time of the last one answered. A lost connection is jeopardy: the client moves to \
+         after the leader's last touch of it; no lock-delay exists. lockrun renews with a \
+         `sync` and counts from the send time of the last one answered, less half a tick \
+         (`--zk-tick-time`) and a twelfth of the timeout, which a follower may take to \
+         report the session to the leader. A lost connection is jeopardy: the client moves to \
          another server while the countdown runs. An expired session, lockrun's node \
          deleted (`lockrun release`) or failed authentication lets a rival hold at once, \
          so COMMAND gets SIGKILL at once.",
