@@ -630,6 +630,48 @@ fn zookeeper_bad_settings_are_one_line_and_write_nothing() {
             2,
             "at most 30s",
         ),
+        // The tick: none, empty, or one that leaves the grace no room.
+        (
+            vec![
+                "--zk-hosts".into(),
+                hosts.clone(),
+                "--ttl".into(),
+                "4s".into(),
+                "--zk-tick-time".into(),
+                "0s".into(),
+            ],
+            vec![],
+            2,
+            "not a tick",
+        ),
+        (
+            vec![
+                "--zk-hosts".into(),
+                hosts.clone(),
+                "--ttl".into(),
+                "4s".into(),
+                "--zk-tick-time".into(),
+                "".into(),
+            ],
+            vec![],
+            2,
+            "--zk-tick-time",
+        ),
+        (
+            vec![
+                "--zk-hosts".into(),
+                hosts.clone(),
+                "--ttl".into(),
+                "4s".into(),
+                "--zk-tick-time".into(),
+                "2s".into(),
+                "--kill-timeout".into(),
+                "3s".into(),
+            ],
+            vec![],
+            2,
+            "--ttl 4s and --zk-tick-time 2s",
+        ),
     ];
     for (flags, env, code, says) in cases {
         let mut cmd = bare(["--backend", "zookeeper"]);
