@@ -72,6 +72,7 @@ delete\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l session-name -d 'Session name shown in Consul [default: lockrun on HOST for KEY]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l node-checks -d 'Node health checks the session is bound to (comma-separated) [default: none]. A failing check ends the session at once, so the child must then be dead within the lock-delay: renewals come more often and the grace period must fit in the lock-delay. Not for semaphores' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l service-checks -d 'Service health checks the session is bound to (comma-separated; Consul 1.7 or later). As --node-checks' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l zk-tick-time -d 'ZooKeeper: the ensemble\'s tickTime (zoo.cfg), which no client can read' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l clock-rate-error -d 'The largest combined clock-rate error the stop window allows for' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l timeout -d 'Give up after DURATION without the lock (exit 75)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s E -l conflict-exit-code -d 'Exit status when the lock was not acquired, as flock -E' -r
@@ -159,6 +160,7 @@ delete\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l session-name -d 'Session name shown in Consul [default: lockrun on HOST for KEY]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l node-checks -d 'Node health checks the session is bound to (comma-separated) [default: none]. A failing check ends the session at once, so the child must then be dead within the lock-delay: renewals come more often and the grace period must fit in the lock-delay. Not for semaphores' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l service-checks -d 'Service health checks the session is bound to (comma-separated; Consul 1.7 or later). As --node-checks' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l zk-tick-time -d 'ZooKeeper: the ensemble\'s tickTime (zoo.cfg), which no client can read' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l clock-rate-error -d 'The largest combined clock-rate error the stop window allows for' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l timeout -d 'Give up after DURATION without the lock (exit 75)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s E -l conflict-exit-code -d 'Exit status when the lock was not acquired, as flock -E' -r
@@ -512,6 +514,7 @@ delete\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l session-name -d 'Session name shown in Consul [default: lockrun on HOST for KEY]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l node-checks -d 'Node health checks the session is bound to (comma-separated) [default: none]. A failing check ends the session at once, so the child must then be dead within the lock-delay: renewals come more often and the grace period must fit in the lock-delay. Not for semaphores' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l service-checks -d 'Service health checks the session is bound to (comma-separated; Consul 1.7 or later). As --node-checks' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l zk-tick-time -d 'ZooKeeper: the ensemble\'s tickTime (zoo.cfg), which no client can read' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l clock-rate-error -d 'The largest combined clock-rate error the stop window allows for' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l timeout -d 'Give up after DURATION without the lock (exit 75)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -s E -l conflict-exit-code -d 'Exit status when the lock was not acquired, as flock -E' -r
@@ -599,6 +602,7 @@ delete\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l session-name -d 'Session name shown in Consul [default: lockrun on HOST for KEY]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l node-checks -d 'Node health checks the session is bound to (comma-separated) [default: none]. A failing check ends the session at once, so the child must then be dead within the lock-delay: renewals come more often and the grace period must fit in the lock-delay. Not for semaphores' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l service-checks -d 'Service health checks the session is bound to (comma-separated; Consul 1.7 or later). As --node-checks' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l zk-tick-time -d 'ZooKeeper: the ensemble\'s tickTime (zoo.cfg), which no client can read' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l clock-rate-error -d 'The largest combined clock-rate error the stop window allows for' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l timeout -d 'Give up after DURATION without the lock (exit 75)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -s E -l conflict-exit-code -d 'Exit status when the lock was not acquired, as flock -E' -r

@@ -36,6 +36,12 @@ pub struct Logging {
 /// journal of a daemon at the default verbosity.
 pub const EVENT: &str = "lockrun::event";
 
+/// The target of warnings a run shows even at the default verbosity, one-off
+/// runs included (only `-q` hides them): facts that bear on the safety
+/// promise and that only lockrun can see, such as a rival client on the
+/// same lock that other clients do not count. Each says so once per run.
+pub const SAFETY: &str = "lockrun::safety";
+
 /// Installs the subscriber: quiet by default (errors only), `-v` lifecycle
 /// events, `-vv` HTTP detail, `-q` nothing but the fatal line. A daemon
 /// (`daemon`: `--campaign` or `--notify`) also shows warnings and the
@@ -49,9 +55,15 @@ pub fn init(verbose: u8, quiet: bool, format: LogFormat, daemon: bool) -> Loggin
         (false, 1, _) => (LevelFilter::INFO, LevelFilter::INFO),
         (false, _, _) => (LevelFilter::DEBUG, LevelFilter::DEBUG),
     };
+    let safety = if quiet {
+        LevelFilter::OFF
+    } else {
+        level.max(LevelFilter::WARN)
+    };
     let targets = tracing_subscriber::filter::Targets::new()
         .with_target("lockrun", level)
         .with_target(EVENT, events)
+        .with_target(SAFETY, safety)
         .with_default(LevelFilter::OFF);
     let queue = Queue::start(format);
     use tracing_subscriber::layer::SubscriberExt;

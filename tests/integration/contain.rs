@@ -49,6 +49,11 @@ macro_rules! on_every_backend {
             fn on_zookeeper() {
                 super::$scenario(&Place::zookeeper(stringify!($scenario)), Mode::Cgroup);
             }
+
+            #[test]
+            fn on_zookeeper_subreaper() {
+                super::$scenario(&Place::zookeeper(stringify!($scenario)), Mode::Subreaper);
+            }
         }
     };
 }

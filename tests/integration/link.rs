@@ -1,7 +1,8 @@
-//! A TCP relay between one lockrun and Consul that a test can freeze: a
-//! network partition for that lockrun alone (its requests hang, nothing
-//! answers), while other clients keep talking to Consul directly. Because it
-//! sits outside Consul, partition tests run against a real agent too.
+//! A TCP relay between one lockrun and its engine (Consul, ZooKeeper) that a
+//! test can freeze: a network partition for that lockrun alone (its requests
+//! hang, nothing answers), while other clients keep talking to the engine
+//! directly. Because it sits outside the engine, partition tests run against
+//! a real one.
 
 #![allow(dead_code)] // Not every test module uses every helper.
 
@@ -16,6 +17,13 @@ struct State {
     closed: bool,
     /// Freeze when a request holding these bytes goes upstream.
     freeze_at: Option<Vec<u8>>,
+    /// Pass on a request holding these bytes, then freeze: its answer is
+    /// lost.
+    freeze_after: Option<Vec<u8>>,
+    /// How many reads from the engine were held back while frozen.
+    held_answers: usize,
+    /// How many connections the client has opened.
+    connections: usize,
 }
 
 pub struct Link {
@@ -34,8 +42,12 @@ impl Link {
         thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(client) = stream else { continue };
-                if shared.0.lock().unwrap().closed {
-                    break;
+                {
+                    let mut state = shared.0.lock().unwrap();
+                    if state.closed {
+                        break;
+                    }
+                    state.connections += 1;
                 }
                 let Ok(server) = TcpStream::connect(&upstream) else {
                     let _ = client.shutdown(Shutdown::Both);
@@ -70,6 +82,23 @@ impl Link {
     /// between two steps of a run.
     pub fn freeze_at(&self, marker: &str) {
         self.state.0.lock().unwrap().freeze_at = Some(marker.as_bytes().to_vec());
+    }
+
+    /// Relays until a request holding `marker` comes, passes it on, then
+    /// freezes: the engine acts on it, and its answer is held back and
+    /// dropped (the connection cut) at [`Link::thaw`].
+    pub fn freeze_after(&self, marker: &str) {
+        self.state.0.lock().unwrap().freeze_after = Some(marker.as_bytes().to_vec());
+    }
+
+    /// How many reads from the engine were held back while frozen.
+    pub fn held_answers(&self) -> usize {
+        self.state.0.lock().unwrap().held_answers
+    }
+
+    /// How many connections the client has opened through the link.
+    pub fn connections(&self) -> usize {
+        self.state.0.lock().unwrap().connections
     }
 
     pub fn thaw(&self) {
@@ -115,7 +144,24 @@ fn relay(
                 guard.freeze_at = None;
                 guard.frozen = true;
             }
+            let passed = guard
+                .freeze_after
+                .as_ref()
+                .is_some_and(|m| buf[..n].windows(m.len()).any(|w| w == m.as_slice()));
+            if upstream && passed && !guard.frozen {
+                // Frozen before it goes, so that its answer is held.
+                guard.freeze_after = None;
+                guard.frozen = true;
+                drop(guard);
+                if to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+                continue;
+            }
             let dropped = guard.frozen;
+            if dropped && !upstream {
+                guard.held_answers += 1;
+            }
             while guard.frozen && !guard.closed {
                 guard = wake.wait(guard).unwrap();
             }

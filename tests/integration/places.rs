@@ -115,11 +115,7 @@ impl Place {
                 cmd.args(args);
                 cmd
             }
-            Place::Zookeeper { hosts, .. } => {
-                let mut cmd = support::bare(["--backend", "zookeeper", "--zk-hosts", hosts]);
-                cmd.args(args);
-                cmd
-            }
+            Place::Zookeeper { hosts, .. } => zk_support::lockrun(hosts, args),
             Place::Local(dir) => {
                 let mut cmd = support::bare(["--backend", "local", "--lock-dir"]);
                 cmd.arg(dir.path()).args(args);

@@ -6,8 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -16,83 +15,7 @@ use nix::sys::signal::Signal;
 
 use crate::pg_support::{self, unique};
 use crate::procs::{self, pid_alive, wait_until};
-use crate::support::{assert_exit, bare, max_overlap, scratch, Running};
-
-/// The child of every contender: its pid and fence, then a timestamp
-/// every 10 ms until the test writes `go`.
-const BODY: &str = "echo $$ > \"$1/pid\"; echo \"$LOCKRUN_LOCK_INDEX\" >> \"$1/fence\"; \
-    while [ ! -e \"$1/go\" ]; do date +%s%N >> \"$1/beat\"; sleep 0.01; done; \
-    date +%s%N >> \"$1/beat\"";
-
-struct Contender {
-    running: Option<Running>,
-    dir: tempfile::TempDir,
-}
-
-impl Contender {
-    fn spawn(mut cmd: Command) -> Contender {
-        let dir = scratch();
-        cmd.args(["--shell", "--", BODY]).arg(dir.path());
-        Contender {
-            running: Some(Running::spawn(&mut cmd)),
-            dir,
-        }
-    }
-
-    fn holding(cmd: Command) -> Contender {
-        let c = Contender::spawn(cmd);
-        c.wait_started();
-        c
-    }
-
-    fn started(&self) -> bool {
-        self.dir.path().join("beat").exists()
-    }
-
-    fn wait_started(&self) {
-        assert!(
-            wait_until(procs::deadline(), || self.started()),
-            "the contender never ran its child"
-        );
-    }
-
-    fn beats(&self) -> Vec<u128> {
-        beats(self.dir.path())
-    }
-
-    fn child_pid(&self) -> u32 {
-        let text = std::fs::read_to_string(self.dir.path().join("pid")).unwrap();
-        text.trim().parse().unwrap()
-    }
-
-    fn fences(&self) -> Vec<u64> {
-        std::fs::read_to_string(self.dir.path().join("fence"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect()
-    }
-
-    fn go(&self) {
-        std::fs::write(self.dir.path().join("go"), "").unwrap();
-    }
-
-    fn finish(&mut self) -> Output {
-        self.running.take().expect("running").finish()
-    }
-
-    fn signal(&self, signal: Signal) {
-        self.running.as_ref().expect("running").signal(signal);
-    }
-}
-
-fn beats(dir: &Path) -> Vec<u128> {
-    std::fs::read_to_string(dir.join("beat"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
-}
+use crate::support::{assert_exit, bare, max_overlap, Contender};
 
 fn now_ns() -> u128 {
     SystemTime::now()
@@ -165,7 +88,7 @@ fn a_stopped_holder_keeps_the_lock_until_it_is_gone() {
     let url = pg_support::postgres().url();
     let key = unique("stopped");
     let mut holder = Contender::holding(elect(&url, "2s", &key, &[]));
-    let mut rival = Contender::spawn(elect(&url, "2s", &key, &[]));
+    let mut rival = Contender::lockrun(elect(&url, "2s", &key, &[]));
     let child = holder.child_pid();
     let stopped = Instant::now();
     holder.signal(Signal::SIGSTOP);
@@ -177,7 +100,7 @@ fn a_stopped_holder_keeps_the_lock_until_it_is_gone() {
     eprintln!("the stopped holder's child was gone {gone:?} after SIGSTOP (TTL 2s)");
     holder.signal(Signal::SIGCONT);
     assert_exit(&holder.finish(), 124, "the stopped holder", String::new);
-    rival.wait_started();
+    rival.wait_started("the rival");
     rival.go();
     assert_exit(&rival.finish(), 0, "the rival", String::new);
     no_overlap_and_growing_fences(&holder, &rival, "holder stopped");
@@ -276,7 +199,7 @@ fn a_partitioned_holder_stops_within_its_budget() {
     let key = unique("partition");
     let ttl = Duration::from_secs(3);
     let mut holder = Contender::holding(elect(&via_proxy, "3s", &key, &[]));
-    let mut rival = Contender::spawn(elect(&pg.url(), "3s", &key, &["--timeout", "60s"]));
+    let mut rival = Contender::lockrun(elect(&pg.url(), "3s", &key, &["--timeout", "60s"]));
     let partitioned = now_ns();
     let frozen = Instant::now();
     proxy.pause();

@@ -441,3 +441,128 @@ pub fn lease_flag_owners(flag: &str) -> String {
         lockrun::backend::BackendName::listed(&owners, "and")
     )
 }
+
+/// The child of every [`Contender`]: its pid, then its fence and, where the
+/// engine names one, its node (ZooKeeper's `ZOOKEEPER_LOCK_NODE`), then a
+/// timestamp every 10 ms until the test writes `go`. Rivals of other
+/// clients (Curator, kazoo) write the same files.
+pub const CONTENDER_BODY: &str =
+    "echo $$ > \"$1/pid\"; echo \"$LOCKRUN_LOCK_INDEX ${ZOOKEEPER_LOCK_NODE-}\" >> \"$1/fence\"; \
+    while [ ! -e \"$1/go\" ]; do date +%s%N >> \"$1/beat\"; sleep 0.01; done; \
+    date +%s%N >> \"$1/beat\"";
+
+/// A run holding (or waiting for) a lock, whose child writes its pid, fence
+/// and heartbeat into a folder of its own ([`CONTENDER_BODY`]): a lockrun,
+/// or another client of the engine that writes the same files.
+pub struct Contender {
+    running: Option<Running>,
+    dir: tempfile::TempDir,
+}
+
+impl Contender {
+    /// `cmd` (a lockrun command line up to its KEY) with
+    /// [`CONTENDER_BODY`] as its `--shell` child.
+    pub fn lockrun(mut cmd: Command) -> Contender {
+        let dir = scratch();
+        cmd.args(["--shell", "--", CONTENDER_BODY]).arg(dir.path());
+        Contender::start(cmd, dir)
+    }
+
+    /// As [`Contender::lockrun`], its stderr (its log) written to a file,
+    /// which [`Contender::log`] reads while it runs.
+    pub fn lockrun_logged(mut cmd: Command) -> Contender {
+        let dir = scratch();
+        let log = std::fs::File::create(dir.path().join("log")).unwrap();
+        cmd.args(["--shell", "--", CONTENDER_BODY])
+            .arg(dir.path())
+            .stdin(Stdio::null());
+        Contender {
+            running: Some(Running::spawn_with_stderr(&mut cmd, log.into())),
+            dir,
+        }
+    }
+
+    /// As [`Contender::lockrun`], once its child runs.
+    pub fn holding(cmd: Command) -> Contender {
+        let c = Contender::lockrun(cmd);
+        c.wait_started("the holder");
+        c
+    }
+
+    /// Another client, given the folder its child's files go in.
+    pub fn other(make: impl FnOnce(&Path) -> Command) -> Contender {
+        let dir = scratch();
+        let cmd = make(dir.path());
+        Contender::start(cmd, dir)
+    }
+
+    fn start(mut cmd: Command, dir: tempfile::TempDir) -> Contender {
+        cmd.stdin(Stdio::null());
+        Contender {
+            running: Some(Running::spawn(&mut cmd)),
+            dir,
+        }
+    }
+
+    pub fn started(&self) -> bool {
+        self.dir.path().join("beat").exists()
+    }
+
+    pub fn wait_started(&self, what: &str) {
+        assert!(
+            wait_until(procs::deadline(), || self.started()),
+            "{what} never held"
+        );
+    }
+
+    /// Its child's timestamps, in ns.
+    pub fn beats(&self) -> Vec<u128> {
+        std::fs::read_to_string(self.dir.path().join("beat"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+
+    /// Its child's first and last timestamps.
+    pub fn span(&self) -> (u128, u128) {
+        let b = self.beats();
+        (b[0], *b.last().unwrap())
+    }
+
+    pub fn child_pid(&self) -> u32 {
+        let text = std::fs::read_to_string(self.dir.path().join("pid")).unwrap();
+        text.trim().parse().unwrap()
+    }
+
+    /// `LOCKRUN_LOCK_INDEX` of each hold, and the node where the engine
+    /// names one (else empty).
+    pub fn fences(&self) -> Vec<(u64, String)> {
+        std::fs::read_to_string(self.dir.path().join("fence"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let (f, node) = l.split_once(' ').unwrap_or((l, ""));
+                Some((f.trim().parse().ok()?, node.trim().to_owned()))
+            })
+            .collect()
+    }
+
+    /// Its log so far, for a [`Contender::lockrun_logged`].
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
+    }
+
+    /// Lets its child finish.
+    pub fn go(&self) {
+        std::fs::write(self.dir.path().join("go"), "").unwrap();
+    }
+
+    pub fn finish(&mut self) -> Output {
+        self.running.take().expect("running").finish()
+    }
+
+    pub fn signal(&self, signal: Signal) {
+        self.running.as_ref().expect("running").signal(signal);
+    }
+}

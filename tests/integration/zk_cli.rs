@@ -8,124 +8,57 @@
 //! measured with the children's own timestamps.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
+use crate::link::Link;
 use crate::procs::{self, pid_alive, wait_until};
-use crate::support::{assert_exit, bare, max_overlap, run, scratch, Running};
+use crate::support::{assert_exit, bare, max_overlap, run, Contender};
 use crate::zk_support::{self, TestZk};
 
-/// A child that notes its pid and fence, then writes the time every 10 ms
-/// until the test writes `go` (Curator's and kazoo's rivals do the same).
-const BODY: &str =
-    "echo $$ > \"$1/pid\"; echo \"$LOCKRUN_LOCK_INDEX $ZOOKEEPER_LOCK_NODE\" >> \"$1/fence\"; \
-    while [ ! -e \"$1/go\" ]; do date +%s%N >> \"$1/beat\"; sleep 0.01; done; \
-    date +%s%N >> \"$1/beat\"";
-
-/// A lockrun, Curator or kazoo run holding (or waiting for) a lock.
-struct Contender {
-    running: Option<Running>,
-    dir: tempfile::TempDir,
+/// A lockrun contender on ZooKeeper at `hosts`.
+fn zk_lockrun(hosts: &str, args: &[&str]) -> Contender {
+    Contender::lockrun(zk_support::lockrun(hosts, args))
 }
 
-impl Contender {
-    fn lockrun(hosts: &str, args: &[&str]) -> Contender {
-        let dir = scratch();
-        let mut cmd = bare(["--backend", "zookeeper", "--zk-hosts", hosts]);
-        cmd.args(args).args(["--shell", "--", BODY]).arg(dir.path());
-        Contender::start(cmd, dir)
-    }
+/// As [`zk_lockrun`], its log kept ([`Contender::log`]).
+fn zk_lockrun_logged(hosts: &str, args: &[&str]) -> Contender {
+    Contender::lockrun_logged(zk_support::lockrun(hosts, args))
+}
 
-    fn curator(hosts: &str, path: &str) -> Contender {
-        Contender::curator_with(hosts, path, &[])
-    }
+/// Curator's `InterProcessMutex` on `path`, as a contender.
+fn curator_rival(hosts: &str, path: &str) -> Contender {
+    curator_with(hosts, path, &[])
+}
 
-    /// `extra`: the semaphore's limit, for `InterProcessSemaphoreV2`.
-    fn curator_with(hosts: &str, path: &str, extra: &[&str]) -> Contender {
-        let dir = scratch();
+/// `extra`: the semaphore's limit, for `InterProcessSemaphoreV2`.
+fn curator_with(hosts: &str, path: &str, extra: &[&str]) -> Contender {
+    Contender::other(|dir| {
         let mut cmd = Command::new("java");
         cmd.args(["-Xmx64m", "-XX:TieredStopAtLevel=1", "-cp"])
             .arg(curator_classpath())
             .args(["CuratorRival", hosts, path])
-            .arg(dir.path())
+            .arg(dir)
             .args(extra);
-        Contender::start(cmd, dir)
-    }
+        cmd
+    })
+}
 
-    fn kazoo(hosts: &str, path: &str, mode: &str) -> Contender {
-        let dir = scratch();
+/// kazoo's `Lock` on `path` (`mode`: `default` or `extra`, with
+/// `extra_lock_patterns=["-lock-"]`), as a contender.
+fn kazoo_rival(hosts: &str, path: &str, mode: &str) -> Contender {
+    Contender::other(|dir| {
         let mut cmd = Command::new("python3");
         cmd.env("PYTHONPATH", kazoo_dir())
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/integration/zk/kazoo_rival.py"))
             .args([hosts, path])
-            .arg(dir.path())
+            .arg(dir)
             .arg(mode);
-        Contender::start(cmd, dir)
-    }
-
-    fn start(mut cmd: Command, dir: tempfile::TempDir) -> Contender {
-        cmd.stdin(Stdio::null());
-        Contender {
-            running: Some(Running::spawn(&mut cmd)),
-            dir,
-        }
-    }
-
-    fn started(&self) -> bool {
-        self.dir.path().join("beat").exists()
-    }
-
-    fn wait_started(&self, what: &str) {
-        assert!(
-            wait_until(procs::deadline(), || self.started()),
-            "{what} never held"
-        );
-    }
-
-    fn beats(&self) -> Vec<u128> {
-        std::fs::read_to_string(self.dir.path().join("beat"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.trim().parse().ok())
-            .collect()
-    }
-
-    fn span(&self) -> (u128, u128) {
-        let b = self.beats();
-        (b[0], *b.last().unwrap())
-    }
-
-    fn child_pid(&self) -> u32 {
-        let text = std::fs::read_to_string(self.dir.path().join("pid")).unwrap();
-        text.trim().parse().unwrap()
-    }
-
-    /// `LOCKRUN_LOCK_INDEX` and `ZOOKEEPER_LOCK_NODE` of each hold.
-    fn fences(&self) -> Vec<(u64, String)> {
-        std::fs::read_to_string(self.dir.path().join("fence"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| {
-                let (f, node) = l.split_once(' ')?;
-                Some((f.parse().ok()?, node.to_owned()))
-            })
-            .collect()
-    }
-
-    fn go(&self) {
-        std::fs::write(self.dir.path().join("go"), "").unwrap();
-    }
-
-    fn finish(&mut self) -> Output {
-        self.running.take().expect("running").finish()
-    }
-
-    fn signal(&self, signal: Signal) {
-        self.running.as_ref().expect("running").signal(signal);
-    }
+        cmd
+    })
 }
 
 /// Debian's Curator and ZooKeeper jars, and the folder of the compiled
@@ -257,13 +190,13 @@ fn one_after_the_other(
 fn zookeeper_curator_and_lockrun_exclude_each_other() {
     let hosts = zk_support::zk().addr.clone();
     let key = zk_support::unique("curator");
-    let mut curator = Contender::curator(&hosts, &format!("/{key}"));
+    let mut curator = curator_rival(&hosts, &format!("/{key}"));
     curator.wait_started("Curator");
-    let mut lockrun = Contender::lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
+    let mut lockrun = zk_lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
     one_after_the_other(&hosts, &key, &mut curator, &mut lockrun, "Curator first");
-    let mut lockrun = Contender::lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
+    let mut lockrun = zk_lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
     lockrun.wait_started("lockrun");
-    let mut curator = Contender::curator(&hosts, &format!("/{key}"));
+    let mut curator = curator_rival(&hosts, &format!("/{key}"));
     one_after_the_other(&hosts, &key, &mut lockrun, &mut curator, "lockrun first");
 }
 
@@ -271,26 +204,27 @@ fn zookeeper_curator_and_lockrun_exclude_each_other() {
 fn zookeeper_kazoo_with_lockruns_pattern_and_lockrun_exclude_each_other() {
     let hosts = zk_support::zk().addr.clone();
     let key = zk_support::unique("kazoo");
-    let mut kazoo = Contender::kazoo(&hosts, &format!("/{key}"), "extra");
+    let mut kazoo = kazoo_rival(&hosts, &format!("/{key}"), "extra");
     kazoo.wait_started("kazoo");
-    let mut lockrun = Contender::lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
+    let mut lockrun = zk_lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
     one_after_the_other(&hosts, &key, &mut kazoo, &mut lockrun, "kazoo first");
-    let mut lockrun = Contender::lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
+    let mut lockrun = zk_lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
     lockrun.wait_started("lockrun");
-    let mut kazoo = Contender::kazoo(&hosts, &format!("/{key}"), "extra");
+    let mut kazoo = kazoo_rival(&hosts, &format!("/{key}"), "extra");
     one_after_the_other(&hosts, &key, &mut lockrun, &mut kazoo, "lockrun first");
 }
 
 /// A default kazoo client (`__lock__` nodes, blind to Curator's) still
-/// keeps lockrun out, and lockrun says what the kazoo side must change.
+/// keeps lockrun out, and lockrun says what the kazoo side must change, once,
+/// at the default verbosity of a one-off run (it bears on the promise for
+/// Curator clients on the same lock).
 #[test]
 fn zookeeper_a_default_kazoo_rival_is_counted_and_warned_of() {
     let hosts = zk_support::zk().addr.clone();
     let key = zk_support::unique("kazoo-default");
-    let mut kazoo = Contender::kazoo(&hosts, &format!("/{key}"), "default");
+    let mut kazoo = kazoo_rival(&hosts, &format!("/{key}"), "default");
     kazoo.wait_started("kazoo");
-    // The warning is for the log: a one-off run shows errors alone.
-    let mut lockrun = Contender::lockrun(&hosts, &["-v", "elect", "--ttl", "4s", &key]);
+    let mut lockrun = zk_lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
     let (_, out) = one_after_the_other(
         &hosts,
         &key,
@@ -313,9 +247,9 @@ fn zookeeper_a_default_kazoo_rival_is_counted_and_warned_of() {
 fn zookeeper_a_frozen_holder_is_stopped_before_a_rival_holds() {
     let hosts = zk_support::zk().addr.clone();
     let key = zk_support::unique("frozen");
-    let mut holder = Contender::lockrun(&hosts, &["elect", "--ttl", "2s", &key]);
+    let mut holder = zk_lockrun(&hosts, &["elect", "--ttl", "2s", &key]);
     holder.wait_started("the holder");
-    let mut rival = Contender::lockrun(&hosts, &["elect", "--ttl", "2s", &key]);
+    let mut rival = zk_lockrun(&hosts, &["elect", "--ttl", "2s", &key]);
     wait_queued(&hosts, &key, 2);
     let child = holder.child_pid();
     let stopped = Instant::now();
@@ -355,7 +289,7 @@ fn zookeeper_fences_grow_across_holders_and_a_deleted_directory() {
                     .expect("the empty directory deleted")
             });
         }
-        let mut holder = Contender::lockrun(&hosts, &["elect", "--ttl", "2s", &key]);
+        let mut holder = zk_lockrun(&hosts, &["elect", "--ttl", "2s", &key]);
         holder.wait_started("a holder");
         holder.go();
         assert_exit(&holder.finish(), 0, "a holder", String::new);
@@ -392,20 +326,13 @@ fn zookeeper_ensemble_faults_keep_the_hold_where_they_can_and_never_overlap() {
     let members = zk_support::ensemble();
     let hosts = zk_support::hosts(&members);
     let key = zk_support::unique("ensemble");
-    let mut holder = Contender::lockrun(&hosts, &["-vv", "elect", "--ttl", "4s", &key]);
+    let mut holder = zk_lockrun(&hosts, &["-vv", "elect", "--ttl", "4s", &key]);
     holder.wait_started("the holder");
     let probe = |what: &str| {
-        let out = run(
-            bare(["--backend", "zookeeper", "--zk-hosts", &hosts]).args([
-                "elect",
-                "--no-wait",
-                "--ttl",
-                "4s",
-                &key,
-                "--",
-                "true",
-            ]),
-        );
+        let out = run(&mut zk_support::lockrun(
+            &hosts,
+            &["elect", "--no-wait", "--ttl", "4s", &key, "--", "true"],
+        ));
         assert_exit(&out, 75, what, String::new);
     };
 
@@ -446,7 +373,7 @@ fn zookeeper_ensemble_faults_keep_the_hold_where_they_can_and_never_overlap() {
     probe("the lock is held after the leader changed");
 
     // 3. The quorum lost: one of the two left stopped.
-    let mut rival = Contender::lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
+    let mut rival = zk_lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
     wait_queued(&hosts, &key, 2);
     let other = (0..3).find(|&i| i != leader).unwrap();
     let child = holder.child_pid();
@@ -471,6 +398,131 @@ fn zookeeper_ensemble_faults_keep_the_hold_where_they_can_and_never_overlap() {
     assert!(holder.fences()[0].0 < rival.fences()[0].0, "fences grow");
 }
 
+/// The holder's follower cut off (SIGSTOP) right after it answered a
+/// renewal's `sync`: the follower had noted the session's touch but not yet
+/// reported it to the leader (it does so in its answer to the leader's next
+/// ping, every half tick), so the leader counts the timeout from an older
+/// touch, and a rival on another member holds up to half a tick and a
+/// twelfth of the timeout sooner than the timeout after the renewal's send.
+/// With `--clock-rate-error 0.1%` the margin is a few tens of ms: only
+/// the budget's allowance for that gap (`--zk-tick-time`) stops the child
+/// before the rival holds. The holder is connected to that follower alone,
+/// so it cannot move on.
+#[test]
+fn zookeeper_a_follower_cut_off_after_a_renewal_stops_the_child_before_a_rival_holds() {
+    let members = zk_support::ensemble();
+    let leader = (0..3)
+        .find(|&i| members[i].mode().as_deref() == Some("leader"))
+        .expect("a leader");
+    let follower = (0..3).find(|&i| i != leader).unwrap();
+    let key = zk_support::unique("follower-gap");
+    let args = [
+        "-vv",
+        "elect",
+        "--ttl",
+        "6s",
+        "--clock-rate-error",
+        "0.1%",
+        "--kill-timeout",
+        "0s",
+        &key,
+    ];
+    let mut holder = zk_lockrun_logged(&members[follower].addr, &args);
+    holder.wait_started("the holder");
+    let mut rival = zk_lockrun(&members[leader].addr, &["elect", "--ttl", "6s", &key]);
+    wait_queued(&members[leader].addr, &key, 2);
+    // Right after the next renewal is answered (its log line), before the
+    // follower's next report to the leader.
+    let renewals = |h: &Contender| h.log().matches("lease renewed").count();
+    let before = renewals(&holder);
+    assert!(
+        wait_until(procs::deadline(), || renewals(&holder) > before),
+        "the holder never renewed: {}",
+        holder.log()
+    );
+    members[follower].signal(Signal::SIGSTOP);
+    let cut = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    rival.wait_started("the rival");
+    members[follower].signal(Signal::SIGCONT);
+    let out = holder.finish();
+    assert_exit(&out, 124, "the holder cut off", String::new);
+    rival.go();
+    assert_exit(&rival.finish(), 0, "the rival", String::new);
+    let (h, r) = (holder.span(), rival.span());
+    let ms = |t: u128| (t as i128 - cut as i128) / 1_000_000;
+    eprintln!(
+        "--ttl 6s, tick 200ms: the holder's child last ran {} ms after the cut, the rival first ran {} ms after it",
+        ms(h.1),
+        ms(r.0)
+    );
+    assert_eq!(max_overlap([h, r]), 1, "both ran at once: {h:?} {r:?}");
+}
+
+/// A create whose answer is lost (ZOOKEEPER-1262): the relay passes the
+/// create of lockrun's node on to the server, then holds everything back
+/// until the client gives up the silent connection and opens another, and
+/// drops the answer. The client fails the create with the reason it gave up
+/// (not `ConnectionLoss`, which lockrun alone looked for: it exited 125)
+/// and goes on with the same session; lockrun finds its node by its uuid and
+/// holds with it, where creating a second one would queue it behind its own
+/// first node for as long as the session lives.
+#[test]
+fn zookeeper_a_create_whose_answer_is_lost_holds_with_the_node_it_made() {
+    let zk = zk_support::zk();
+    let key = zk_support::unique("lost-create");
+    // The directory first, so that the create the relay lets through is
+    // the one that makes lockrun's node.
+    zk_support::with_client(&zk.addr, async |c| {
+        let options = zookeeper_client::CreateMode::Persistent
+            .with_acls(zookeeper_client::Acls::anyone_all());
+        c.mkdir(&format!("/{key}"), &options).await.unwrap()
+    });
+    let link = Link::new(&zk.addr);
+    link.freeze_after(&format!("{key}/_c_"));
+    let mut holder = zk_lockrun_logged(&link.http_addr(), &["-vv", "elect", "--ttl", "4s", &key]);
+    // The node is made, and the answer saying so is held in the relay.
+    wait_queued(&zk.addr, &key, 1);
+    let list = |hosts: &str, key: &str| {
+        zk_support::with_client(hosts, async |c| {
+            c.list_children(&format!("/{key}")).await.unwrap()
+        })
+    };
+    let made = list(&zk.addr, &key);
+    assert!(
+        wait_until(procs::deadline(), || link.held_answers() > 0),
+        "the create's answer never came back to the relay"
+    );
+    // The client gives up the silent server itself (a sixth of the
+    // timeout) and tries again: only then does the relay let it through,
+    // on a new connection, the old one cut with the answer in it.
+    assert!(
+        wait_until(procs::deadline(), || link.connections() > 1),
+        "the client never gave up the silent connection: {}",
+        holder.log()
+    );
+    link.thaw();
+    assert!(
+        wait_until(procs::deadline(), || holder.started()),
+        "the holder whose create's answer was lost never held: {}",
+        holder.log()
+    );
+    assert_eq!(
+        list(&zk.addr, &key),
+        made,
+        "one node of ours, the one the lost create made"
+    );
+    let node = &holder.fences()[0].1;
+    assert!(
+        node.ends_with(&made[0]),
+        "{node} is the node the lost create made: {made:?}"
+    );
+    holder.go();
+    assert_exit(&holder.finish(), 0, "the holder", String::new);
+}
+
 /// Curator's `InterProcessSemaphoreV2` and lockrun's semaphore share the
 /// layout: two of each, limit 2, never more than two children at once.
 #[test]
@@ -479,13 +531,13 @@ fn zookeeper_curator_semaphore_and_lockrun_share_the_limit() {
     let key = zk_support::unique("curator-sem");
     let path = format!("/{key}");
     // lockrun first, so that the limit is stored before Curator comes.
-    let first = Contender::lockrun(&hosts, &["semaphore", "--limit", "2", "--ttl", "4s", &key]);
+    let first = zk_lockrun(&hosts, &["semaphore", "--limit", "2", "--ttl", "4s", &key]);
     first.wait_started("the first lockrun");
-    let second = Contender::curator_with(&hosts, &path, &["2"]);
+    let second = curator_with(&hosts, &path, &["2"]);
     second.wait_started("Curator");
     let mut waiting = vec![
-        Contender::curator_with(&hosts, &path, &["2"]),
-        Contender::lockrun(&hosts, &["semaphore", "--limit", "2", "--ttl", "4s", &key]),
+        curator_with(&hosts, &path, &["2"]),
+        zk_lockrun(&hosts, &["semaphore", "--limit", "2", "--ttl", "4s", &key]),
     ];
     // Both queue: the admission lock and the leases say so.
     wait_queued(&hosts, &format!("{key}/locks"), 1);
@@ -578,6 +630,48 @@ fn zookeeper_bad_settings_are_one_line_and_write_nothing() {
             2,
             "at most 30s",
         ),
+        // The tick: none, empty, or one that leaves the grace no room.
+        (
+            vec![
+                "--zk-hosts".into(),
+                hosts.clone(),
+                "--ttl".into(),
+                "4s".into(),
+                "--zk-tick-time".into(),
+                "0s".into(),
+            ],
+            vec![],
+            2,
+            "not a tick",
+        ),
+        (
+            vec![
+                "--zk-hosts".into(),
+                hosts.clone(),
+                "--ttl".into(),
+                "4s".into(),
+                "--zk-tick-time".into(),
+                "".into(),
+            ],
+            vec![],
+            2,
+            "--zk-tick-time",
+        ),
+        (
+            vec![
+                "--zk-hosts".into(),
+                hosts.clone(),
+                "--ttl".into(),
+                "4s".into(),
+                "--zk-tick-time".into(),
+                "2s".into(),
+                "--kill-timeout".into(),
+                "3s".into(),
+            ],
+            vec![],
+            2,
+            "--ttl 4s and --zk-tick-time 2s",
+        ),
     ];
     for (flags, env, code, says) in cases {
         let mut cmd = bare(["--backend", "zookeeper"]);
@@ -636,7 +730,7 @@ fn zookeeper_bad_settings_are_one_line_and_write_nothing() {
 fn zookeeper_a_revoke_request_stops_the_holder_with_its_grace() {
     let hosts = zk_support::zk().addr.clone();
     let key = zk_support::unique("revoke");
-    let mut holder = Contender::lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
+    let mut holder = zk_lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
     holder.wait_started("the holder");
     let node = holder.fences()[0].1.clone();
     zk_support::with_client(&hosts, async |c| {

@@ -20,3 +20,18 @@ pub struct ZookeeperArgs {
     #[arg(long, global = true, hide_short_help = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub zk_auth_file: Option<PathBuf>,
 }
+
+/// The ensemble's tick, among `elect`'s and `semaphore`'s session flags:
+/// no client can read it, and it sets how late a follower passes our
+/// activity on to the leader.
+#[derive(Debug, Args)]
+pub struct ZkHoldArgs {
+    /// ZooKeeper: the ensemble's tickTime (zoo.cfg), which no client can read.
+    ///
+    /// A follower passes a client's requests on to the leader only every
+    /// half tick, so the session may expire that much sooner after a
+    /// renewal; lockrun stops COMMAND that much earlier. A longer tick than
+    /// the ensemble's is safe, a shorter one is not.
+    #[arg(long, value_parser = crate::duration::parse_duration, default_value = "2s", hide_short_help = true, value_name = "DURATION")]
+    pub zk_tick_time: std::time::Duration,
+}

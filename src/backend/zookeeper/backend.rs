@@ -1,7 +1,7 @@
 //! The zookeeper backend's registration: its flags, its part of the man
 //! page, and how a job gets its engine.
 
-use super::args::ZookeeperArgs;
+use super::args::{ZkHoldArgs, ZookeeperArgs};
 use super::config::{ZkConfig, ZkFlags};
 use super::{Zookeeper, DEFAULT_TTL};
 use crate::backend::{
@@ -33,9 +33,10 @@ const REGISTRATION: Registration = Registration {
     safety: &[Prose::Item(
         "zookeeper",
         "A rival may acquire when the session expires, the negotiated session timeout \
-         after the last request of lockrun's the ensemble received; no lock-delay exists. \
-         lockrun renews with a `sync` every third of the timeout and counts from the send \
-         time of the last one answered. A lost connection is jeopardy: the client moves to \
+         after the leader's last touch of it; no lock-delay exists. lockrun renews with a \
+         `sync` and counts from the send time of the last one answered, less half a tick \
+         (`--zk-tick-time`) and a twelfth of the timeout, which a follower may take to \
+         report the session to the leader. A lost connection is jeopardy: the client moves to \
          another server while the countdown runs. An expired session, lockrun's node \
          deleted (`lockrun release`) or failed authentication lets a rival hold at once, \
          so COMMAND gets SIGKILL at once.",
@@ -57,11 +58,12 @@ pub struct ZookeeperBackend(Zookeeper);
 
 impl Backend for ZookeeperBackend {
     type Args = ZookeeperArgs;
-    type HoldArgs = crate::backend::NoFlags;
+    type HoldArgs = ZkHoldArgs;
     type ReleaseArgs = crate::backend::NoFlags;
     type Engine = Zookeeper;
     type Inspect = Zookeeper;
-    type Plan = ();
+    /// The ensemble's tick (`--zk-tick-time`).
+    type Plan = std::time::Duration;
 
     const NAME: &'static str = "zookeeper";
     const REGISTRATION: Registration = REGISTRATION;
@@ -72,26 +74,28 @@ impl Backend for ZookeeperBackend {
 
     fn promise(_lock: bool, _ends_early: bool) -> PromiseText {
         PromiseText {
-            rival: "when the session expires: the negotiated timeout after the last request of ours the ensemble received",
+            rival: "when the session expires: the negotiated timeout after the leader's last touch of it, which trails our request by up to half a tick (--zk-tick-time) and a twelfth of the timeout when a follower passes it on",
             release: "`lockrun release` deletes the holder's node: a rival may hold the lock at once, so the holder sends SIGKILL at once (no grace period)",
             lost_state: "an expired session, our node deleted, or failed authentication: a rival may hold at once, so the command gets SIGKILL at once",
-            engine: &["ZooKeeper expires a session no earlier than the negotiated timeout after the last request it received, on the leader's monotonic clock"],
+            engine: &[
+                "ZooKeeper expires a session no earlier than the negotiated timeout after the leader's last touch of it, on the leader's monotonic clock",
+                "the ensemble's tickTime is at most --zk-tick-time: a follower reports a client's requests to the leader every half tick",
+            ],
         }
     }
 
 
-    /// A session timeout in whole seconds, and a budget with no delay
-    /// after it: a rival takes the lock as soon as the session expires.
+    /// A session timeout in whole seconds, and a budget in which a rival
+    /// may take the lock as soon as the session expires, which can come
+    /// [`super::touch_gap`] before the timeout has passed since our send
+    /// (a follower passes our requests on to the leader late).
     fn hold_rules(
         request: &HoldRequest<'_, Self::HoldArgs>,
         _env: &dyn Env,
-    ) -> Result<HoldRules<()>, Failure> {
+    ) -> Result<HoldRules<std::time::Duration>, Failure> {
         super::check_key(request.key).map_err(Failure::Usage)?;
-        crate::backend::rules::plain_lease(
-            request,
-            "a ZooKeeper session timeout",
-            "on ZooKeeper a rival takes the lock as soon as the session expires",
-        )
+        let tick = request.flags.zk_tick_time;
+        super::hold_rules(request, tick)
     }
 
     fn prepare(
@@ -110,8 +114,8 @@ impl Backend for ZookeeperBackend {
         )))
     }
 
-    fn engine(&self, (): ()) -> Result<Zookeeper, Failure> {
-        Ok(self.0.clone())
+    fn engine(&self, tick: std::time::Duration) -> Result<Zookeeper, Failure> {
+        Ok(self.0.clone().with_tick(tick))
     }
 
     fn inspect(&self, _look: &Look<'_, Self::ReleaseArgs>) -> Zookeeper {

@@ -45,7 +45,15 @@ impl ZkError {
                 why: format!("{what}: authentication failed (check ZOOKEEPER_AUTH or --zk-auth-file)"),
             },
             E::NoAuth => ZkError::Denied { what },
-            E::ConnectionLoss | E::Timeout | E::Throttled | E::SessionMoved | E::NoHosts => {
+            // A custom error on a request is the reason the client ended
+            // its connection with the request in flight (no answer within
+            // the connection timeout, an I/O error): a blip, as a loss is.
+            E::ConnectionLoss
+            | E::Timeout
+            | E::Throttled
+            | E::SessionMoved
+            | E::NoHosts
+            | E::Custom(_) => {
                 ZkError::Transient {
                     what,
                     cause: e.to_string(),

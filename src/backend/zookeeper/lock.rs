@@ -83,10 +83,13 @@ pub fn contenders(children: &[String]) -> Vec<Contender> {
 
 static KAZOO_WARNED: AtomicBool = AtomicBool::new(false);
 
-/// Says once per run that a default kazoo client contends on `dir`.
+/// Says once per run, at every verbosity but `-q`, that a default kazoo
+/// client contends on `dir`: Curator clients on the same lock do not see it,
+/// so both may hold at once, which only lockrun can tell.
 pub fn warn_of_kazoo(dir: &str, found: &[Contender]) {
     if found.iter().any(|c| c.writer == Writer::Kazoo) && !KAZOO_WARNED.swap(true, Ordering::Relaxed) {
         tracing::warn!(
+            target: crate::logging::SAFETY,
             "a kazoo client contends on `{dir}` with its default node names (`__lock__`): lockrun counts it, but Curator clients do not; kazoo clients on this path must pass extra_lock_patterns=[\"-lock-\"]"
         );
     }
@@ -133,9 +136,9 @@ pub async fn make_dirs(client: &zk::Client, path: &str) -> Result<(), ZkError> {
 }
 
 /// Our contender node, created in `dir` as `_c_<uuid>-<name><seq>`: its
-/// name and its stat. On a connection lost during the create, the
-/// directory is searched for our uuid before creating again (ZOOKEEPER-1262:
-/// the first create may have happened).
+/// name and its stat. On a connection lost during the create (closed, or
+/// given up as silent), the directory is searched for our uuid before
+/// creating again (ZOOKEEPER-1262: the first create may have happened).
 pub async fn enter(
     client: &zk::Client,
     dir: &str,
@@ -151,7 +154,10 @@ pub async fn enter(
         match client.create(&format!("{dir}/{protected}{name}"), data, &options).await {
             Ok((stat, seq)) => return Ok((format!("{protected}{name}{seq}"), stat)),
             Err(zk::Error::NoNode) if tries < 5 => make_dirs(client, dir).await?,
-            Err(zk::Error::ConnectionLoss) => {
+            // The connection ended with the create unanswered: by loss,
+            // or by the client giving up a silent server (a custom error
+            // saying so), each in-flight request failing with that cause.
+            Err(zk::Error::ConnectionLoss | zk::Error::Timeout | zk::Error::Custom(_)) => {
                 let found = riding_lost(client, dir, &protected).await?;
                 if let Some(found) = found {
                     return Ok(found);
@@ -194,7 +200,7 @@ async fn riding_lost(
                 };
             }
             Err(zk::Error::NoNode) => return Ok(None),
-            Err(zk::Error::ConnectionLoss) => {
+            Err(zk::Error::ConnectionLoss | zk::Error::Timeout | zk::Error::Custom(_)) => {
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await
             }
             Err(e) => return Err(ZkError::of(&format!("listing `{dir}`"), e)),
