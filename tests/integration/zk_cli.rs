@@ -315,7 +315,7 @@ fn member_serving(members: &[TestZk]) -> Option<usize> {
     })
 }
 
-/// A 3-member ensemble under a holder (`--ttl 4s`), one fault after the
+/// A 3-member ensemble under a holder (`--ttl 6s`), one fault after the
 /// other: the member it is connected to stopped (the client moves on, the
 /// hold is kept), the leader killed (a new one re-arms every session, the
 /// hold is kept), then the quorum lost (the child is stopped, and only then
@@ -326,12 +326,12 @@ fn zookeeper_ensemble_faults_keep_the_hold_where_they_can_and_never_overlap() {
     let members = zk_support::ensemble();
     let hosts = zk_support::hosts(&members);
     let key = zk_support::unique("ensemble");
-    let mut holder = zk_lockrun(&hosts, &["-vv", "elect", "--ttl", "4s", &key]);
+    let mut holder = zk_lockrun(&hosts, &["-vv", "elect", "--ttl", "6s", &key]);
     holder.wait_started("the holder");
     let probe = |what: &str| {
         let out = run(&mut zk_support::lockrun(
             &hosts,
-            &["elect", "--no-wait", "--ttl", "4s", &key, "--", "true"],
+            &["elect", "--no-wait", "--ttl", "6s", &key, "--", "true"],
         ));
         assert_exit(&out, 75, what, String::new);
     };
@@ -342,7 +342,7 @@ fn zookeeper_ensemble_faults_keep_the_hold_where_they_can_and_never_overlap() {
     members[on].signal(Signal::SIGSTOP);
     let beats = holder.beats().len();
     // Two session timeouts: the session would have been lost by now.
-    std::thread::sleep(Duration::from_secs(8));
+    std::thread::sleep(Duration::from_secs(12));
     assert!(
         holder.beats().len() > beats + 100,
         "the holder's child went on"
@@ -373,7 +373,7 @@ fn zookeeper_ensemble_faults_keep_the_hold_where_they_can_and_never_overlap() {
     probe("the lock is held after the leader changed");
 
     // 3. The quorum lost: one of the two left stopped.
-    let mut rival = zk_lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
+    let mut rival = zk_lockrun(&hosts, &["elect", "--ttl", "6s", &key]);
     wait_queued(&hosts, &key, 2);
     let other = (0..3).find(|&i| i != leader).unwrap();
     let child = holder.child_pid();
@@ -384,7 +384,7 @@ fn zookeeper_ensemble_faults_keep_the_hold_where_they_can_and_never_overlap() {
         "the child ran on without a quorum"
     );
     eprintln!(
-        "without a quorum the child was gone after {:?} (--ttl 4s)",
+        "without a quorum the child was gone after {:?} (--ttl 6s)",
         lost.elapsed()
     );
     members[other].signal(Signal::SIGCONT);
