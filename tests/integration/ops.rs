@@ -1167,3 +1167,66 @@ fn a_cut_off_holder_warns_its_job_before_the_stop_and_a_renewal_clears_it() {
     );
     link.thaw();
 }
+
+/// The attack review of #45 on ZooKeeper: any holder's sequencer wrote
+/// inside other locks' records (a permanent `lock-0000000000` node that
+/// wedged a lock, `__REVOKE__` into a live holder's node, a semaphore's
+/// records). Each is refused (2, one line, nothing written), the
+/// sequencer's own lock too, and a key beside them is written.
+#[test]
+fn put_writes_nothing_inside_a_lock_on_zookeeper() {
+    let place = Place::zookeeper("ops-put-records");
+    let Place::Zookeeper { hosts, .. } = &place else {
+        unreachable!()
+    };
+    let hosts = hosts.clone();
+    let (own, other, sem, fresh) = (
+        place.key("own"),
+        place.key("other"),
+        place.key("sem"),
+        place.key("fresh"),
+    );
+    let work = scratch();
+    let other_work = scratch();
+    let other_holder = place.hold(other_work.path(), "", &["elect", &other]);
+    let sem_work = scratch();
+    let sem_holder = place.hold(sem_work.path(), "", &["semaphore", "--limit", "2", &sem]);
+    let (holder, seq) = sequencer_of(&place, work.path(), &["elect", &own]);
+    let victim_node = crate::zk_support::with_client(&hosts, async |c| {
+        c.list_children(&format!("/{other}"))
+            .await
+            .unwrap()
+            .remove(0)
+    });
+    let planted = [
+        format!("{fresh}/lock-0000000000"),
+        format!("{fresh}/x__lock__0000000000"),
+        format!("{other}/{victim_node}"),
+        format!("{other}/data"),
+        format!("{sem}/leases/x"),
+        format!("{sem}/data"),
+        format!("{own}/data"),
+    ];
+    puts_are_refused(&place, &seq, &planted);
+    for key in &planted {
+        let found = crate::zk_support::with_client(&hosts, async |c| {
+            c.get_data(&format!("/{key}")).await.ok().map(|(v, _)| v)
+        });
+        assert_ne!(
+            found.as_deref(),
+            Some(&b"planted"[..]),
+            "`{key}` was written"
+        );
+    }
+    let data = place.key("beside/data");
+    let output = run(&mut place.lockrun(&["put", "--sequencer", &seq, &data, "v"]));
+    place.status(&output, 0, "put beside the locks");
+    for (running, dir) in [(other_holder, &other_work), (sem_holder, &sem_work)] {
+        std::fs::write(dir.path().join("go"), "").unwrap();
+        place.status(&running.finish(), 0, "a holder beside the puts");
+    }
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the sequencer's holder");
+    let output = run(&mut place.lockrun(&["elect", "--no-wait", &fresh, "--", "true"]));
+    place.status(&output, 0, "the fresh lock's first holder");
+}

@@ -904,42 +904,93 @@ impl Changes for ZkChanges {
 }
 
 impl Zookeeper {
+    /// Refuses a `put` KEY inside a lock's or semaphore's own records,
+    /// which would wedge, revoke or reconfigure it (#45): a path segment
+    /// shaped as a contender or lease node (`…lock-0000000007`, kazoo's
+    /// `__lock__`, `x-…-`, `…lease-…`), or under a node that has such
+    /// children, or a semaphore's prefix or anything under it (its `leases`
+    /// and `locks` children). One line, 2, nothing written.
+    async fn refuse_lock_records(client: &zk::Client, key: &str) -> Result<(), ZkError> {
+        let refuse = |what: String| {
+            Err(ZkError::Usage(format!(
+                "`{key}` is {what}; a write there would break that lock, so `put` refuses it: give data keys a prefix of their own"
+            )))
+        };
+        if let Some(segment) = key
+            .split('/')
+            .find(|s| lock::contender(s).is_some() || lease_seq(s).is_some())
+        {
+            return refuse(format!("shaped as a lock's contender node (`{segment}`)"));
+        }
+        let mut path = String::new();
+        for segment in key.split('/') {
+            path.push('/');
+            path.push_str(segment);
+            let children = match client.list_children(&path).await {
+                Ok(children) => children,
+                Err(zk::Error::NoNode) => return Ok(()),
+                Err(e) => return Err(ZkError::of(&format!("reading `{path}`"), e)),
+            };
+            if let Some(c) = lock::contenders(&children).first() {
+                return refuse(format!("inside the lock `{path}` (its contender `{}`)", c.name));
+            }
+            if children.iter().any(|c| c == "leases" || c == "locks") {
+                return refuse(format!("inside the semaphore `{path}` (its `leases` and `locks`)"));
+            }
+        }
+        Ok(())
+    }
+
     /// Writes `key` only while `holder`, a holder's node, still exists:
-    /// `multi(check(holder), setData(key))`, or a create when `key` is new.
+    /// `multi(check(holder), create(missing parents…), setData or create(key))`,
+    /// so a holder that has lost the lock writes nothing at all. A key
+    /// inside a lock's or semaphore's own records is refused first
+    /// ([`Zookeeper::refuse_lock_records`]).
     pub async fn fenced_put(&self, holder: &str, key: &str, value: &[u8]) -> Result<bool, ZkError> {
         check_key(key).map_err(ZkError::Usage)?;
         let client = self.looker().await?;
         let path = dir_of(key);
+        Self::refuse_lock_records(&client, key).await?;
         for _ in 0..3 {
             let exists = client
                 .check_stat(&path)
                 .await
                 .map_err(|e| ZkError::of(&format!("reading `{path}`"), e))?;
+            // The parents that do not exist yet, outermost first.
+            let mut missing = Vec::new();
             if exists.is_none() {
-                if let Some((parent, _)) = path.rsplit_once('/').filter(|(p, _)| !p.is_empty()) {
-                    let options = zk::CreateMode::Persistent.with_acls(client::open_acl());
-                    client
-                        .mkdir(parent, &options)
+                let mut parent = path.as_str();
+                while let Some((up, _)) = parent.rsplit_once('/').filter(|(p, _)| !p.is_empty()) {
+                    let there = client
+                        .check_stat(up)
                         .await
-                        .map_err(|e| ZkError::of(&format!("creating `{parent}`"), e))?;
+                        .map_err(|e| ZkError::of(&format!("reading `{up}`"), e))?;
+                    if there.is_some() {
+                        break;
+                    }
+                    missing.push(up.to_owned());
+                    parent = up;
                 }
+                missing.reverse();
             }
             let mut multi = client.new_multi_writer();
             let bad = |e: zk::Error| ZkError::of("building the fenced write", e);
+            let persistent = zk::CreateMode::Persistent.with_acls(client::open_acl());
             multi.add_check_version(holder, -1).map_err(bad)?;
+            for dir in &missing {
+                multi.add_create(dir, &[], &persistent).map_err(bad)?;
+            }
             match exists {
                 Some(_) => multi.add_set_data(&path, value, None).map_err(bad)?,
-                None => multi
-                    .add_create(&path, value, &zk::CreateMode::Persistent.with_acls(client::open_acl()))
-                    .map_err(bad)?,
+                None => multi.add_create(&path, value, &persistent).map_err(bad)?,
             }
             match multi.commit().await {
                 Ok(_) => return Ok(true),
                 Err(zk::MultiWriteError::OperationFailed { index: 0, .. }) => return Ok(false),
                 // Created or deleted meanwhile: look again.
                 Err(zk::MultiWriteError::OperationFailed {
-                    index: 1,
                     source: zk::Error::NodeExists | zk::Error::NoNode,
+                    ..
                 }) => continue,
                 Err(e) => return Err(ZkError::of(&format!("writing `{path}`"), e.into())),
             }
