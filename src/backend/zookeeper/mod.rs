@@ -950,7 +950,7 @@ impl Zookeeper {
         check_key(key).map_err(ZkError::Usage)?;
         let client = self.looker().await?;
         let path = dir_of(key);
-        Self::refuse_lock_records(&client, key).await?;
+        Self::refuse_lock_records(client, key).await?;
         for _ in 0..3 {
             let exists = client
                 .check_stat(&path)
