@@ -212,6 +212,41 @@ fn foreign_flags(matches: &ArgMatches, backend: BackendName) -> Result<(), Failu
     Ok(())
 }
 
+/// What `unit` carries from its own command line into the unit's: the
+/// backend, when it was chosen by `--backend` or `LOCKRUN_BACKEND` (the
+/// unit's environment has neither). A backend's own flag typed there
+/// would be lost, so it is refused with where to put it.
+fn outer_backend(matches: &ArgMatches, backend: BackendName) -> Result<Vec<String>, Failure> {
+    let mut levels = vec![matches];
+    while let Some((_, sub)) = levels[levels.len() - 1].subcommand() {
+        levels.push(sub);
+    }
+    for level in &levels {
+        for (id, _) in owned_flags() {
+            let typed = level
+                .try_get_raw(&id)
+                .ok()
+                .flatten()
+                .is_some_and(|_| level.value_source(&id) == Some(ValueSource::CommandLine));
+            if typed {
+                let flag = format!("--{}", id.replace('_', "-"));
+                return Err(Failure::Usage(format!(
+                    "{flag} before the `--` would not reach the unit; give it after `--`, in the command line the unit runs"
+                )));
+            }
+        }
+    }
+    let chosen = matches!(
+        matches.value_source("backend"),
+        Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+    );
+    Ok(if chosen {
+        vec!["--backend".into(), backend.to_string()]
+    } else {
+        Vec::new()
+    })
+}
+
 fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
     // A sequencer names the backend it was made on.
     let backend = match &cli.command {
@@ -228,7 +263,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> Result<Exit, Failure> {
         // Installing needs no engine, so no engine setting can stand in its way.
         Command::Completions(args) => install::completions(&args),
         Command::Man(args) => install::man(&args),
-        Command::Unit(args) => unit::run(&args),
+        Command::Unit(args) => unit::run(&args, &outer_backend(matches, backend)?),
         // Asking a running lockrun needs no engine either.
         Command::Status(args) => status::run(&args),
         command => with_backend(

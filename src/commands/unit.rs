@@ -17,8 +17,23 @@ use crate::exit::Exit;
 /// SIGTERM, waits the kill timeout, releases, and only then ends.
 const STOP_SLACK: Duration = Duration::from_secs(25);
 
-pub fn run(args: &UnitArgs) -> Result<Exit, Failure> {
-    let text = render(args, &exe()?)?;
+/// `backend`: `--backend X` as the unit's own command line chose it, put
+/// in front of the unit's words unless they choose one themselves.
+pub fn run(args: &UnitArgs, backend: &[String]) -> Result<Exit, Failure> {
+    let names_one = args
+        .command
+        .iter()
+        .take_while(|w| *w != "--")
+        .any(|w| w == "--backend" || w.to_string_lossy().starts_with("--backend="));
+    let mut args = UnitArgs {
+        description: args.description.clone(),
+        command: args.command.clone(),
+    };
+    if !names_one {
+        args.command
+            .splice(0..0, backend.iter().map(OsString::from));
+    }
+    let text = render(&args, &exe()?)?;
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(text.as_bytes())
@@ -129,9 +144,14 @@ pub fn render(args: &UnitArgs, exe: &str) -> Result<String, Failure> {
                     .into(),
             )),
             Some(d) => d.clone(),
+            // COMMAND's program, as `ps` would name it, not its last word.
             None => format!(
                 "{} under lockrun {subcommand} `{key}`",
-                words.last().map(String::as_str).unwrap_or(key)
+                words
+                    .get(at + 1)
+                    .and_then(|w| w.split_whitespace().next())
+                    .map(|w| w.rsplit('/').next().unwrap_or(w))
+                    .unwrap_or(key)
             ),
         };
     if description.chars().any(char::is_control) || description.ends_with('\\') {
@@ -282,7 +302,7 @@ mod tests {
             "\"/opt/my tools/lockrun\" --backend local --lock-dir elect elect k --campaign --notify=start -- date +%%s"
         );
         assert!(
-            text.contains("\nDescription=+%%s under lockrun elect `k`\n"),
+            text.contains("\nDescription=date under lockrun elect `k`\n"),
             "{text}"
         );
     }

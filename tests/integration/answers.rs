@@ -330,6 +330,62 @@ fn lockrun_unit_names_this_binary_and_passes_systemd_analyze() {
         describe(&bad, &refused, None)
     );
     assert_eq!(String::from_utf8_lossy(&refused.stderr).lines().count(), 1);
+
+    // The backend chosen for `unit` is the unit's (the attack review found
+    // it dropped: the unit ran on Consul); a backend's flag before the
+    // `--` would be lost, so it is refused with where it goes.
+    let exec_of = |cmd: &mut std::process::Command| -> String {
+        let output = run(cmd);
+        assert!(output.status.success(), "{}", describe(cmd, &output, None));
+        String::from_utf8(output.stdout)
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("ExecStart=").map(str::to_owned))
+            .expect("an ExecStart line")
+    };
+    let inner = ["--", "elect", "svc/x", "--", "/bin/true"];
+    let mut flag = std::process::Command::new(&ours);
+    flag.args(["--backend", "zookeeper", "unit"]).args(inner);
+    assert!(exec_of(&mut flag).contains(" --backend zookeeper elect svc/x "));
+    let mut after = std::process::Command::new(&ours);
+    after.args(["unit", "--backend", "etcd"]).args(inner);
+    assert!(exec_of(&mut after).contains(" --backend etcd elect svc/x "));
+    let mut variable = std::process::Command::new(&ours);
+    variable
+        .env("LOCKRUN_BACKEND", "local")
+        .arg("unit")
+        .args(inner);
+    assert!(exec_of(&mut variable).contains(" --backend local elect svc/x "));
+    let mut own = std::process::Command::new(&ours);
+    own.env("LOCKRUN_BACKEND", "local").args([
+        "unit",
+        "--",
+        "--backend",
+        "etcd",
+        "elect",
+        "svc/x",
+        "--",
+        "/bin/true",
+    ]);
+    let exec = exec_of(&mut own);
+    assert!(
+        exec.contains(" --backend etcd elect svc/x ") && !exec.contains("local"),
+        "{exec}"
+    );
+    let mut lost = std::process::Command::new(&ours);
+    lost.args(["--backend", "local", "--lock-dir", "/tmp", "unit"])
+        .args(inner);
+    let refused = run(&mut lost);
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "{}",
+        describe(&lost, &refused, None)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&refused.stderr).trim(),
+        "lockrun: --lock-dir before the `--` would not reach the unit; give it after `--`, in the command line the unit runs"
+    );
 }
 
 /// The README's install lines work on a fresh account: run in an empty
