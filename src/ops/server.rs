@@ -100,13 +100,45 @@ impl Bound {
     }
 }
 
+/// Whether `uid` is ours to trust with the socket: ours, or root's.
+fn trusted(uid: u32) -> bool {
+    uid == 0 || uid == nix::unistd::geteuid().as_raw()
+}
+
 fn bind_unix(path: &Path) -> Result<Bound, String> {
+    use std::os::unix::fs::MetadataExt;
     let shown = path.display();
+    // Another user who may write the socket's directory could put their
+    // own socket in its place and answer /leader for us: the directory is
+    // ours or root's, and shared only with the sticky bit (as /tmp).
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let dir = std::fs::metadata(parent).map_err(|e| {
+        format!(
+            "cannot use --status-addr `{shown}`: its directory `{}` ({}); pick another path",
+            parent.display(),
+            crate::host::io_reason(&e)
+        )
+    })?;
+    let shared = dir.mode() & 0o022 != 0 && dir.mode() & 0o1000 == 0;
+    if !trusted(dir.uid()) || shared {
+        return Err(format!(
+            "--status-addr `{shown}`: its directory `{}` is another user's or writable by others, who could replace the socket; use a directory of your own (e.g. $RUNTIME_DIRECTORY)",
+            parent.display()
+        ));
+    }
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         use std::os::unix::fs::FileTypeExt;
         if !meta.file_type().is_socket() {
             return Err(format!(
                 "--status-addr `{shown}` exists and is not a socket; remove it or pick another path"
+            ));
+        }
+        if !trusted(meta.uid()) {
+            return Err(format!(
+                "--status-addr `{shown}` is another user's socket; pick another path"
             ));
         }
         // A socket someone answers on is in use; one nobody answers on was

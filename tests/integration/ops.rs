@@ -608,11 +608,34 @@ fn bad_status_addresses_are_refused_before_anything_is_written_to_etcd() {
     let key = place.key("k");
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let busy = busy.local_addr().unwrap().to_string();
-    for (addr, says) in [
+    // A socket whose directory another user owns, or others may write
+    // without the sticky bit, could be replaced by theirs (attack review).
+    let dirs = scratch();
+    let foreign = dirs.path().join("foreign");
+    let shared = dirs.path().join("shared");
+    for dir in [&foreign, &shared] {
+        std::fs::create_dir(dir).unwrap();
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let as_root = nix::unistd::geteuid().is_root();
+    if as_root {
+        nix::unistd::chown(&foreign, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+    }
+    let (in_foreign, in_shared) = (
+        foreign.join("st.sock").display().to_string(),
+        shared.join("st.sock").display().to_string(),
+    );
+    let mut cases = vec![
         ("", "--status-addr is empty"),
         ("nowhere:port", "is not HOST:PORT"),
         (busy.as_str(), "is in use"),
-    ] {
+        (in_shared.as_str(), "writable by others"),
+    ];
+    if as_root {
+        cases.push((in_foreign.as_str(), "is another user's"));
+    }
+    for (addr, says) in cases {
         let output = run(&mut place.lockrun(&["elect", "--status-addr", addr, &key, "--", "true"]));
         place.status(&output, 2, &format!("--status-addr `{addr}`"));
         let stderr = String::from_utf8_lossy(&output.stderr);

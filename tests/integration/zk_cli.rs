@@ -576,7 +576,30 @@ fn zookeeper_bad_settings_are_one_line_and_write_nothing() {
     let key = zk_support::unique("bad");
     let closed = format!("127.0.0.1:{}", crate::procs::free_port());
     let no_chroot = format!("{hosts}/{}", zk_support::unique("no-chroot"));
+    // A password file others may read, and a FIFO (attack review).
+    let files = crate::support::scratch();
+    let open_auth = files.path().join("open-auth");
+    std::fs::write(&open_auth, "u:p\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&open_auth, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let fifo = files.path().join("fifo-auth");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let auth = |path: &Path| {
+        vec![
+            "--zk-hosts".to_string(),
+            hosts.clone(),
+            "--zk-auth-file".into(),
+            path.display().to_string(),
+        ]
+    };
     let cases: Vec<BadCase> = vec![
+        (
+            auth(&open_auth),
+            vec![],
+            125,
+            "readable or writable by others",
+        ),
+        (auth(&fifo), vec![], 125, "not a regular file"),
         (
             vec!["--zk-hosts".into(), "127.0.0.1".into()],
             vec![],

@@ -135,6 +135,26 @@ fn read_secret(path: &Path) -> Result<String, String> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| format!("cannot read --zk-auth-file {}: {e}", path.display()))?;
+    // A password file others may read or write is not a secret, nor ours
+    // (as libpq refuses a ~/.pgpass others can read); a FIFO or device
+    // would block or lie.
+    use std::os::unix::fs::MetadataExt;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read --zk-auth-file {}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "--zk-auth-file {} is not a regular file; give a file holding user:password",
+            path.display()
+        ));
+    }
+    let euid = nix::unistd::geteuid().as_raw();
+    if meta.mode() & 0o077 != 0 || (meta.uid() != euid && meta.uid() != 0) {
+        return Err(format!(
+            "--zk-auth-file {} is readable or writable by others, or another user's; make it yours with chmod 600",
+            path.display()
+        ));
+    }
     let mut text = String::new();
     (&mut file)
         .take(64 * 1024)
