@@ -359,6 +359,21 @@ pub trait Inspect {
         which: &Which,
     ) -> impl Future<Output = Result<Released<Self::Error>, Self::Error>>;
 
+    /// The keys and semaphore prefixes that may have holders at or under
+    /// `prefix` (`lockrun list`; the empty prefix is everything): each a
+    /// name `target_of` and `holders` then read, in any order, duplicates
+    /// allowed. Names whose holders the engine hides (a partial view) are
+    /// an error here or in `holders`, never left out.
+    fn names_under(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>, Self::Error>>;
+
+    /// Held locks whose name the engine does not keep, by the engine's own
+    /// id (PostgreSQL: an advisory lock `psql` took by number), each with
+    /// its holders; listed only when `lockrun list` is given no prefix,
+    /// since none of them is known to be under one.
+    fn unnamed(&self) -> impl Future<Output = Result<Vec<(String, Vec<Holder>)>, Self::Error>> {
+        async { Ok(Vec::new()) }
+    }
+
     /// The engine's own facts about `holder`, shown under `details` by
     /// `leader --json`: by default the holder's entry and slot.
     fn details(&self, holder: &Holder) -> serde_json::Value {

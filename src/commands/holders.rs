@@ -199,3 +199,149 @@ pub async fn release<I: Inspect>(inspect: &I, job: release::Job) -> Result<Exit,
     }
     Err(last.into())
 }
+
+/// One lock or semaphore `list` shows: by name, or (PostgreSQL) by the
+/// engine's id of a lock whose name it does not keep.
+enum Listed {
+    Named(Target, Vec<Holder>),
+    Unnamed(String, Vec<Holder>),
+}
+
+/// `lockrun list [PREFIX]`: every held lock and semaphore under the prefix,
+/// a table of holders, or one `leader --json` line per lock.
+pub async fn list<I: Inspect>(
+    inspect: &I,
+    backend: &str,
+    job: super::list::Job,
+) -> Result<Exit, Failure> {
+    let mut names = inspect.names_under(&job.prefix).await.map_err(Into::into)?;
+    names.retain(|n| super::list::is_under(n, &job.prefix));
+    names.sort();
+    names.dedup();
+    let mut listed = Vec::new();
+    let mut semaphores: Vec<String> = Vec::new();
+    for name in names {
+        // A semaphore's own entries are its slots, not locks of their own.
+        if semaphores.iter().any(|s| super::list::is_under(&name, s)) {
+            continue;
+        }
+        let target = inspect.target_of(&name).await.map_err(Into::into)?;
+        if let Target::Slot { prefix, .. } = &target {
+            semaphores.push(prefix.clone());
+        }
+        let holders = inspect.holders(&target).await.map_err(Into::into)?;
+        if !holders.is_empty() {
+            listed.push(Listed::Named(target, holders));
+        }
+    }
+    // Slots listed before their semaphore was known are left out too.
+    listed.retain(|l| match l {
+        Listed::Named(Target::Lock { key }, _) => !semaphores
+            .iter()
+            .any(|s| key != s && super::list::is_under(key, s)),
+        _ => true,
+    });
+    if job.prefix.is_empty() {
+        for (id, holders) in inspect.unnamed().await.map_err(Into::into)? {
+            listed.push(Listed::Unnamed(id, holders));
+        }
+    }
+    let out = if job.json {
+        let mut out = Vec::new();
+        for l in &listed {
+            match l {
+                Listed::Named(target, holders) => {
+                    out.extend(json_line(inspect, backend, target, holders))
+                }
+                Listed::Unnamed(id, holders) => {
+                    let value = json!({
+                        "key": null,
+                        "id": id,
+                        "backend": backend,
+                        "kind": "lock",
+                        "held": true,
+                        "limit": null,
+                        "holders": holders.iter().map(|h| holder_json(inspect, h)).collect::<Vec<_>>(),
+                    });
+                    out.extend(serde_json::to_vec(&value).expect("JSON serialises"));
+                    out.push(b'\n');
+                }
+            }
+        }
+        out
+    } else {
+        table(&listed)
+    };
+    write_stdout(&out);
+    if listed.is_empty() {
+        let under = if job.prefix.is_empty() {
+            String::new()
+        } else {
+            format!(" under `{}`", job.prefix)
+        };
+        crate::logging::note(&format!("nothing is held{under}"));
+        Ok(Exit::NotHeld)
+    } else {
+        Ok(Exit::Success)
+    }
+}
+
+/// The holders as a table: a header, then a row per holder, columns
+/// padded to their widest cell; `-` where the engine does not know.
+fn table(listed: &[Listed]) -> Vec<u8> {
+    let mut rows: Vec<[String; 8]> = vec![[
+        "KEY", "KIND", "SLOT", "HOLDER", "FENCE", "HOST", "PID", "SINCE",
+    ]
+    .map(String::from)];
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    for l in listed {
+        let (key, kind, holders) = match l {
+            Listed::Named(target, holders) => {
+                let kind = match target {
+                    Target::Lock { .. } => "lock".to_string(),
+                    Target::Slot { limit, .. } => format!("semaphore/{limit}"),
+                };
+                (target.name().to_string(), kind, holders)
+            }
+            Listed::Unnamed(id, holders) => (format!("(id {id})"), "lock".to_string(), holders),
+        };
+        for h in holders {
+            rows.push([
+                key.clone(),
+                kind.clone(),
+                or_dash(h.slot.map(|s| s.to_string())),
+                String::from_utf8_lossy(&h.label()).replace(['\n', '\t'], " "),
+                or_dash(h.fence.map(|f| f.to_string())),
+                or_dash(h.host.clone()),
+                or_dash(h.pid.map(|p| p.to_string())),
+                or_dash(
+                    h.since
+                        .map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+                ),
+            ]);
+        }
+    }
+    if rows.len() == 1 {
+        return Vec::new();
+    }
+    let mut widths = [0usize; 8];
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in &rows {
+        let mut line = String::new();
+        for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out.into_bytes()
+}

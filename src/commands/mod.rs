@@ -7,6 +7,7 @@ mod explain;
 mod holders;
 mod install;
 mod leader;
+mod list;
 mod put;
 mod release;
 mod semaphore;
@@ -274,6 +275,7 @@ impl Runner for Run {
             }
             Command::Leader(a) => Job::Leader(leader::prepare::<B>(a)?),
             Command::Release(a) => Job::Release(release::prepare(&pick, a)?),
+            Command::List(a) => Job::List(list::prepare::<B>(a)?),
             Command::Check(a) => Job::Check(check::prepare::<B>(&a.sequencer)?),
             Command::Put(a) => Job::Put(put::prepare::<B>(a)?),
             // Explaining contacts no engine: it validates and computes only.
@@ -284,7 +286,7 @@ impl Runner for Run {
         };
         if matches!(
             job,
-            Job::Leader(_) | Job::Release(_) | Job::Check(_) | Job::Put(_)
+            Job::Leader(_) | Job::List(_) | Job::Release(_) | Job::Check(_) | Job::Put(_)
         ) {
             // These handle no signal: an early one ends them as it always would.
             crate::signals::release_held();
@@ -303,6 +305,14 @@ impl Runner for Run {
                         json: job.args.json,
                     };
                     holders::leader(&backend.inspect(&look), B::NAME, job).await
+                }
+                Job::List(job) => {
+                    let look = Look::Leader {
+                        wait: None,
+                        watch: false,
+                        json: job.json,
+                    };
+                    holders::list(&backend.inspect(&look), B::NAME, job).await
                 }
                 Job::Release(job) => {
                     let look = Look::Release {
@@ -339,6 +349,7 @@ enum Job<P> {
     Elect(elect::Job, P),
     Semaphore(semaphore::Job, P),
     Leader(leader::Job),
+    List(list::Job),
     Release(release::Job),
     Check(check::Job),
     Put(put::Job),
@@ -352,7 +363,7 @@ impl<P> Job<P> {
         match self {
             Job::Elect(job, _) => job.fork_guard(lends),
             Job::Semaphore(job, _) => job.fork_guard(lends),
-            Job::Leader(_) | Job::Release(_) | Job::Check(_) | Job::Put(_) => {}
+            Job::Leader(_) | Job::List(_) | Job::Release(_) | Job::Check(_) | Job::Put(_) => {}
         }
     }
 
@@ -362,7 +373,7 @@ impl<P> Job<P> {
         match self {
             Job::Elect(job, _) => Some(job.ttl),
             Job::Semaphore(job, _) => Some(job.ttl),
-            Job::Leader(_) | Job::Release(_) | Job::Check(_) | Job::Put(_) => None,
+            Job::Leader(_) | Job::List(_) | Job::Release(_) | Job::Check(_) | Job::Put(_) => None,
         }
     }
 }

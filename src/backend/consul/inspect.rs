@@ -423,6 +423,28 @@ impl Inspect for Outside {
         })
     }
 
+    /// One listing of the prefix: every key a session holds (a lock, a
+    /// semaphore's contender, `consul lock`'s `KEY/.lock`) and every
+    /// semaphore record's prefix. A listing Consul filtered by ACL is an
+    /// error (read whole), never a shorter list.
+    async fn names_under(&self, prefix: &str) -> Result<Vec<String>, AcquireError> {
+        let (pairs, _) = self.client.kv_list(prefix, self.read()).await?;
+        let record = semaphore::record_key("");
+        Ok(pairs
+            .iter()
+            .filter_map(|p| {
+                let semaphore = p.flags == SEMAPHORE_FLAG
+                    && p.key.ends_with(&record)
+                    && p.key.len() > record.len();
+                if semaphore {
+                    Some(p.key[..p.key.len() - record.len()].to_string())
+                } else {
+                    p.holder().map(|_| p.key.clone())
+                }
+            })
+            .collect())
+    }
+
     async fn holders(&self, target: &Target) -> Result<Vec<Holder>, AcquireError> {
         let key = target.name();
         let pairs = self.listing(key).await?;
