@@ -266,3 +266,67 @@ fn a_job_past_max_time_exits_123_and_releases(place: &Place) {
     assert!(twice, "the campaigner's job did not run again: {output:?}");
 }
 on_every_backend!(a_job_past_max_time_exits_123_and_releases);
+
+/// `lockrun list PREFIX` (#43): nothing held is 1; then a lock and a
+/// semaphore slot under PREFIX are its rows and JSON lines, in the schema
+/// of `leader --json`, and a lock beside PREFIX (`PREFIXx`) is not.
+fn list_shows_what_is_held_under_a_prefix(place: &Place) {
+    let prefix = place.key("l");
+    let output = run(&mut place.lockrun(&["list", &prefix]));
+    place.status(&output, 1, "list of an empty prefix");
+    assert_eq!(stdout(&output), "", "{output:?}");
+    let (lock, sem, beside) = (
+        format!("{prefix}/a"),
+        format!("{prefix}/s"),
+        place.key("lx"),
+    );
+    let works = [scratch(), scratch(), scratch()];
+    let holders = [
+        place.hold(works[0].path(), "", &["elect", "--value", "lock-1", &lock]),
+        place.hold(
+            works[1].path(),
+            "",
+            &["semaphore", "--limit", "2", "--value", "slot-1", &sem],
+        ),
+        place.hold(
+            works[2].path(),
+            "",
+            &["elect", "--value", "beside", &beside],
+        ),
+    ];
+    let output = run(&mut place.lockrun(&["list", "--json", &prefix]));
+    place.status(&output, 0, "list --json while held");
+    let lines: Vec<serde_json::Value> = stdout(&output)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{output:?}");
+    let leader = run(&mut place.lockrun(&["leader", "--json", &lock]));
+    let leader: serde_json::Value = serde_json::from_str(&stdout(&leader)).unwrap();
+    assert_eq!(lines[0], leader, "list's line is leader's");
+    assert_eq!(lines[1]["key"], sem.as_str());
+    assert_eq!(lines[1]["kind"], "semaphore");
+    assert_eq!(lines[1]["limit"], 2);
+    assert_eq!(lines[1]["holders"][0]["value"], "slot-1");
+    let output = run(&mut place.lockrun(&["list", &prefix]));
+    place.status(&output, 0, "list while held");
+    let table = stdout(&output);
+    let rows: Vec<&str> = table.lines().collect();
+    assert!(rows[0].starts_with("KEY "), "{table}");
+    assert!(
+        rows[1].starts_with(&format!("{lock} ")) && rows[1].contains(" lock-1 "),
+        "{table}"
+    );
+    assert!(
+        rows[2].starts_with(&format!("{sem} ")) && rows[2].contains(" slot-1 "),
+        "{table}"
+    );
+    assert_eq!(rows.len(), 3, "{table}");
+    for (work, holder) in works.iter().zip(holders) {
+        std::fs::write(work.path().join("go"), "").unwrap();
+        place.status(&holder.finish(), 0, "a holder");
+    }
+    let output = run(&mut place.lockrun(&["list", &prefix]));
+    place.status(&output, 1, "list once all is released");
+}
+on_every_backend!(list_shows_what_is_held_under_a_prefix);

@@ -430,19 +430,25 @@ impl Inspect for Outside {
     async fn names_under(&self, prefix: &str) -> Result<Vec<String>, AcquireError> {
         let (pairs, _) = self.client.kv_list(prefix, self.read()).await?;
         let record = semaphore::record_key("");
-        Ok(pairs
-            .iter()
-            .filter_map(|p| {
-                let semaphore = p.flags == SEMAPHORE_FLAG
-                    && p.key.ends_with(&record)
-                    && p.key.len() > record.len();
-                if semaphore {
-                    Some(p.key[..p.key.len() - record.len()].to_string())
-                } else {
-                    p.holder().map(|_| p.key.clone())
+        let mut names = Vec::new();
+        for p in &pairs {
+            let semaphore =
+                p.flags == SEMAPHORE_FLAG && p.key.ends_with(&record) && p.key.len() > record.len();
+            if semaphore {
+                names.push(p.key[..p.key.len() - record.len()].to_string());
+            } else if p.holder().is_some() {
+                names.push(p.key.clone());
+                // A held entry may be a slot of a semaphore whose record
+                // this token cannot read (Consul before 1.11 filters it
+                // silently): its parent's look asks, and says so.
+                if !p.key.ends_with(&record) {
+                    if let Some((parent, _)) = p.key.rsplit_once('/') {
+                        names.push(parent.to_string());
+                    }
                 }
-            })
-            .collect())
+            }
+        }
+        Ok(names)
     }
 
     async fn holders(&self, target: &Target) -> Result<Vec<Holder>, AcquireError> {
