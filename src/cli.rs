@@ -563,6 +563,16 @@ pub struct WaitArgs {
     #[arg(short = 'E', long, default_value_t = 75, value_name = "STATUS",
           value_parser = clap::value_parser!(u8).range(0..=255))]
     pub conflict_exit_code: u8,
+    /// Take the lock from its holder (a semaphore's oldest slot), never overlapping.
+    ///
+    /// Asks the holder to release, as `lockrun release` does, waits until its
+    /// lockrun has exited (which it does once its command's whole tree is
+    /// gone; it exits 124), then acquires, and says whom it replaced. Only a
+    /// lockrun holder on this host whose pid the engine keeps can be
+    /// replaced: any other holder (a peer tool's, another host's, any Consul
+    /// holder) is one line and 125, and is left holding.
+    #[arg(long)]
+    pub replace: bool,
 }
 
 /// The command to run and how to stop it.

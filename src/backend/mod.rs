@@ -335,6 +335,25 @@ pub enum Which {
     All,
     /// The holders whose value is this.
     Value(String),
+    /// This holder, as `holders` read it (`--replace`): the one with its
+    /// entry, slot, value and pid.
+    Holder(Box<Holder>),
+}
+
+impl Which {
+    /// Whether `holder` is one of the chosen.
+    pub fn picks(&self, holder: &Holder) -> bool {
+        match self {
+            Which::All => true,
+            Which::Value(v) => holder.value.as_deref() == Some(v.as_str()),
+            Which::Holder(h) => {
+                holder.entry == h.entry
+                    && holder.slot == h.slot
+                    && holder.value == h.value
+                    && holder.pid == h.pid
+            }
+        }
+    }
 }
 
 /// The outside view of locks and slots.

@@ -345,3 +345,103 @@ fn table(listed: &[Listed]) -> Vec<u8> {
     }
     out.into_bytes()
 }
+
+/// `--replace`: takes `target` from its holder (a semaphore's oldest) in
+/// one step that never overlaps: only a lockrun on this host, whose exit
+/// we can see, is asked to release (as `lockrun release` asks), and we
+/// return once it has exited, which it does once its command's whole tree
+/// is gone. Returns the line that says whom it replaced; `None` when
+/// nobody held it. Anything else (a peer tool's holder, a lockrun on
+/// another host or whose pid the engine does not keep) is one line and
+/// 125 before anything is asked.
+pub async fn replace<I: Inspect>(
+    inspect: &I,
+    target: &Target,
+    deadline: Option<tokio::time::Instant>,
+) -> Result<Option<String>, Failure> {
+    let key = target.name();
+    let now = inspect.target_of(key).await.map_err(Into::into)?;
+    if std::mem::discriminant(&now) != std::mem::discriminant(target) {
+        // The acquisition says what is wrong, as without --replace.
+        return Ok(None);
+    }
+    let holders = inspect.holders(&now).await.map_err(Into::into)?;
+    let Some(victim) = holders
+        .iter()
+        .min_by_key(|h| (h.since.is_none(), h.since, h.fence, h.slot))
+        .cloned()
+    else {
+        return Ok(None);
+    };
+    let what = match victim.slot {
+        Some(slot) => format!("slot {slot} of `{key}`"),
+        None => format!("`{key}`"),
+    };
+    let label = String::from_utf8_lossy(&victim.label()).into_owned();
+    let here = crate::host::hostname();
+    let pid = match (&victim.value, victim.pid, victim.host.as_deref()) {
+        (Some(_), Some(pid), Some(host)) if host == here => pid,
+        (Some(_), Some(_), Some(host)) => {
+            return Err(Failure::Conflict(format!(
+                "--replace cannot take {what}: its holder {label} runs on {host}, where this lockrun cannot see its command end; run --replace on {host}, or lockrun release it there"
+            )))
+        }
+        _ => {
+            return Err(Failure::Conflict(format!(
+                "--replace cannot take {what}: its holder {label} is not a lockrun whose end this lockrun can see (a peer tool's, or the engine keeps no pid); stop it, or lockrun release it and wait"
+            )))
+        }
+    };
+    let Some(exited) = ProcessExit::open(pid)? else {
+        // Gone already: its lock went with it, or goes with its guard.
+        return Ok(None);
+    };
+    let released = inspect
+        .force_release(&now, &Which::Holder(Box::new(victim.clone())))
+        .await
+        .map_err(Into::into)?;
+    if let Some(e) = released.refused.into_iter().next() {
+        return Err(e.into());
+    }
+    let waited = exited.wait();
+    match deadline {
+        Some(at) => tokio::time::timeout_at(at, waited).await.map_err(|_| {
+            Failure::Conflict(format!(
+                "--replace asked the holder of {what} ({label}, lockrun pid {pid}) to release, and --timeout ran out before it exited"
+            ))
+        })?,
+        None => waited.await,
+    }?;
+    Ok(Some(format!(
+        "replaced {label} (lockrun pid {pid}) as the holder of {what}"
+    )))
+}
+
+/// A process whose exit we wait for through a pidfd, so a reused pid is
+/// never mistaken for it.
+struct ProcessExit {
+    fd: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+}
+
+impl ProcessExit {
+    /// `None` when `pid` has exited already.
+    fn open(pid: u32) -> Result<Option<ProcessExit>, Failure> {
+        let fd = match super::sys::pidfd_open(pid) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(None),
+            Err(e) => return Err(Failure::Internal(format!("cannot watch pid {pid} ({e})"))),
+        };
+        let fd = super::sys::register(fd)
+            .map_err(|e| Failure::Internal(format!("cannot watch pid {pid} ({e})")))?;
+        Ok(Some(ProcessExit { fd }))
+    }
+
+    /// Resolves once the process has exited.
+    async fn wait(&self) -> Result<(), Failure> {
+        self.fd
+            .readable()
+            .await
+            .map(|_| ())
+            .map_err(|e| Failure::Internal(format!("cannot watch a holder's exit ({e})")))
+    }
+}

@@ -12,6 +12,7 @@ mod put;
 mod release;
 mod semaphore;
 mod status;
+mod sys;
 mod unit;
 
 use std::ffi::OsString;
@@ -296,8 +297,14 @@ impl Runner for Run {
         runtime()?.block_on(async move {
             backend.ready().await?;
             match job {
-                Job::Elect(job, plan) => elect::run(&backend.engine(plan)?, job).await,
-                Job::Semaphore(job, plan) => semaphore::run(&backend.engine(plan)?, job).await,
+                Job::Elect(job, plan) => {
+                    replace_first(&backend, job.replacing()).await?;
+                    elect::run(&backend.engine(plan)?, job).await
+                }
+                Job::Semaphore(job, plan) => {
+                    replace_first(&backend, job.replacing()).await?;
+                    semaphore::run(&backend.engine(plan)?, job).await
+                }
                 Job::Leader(job) => {
                     let look = Look::Leader {
                         wait: job.wait,
@@ -334,6 +341,26 @@ impl Runner for Run {
             }
         })
     }
+}
+
+/// `--replace`: takes the target from its holder before acquiring, and
+/// says whom it replaced.
+async fn replace_first<B: Backend>(
+    backend: &B,
+    replacing: Option<(crate::backend::Target, Option<tokio::time::Instant>)>,
+) -> Result<(), Failure> {
+    let Some((target, deadline)) = replacing else {
+        return Ok(());
+    };
+    let look = Look::Leader {
+        wait: None,
+        watch: false,
+        json: false,
+    };
+    if let Some(line) = holders::replace(&backend.inspect(&look), &target, deadline).await? {
+        logging::say(&line);
+    }
+    Ok(())
 }
 
 /// One thread: every child is forked from the main thread, which lives as

@@ -483,8 +483,13 @@ impl Inspect for Outside {
     async fn force_release(
         &self,
         target: &Target,
-        _which: &Which,
+        which: &Which,
     ) -> Result<Released<AcquireError>, AcquireError> {
+        if let (Target::Slot { prefix, .. }, Which::Holder(_)) = (target, which) {
+            return Err(AcquireError::Conflict(format!(
+                "Consul frees a semaphore's slots together; free one slot of `{prefix}` with lockrun release --session ID"
+            )));
+        }
         match target {
             Target::Lock { key } => self.release_lock(key).await,
             Target::Slot { prefix, .. } => self.release_slots(prefix).await,

@@ -763,10 +763,8 @@ impl Inspect for Etcd {
         let (holders, _) = self.holders_at(target).await?;
         let mut chosen = Vec::new();
         for (holder, kv) in holders {
-            if let Which::Value(v) = which {
-                if holder.value.as_deref() != Some(v.as_str()) {
-                    continue;
-                }
+            if !which.picks(&holder) {
+                continue;
             }
             if kv.lease == 0 || kv.key != lock::contender_key(&prefix, kv.lease) {
                 return Err(EtcdError::NotAContender {

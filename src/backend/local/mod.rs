@@ -591,10 +591,7 @@ impl Inspect for Local {
         let chosen: Vec<_> = self
             .holders_with_facts(target)?
             .into_iter()
-            .filter(|(h, _)| match which {
-                Which::All => true,
-                Which::Value(v) => h.value.as_deref() == Some(v.as_str()),
-            })
+            .filter(|(h, _)| which.picks(h))
             .collect();
         // Every holder we can ask is asked, whatever the others are: a
         // flock(1) on one slot must not keep lockrun holders of the other

@@ -1349,10 +1349,8 @@ impl Inspect for Postgres {
         let mut asked = Vec::new();
         let mut refused = Vec::new();
         for (holder, pid) in holders {
-            if let Which::Value(v) = which {
-                if holder.value.as_deref() != Some(v.as_str()) {
-                    continue;
-                }
+            if !which.picks(&holder) {
+                continue;
             }
             let done = conn
                 .client

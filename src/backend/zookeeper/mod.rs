@@ -762,10 +762,8 @@ impl Inspect for Zookeeper {
         let mut asked = Vec::new();
         let mut refused = Vec::new();
         for holder in holders {
-            if let Which::Value(v) = which {
-                if holder.value.as_deref() != Some(v.as_str()) {
-                    continue;
-                }
+            if !which.picks(&holder) {
+                continue;
             }
             let Some(path) = holder.entry.clone() else { continue };
             match client.delete(&path, None).await {
