@@ -330,3 +330,72 @@ fn list_shows_what_is_held_under_a_prefix(place: &Place) {
     place.status(&output, 1, "list once all is released");
 }
 on_every_backend!(list_shows_what_is_held_under_a_prefix);
+
+/// `elect --replace` (#43) against a lockrun holder whose command started
+/// a daemon: the replacer's command starts only after the daemon's last
+/// beat (by their own timestamps), the replacer says whom it replaced, and
+/// the replaced holder exits 124. On Consul, which keeps no holder's pid,
+/// --replace cannot see the holder end: one line, 125, and the holder
+/// keeps the lock.
+fn replace_takes_the_lock_without_overlap(place: &Place) {
+    let key = place.key("replaced");
+    let work = scratch();
+    let mut cmd = place.lockrun(&[
+        "elect",
+        "--value",
+        "old-holder",
+        &key,
+        "--shell",
+        "--",
+        crate::contain::DAEMONIZE,
+    ]);
+    cmd.arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    crate::support::wait_for_file(&work.path().join("beat"));
+    let mark = work.path().join("replacer");
+    let mut cmd = place.lockrun(&[
+        "elect",
+        "--replace",
+        "--value",
+        "new-holder",
+        &key,
+        "--shell",
+        "--",
+        "date +%s%N > \"$1\"",
+    ]);
+    cmd.arg(&mark);
+    let output = run(&mut cmd);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    if let Place::Consul(..) = place {
+        place.status(&output, 125, "--replace of a Consul holder");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("--replace cannot take"), "{stderr}");
+        assert!(!mark.exists(), "the replacer's command ran");
+        let leader = run(&mut place.lockrun(&["leader", &key]));
+        assert_eq!(stdout(&leader), "old-holder\n");
+        run(&mut place.lockrun(&["release", &key]));
+        place.status(&holder.finish(), 124, "the released holder");
+        std::fs::write(work.path().join("go"), "").unwrap();
+        return;
+    }
+    place.status(&output, 0, "--replace");
+    assert!(
+        stderr.contains("replaced old-holder (lockrun pid "),
+        "{stderr}"
+    );
+    let held = holder.finish();
+    place.status(&held, 124, "the replaced holder");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    let started: u128 = std::fs::read_to_string(&mark)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let last = crate::places::last_beat(work.path());
+    assert!(
+        last < started,
+        "the replaced holder's daemon beat {} ms after the replacer's command started",
+        (last - started) / 1_000_000
+    );
+}
+on_every_backend!(replace_takes_the_lock_without_overlap);
