@@ -451,6 +451,17 @@ fn list_shows_an_etcdctl_lock_holder() {
         serde_json::Value::Null,
         "{output:?}"
     );
+    // --replace cannot see etcdctl's command end: one line, 125, and
+    // etcdctl keeps its lock (its lease is not revoked).
+    let output = run(&mut place.lockrun(&["elect", "--replace", &key, "--", "true"]));
+    place.status(&output, 125, "--replace of an etcdctl lock holder");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).lines().count(),
+        1,
+        "{output:?}"
+    );
+    let output = run(&mut place.lockrun(&["leader", &key]));
+    place.status(&output, 0, "leader after the refused --replace");
     std::fs::write(work.path().join("go"), "").unwrap();
     assert!(peer.finish().status.success());
     let output = run(&mut place.lockrun(&["list", &place.key("jobs")]));

@@ -441,6 +441,15 @@ fn list_shows_a_flock_holder_beside_lockrun() {
         rows[2].starts_with("jobs/peer ") && rows[2].contains("(not lockrun)"),
         "{table}"
     );
+    // --replace cannot see a flock(1) end: one line, 125, flock keeps it.
+    let output = run(&mut place.lockrun(&["elect", "--replace", "jobs/peer", "--", "true"]));
+    place.status(&output, 125, "--replace of a flock(1) holder");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).lines().count(),
+        1,
+        "{output:?}"
+    );
+    assert!(!flock_free(&file), "flock(1) lost its lock");
     flock.end();
     std::fs::write(work.path().join("go"), "").unwrap();
     place.status(&holder.finish(), 0, "the holder");

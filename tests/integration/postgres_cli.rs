@@ -633,5 +633,15 @@ fn list_shows_a_psql_lock_by_its_id() {
         1,
         "list under a prefix, where psql's lock cannot be told",
     );
+    // --replace may not end a psql session: one line, 125, psql keeps it.
+    let output = run(&mut place.lockrun(&["elect", "--replace", &key, "--", "true"]));
+    place.status(&output, 125, "--replace of a psql holder");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).lines().count(),
+        1,
+        "{output:?}"
+    );
+    let output = run(&mut place.lockrun(&["leader", &key]));
+    place.status(&output, 0, "leader after the refused --replace");
     drop(psql_holder);
 }

@@ -680,6 +680,24 @@ fn list_shows_a_curator_holder() {
         serde_json::Value::Null,
         "{output:?}"
     );
+    // --replace cannot ask Curator: one line, 125, Curator keeps its node.
+    let mut cmd = bare(["--backend", "zookeeper", "--zk-hosts", &hosts]);
+    let key = format!("{prefix}/c");
+    let output = run(cmd.args(["elect", "--replace", &key, "--", "true"]));
+    assert_exit(&output, 125, "--replace of a Curator holder", String::new);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).lines().count(),
+        1,
+        "{output:?}"
+    );
+    let mut cmd = bare(["--backend", "zookeeper", "--zk-hosts", &hosts]);
+    let output = run(cmd.args(["leader", &key]));
+    assert_exit(
+        &output,
+        0,
+        "leader after the refused --replace",
+        String::new,
+    );
     curator.go();
     assert!(curator.finish().status.success());
     let mut cmd = bare(["--backend", "zookeeper", "--zk-hosts", &hosts]);
