@@ -368,7 +368,16 @@ pub async fn replace<I: Inspect>(
     let holders = inspect.holders(&now).await.map_err(Into::into)?;
     let Some(victim) = holders
         .iter()
-        .min_by_key(|h| (h.since.is_none(), h.since, h.fence, h.slot))
+        // The oldest: a slot admitted later has a greater fence.
+        .min_by_key(|h| {
+            (
+                h.fence.is_none(),
+                h.fence,
+                h.since.is_none(),
+                h.since,
+                h.slot,
+            )
+        })
         .cloned()
     else {
         return Ok(None);

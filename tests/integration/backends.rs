@@ -399,3 +399,50 @@ fn replace_takes_the_lock_without_overlap(place: &Place) {
     );
 }
 on_every_backend!(replace_takes_the_lock_without_overlap);
+
+/// `semaphore --replace` (#43) takes the oldest slot: of two holders of a
+/// full semaphore, the first is replaced (124) and the second keeps its
+/// slot. Consul frees a semaphore's slots together, and keeps no pid: one
+/// line, 125, both keep theirs.
+fn replace_takes_a_semaphores_oldest_slot(place: &Place) {
+    let prefix = place.key("pool");
+    let works = [scratch(), scratch()];
+    let first = place.hold(
+        works[0].path(),
+        "",
+        &["semaphore", "--limit", "2", "--value", "first", &prefix],
+    );
+    let second = place.hold(
+        works[1].path(),
+        "",
+        &["semaphore", "--limit", "2", "--value", "second", &prefix],
+    );
+    let output = run(&mut place.lockrun(&[
+        "semaphore",
+        "--limit",
+        "2",
+        "--replace",
+        "--value",
+        "third",
+        &prefix,
+        "--",
+        "true",
+    ]));
+    let expected = if let Place::Consul(..) = place {
+        125
+    } else {
+        0
+    };
+    place.status(&output, expected, "semaphore --replace");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    if expected == 0 {
+        assert!(stderr.contains("replaced first "), "{stderr}");
+        place.status(&first.finish(), 124, "the oldest holder");
+    } else {
+        std::fs::write(works[0].path().join("go"), "").unwrap();
+        place.status(&first.finish(), 0, "the first holder");
+    }
+    std::fs::write(works[1].path().join("go"), "").unwrap();
+    place.status(&second.finish(), 0, "the second holder, left alone");
+}
+on_every_backend!(replace_takes_a_semaphores_oldest_slot);
