@@ -571,7 +571,7 @@ pub struct WaitArgs {
     /// lockrun holder on this host whose pid the engine keeps can be
     /// replaced: any other holder (a peer tool's, another host's, any Consul
     /// holder) is one line and 125, and is left holding.
-    #[arg(long)]
+    #[arg(long, hide_short_help = true)]
     pub replace: bool,
 }
 
