@@ -584,7 +584,7 @@ fn list_shows_consul_lock_holders() {
     let go = Go(work.path().join("go"));
     wait_for_file(&work.path().join("lock"));
     wait_for_file(&work.path().join("pool"));
-    let mut cmd = bare(&["list", "--json", "jobs"]);
+    let mut cmd = bare(["list", "--json", "jobs"]);
     cmd.env("CONSUL_HTTP_ADDR", &addr);
     let output = run(&mut cmd);
     assert_eq!(output.status.code(), Some(0), "{output:?}");
@@ -606,7 +606,7 @@ fn list_shows_consul_lock_holders() {
     drop(go);
     assert!(lock.finish().status.success());
     assert!(pool.finish().status.success());
-    let mut cmd = bare(&["list", "jobs"]);
+    let mut cmd = bare(["list", "jobs"]);
     cmd.env("CONSUL_HTTP_ADDR", &addr);
     let output = run(&mut cmd);
     assert_eq!(output.status.code(), Some(1), "{output:?}");
