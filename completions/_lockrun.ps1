@@ -52,6 +52,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('elect', 'elect', [CompletionResultType]::ParameterValue, 'Run COMMAND while holding the leader lock on KEY')
             [CompletionResult]::new('semaphore', 'semaphore', [CompletionResultType]::ParameterValue, 'Run COMMAND while holding one of N slots of the semaphore PREFIX')
             [CompletionResult]::new('leader', 'leader', [CompletionResultType]::ParameterValue, 'Print who holds the lock on KEY (or the semaphore PREFIX)')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'Print every held lock and semaphore under PREFIX, with its holders')
             [CompletionResult]::new('release', 'release', [CompletionResultType]::ParameterValue, 'Force-release the lock on KEY (or semaphore slots), from any host')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print the completion script for SHELL on stdout')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Write the man pages into DIR: lockrun(1) and one page per subcommand')
@@ -115,6 +116,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--no-checks', '--no-checks', [CompletionResultType]::ParameterName, 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)')
             [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once')
             [CompletionResult]::new('--no-wait', '--no-wait', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once')
+            [CompletionResult]::new('--replace', '--replace', [CompletionResultType]::ParameterName, 'Take the lock from its holder (a semaphore''s oldest slot), never overlapping')
             [CompletionResult]::new('--shell', '--shell', [CompletionResultType]::ParameterName, 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...')
             [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
@@ -178,6 +180,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--no-checks', '--no-checks', [CompletionResultType]::ParameterName, 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)')
             [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once')
             [CompletionResult]::new('--no-wait', '--no-wait', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once')
+            [CompletionResult]::new('--replace', '--replace', [CompletionResultType]::ParameterName, 'Take the lock from its holder (a semaphore''s oldest slot), never overlapping')
             [CompletionResult]::new('--shell', '--shell', [CompletionResultType]::ParameterName, 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...')
             [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
@@ -212,6 +215,36 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON object, the same schema on every backend: {"key", "backend", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [...]}; with --watch, one per line. A holder is {"value", "fence", "since", "since_unix", "host", "pid", "details"}, null where the engine does not know; "fence" is the holder''s LOCKRUN_LOCK_INDEX where it can be read back (a Consul lock''s ModifyIndex, not its LockIndex; an etcd lockrun holder; local), else null; "details" holds the engine''s own facts (Consul''s entry and session)')
             [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'Wait until there is a holder')
             [CompletionResult]::new('--watch', '--watch', [CompletionResultType]::ParameterName, 'Print a line at every change of holder until interrupted')
+            [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Nothing on stderr but fatal errors')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'lockrun;list' {
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'Where the locks live')
+            [CompletionResult]::new('--http-addr', '--http-addr', [CompletionResultType]::ParameterName, 'Consul agent: host:port, http://host:port or https://host:port')
+            [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'Read the ACL token from FILE')
+            [CompletionResult]::new('--ca-file', '--ca-file', [CompletionResultType]::ParameterName, 'CA certificate file to verify Consul''s TLS certificate')
+            [CompletionResult]::new('--ca-path', '--ca-path', [CompletionResultType]::ParameterName, 'Directory of CA certificates')
+            [CompletionResult]::new('--client-cert', '--client-cert', [CompletionResultType]::ParameterName, 'Client certificate for Consul''s verify_incoming')
+            [CompletionResult]::new('--client-key', '--client-key', [CompletionResultType]::ParameterName, 'Client key for Consul''s verify_incoming')
+            [CompletionResult]::new('--tls-server-name', '--tls-server-name', [CompletionResultType]::ParameterName, 'Server name to verify Consul''s certificate against (SNI)')
+            [CompletionResult]::new('--datacenter', '--datacenter', [CompletionResultType]::ParameterName, 'Datacenter to use (default: the agent''s)')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Enterprise namespace')
+            [CompletionResult]::new('--endpoints', '--endpoints', [CompletionResultType]::ParameterName, 'etcd: endpoints, comma-separated host:port or http(s)://host:port')
+            [CompletionResult]::new('--cacert', '--cacert', [CompletionResultType]::ParameterName, 'etcd: CA certificate file (else ETCDCTL_CACERT)')
+            [CompletionResult]::new('--cert', '--cert', [CompletionResultType]::ParameterName, 'etcd: client certificate file (else ETCDCTL_CERT)')
+            [CompletionResult]::new('--cert-key', '--cert-key', [CompletionResultType]::ParameterName, 'etcd: the client certificate''s key file (else ETCDCTL_KEY)')
+            [CompletionResult]::new('--dsn', '--dsn', [CompletionResultType]::ParameterName, 'postgres: a postgres:// URL or libpq `key=value` words')
+            [CompletionResult]::new('--zk-hosts', '--zk-hosts', [CompletionResultType]::ParameterName, 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot')
+            [CompletionResult]::new('--zk-auth-file', '--zk-auth-file', [CompletionResultType]::ParameterName, 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)')
+            [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON object per lock or semaphore, a line each, in the schema of `leader --json`; a PostgreSQL lock listed by its id has "key": null and its id under "id"')
             [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
@@ -517,6 +550,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--no-checks', '--no-checks', [CompletionResultType]::ParameterName, 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)')
             [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once')
             [CompletionResult]::new('--no-wait', '--no-wait', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once')
+            [CompletionResult]::new('--replace', '--replace', [CompletionResultType]::ParameterName, 'Take the lock from its holder (a semaphore''s oldest slot), never overlapping')
             [CompletionResult]::new('--shell', '--shell', [CompletionResultType]::ParameterName, 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...')
             [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
@@ -580,6 +614,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--no-checks', '--no-checks', [CompletionResultType]::ParameterName, 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)')
             [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once')
             [CompletionResult]::new('--no-wait', '--no-wait', [CompletionResultType]::ParameterName, 'Try once; if the lock is taken, exit 75 at once')
+            [CompletionResult]::new('--replace', '--replace', [CompletionResultType]::ParameterName, 'Take the lock from its holder (a semaphore''s oldest slot), never overlapping')
             [CompletionResult]::new('--shell', '--shell', [CompletionResultType]::ParameterName, 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...')
             [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More detail on stderr: -v lifecycle events, -vv HTTP requests')
@@ -609,6 +644,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('elect', 'elect', [CompletionResultType]::ParameterValue, 'Run COMMAND while holding the leader lock on KEY')
             [CompletionResult]::new('semaphore', 'semaphore', [CompletionResultType]::ParameterValue, 'Run COMMAND while holding one of N slots of the semaphore PREFIX')
             [CompletionResult]::new('leader', 'leader', [CompletionResultType]::ParameterValue, 'Print who holds the lock on KEY (or the semaphore PREFIX)')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'Print every held lock and semaphore under PREFIX, with its holders')
             [CompletionResult]::new('release', 'release', [CompletionResultType]::ParameterValue, 'Force-release the lock on KEY (or semaphore slots), from any host')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print the completion script for SHELL on stdout')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Write the man pages into DIR: lockrun(1) and one page per subcommand')
@@ -627,6 +663,9 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             break
         }
         'lockrun;help;leader' {
+            break
+        }
+        'lockrun;help;list' {
             break
         }
         'lockrun;help;release' {

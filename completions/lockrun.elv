@@ -49,6 +49,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand elect 'Run COMMAND while holding the leader lock on KEY'
             cand semaphore 'Run COMMAND while holding one of N slots of the semaphore PREFIX'
             cand leader 'Print who holds the lock on KEY (or the semaphore PREFIX)'
+            cand list 'Print every held lock and semaphore under PREFIX, with its holders'
             cand release 'Force-release the lock on KEY (or semaphore slots), from any host'
             cand completions 'Print the completion script for SHELL on stdout'
             cand man 'Write the man pages into DIR: lockrun(1) and one page per subcommand'
@@ -111,6 +112,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --no-checks 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
             cand -n 'Try once; if the lock is taken, exit 75 at once'
             cand --no-wait 'Try once; if the lock is taken, exit 75 at once'
+            cand --replace 'Take the lock from its holder (a semaphore''s oldest slot), never overlapping'
             cand --shell 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
             cand --allow-network-fs 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
             cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
@@ -173,6 +175,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --no-checks 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
             cand -n 'Try once; if the lock is taken, exit 75 at once'
             cand --no-wait 'Try once; if the lock is taken, exit 75 at once'
+            cand --replace 'Take the lock from its holder (a semaphore''s oldest slot), never overlapping'
             cand --shell 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
             cand --allow-network-fs 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
             cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
@@ -206,6 +209,35 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --json 'Print one JSON object, the same schema on every backend: {"key", "backend", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [...]}; with --watch, one per line. A holder is {"value", "fence", "since", "since_unix", "host", "pid", "details"}, null where the engine does not know; "fence" is the holder''s LOCKRUN_LOCK_INDEX where it can be read back (a Consul lock''s ModifyIndex, not its LockIndex; an etcd lockrun holder; local), else null; "details" holds the engine''s own facts (Consul''s entry and session)'
             cand --wait 'Wait until there is a holder'
             cand --watch 'Print a line at every change of holder until interrupted'
+            cand --allow-network-fs 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
+            cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+            cand --verbose 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+            cand -q 'Nothing on stderr but fatal errors'
+            cand --quiet 'Nothing on stderr but fatal errors'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'lockrun;list'= {
+            cand --backend 'Where the locks live'
+            cand --http-addr 'Consul agent: host:port, http://host:port or https://host:port'
+            cand --token-file 'Read the ACL token from FILE'
+            cand --ca-file 'CA certificate file to verify Consul''s TLS certificate'
+            cand --ca-path 'Directory of CA certificates'
+            cand --client-cert 'Client certificate for Consul''s verify_incoming'
+            cand --client-key 'Client key for Consul''s verify_incoming'
+            cand --tls-server-name 'Server name to verify Consul''s certificate against (SNI)'
+            cand --datacenter 'Datacenter to use (default: the agent''s)'
+            cand --namespace 'Enterprise namespace'
+            cand --endpoints 'etcd: endpoints, comma-separated host:port or http(s)://host:port'
+            cand --cacert 'etcd: CA certificate file (else ETCDCTL_CACERT)'
+            cand --cert 'etcd: client certificate file (else ETCDCTL_CERT)'
+            cand --cert-key 'etcd: the client certificate''s key file (else ETCDCTL_KEY)'
+            cand --dsn 'postgres: a postgres:// URL or libpq `key=value` words'
+            cand --zk-hosts 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot'
+            cand --zk-auth-file 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)'
+            cand --lock-dir 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`'
+            cand --log-format 'Format of lockrun''s own messages on stderr'
+            cand --json 'Print one JSON object per lock or semaphore, a line each, in the schema of `leader --json`; a PostgreSQL lock listed by its id has "key": null and its id under "id"'
             cand --allow-network-fs 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
             cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
             cand --verbose 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
@@ -502,6 +534,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --no-checks 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
             cand -n 'Try once; if the lock is taken, exit 75 at once'
             cand --no-wait 'Try once; if the lock is taken, exit 75 at once'
+            cand --replace 'Take the lock from its holder (a semaphore''s oldest slot), never overlapping'
             cand --shell 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
             cand --allow-network-fs 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
             cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
@@ -564,6 +597,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --no-checks 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
             cand -n 'Try once; if the lock is taken, exit 75 at once'
             cand --no-wait 'Try once; if the lock is taken, exit 75 at once'
+            cand --replace 'Take the lock from its holder (a semaphore''s oldest slot), never overlapping'
             cand --shell 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
             cand --allow-network-fs 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
             cand -v 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
@@ -588,6 +622,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand elect 'Run COMMAND while holding the leader lock on KEY'
             cand semaphore 'Run COMMAND while holding one of N slots of the semaphore PREFIX'
             cand leader 'Print who holds the lock on KEY (or the semaphore PREFIX)'
+            cand list 'Print every held lock and semaphore under PREFIX, with its holders'
             cand release 'Force-release the lock on KEY (or semaphore slots), from any host'
             cand completions 'Print the completion script for SHELL on stdout'
             cand man 'Write the man pages into DIR: lockrun(1) and one page per subcommand'
@@ -603,6 +638,8 @@ set edit:completion:arg-completer[lockrun] = {|@words|
         &'lockrun;help;semaphore'= {
         }
         &'lockrun;help;leader'= {
+        }
+        &'lockrun;help;list'= {
         }
         &'lockrun;help;release'= {
         }

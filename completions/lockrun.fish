@@ -56,6 +56,7 @@ complete -c lockrun -n "__fish_lockrun_needs_command" -s V -l version -d 'Print 
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "elect" -d 'Run COMMAND while holding the leader lock on KEY'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "semaphore" -d 'Run COMMAND while holding one of N slots of the semaphore PREFIX'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "leader" -d 'Print who holds the lock on KEY (or the semaphore PREFIX)'
+complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "list" -d 'Print every held lock and semaphore under PREFIX, with its holders'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "release" -d 'Force-release the lock on KEY (or semaphore slots), from any host'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "completions" -d 'Print the completion script for SHELL on stdout'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "man" -d 'Write the man pages into DIR: lockrun(1) and one page per subcommand'
@@ -147,6 +148,7 @@ json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l campaign -d 'After a loss, stop the child and campaign again instead of exiting 124'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l no-checks -d 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s n -l no-wait -d 'Try once; if the lock is taken, exit 75 at once'
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l replace -d 'Take the lock from its holder (a semaphore\'s oldest slot), never overlapping'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l shell -d 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
@@ -234,6 +236,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l log-format
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l no-checks -d 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s n -l no-wait -d 'Try once; if the lock is taken, exit 75 at once'
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l replace -d 'Take the lock from its holder (a semaphore\'s oldest slot), never overlapping'
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l shell -d 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
@@ -271,6 +274,35 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l allow-network
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -s q -l quiet -d 'Nothing on stderr but fatal errors'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
+etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
+local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
+postgres\t'PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)'
+zookeeper\t'Apache ZooKeeper (ephemeral sequential nodes in Curator\'s layout)'"
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l http-addr -d 'Consul agent: host:port, http://host:port or https://host:port' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l token-file -d 'Read the ACL token from FILE' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l ca-file -d 'CA certificate file to verify Consul\'s TLS certificate' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l ca-path -d 'Directory of CA certificates' -r -f -a "(__fish_complete_directories)"
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l client-cert -d 'Client certificate for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l client-key -d 'Client key for Consul\'s verify_incoming' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l tls-server-name -d 'Server name to verify Consul\'s certificate against (SNI)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l datacenter -d 'Datacenter to use (default: the agent\'s)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l namespace -d 'Enterprise namespace' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l endpoints -d 'etcd: endpoints, comma-separated host:port or http(s)://host:port' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l cacert -d 'etcd: CA certificate file (else ETCDCTL_CACERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l cert -d 'etcd: client certificate file (else ETCDCTL_CERT)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l cert-key -d 'etcd: the client certificate\'s key file (else ETCDCTL_KEY)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
+json\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l json -d 'Print one JSON object per lock or semaphore, a line each, in the schema of `leader --json`; a PostgreSQL lock listed by its id has "key": null and its id under "id"'
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -s q -l quiet -d 'Nothing on stderr but fatal errors'
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l session -d 'Only if this session holds it (for a semaphore: free this holder\'s slot)' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
@@ -589,6 +621,7 @@ json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l campaign -d 'After a loss, stop the child and campaign again instead of exiting 124'
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l no-checks -d 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -s n -l no-wait -d 'Try once; if the lock is taken, exit 75 at once'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l replace -d 'Take the lock from its holder (a semaphore\'s oldest slot), never overlapping'
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l shell -d 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
@@ -676,6 +709,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 json\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l no-checks -d 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -s n -l no-wait -d 'Try once; if the lock is taken, exit 75 at once'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l replace -d 'Take the lock from its holder (a semaphore\'s oldest slot), never overlapping'
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l shell -d 'Run COMMAND with /bin/sh -c; further arguments become $1, $2, ...'
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -s v -l verbose -d 'More detail on stderr: -v lifecycle events, -vv HTTP requests'
@@ -684,17 +718,18 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from help" -f -a "elect" -d 'Explain `lockrun elect` with these flags'
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from help" -f -a "semaphore" -d 'Explain `lockrun semaphore` with these flags'
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "elect" -d 'Run COMMAND while holding the leader lock on KEY'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "semaphore" -d 'Run COMMAND while holding one of N slots of the semaphore PREFIX'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "leader" -d 'Print who holds the lock on KEY (or the semaphore PREFIX)'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "release" -d 'Force-release the lock on KEY (or semaphore slots), from any host'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "completions" -d 'Print the completion script for SHELL on stdout'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "man" -d 'Write the man pages into DIR: lockrun(1) and one page per subcommand'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "unit" -d 'Print a systemd unit that runs this lockrun: the binary\'s own path'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "status" -d 'Exit 0 while this lockrun\'s lock is held with enough time left (for COMMAND)'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "check" -d 'Exit 0 only while the holder a sequencer names still holds its lock'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "put" -d 'Write KEY=VALUE into the engine only while a sequencer\'s holder holds its lock'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "explain" -d 'Print the timing promise that elect or semaphore would keep with these flags'
-complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader release completions man unit status check put explain help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader list release completions man unit status check put explain help" -f -a "elect" -d 'Run COMMAND while holding the leader lock on KEY'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader list release completions man unit status check put explain help" -f -a "semaphore" -d 'Run COMMAND while holding one of N slots of the semaphore PREFIX'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader list release completions man unit status check put explain help" -f -a "leader" -d 'Print who holds the lock on KEY (or the semaphore PREFIX)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader list release completions man unit status check put explain help" -f -a "list" -d 'Print every held lock and semaphore under PREFIX, with its holders'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader list release completions man unit status check put explain help" -f -a "release" -d 'Force-release the lock on KEY (or semaphore slots), from any host'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader list release completions man unit status check put explain help" -f -a "completions" -d 'Print the completion script for SHELL on stdout'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader list release completions man unit status check put explain help" -f -a "man" -d 'Write the man pages into DIR: lockrun(1) and one page per subcommand'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader list release completions man unit status check put explain help" -f -a "unit" -d 'Print a systemd unit that runs this lockrun: the binary\'s own path'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader list release completions man unit status check put explain help" -f -a "status" -d 'Exit 0 while this lockrun\'s lock is held with enough time left (for COMMAND)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader list release completions man unit status check put explain help" -f -a "check" -d 'Exit 0 only while the holder a sequencer names still holds its lock'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader list release completions man unit status check put explain help" -f -a "put" -d 'Write KEY=VALUE into the engine only while a sequencer\'s holder holds its lock'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader list release completions man unit status check put explain help" -f -a "explain" -d 'Print the timing promise that elect or semaphore would keep with these flags'
+complete -c lockrun -n "__fish_lockrun_using_subcommand help; and not __fish_seen_subcommand_from elect semaphore leader list release completions man unit status check put explain help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c lockrun -n "__fish_lockrun_using_subcommand help; and __fish_seen_subcommand_from explain" -f -a "elect" -d 'Explain `lockrun elect` with these flags'
 complete -c lockrun -n "__fish_lockrun_using_subcommand help; and __fish_seen_subcommand_from explain" -f -a "semaphore" -d 'Explain `lockrun semaphore` with these flags'

@@ -91,6 +91,24 @@ Examples:
 
 Exit status: 0 held, 1 not held, 125 error.")]
     Leader(LeaderArgs),
+    /// Print every held lock and semaphore under PREFIX, with its holders.
+    ///
+    /// One row per holder: the key (or semaphore prefix), its kind, the
+    /// holder as `leader` names it, its fence, host, pid and since, where the
+    /// engine knows them. Without PREFIX, every lock lockrun can see. Peer
+    /// tools' holders are listed too (`consul lock`, `etcdctl lock`,
+    /// `flock(1)`, Curator and kazoo); on PostgreSQL an advisory lock whose
+    /// key no lockrun holder names (a `psql` session's) is listed by its
+    /// 64-bit id, and only without PREFIX, since its key cannot be told.
+    #[command(after_help = "\
+Examples:
+  lockrun list
+  lockrun list jobs
+  lockrun list --json jobs | jq -r 'select(.held) | .key'
+
+Exit status: 0 something is held, 1 nothing is, 125 cannot tell (an error, or a
+view the engine filtered).")]
+    List(ListArgs),
     /// Force-release the lock on KEY (or semaphore slots), from any host.
     ///
     /// Works from any host. Prints whose lock it was; the holder's lockrun
@@ -545,6 +563,16 @@ pub struct WaitArgs {
     #[arg(short = 'E', long, default_value_t = 75, value_name = "STATUS",
           value_parser = clap::value_parser!(u8).range(0..=255))]
     pub conflict_exit_code: u8,
+    /// Take the lock from its holder (a semaphore's oldest slot), never overlapping.
+    ///
+    /// Asks the holder to release, as `lockrun release` does, waits until its
+    /// lockrun has exited (which it does once its command's whole tree is
+    /// gone; it exits 124), then acquires, and says whom it replaced. Only a
+    /// lockrun holder on this host whose pid the engine keeps can be
+    /// replaced: any other holder (a peer tool's, another host's, any Consul
+    /// holder) is one line and 125, and is left holding.
+    #[arg(long, hide_short_help = true)]
+    pub replace: bool,
 }
 
 /// The command to run and how to stop it.
@@ -693,6 +721,19 @@ pub struct LeaderArgs {
     /// Print a line at every change of holder until interrupted.
     #[arg(long)]
     pub watch: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only keys and prefixes at or under PREFIX (`jobs` lists `jobs` and
+    /// `jobs/...`).
+    #[arg(value_name = "PREFIX")]
+    pub prefix: Option<String>,
+    /// Print one JSON object per lock or semaphore, a line each, in the
+    /// schema of `leader --json`; a PostgreSQL lock listed by its id has
+    /// "key": null and its id under "id".
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

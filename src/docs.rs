@@ -660,7 +660,7 @@ const SUBCOMMAND_SEE_ALSO: &[Block] = &[P(
 fn see_also() -> String {
     let peers: Vec<&str> = BACKENDS.iter().map(|b| b.peer.page).collect();
     format!(
-        "lockrun-elect(1), lockrun-semaphore(1), lockrun-leader(1), lockrun-release(1), \
+        "lockrun-elect(1), lockrun-semaphore(1), lockrun-leader(1), lockrun-list(1), lockrun-release(1), \
          lockrun-completions(1), lockrun-man(1), {}, timeout(1).",
         peers.join(", ")
     )

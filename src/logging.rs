@@ -100,12 +100,34 @@ pub fn init(verbose: u8, quiet: bool, format: LogFormat, daemon: bool) -> Loggin
         && matches!(format, LogFormat::Text)
         && std::io::IsTerminal::is_terminal(&std::io::stderr());
     TERMINAL_NOTES.store(notes, std::sync::atomic::Ordering::Relaxed);
+    SAYS.store(!quiet, std::sync::atomic::Ordering::Relaxed);
     Logging { format, quiet }
 }
 
 /// Whether [`note`] writes: stderr is a terminal, and neither `-q` nor `-v`
 /// nor JSON logs were asked for.
 static TERMINAL_NOTES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether [`say`] writes: unless `-q`.
+static SAYS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// A line every run shows on stderr unless `-q`, whatever the verbosity:
+/// what lockrun did to someone else (`--replace` ended a holder).
+pub fn say(message: &str) {
+    if !SAYS.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let line = format!("lockrun: {message}\n").into_bytes();
+    match QUEUE.get() {
+        Some(queue) => {
+            queue.push(line, true);
+            queue.flush(FLUSH_PATIENCE);
+        }
+        None => {
+            let _ = std::io::stderr().lock().write_all(&line);
+        }
+    }
+}
 
 /// A one-line result for a person at a terminal, where a run that ends
 /// with no word (`leader` finding no holder, `-n` on a held lock) leaves

@@ -336,6 +336,25 @@ pub enum Which {
     All,
     /// The holders whose value is this.
     Value(String),
+    /// This holder, as `holders` read it (`--replace`): the one with its
+    /// entry, slot, value and pid.
+    Holder(Box<Holder>),
+}
+
+impl Which {
+    /// Whether `holder` is one of the chosen.
+    pub fn picks(&self, holder: &Holder) -> bool {
+        match self {
+            Which::All => true,
+            Which::Value(v) => holder.value.as_deref() == Some(v.as_str()),
+            Which::Holder(h) => {
+                holder.entry == h.entry
+                    && holder.slot == h.slot
+                    && holder.value == h.value
+                    && holder.pid == h.pid
+            }
+        }
+    }
 }
 
 /// The outside view of locks and slots.
@@ -359,6 +378,21 @@ pub trait Inspect {
         target: &Target,
         which: &Which,
     ) -> impl Future<Output = Result<Released<Self::Error>, Self::Error>>;
+
+    /// The keys and semaphore prefixes that may have holders at or under
+    /// `prefix` (`lockrun list`; the empty prefix is everything): each a
+    /// name `target_of` and `holders` then read, in any order, duplicates
+    /// allowed. Names whose holders the engine hides (a partial view) are
+    /// an error here or in `holders`, never left out.
+    fn names_under(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>, Self::Error>>;
+
+    /// Held locks whose name the engine does not keep, by the engine's own
+    /// id (PostgreSQL: an advisory lock `psql` took by number), each with
+    /// its holders; listed only when `lockrun list` is given no prefix,
+    /// since none of them is known to be under one.
+    fn unnamed(&self) -> impl Future<Output = Result<Vec<(String, Vec<Holder>)>, Self::Error>> {
+        async { Ok(Vec::new()) }
+    }
 
     /// The engine's own facts about `holder`, shown under `details` by
     /// `leader --json`: by default the holder's entry and slot.

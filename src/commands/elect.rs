@@ -17,6 +17,8 @@ pub struct Job {
     service: hold::Service,
     /// The first round's guard, forked before the runtime started.
     guard: Option<crate::child::Forked>,
+    /// `--replace`: take it from its holder first.
+    replace: bool,
 }
 
 impl Job {
@@ -24,6 +26,19 @@ impl Job {
     /// [`hold::fork_guard`]).
     pub fn fork_guard(&mut self, lends: bool) {
         self.guard = hold::fork_guard(&self.config, &self.service, lends);
+    }
+
+    /// What `--replace` takes from its holder first, and by when (the
+    /// deadline of `--timeout`); `None` without `--replace`.
+    pub fn replacing(&self) -> Option<(Target, Option<tokio::time::Instant>)> {
+        self.replace.then(|| {
+            (
+                Target::Lock {
+                    key: self.key.clone(),
+                },
+                self.config.deadline().deadline(),
+            )
+        })
     }
 }
 
@@ -38,6 +53,11 @@ pub fn prepare<B: Backend>(
     if args.campaign && args.wait.no_wait {
         return Err(Failure::Usage(
             "--campaign waits for the lock for as long as it runs, and --no-wait tries once; drop --no-wait for a daemon, or --campaign for a one-off run".into(),
+        ));
+    }
+    if args.campaign && args.wait.replace {
+        return Err(Failure::Usage(
+            "--campaign waits its turn as a daemon, and --replace takes the lock from its holder once; drop one of them".into(),
         ));
     }
     let (config, plan) = config::hold(
@@ -63,6 +83,7 @@ pub fn prepare<B: Backend>(
         ttl: args.session.ttl,
         service,
         guard: None,
+        replace: args.wait.replace,
     };
     Ok((job, plan))
 }

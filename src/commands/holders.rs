@@ -199,3 +199,258 @@ pub async fn release<I: Inspect>(inspect: &I, job: release::Job) -> Result<Exit,
     }
     Err(last.into())
 }
+
+/// One lock or semaphore `list` shows: by name, or (PostgreSQL) by the
+/// engine's id of a lock whose name it does not keep.
+enum Listed {
+    Named(Target, Vec<Holder>),
+    Unnamed(String, Vec<Holder>),
+}
+
+/// `lockrun list [PREFIX]`: every held lock and semaphore under the prefix,
+/// a table of holders, or one `leader --json` line per lock.
+pub async fn list<I: Inspect>(
+    inspect: &I,
+    backend: &str,
+    job: super::list::Job,
+) -> Result<Exit, Failure> {
+    let mut names = inspect.names_under(&job.prefix).await.map_err(Into::into)?;
+    names.retain(|n| super::list::is_under(n, &job.prefix));
+    names.sort();
+    names.dedup();
+    let mut listed = Vec::new();
+    let mut semaphores: Vec<String> = Vec::new();
+    for name in names {
+        // A semaphore's own entries are its slots, not locks of their own.
+        if semaphores.iter().any(|s| super::list::is_under(&name, s)) {
+            continue;
+        }
+        let target = inspect.target_of(&name).await.map_err(Into::into)?;
+        if let Target::Slot { prefix, .. } = &target {
+            semaphores.push(prefix.clone());
+        }
+        let holders = inspect.holders(&target).await.map_err(Into::into)?;
+        if !holders.is_empty() {
+            listed.push(Listed::Named(target, holders));
+        }
+    }
+    // Slots listed before their semaphore was known are left out too.
+    listed.retain(|l| match l {
+        Listed::Named(Target::Lock { key }, _) => !semaphores
+            .iter()
+            .any(|s| key != s && super::list::is_under(key, s)),
+        _ => true,
+    });
+    if job.prefix.is_empty() {
+        for (id, holders) in inspect.unnamed().await.map_err(Into::into)? {
+            listed.push(Listed::Unnamed(id, holders));
+        }
+    }
+    let out = if job.json {
+        let mut out = Vec::new();
+        for l in &listed {
+            match l {
+                Listed::Named(target, holders) => {
+                    out.extend(json_line(inspect, backend, target, holders))
+                }
+                Listed::Unnamed(id, holders) => {
+                    let value = json!({
+                        "key": null,
+                        "id": id,
+                        "backend": backend,
+                        "kind": "lock",
+                        "held": true,
+                        "limit": null,
+                        "holders": holders.iter().map(|h| holder_json(inspect, h)).collect::<Vec<_>>(),
+                    });
+                    out.extend(serde_json::to_vec(&value).expect("JSON serialises"));
+                    out.push(b'\n');
+                }
+            }
+        }
+        out
+    } else {
+        table(&listed)
+    };
+    write_stdout(&out);
+    if listed.is_empty() {
+        let under = if job.prefix.is_empty() {
+            String::new()
+        } else {
+            format!(" under `{}`", job.prefix)
+        };
+        crate::logging::note(&format!("nothing is held{under}"));
+        Ok(Exit::NotHeld)
+    } else {
+        Ok(Exit::Success)
+    }
+}
+
+/// The holders as a table: a header, then a row per holder, columns
+/// padded to their widest cell; `-` where the engine does not know.
+fn table(listed: &[Listed]) -> Vec<u8> {
+    let mut rows: Vec<[String; 8]> = vec![[
+        "KEY", "KIND", "SLOT", "HOLDER", "FENCE", "HOST", "PID", "SINCE",
+    ]
+    .map(String::from)];
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    for l in listed {
+        let (key, kind, holders) = match l {
+            Listed::Named(target, holders) => {
+                let kind = match target {
+                    Target::Lock { .. } => "lock".to_string(),
+                    Target::Slot { limit, .. } => format!("semaphore/{limit}"),
+                };
+                (target.name().to_string(), kind, holders)
+            }
+            Listed::Unnamed(id, holders) => (format!("(id {id})"), "lock".to_string(), holders),
+        };
+        for h in holders {
+            rows.push([
+                key.clone(),
+                kind.clone(),
+                or_dash(h.slot.map(|s| s.to_string())),
+                String::from_utf8_lossy(&h.label()).replace(['\n', '\t'], " "),
+                or_dash(h.fence.map(|f| f.to_string())),
+                or_dash(h.host.clone()),
+                or_dash(h.pid.map(|p| p.to_string())),
+                or_dash(
+                    h.since
+                        .map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+                ),
+            ]);
+        }
+    }
+    if rows.len() == 1 {
+        return Vec::new();
+    }
+    let mut widths = [0usize; 8];
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in &rows {
+        let mut line = String::new();
+        for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out.into_bytes()
+}
+
+/// `--replace`: takes `target` from its holder (a semaphore's oldest) in
+/// one step that never overlaps: only a lockrun on this host, whose exit
+/// we can see, is asked to release (as `lockrun release` asks), and we
+/// return once it has exited, which it does once its command's whole tree
+/// is gone. Returns the line that says whom it replaced; `None` when
+/// nobody held it. Anything else (a peer tool's holder, a lockrun on
+/// another host or whose pid the engine does not keep) is one line and
+/// 125 before anything is asked.
+pub async fn replace<I: Inspect>(
+    inspect: &I,
+    target: &Target,
+    deadline: Option<tokio::time::Instant>,
+) -> Result<Option<String>, Failure> {
+    let key = target.name();
+    let now = inspect.target_of(key).await.map_err(Into::into)?;
+    if std::mem::discriminant(&now) != std::mem::discriminant(target) {
+        // The acquisition says what is wrong, as without --replace.
+        return Ok(None);
+    }
+    let holders = inspect.holders(&now).await.map_err(Into::into)?;
+    let Some(victim) = holders
+        .iter()
+        // The oldest: a slot admitted later has a greater fence.
+        .min_by_key(|h| {
+            (
+                h.fence.is_none(),
+                h.fence,
+                h.since.is_none(),
+                h.since,
+                h.slot,
+            )
+        })
+        .cloned()
+    else {
+        return Ok(None);
+    };
+    let what = match victim.slot {
+        Some(slot) => format!("slot {slot} of `{key}`"),
+        None => format!("`{key}`"),
+    };
+    let label = String::from_utf8_lossy(&victim.label()).into_owned();
+    let here = crate::host::hostname();
+    let pid = match (&victim.value, victim.pid, victim.host.as_deref()) {
+        (Some(_), Some(pid), Some(host)) if host == here => pid,
+        (Some(_), Some(_), Some(host)) => {
+            return Err(Failure::Conflict(format!(
+                "--replace cannot take {what}: its holder {label} runs on {host}, where this lockrun cannot see its command end; run --replace on {host}, or lockrun release it there"
+            )))
+        }
+        _ => {
+            return Err(Failure::Conflict(format!(
+                "--replace cannot take {what}: its holder {label} is not a lockrun whose end this lockrun can see (a peer tool's, or the engine keeps no pid); stop it, or lockrun release it and wait"
+            )))
+        }
+    };
+    let Some(exited) = ProcessExit::open(pid)? else {
+        // Gone already: its lock went with it, or goes with its guard.
+        return Ok(None);
+    };
+    let released = inspect
+        .force_release(&now, &Which::Holder(Box::new(victim.clone())))
+        .await
+        .map_err(Into::into)?;
+    if let Some(e) = released.refused.into_iter().next() {
+        return Err(e.into());
+    }
+    let waited = exited.wait();
+    match deadline {
+        Some(at) => tokio::time::timeout_at(at, waited).await.map_err(|_| {
+            Failure::Conflict(format!(
+                "--replace asked the holder of {what} ({label}, lockrun pid {pid}) to release, and --timeout ran out before it exited"
+            ))
+        })?,
+        None => waited.await,
+    }?;
+    Ok(Some(format!(
+        "replaced {label} (lockrun pid {pid}) as the holder of {what}"
+    )))
+}
+
+/// A process whose exit we wait for through a pidfd, so a reused pid is
+/// never mistaken for it.
+struct ProcessExit {
+    fd: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+}
+
+impl ProcessExit {
+    /// `None` when `pid` has exited already.
+    fn open(pid: u32) -> Result<Option<ProcessExit>, Failure> {
+        let fd = match super::sys::pidfd_open(pid) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(None),
+            Err(e) => return Err(Failure::Internal(format!("cannot watch pid {pid} ({e})"))),
+        };
+        let fd = super::sys::register(fd)
+            .map_err(|e| Failure::Internal(format!("cannot watch pid {pid} ({e})")))?;
+        Ok(Some(ProcessExit { fd }))
+    }
+
+    /// Resolves once the process has exited.
+    async fn wait(&self) -> Result<(), Failure> {
+        self.fd
+            .readable()
+            .await
+            .map(|_| ())
+            .map_err(|e| Failure::Internal(format!("cannot watch a holder's exit ({e})")))
+    }
+}

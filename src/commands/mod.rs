@@ -7,10 +7,12 @@ mod explain;
 mod holders;
 mod install;
 mod leader;
+mod list;
 mod put;
 mod release;
 mod semaphore;
 mod status;
+mod sys;
 mod unit;
 
 use std::ffi::OsString;
@@ -309,6 +311,7 @@ impl Runner for Run {
             }
             Command::Leader(a) => Job::Leader(leader::prepare::<B>(a)?),
             Command::Release(a) => Job::Release(release::prepare(&pick, a)?),
+            Command::List(a) => Job::List(list::prepare::<B>(a)?),
             Command::Check(a) => Job::Check(check::prepare::<B>(&a.sequencer)?),
             Command::Put(a) => Job::Put(put::prepare::<B>(a)?),
             // Explaining contacts no engine: it validates and computes only.
@@ -319,7 +322,7 @@ impl Runner for Run {
         };
         if matches!(
             job,
-            Job::Leader(_) | Job::Release(_) | Job::Check(_) | Job::Put(_)
+            Job::Leader(_) | Job::List(_) | Job::Release(_) | Job::Check(_) | Job::Put(_)
         ) {
             // These handle no signal: an early one ends them as it always would.
             crate::signals::release_held();
@@ -329,8 +332,14 @@ impl Runner for Run {
         runtime()?.block_on(async move {
             backend.ready().await?;
             match job {
-                Job::Elect(job, plan) => elect::run(&backend.engine(plan)?, job).await,
-                Job::Semaphore(job, plan) => semaphore::run(&backend.engine(plan)?, job).await,
+                Job::Elect(job, plan) => {
+                    replace_first(&backend, job.replacing()).await?;
+                    elect::run(&backend.engine(plan)?, job).await
+                }
+                Job::Semaphore(job, plan) => {
+                    replace_first(&backend, job.replacing()).await?;
+                    semaphore::run(&backend.engine(plan)?, job).await
+                }
                 Job::Leader(job) => {
                     let look = Look::Leader {
                         wait: job.wait,
@@ -338,6 +347,14 @@ impl Runner for Run {
                         json: job.args.json,
                     };
                     holders::leader(&backend.inspect(&look), B::NAME, job).await
+                }
+                Job::List(job) => {
+                    let look = Look::Leader {
+                        wait: None,
+                        watch: false,
+                        json: job.json,
+                    };
+                    holders::list(&backend.inspect(&look), B::NAME, job).await
                 }
                 Job::Release(job) => {
                     let look = Look::Release {
@@ -361,6 +378,26 @@ impl Runner for Run {
     }
 }
 
+/// `--replace`: takes the target from its holder before acquiring, and
+/// says whom it replaced.
+async fn replace_first<B: Backend>(
+    backend: &B,
+    replacing: Option<(crate::backend::Target, Option<tokio::time::Instant>)>,
+) -> Result<(), Failure> {
+    let Some((target, deadline)) = replacing else {
+        return Ok(());
+    };
+    let look = Look::Leader {
+        wait: None,
+        watch: false,
+        json: false,
+    };
+    if let Some(line) = holders::replace(&backend.inspect(&look), &target, deadline).await? {
+        logging::say(&line);
+    }
+    Ok(())
+}
+
 /// One thread: every child is forked from the main thread, which lives as
 /// long as lockrun does, so the parent-death signal is reliable.
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
@@ -374,6 +411,7 @@ enum Job<P> {
     Elect(elect::Job, P),
     Semaphore(semaphore::Job, P),
     Leader(leader::Job),
+    List(list::Job),
     Release(release::Job),
     Check(check::Job),
     Put(put::Job),
@@ -387,7 +425,7 @@ impl<P> Job<P> {
         match self {
             Job::Elect(job, _) => job.fork_guard(lends),
             Job::Semaphore(job, _) => job.fork_guard(lends),
-            Job::Leader(_) | Job::Release(_) | Job::Check(_) | Job::Put(_) => {}
+            Job::Leader(_) | Job::List(_) | Job::Release(_) | Job::Check(_) | Job::Put(_) => {}
         }
     }
 
@@ -397,7 +435,7 @@ impl<P> Job<P> {
         match self {
             Job::Elect(job, _) => Some(job.ttl),
             Job::Semaphore(job, _) => Some(job.ttl),
-            Job::Leader(_) | Job::Release(_) | Job::Check(_) | Job::Put(_) => None,
+            Job::Leader(_) | Job::List(_) | Job::Release(_) | Job::Check(_) | Job::Put(_) => None,
         }
     }
 }

@@ -18,6 +18,8 @@ pub struct Job {
     service: hold::Service,
     /// The first round's guard, forked before the runtime started.
     guard: Option<crate::child::Forked>,
+    /// `--replace`: take it from its holder first.
+    replace: bool,
 }
 
 impl Job {
@@ -25,6 +27,20 @@ impl Job {
     /// [`hold::fork_guard`]).
     pub fn fork_guard(&mut self, lends: bool) {
         self.guard = hold::fork_guard(&self.config, &self.service, lends);
+    }
+
+    /// What `--replace` takes from its holder first, and by when (the
+    /// deadline of `--timeout`); `None` without `--replace`.
+    pub fn replacing(&self) -> Option<(Target, Option<tokio::time::Instant>)> {
+        self.replace.then(|| {
+            (
+                Target::Slot {
+                    prefix: self.prefix.clone(),
+                    limit: self.limit,
+                },
+                self.config.deadline().deadline(),
+            )
+        })
     }
 }
 
@@ -65,6 +81,7 @@ pub fn prepare<B: Backend>(
         ttl: args.session.ttl,
         service,
         guard: None,
+        replace: args.wait.replace,
     };
     Ok((job, plan))
 }

@@ -266,3 +266,183 @@ fn a_job_past_max_time_exits_123_and_releases(place: &Place) {
     assert!(twice, "the campaigner's job did not run again: {output:?}");
 }
 on_every_backend!(a_job_past_max_time_exits_123_and_releases);
+
+/// `lockrun list PREFIX` (#43): nothing held is 1; then a lock and a
+/// semaphore slot under PREFIX are its rows and JSON lines, in the schema
+/// of `leader --json`, and a lock beside PREFIX (`PREFIXx`) is not.
+fn list_shows_what_is_held_under_a_prefix(place: &Place) {
+    let prefix = place.key("l");
+    let output = run(&mut place.lockrun(&["list", &prefix]));
+    place.status(&output, 1, "list of an empty prefix");
+    assert_eq!(stdout(&output), "", "{output:?}");
+    let (lock, sem, beside) = (
+        format!("{prefix}/a"),
+        format!("{prefix}/s"),
+        place.key("lx"),
+    );
+    let works = [scratch(), scratch(), scratch()];
+    let holders = [
+        place.hold(works[0].path(), "", &["elect", "--value", "lock-1", &lock]),
+        place.hold(
+            works[1].path(),
+            "",
+            &["semaphore", "--limit", "2", "--value", "slot-1", &sem],
+        ),
+        place.hold(
+            works[2].path(),
+            "",
+            &["elect", "--value", "beside", &beside],
+        ),
+    ];
+    let output = run(&mut place.lockrun(&["list", "--json", &prefix]));
+    place.status(&output, 0, "list --json while held");
+    let lines: Vec<serde_json::Value> = stdout(&output)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{output:?}");
+    let leader = run(&mut place.lockrun(&["leader", "--json", &lock]));
+    let leader: serde_json::Value = serde_json::from_str(&stdout(&leader)).unwrap();
+    assert_eq!(lines[0], leader, "list's line is leader's");
+    assert_eq!(lines[1]["key"], sem.as_str());
+    assert_eq!(lines[1]["kind"], "semaphore");
+    assert_eq!(lines[1]["limit"], 2);
+    assert_eq!(lines[1]["holders"][0]["value"], "slot-1");
+    let output = run(&mut place.lockrun(&["list", &prefix]));
+    place.status(&output, 0, "list while held");
+    let table = stdout(&output);
+    let rows: Vec<&str> = table.lines().collect();
+    assert!(rows[0].starts_with("KEY "), "{table}");
+    assert!(
+        rows[1].starts_with(&format!("{lock} ")) && rows[1].contains(" lock-1 "),
+        "{table}"
+    );
+    assert!(
+        rows[2].starts_with(&format!("{sem} ")) && rows[2].contains(" slot-1 "),
+        "{table}"
+    );
+    assert_eq!(rows.len(), 3, "{table}");
+    for (work, holder) in works.iter().zip(holders) {
+        std::fs::write(work.path().join("go"), "").unwrap();
+        place.status(&holder.finish(), 0, "a holder");
+    }
+    let output = run(&mut place.lockrun(&["list", &prefix]));
+    place.status(&output, 1, "list once all is released");
+}
+on_every_backend!(list_shows_what_is_held_under_a_prefix);
+
+/// `elect --replace` (#43) against a lockrun holder whose command started
+/// a daemon: the replacer's command starts only after the daemon's last
+/// beat (by their own timestamps), the replacer says whom it replaced, and
+/// the replaced holder exits 124. On Consul, which keeps no holder's pid,
+/// --replace cannot see the holder end: one line, 125, and the holder
+/// keeps the lock.
+fn replace_takes_the_lock_without_overlap(place: &Place) {
+    let key = place.key("replaced");
+    let work = scratch();
+    let mut cmd = place.lockrun(&[
+        "elect",
+        "--value",
+        "old-holder",
+        &key,
+        "--shell",
+        "--",
+        crate::contain::DAEMONIZE,
+    ]);
+    cmd.arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    crate::support::wait_for_file(&work.path().join("beat"));
+    let mark = work.path().join("replacer");
+    let mut cmd = place.lockrun(&[
+        "elect",
+        "--replace",
+        "--value",
+        "new-holder",
+        &key,
+        "--shell",
+        "--",
+        "date +%s%N > \"$1\"",
+    ]);
+    cmd.arg(&mark);
+    let output = run(&mut cmd);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    if let Place::Consul(..) = place {
+        place.status(&output, 125, "--replace of a Consul holder");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("--replace cannot take"), "{stderr}");
+        assert!(!mark.exists(), "the replacer's command ran");
+        let leader = run(&mut place.lockrun(&["leader", &key]));
+        assert_eq!(stdout(&leader), "old-holder\n");
+        run(&mut place.lockrun(&["release", &key]));
+        place.status(&holder.finish(), 124, "the released holder");
+        std::fs::write(work.path().join("go"), "").unwrap();
+        return;
+    }
+    place.status(&output, 0, "--replace");
+    assert!(
+        stderr.contains("replaced old-holder (lockrun pid "),
+        "{stderr}"
+    );
+    let held = holder.finish();
+    place.status(&held, 124, "the replaced holder");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    let started: u128 = std::fs::read_to_string(&mark)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let last = crate::places::last_beat(work.path());
+    assert!(
+        last < started,
+        "the replaced holder's daemon beat {} ms after the replacer's command started",
+        (last - started) / 1_000_000
+    );
+}
+on_every_backend!(replace_takes_the_lock_without_overlap);
+
+/// `semaphore --replace` (#43) takes the oldest slot: of two holders of a
+/// full semaphore, the first is replaced (124) and the second keeps its
+/// slot. Consul frees a semaphore's slots together, and keeps no pid: one
+/// line, 125, both keep theirs.
+fn replace_takes_a_semaphores_oldest_slot(place: &Place) {
+    let prefix = place.key("pool");
+    let works = [scratch(), scratch()];
+    let first = place.hold(
+        works[0].path(),
+        "",
+        &["semaphore", "--limit", "2", "--value", "first", &prefix],
+    );
+    let second = place.hold(
+        works[1].path(),
+        "",
+        &["semaphore", "--limit", "2", "--value", "second", &prefix],
+    );
+    let output = run(&mut place.lockrun(&[
+        "semaphore",
+        "--limit",
+        "2",
+        "--replace",
+        "--value",
+        "third",
+        &prefix,
+        "--",
+        "true",
+    ]));
+    let expected = if let Place::Consul(..) = place {
+        125
+    } else {
+        0
+    };
+    place.status(&output, expected, "semaphore --replace");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    if expected == 0 {
+        assert!(stderr.contains("replaced first "), "{stderr}");
+        place.status(&first.finish(), 124, "the oldest holder");
+    } else {
+        std::fs::write(works[0].path().join("go"), "").unwrap();
+        place.status(&first.finish(), 0, "the first holder");
+    }
+    std::fs::write(works[1].path().join("go"), "").unwrap();
+    place.status(&second.finish(), 0, "the second holder, left alone");
+}
+on_every_backend!(replace_takes_a_semaphores_oldest_slot);

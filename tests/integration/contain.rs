@@ -135,7 +135,8 @@ fn writable_cgroup_v2() -> Result<std::path::PathBuf, String> {
 
 /// A command that starts a daemon (a double fork, then `setsid`) beating
 /// into `$1/beat` every 10 ms until `$1/go` appears, and exits at once.
-const DAEMONIZE: &str = "(setsid sh -c 'while [ ! -e \"$0/go\" ]; do date +%s%N >> \"$0/beat\"; \
+pub(crate) const DAEMONIZE: &str =
+    "(setsid sh -c 'while [ ! -e \"$0/go\" ]; do date +%s%N >> \"$0/beat\"; \
      sleep 0.01; done' \"$1\" </dev/null >/dev/null 2>&1 &); exit 0";
 
 /// A fork loop that leaves every group: each process beats, starts the

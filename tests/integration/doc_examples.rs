@@ -673,6 +673,18 @@ const HELP: &[(&str, &str)] = &[
         "on consul; holder service/db/leader db-1; for 60s; prints db-1",
     ),
     (
+        "lockrun list",
+        "on consul; holder service/db/leader db-1; prints db-1",
+    ),
+    (
+        "lockrun list jobs",
+        "on consul; holder jobs/nightly db-1; prints jobs/nightly",
+    ),
+    (
+        "lockrun list --json jobs | jq -r 'select(.held) | .key'",
+        "on consul; holder jobs/nightly db-1; prints jobs/nightly",
+    ),
+    (
         "lockrun release --session 3f2a... --destroy-session service/db/leader",
         "not run: `3f2a...` stands for the session of a live holder, which `leader --json` shows; release::* run --session with one",
     ),

@@ -428,3 +428,42 @@ fn leader_and_release_refuse_a_key_elect_refuses() {
         assert_eq!(stored.trim(), "", "keys under `{prefix}`");
     }
 }
+
+/// `lockrun list` (#43) shows an `etcdctl lock` holder, by its entry for
+/// want of a value.
+#[test]
+fn list_shows_an_etcdctl_lock_holder() {
+    let place = Place::etcd("list-peer");
+    let key = place.key("jobs/peer");
+    let work = scratch();
+    let w = work.path().display().to_string();
+    let peer = etcdctl_lock(
+        &key,
+        &format!("touch {w}/held; while [ ! -e {w}/go ]; do sleep 0.05; done"),
+    );
+    crate::support::wait_for_file(&work.path().join("held"));
+    let output = run(&mut place.lockrun(&["list", "--json", &place.key("jobs")]));
+    place.status(&output, 0, "list while etcdctl holds");
+    let line: serde_json::Value = serde_json::from_str(stdout(&output).trim()).unwrap();
+    assert_eq!(line["key"], key.as_str(), "{output:?}");
+    assert_eq!(
+        line["holders"][0]["value"],
+        serde_json::Value::Null,
+        "{output:?}"
+    );
+    // --replace cannot see etcdctl's command end: one line, 125, and
+    // etcdctl keeps its lock (its lease is not revoked).
+    let output = run(&mut place.lockrun(&["elect", "--replace", &key, "--", "true"]));
+    place.status(&output, 125, "--replace of an etcdctl lock holder");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).lines().count(),
+        1,
+        "{output:?}"
+    );
+    let output = run(&mut place.lockrun(&["leader", &key]));
+    place.status(&output, 0, "leader after the refused --replace");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    assert!(peer.finish().status.success());
+    let output = run(&mut place.lockrun(&["list", &place.key("jobs")]));
+    place.status(&output, 1, "list once etcdctl let go");
+}

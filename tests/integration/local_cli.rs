@@ -413,3 +413,46 @@ fn the_guard_lets_go_once_the_tree_is_gone_with_lockrun_stopped() {
     place.status(&holder.finish(), 0, "the holder");
     assert!(flock_free(&file), "the lock outlived its holder");
 }
+
+/// `lockrun list` (#43) shows a flock(1) holder by its process, beside a
+/// lockrun holder, and nothing of the files nobody holds.
+#[test]
+fn list_shows_a_flock_holder_beside_lockrun() {
+    let place = Place::local();
+    let dir = place.lock_dir();
+    std::fs::create_dir(dir.join("jobs")).unwrap();
+    std::fs::write(dir.join("jobs/free"), "").unwrap();
+    let file = dir.join("jobs/peer");
+    std::fs::write(&file, "").unwrap();
+    let work = scratch();
+    let flock = FlockHolder::start(&file, work.path());
+    let work = scratch();
+    let holder = place.hold(work.path(), "", &["elect", "--value", "mine", "jobs/mine"]);
+    let output = run(&mut place.lockrun(&["list", "jobs"]));
+    place.status(&output, 0, "list while flock(1) and lockrun hold");
+    let table = stdout(&output);
+    let rows: Vec<&str> = table.lines().collect();
+    assert_eq!(rows.len(), 3, "{table}");
+    assert!(
+        rows[1].starts_with("jobs/mine ") && rows[1].contains(" mine "),
+        "{table}"
+    );
+    assert!(
+        rows[2].starts_with("jobs/peer ") && rows[2].contains("(not lockrun)"),
+        "{table}"
+    );
+    // --replace cannot see a flock(1) end: one line, 125, flock keeps it.
+    let output = run(&mut place.lockrun(&["elect", "--replace", "jobs/peer", "--", "true"]));
+    place.status(&output, 125, "--replace of a flock(1) holder");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).lines().count(),
+        1,
+        "{output:?}"
+    );
+    assert!(!flock_free(&file), "flock(1) lost its lock");
+    flock.end();
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the holder");
+    let output = run(&mut place.lockrun(&["list"]));
+    place.status(&output, 1, "list with nothing held");
+}

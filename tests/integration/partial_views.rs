@@ -31,7 +31,7 @@ fn hold_a_slot(root: &Api, prefix: &str) -> String {
     session
 }
 
-/// `leader`, `leader --json` and `release --all` with `token`, which
+/// `leader`, `leader --json`, `release --all` and `list` with `token`, which
 /// cannot see part of `prefix`: each fails (125, one line, permission
 /// denied), and the slot is still held.
 fn cannot_tell(addr: &str, root: &Api, token: &str, prefix: &str, session: &str, what: &str) {
@@ -39,6 +39,7 @@ fn cannot_tell(addr: &str, root: &Api, token: &str, prefix: &str, session: &str,
         &["leader"][..],
         &["leader", "--json"],
         &["release", "--all"],
+        &["list"],
     ] {
         let mut all = args.to_vec();
         all.push(prefix);

@@ -599,3 +599,49 @@ fn a_waiter_can_be_stopped_and_is_woken_by_the_release() {
         "a lockrun session outlived its run"
     );
 }
+
+/// `lockrun list` (#43): a psql session's advisory lock has no key lockrun
+/// can know; without a prefix it is listed by its id (key null), and under
+/// a prefix it is not.
+#[test]
+fn list_shows_a_psql_lock_by_its_id() {
+    let place = Place::postgres("list-peer");
+    let key = place.key("jobs/peer");
+    let id = lock_id(&key);
+    let work = scratch();
+    let psql_holder = PsqlHolder::take(&id, &work.path().join("ready"));
+    let output = run(&mut place.lockrun(&["list", "--json"]));
+    place.status(&output, 0, "list while psql holds");
+    let line = stdout(&output)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|l| l["id"] == id.as_str())
+        .unwrap_or_else(|| panic!("no line for id {id}: {output:?}"));
+    assert_eq!(line["key"], serde_json::Value::Null, "{line}");
+    assert!(
+        line["holders"][0]["details"]["backend_pid"].is_i64(),
+        "{line}"
+    );
+    let output = run(&mut place.lockrun(&["list"]));
+    assert!(
+        stdout(&output).contains(&format!("(id {id})")),
+        "{output:?}"
+    );
+    let output = run(&mut place.lockrun(&["list", &place.key("jobs")]));
+    place.status(
+        &output,
+        1,
+        "list under a prefix, where psql's lock cannot be told",
+    );
+    // --replace may not end a psql session: one line, 125, psql keeps it.
+    let output = run(&mut place.lockrun(&["elect", "--replace", &key, "--", "true"]));
+    place.status(&output, 125, "--replace of a psql holder");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).lines().count(),
+        1,
+        "{output:?}"
+    );
+    let output = run(&mut place.lockrun(&["leader", &key]));
+    place.status(&output, 0, "leader after the refused --replace");
+    drop(psql_holder);
+}

@@ -545,3 +545,69 @@ fn lockrun_elect_refuses_to_run_beside_consul_lock() {
         assert!(ran.exists(), "{version}");
     }
 }
+
+/// `lockrun list` (#43) beside the real `consul lock`: its leader lock is
+/// listed as the key it holds (`KEY/.lock`), its semaphore (`-n 2`) as a
+/// semaphore with its limit, each by its session for want of a value.
+/// The newest agent only: the listing is one read, the same on both.
+#[test]
+#[cfg_attr(
+    no_real_consul,
+    ignore = "no real Consul binaries (../shared/tools/consul)"
+)]
+fn list_shows_consul_lock_holders() {
+    use crate::support::{bare, run, scratch, wait_for_file, Running};
+    let version = VERSIONS[VERSIONS.len() - 1];
+    let agent = Agent::dev(version);
+    let addr = agent.http_addr();
+    let work = scratch();
+    let w = work.path().display().to_string();
+    let consul_lock = |args: &[&str], tag: &str| {
+        let mut cmd = Command::new(binary(version));
+        cmd.arg("lock")
+            .arg(format!("-http-addr={addr}"))
+            .args(args)
+            .arg(format!(
+                "touch {w}/{tag}; while [ ! -e {w}/go ]; do sleep 0.05; done"
+            ))
+            .stdin(Stdio::null());
+        Running::spawn(&mut cmd)
+    };
+    let lock = consul_lock(&["jobs/nightly"], "lock");
+    let pool = consul_lock(&["-n", "2", "jobs/pool"], "pool");
+    struct Go(PathBuf);
+    impl Drop for Go {
+        fn drop(&mut self) {
+            let _ = std::fs::write(&self.0, "");
+        }
+    }
+    let go = Go(work.path().join("go"));
+    wait_for_file(&work.path().join("lock"));
+    wait_for_file(&work.path().join("pool"));
+    let mut cmd = bare(["list", "--json", "jobs"]);
+    cmd.env("CONSUL_HTTP_ADDR", &addr);
+    let output = run(&mut cmd);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{output:?}");
+    assert_eq!(lines[0]["key"], "jobs/nightly/.lock", "{output:?}");
+    assert_eq!(lines[0]["kind"], "lock", "{output:?}");
+    assert_eq!(lines[1]["key"], "jobs/pool", "{output:?}");
+    assert_eq!(lines[1]["kind"], "semaphore", "{output:?}");
+    assert_eq!(lines[1]["limit"], 2, "{output:?}");
+    assert_eq!(
+        lines[1]["holders"].as_array().map(Vec::len),
+        Some(1),
+        "{output:?}"
+    );
+    drop(go);
+    assert!(lock.finish().status.success());
+    assert!(pool.finish().status.success());
+    let mut cmd = bare(["list", "jobs"]);
+    cmd.env("CONSUL_HTTP_ADDR", &addr);
+    let output = run(&mut cmd);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+}

@@ -774,3 +774,50 @@ fn zookeeper_a_revoke_request_stops_the_holder_with_its_grace() {
         "its node is gone"
     );
 }
+
+/// `lockrun list` (#43) shows a Curator mutex holder under the prefix,
+/// by its node for want of a value.
+#[test]
+fn list_shows_a_curator_holder() {
+    let hosts = zk_support::zk().addr.clone();
+    let prefix = zk_support::unique("list");
+    let mut curator = Contender::curator(&hosts, &format!("/{prefix}/c"));
+    curator.wait_started("Curator");
+    let mut cmd = bare(["--backend", "zookeeper", "--zk-hosts", &hosts]);
+    let output = run(cmd.args(["list", "--json", &prefix]));
+    assert_exit(&output, 0, "list while Curator holds", String::new);
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{output:?}");
+    assert_eq!(lines[0]["key"], format!("{prefix}/c"), "{output:?}");
+    assert_eq!(
+        lines[0]["holders"][0]["value"],
+        serde_json::Value::Null,
+        "{output:?}"
+    );
+    // --replace cannot ask Curator: one line, 125, Curator keeps its node.
+    let mut cmd = bare(["--backend", "zookeeper", "--zk-hosts", &hosts]);
+    let key = format!("{prefix}/c");
+    let output = run(cmd.args(["elect", "--replace", &key, "--", "true"]));
+    assert_exit(&output, 125, "--replace of a Curator holder", String::new);
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).lines().count(),
+        1,
+        "{output:?}"
+    );
+    let mut cmd = bare(["--backend", "zookeeper", "--zk-hosts", &hosts]);
+    let output = run(cmd.args(["leader", &key]));
+    assert_exit(
+        &output,
+        0,
+        "leader after the refused --replace",
+        String::new,
+    );
+    curator.go();
+    assert!(curator.finish().status.success());
+    let mut cmd = bare(["--backend", "zookeeper", "--zk-hosts", &hosts]);
+    let output = run(cmd.args(["list", &prefix]));
+    assert_exit(&output, 1, "list once Curator let go", String::new);
+}

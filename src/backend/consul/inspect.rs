@@ -423,6 +423,34 @@ impl Inspect for Outside {
         })
     }
 
+    /// One listing of the prefix: every key a session holds (a lock, a
+    /// semaphore's contender, `consul lock`'s `KEY/.lock`) and every
+    /// semaphore record's prefix. A listing Consul filtered by ACL is an
+    /// error (read whole), never a shorter list.
+    async fn names_under(&self, prefix: &str) -> Result<Vec<String>, AcquireError> {
+        let (pairs, _) = self.client.kv_list(prefix, self.read()).await?;
+        let record = semaphore::record_key("");
+        let mut names = Vec::new();
+        for p in &pairs {
+            let semaphore =
+                p.flags == SEMAPHORE_FLAG && p.key.ends_with(&record) && p.key.len() > record.len();
+            if semaphore {
+                names.push(p.key[..p.key.len() - record.len()].to_string());
+            } else if p.holder().is_some() {
+                names.push(p.key.clone());
+                // A held entry may be a slot of a semaphore whose record
+                // this token cannot read (Consul before 1.11 filters it
+                // silently): its parent's look asks, and says so.
+                if !p.key.ends_with(&record) {
+                    if let Some((parent, _)) = p.key.rsplit_once('/') {
+                        names.push(parent.to_string());
+                    }
+                }
+            }
+        }
+        Ok(names)
+    }
+
     async fn holders(&self, target: &Target) -> Result<Vec<Holder>, AcquireError> {
         let key = target.name();
         let pairs = self.listing(key).await?;
@@ -455,8 +483,13 @@ impl Inspect for Outside {
     async fn force_release(
         &self,
         target: &Target,
-        _which: &Which,
+        which: &Which,
     ) -> Result<Released<AcquireError>, AcquireError> {
+        if let (Target::Slot { prefix, .. }, Which::Holder(_)) = (target, which) {
+            return Err(AcquireError::Conflict(format!(
+                "Consul frees a semaphore's slots together; free one slot of `{prefix}` with lockrun release --session ID"
+            )));
+        }
         match target {
             Target::Lock { key } => self.release_lock(key).await,
             Target::Slot { prefix, .. } => self.release_slots(prefix).await,

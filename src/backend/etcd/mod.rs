@@ -686,6 +686,34 @@ impl Inspect for Etcd {
         line
     }
 
+    /// Every contender entry at or under `prefix` (`NAME/<lease id in
+    /// hex>` with that lease, lockrun's and `etcdctl lock`'s alike) names
+    /// NAME; lockrun's own records (under a NUL byte) are not keys.
+    async fn names_under(&self, prefix: &str) -> Result<Vec<String>, EtcdError> {
+        let range = if prefix.is_empty() {
+            // Every key from the first after our NUL-led records on.
+            Range {
+                key: vec![1],
+                range_end: Some(vec![0]),
+                ..Range::default()
+            }
+        } else {
+            Range::prefix(prefix.as_bytes())
+        };
+        let answer = self.client.range(&range).await?;
+        Ok(answer
+            .kvs
+            .iter()
+            .filter(|kv| kv.lease != 0)
+            .filter_map(|kv| {
+                let key = std::str::from_utf8(&kv.key).ok()?;
+                let (name, id) = key.rsplit_once('/')?;
+                (id == format!("{:x}", kv.lease) && check_key(name).is_ok())
+                    .then(|| name.to_owned())
+            })
+            .collect())
+    }
+
     async fn holders(&self, target: &Target) -> Result<Vec<Holder>, EtcdError> {
         let (holders, _) = self.holders_at(target).await?;
         Ok(holders.into_iter().map(|(h, _)| h).collect())
@@ -716,10 +744,8 @@ impl Inspect for Etcd {
         let (holders, _) = self.holders_at(target).await?;
         let mut chosen = Vec::new();
         for (holder, kv) in holders {
-            if let Which::Value(v) = which {
-                if holder.value.as_deref() != Some(v.as_str()) {
-                    continue;
-                }
+            if !which.picks(&holder) {
+                continue;
             }
             if kv.lease == 0 || kv.key != lock::contender_key(&prefix, kv.lease) {
                 return Err(EtcdError::NotAContender {

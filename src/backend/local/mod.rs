@@ -538,6 +538,39 @@ impl Inspect for Local {
         }
     }
 
+    /// Every lock file and semaphore directory (one with a `.limit`) at or
+    /// under `prefix`, read through checked directories, never following a
+    /// link; a directory the checks refuse is an error, not left out.
+    async fn names_under(&self, prefix: &str) -> Result<Vec<String>, LocalError> {
+        use nix::sys::stat::SFlag;
+        let kind = |st: &nix::sys::stat::FileStat| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+        let mut out = Vec::new();
+        let start = if prefix.is_empty() {
+            self.descend(std::iter::empty(), Missing::Absent)?
+        } else {
+            let Some(files) = self.key_files(prefix, Missing::Absent)? else {
+                return Ok(out);
+            };
+            let st = files.dir.stat(&files.lock).map_err(|e| {
+                LocalError::io(format!("cannot inspect `{}`", files.lock_path().display()), e)
+            })?;
+            match st {
+                Some(st) if kind(&st) == SFlag::S_IFREG => {
+                    out.push(prefix.to_owned());
+                    return Ok(out);
+                }
+                Some(st) if kind(&st) == SFlag::S_IFDIR => {
+                    files.dir.descend([files.lock.as_str()], Missing::Absent)?
+                }
+                _ => None,
+            }
+        };
+        if let Some(dir) = start {
+            walk(&dir, prefix, &mut out, 0)?;
+        }
+        Ok(out)
+    }
+
     async fn holders(&self, target: &Target) -> Result<Vec<Holder>, LocalError> {
         Ok(self
             .holders_with_facts(target)?
@@ -558,10 +591,7 @@ impl Inspect for Local {
         let chosen: Vec<_> = self
             .holders_with_facts(target)?
             .into_iter()
-            .filter(|(h, _)| match which {
-                Which::All => true,
-                Which::Value(v) => h.value.as_deref() == Some(v.as_str()),
-            })
+            .filter(|(h, _)| which.picks(h))
             .collect();
         // Every holder we can ask is asked, whatever the others are: a
         // flock(1) on one slot must not keep lockrun holders of the other
@@ -598,6 +628,49 @@ impl Inspect for Local {
             nothing: None,
         })
     }
+}
+
+/// How deep `list` descends below its prefix.
+const LIST_DEPTH: usize = 32;
+
+/// Adds the lock files and semaphores in `dir` (named `path`) and below.
+fn walk(dir: &Arc<Dir>, path: &str, out: &mut Vec<String>, depth: usize) -> Result<(), LocalError> {
+    use nix::sys::stat::SFlag;
+    let inspect = |name: &str, e| LocalError::io(format!("cannot inspect `{}`", dir.join(name).display()), e);
+    if !path.is_empty() && dir.stat(".limit").map_err(|e| inspect(".limit", e))?.is_some() {
+        out.push(path.to_owned());
+        return Ok(());
+    }
+    let mut names: Vec<String> = dir
+        .names()?
+        .into_iter()
+        .filter_map(|n| n.into_string().ok())
+        .collect();
+    names.sort();
+    for name in names {
+        let full = if path.is_empty() {
+            name.clone()
+        } else {
+            format!("{path}/{name}")
+        };
+        // Holder facts, scratch files and names no key can have.
+        if dir::check_key(&full).is_err() {
+            continue;
+        }
+        let Some(st) = dir.stat(&name).map_err(|e| inspect(&name, e))? else {
+            continue;
+        };
+        match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
+            SFlag::S_IFREG => out.push(full),
+            SFlag::S_IFDIR if depth < LIST_DEPTH => {
+                if let Some(sub) = dir.descend([name.as_str()], Missing::Absent)? {
+                    walk(&sub, &full, out, depth + 1)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Asks the lockrun described by `facts` to let go, through a pidfd so a

@@ -1331,6 +1331,83 @@ impl Inspect for Postgres {
             .collect())
     }
 
+    /// The keys lockrun holders name in their facts (in their sessions'
+    /// query text): an advisory lock keeps only a number, so a key no
+    /// lockrun holder names is found by [`Inspect::unnamed`] instead.
+    async fn names_under(&self, _prefix: &str) -> Result<Vec<String>, PgError> {
+        let conn = self.looker().await?;
+        let rows = conn
+            .client
+            .query(
+                "select query from pg_stat_activity where application_name = $1",
+                &[&APPLICATION_NAME],
+            )
+            .await
+            .map_err(|e| PgError::from_client("reading pg_stat_activity", e))?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| r.get::<_, Option<String>>(0))
+            .filter_map(|q| Facts::parse(&q))
+            .map(|f| f.key)
+            .filter(|k| check_key(k).is_ok())
+            .collect())
+    }
+
+    /// Every granted session-level advisory lock in this database whose id
+    /// is none of the named keys' ids (a `psql` session's
+    /// `pg_advisory_lock(N)`), by its id, with its server process.
+    async fn unnamed(&self) -> Result<Vec<(String, Vec<Holder>)>, PgError> {
+        let mut known: Vec<i64> = Vec::new();
+        let conn = self.looker().await?;
+        for name in self.names_under("").await? {
+            let target = self.target_of(&name).await?;
+            let texts: Vec<String> = Self::texts(&target)?.into_iter().map(|(t, _)| t).collect();
+            known.extend(Self::ids(&conn.client, &texts).await?);
+        }
+        let rows = conn
+            .client
+            .query(
+                "select l.pid, (l.classid::bigint << 32) | l.objid::bigint, a.backend_start, \
+                 a.application_name, host(a.client_addr) \
+                 from pg_locks l left join pg_stat_activity a on a.pid = l.pid \
+                 where l.locktype = 'advisory' and l.granted and l.objsubid = 1 \
+                 and l.database = (select oid from pg_database where datname = current_database()) \
+                 and not (((l.classid::bigint << 32) | l.objid::bigint) = any($1)) \
+                 order by 2, 1",
+                &[&known],
+            )
+            .await
+            .map_err(|e| PgError::from_client("reading pg_locks", e))?;
+        let mut out: Vec<(String, Vec<Holder>)> = Vec::new();
+        for row in rows {
+            let pid: i32 = row.get(0);
+            let id: i64 = row.get(1);
+            let app: Option<String> = row.get(3);
+            let holder = Holder {
+                since: row.get(2),
+                host: row.get(4),
+                entry: Some(format!("backend {pid}")),
+                holder_id: Some(pid.to_string()),
+                label: Some(
+                    format!(
+                        "server process {pid}{} (not lockrun)",
+                        app.filter(|a| !a.is_empty())
+                            .map(|a| format!(", application {a}"))
+                            .unwrap_or_default()
+                    )
+                    .into_bytes(),
+                ),
+                details: Some(serde_json::json!({ "backend_pid": pid, "lock_id": id })),
+                ..Holder::default()
+            };
+            match out.last_mut() {
+                Some((last, holders)) if *last == id.to_string() => holders.push(holder),
+                _ => out.push((id.to_string(), vec![holder])),
+            }
+        }
+        Ok(out)
+    }
+
     async fn changes(&self, target: &Target) -> Result<PgChanges, PgError> {
         Self::texts(target)?;
         Ok(PgChanges {
@@ -1354,10 +1431,8 @@ impl Inspect for Postgres {
         let mut asked = Vec::new();
         let mut refused = Vec::new();
         for (holder, pid) in holders {
-            if let Which::Value(v) = which {
-                if holder.value.as_deref() != Some(v.as_str()) {
-                    continue;
-                }
+            if !which.picks(&holder) {
+                continue;
             }
             let done = conn
                 .client

@@ -806,6 +806,40 @@ impl Inspect for Zookeeper {
         })
     }
 
+    /// A walk of the tree from `prefix`'s node: a node with contenders
+    /// (Curator's, kazoo's, `WriteLock`'s) names a lock, one with `leases`
+    /// a semaphore; ZooKeeper's own `/zookeeper` is left alone.
+    async fn names_under(&self, prefix: &str) -> Result<Vec<String>, ZkError> {
+        const DEPTH: usize = 32;
+        let client = self.looker().await?;
+        let mut out = Vec::new();
+        let mut todo = vec![(prefix.to_owned(), 0usize)];
+        while let Some((name, depth)) = todo.pop() {
+            let dir = if name.is_empty() { "/".to_owned() } else { lock::dir_of(&name) };
+            let children = match client.list_children(&dir).await {
+                Ok(children) => children,
+                Err(zk::Error::NoNode) => continue,
+                Err(e) => return Err(ZkError::of(&format!("listing `{dir}`"), e)),
+            };
+            if !name.is_empty() && (children.iter().any(|c| c == "leases") || !lock::contenders(&children).is_empty()) {
+                out.push(name.clone());
+            }
+            if depth >= DEPTH {
+                continue;
+            }
+            for child in children {
+                if lock::contender(&child).is_some() {
+                    continue;
+                }
+                let sub = if name.is_empty() { child } else { format!("{name}/{child}") };
+                if check_key(&sub).is_ok() {
+                    todo.push((sub, depth + 1));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     async fn holders(&self, target: &Target) -> Result<Vec<Holder>, ZkError> {
         holders_with(self.looker().await?, target).await
     }
@@ -827,10 +861,8 @@ impl Inspect for Zookeeper {
         let mut asked = Vec::new();
         let mut refused = Vec::new();
         for holder in holders {
-            if let Which::Value(v) = which {
-                if holder.value.as_deref() != Some(v.as_str()) {
-                    continue;
-                }
+            if !which.picks(&holder) {
+                continue;
             }
             let Some(path) = holder.entry.clone() else { continue };
             match client.delete(&path, None).await {
