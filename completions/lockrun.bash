@@ -47,6 +47,9 @@ _lockrun() {
             lockrun,leader)
                 cmd="lockrun__subcmd__leader"
                 ;;
+            lockrun,list)
+                cmd="lockrun__subcmd__list"
+                ;;
             lockrun,man)
                 cmd="lockrun__subcmd__man"
                 ;;
@@ -101,6 +104,9 @@ _lockrun() {
             lockrun__subcmd__help,leader)
                 cmd="lockrun__subcmd__help__subcmd__leader"
                 ;;
+            lockrun__subcmd__help,list)
+                cmd="lockrun__subcmd__help__subcmd__list"
+                ;;
             lockrun__subcmd__help,man)
                 cmd="lockrun__subcmd__help__subcmd__man"
                 ;;
@@ -132,7 +138,7 @@ _lockrun() {
 
     case "${cmd}" in
         lockrun)
-            opts="-v -q -h -V --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help --version elect semaphore leader release completions man unit status check put explain help"
+            opts="-v -q -h -V --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help --version elect semaphore leader list release completions man unit status check put explain help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -684,7 +690,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__elect)
-            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --zk-tick-time --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --zk-tick-time --clock-rate-error --timeout --no-wait --conflict-exit-code --replace --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1164,7 +1170,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__explain__subcmd__elect)
-            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --zk-tick-time --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-n -E -v -q -h --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --zk-tick-time --clock-rate-error --timeout --no-wait --conflict-exit-code --replace --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1516,7 +1522,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__explain__subcmd__semaphore)
-            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --zk-tick-time --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --zk-tick-time --clock-rate-error --timeout --no-wait --conflict-exit-code --replace --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1820,7 +1826,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__help)
-            opts="elect semaphore leader release completions man unit status check put explain help"
+            opts="elect semaphore leader list release completions man unit status check put explain help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1945,6 +1951,20 @@ _lockrun() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        lockrun__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         lockrun__subcmd__help__subcmd__man)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -2040,6 +2060,190 @@ _lockrun() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --backend)
+                    COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
+                    return 0
+                    ;;
+                --http-addr)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --ca-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --ca-path)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                --client-cert)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --client-key)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --tls-server-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --datacenter)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --endpoints)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cacert)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --cert)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --cert-key)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --dsn)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-hosts)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --zk-auth-file)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
+                    fi
+                    return 0
+                    ;;
+                --lock-dir)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        lockrun__subcmd__list)
+            opts="-v -q -h --json --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --backend)
                     COMPREPLY=($(compgen -W "consul etcd local postgres zookeeper" -- "${cur}"))
                     return 0
@@ -2785,7 +2989,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__semaphore)
-            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --zk-tick-time --clock-rate-error --timeout --no-wait --conflict-exit-code --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --zk-tick-time --clock-rate-error --timeout --no-wait --conflict-exit-code --replace --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

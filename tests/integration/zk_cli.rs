@@ -781,7 +781,7 @@ fn zookeeper_a_revoke_request_stops_the_holder_with_its_grace() {
 fn list_shows_a_curator_holder() {
     let hosts = zk_support::zk().addr.clone();
     let prefix = zk_support::unique("list");
-    let mut curator = Contender::curator(&hosts, &format!("/{prefix}/c"));
+    let mut curator = curator_rival(&hosts, &format!("/{prefix}/c"));
     curator.wait_started("Curator");
     let mut cmd = bare(["--backend", "zookeeper", "--zk-hosts", &hosts]);
     let output = run(cmd.args(["list", "--json", &prefix]));
