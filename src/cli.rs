@@ -631,6 +631,17 @@ pub struct ElectArgs {
     /// The lock key, e.g. service/db/leader.
     #[arg(value_name = "KEY")]
     pub key: String,
+    /// Take the lock shared, as `flock -s`: readers run together, a writer alone.
+    ///
+    /// Without it the lock is exclusive (-x, as `flock -x`). Once a writer
+    /// waits, readers that come after it wait behind it. Each engine's own
+    /// shared mode, so its own tools take the same lock (see lockrun(1),
+    /// BACKENDS).
+    #[arg(short = 's', long, conflicts_with = "exclusive")]
+    pub shared: bool,
+    /// Take the lock exclusive: the default, spelled as `flock -x`.
+    #[arg(short = 'x', long, hide_short_help = true)]
+    pub exclusive: bool,
     /// After a loss, stop the child and campaign again instead of exiting 124.
     ///
     /// For long-running daemons; not with --no-wait.

@@ -89,6 +89,7 @@ pub fn hold<B: Backend>(
     pick: &Pick<B>,
     kind: Kind,
     key: &str,
+    shared: bool,
     session: &SessionArgs,
     wait: &WaitArgs,
     child: &ChildArgs,
@@ -97,6 +98,7 @@ pub fn hold<B: Backend>(
     let request = HoldRequest {
         kind,
         key,
+        shared,
         ttl: session.ttl,
         rate_error: session.clock_rate_error,
         kill_timeout: child.kill_timeout,

@@ -189,8 +189,9 @@ pub trait Lease {
 /// What to acquire.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    /// A leader lock on a key.
-    Lock { key: String },
+    /// A lock on a key: exclusive (a leader lock, `flock -x`) or shared
+    /// (`flock -s`: readers hold it together, never beside a writer).
+    Lock { key: String, shared: bool },
     /// One of `limit` slots under a prefix.
     Slot { prefix: String, limit: u32 },
 }
@@ -199,7 +200,7 @@ impl Target {
     /// The key or prefix, as `LOCKRUN_KEY` shows it.
     pub fn name(&self) -> &str {
         match self {
-            Target::Lock { key } => key,
+            Target::Lock { key, .. } => key,
             Target::Slot { prefix, .. } => prefix,
         }
     }
@@ -578,6 +579,9 @@ pub struct HoldRequest<'a, H> {
     pub kind: Kind,
     /// The key, or the semaphore prefix.
     pub key: &'a str,
+    /// `--shared`: a reader of the lock on `key`. A backend whose engine
+    /// has no shared mode yet refuses it here, before anything is sent.
+    pub shared: bool,
     pub ttl: Duration,
     pub rate_error: crate::clock::Ppm,
     /// `--kill-timeout` as typed; `None` for the default.

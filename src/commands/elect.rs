@@ -10,6 +10,7 @@ use crate::hold;
 
 pub struct Job {
     key: String,
+    shared: bool,
     campaign: bool,
     config: HoldConfig,
     /// The lease TTL, for the engine's client.
@@ -44,6 +45,7 @@ pub fn prepare<B: Backend>(
         pick,
         config::LEADER,
         &args.key,
+        args.shared,
         &args.session,
         &args.wait,
         &args.child,
@@ -58,6 +60,7 @@ pub fn prepare<B: Backend>(
     let service = hold::Service::new(&args.service)?.with_ops(ops);
     let job = Job {
         key: args.key,
+        shared: args.shared,
         campaign: args.campaign,
         config,
         ttl: args.session.ttl,
@@ -68,7 +71,10 @@ pub fn prepare<B: Backend>(
 }
 
 pub async fn run<E: Engine>(engine: &E, job: Job) -> Result<Exit, Failure> {
-    let target = Target::Lock { key: job.key };
+    let target = Target::Lock {
+        key: job.key,
+        shared: job.shared,
+    };
     hold::run(
         engine,
         &target,

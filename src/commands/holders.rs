@@ -44,7 +44,8 @@ fn json_line<I: Inspect>(
     holders: &[Holder],
 ) -> Vec<u8> {
     let (kind, limit) = match target {
-        Target::Lock { .. } => ("lock", None),
+        Target::Lock { shared: false, .. } => ("lock", None),
+        Target::Lock { shared: true, .. } => ("shared", None),
         Target::Slot { limit, .. } => ("semaphore", Some(*limit)),
     };
     let value = json!({

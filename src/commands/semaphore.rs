@@ -45,6 +45,7 @@ pub fn prepare<B: Backend>(
         pick,
         config::SEMAPHORE,
         &prefix,
+        false,
         &args.session,
         &args.wait,
         &args.child,

@@ -666,6 +666,7 @@ impl Inspect for Etcd {
     async fn target_of(&self, key: &str) -> Result<Target, EtcdError> {
         let lock = Target::Lock {
             key: key.to_string(),
+            shared: false,
         };
         let prefix = Self::prefix(&lock)?;
         let answer = self

@@ -512,7 +512,7 @@ impl Postgres {
     fn texts(target: &Target) -> Result<Vec<(String, Option<u32>)>, PgError> {
         check_key(target.name()).map_err(PgError::Usage)?;
         Ok(match target {
-            Target::Lock { key } => vec![(key.clone(), None)],
+            Target::Lock { key, .. } => vec![(key.clone(), None)],
             Target::Slot { prefix, limit } => {
                 if *limit == 0 {
                     return Err(PgError::Usage(
@@ -1211,6 +1211,7 @@ impl Inspect for Postgres {
             },
             None => Target::Lock {
                 key: key.to_string(),
+                shared: false,
             },
         })
     }

@@ -686,7 +686,7 @@ impl Inspect for Zookeeper {
     /// A prefix whose data holds a limit and that has `leases` is a
     /// semaphore; anything else a lock.
     async fn target_of(&self, key: &str) -> Result<Target, ZkError> {
-        let lock = Target::Lock { key: key.to_owned() };
+        let lock = Target::Lock { key: key.to_owned(), shared: false };
         let dir = Self::dir(&lock)?;
         let client = self.looker().await?;
         let data = match client.get_data(&dir).await {
