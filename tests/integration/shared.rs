@@ -22,6 +22,11 @@ macro_rules! on_shared_backends {
             fn on_local() {
                 super::$scenario(&Place::local());
             }
+
+            #[test]
+            fn on_postgres() {
+                super::$scenario(&Place::postgres(stringify!($scenario)));
+            }
         }
     };
 }
@@ -252,4 +257,108 @@ fn local_readers_interoperate_with_flock() {
     let _x = crate::support::FlockHolder::start(&file, held.path());
     let output = run(&mut place.lockrun(&["elect", "-n", "-s", &key, "--", "true"]));
     place.status(&output, 75, "lockrun -s beside flock -x");
+}
+
+/// A psql session holding `lock(id)` (`pg_advisory_lock_shared` or
+/// `pg_advisory_lock`) until its input closes; it touches `ready` once the
+/// lock is its.
+fn psql_holding(lock: &str, id: &str, ready: &Path) -> std::process::Child {
+    use std::io::Write;
+    let mut child = crate::pg_support::psql()
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("psql");
+    let stdin = child.stdin.as_mut().expect("piped");
+    writeln!(stdin, "select {lock}({id});\n\\! touch {}", ready.display()).unwrap();
+    stdin.flush().unwrap();
+    wait_for_file(ready);
+    child
+}
+
+/// Ends a [`psql_holding`] session and waits until the server freed `id`.
+fn psql_ends(mut child: std::process::Child, id: &str) {
+    drop(child.stdin.take());
+    let _ = child.wait();
+    let held = format!(
+        "select count(*) from pg_locks where locktype = 'advisory' and objsubid = 1 \
+         and ((classid::bigint << 32) | objid::bigint) = {id}"
+    );
+    assert!(
+        procs::wait_until(procs::deadline(), || crate::pg_support::psql_ok(&held)
+            == "0"),
+        "the server kept psql's lock {id}"
+    );
+}
+
+/// lockrun's readers and psql's `pg_advisory_lock_shared` on the same id
+/// share the lock; `pg_advisory_lock` and a lockrun writer exclude them,
+/// both ways.
+#[test]
+fn postgres_readers_interoperate_with_psql() {
+    use crate::pg_support::psql_ok;
+    let place = Place::postgres("shared-psql");
+    let key = place.key("interop");
+    let id = psql_ok(&format!(
+        "select ('x' || substr(md5('{key}'), 1, 16))::bit(64)::bigint"
+    ));
+    let work = scratch();
+    // lockrun -s holding: psql's shared try succeeds, its exclusive one
+    // fails (each psql -c is a session of its own, whose lock ends with it).
+    let reader = place.hold(work.path(), "", &["elect", "-s", &key]);
+    assert_eq!(
+        psql_ok(&format!("select pg_try_advisory_lock_shared({id})")),
+        "t"
+    );
+    assert_eq!(psql_ok(&format!("select pg_try_advisory_lock({id})")), "f");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&reader.finish(), 0, "the reader");
+    // psql holding shared: lockrun -s runs, lockrun -x is busy, and leader
+    // shows kind "shared".
+    let held = scratch();
+    let psql = psql_holding("pg_advisory_lock_shared", &id, &held.path().join("ready"));
+    let output = run(&mut place.lockrun(&["elect", "-n", "-s", &key, "--", "true"]));
+    place.status(&output, 0, "lockrun -s beside psql's shared lock");
+    let output = run(&mut place.lockrun(&["elect", "-n", &key, "--", "true"]));
+    place.status(&output, 75, "lockrun -x beside psql's shared lock");
+    let output = run(&mut place.lockrun(&["leader", "--json", &key]));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["kind"], "shared", "{json}");
+    psql_ends(psql, &id);
+    // psql holding exclusive: lockrun -s is busy.
+    let held = scratch();
+    let psql = psql_holding("pg_advisory_lock", &id, &held.path().join("ready"));
+    let output = run(&mut place.lockrun(&["elect", "-n", "-s", &key, "--", "true"]));
+    place.status(&output, 75, "lockrun -s beside psql's exclusive lock");
+    psql_ends(psql, &id);
+}
+
+/// A reader whose lease is lost (its server process terminated) stops with
+/// 124; the other reader runs on.
+#[test]
+fn a_lost_reader_stops_alone() {
+    use crate::pg_support::psql_ok;
+    let place = Place::postgres("shared-loss");
+    let key = place.key("loss");
+    let (one, two) = (scratch(), scratch());
+    let lost = place.hold(
+        one.path(),
+        "echo $LOCKRUN_PG_LOCK_ID > \"$1/id\";",
+        &["elect", "-s", "--value", "lost", &key],
+    );
+    let kept = place.hold(two.path(), "", &["elect", "-s", "--value", "kept", &key]);
+    let id = std::fs::read_to_string(one.path().join("id")).unwrap();
+    // The backend holding "lost"'s lock: its facts name its value.
+    let terminated = psql_ok(&format!(
+        "select pg_terminate_backend(l.pid) from pg_locks l join pg_stat_activity a on a.pid = l.pid \
+         where l.locktype = 'advisory' and l.objsubid = 1 and l.granted \
+         and ((l.classid::bigint << 32) | l.objid::bigint) = {} and a.query like '%lost%'",
+        id.trim()
+    ));
+    assert_eq!(terminated, "t", "one reader's backend terminated");
+    place.status(&lost.finish(), 124, "the reader that lost its lease");
+    let output = run(&mut place.lockrun(&["leader", &key]));
+    assert_eq!(stdout(&output), "kept\n", "the other reader holds on");
+    std::fs::write(two.path().join("go"), "").unwrap();
+    place.status(&kept.finish(), 0, "the reader that kept its lease");
 }

@@ -90,7 +90,6 @@ impl Backend for PostgresBackend {
         request: &HoldRequest<'_, Self::HoldArgs>,
         _env: &dyn Env,
     ) -> Result<HoldRules<()>, Failure> {
-        crate::backend::rules::no_shared_mode(request, "postgres", "pg_advisory_lock_shared")?;
         crate::key::check(request.key).map_err(Failure::Usage)?;
         crate::backend::rules::plain_lease(
             request,
