@@ -591,8 +591,9 @@ pub struct ChildArgs {
     /// left. `-v` says which mode a run got.
     #[arg(long, hide_short_help = true, value_enum, default_value_t = ContainmentMode::Auto, value_name = "MODE")]
     pub containment: ContainmentMode,
-    /// Value stored in the lock entry [default: this host's name]; printable
-    /// characters only (`leader` prints one holder a line).
+    /// Value stored in the lock entry [default: this host's name].
+    ///
+    /// Printable characters only: `leader` prints one holder a line.
     #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), value_name = "VALUE")]
     pub value: Option<String>,
     /// The command and its arguments.
