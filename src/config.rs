@@ -89,7 +89,6 @@ pub fn hold<B: Backend>(
     pick: &Pick<B>,
     kind: Kind,
     key: &str,
-    shared: bool,
     session: &SessionArgs,
     wait: &WaitArgs,
     child: &ChildArgs,
@@ -98,7 +97,6 @@ pub fn hold<B: Backend>(
     let request = HoldRequest {
         kind,
         key,
-        shared,
         ttl: session.ttl,
         rate_error: session.clock_rate_error,
         kill_timeout: child.kill_timeout,

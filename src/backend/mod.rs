@@ -90,18 +90,24 @@ pub struct Kind {
     /// A leader lock, not a semaphore slot: the engine's guard after a
     /// loss (Consul's lock-delay) protects keys, never a slot in a record.
     pub lock: bool,
+    /// A lock taken shared (`elect -s`): readers hold it together. A
+    /// backend whose engine has no shared mode yet refuses it in its hold
+    /// rules, before anything is sent.
+    pub shared: bool,
     pub default_kill_timeout: Duration,
 }
 
 pub const LEADER: Kind = Kind {
     name: "key",
     lock: true,
+    shared: false,
     default_kill_timeout: Duration::from_secs(5),
 };
 
 pub const SEMAPHORE: Kind = Kind {
     name: "semaphore",
     lock: false,
+    shared: false,
     default_kill_timeout: Duration::from_secs(2),
 };
 
@@ -579,9 +585,6 @@ pub struct HoldRequest<'a, H> {
     pub kind: Kind,
     /// The key, or the semaphore prefix.
     pub key: &'a str,
-    /// `--shared`: a reader of the lock on `key`. A backend whose engine
-    /// has no shared mode yet refuses it here, before anything is sent.
-    pub shared: bool,
     pub ttl: Duration,
     pub rate_error: crate::clock::Ppm,
     /// `--kill-timeout` as typed; `None` for the default.

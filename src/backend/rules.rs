@@ -87,7 +87,7 @@ pub fn no_shared_mode<H>(
     backend: &str,
     layout: &str,
 ) -> Result<(), Failure> {
-    if !request.shared {
+    if !request.kind.shared {
         return Ok(());
     }
     Err(Failure::Usage(format!(

@@ -43,9 +43,11 @@ pub fn prepare<B: Backend>(
     }
     let (config, plan) = config::hold(
         pick,
-        config::LEADER,
+        config::Kind {
+            shared: args.shared,
+            ..config::LEADER
+        },
         &args.key,
-        args.shared,
         &args.session,
         &args.wait,
         &args.child,

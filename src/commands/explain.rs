@@ -47,9 +47,11 @@ pub fn run<B: Backend>(pick: &Pick<B>, args: ExplainArgs, env: &dyn Env) -> Resu
             let command = runnable(&mut a.child);
             let (config, _) = config::hold(
                 pick,
-                config::LEADER,
+                config::Kind {
+                    shared: a.shared,
+                    ..config::LEADER
+                },
                 &a.key,
-                a.shared,
                 &a.session,
                 &a.wait,
                 &a.child,
@@ -67,7 +69,6 @@ pub fn run<B: Backend>(pick: &Pick<B>, args: ExplainArgs, env: &dyn Env) -> Resu
                 pick,
                 config::SEMAPHORE,
                 &prefix,
-                false,
                 &a.session,
                 &a.wait,
                 &a.child,

@@ -45,7 +45,6 @@ pub fn prepare<B: Backend>(
         pick,
         config::SEMAPHORE,
         &prefix,
-        false,
         &args.session,
         &args.wait,
         &args.child,

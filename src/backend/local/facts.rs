@@ -315,12 +315,16 @@ pub fn read_proc_locks() -> io::Result<(String, bool)> {
     Ok((String::from_utf8_lossy(&text).into_owned(), reads <= 1))
 }
 
+/// A process holding a lock file (its pid, unless the kernel no longer
+/// names it) and whether it holds it shared.
+pub type Locker = (Option<u32>, bool);
+
 /// The live holders of the lock file `name` in `dir` according to the kernel:
 /// from one snapshot of `/proc/locks` or, when it spans several reads, from
 /// two consecutive passes that agree about this file (the last pass after
 /// `PASSES` that never did).
 /// Each holder is named with whether it holds the file shared.
-pub fn holders_of(dir: &Dir, name: &str) -> io::Result<Option<(Lock, Vec<(Option<u32>, bool)>)>> {
+pub fn holders_of(dir: &Dir, name: &str) -> io::Result<Option<(Lock, Vec<Locker>)>> {
     let Some(lock) = Lock::at(dir, name)? else {
         return Ok(None);
     };
