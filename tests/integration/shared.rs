@@ -24,6 +24,11 @@ macro_rules! on_shared_backends {
             }
 
             #[test]
+            fn on_etcd() {
+                super::$scenario(&Place::etcd(stringify!($scenario)));
+            }
+
+            #[test]
             fn on_postgres() {
                 super::$scenario(&Place::postgres(stringify!($scenario)));
             }
@@ -196,7 +201,6 @@ fn shared_is_refused_where_not_built() {
     ]));
     crate::support::assert_exit(&output, 2, "-s with -x", String::new);
     for backend in [
-        ["--backend", "etcd", "--endpoints", "http://127.0.0.1:9"],
         ["--backend", "consul", "--http-addr", "127.0.0.1:9"],
         ["--backend", "zookeeper", "--zk-hosts", "127.0.0.1:9"],
     ] {
@@ -336,7 +340,7 @@ fn postgres_readers_interoperate_with_psql() {
 /// A reader whose lease is lost (its server process terminated) stops with
 /// 124; the other reader runs on.
 #[test]
-fn a_lost_reader_stops_alone() {
+fn a_lost_postgres_reader_stops_alone() {
     use crate::pg_support::psql_ok;
     let place = Place::postgres("shared-loss");
     let key = place.key("loss");
@@ -356,6 +360,78 @@ fn a_lost_reader_stops_alone() {
         id.trim()
     ));
     assert_eq!(terminated, "t", "one reader's backend terminated");
+    place.status(&lost.finish(), 124, "the reader that lost its lease");
+    let output = run(&mut place.lockrun(&["leader", &key]));
+    assert_eq!(stdout(&output), "kept\n", "the other reader holds on");
+    std::fs::write(two.path().join("go"), "").unwrap();
+    place.status(&kept.finish(), 0, "the reader that kept its lease");
+}
+
+/// A lease of 60 s from `etcdctl lease grant`, in hex as etcdctl takes it.
+fn etcd_lease() -> String {
+    let out = crate::etcd_support::etcdctl_ok(&["lease", "grant", "60"]);
+    // "lease 694d8c3b5d0a1c0a granted with TTL(60s)"
+    out.split_whitespace()
+        .nth(1)
+        .expect("a lease id")
+        .to_owned()
+}
+
+/// etcd's reader-writer recipe (`client/v3/experimental/recipes`), its
+/// layout driven through etcdctl: a `KEY/write/N` key with a lease holds
+/// lockrun's readers off, a `KEY/read/N` key shares with them and holds
+/// lockrun's writers off, and a lockrun reader's own key is a `KEY/read/`
+/// key with its lease, older than any writer's that comes after it, which
+/// the recipe's writer therefore waits for.
+#[test]
+fn etcd_readers_interoperate_with_the_recipe_layout() {
+    use crate::etcd_support::etcdctl_ok;
+    let place = Place::etcd("shared-recipe");
+    let key = place.key("interop");
+    // A recipe writer holds.
+    let lease = etcd_lease();
+    etcdctl_ok(&["put", "--lease", &lease, &format!("{key}/write/1"), ""]);
+    let output = run(&mut place.lockrun(&["elect", "-n", "-s", &key, "--", "true"]));
+    place.status(&output, 75, "lockrun -s beside the recipe's writer");
+    etcdctl_ok(&["lease", "revoke", &lease]);
+    // A recipe reader holds.
+    let lease = etcd_lease();
+    etcdctl_ok(&["put", "--lease", &lease, &format!("{key}/read/1"), ""]);
+    let output = run(&mut place.lockrun(&["elect", "-n", "-s", &key, "--", "true"]));
+    place.status(&output, 0, "lockrun -s beside the recipe's reader");
+    let output = run(&mut place.lockrun(&["elect", "-n", &key, "--", "true"]));
+    place.status(&output, 75, "lockrun -x beside the recipe's reader");
+    let output = run(&mut place.lockrun(&["leader", "--json", &key]));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["kind"], "shared", "{json}");
+    etcdctl_ok(&["lease", "revoke", &lease]);
+    // A lockrun reader holds: its key is where the recipe's writer looks.
+    let work = scratch();
+    let reader = place.hold(work.path(), "", &["elect", "-s", "--value", "r", &key]);
+    let keys = etcdctl_ok(&["get", "--prefix", &format!("{key}/"), "--keys-only"]);
+    let keys: Vec<&str> = keys.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert!(keys[0].starts_with(&format!("{key}/read/")), "{keys:?}");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&reader.finish(), 0, "the reader");
+}
+
+/// A reader whose lease is revoked stops with 124; the other reader runs
+/// on, still holding.
+#[test]
+fn a_lost_etcd_reader_stops_alone() {
+    let place = Place::etcd("shared-loss");
+    let key = place.key("loss");
+    let (one, two) = (scratch(), scratch());
+    let lost = place.hold(
+        one.path(),
+        "echo $ETCD_LOCK_KEY > \"$1/entry\";",
+        &["elect", "-s", "--value", "lost", &key],
+    );
+    let kept = place.hold(two.path(), "", &["elect", "-s", "--value", "kept", &key]);
+    let entry = std::fs::read_to_string(one.path().join("entry")).unwrap();
+    let lease = entry.trim().rsplit('/').next().unwrap().to_owned();
+    crate::etcd_support::etcdctl_ok(&["lease", "revoke", &lease]);
     place.status(&lost.finish(), 124, "the reader that lost its lease");
     let output = run(&mut place.lockrun(&["leader", &key]));
     assert_eq!(stdout(&output), "kept\n", "the other reader holds on");

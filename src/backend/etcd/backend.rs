@@ -94,7 +94,6 @@ impl Backend for EtcdBackend {
         request: &HoldRequest<'_, Self::HoldArgs>,
         _env: &dyn Env,
     ) -> Result<HoldRules<()>, Failure> {
-        crate::backend::rules::no_shared_mode(request, "etcd", "etcd's rwmutex recipe layout")?;
         crate::key::check(request.key).map_err(Failure::Usage)?;
         crate::backend::rules::plain_lease(
             request,
