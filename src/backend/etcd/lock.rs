@@ -515,39 +515,6 @@ pub async fn until<T>(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn contender_keys_are_etcds_unpadded_lowercase_hex() {
-        assert_eq!(
-            contender_key(b"jobs/", 0x694d_7a1b_2c3d),
-            b"jobs/694d7a1b2c3d"
-        );
-        assert_eq!(contender_key(b"a/", 10), b"a/a");
-    }
-
-    #[test]
-    fn prefix_ends_as_etcds_get_prefix_range_end() {
-        use super::super::client::prefix_end;
-        assert_eq!(prefix_end(b"a/"), b"a0");
-        assert_eq!(prefix_end(b"a\xff"), b"b");
-        assert_eq!(prefix_end(b"\xff\xff"), b"\0");
-    }
-
-    #[test]
-    fn slot_values_round_trip_and_reject_others() {
-        let stored = slot_value("web-1 \"quoted\"", 3);
-        assert_eq!(
-            parse_slot_value(&stored),
-            Some(("web-1 \"quoted\"".to_owned(), 3))
-        );
-        assert_eq!(parse_slot_value(b""), None);
-        assert_eq!(parse_slot_value(b"{\"value\":\"x\"}"), None);
-    }
-}
-
 /// Where a lock's readers put their keys, in etcd's reader-writer recipe
 /// (`client/v3/experimental/recipes/rwmutex.go`): `KEY/read/` under the
 /// lock's `prefix` (`KEY/`). A recipe writer's are under `KEY/write/`.
@@ -633,5 +600,38 @@ pub async fn wait_writers(
             Err(e) if e.is_transient() => pause.after(&e).await,
             Err(e) => return Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contender_keys_are_etcds_unpadded_lowercase_hex() {
+        assert_eq!(
+            contender_key(b"jobs/", 0x694d_7a1b_2c3d),
+            b"jobs/694d7a1b2c3d"
+        );
+        assert_eq!(contender_key(b"a/", 10), b"a/a");
+    }
+
+    #[test]
+    fn prefix_ends_as_etcds_get_prefix_range_end() {
+        use super::super::client::prefix_end;
+        assert_eq!(prefix_end(b"a/"), b"a0");
+        assert_eq!(prefix_end(b"a\xff"), b"b");
+        assert_eq!(prefix_end(b"\xff\xff"), b"\0");
+    }
+
+    #[test]
+    fn slot_values_round_trip_and_reject_others() {
+        let stored = slot_value("web-1 \"quoted\"", 3);
+        assert_eq!(
+            parse_slot_value(&stored),
+            Some(("web-1 \"quoted\"".to_owned(), 3))
+        );
+        assert_eq!(parse_slot_value(b""), None);
+        assert_eq!(parse_slot_value(b"{\"value\":\"x\"}"), None);
     }
 }
