@@ -634,10 +634,11 @@ pub struct ElectArgs {
     pub key: String,
     /// Take the lock shared, as `flock -s`: readers run together, a writer alone.
     ///
-    /// Without it the lock is exclusive (-x, as `flock -x`). Once a writer
-    /// waits, readers that come after it wait behind it. Each engine's own
-    /// shared mode, so its own tools take the same lock (see lockrun(1),
-    /// BACKENDS).
+    /// Without it the lock is exclusive (-x, as `flock -x`). Once a lockrun
+    /// writer waits, readers that come after it wait behind it. Each backend
+    /// takes its engine's own shared mode, so that the engine's own tools
+    /// share the lock (`flock -s`, psql's `pg_advisory_lock_shared`, etcd's
+    /// reader-writer recipe); a backend without one yet refuses -s (exit 2).
     #[arg(short = 's', long, conflicts_with = "exclusive")]
     pub shared: bool,
     /// Take the lock exclusive: the default, spelled as `flock -x`.
