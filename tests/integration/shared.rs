@@ -29,6 +29,11 @@ macro_rules! on_shared_backends {
             }
 
             #[test]
+            fn on_zookeeper() {
+                super::$scenario(&Place::zookeeper(stringify!($scenario)));
+            }
+
+            #[test]
             fn on_postgres() {
                 super::$scenario(&Place::postgres(stringify!($scenario)));
             }
@@ -200,10 +205,7 @@ fn shared_is_refused_where_not_built() {
         "true",
     ]));
     crate::support::assert_exit(&output, 2, "-s with -x", String::new);
-    for backend in [
-        ["--backend", "consul", "--http-addr", "127.0.0.1:9"],
-        ["--backend", "zookeeper", "--zk-hosts", "127.0.0.1:9"],
-    ] {
+    for backend in [["--backend", "consul", "--http-addr", "127.0.0.1:9"]] {
         let mut cmd = crate::support::bare(backend);
         cmd.args(["elect", "--shared", "k", "--", "true"]);
         let output = run(&mut cmd);

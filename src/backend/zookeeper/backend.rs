@@ -86,7 +86,6 @@ impl Backend for ZookeeperBackend {
         request: &HoldRequest<'_, Self::HoldArgs>,
         _env: &dyn Env,
     ) -> Result<HoldRules<()>, Failure> {
-        crate::backend::rules::no_shared_mode(request, "zookeeper", "Curator's read-write lock nodes")?;
         super::check_key(request.key).map_err(Failure::Usage)?;
         crate::backend::rules::plain_lease(
             request,
