@@ -91,7 +91,7 @@ pub fn no_shared_mode<H>(
         return Ok(());
     }
     Err(Failure::Usage(format!(
-        "--shared is not available on the {backend} backend yet (it is to use {layout}); drop --shared to take `{}` exclusively, or keep readers on --backend local, postgres or etcd",
+        "--shared is not available on the {backend} backend yet (it is to use {layout}); drop --shared to take `{}` exclusively, or keep readers on --backend local, postgres, etcd or zookeeper",
         request.key
     )))
 }

@@ -274,6 +274,14 @@ mod tests {
     }
 
     #[test]
+    fn curators_read_write_nodes_are_readers_and_writers() {
+        let r = contender("_c_0a-__READ__0000000004").unwrap();
+        assert_eq!((r.seq, r.writer), (4, Writer::Reader));
+        let w = contender("_c_0a-__WRIT__0000000005").unwrap();
+        assert_eq!((w.seq, w.writer), (5, Writer::CuratorWriter));
+    }
+
+    #[test]
     fn uuids_look_like_curators() {
         let u = new_uuid();
         assert_eq!(u.len(), 36);
