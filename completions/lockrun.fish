@@ -92,7 +92,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l leftovers -d '
 kill\t'What COMMAND left is stopped when COMMAND exits'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l containment -d 'How COMMAND\'s process tree is kept together. `auto`: in a cgroup v2 of its own where lockrun may create one (as root, or under systemd delegation: a `Delegate=yes` unit, `systemd-run --scope -p Delegate=yes`; a service\'s cgroup not delegated stays systemd\'s), stopped at once by `cgroup.kill`; elsewhere, and after any failure, as `subreaper`: the guard, a child subreaper, finds the tree\'s processes in /proc and kills them in passes until none is left. `-v` says which mode a run got' -r -f -a "auto\t'A cgroup of its own where possible, else the subreaper'
 subreaper\t'The guard as a child subreaper alone, never a cgroup'"
-complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l value -d 'Value stored in the lock entry [default: this host\'s name]; printable characters only (`leader` prints one holder a line)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l value -d 'Value stored in the lock entry [default: this host\'s name]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l notify -d 'Speak systemd\'s notify protocol (Type=notify)' -r -f -a "start\t'At once: a standby is a healthy, started service'
 held\t'Only once the lock or slot is held: a standby stays "activating"'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l min-hold -d 'Keep the lock at least DURATION after taking it' -r
@@ -145,6 +145,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l zk-auth-file -
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s s -l shared -d 'Take the lock shared, as `flock -s`: readers run together, a writer alone'
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s x -l exclusive -d 'Take the lock exclusive: the default, spelled as `flock -x`'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l campaign -d 'After a loss, stop the child and campaign again instead of exiting 124'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l no-checks -d 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -s n -l no-wait -d 'Try once; if the lock is taken, exit 75 at once'
@@ -181,7 +183,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l leftovers 
 kill\t'What COMMAND left is stopped when COMMAND exits'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l containment -d 'How COMMAND\'s process tree is kept together. `auto`: in a cgroup v2 of its own where lockrun may create one (as root, or under systemd delegation: a `Delegate=yes` unit, `systemd-run --scope -p Delegate=yes`; a service\'s cgroup not delegated stays systemd\'s), stopped at once by `cgroup.kill`; elsewhere, and after any failure, as `subreaper`: the guard, a child subreaper, finds the tree\'s processes in /proc and kills them in passes until none is left. `-v` says which mode a run got' -r -f -a "auto\t'A cgroup of its own where possible, else the subreaper'
 subreaper\t'The guard as a child subreaper alone, never a cgroup'"
-complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l value -d 'Value stored in the lock entry [default: this host\'s name]; printable characters only (`leader` prints one holder a line)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l value -d 'Value stored in the lock entry [default: this host\'s name]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l notify -d 'Speak systemd\'s notify protocol (Type=notify)' -r -f -a "start\t'At once: a standby is a healthy, started service'
 held\t'Only once the lock or slot is held: a standby stays "activating"'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l min-hold -d 'Keep the lock at least DURATION after taking it' -r
@@ -565,7 +567,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 kill\t'What COMMAND left is stopped when COMMAND exits'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l containment -d 'How COMMAND\'s process tree is kept together. `auto`: in a cgroup v2 of its own where lockrun may create one (as root, or under systemd delegation: a `Delegate=yes` unit, `systemd-run --scope -p Delegate=yes`; a service\'s cgroup not delegated stays systemd\'s), stopped at once by `cgroup.kill`; elsewhere, and after any failure, as `subreaper`: the guard, a child subreaper, finds the tree\'s processes in /proc and kills them in passes until none is left. `-v` says which mode a run got' -r -f -a "auto\t'A cgroup of its own where possible, else the subreaper'
 subreaper\t'The guard as a child subreaper alone, never a cgroup'"
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l value -d 'Value stored in the lock entry [default: this host\'s name]; printable characters only (`leader` prints one holder a line)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l value -d 'Value stored in the lock entry [default: this host\'s name]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l notify -d 'Speak systemd\'s notify protocol (Type=notify)' -r -f -a "start\t'At once: a standby is a healthy, started service'
 held\t'Only once the lock or slot is held: a standby stays "activating"'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l min-hold -d 'Keep the lock at least DURATION after taking it' -r
@@ -618,6 +620,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -s s -l shared -d 'Take the lock shared, as `flock -s`: readers run together, a writer alone'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -s x -l exclusive -d 'Take the lock exclusive: the default, spelled as `flock -x`'
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l campaign -d 'After a loss, stop the child and campaign again instead of exiting 124'
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l no-checks -d 'Bind the session to no health check, so that only the TTL ends it (the default; sent to Consul explicitly, old and new fields alike)'
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -s n -l no-wait -d 'Try once; if the lock is taken, exit 75 at once'
@@ -654,7 +658,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 kill\t'What COMMAND left is stopped when COMMAND exits'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l containment -d 'How COMMAND\'s process tree is kept together. `auto`: in a cgroup v2 of its own where lockrun may create one (as root, or under systemd delegation: a `Delegate=yes` unit, `systemd-run --scope -p Delegate=yes`; a service\'s cgroup not delegated stays systemd\'s), stopped at once by `cgroup.kill`; elsewhere, and after any failure, as `subreaper`: the guard, a child subreaper, finds the tree\'s processes in /proc and kills them in passes until none is left. `-v` says which mode a run got' -r -f -a "auto\t'A cgroup of its own where possible, else the subreaper'
 subreaper\t'The guard as a child subreaper alone, never a cgroup'"
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l value -d 'Value stored in the lock entry [default: this host\'s name]; printable characters only (`leader` prints one holder a line)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l value -d 'Value stored in the lock entry [default: this host\'s name]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l notify -d 'Speak systemd\'s notify protocol (Type=notify)' -r -f -a "start\t'At once: a standby is a healthy, started service'
 held\t'Only once the lock or slot is held: a standby stays "activating"'"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l min-hold -d 'Keep the lock at least DURATION after taking it' -r

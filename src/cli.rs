@@ -619,8 +619,9 @@ pub struct ChildArgs {
     /// left. `-v` says which mode a run got.
     #[arg(long, hide_short_help = true, value_enum, default_value_t = ContainmentMode::Auto, value_name = "MODE")]
     pub containment: ContainmentMode,
-    /// Value stored in the lock entry [default: this host's name]; printable
-    /// characters only (`leader` prints one holder a line).
+    /// Value stored in the lock entry [default: this host's name].
+    ///
+    /// Printable characters only: `leader` prints one holder a line.
     #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), value_name = "VALUE")]
     pub value: Option<String>,
     /// The command and its arguments.
@@ -659,6 +660,19 @@ pub struct ElectArgs {
     /// The lock key, e.g. service/db/leader.
     #[arg(value_name = "KEY")]
     pub key: String,
+    /// Take the lock shared, as `flock -s`: readers run together, a writer alone.
+    ///
+    /// Without it the lock is exclusive (-x, as `flock -x`). Once a lockrun
+    /// writer waits, readers that come after it wait behind it. Each backend
+    /// takes its engine's own shared mode, so that the engine's own tools
+    /// share the lock (`flock -s`, psql's `pg_advisory_lock_shared`, etcd's
+    /// reader-writer recipe, Curator's read-write lock); a backend without
+    /// one yet refuses -s (exit 2).
+    #[arg(short = 's', long, conflicts_with = "exclusive")]
+    pub shared: bool,
+    /// Take the lock exclusive: the default, spelled as `flock -x`.
+    #[arg(short = 'x', long, hide_short_help = true)]
+    pub exclusive: bool,
     /// After a loss, stop the child and campaign again instead of exiting 124.
     ///
     /// For long-running daemons; not with --no-wait.

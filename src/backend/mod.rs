@@ -91,18 +91,24 @@ pub struct Kind {
     /// A leader lock, not a semaphore slot: the engine's guard after a
     /// loss (Consul's lock-delay) protects keys, never a slot in a record.
     pub lock: bool,
+    /// A lock taken shared (`elect -s`): readers hold it together. A
+    /// backend whose engine has no shared mode yet refuses it in its hold
+    /// rules, before anything is sent.
+    pub shared: bool,
     pub default_kill_timeout: Duration,
 }
 
 pub const LEADER: Kind = Kind {
     name: "key",
     lock: true,
+    shared: false,
     default_kill_timeout: Duration::from_secs(5),
 };
 
 pub const SEMAPHORE: Kind = Kind {
     name: "semaphore",
     lock: false,
+    shared: false,
     default_kill_timeout: Duration::from_secs(2),
 };
 
@@ -190,8 +196,9 @@ pub trait Lease {
 /// What to acquire.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    /// A leader lock on a key.
-    Lock { key: String },
+    /// A lock on a key: exclusive (a leader lock, `flock -x`) or shared
+    /// (`flock -s`: readers hold it together, never beside a writer).
+    Lock { key: String, shared: bool },
     /// One of `limit` slots under a prefix.
     Slot { prefix: String, limit: u32 },
 }
@@ -200,7 +207,7 @@ impl Target {
     /// The key or prefix, as `LOCKRUN_KEY` shows it.
     pub fn name(&self) -> &str {
         match self {
-            Target::Lock { key } => key,
+            Target::Lock { key, .. } => key,
             Target::Slot { prefix, .. } => prefix,
         }
     }

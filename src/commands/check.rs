@@ -63,6 +63,7 @@ pub async fn run<I: Inspect>(inspect: &I, job: Job) -> Result<Exit, Failure> {
     let seq = &job.sequencer;
     let target = Target::Lock {
         key: seq.key.clone(),
+        shared: false,
     };
     let holders = inspect.holders(&target).await.map_err(Into::into)?;
     let Some(holder) = holders.first() else {

@@ -10,6 +10,7 @@ use crate::hold;
 
 pub struct Job {
     key: String,
+    shared: bool,
     campaign: bool,
     config: HoldConfig,
     /// The lease TTL, for the engine's client.
@@ -35,6 +36,7 @@ impl Job {
             (
                 Target::Lock {
                     key: self.key.clone(),
+                    shared: self.shared,
                 },
                 self.config.deadline().deadline(),
             )
@@ -62,7 +64,10 @@ pub fn prepare<B: Backend>(
     }
     let (config, plan) = config::hold(
         pick,
-        config::LEADER,
+        config::Kind {
+            shared: args.shared,
+            ..config::LEADER
+        },
         &args.key,
         &args.session,
         &args.wait,
@@ -78,6 +83,7 @@ pub fn prepare<B: Backend>(
     let service = hold::Service::new(&args.service)?.with_ops(ops);
     let job = Job {
         key: args.key,
+        shared: args.shared,
         campaign: args.campaign,
         config,
         ttl: args.session.ttl,
@@ -89,7 +95,10 @@ pub fn prepare<B: Backend>(
 }
 
 pub async fn run<E: Engine>(engine: &E, job: Job) -> Result<Exit, Failure> {
-    let target = Target::Lock { key: job.key };
+    let target = Target::Lock {
+        key: job.key,
+        shared: job.shared,
+    };
     hold::run(
         engine,
         &target,

@@ -47,7 +47,10 @@ pub fn run<B: Backend>(pick: &Pick<B>, args: ExplainArgs, env: &dyn Env) -> Resu
             let command = runnable(&mut a.child);
             let (config, _) = config::hold(
                 pick,
-                config::LEADER,
+                config::Kind {
+                    shared: a.shared,
+                    ..config::LEADER
+                },
                 &a.key,
                 &a.session,
                 &a.wait,

@@ -44,7 +44,8 @@ fn json_line<I: Inspect>(
     holders: &[Holder],
 ) -> Vec<u8> {
     let (kind, limit) = match target {
-        Target::Lock { .. } => ("lock", None),
+        Target::Lock { shared: false, .. } => ("lock", None),
+        Target::Lock { shared: true, .. } => ("shared", None),
         Target::Slot { limit, .. } => ("semaphore", Some(*limit)),
     };
     let value = json!({
@@ -236,7 +237,7 @@ pub async fn list<I: Inspect>(
     }
     // Slots listed before their semaphore was known are left out too.
     listed.retain(|l| match l {
-        Listed::Named(Target::Lock { key }, _) => !semaphores
+        Listed::Named(Target::Lock { key, .. }, _) => !semaphores
             .iter()
             .any(|s| key != s && super::list::is_under(key, s)),
         _ => true,

@@ -473,7 +473,9 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
         };
         // What COMMAND is told; hooks keep it for after the claim is gone.
         let mut claim_env = held.claim.env();
-        if let Target::Lock { key } = self.target {
+        // A sequencer names the one holder of a lock; a reader is one of
+        // many, and nothing a writer fences with tells readers apart.
+        if let Target::Lock { key, shared: false } = self.target {
             let seq = Sequencer {
                 backend: beacon.backend.to_string(),
                 key: key.clone(),
@@ -689,7 +691,10 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
     /// Tells the service manager we hold the lock.
     fn announce(&self) {
         let leading = match self.target {
-            Target::Lock { key } => format!("leading `{key}` since {}", now_utc()),
+            Target::Lock { key, shared: false } => format!("leading `{key}` since {}", now_utc()),
+            Target::Lock { key, shared: true } => {
+                format!("holding `{key}` shared since {}", now_utc())
+            }
             Target::Slot { prefix, limit } => {
                 format!(
                     "holding a slot of `{prefix}` (limit {limit}) since {}",

@@ -446,7 +446,10 @@ async fn play_shared(
         min_hold,
         ops: crate::ops::Ops::none(),
     };
-    let target = Target::Lock { key: "k".into() };
+    let target = Target::Lock {
+        key: "k".into(),
+        shared: false,
+    };
     let (ready_sent, first_contact) = (Cell::new(false), Cell::new(true));
     let mut released = release_requests().expect("a handler for the release signal");
     let mut guards = FakeGuards(script.clone());
@@ -566,7 +569,10 @@ async fn a_signal_during_min_hold_releases_at_once() {
             min_hold: Some(Duration::from_secs(10)),
             ops: crate::ops::Ops::none(),
         };
-        let target = Target::Lock { key: "k".into() };
+        let target = Target::Lock {
+            key: "k".into(),
+            shared: false,
+        };
         let (ready_sent, first_contact) = (Cell::new(false), Cell::new(true));
         let mut released = release_requests().expect("a handler for the release signal");
         let mut guards = FakeGuards(script.clone());
@@ -800,7 +806,10 @@ async fn a_busy_lock_ends_the_round_with_the_conflict_status() {
         min_hold: None,
         ops: crate::ops::Ops::none(),
     };
-    let target = Target::Lock { key: "k".into() };
+    let target = Target::Lock {
+        key: "k".into(),
+        shared: false,
+    };
     let (ready_sent, first_contact) = (Cell::new(false), Cell::new(true));
     let mut released = release_requests().expect("a handler for the release signal");
     let mut guards = FakeGuards(script.clone());
@@ -885,7 +894,10 @@ async fn run(script: Script, budget: Option<Budget>, campaign: bool) -> Result<E
         min_hold: None,
         ops: crate::ops::Ops::none(),
     };
-    let target = Target::Lock { key: "k".into() };
+    let target = Target::Lock {
+        key: "k".into(),
+        shared: false,
+    };
     Run {
         engine: &engine,
         target: &target,

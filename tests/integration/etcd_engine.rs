@@ -33,7 +33,10 @@ const TTL: Duration = Duration::from_secs(2);
 const HELD: Duration = Duration::from_secs(30);
 
 fn lock(key: &str) -> Target {
-    Target::Lock { key: key.into() }
+    Target::Lock {
+        key: key.into(),
+        shared: false,
+    }
 }
 
 fn patient() -> Wait {

@@ -34,7 +34,10 @@ fn key_files(dir: &Path, key: &str) -> KeyFiles {
 }
 
 fn lock(key: &str) -> Target {
-    Target::Lock { key: key.into() }
+    Target::Lock {
+        key: key.into(),
+        shared: false,
+    }
 }
 
 fn slots(prefix: &str, limit: u32) -> Target {

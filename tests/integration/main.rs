@@ -94,3 +94,5 @@ mod clusters;
 mod ops;
 // Every shell example in the README and docs/, run on the engine it names.
 mod doc_examples;
+// Shared locks: readers together, a writer alone, with each engine's own tools.
+mod shared;

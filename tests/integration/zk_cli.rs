@@ -186,6 +186,69 @@ fn one_after_the_other(
     (a, b)
 }
 
+/// Curator's `InterProcessReadWriteLock` and lockrun's `elect -s`
+/// (issue #42): a Curator reader and a lockrun reader hold together; a
+/// Curator writer and a lockrun reader exclude each other both ways, and a
+/// lockrun writer waits for a Curator reader.
+#[test]
+fn zookeeper_curator_read_write_lock_and_lockrun_readers() {
+    let hosts = zk_support::zk().addr.clone();
+    let key = zk_support::unique("curator-rw");
+    let path = format!("/{key}");
+    let mut reader = curator_with(&hosts, &path, &["read"]);
+    reader.wait_started("Curator's reader");
+    let mut ours = zk_lockrun(&hosts, &["elect", "-s", "--ttl", "4s", &key]);
+    ours.wait_started("lockrun's reader beside Curator's");
+    let output = run(&mut bare([
+        "--backend",
+        "zookeeper",
+        "--zk-hosts",
+        &hosts,
+        "leader",
+        "--json",
+        &key,
+    ]));
+    let shown: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(shown["kind"], "shared", "{shown}");
+    assert_eq!(
+        shown["holders"].as_array().map(Vec::len),
+        Some(2),
+        "{shown}"
+    );
+    ours.go();
+    assert!(ours.finish().status.success());
+    // A lockrun writer queues behind Curator's reader.
+    let mut writer = zk_lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
+    one_after_the_other(
+        &hosts,
+        &key,
+        &mut reader,
+        &mut writer,
+        "Curator's reader, lockrun's writer",
+    );
+    // Curator's writer and lockrun's reader, each way round.
+    let mut curator = curator_with(&hosts, &path, &["write"]);
+    curator.wait_started("Curator's writer");
+    let mut ours = zk_lockrun(&hosts, &["elect", "-s", "--ttl", "4s", &key]);
+    one_after_the_other(
+        &hosts,
+        &key,
+        &mut curator,
+        &mut ours,
+        "Curator's writer first",
+    );
+    let mut ours = zk_lockrun(&hosts, &["elect", "-s", "--ttl", "4s", &key]);
+    ours.wait_started("lockrun's reader");
+    let mut curator = curator_with(&hosts, &path, &["write"]);
+    one_after_the_other(
+        &hosts,
+        &key,
+        &mut ours,
+        &mut curator,
+        "lockrun's reader first",
+    );
+}
+
 #[test]
 fn zookeeper_curator_and_lockrun_exclude_each_other() {
     let hosts = zk_support::zk().addr.clone();

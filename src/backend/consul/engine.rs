@@ -99,7 +99,7 @@ async fn release(
     modify_index: Option<u64>,
 ) -> bool {
     let released = match target {
-        Target::Lock { key } => leader::release(client, key, session, value, modify_index).await,
+        Target::Lock { key, .. } => leader::release(client, key, session, value, modify_index).await,
         Target::Slot { prefix, .. } => semaphore::release(client, prefix, session).await,
     };
     match released {
@@ -193,7 +193,7 @@ impl Engine for Consul {
         }));
         let patience = wait;
         let acquired = match target {
-            Target::Lock { key } => {
+            Target::Lock { key, .. } => {
                 match leader::acquire(&self.client, key, &lease.id, value, patience).await? {
                     Acquired::Yes(h) => Acquired::Yes(Kind::Lock(h)),
                     Acquired::No { holder } => Acquired::No { holder },

@@ -419,6 +419,7 @@ impl Inspect for Outside {
             },
             _ => Target::Lock {
                 key: key.to_string(),
+                shared: false,
             },
         })
     }
@@ -491,7 +492,7 @@ impl Inspect for Outside {
             )));
         }
         match target {
-            Target::Lock { key } => self.release_lock(key).await,
+            Target::Lock { key, .. } => self.release_lock(key).await,
             Target::Slot { prefix, .. } => self.release_slots(prefix).await,
         }
     }

@@ -198,6 +198,7 @@ pub fn hold(
         name: key_kind,
         lock,
         default_kill_timeout,
+        ..
     } = request.kind;
     // A lock-delay guards keys the dead session held. A semaphore slot is
     // a line in a record nobody holds: once the session is gone a rival

@@ -515,6 +515,94 @@ pub async fn until<T>(
     }
 }
 
+/// Where a lock's readers put their keys, in etcd's reader-writer recipe
+/// (`client/v3/experimental/recipes/rwmutex.go`): `KEY/read/` under the
+/// lock's `prefix` (`KEY/`). A recipe writer's are under `KEY/write/`.
+pub fn readers_of(prefix: &[u8]) -> Vec<u8> {
+    let mut readers = prefix.to_vec();
+    readers.extend_from_slice(b"read/");
+    readers
+}
+
+/// Whether `key`, under the lock's `prefix`, is a reader's.
+pub fn is_reader(prefix: &[u8], key: &[u8]) -> bool {
+    key.starts_with(&readers_of(prefix))
+}
+
+/// Waits until no key under the lock's `prefix` but a reader's was created
+/// before ours (`me`, a reader): the recipe's reader waits only for
+/// `KEY/write` keys, and we wait as well for the entries of etcd's mutex
+/// (`lockrun elect`, `etcdctl lock`), which are writers too. Each look
+/// confirms that `me` still exists, in the same read-only transaction, and
+/// waits for the deletion of the newest such key. Returns the revision at
+/// which none was left, or `None` when `once` and one is there.
+pub async fn wait_writers(
+    client: &Client,
+    prefix: &[u8],
+    me: &Entered,
+    once: bool,
+) -> Result<Option<i64>, EtcdError> {
+    let readers = readers_of(prefix);
+    let older = |key: Vec<u8>, end: Vec<u8>| {
+        let range = Range {
+            key,
+            range_end: Some(end),
+            max_create_revision: me.create_revision - 1,
+            ..Range::default()
+        }
+        .newest_first()
+        .limited(1);
+        json!({ "request_range": range.to_json() })
+    };
+    let look = [
+        older(prefix.to_vec(), readers.clone()),
+        older(super::client::prefix_end(&readers), super::client::prefix_end(prefix)),
+        json!({ "request_range": Range::key(&me.key).to_json() }),
+    ];
+    let what = format!("waiting for the writers of `{}`", shown(prefix));
+    let mut pause = Pause::default();
+    loop {
+        let answer = match client
+            .txn(Vec::new(), look.to_vec(), Vec::new(), &what)
+            .await
+        {
+            Ok(answer) => answer,
+            Err(e) if e.is_transient() => {
+                pause.after(&e).await;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let [low, high, mine] = answer.ranges.as_slice() else {
+            return Err(EtcdError::Decode {
+                what,
+                cause: format!("{} range answers where 3 were asked", answer.ranges.len()),
+            });
+        };
+        if mine.kvs.is_empty() {
+            return Err(EtcdError::KeyGone {
+                key: shown(&me.key),
+            });
+        }
+        let newest = low
+            .kvs
+            .iter()
+            .chain(high.kvs.iter())
+            .max_by_key(|kv| kv.create_revision);
+        let Some(writer) = newest else {
+            return Ok(Some(answer.revision));
+        };
+        if once {
+            return Ok(None);
+        }
+        match wait_deleted(client, &writer.key, answer.revision).await {
+            Ok(()) => pause = Pause::default(),
+            Err(e) if e.is_transient() => pause.after(&e).await,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

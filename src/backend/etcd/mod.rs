@@ -126,6 +126,9 @@ impl Etcd {
         wait: Wait,
     ) -> Result<Acquisition<EtcdClaim>, EtcdError> {
         let prefix = Self::prefix(target)?;
+        if let Target::Lock { shared: true, .. } = target {
+            return self.acquire_shared(lease, target, &prefix, value, wait).await;
+        }
         let me = riding_out(wait, "entering the queue", || {
             lock::enter(&self.client, &prefix, lease.id, value.as_bytes())
         })
@@ -154,6 +157,41 @@ impl Etcd {
         Ok(Acquisition::Held(
             self.claim(lease, target, me, revision, None),
         ))
+    }
+
+    /// A reader: `KEY/read/<lease id in hex>` with our lease, in the
+    /// layout of etcd's reader-writer recipe, held once no writer's key
+    /// under `KEY/` is older (see [`lock::wait_writers`]). Writers (`elect`
+    /// without `-s`, etcd's mutex) wait for every older key under `KEY/`,
+    /// readers' included, so a reader that comes after a waiting writer
+    /// waits behind it. The fence is the revision at which we found no
+    /// writer ahead, as a writer's is the one at which it was first.
+    async fn acquire_shared(
+        &self,
+        lease: &EtcdLease,
+        target: &Target,
+        prefix: &[u8],
+        value: &str,
+        wait: Wait,
+    ) -> Result<Acquisition<EtcdClaim>, EtcdError> {
+        let readers = lock::readers_of(prefix);
+        let me = riding_out(wait, "entering the queue", || {
+            lock::enter(&self.client, &readers, lease.id, value.as_bytes())
+        })
+        .await?;
+        let once = wait == Wait::Once;
+        let waited = lock::until(
+            wait.deadline(),
+            lock::wait_writers(&self.client, prefix, &me, once),
+        )
+        .await;
+        match waited {
+            Some(Ok(Some(revision))) => Ok(Acquisition::Held(
+                self.claim(lease, target, me, revision, None),
+            )),
+            Some(Ok(None)) | None => self.busy(target, &me, None).await,
+            Some(Err(e)) => Err(e),
+        }
     }
 
     async fn acquire_slot(
@@ -272,9 +310,20 @@ impl Etcd {
             Target::Lock { .. } => {
                 let answer = self
                     .client
-                    .range(&Range::prefix(&prefix).first_created().limited(1))
+                    .range(&Range::prefix(&prefix).first_created())
                     .await?;
-                for kv in answer.kvs {
+                // The oldest key holds; if it is a reader's, so does every
+                // reader's up to the first writer's.
+                let held = match answer.kvs.first() {
+                    Some(first) if lock::is_reader(&prefix, &first.key) => answer
+                        .kvs
+                        .iter()
+                        .take_while(|kv| lock::is_reader(&prefix, &kv.key))
+                        .count(),
+                    Some(_) => 1,
+                    None => 0,
+                };
+                for kv in answer.kvs.into_iter().take(held) {
                     let holder = Holder {
                         // `etcdctl lock` stores nothing: no value to show.
                         value: Some(kv.value_str()).filter(|v| !v.is_empty()),
@@ -647,6 +696,7 @@ impl Inspect for Etcd {
     async fn target_of(&self, key: &str) -> Result<Target, EtcdError> {
         let lock = Target::Lock {
             key: key.to_string(),
+            shared: false,
         };
         let prefix = Self::prefix(&lock)?;
         let answer = self
@@ -663,7 +713,14 @@ impl Inspect for Etcd {
                     prefix: key.to_string(),
                     limit,
                 },
-                None => lock,
+                // Readers hold it while the oldest key is a reader's.
+                None => Target::Lock {
+                    key: key.to_string(),
+                    shared: answer
+                        .kvs
+                        .first()
+                        .is_some_and(|kv| lock::is_reader(&prefix, &kv.key)),
+                },
             },
         )
     }
@@ -747,7 +804,11 @@ impl Inspect for Etcd {
             if !which.picks(&holder) {
                 continue;
             }
-            if kv.lease == 0 || kv.key != lock::contender_key(&prefix, kv.lease) {
+            let readers = lock::readers_of(&prefix);
+            if kv.lease == 0
+                || (kv.key != lock::contender_key(&prefix, kv.lease)
+                    && kv.key != lock::contender_key(&readers, kv.lease))
+            {
                 return Err(EtcdError::NotAContender {
                     key: target.name().to_owned(),
                     entry: kv.key_str(),

@@ -22,6 +22,10 @@ use super::LocalError;
 pub const FACTS_SUFFIX: &str = ".lockrun";
 /// The suffix of the holder's scratch file for the next facts.
 pub const SCRATCH_SUFFIX: &str = ".lockrun-new";
+/// The suffix of the turnstile beside a lock that lockrun's readers and
+/// waiting writers pass one at a time, so that once a writer waits, readers
+/// that come after it wait behind it (`Local::acquire_lock`).
+pub const TURN_SUFFIX: &str = ".lockrun-rw";
 
 /// The default lock directory: `/run/lockrun` for root; for anyone else
 /// `$XDG_RUNTIME_DIR/lockrun`, else `/tmp/lockrun-UID`.
@@ -121,8 +125,11 @@ pub fn check_key(key: &str) -> Result<(), LocalError> {
             "." | ".." => {
                 "has a `.` or `..` segment, which would leave its place in the lock directory"
             }
-            s if s.ends_with(FACTS_SUFFIX) || s.ends_with(SCRATCH_SUFFIX) => {
-                "has a segment ending in `.lockrun` or `.lockrun-new`, names kept for holder facts"
+            s if s.ends_with(FACTS_SUFFIX)
+                || s.ends_with(SCRATCH_SUFFIX)
+                || s.ends_with(TURN_SUFFIX) =>
+            {
+                "has a segment ending in `.lockrun`, `.lockrun-new` or `.lockrun-rw`, names kept for holder facts and the readers' turnstile"
             }
             s if SEMAPHORE_FILES.contains(&s) => {
                 "has a `.limit` or `.queue` segment, names a semaphore keeps for its own files"

@@ -250,6 +250,16 @@ impl Lock {
 /// per holder, `Some(pid)` or `None` when the kernel shows pid 0 (the
 /// locking process has died; another keeps the descriptor).
 pub fn flock_holders(proc_locks: &str, lock: Lock) -> Vec<Option<u32>> {
+    flock_lockers(proc_locks, lock, "WRITE")
+}
+
+/// The processes holding `lock` shared (`LOCK_SH`, `flock -s`), as
+/// [`flock_holders`] names the exclusive one.
+pub fn flock_readers(proc_locks: &str, lock: Lock) -> Vec<Option<u32>> {
+    flock_lockers(proc_locks, lock, "READ")
+}
+
+fn flock_lockers(proc_locks: &str, lock: Lock, want_mode: &str) -> Vec<Option<u32>> {
     let want = format!(
         "{:02x}:{:02x}:{}",
         nix::sys::stat::major(lock.dev),
@@ -269,12 +279,13 @@ pub fn flock_holders(proc_locks: &str, lock: Lock) -> Vec<Option<u32>> {
                 fields.next()?,
                 fields.next()?,
             );
-            (kind == "FLOCK" && mode == "WRITE" && id == want)
+            (kind == "FLOCK" && mode == want_mode && id == want)
                 .then(|| pid.parse::<u32>().ok().filter(|&p| p != 0))
         })
         .collect();
-    // An exclusive flock is granted once at a time: a second line is a pass
-    // that saw it twice.
+    // An exclusive flock is granted once at a time, and a process shows
+    // once per open file description it locked shared with: a second line
+    // for one pid is a pass that saw it twice.
     holders.sort_unstable();
     holders.dedup();
     holders
@@ -304,18 +315,27 @@ pub fn read_proc_locks() -> io::Result<(String, bool)> {
     Ok((String::from_utf8_lossy(&text).into_owned(), reads <= 1))
 }
 
+/// A process holding a lock file (its pid, unless the kernel no longer
+/// names it) and whether it holds it shared.
+pub type Locker = (Option<u32>, bool);
+
 /// The live holders of the lock file `name` in `dir` according to the kernel:
 /// from one snapshot of `/proc/locks` or, when it spans several reads, from
 /// two consecutive passes that agree about this file (the last pass after
 /// `PASSES` that never did).
-pub fn holders_of(dir: &Dir, name: &str) -> io::Result<Option<(Lock, Vec<Option<u32>>)>> {
+/// Each holder is named with whether it holds the file shared.
+pub fn holders_of(dir: &Dir, name: &str) -> io::Result<Option<(Lock, Vec<Locker>)>> {
     let Some(lock) = Lock::at(dir, name)? else {
         return Ok(None);
     };
     let mut previous = None;
     for _ in 0..PASSES {
         let (text, snapshot) = read_proc_locks()?;
-        let now = flock_holders(&text, lock);
+        let mut now: Vec<_> = flock_holders(&text, lock)
+            .into_iter()
+            .map(|pid| (pid, false))
+            .collect();
+        now.extend(flock_readers(&text, lock).into_iter().map(|pid| (pid, true)));
         if snapshot || previous.as_ref() == Some(&now) {
             return Ok(Some((lock, now)));
         }

@@ -217,22 +217,33 @@ impl Local {
             lock,
             files,
             slot,
+            shared,
+            turn,
         } = granted;
         let previous = Facts::read_at(&files.dir, &files.facts())?;
-        let facts = Facts {
-            fence: previous.next_fence(),
-            dev: lock.dev,
-            ino: lock.ino,
-            holder: Some(HolderFacts {
+        let holder = HolderFacts {
                 value: value.to_owned(),
                 host: self.host.clone(),
                 pid: me,
                 pid_start,
                 since_ms: facts::now_ms(),
                 child_pgid: None,
-            }),
+        };
+        // The record names one holder, the writer; a reader only moves the
+        // fence on (under the turnstile, so no two readers take the same
+        // one) and keeps its own facts, which nobody else reads.
+        let facts = Facts {
+            fence: previous.next_fence(),
+            dev: lock.dev,
+            ino: lock.ino,
+            holder: (!shared).then(|| holder.clone()),
         };
         facts.write(&files)?;
+        drop(turn);
+        let facts = Facts {
+            holder: Some(holder),
+            ..facts
+        };
         Ok(LocalClaim {
             file,
             lent: false,
@@ -243,6 +254,7 @@ impl Local {
             facts,
             name: target.name().to_owned(),
             slot,
+            shared,
         })
     }
 }
@@ -287,6 +299,11 @@ struct Granted {
     lock: Lock,
     files: KeyFiles,
     slot: Option<u32>,
+    /// Held shared, by one of any number of readers.
+    shared: bool,
+    /// A reader's turnstile, kept until its fence is written: readers take
+    /// their fences one at a time.
+    turn: Option<File>,
 }
 
 /// Opens the lock file `name` in `dir` as `flock(1)` does (read-only,
@@ -313,10 +330,21 @@ enum Attempt {
 }
 
 fn lock_opened(file: &File, dir: &Dir, name: &str, block: bool) -> Result<Attempt, LocalError> {
+    lock_opened_as(file, dir, name, block, false)
+}
+
+/// [`lock_opened`], shared (`LOCK_SH`) when `shared`.
+fn lock_opened_as(
+    file: &File,
+    dir: &Dir,
+    name: &str,
+    block: bool,
+    shared: bool,
+) -> Result<Attempt, LocalError> {
     let fail = |e| LocalError::io(format!("cannot lock `{}`", dir.join(name).display()), e);
     if block {
-        sys::lock_exclusive(file.as_fd()).map_err(fail)?;
-    } else if !sys::try_lock_exclusive(file.as_fd()).map_err(fail)? {
+        sys::lock(file.as_fd(), shared).map_err(fail)?;
+    } else if !sys::try_lock(file.as_fd(), shared).map_err(fail)? {
         return Ok(Attempt::Taken);
     }
     let mine = Lock::of(&file.metadata().map_err(fail)?);
@@ -329,9 +357,19 @@ fn lock_opened(file: &File, dir: &Dir, name: &str, block: bool) -> Result<Attemp
 /// Locks the file `name` in `dir`: `Ok(None)` only when `block` is false
 /// and it is taken.
 fn lock_path(dir: &Dir, name: &str, block: bool) -> Result<Option<(File, Lock)>, LocalError> {
+    lock_path_as(dir, name, block, false)
+}
+
+/// [`lock_path`], shared (`LOCK_SH`) when `shared`.
+fn lock_path_as(
+    dir: &Dir,
+    name: &str,
+    block: bool,
+    shared: bool,
+) -> Result<Option<(File, Lock)>, LocalError> {
     loop {
         let file = open_lock(dir, name)?;
-        match lock_opened(&file, dir, name, block)? {
+        match lock_opened_as(&file, dir, name, block, shared)? {
             Attempt::Got(lock) => return Ok(Some((file, lock))),
             Attempt::Taken => return Ok(None),
             Attempt::Replaced => continue,
@@ -363,6 +401,10 @@ async fn in_thread<T: Send + 'static>(
     };
     Some(result.expect("the waiting thread never panics"))
 }
+
+/// How long a reader with `--no-wait` waits for the turnstile another
+/// reader passes: a writer that waits keeps it far longer.
+const ONCE_TURN: Duration = Duration::from_millis(200);
 
 /// The local engine's non-lease: nothing to renew, never runs out.
 #[derive(Debug, Clone, Copy, Default)]
@@ -406,7 +448,7 @@ impl Engine for Local {
         let pid_start = facts::start_time(me)
             .map_err(|e| LocalError::io("cannot read our own start time".into(), e))?;
         let granted = match target {
-            Target::Lock { key } => self.acquire_lock(key, wait).await?,
+            Target::Lock { key, shared } => self.acquire_lock(key, *shared, wait).await?,
             Target::Slot { prefix, limit } => {
                 semaphore::acquire(self, prefix, *limit, wait).await?
             }
@@ -431,7 +473,21 @@ impl Engine for Local {
 }
 
 impl Local {
-    async fn acquire_lock(&self, key: &str, wait: Wait) -> Result<Option<Granted>, LocalError> {
+    /// Locks `key`'s file, shared (`LOCK_SH`, as `flock -s`) for a reader,
+    /// else exclusive. flock(2) itself lets readers in for as long as any
+    /// reader holds, so that a writer could wait for ever: lockrun's readers
+    /// and waiting writers therefore pass a turnstile first (the file
+    /// `KEY.lockrun-rw`, locked exclusive while they wait for the lock and
+    /// let go once they have it). A writer that waits keeps it, so readers
+    /// that come after it wait behind it. A writer that finds the lock free
+    /// takes it at once, and `flock -s`/`flock -x` never pass it: they
+    /// exclude lockrun as before, without the writer preference.
+    async fn acquire_lock(
+        &self,
+        key: &str,
+        shared: bool,
+        wait: Wait,
+    ) -> Result<Option<Granted>, LocalError> {
         let files = self
             .key_files(key, Missing::Create)?
             .expect("created where missing");
@@ -439,24 +495,54 @@ impl Local {
             return Err(e);
         }
         // One attempt first, without a thread: the common uncontended case,
-        // and a `--timeout` that has already run out still gets its try.
-        let got = match lock_path(&files.dir, &files.lock, false)? {
+        // and a `--timeout` that has already run out still gets its try. A
+        // reader takes it only through the turnstile, which is free unless
+        // a writer waits (or another reader is passing it this moment).
+        let turnstile = files.turnstile();
+        let first = if shared {
+            match lock_path(&files.dir, &turnstile, false)? {
+                Some((turn, _)) => lock_path_as(&files.dir, &files.lock, false, true)?
+                    .map(|got| (got, Some(turn))),
+                None => None,
+            }
+        } else {
+            lock_path(&files.dir, &files.lock, false)?.map(|got| (got, None))
+        };
+        let got = match first {
             Some(got) => Some(got),
-            None if wait == Wait::Once => None,
+            None if wait == Wait::Once && !shared => None,
             None => {
-                let (dir, name) = (Arc::clone(&files.dir), files.lock.clone());
-                let work = move |_| lock_path(&dir, &name, true);
-                match in_thread(wait.deadline(), semaphore::Cancel::default(), work).await {
+                // A reader told not to wait still waits out a turnstile
+                // that another reader passes this moment, never a writer:
+                // one that waits or holds makes it busy within the bound.
+                let deadline = match wait {
+                    Wait::Once => Some(tokio::time::Instant::now() + ONCE_TURN),
+                    _ => wait.deadline(),
+                };
+                let (dir, lock, turn) = (Arc::clone(&files.dir), files.lock.clone(), turnstile);
+                let work = move |cancel: semaphore::Cancel| -> Result<_, LocalError> {
+                    let (turn, _) = lock_path(&dir, &turn, true)?.expect("a blocking lock is granted");
+                    if cancel.is_set() {
+                        return Ok(None);
+                    }
+                    let got = lock_path_as(&dir, &lock, true, shared)?;
+                    // The reader keeps the turnstile until its facts are
+                    // written; a writer lets it go now.
+                    Ok(got.map(|got| (got, shared.then_some(turn))))
+                };
+                match in_thread(deadline, semaphore::Cancel::default(), work).await {
                     Some(result) => result?,
                     None => None,
                 }
             }
         };
-        Ok(got.map(|(file, lock)| Granted {
+        Ok(got.map(|((file, lock), turn)| Granted {
             file,
             lock,
             files,
             slot: None,
+            shared,
+            turn,
         }))
     }
 
@@ -466,7 +552,7 @@ impl Local {
         target: &Target,
     ) -> Result<Vec<(Holder, Option<HolderFacts>)>, LocalError> {
         let files = match target {
-            Target::Lock { key } => self
+            Target::Lock { key, .. } => self
                 .key_files(key, Missing::Absent)?
                 .map(|files| (files, None))
                 .into_iter()
@@ -486,9 +572,20 @@ impl Local {
                 continue;
             }
             let facts = Facts::read_at(&files.dir, &files.facts())?;
-            for locker in lockers {
+            for (locker, shared) in lockers {
                 let mut holder = facts.to_holder(&lock, locker);
                 holder.slot = slot;
+                if shared {
+                    // Readers keep no record beside the lock (it names the
+                    // writer): the kernel's pid is all there is.
+                    holder.label = Some(
+                        match locker {
+                            Some(pid) => format!("pid {pid} (shared)"),
+                            None => "a process that has exited, through a descriptor it passed on (shared)".into(),
+                        }
+                        .into_bytes(),
+                    );
+                }
                 let known = holder.value.as_ref().and(facts.holder.clone());
                 out.push((holder, known));
             }
@@ -532,9 +629,20 @@ impl Inspect for Local {
                     limit.display()
                 ))),
             },
-            Err(_) => Ok(Target::Lock {
-                key: key.to_string(),
-            }),
+            Err(_) => {
+                // Shared while readers hold it (`leader` says kind "shared").
+                let shared = match self.key_files(key, Missing::Absent) {
+                    Ok(Some(files)) => facts::holders_of(&files.dir, &files.lock)
+                        .ok()
+                        .flatten()
+                        .is_some_and(|(_, lockers)| lockers.iter().any(|(_, shared)| *shared)),
+                    _ => false,
+                };
+                Ok(Target::Lock {
+                    key: key.to_string(),
+                    shared,
+                })
+            }
         }
     }
 
@@ -715,6 +823,8 @@ pub struct LocalClaim {
     facts: Facts,
     name: String,
     slot: Option<u32>,
+    /// A reader: the record beside the lock is not ours to write.
+    shared: bool,
 }
 
 impl LocalClaim {
@@ -767,6 +877,9 @@ impl Claim for LocalClaim {
         if let Some(h) = self.facts.holder.as_mut() {
             h.child_pgid = Some(pgid);
         }
+        if self.shared {
+            return Ok(());
+        }
         self.facts.write(&self.files)
     }
 
@@ -779,6 +892,10 @@ impl Claim for LocalClaim {
     /// the kernel names no pid).
     fn hand_over(&mut self, offer: impl FnOnce([PathBuf; 2]) -> bool) {
         if !self.lent {
+            return;
+        }
+        if self.shared {
+            // A reader has no record to clear, and writes nothing after.
             return;
         }
         let cleared = Facts {
@@ -810,6 +927,10 @@ impl Claim for LocalClaim {
             // The guard swapped in the cleared facts and let go, or left
             // the release to us with the facts cleared: either way the
             // sidecar may be the next holder's by now.
+            drop(self.file);
+            return Ok(());
+        }
+        if self.shared {
             drop(self.file);
             return Ok(());
         }

@@ -263,6 +263,8 @@ impl Sem {
                 lock,
                 files: self.slot(i),
                 slot: Some(i),
+                shared: false,
+                turn: None,
             }),
             Some(stored) => Err(self.mismatch(stored)),
             None => Err(self.mismatch(0)),

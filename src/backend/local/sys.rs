@@ -9,13 +9,15 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use nix::sys::inotify::Inotify;
 use tokio::io::unix::AsyncFd;
 
-/// `flock(fd, LOCK_EX)`, blocking until granted. A signal that interrupts
-/// it is not a reason to give up: cancellation abandons the waiting thread.
-pub fn lock_exclusive(fd: BorrowedFd<'_>) -> io::Result<()> {
+/// `flock(fd, LOCK_SH)` when `shared`, else `LOCK_EX`, blocking until
+/// granted. A signal that interrupts it is not a reason to give up:
+/// cancellation abandons the waiting thread.
+pub fn lock(fd: BorrowedFd<'_>, shared: bool) -> io::Result<()> {
+    let op = if shared { libc::LOCK_SH } else { libc::LOCK_EX };
     loop {
         // SAFETY: flock only reads the descriptor number, which `fd`
         // guarantees is open for the call.
-        if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX) } == 0 {
+        if unsafe { libc::flock(fd.as_raw_fd(), op) } == 0 {
             return Ok(());
         }
         let e = io::Error::last_os_error();
@@ -25,11 +27,13 @@ pub fn lock_exclusive(fd: BorrowedFd<'_>) -> io::Result<()> {
     }
 }
 
-/// `flock(fd, LOCK_EX | LOCK_NB)`: `Ok(false)` when someone else holds it.
-pub fn try_lock_exclusive(fd: BorrowedFd<'_>) -> io::Result<bool> {
+/// `flock(fd, LOCK_SH | LOCK_NB)` when `shared`, else `LOCK_EX | LOCK_NB`:
+/// `Ok(false)` when a holder excludes us.
+pub fn try_lock(fd: BorrowedFd<'_>, shared: bool) -> io::Result<bool> {
+    let op = if shared { libc::LOCK_SH } else { libc::LOCK_EX };
     loop {
-        // SAFETY: as in `lock_exclusive`.
-        if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        // SAFETY: as in `lock`.
+        if unsafe { libc::flock(fd.as_raw_fd(), op | libc::LOCK_NB) } == 0 {
             return Ok(true);
         }
         let e = io::Error::last_os_error();

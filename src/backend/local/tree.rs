@@ -39,7 +39,7 @@ use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{FileStat, Mode, SFlag};
 
-use super::dir::{FACTS_SUFFIX, SCRATCH_SUFFIX};
+use super::dir::{FACTS_SUFFIX, SCRATCH_SUFFIX, TURN_SUFFIX};
 use super::LocalError;
 
 /// A checked directory, open.
@@ -535,6 +535,10 @@ impl KeyFiles {
 
     pub fn scratch(&self) -> String {
         format!("{}{SCRATCH_SUFFIX}", self.lock)
+    }
+
+    pub fn turnstile(&self) -> String {
+        format!("{}{TURN_SUFFIX}", self.lock)
     }
 
     pub fn lock_path(&self) -> PathBuf {

@@ -216,7 +216,7 @@ pub struct LocalChanges {
 impl LocalChanges {
     pub(super) fn new(local: Local, target: Target) -> Result<LocalChanges, LocalError> {
         let wanted = match &target {
-            Target::Lock { key } => {
+            Target::Lock { key, .. } => {
                 super::dir::check_key(key)?;
                 let lock = local.dir().join(key);
                 lock.parent().unwrap_or(local.dir()).to_owned()

@@ -232,6 +232,15 @@ pub fn slot_text(prefix: &str, slot: u32) -> String {
     format!("{prefix}//{slot}")
 }
 
+/// The text whose lock id is KEY's turnstile: taken shared, for one round
+/// trip, by each lockrun reader before its shared try, and exclusive by a
+/// lockrun writer for as long as it waits, so that readers that come after a waiting writer wait
+/// behind it (a poll never enters the server's wait queue, which would
+/// order them). Like a slot's, no key holds `//`.
+pub fn turnstile_text(key: &str) -> String {
+    format!("{key}//rw")
+}
+
 /// The engine from `--dsn` and libpq's variables, checked before any
 /// connection; `ttl` is the holding job's (`None`: the default).
 pub fn engine(dsn: Option<&str>, ttl: Option<Duration>) -> Result<Postgres, crate::error::Failure> {
@@ -566,7 +575,7 @@ impl Postgres {
     fn texts(target: &Target) -> Result<Vec<(String, Option<u32>)>, PgError> {
         check_key(target.name()).map_err(PgError::Usage)?;
         Ok(match target {
-            Target::Lock { key } => vec![(key.clone(), None)],
+            Target::Lock { key, .. } => vec![(key.clone(), None)],
             Target::Slot { prefix, limit } => {
                 if *limit == 0 {
                     return Err(PgError::Usage(
@@ -727,6 +736,14 @@ impl Postgres {
         if let Target::Slot { prefix, limit } = target {
             Self::agree_on_limit(client, prefix, *limit).await?;
         }
+        let shared = matches!(target, Target::Lock { shared: true, .. });
+        // The turnstile's id, for a reader at once, for a writer once it
+        // has to wait; and whether we (a waiting writer) keep it.
+        let mut turn = None;
+        if shared {
+            turn = Some(Self::ids(client, &[turnstile_text(target.name())]).await?[0]);
+        }
+        let mut keep_turn = false;
         let channel = channel_of(ids[0].0);
         let mut notices = conn.notices.clone();
         let mut listening = false;
@@ -734,8 +751,23 @@ impl Postgres {
         let got = loop {
             // Marked before the try: a release after it wakes us below.
             notices.borrow_and_update();
-            if let Some(got) = Self::try_ids(conn, &ids).await? {
+            let tried = match turn {
+                Some(turn) if shared => Self::try_shared(conn, &ids, turn).await?,
+                _ => Self::try_ids(conn, &ids, false).await?,
+            };
+            if let Some(got) = tried {
                 break got;
+            }
+            if matches!(target, Target::Lock { shared: false, .. })
+                && wait != Wait::Once
+                && !keep_turn
+            {
+                let id = match turn {
+                    Some(id) => id,
+                    None => Self::ids(client, &[turnstile_text(target.name())]).await?[0],
+                };
+                turn = Some(id);
+                keep_turn = Self::take_turn(conn, id).await?;
             }
             if !listening && wait != Wait::Once {
                 client
@@ -755,9 +787,16 @@ impl Postgres {
                 if let Wait::Until(at) = wait {
                     // The rest of the time, or a release before then.
                     let _ = tokio::time::timeout_at(at, notices.changed()).await;
-                    if let Some(got) = Self::try_ids(conn, &ids).await? {
+                    let tried = match turn {
+                        Some(turn) if shared => Self::try_shared(conn, &ids, turn).await?,
+                        _ => Self::try_ids(conn, &ids, false).await?,
+                    };
+                    if let Some(got) = tried {
                         break got;
                     }
+                }
+                if let (true, Some(id)) = (keep_turn, turn) {
+                    Self::leave_turn(conn, id).await?;
                 }
                 return Ok(None);
             }
@@ -765,6 +804,9 @@ impl Postgres {
             let _ = tokio::time::timeout(pause, notices.changed()).await;
             pause = (pause * 2).min(POLL_MAX);
         };
+        if let (true, Some(id)) = (keep_turn, turn) {
+            Self::leave_turn(conn, id).await?;
+        }
         if listening {
             client
                 .batch_execute(&format!("UNLISTEN {channel}"))
@@ -772,6 +814,50 @@ impl Postgres {
                 .map_err(|e| PgError::from_client("listening for releases", e))?;
         }
         Ok(Some((got, channel)))
+    }
+
+    /// Takes the turnstile `turn` exclusive without waiting: whether we
+    /// got it (readers passing it, or another writer waiting, have it).
+    async fn take_turn(conn: &Conn, turn: i64) -> Result<bool, PgError> {
+        let row = conn
+            .client
+            .query_one("select pg_try_advisory_lock($1)", &[&turn])
+            .await
+            .map_err(|e| PgError::from_client("taking the turnstile", e))?;
+        Ok(row.get(0))
+    }
+
+    /// Lets the turnstile go.
+    async fn leave_turn(conn: &Conn, turn: i64) -> Result<(), PgError> {
+        conn.client
+            .query_one("select pg_advisory_unlock($1)", &[&turn])
+            .await
+            .map_err(|e| PgError::from_client("leaving the turnstile", e))?;
+        Ok(())
+    }
+
+    /// A reader's try: through the turnstile, shared (readers pass it
+    /// together; a writer that waits holds it), then the lock shared, then
+    /// the turnstile let go.
+    async fn try_shared(
+        conn: &Conn,
+        ids: &[(i64, Option<u32>)],
+        turn: i64,
+    ) -> Result<Option<(i64, Option<u32>)>, PgError> {
+        let row = conn
+            .client
+            .query_one("select pg_try_advisory_lock_shared($1)", &[&turn])
+            .await
+            .map_err(|e| PgError::from_client("passing the turnstile", e))?;
+        if !row.get::<_, bool>(0) {
+            return Ok(None);
+        }
+        let got = Self::try_ids(conn, ids, true).await;
+        conn.client
+            .query_one("select pg_advisory_unlock_shared($1)", &[&turn])
+            .await
+            .map_err(|e| PgError::from_client("leaving the turnstile", e))?;
+        got
     }
 
     /// A new connection for a waiting run whose connection ended with
@@ -802,21 +888,30 @@ impl Postgres {
     /// are re-entrant, and a pooler that slipped past [`Postgres::connect`]
     /// could have put another client's hold on our server process, where a
     /// plain try would say yes to us too.
+    /// `shared` takes it with `pg_try_advisory_lock_shared`.
     async fn try_ids(
         conn: &Conn,
         ids: &[(i64, Option<u32>)],
+        shared: bool,
     ) -> Result<Option<(i64, Option<u32>)>, PgError> {
+        let take = if shared {
+            "pg_try_advisory_lock_shared"
+        } else {
+            "pg_try_advisory_lock"
+        };
         for &(id, slot) in ids {
             let row = conn
                 .client
                 .query_one(
-                    "select pg_backend_pid(), \
-                     case when pg_backend_pid() <> $2 or exists (select from pg_locks \
-                       where locktype = 'advisory' and objsubid = 1 and granted \
-                       and pid = pg_backend_pid() \
-                       and ((classid::bigint << 32) | objid::bigint) = $1 \
-                       and database = (select oid from pg_database where datname = current_database())) \
-                     then null else pg_try_advisory_lock($1) end",
+                    &format!(
+                        "select pg_backend_pid(), \
+                         case when pg_backend_pid() <> $2 or exists (select from pg_locks \
+                           where locktype = 'advisory' and objsubid = 1 and granted \
+                           and pid = pg_backend_pid() \
+                           and ((classid::bigint << 32) | objid::bigint) = $1 \
+                           and database = (select oid from pg_database where datname = current_database())) \
+                         then null else {take}($1) end"
+                    ),
                     &[&id, &conn.backend_pid],
                 )
                 .await
@@ -1093,6 +1188,7 @@ impl Engine for Postgres {
         *lease.shared.renew_query.lock().expect("not poisoned") = query;
         Ok(Acquisition::Held(PgClaim {
             shared: lease.shared.clone(),
+            reader: matches!(target, Target::Lock { shared: true, .. }),
             conn: conn.clone(),
             name: target.name().to_string(),
             id,
@@ -1106,6 +1202,8 @@ impl Engine for Postgres {
 /// A lock or slot we hold: an advisory lock on our connection.
 pub struct PgClaim {
     shared: Arc<Shared>,
+    /// Held with `pg_advisory_lock_shared`: unlocked as such.
+    reader: bool,
     /// The connection the lock is on.
     conn: Arc<Conn>,
     name: String,
@@ -1204,10 +1302,12 @@ impl Claim for PgClaim {
     /// goes out when it commits, after the unlock.
     async fn release(self) -> Result<(), PgError> {
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&self.id, &self.channel];
-        let unlock = self
-            .conn
-            .client
-            .query_one("select pg_advisory_unlock($1), pg_notify($2, '')", &params);
+        let statement = if self.reader {
+            "select pg_advisory_unlock_shared($1), pg_notify($2, '')"
+        } else {
+            "select pg_advisory_unlock($1), pg_notify($2, '')"
+        };
+        let unlock = self.conn.client.query_one(statement, &params);
         match tokio::time::timeout(CLEANUP_TIMEOUT, unlock).await {
             Ok(Ok(_)) => Ok(()),
             // Closed: the server freed it with the connection.
@@ -1291,9 +1391,26 @@ impl Inspect for Postgres {
                 prefix: key.to_string(),
                 limit,
             },
-            None => Target::Lock {
-                key: key.to_string(),
-            },
+            None => {
+                // Shared while readers hold it (`leader` says kind
+                // "shared"): pg_locks shows their ShareLock to every role.
+                let ids = Self::ids(&conn.client, &[key.to_string()]).await?;
+                let row = conn
+                    .client
+                    .query_one(
+                        "select exists (select from pg_locks where locktype = 'advisory' \
+                         and objsubid = 1 and granted and mode = 'ShareLock' \
+                         and database = (select oid from pg_database where datname = current_database()) \
+                         and ((classid::bigint << 32) | objid::bigint) = $1)",
+                        &[&ids[0]],
+                    )
+                    .await
+                    .map_err(|e| PgError::from_client("reading pg_locks", e))?;
+                Target::Lock {
+                    key: key.to_string(),
+                    shared: row.get(0),
+                }
+            }
         })
     }
 

@@ -20,6 +20,10 @@ use super::error::ZkError;
 
 /// What Curator's mutex names its nodes after the protection prefix.
 pub const LOCK_NAME: &str = "lock-";
+/// What Curator's `InterProcessReadWriteLock` names a reader's node, and
+/// a writer's (rule 13 of the design notes).
+pub const READ_NAME: &str = "__READ__";
+pub const WRITE_NAME: &str = "__WRIT__";
 /// What Curator's semaphore names its lease nodes.
 pub const LEASE_NAME: &str = "lease-";
 
@@ -37,6 +41,11 @@ pub enum Writer {
     Kazoo,
     /// ZooKeeper's `WriteLock` recipe: `x-<session>-<seq>`.
     WriteLock,
+    /// A reader of Curator's read-write lock, and lockrun's `elect -s`:
+    /// `…__READ__<seq>`. Readers hold together.
+    Reader,
+    /// A writer of Curator's read-write lock: `…__WRIT__<seq>`.
+    CuratorWriter,
 }
 
 /// A child of a lock's directory that counts as a contender.
@@ -60,6 +69,10 @@ pub fn contender(name: &str) -> Option<Contender> {
     let seq: i64 = digits.parse().ok()?;
     let writer = if head.ends_with(LOCK_NAME) {
         Writer::Curator
+    } else if head.ends_with(READ_NAME) {
+        Writer::Reader
+    } else if head.ends_with(WRITE_NAME) {
+        Writer::CuratorWriter
     } else if head.ends_with("__lock__") {
         Writer::Kazoo
     } else if head.starts_with("x-") && head.ends_with('-') && head.len() > 3 {
@@ -264,6 +277,14 @@ mod tests {
             ]
         );
         assert_eq!(found[0].writer, Writer::Kazoo);
+    }
+
+    #[test]
+    fn curators_read_write_nodes_are_readers_and_writers() {
+        let r = contender("_c_0a-__READ__0000000004").unwrap();
+        assert_eq!((r.seq, r.writer), (4, Writer::Reader));
+        let w = contender("_c_0a-__WRIT__0000000005").unwrap();
+        assert_eq!((w.seq, w.writer), (5, Writer::CuratorWriter));
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub use self::config::{ZkConfig, ZkFlags};
 pub use self::error::ZkError;
 
 use self::client::{riding_out, ONCE_GRACE};
-use self::lock::{contenders, dir_of, LEASE_NAME, LOCK_NAME};
+use self::lock::{contenders, dir_of, Writer, LEASE_NAME, LOCK_NAME, READ_NAME};
 use super::{
     Acquisition, Changes, Claim, Engine, EngineError, Holder, Inspect, Lease, Lost, Opening,
     Released, Renewal, Target, Wait, Which,
@@ -237,12 +237,15 @@ impl Zookeeper {
         Ok(dir_of(target.name()))
     }
 
-    /// Waits, in `dir`, until our node `own` is the lowest contender; `None`
-    /// when `wait` ran out (or, for `--no-wait`, at once when it is not).
+    /// Waits, in `dir`, until our node `own` is the lowest contender (for a
+    /// `reader`, until no contender ahead of it is a writer's, as Curator's
+    /// read lock does); `None` when `wait` ran out (or, for `--no-wait`, at
+    /// once when it is not).
     async fn wait_turn(
         client: &zk::Client,
         dir: &str,
         own: &str,
+        reader: bool,
         wait: Wait,
     ) -> Result<Option<()>, ZkError> {
         loop {
@@ -284,14 +287,20 @@ impl Zookeeper {
                     path: format!("{dir}/{own}"),
                 });
             };
-            if at == 0 {
+            // The one we wait for: just ahead of us (no herd when the holder
+            // leaves), or for a reader the nearest writer ahead.
+            let blocker = if reader {
+                found[..at].iter().rposition(|c| c.writer != Writer::Reader)
+            } else {
+                at.checked_sub(1)
+            };
+            let Some(blocker) = blocker else {
                 return Ok(Some(()));
-            }
+            };
             if wait == Wait::Once {
                 return Ok(None);
             }
-            // The one just ahead of us: no herd when the holder leaves.
-            let ahead = format!("{dir}/{}", found[at - 1].name);
+            let ahead = format!("{dir}/{}", found[blocker].name);
             let watched = match client.check_and_watch_stat(&ahead).await {
                 Ok((None, _)) => continue,
                 Ok((Some(_), watcher)) => watcher,
@@ -328,12 +337,14 @@ impl Zookeeper {
         let dir = Self::dir(target)?;
         let client = &lease.client;
         let data = facts(value);
+        let reader = matches!(target, Target::Lock { shared: true, .. });
+        let name = if reader { READ_NAME } else { LOCK_NAME };
         let (own, stat) = riding_out(wait, "entering the queue", || {
-            lock::enter(client, &dir, &lease.uuid, LOCK_NAME, &data)
+            lock::enter(client, &dir, &lease.uuid, name, &data)
         })
         .await?;
         let path = format!("{dir}/{own}");
-        match Self::wait_turn(client, &dir, &own, wait).await {
+        match Self::wait_turn(client, &dir, &own, reader, wait).await {
             Ok(Some(())) => Ok(Acquisition::Held(ZkClaim {
                 client: client.clone(),
                 name: target.name().to_owned(),
@@ -417,7 +428,7 @@ impl Zookeeper {
         let gate = format!("{locks}/{gate}");
         let gate_name = gate.rsplit('/').next().unwrap_or_default().to_owned();
         let outcome = async {
-            if Self::wait_turn(client, &locks, &gate_name, wait).await?.is_none() {
+            if Self::wait_turn(client, &locks, &gate_name, false, wait).await?.is_none() {
                 return Ok(None);
             }
             Self::agree_limit(client, target.name(), &dir, limit).await?;
@@ -500,8 +511,18 @@ async fn holders_with(client: &zk::Client, target: &Target) -> Result<Vec<Holder
                 Err(zk::Error::NoNode) => return Ok(Vec::new()),
                 Err(e) => return Err(ZkError::of(&format!("listing `{dir}`"), e)),
             };
-            let names: Vec<String> = contenders(&children).into_iter().map(|c| c.name).collect();
-            (dir, names, 1)
+            let found = contenders(&children);
+            // The lowest holds; if it is a reader, so does every reader up
+            // to the first writer.
+            let held = match found.first() {
+                Some(first) if first.writer == Writer::Reader => {
+                    found.iter().take_while(|c| c.writer == Writer::Reader).count()
+                }
+                Some(_) => 1,
+                None => 0,
+            };
+            let names: Vec<String> = found.into_iter().map(|c| c.name).collect();
+            (dir, names, held)
         }
         Target::Slot { limit, .. } => {
             let leases = format!("{dir}/leases");
@@ -785,7 +806,7 @@ impl Inspect for Zookeeper {
     /// A prefix whose data holds a limit and that has `leases` is a
     /// semaphore; anything else a lock.
     async fn target_of(&self, key: &str) -> Result<Target, ZkError> {
-        let lock = Target::Lock { key: key.to_owned() };
+        let lock = Target::Lock { key: key.to_owned(), shared: false };
         let dir = Self::dir(&lock)?;
         let client = self.looker().await?;
         let data = match client.get_data(&dir).await {
@@ -802,7 +823,16 @@ impl Inspect for Zookeeper {
                 prefix: key.to_owned(),
                 limit,
             },
-            _ => lock,
+            // Readers hold it while the lowest contender is a reader.
+            _ => match client.list_children(&dir).await {
+                Ok(children) => Target::Lock {
+                    key: key.to_owned(),
+                    shared: contenders(&children)
+                        .first()
+                        .is_some_and(|c| c.writer == Writer::Reader),
+                },
+                Err(_) => lock,
+            },
         })
     }
 

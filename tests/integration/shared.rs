@@ -1,0 +1,448 @@
+//! Shared locks (issue #42): `lockrun elect -s KEY` holds KEY with readers,
+//! never beside a writer (`elect KEY`, `-x`), in each engine's own shared
+//! mode, so that the engine's own tools (`flock -s`/`-x`) take part. Spans
+//! are the children's own timestamps; waits are for events, with the
+//! suite's generous deadline.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::places::{stdout, Place};
+use crate::procs;
+use crate::support::{max_overlap, now_ns, run, scratch, wait_for_file, Running};
+
+/// Each scenario on every backend that takes `--shared` so far.
+macro_rules! on_shared_backends {
+    ($scenario:ident) => {
+        mod $scenario {
+            use super::*;
+
+            #[test]
+            fn on_local() {
+                super::$scenario(&Place::local());
+            }
+
+            #[test]
+            fn on_etcd() {
+                super::$scenario(&Place::etcd(stringify!($scenario)));
+            }
+
+            #[test]
+            fn on_zookeeper() {
+                super::$scenario(&Place::zookeeper(stringify!($scenario)));
+            }
+
+            #[test]
+            fn on_postgres() {
+                super::$scenario(&Place::postgres(stringify!($scenario)));
+            }
+        }
+    };
+}
+
+/// A child's span, `start end` in ns, as it wrote it to `span-NAME`.
+fn span(work: &Path, name: &str) -> (u128, u128) {
+    let text = std::fs::read_to_string(work.join(format!("span-{name}")))
+        .unwrap_or_else(|e| panic!("span-{name}: {e}"));
+    let mut words = text.split_whitespace().map(|w| w.parse::<u128>().unwrap());
+    (words.next().unwrap(), words.next().unwrap())
+}
+
+/// `lockrun elect ARGS... --shell -- BODY WORK NAME`: the child logs its
+/// span to `span-NAME` around `body`.
+fn spawn(place: &Place, args: &[&str], work: &Path, name: &str, body: &str) -> Running {
+    let script = format!("s=$(date +%s%N); {body}; e=$(date +%s%N); echo $s $e > \"$1/span-$2\"");
+    let mut cmd = place.lockrun(args);
+    cmd.args(["--shell", "--", &script]).arg(work).arg(name);
+    Running::spawn(&mut cmd)
+}
+
+/// Four readers hold together: each child waits (boundedly) until all four
+/// have started, which only happens if they hold at once; meanwhile
+/// `leader` shows kind "shared" and every reader.
+fn four_readers_hold_together(place: &Place) {
+    let key = place.key("readers");
+    let work = scratch();
+    let body = "touch \"$1/in-$2\"; n=0; \
+                while [ $(ls \"$1\" | grep -c '^in-') -lt 4 ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done; \
+                while [ ! -e \"$1/go\" ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done";
+    let readers: Vec<Running> = (0..4)
+        .map(|i| {
+            let value = format!("reader-{i}");
+            spawn(
+                place,
+                &["elect", "-s", "--value", &value, &key],
+                work.path(),
+                &i.to_string(),
+                body,
+            )
+        })
+        .collect();
+    for i in 0..4 {
+        wait_for_file(&work.path().join(format!("in-{i}")));
+    }
+    let output = run(&mut place.lockrun(&["leader", "--json", &key]));
+    place.status(&output, 0, "leader of a shared lock");
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["kind"], "shared", "{json}");
+    assert_eq!(json["holders"].as_array().unwrap().len(), 4, "{json}");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    for reader in readers {
+        place.status(&reader.finish(), 0, "a reader");
+    }
+    let spans: Vec<_> = (0..4).map(|i| span(work.path(), &i.to_string())).collect();
+    assert_eq!(max_overlap(spans.iter().copied()), 4, "{spans:?}");
+}
+on_shared_backends!(four_readers_hold_together);
+
+/// Readers and writers started at once: a writer's span meets no other.
+fn a_writer_runs_alone(place: &Place) {
+    let key = place.key("mixed");
+    let work = scratch();
+    let runs: Vec<Running> = (0..8)
+        .map(|i| {
+            let mode = if i % 2 == 0 { "-s" } else { "-x" };
+            spawn(
+                place,
+                &["elect", mode, &key],
+                work.path(),
+                &format!("{mode}{i}"),
+                "sleep 0.1",
+            )
+        })
+        .collect();
+    for running in runs {
+        place.status(&running.finish(), 0, "a contender");
+    }
+    let spans: Vec<(String, (u128, u128))> = (0..8)
+        .map(|i| {
+            let name = format!("{}{i}", if i % 2 == 0 { "-s" } else { "-x" });
+            let span = span(work.path(), &name);
+            (name, span)
+        })
+        .collect();
+    for (name, (start, end)) in spans.iter().filter(|(n, _)| n.starts_with("-x")) {
+        for (other, (s, e)) in spans.iter().filter(|(o, _)| o != name) {
+            assert!(
+                e <= start || s >= end,
+                "writer {name} overlaps {other}: {spans:?}"
+            );
+        }
+    }
+}
+on_shared_backends!(a_writer_runs_alone);
+
+/// A writer that waits is not starved by readers arriving every 50 ms,
+/// each holding 400 ms (so that, without writer preference, some reader
+/// always holds): it runs within a reader's hold time, plus slack for a
+/// loaded machine, of the readers ahead of it letting go, and well before
+/// the stream of readers ends.
+fn a_waiting_writer_is_not_starved(place: &Place) {
+    let key = place.key("starve");
+    let work = scratch();
+    let hold = "sleep 0.4";
+    let mut readers = Vec::new();
+    let mut writer = None;
+    let mut writer_spawned = 0;
+    let stream_start = Instant::now();
+    for i in 0..40 {
+        if i == 6 {
+            writer_spawned = now_ns();
+            writer = Some(spawn(
+                place,
+                &["elect", &key],
+                work.path(),
+                "writer",
+                "sleep 0.1",
+            ));
+        }
+        readers.push(spawn(
+            place,
+            &["elect", "-s", &key],
+            work.path(),
+            &i.to_string(),
+            hold,
+        ));
+        let next = stream_start + Duration::from_millis(50 * (i + 1));
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+    }
+    let stream_end = now_ns();
+    place.status(&writer.unwrap().finish(), 0, "the writer");
+    for reader in readers {
+        place.status(&reader.finish(), 0, "a reader");
+    }
+    let (start, end) = span(work.path(), "writer");
+    let waited = Duration::from_nanos((start - writer_spawned) as u64);
+    assert!(
+        start < stream_end,
+        "the writer waited {waited:?}, until the stream of readers ended"
+    );
+    assert!(
+        waited < Duration::from_millis(400 + 1500),
+        "the writer waited {waited:?}, more than a reader's hold and slack"
+    );
+    for i in 0..40 {
+        let (s, e) = span(work.path(), &i.to_string());
+        assert!(e <= start || s >= end, "reader {i} overlaps the writer");
+    }
+}
+on_shared_backends!(a_waiting_writer_is_not_starved);
+
+/// `-s` and `-x` together, and `--shared` where the backend has no shared
+/// mode yet (Consul): one line, exit 2, nothing sent.
+#[test]
+fn shared_is_refused_where_not_built() {
+    let output = run(&mut crate::support::bare([
+        "--backend",
+        "local",
+        "elect",
+        "-s",
+        "-x",
+        "k",
+        "--",
+        "true",
+    ]));
+    crate::support::assert_exit(&output, 2, "-s with -x", String::new);
+    // Consul's agent is not running at this address: nothing is sent.
+    let output = run(&mut crate::support::bare([
+        "--backend",
+        "consul",
+        "--http-addr",
+        "127.0.0.1:9",
+        "elect",
+        "--shared",
+        "k",
+        "--",
+        "true",
+    ]));
+    crate::support::assert_exit(&output, 2, "--shared on consul", String::new);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--shared is not available"), "{err}");
+}
+
+/// `flock(1)` on the lock file, with `args` (`-s`, `-x`, `-n`).
+fn flock(file: &Path, args: &[&str], script: &str) -> Command {
+    let mut cmd = Command::new("flock");
+    cmd.args(args).arg(file).args(["sh", "-c", script]);
+    cmd
+}
+
+/// lockrun's readers and `flock -s` share the lock; `flock -x` and a
+/// lockrun writer exclude them, both ways.
+#[test]
+fn local_readers_interoperate_with_flock() {
+    let place = Place::local();
+    let key = place.key("interop");
+    let file = place.lock_dir().join(&key);
+    let work = scratch();
+    // lockrun -s holding: flock -s gets in at once, flock -x does not.
+    let reader = place.hold(work.path(), "", &["elect", "-s", &key]);
+    let output = run(&mut flock(&file, &["-n", "-s"], "true"));
+    assert_eq!(output.status.code(), Some(0), "flock -s beside lockrun -s");
+    let output = run(&mut flock(&file, &["-n", "-x"], "true"));
+    assert_eq!(output.status.code(), Some(1), "flock -x beside lockrun -s");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&reader.finish(), 0, "the reader");
+    // flock -s holding: lockrun -s runs, lockrun -x is busy.
+    let held = scratch();
+    let mut holder = Running::spawn(&mut flock(
+        &file,
+        &["-s"],
+        &format!(
+            "touch {0}/ready; while [ ! -e {0}/go ]; do sleep 0.05; done",
+            held.path().display()
+        ),
+    ));
+    wait_for_file(&held.path().join("ready"));
+    let output = run(&mut place.lockrun(&["elect", "-n", "-s", &key, "--", "true"]));
+    place.status(&output, 0, "lockrun -s beside flock -s");
+    let output = run(&mut place.lockrun(&["elect", "-n", &key, "--", "true"]));
+    place.status(&output, 75, "lockrun -x beside flock -s");
+    let output = run(&mut place.lockrun(&["leader", &key]));
+    assert!(stdout(&output).contains("(shared)"), "{}", stdout(&output));
+    std::fs::write(held.path().join("go"), "").unwrap();
+    assert!(procs::wait_until(procs::deadline(), || holder.exited()));
+    // flock -x holding: lockrun -s is busy.
+    let held = scratch();
+    let _x = crate::support::FlockHolder::start(&file, held.path());
+    let output = run(&mut place.lockrun(&["elect", "-n", "-s", &key, "--", "true"]));
+    place.status(&output, 75, "lockrun -s beside flock -x");
+}
+
+/// A psql session holding `lock(id)` (`pg_advisory_lock_shared` or
+/// `pg_advisory_lock`) until its input closes; it touches `ready` once the
+/// lock is its.
+fn psql_holding(lock: &str, id: &str, ready: &Path) -> std::process::Child {
+    use std::io::Write;
+    let mut child = crate::pg_support::psql()
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("psql");
+    let stdin = child.stdin.as_mut().expect("piped");
+    writeln!(stdin, "select {lock}({id});\n\\! touch {}", ready.display()).unwrap();
+    stdin.flush().unwrap();
+    wait_for_file(ready);
+    child
+}
+
+/// Ends a [`psql_holding`] session and waits until the server freed `id`.
+fn psql_ends(mut child: std::process::Child, id: &str) {
+    drop(child.stdin.take());
+    let _ = child.wait();
+    let held = format!(
+        "select count(*) from pg_locks where locktype = 'advisory' and objsubid = 1 \
+         and ((classid::bigint << 32) | objid::bigint) = {id}"
+    );
+    assert!(
+        procs::wait_until(procs::deadline(), || crate::pg_support::psql_ok(&held)
+            == "0"),
+        "the server kept psql's lock {id}"
+    );
+}
+
+/// lockrun's readers and psql's `pg_advisory_lock_shared` on the same id
+/// share the lock; `pg_advisory_lock` and a lockrun writer exclude them,
+/// both ways.
+#[test]
+fn postgres_readers_interoperate_with_psql() {
+    use crate::pg_support::psql_ok;
+    let place = Place::postgres("shared-psql");
+    let key = place.key("interop");
+    let id = psql_ok(&format!(
+        "select ('x' || substr(md5('{key}'), 1, 16))::bit(64)::bigint"
+    ));
+    let work = scratch();
+    // lockrun -s holding: psql's shared try succeeds, its exclusive one
+    // fails (each psql -c is a session of its own, whose lock ends with it).
+    let reader = place.hold(work.path(), "", &["elect", "-s", &key]);
+    assert_eq!(
+        psql_ok(&format!("select pg_try_advisory_lock_shared({id})")),
+        "t"
+    );
+    assert_eq!(psql_ok(&format!("select pg_try_advisory_lock({id})")), "f");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&reader.finish(), 0, "the reader");
+    // psql holding shared: lockrun -s runs, lockrun -x is busy, and leader
+    // shows kind "shared".
+    let held = scratch();
+    let psql = psql_holding("pg_advisory_lock_shared", &id, &held.path().join("ready"));
+    let output = run(&mut place.lockrun(&["elect", "-n", "-s", &key, "--", "true"]));
+    place.status(&output, 0, "lockrun -s beside psql's shared lock");
+    let output = run(&mut place.lockrun(&["elect", "-n", &key, "--", "true"]));
+    place.status(&output, 75, "lockrun -x beside psql's shared lock");
+    let output = run(&mut place.lockrun(&["leader", "--json", &key]));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["kind"], "shared", "{json}");
+    psql_ends(psql, &id);
+    // psql holding exclusive: lockrun -s is busy.
+    let held = scratch();
+    let psql = psql_holding("pg_advisory_lock", &id, &held.path().join("ready"));
+    let output = run(&mut place.lockrun(&["elect", "-n", "-s", &key, "--", "true"]));
+    place.status(&output, 75, "lockrun -s beside psql's exclusive lock");
+    psql_ends(psql, &id);
+}
+
+/// A reader whose lease is lost (its server process terminated) stops with
+/// 124; the other reader runs on.
+#[test]
+fn a_lost_postgres_reader_stops_alone() {
+    use crate::pg_support::psql_ok;
+    let place = Place::postgres("shared-loss");
+    let key = place.key("loss");
+    let (one, two) = (scratch(), scratch());
+    let lost = place.hold(
+        one.path(),
+        "echo $LOCKRUN_PG_LOCK_ID > \"$1/id\";",
+        &["elect", "-s", "--value", "lost", &key],
+    );
+    let kept = place.hold(two.path(), "", &["elect", "-s", "--value", "kept", &key]);
+    let id = std::fs::read_to_string(one.path().join("id")).unwrap();
+    // The backend holding "lost"'s lock: its facts name its value.
+    let terminated = psql_ok(&format!(
+        "select pg_terminate_backend(l.pid) from pg_locks l join pg_stat_activity a on a.pid = l.pid \
+         where l.locktype = 'advisory' and l.objsubid = 1 and l.granted \
+         and ((l.classid::bigint << 32) | l.objid::bigint) = {} and a.query like '%lost%'",
+        id.trim()
+    ));
+    assert_eq!(terminated, "t", "one reader's backend terminated");
+    place.status(&lost.finish(), 124, "the reader that lost its lease");
+    let output = run(&mut place.lockrun(&["leader", &key]));
+    assert_eq!(stdout(&output), "kept\n", "the other reader holds on");
+    std::fs::write(two.path().join("go"), "").unwrap();
+    place.status(&kept.finish(), 0, "the reader that kept its lease");
+}
+
+/// A lease of 60 s from `etcdctl lease grant`, in hex as etcdctl takes it.
+fn etcd_lease() -> String {
+    let out = crate::etcd_support::etcdctl_ok(&["lease", "grant", "60"]);
+    // "lease 694d8c3b5d0a1c0a granted with TTL(60s)"
+    out.split_whitespace()
+        .nth(1)
+        .expect("a lease id")
+        .to_owned()
+}
+
+/// etcd's reader-writer recipe (`client/v3/experimental/recipes`), its
+/// layout driven through etcdctl: a `KEY/write/N` key with a lease holds
+/// lockrun's readers off, a `KEY/read/N` key shares with them and holds
+/// lockrun's writers off, and a lockrun reader's own key is a `KEY/read/`
+/// key with its lease, older than any writer's that comes after it, which
+/// the recipe's writer therefore waits for.
+#[test]
+fn etcd_readers_interoperate_with_the_recipe_layout() {
+    use crate::etcd_support::etcdctl_ok;
+    let place = Place::etcd("shared-recipe");
+    let key = place.key("interop");
+    // A recipe writer holds.
+    let lease = etcd_lease();
+    etcdctl_ok(&["put", "--lease", &lease, &format!("{key}/write/1"), ""]);
+    let output = run(&mut place.lockrun(&["elect", "-n", "-s", &key, "--", "true"]));
+    place.status(&output, 75, "lockrun -s beside the recipe's writer");
+    etcdctl_ok(&["lease", "revoke", &lease]);
+    // A recipe reader holds.
+    let lease = etcd_lease();
+    etcdctl_ok(&["put", "--lease", &lease, &format!("{key}/read/1"), ""]);
+    let output = run(&mut place.lockrun(&["elect", "-n", "-s", &key, "--", "true"]));
+    place.status(&output, 0, "lockrun -s beside the recipe's reader");
+    let output = run(&mut place.lockrun(&["elect", "-n", &key, "--", "true"]));
+    place.status(&output, 75, "lockrun -x beside the recipe's reader");
+    let output = run(&mut place.lockrun(&["leader", "--json", &key]));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["kind"], "shared", "{json}");
+    etcdctl_ok(&["lease", "revoke", &lease]);
+    // A lockrun reader holds: its key is where the recipe's writer looks.
+    let work = scratch();
+    let reader = place.hold(work.path(), "", &["elect", "-s", "--value", "r", &key]);
+    let keys = etcdctl_ok(&["get", "--prefix", &format!("{key}/"), "--keys-only"]);
+    let keys: Vec<&str> = keys.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert!(keys[0].starts_with(&format!("{key}/read/")), "{keys:?}");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&reader.finish(), 0, "the reader");
+}
+
+/// A reader whose lease is revoked stops with 124; the other reader runs
+/// on, still holding.
+#[test]
+fn a_lost_etcd_reader_stops_alone() {
+    let place = Place::etcd("shared-loss");
+    let key = place.key("loss");
+    let (one, two) = (scratch(), scratch());
+    let lost = place.hold(
+        one.path(),
+        "echo $ETCD_LOCK_KEY > \"$1/entry\";",
+        &["elect", "-s", "--value", "lost", &key],
+    );
+    let kept = place.hold(two.path(), "", &["elect", "-s", "--value", "kept", &key]);
+    let entry = std::fs::read_to_string(one.path().join("entry")).unwrap();
+    let lease = entry.trim().rsplit('/').next().unwrap().to_owned();
+    crate::etcd_support::etcdctl_ok(&["lease", "revoke", &lease]);
+    place.status(&lost.finish(), 124, "the reader that lost its lease");
+    let output = run(&mut place.lockrun(&["leader", &key]));
+    assert_eq!(stdout(&output), "kept\n", "the other reader holds on");
+    std::fs::write(two.path().join("go"), "").unwrap();
+    place.status(&kept.finish(), 0, "the reader that kept its lease");
+}
