@@ -129,11 +129,28 @@ impl fmt::Display for ParseSignalError {
                 names.join(", ")
             )
         } else {
-            write!(
-                f,
-                "unknown signal `{}`; use a name like TERM or a number",
-                self.input
-            )
+            let names: Vec<&str> = Signal::ALL.iter().map(Signal::name).collect();
+            let bare = self.input.trim().trim_start_matches("SIG");
+            if [
+                "STOP", "TSTP", "TTIN", "TTOU", "CONT", "CHLD", "PIPE", "ALRM", "WINCH",
+            ]
+            .contains(&bare)
+            {
+                // A real signal, but not one that asks a job anything
+                // lockrun can stand behind.
+                write!(
+                    f,
+                    "signal `{}` is not one lockrun sends; use one of {}",
+                    self.input,
+                    names.join(", ")
+                )
+            } else {
+                write!(
+                    f,
+                    "unknown signal `{}`; use a name like TERM or a number",
+                    self.input
+                )
+            }
         }
     }
 }
