@@ -764,3 +764,196 @@ fn a_holder_whose_lock_directory_is_moved_away_stops_its_command() {
         );
     }
 }
+
+/// The reviewer's first repro: the lock directory's path goes through a
+/// link another user owns (in a sticky directory, as `/tmp`), pointing at
+/// a directory that passes every check. Its owner re-points it under a
+/// holder, and a second run makes a new lock directory at the same path and
+/// runs beside the first. Now a link on the path is held to the rule a
+/// directory is: the first run is refused (125, one line naming the link)
+/// and creates nothing. If it is not, the attack goes on and the overlap,
+/// from the commands' own timestamps, is in the failure.
+#[test]
+fn a_link_another_user_owns_on_the_lock_directory_path_is_refused() {
+    require_root();
+    let (tmp, bin, work) = arena_with_bin();
+    let sticky = tmp.path().join("sticky");
+    std::fs::create_dir(&sticky).unwrap();
+    std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let mut targets = Vec::new();
+    for name in ["one", "two"] {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        std::os::unix::fs::chown(&dir, Some(HOLDER_ID), Some(HOLDER_ID)).unwrap();
+        targets.push(dir);
+    }
+    let link = sticky.join("link");
+    let point = |to: &Path| {
+        let ln = run(&mut as_id(
+            OTHER_ID,
+            &format!("ln -sfn {} {}", to.display(), link.display()),
+        ));
+        assert!(ln.status.success(), "{ln:?}");
+    };
+    point(&targets[0]);
+    let locks = link.join("locks");
+    let mut first = Some(Running::spawn(&mut elect_as(
+        HOLDER_ID,
+        &bin,
+        &locks,
+        "k",
+        &beating(&work, "a"),
+    )));
+    let settled = wait_until(crate::procs::deadline(), || {
+        started_at(&work, "a").is_some() || first.as_mut().unwrap().exited()
+    });
+    assert!(settled, "the first run neither refused nor ran");
+    if started_at(&work, "a").is_some() {
+        point(&targets[1]);
+        let second = run(&mut elect_as(
+            HOLDER_ID,
+            &bin,
+            &locks,
+            "--no-wait k",
+            &format!("date +%s%N > {}/b.start", work.display()),
+        ));
+        let b = started_at(&work, "b").unwrap_or(u128::MAX);
+        wait_until(Instant::now() + Duration::from_secs(2), || {
+            last_of(&work, "a") > b
+        });
+        std::fs::write(work.join("go"), "").unwrap();
+        let _ = first.take().unwrap().finish();
+        let overlap_us = last_of(&work, "a").saturating_sub(b) / 1_000;
+        panic!(
+            "the first run was not refused through another user's link (second run: {:?}; the first ran {overlap_us} µs after the second's command started)",
+            second.status.code()
+        );
+    }
+    let output = first.take().unwrap().finish();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(125), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("`{}`", link.display()))
+            && stderr.contains("symbolic link")
+            && stderr.contains(&format!("uid {OTHER_ID}")),
+        "{stderr}"
+    );
+    assert!(
+        !targets[0].join("locks").exists(),
+        "the refused run made the lock directory"
+    );
+    // The same link made by the holder itself is taken.
+    std::fs::remove_file(&link).unwrap();
+    let ln = run(&mut as_id(
+        HOLDER_ID,
+        &format!("ln -s {} {}", targets[0].display(), link.display()),
+    ));
+    assert!(ln.status.success(), "{ln:?}");
+    let output = run(&mut elect_as(
+        HOLDER_ID,
+        &bin,
+        &locks,
+        "--no-wait k",
+        "true",
+    ));
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+}
+
+/// How soon a watching holder must notice its path re-pointed: far more
+/// than inotify takes (milliseconds) on a loaded machine, far less than the
+/// 5 s backstop that was all that noticed it before.
+const NOTICE: Duration = Duration::from_millis(2_500);
+
+/// The reviewer's second repro, with no attacker: `--lock-dir
+/// app/current/locks`, where `current -> releases/1` is swapped for
+/// `releases/2` atomically, as deployments do. Re-pointing a link moves
+/// and removes no directory, so a holder past its first second (watching
+/// with inotify) noticed only at its 5 s backstop, and a second run ran
+/// beside it for seconds. Now the holder watches the directory holding the
+/// link for that name and stops its command at once: within [`NOTICE`] of
+/// the swap, and its last beat comes before the next holder's command
+/// starts.
+#[test]
+fn a_holder_whose_path_goes_through_a_link_that_is_re_pointed_stops_its_command() {
+    require_root();
+    let (tmp, bin, work) = arena_with_bin();
+    let app = tmp.path().join("app");
+    std::fs::create_dir_all(app.join("releases/1")).unwrap();
+    std::fs::create_dir_all(app.join("releases/2")).unwrap();
+    for dir in ["", "releases", "releases/1", "releases/2"] {
+        std::os::unix::fs::chown(app.join(dir), Some(HOLDER_ID), Some(HOLDER_ID)).unwrap();
+    }
+    std::os::unix::fs::symlink("releases/1", app.join("current")).unwrap();
+    std::os::unix::fs::lchown(app.join("current"), Some(HOLDER_ID), Some(HOLDER_ID)).unwrap();
+    let locks = app.join("current/locks");
+    let mut holder = Running::spawn(&mut elect_as(
+        HOLDER_ID,
+        &bin,
+        &locks,
+        "k",
+        &beating(&work, "a"),
+    ));
+    assert!(
+        wait_until(crate::procs::deadline(), || started_at(&work, "a")
+            .is_some()),
+        "the holder never ran"
+    );
+    let pid = holder.pid();
+    assert!(
+        wait_until(crate::procs::deadline(), || crate::procs::open_fds(pid)
+            .iter()
+            .any(|(_, what)| what.contains("inotify"))),
+        "the holder never watched"
+    );
+    let swap = run(&mut as_id(
+        HOLDER_ID,
+        &format!(
+            "cd {} && ln -sfn releases/2 current.tmp && mv -T current.tmp current",
+            app.display()
+        ),
+    ));
+    assert!(swap.status.success(), "{swap:?}");
+    let swapped = Instant::now();
+    let noticed = wait_until(swapped + NOTICE, || holder.exited());
+    let took = swapped.elapsed();
+    let next = run(&mut elect_as(
+        HOLDER_ID,
+        &bin,
+        &locks,
+        "--no-wait k",
+        &format!("date +%s%N > {}/b.start", work.display()),
+    ));
+    if !noticed {
+        // Watched beside the next holder's start for a second at most,
+        // then stopped: the overlap shown is a floor.
+        let b = started_at(&work, "b").unwrap_or(u128::MAX);
+        wait_until(Instant::now() + Duration::from_secs(2), || {
+            last_of(&work, "a") > b.saturating_add(1_000_000_000) || holder.exited()
+        });
+        std::fs::write(work.join("go"), "").unwrap();
+        let _ = holder.finish();
+        let overlap = last_of(&work, "a").saturating_sub(b);
+        panic!(
+            "the holder ran on for {NOTICE:?} after `current` was re-pointed; it still beat {} ms after the next holder's command started ({:?})",
+            overlap / 1_000_000,
+            next.status.code()
+        );
+    }
+    eprintln!("the holder stopped {took:?} after the swap");
+    let output = holder.finish();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_ne!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("no longer leads to the lock file"),
+        "{stderr}"
+    );
+    assert_eq!(next.status.code(), Some(0), "{next:?}");
+    let started = started_at(&work, "b").unwrap();
+    let last = last_of(&work, "a");
+    assert!(
+        last < started,
+        "the holder beat {} ms after the next holder's command started",
+        (last - started) / 1_000_000
+    );
+}

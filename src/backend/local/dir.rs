@@ -69,6 +69,7 @@ pub fn prepare(dir: &Path, allow_network: bool) -> Result<Dir, LocalError> {
     // Opened without following a link (in /tmp anyone could have planted
     // one), and checked on the descriptor that everything after goes by.
     let top = Dir::top(dir)?;
+    top.check_path_again()?;
     check_filesystem(&top, allow_network)?;
     Ok(top)
 }

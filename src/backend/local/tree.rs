@@ -27,7 +27,8 @@
 //! links and unlinks are relative to the descriptor too, so a directory
 //! renamed or replaced after its check cannot redirect us.
 
-use std::ffi::OsString;
+use std::collections::VecDeque;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -91,6 +92,27 @@ impl Dir {
     /// a directory holding a link is checked too) and along its resolved
     /// form.
     pub fn check_ancestors(path: &Path) -> Result<(), LocalError> {
+        Dir::check_path(path).map(drop)
+    }
+
+    /// [`Dir::check_ancestors`], then whether `path` still leads to this
+    /// very directory: a link made on the way since the first check (where
+    /// nothing was) is refused as it would have been then.
+    pub fn check_path_again(&self) -> Result<(), LocalError> {
+        let leads = Dir::check_path(&self.path)?.and_then(|end| nix::sys::stat::fstat(&end).ok());
+        let here = nix::sys::stat::fstat(&self.fd).ok();
+        match (leads, here) {
+            (Some(a), Some(b)) if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino) => Ok(()),
+            _ => Err(LocalError::dir(format!(
+                "lock directory `{}` changed while we opened it (a directory or link on its path was replaced); try again",
+                self.path.display()
+            ))),
+        }
+    }
+
+    /// The checks of [`Dir::check_ancestors`]; the directory the path
+    /// leads to, if it exists.
+    fn check_path(path: &Path) -> Result<Option<OwnedFd>, LocalError> {
         let absolute = if path.is_absolute() {
             path.to_owned()
         } else {
@@ -105,6 +127,28 @@ impl Dir {
             }
         }
         let us = euid();
+        // Every link on the way (as given, or met in a link's target) is
+        // held to the rule a directory is: whoever owns one can re-point it,
+        // and the path with it, under a holder; and every directory a name
+        // is looked up in, links resolved, as below.
+        let mut look = |step: &Step<'_>| match nix::sys::stat::fstat(step.dir) {
+            Ok(st) => above_ok(step.dir_path, &st, path, us),
+            Err(e) => Err(LocalError::io(
+                format!("cannot read `{}`, above lock directory `{}`", step.dir_path.display(), path.display()),
+                e.into(),
+            )),
+        };
+        let mut link = |at: &Path, st: &FileStat| {
+            if st.st_uid == us || st.st_uid == 0 {
+                return Ok(());
+            }
+            Err(LocalError::dir(format!(
+                "`{}`, on the path to lock directory `{}`, is a symbolic link of uid {}, not of us (uid {us}) or root, and its owner could re-point it under a holder; choose a lock directory whose path goes through no link of another user's",
+                at.display(),
+                path.display(),
+                st.st_uid
+            )))
+        };
         for dir in above {
             let st = match nix::sys::stat::stat(&dir) {
                 Ok(st) => st,
@@ -117,25 +161,9 @@ impl Dir {
                     ))
                 }
             };
-            if st.st_uid != us && st.st_uid != 0 {
-                return Err(LocalError::dir(format!(
-                    "`{}`, above lock directory `{}`, belongs to uid {}, not to us (uid {us}) or root, and its owner could move the lock directory away under a holder; choose a lock directory whose parents are yours or root's",
-                    dir.display(),
-                    path.display(),
-                    st.st_uid
-                )));
-            }
-            if st.st_mode & 0o022 != 0 && st.st_mode & 0o1000 == 0 {
-                return Err(LocalError::dir(format!(
-                    "`{}`, above lock directory `{}`, is writable by its group or others without the sticky bit, so they could move the lock directory away under a holder; run `chmod +t {}` or `chmod go-w {}`",
-                    dir.display(),
-                    path.display(),
-                    dir.display(),
-                    dir.display()
-                )));
-            }
+            above_ok(&dir, &st, path, us)?;
         }
-        Ok(())
+        walk(path, &mut look, &mut link)
     }
 
     /// The lock directory for looking only: anyone's, `None` if missing.
@@ -596,6 +624,30 @@ fn open_dir(at: Option<BorrowedFd<'_>>, path: &Path) -> nix::Result<OwnedFd> {
     }
 }
 
+/// Refuses `dir`, above the lock directory `path`, unless it belongs to
+/// us or root and only they may rename what is in it (sticky where others
+/// may write).
+fn above_ok(dir: &Path, st: &FileStat, path: &Path, us: u32) -> Result<(), LocalError> {
+    if st.st_uid != us && st.st_uid != 0 {
+        return Err(LocalError::dir(format!(
+            "`{}`, above lock directory `{}`, belongs to uid {}, not to us (uid {us}) or root, and its owner could move the lock directory away under a holder; choose a lock directory whose parents are yours or root's",
+            dir.display(),
+            path.display(),
+            st.st_uid
+        )));
+    }
+    if st.st_mode & 0o022 != 0 && st.st_mode & 0o1000 == 0 {
+        return Err(LocalError::dir(format!(
+            "`{}`, above lock directory `{}`, is writable by its group or others without the sticky bit, so they could move the lock directory away under a holder; run `chmod +t {}` or `chmod go-w {}`",
+            dir.display(),
+            path.display(),
+            dir.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Whether the kernel lacks `openat2(2)`, once we have seen it say so.
 static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
 
@@ -629,4 +681,104 @@ fn clear_nonblock(fd: &OwnedFd) -> nix::Result<()> {
     use nix::fcntl::{fcntl, FcntlArg};
     let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL)?);
     fcntl(fd, FcntlArg::F_SETFL(flags - OFlag::O_NONBLOCK)).map(drop)
+}
+
+/// How many links a path may go through, as the kernel allows.
+const MAX_LINKS: u32 = 40;
+
+/// Where resolving a path stands: the directory a name is looked up in,
+/// open (`O_PATH`), and its path with every link resolved.
+pub struct Step<'a> {
+    pub dir: BorrowedFd<'a>,
+    pub dir_path: &'a Path,
+    pub name: &'a OsStr,
+}
+
+/// Resolves `path` (made absolute against the working directory) one name
+/// at a time, as the kernel does, links included: `look` is called with
+/// each directory just before a name is looked up in it, `link` with each
+/// link met (its resolved path and `lstat`). Every lookup is relative to
+/// the directory's descriptor, so what `look` saw of a directory is what
+/// the walk went through. `None` when a name is missing or not a
+/// directory (made below, or refused there with its own reason); else the
+/// directory the path leads to.
+pub fn walk(
+    path: &Path,
+    look: &mut dyn FnMut(&Step<'_>) -> Result<(), LocalError>,
+    link: &mut dyn FnMut(&Path, &FileStat) -> Result<(), LocalError>,
+) -> Result<Option<OwnedFd>, LocalError> {
+    let absolute = if path.is_absolute() {
+        path.to_owned()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| LocalError::io("cannot read the working directory".into(), e))?
+            .join(path)
+    };
+    let fail = |what: &Path, e: Errno| {
+        LocalError::io(
+            format!("cannot read `{}`, on the way to lock directory `{}`", what.display(), path.display()),
+            e.into(),
+        )
+    };
+    let how = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
+    let root = || nix::fcntl::open("/", how, Mode::empty());
+    let mut here = root().map_err(|e| fail(Path::new("/"), e))?;
+    let mut here_path = PathBuf::from("/");
+    let mut todo: VecDeque<OsString> = names_of(&absolute).collect();
+    let mut links = 0;
+    while let Some(name) = todo.pop_front() {
+        if name == ".." {
+            here = nix::fcntl::openat(&here, "..", how, Mode::empty())
+                .map_err(|e| fail(&here_path, e))?;
+            here_path.pop();
+            continue;
+        }
+        look(&Step {
+            dir: here.as_fd(),
+            dir_path: &here_path,
+            name: &name,
+        })?;
+        let next = here_path.join(&name);
+        let st = match nix::sys::stat::fstatat(&here, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(Errno::ENOENT) => return Ok(None),
+            Err(e) => return Err(fail(&next, e)),
+        };
+        match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
+            SFlag::S_IFLNK => {
+                link(&next, &st)?;
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(fail(&next, Errno::ELOOP));
+                }
+                let target = PathBuf::from(
+                    nix::fcntl::readlinkat(&here, name.as_os_str()).map_err(|e| fail(&next, e))?,
+                );
+                if target.is_absolute() {
+                    here = root().map_err(|e| fail(Path::new("/"), e))?;
+                    here_path = PathBuf::from("/");
+                }
+                for (i, part) in names_of(&target).enumerate() {
+                    todo.insert(i, part);
+                }
+            }
+            SFlag::S_IFDIR => {
+                here = nix::fcntl::openat(&here, name.as_os_str(), how, Mode::empty())
+                    .map_err(|e| fail(&next, e))?;
+                here_path = next;
+            }
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(here))
+}
+
+/// The names along `path`, `..` kept, `.` and `/` dropped.
+fn names_of(path: &Path) -> impl Iterator<Item = OsString> + '_ {
+    use std::path::Component;
+    path.components().filter_map(|c| match c {
+        Component::Normal(name) => Some(name.to_owned()),
+        Component::ParentDir => Some(OsString::from("..")),
+        _ => None,
+    })
 }

@@ -2,17 +2,19 @@
 //! that burns CPU: for a held lock, whether its file is removed or
 //! replaced; for `leader`, when the holders may have changed.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::OsString;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent, WatchDescriptor};
 use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
 
 use super::dir::{FACTS_SUFFIX, SCRATCH_SUFFIX};
 use super::facts::Lock;
-use super::tree::KeyFiles;
+use super::tree::{walk, KeyFiles, Step};
 use super::sys::{register_inotify, AsyncInotify as Ino};
 use super::{Local, LocalError};
 use crate::backend::{Changes, Holder, Inspect, Target};
@@ -64,10 +66,12 @@ impl<T: Send + 'static> Drop for Retiring<T> {
     }
 }
 
-fn watch(dir: &Path, flags: AddWatchFlags) -> nix::Result<AsyncFd<Ino>> {
+fn watch(dir: &Path, flags: AddWatchFlags) -> nix::Result<(AsyncFd<Ino>, WatchDescriptor)> {
     let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
-    ino.add_watch(dir, flags)?;
-    register_inotify(ino).map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0)))
+    let wd = ino.add_watch(dir, flags)?;
+    let fd = register_inotify(ino)
+        .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0)))?;
+    Ok((fd, wd))
 }
 
 /// The events that arrived, waiting for at least one.
@@ -133,19 +137,51 @@ fn replaced(files: &KeyFiles, lock: Lock) -> Option<String> {
     }
 }
 
-/// Adds to `fd`'s inotify instance a watch on every directory above the
-/// lock file's, up to `/`, for its own move or removal: what moves a lock
-/// directory away says so at once, not at the next backstop.
-fn watch_ancestors(fd: &AsyncFd<Ino>, files: &KeyFiles) {
-    let flags = AddWatchFlags::IN_DELETE_SELF | AddWatchFlags::IN_MOVE_SELF;
-    for dir in files.dir.path().ancestors().skip(1) {
-        if dir.as_os_str().is_empty() {
-            break;
+/// The names that matter in each directory watched for the path: an
+/// event about any other name there (in `/tmp`, say) is no reason to look.
+type OnPath = HashMap<WatchDescriptor, Vec<OsString>>;
+
+/// Adds to `fd`'s inotify instance a watch on every directory a name is
+/// looked up in on the way to the lock file's directory, the path as given
+/// and the targets of the links on it alike (`/srv/app` for
+/// `/srv/app/current/locks`, with `current -> releases/2`, and
+/// `/srv/app/releases`), for that name's creation, removal or renaming, and
+/// the directory's own: a link re-pointed, or a directory moved away or
+/// replaced, says so at once, not at the next backstop. Each watch is in
+/// place before its name is looked up, so no change slips between.
+fn watch_path(fd: &AsyncFd<Ino>, files: &KeyFiles) -> OnPath {
+    let flags = AddWatchFlags::IN_CREATE
+        | AddWatchFlags::IN_MOVED_TO
+        | AddWatchFlags::IN_DELETE
+        | AddWatchFlags::IN_MOVED_FROM
+        | AddWatchFlags::IN_DELETE_SELF
+        | AddWatchFlags::IN_MOVE_SELF
+        // Added to what a directory watched twice (the lock file's own, or one
+        // two names are looked up in) already has, never in its stead.
+        | AddWatchFlags::from_bits_retain(libc::IN_MASK_ADD);
+    let mut on_path = OnPath::new();
+    let mut look = |step: &Step<'_>| {
+        let at = PathBuf::from(format!("/proc/self/fd/{}", step.dir.as_raw_fd()));
+        match fd.get_ref().inner().add_watch(&at, flags) {
+            Ok(wd) => on_path.entry(wd).or_default().push(step.name.to_owned()),
+            Err(e) => tracing::debug!("cannot watch `{}`: {e}", step.dir_path.display()),
         }
-        if let Err(e) = fd.get_ref().inner().add_watch(dir, flags) {
-            tracing::debug!("cannot watch `{}`: {e}", dir.display());
-        }
+        Ok(())
+    };
+    if let Err(e) = walk(files.dir.path(), &mut look, &mut |_, _| Ok(())) {
+        tracing::debug!("cannot watch the way to `{}`: {e}", files.dir.path().display());
     }
+    on_path
+}
+
+/// Whether `ev` may mean the lock file's path changed: anything in its own
+/// directory (`own`), or about the directories on its path, and a name on
+/// it; not another name beside one.
+fn on_path(ev: &InotifyEvent, own: WatchDescriptor, path: &OnPath) -> bool {
+    let (Some(name), Some(names)) = (&ev.name, path.get(&ev.wd)) else {
+        return true;
+    };
+    ev.wd == own || names.iter().any(|n| n == name)
 }
 
 /// Resolves once the lock file's name no longer names the file we locked:
@@ -172,9 +208,9 @@ pub async fn lock_file_replaced(files: &KeyFiles, lock: Lock) -> String {
         | AddWatchFlags::IN_DELETE_SELF
         | AddWatchFlags::IN_MOVE_SELF;
     let fd = match watch(&parent, flags) {
-        Ok(fd) => {
-            watch_ancestors(&fd, files);
-            Some(Retiring::new(fd))
+        Ok((fd, own)) => {
+            let path = watch_path(&fd, files);
+            Some((Retiring::new(fd), own, path))
         }
         Err(e) => {
             tracing::warn!(
@@ -190,10 +226,17 @@ pub async fn lock_file_replaced(files: &KeyFiles, lock: Lock) -> String {
             return why;
         }
         match &fd {
-            Some(fd) => {
-                tokio::select! {
-                    _ = events(fd) => {}
-                    _ = tokio::time::sleep(BACKSTOP) => {}
+            Some((fd, own, path)) => {
+                let backstop = Instant::now() + BACKSTOP;
+                loop {
+                    tokio::select! {
+                        evs = events(fd) => {
+                            if evs.iter().any(|ev| on_path(ev, *own, path)) {
+                                break;
+                            }
+                        }
+                        _ = tokio::time::sleep_until(backstop) => break,
+                    }
                 }
             }
             None => tokio::time::sleep(Duration::from_secs(1)).await,
@@ -256,7 +299,7 @@ impl LocalChanges {
             | AddWatchFlags::IN_DELETE
             | AddWatchFlags::IN_MOVED_FROM
             | AddWatchFlags::IN_MOVED_TO;
-        let fd = watch(&dir, flags)
+        let (fd, _) = watch(&dir, flags)
             .map_err(|e| LocalError::io(format!("cannot watch `{}`", dir.display()), e.into()))?;
         self.watched = Some((dir, fd));
         Ok(())
