@@ -107,6 +107,17 @@ impl Backend for LocalBackend {
             .clone()
             .filter(|d| !d.as_os_str().is_empty())
             .unwrap_or_else(super::dir::default_dir_here);
+        // A relative directory is found from the working directory, which
+        // the kernel keeps as the directory itself: a deploy that re-points
+        // `current` (a unit's WorkingDirectory=) sends the next run to
+        // another lock, and the holder, still inside the old one, never
+        // sees its path change.
+        if dir.is_relative() {
+            return Err(Failure::Usage(format!(
+                "the lock directory `{}` is relative, so two runs from different working directories would not exclude each other; give an absolute path (--lock-dir or LOCKRUN_LOCK_DIR)",
+                dir.display()
+            )));
+        }
         Ok(LocalBackend {
             dir,
             allow_network_fs: args.allow_network_fs,

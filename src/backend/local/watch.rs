@@ -149,7 +149,10 @@ type OnPath = HashMap<WatchDescriptor, Vec<OsString>>;
 /// the directory's own: a link re-pointed, or a directory moved away or
 /// replaced, says so at once, not at the next backstop. Each watch is in
 /// place before its name is looked up, so no change slips between.
-fn watch_path(fd: &AsyncFd<Ino>, files: &KeyFiles) -> OnPath {
+/// Also says whether every directory on the way is watched: one that
+/// cannot be (a non-root holder that may pass through a directory but not
+/// read it, 0711) leaves the path to be looked at every [`LOOK_EVERY`].
+fn watch_path(fd: &AsyncFd<Ino>, files: &KeyFiles) -> (OnPath, bool) {
     let flags = AddWatchFlags::IN_CREATE
         | AddWatchFlags::IN_MOVED_TO
         | AddWatchFlags::IN_DELETE
@@ -160,18 +163,27 @@ fn watch_path(fd: &AsyncFd<Ino>, files: &KeyFiles) -> OnPath {
         // two names are looked up in) already has, never in its stead.
         | AddWatchFlags::from_bits_retain(libc::IN_MASK_ADD);
     let mut on_path = OnPath::new();
+    let mut whole = true;
     let mut look = |step: &Step<'_>| {
         let at = PathBuf::from(format!("/proc/self/fd/{}", step.dir.as_raw_fd()));
         match fd.get_ref().inner().add_watch(&at, flags) {
             Ok(wd) => on_path.entry(wd).or_default().push(step.name.to_owned()),
-            Err(e) => tracing::debug!("cannot watch `{}`: {e}", step.dir_path.display()),
+            Err(e) => {
+                tracing::info!(
+                    "cannot watch `{}` ({e}); looking at the lock's path every {}",
+                    step.dir_path.display(),
+                    crate::duration::fmt_duration(LOOK_EVERY)
+                );
+                whole = false;
+            }
         }
         Ok(())
     };
     if let Err(e) = walk(files.dir.path(), &mut look, &mut |_, _| Ok(())) {
-        tracing::debug!("cannot watch the way to `{}`: {e}", files.dir.path().display());
+        tracing::info!("cannot watch the way to `{}`: {e}", files.dir.path().display());
+        whole = false;
     }
-    on_path
+    (on_path, whole)
 }
 
 /// Whether `ev` may mean the lock file's path changed: anything in its own
@@ -209,13 +221,17 @@ pub async fn lock_file_replaced(files: &KeyFiles, lock: Lock) -> String {
         | AddWatchFlags::IN_MOVE_SELF;
     let fd = match watch(&parent, flags) {
         Ok((fd, own)) => {
-            let path = watch_path(&fd, files);
-            Some((Retiring::new(fd), own, path))
+            let (path, whole) = watch_path(&fd, files);
+            // Where a directory on the way is not watched, a change there
+            // is found by looking, as in the first second.
+            let backstop = if whole { BACKSTOP } else { LOOK_EVERY };
+            Some((Retiring::new(fd), own, path, backstop))
         }
         Err(e) => {
             tracing::warn!(
-                "cannot watch `{}` ({e}); checking it every second",
-                files.dir.path().display()
+                "cannot watch `{}` ({e}); checking it every {}",
+                files.dir.path().display(),
+                crate::duration::fmt_duration(LOOK_EVERY)
             );
             None
         }
@@ -226,8 +242,8 @@ pub async fn lock_file_replaced(files: &KeyFiles, lock: Lock) -> String {
             return why;
         }
         match &fd {
-            Some((fd, own, path)) => {
-                let backstop = Instant::now() + BACKSTOP;
+            Some((fd, own, path, every)) => {
+                let backstop = Instant::now() + *every;
                 loop {
                     tokio::select! {
                         evs = events(fd) => {
@@ -239,7 +255,7 @@ pub async fn lock_file_replaced(files: &KeyFiles, lock: Lock) -> String {
                     }
                 }
             }
-            None => tokio::time::sleep(Duration::from_secs(1)).await,
+            None => tokio::time::sleep(LOOK_EVERY).await,
         }
     }
 }
