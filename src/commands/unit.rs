@@ -179,7 +179,7 @@ Type=notify
 WatchdogSec=30s
 # The engine's settings (CONSUL_HTTP_ADDR=..., ETCDCTL_ENDPOINTS=...,
 # PGHOST=...); secrets as credentials or files, never on a command line.
-EnvironmentFile=-/etc/default/lockrun
+{carried}EnvironmentFile=-/etc/default/lockrun
 ExecStart={exec}
 # HUP reaches COMMAND's whole process group; the lock stays held.
 ExecReload=/bin/kill -HUP $MAINPID
@@ -196,6 +196,7 @@ WantedBy=multi-user.target
 ",
         exec = exec.join(" "),
         stop = humantime::format_duration(stop),
+        carried = carried(parsed.backend.backend, &|name| std::env::var(name).ok())?,
     ))
 }
 
@@ -219,6 +220,39 @@ fn quote(word: &str) -> String {
     }
     out.push('"');
     out
+}
+
+/// The variables of this shell that say where the backend's locks are
+/// (its [`crate::backend::Registration::empty_is_an_error`]: addresses, a
+/// lock directory, never a credential), as `Environment=` lines: a unit
+/// made from a shell that set them locks where that shell's runs do, and
+/// /etc/default/lockrun, read after them, still overrides.
+fn carried(
+    backend: crate::backend::BackendName,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, Failure> {
+    let Some(registration) = crate::backend::BACKENDS.iter().find(|r| r.name == backend) else {
+        return Ok(String::new());
+    };
+    let mut lines = String::new();
+    for (name, _) in registration.empty_is_an_error {
+        let Some(value) = var(name).filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        if value
+            .chars()
+            .any(|c| c.is_control() || c == '"' || c == '\\')
+        {
+            return Err(Failure::Usage(format!(
+                "{name} holds a quote, a backslash or a control character, which the unit cannot carry; set it in /etc/default/lockrun instead"
+            )));
+        }
+        lines.push_str(&format!(
+            "Environment=\"{name}={}\"\n",
+            value.replace('%', "%%")
+        ));
+    }
+    Ok(lines)
 }
 
 #[cfg(test)]

@@ -115,6 +115,19 @@ fn bind_unix(path: &Path) -> Result<Bound, String> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
+    // Nor may another user's link on the way re-point it at their
+    // directory once we have looked.
+    let absolute = std::path::absolute(parent).unwrap_or_else(|_| parent.to_path_buf());
+    for step in absolute.ancestors() {
+        if let Ok(meta) = std::fs::symlink_metadata(step) {
+            if meta.file_type().is_symlink() && !trusted(meta.uid()) {
+                return Err(format!(
+                    "--status-addr `{shown}`: `{}` on its path is another user's link, which they could re-point; use a directory of your own (e.g. $RUNTIME_DIRECTORY)",
+                    step.display()
+                ));
+            }
+        }
+    }
     let dir = std::fs::metadata(parent).map_err(|e| {
         format!(
             "cannot use --status-addr `{shown}`: its directory `{}` ({}); pick another path",

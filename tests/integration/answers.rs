@@ -350,6 +350,20 @@ fn lockrun_unit_names_this_binary_and_passes_systemd_analyze() {
     let mut after = std::process::Command::new(&ours);
     after.args(["unit", "--backend", "etcd"]).args(inner);
     assert!(exec_of(&mut after).contains(" --backend etcd elect svc/x "));
+    // Where the shell's runs lock is where the unit locks (second review:
+    // LOCKRUN_LOCK_DIR was dropped and the unit locked in the default).
+    let mut located = std::process::Command::new(&ours);
+    located
+        .env("LOCKRUN_BACKEND", "local")
+        .env("LOCKRUN_LOCK_DIR", "/srv/locks")
+        .arg("unit")
+        .args(inner);
+    let output = run(&mut located);
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("\nEnvironment=\"LOCKRUN_LOCK_DIR=/srv/locks\"\nEnvironmentFile="),
+        "{text}"
+    );
     let mut variable = std::process::Command::new(&ours);
     variable
         .env("LOCKRUN_BACKEND", "local")

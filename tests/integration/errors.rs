@@ -93,6 +93,13 @@ fn bad_inputs_get_one_line_the_right_status_and_write_nothing() {
             2,
             "would stop the job as it starts",
         ),
+        // A relative lock directory follows the working directory, which a
+        // deploy's re-pointed link never moves (second review).
+        case(
+            &["--backend", "local", "--lock-dir", "locks", "elect", k, "--", "true"],
+            2,
+            "is relative",
+        ),
         case(&["elect", "/abs/key", "--", "true"], 2, "starts with `/`"),
         case(&["elect", "a//b", "--", "true"], 2, "`//`"),
         case(&["elect", "a/../b", "--", "true"], 2, "`..`"),

@@ -632,8 +632,17 @@ fn bad_status_addresses_are_refused_before_anything_is_written_to_etcd() {
         (busy.as_str(), "is in use"),
         (in_shared.as_str(), "writable by others"),
     ];
+    // Another user's link on the socket's path, pointing at a directory of
+    // ours, could be re-pointed at theirs (second review).
+    let linked = dirs.path().join("linked");
+    let ours = dirs.path().join("ours");
+    std::fs::create_dir(&ours).unwrap();
+    std::os::unix::fs::symlink(&ours, &linked).unwrap();
+    let through_link = linked.join("st.sock").display().to_string();
     if as_root {
+        std::os::unix::fs::lchown(&linked, Some(65534), None).unwrap();
         cases.push((in_foreign.as_str(), "is another user's"));
+        cases.push((through_link.as_str(), "another user's link"));
     }
     for (addr, says) in cases {
         let output = run(&mut place.lockrun(&["elect", "--status-addr", addr, &key, "--", "true"]));

@@ -149,7 +149,9 @@ fn read_secret(path: &Path) -> Result<String, String> {
         ));
     }
     let euid = nix::unistd::geteuid().as_raw();
-    if meta.mode() & 0o077 != 0 || (meta.uid() != euid && meta.uid() != 0) {
+    // As libpq: group read is allowed (a root-owned 0640 file a service's
+    // group reads), group write and any access by others are not.
+    if meta.mode() & 0o027 != 0 || (meta.uid() != euid && meta.uid() != 0) {
         return Err(format!(
             "--zk-auth-file {} is readable or writable by others, or another user's; make it yours with chmod 600",
             path.display()

@@ -73,7 +73,8 @@ pub fn contender(name: &str) -> Option<Contender> {
         Writer::Reader
     } else if head.ends_with(WRITE_NAME) {
         Writer::CuratorWriter
-    } else if head.ends_with("__lock__") {
+    } else if head.ends_with("__lock__") || head.ends_with("__rlock__") {
+        // kazoo's Lock, and its ReadLock: a reader excludes a writer.
         Writer::Kazoo
     } else if head.starts_with("x-") && head.ends_with('-') && head.len() > 3 {
         Writer::WriteLock
@@ -252,6 +253,14 @@ pub fn parse_limit(data: &[u8]) -> Option<Result<u32, String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// kazoo's ReadLock names its nodes `__rlock__`: a reader that holds
+    /// excludes lockrun's writer, so it is a contender (second review).
+    #[test]
+    fn a_kazoo_reader_is_a_contender() {
+        let found = contender("4f2a__rlock__0000000004").expect("counted");
+        assert_eq!((found.seq, found.writer), (4, Writer::Kazoo));
+    }
 
     #[test]
     fn every_recipe_counts_and_orders_by_its_number() {
