@@ -149,13 +149,15 @@ pub(super) fn run(
     }: Invocation<'_>,
     environment: &Environment<'_>,
 ) -> u8 {
+    // The command line, which `pkill -f lockrun` matches: ours is
+    // lockrun's (forked) or names lockrun's binary (exec'd). First, so that
+    // the descriptor it reads /proc/self/stat through is closed by the time
+    // our name says we are the guard (a test counts our descriptors then).
+    sys::set_command_line(PROCESS_NAME.as_bytes());
     // Failing to rename ourselves costs operators a hint, nothing else.
     if let Ok(name) = std::ffi::CString::new(PROCESS_NAME) {
         let _ = nix::sys::prctl::set_name(&name);
     }
-    // And the command line, which `pkill -f lockrun` matches: ours is
-    // lockrun's (forked) or names lockrun's binary (exec'd).
-    sys::set_command_line(PROCESS_NAME.as_bytes());
 
     // Handlers first: lockrun spawned us with these signals blocked, so any
     // that arrived early are pending, not fatal, and COMMAND gets them below.
