@@ -562,6 +562,32 @@ fn started_at(work: &Path, tag: &str) -> Option<u128> {
 
 /// `lockrun --backend local --lock-dir DIR elect ARGS -- sh -c COMMAND`
 /// as `id`, through a copy of lockrun at `bin`.
+/// The first run (tag `a`) ran where it should have been refused: runs a
+/// second `--no-wait` one beside it (tag `b`), lets the first beat on for up
+/// to 2 s past the second's start, ends it, and fails saying by how much
+/// they overlapped.
+fn second_beside_first(first: Running, bin: &Path, locks: &Path, work: &Path, how: &str) -> ! {
+    let second = run(&mut elect_as(
+        HOLDER_ID,
+        bin,
+        locks,
+        "--no-wait k",
+        &format!("date +%s%N > {}/b.start", work.display()),
+    ));
+    // The first still beats after the second's command started.
+    let b = started_at(work, "b").unwrap_or(u128::MAX);
+    wait_until(Instant::now() + Duration::from_secs(2), || {
+        last_of(work, "a") > b
+    });
+    std::fs::write(work.join("go"), "").unwrap();
+    let _ = first.finish();
+    let overlap_us = last_of(work, "a").saturating_sub(b) / 1_000;
+    panic!(
+        "the first run was not refused {how} (second run: {:?}; the first ran {overlap_us} µs after the second's command started)",
+        second.status.code()
+    );
+}
+
 fn elect_as(id: u32, bin: &Path, dir: &Path, args: &str, command: &str) -> Command {
     as_id(
         id,
@@ -621,24 +647,12 @@ fn a_lock_directory_whose_parent_another_user_owns_is_refused() {
             &format!("mv {0}/locks {0}/old", base.display()),
         ));
         assert!(mv.status.success(), "{mv:?}");
-        let second = run(&mut elect_as(
-            HOLDER_ID,
+        second_beside_first(
+            first.take().unwrap(),
             &bin,
             &locks,
-            "--no-wait k",
-            &format!("date +%s%N > {}/b.start", work.display()),
-        ));
-        // The first still beats after the second's command started.
-        let b = started_at(&work, "b").unwrap_or(u128::MAX);
-        wait_until(Instant::now() + Duration::from_secs(2), || {
-            last_of(&work, "a") > b
-        });
-        std::fs::write(work.join("go"), "").unwrap();
-        let _ = first.take().unwrap().finish();
-        let overlap_us = last_of(&work, "a").saturating_sub(b) / 1_000;
-        panic!(
-            "the first run was not refused under another user's parent (second run: {:?}; the first ran {overlap_us} µs after the second's command started)",
-            second.status.code()
+            &work,
+            "under another user's parent",
         );
     }
     let output = first.take().unwrap().finish();
@@ -810,23 +824,12 @@ fn a_link_another_user_owns_on_the_lock_directory_path_is_refused() {
     assert!(settled, "the first run neither refused nor ran");
     if started_at(&work, "a").is_some() {
         point(&targets[1]);
-        let second = run(&mut elect_as(
-            HOLDER_ID,
+        second_beside_first(
+            first.take().unwrap(),
             &bin,
             &locks,
-            "--no-wait k",
-            &format!("date +%s%N > {}/b.start", work.display()),
-        ));
-        let b = started_at(&work, "b").unwrap_or(u128::MAX);
-        wait_until(Instant::now() + Duration::from_secs(2), || {
-            last_of(&work, "a") > b
-        });
-        std::fs::write(work.join("go"), "").unwrap();
-        let _ = first.take().unwrap().finish();
-        let overlap_us = last_of(&work, "a").saturating_sub(b) / 1_000;
-        panic!(
-            "the first run was not refused through another user's link (second run: {:?}; the first ran {overlap_us} µs after the second's command started)",
-            second.status.code()
+            &work,
+            "through another user's link",
         );
     }
     let output = first.take().unwrap().finish();

@@ -930,6 +930,17 @@ fn puts_are_refused(place: &Place, seq: &str, keys: &[String]) {
     }
 }
 
+/// Each of `keys` holds nothing on etcd.
+fn nothing_written_on_etcd(keys: &[String]) {
+    for key in keys {
+        assert_eq!(
+            etcdctl_ok(&["get", "--print-value-only", key]).trim(),
+            "",
+            "`{key}` was written"
+        );
+    }
+}
+
 /// A valid sequencer writes no key inside a lock's own records on etcd:
 /// its own lock's prefix, another held lock's (at any depth) and a
 /// semaphore's are refused (2, one line, nothing written), where a key
@@ -952,13 +963,7 @@ fn put_writes_nothing_inside_a_lock_on_etcd() {
         format!("{sem}/zzzz"),
     ];
     puts_are_refused(&place, &seq, &planted);
-    for key in &planted {
-        assert_eq!(
-            etcdctl_ok(&["get", "--print-value-only", key]).trim(),
-            "",
-            "`{key}` was written"
-        );
-    }
+    nothing_written_on_etcd(&planted);
     let data = place.key("data");
     let output = run(&mut place.lockrun(&["put", "--sequencer", &seq, &data, "v"]));
     place.status(&output, 0, "put beside the locks");
@@ -1010,13 +1015,7 @@ fn put_writes_nothing_inside_an_idle_lock_on_etcd() {
         format!("{sem}/zzzz"),
     ];
     puts_are_refused(&place, &seq, &planted);
-    for key in &planted {
-        assert_eq!(
-            etcdctl_ok(&["get", "--print-value-only", key]).trim(),
-            "",
-            "`{key}` was written"
-        );
-    }
+    nothing_written_on_etcd(&planted);
     let data = place.key("idle-data");
     let output = run(&mut place.lockrun(&["put", "--sequencer", &seq, &data, "v"]));
     place.status(&output, 0, "put beside the idle lock");
