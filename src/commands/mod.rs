@@ -173,27 +173,38 @@ fn owned_flags() -> Vec<(String, Vec<BackendName>)> {
     owned
 }
 
-/// A flag typed for another backend is refused, not ignored: the user
-/// meant something by it (SPEC §6). Environment variables are left alone,
-/// since a shell may export both backends' settings.
-fn foreign_flags(matches: &ArgMatches, backend: BackendName) -> Result<(), Failure> {
-    // `explain` nests `elect` and `semaphore` one level deeper.
+/// The matches of the command line and of each subcommand under it
+/// (`explain` nests `elect` and `semaphore` one level deeper).
+fn levels(matches: &ArgMatches) -> Vec<&ArgMatches> {
     let mut levels = vec![matches];
     while let Some((_, sub)) = levels[levels.len() - 1].subcommand() {
         levels.push(sub);
     }
+    levels
+}
+
+/// Whether flag `id` was typed on the command line at `level` (not taken
+/// from a variable or a default).
+fn typed(level: &ArgMatches, id: &str) -> bool {
+    level
+        .try_get_raw(id)
+        .ok()
+        .flatten()
+        .is_some_and(|_| level.value_source(id) == Some(ValueSource::CommandLine))
+}
+
+/// A flag typed for another backend is refused, not ignored: the user
+/// meant something by it (SPEC §6). Environment variables are left alone,
+/// since a shell may export both backends' settings.
+fn foreign_flags(matches: &ArgMatches, backend: BackendName) -> Result<(), Failure> {
+    let levels = levels(matches);
     let owned = owned_flags();
     for level in levels {
         for (id, owners) in &owned {
             if owners.contains(&backend) {
                 continue;
             }
-            let typed = level
-                .try_get_raw(id)
-                .ok()
-                .flatten()
-                .is_some_and(|_| level.value_source(id) == Some(ValueSource::CommandLine));
-            if typed {
+            if typed(level, id) {
                 let flag = format!("--{}", id.replace('_', "-"));
                 let Some(owner) = owners.first() else {
                     // The lease flags, in a build with no leasing backend.
@@ -219,18 +230,10 @@ fn foreign_flags(matches: &ArgMatches, backend: BackendName) -> Result<(), Failu
 /// unit's environment has neither). A backend's own flag typed there
 /// would be lost, so it is refused with where to put it.
 fn outer_backend(matches: &ArgMatches, backend: BackendName) -> Result<Vec<String>, Failure> {
-    let mut levels = vec![matches];
-    while let Some((_, sub)) = levels[levels.len() - 1].subcommand() {
-        levels.push(sub);
-    }
+    let levels = levels(matches);
     for level in &levels {
         for (id, _) in owned_flags() {
-            let typed = level
-                .try_get_raw(&id)
-                .ok()
-                .flatten()
-                .is_some_and(|_| level.value_source(&id) == Some(ValueSource::CommandLine));
-            if typed {
+            if typed(level, &id) {
                 let flag = format!("--{}", id.replace('_', "-"));
                 return Err(Failure::Usage(format!(
                     "{flag} before the `--` would not reach the unit; give it after `--`, in the command line the unit runs"
