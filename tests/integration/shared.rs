@@ -138,8 +138,9 @@ on_shared_backends!(a_writer_runs_alone);
 /// always holds). The stream goes on until the writer has started (or 200
 /// readers, a minute): a writer that waited for the stream to end fails,
 /// however slowly a loaded machine starts the readers. It runs within a
-/// reader's hold time, plus slack for a loaded machine, of the last reader
-/// that started ahead of it.
+/// reader's hold time, plus slack for a loaded machine (5 s: at a load of
+/// 11 on 2 cores, PostgreSQL's took 2.5 s), of the last reader that
+/// started ahead of it.
 fn a_waiting_writer_is_not_starved(place: &Place) {
     const READERS: usize = 200;
     let key = place.key("starve");
@@ -194,7 +195,7 @@ fn a_waiting_writer_is_not_starved(place: &Place) {
     if let Some(last) = ahead {
         let waited = Duration::from_nanos((start - last) as u64);
         assert!(
-            waited < hold + Duration::from_millis(2000),
+            waited < hold + Duration::from_secs(5),
             "the writer started {waited:?} after the last reader ahead of it, more than a reader's hold and slack"
         );
     }
