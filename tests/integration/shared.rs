@@ -12,9 +12,16 @@ use crate::places::{stdout, Place};
 use crate::procs;
 use crate::support::{max_overlap, now_ns, run, scratch, wait_for_file, Running};
 
-/// Each scenario on every backend that takes `--shared` so far.
+/// Each scenario on every backend. Consul's runs are top-level tests
+/// named `consul_*`, which the real agents' re-runs select (versions.rs)
+/// without running the other backends' again.
 macro_rules! on_shared_backends {
-    ($scenario:ident) => {
+    ($scenario:ident, $on_consul:ident) => {
+        #[test]
+        fn $on_consul() {
+            $scenario(&Place::consul(stringify!($scenario)));
+        }
+
         mod $scenario {
             use super::*;
 
@@ -94,7 +101,7 @@ fn four_readers_hold_together(place: &Place) {
     let spans: Vec<_> = (0..4).map(|i| span(work.path(), &i.to_string())).collect();
     assert_eq!(max_overlap(spans.iter().copied()), 4, "{spans:?}");
 }
-on_shared_backends!(four_readers_hold_together);
+on_shared_backends!(four_readers_hold_together, consul_four_readers_hold_together);
 
 /// Readers and writers started at once: a writer's span meets no other.
 fn a_writer_runs_alone(place: &Place) {
@@ -131,7 +138,7 @@ fn a_writer_runs_alone(place: &Place) {
         }
     }
 }
-on_shared_backends!(a_writer_runs_alone);
+on_shared_backends!(a_writer_runs_alone, consul_a_writer_runs_alone);
 
 /// A writer that waits is not starved by readers arriving every 50 ms,
 /// each holding 400 ms (so that, without writer preference, some reader
@@ -187,12 +194,11 @@ fn a_waiting_writer_is_not_starved(place: &Place) {
         assert!(e <= start || s >= end, "reader {i} overlaps the writer");
     }
 }
-on_shared_backends!(a_waiting_writer_is_not_starved);
+on_shared_backends!(a_waiting_writer_is_not_starved, consul_a_waiting_writer_is_not_starved);
 
-/// `-s` and `-x` together, and `--shared` where the backend has no shared
-/// mode yet (Consul): one line, exit 2, nothing sent.
+/// `-s` and `-x` together: one line, exit 2, nothing sent.
 #[test]
-fn shared_is_refused_where_not_built() {
+fn shared_and_exclusive_together_are_refused() {
     let output = run(&mut crate::support::bare([
         "--backend",
         "local",
@@ -204,22 +210,80 @@ fn shared_is_refused_where_not_built() {
         "true",
     ]));
     crate::support::assert_exit(&output, 2, "-s with -x", String::new);
-    // Consul's agent is not running at this address: nothing is sent.
-    let output = run(&mut crate::support::bare([
-        "--backend",
-        "consul",
-        "--http-addr",
-        "127.0.0.1:9",
-        "elect",
-        "--shared",
-        "k",
-        "--",
-        "true",
-    ]));
-    crate::support::assert_exit(&output, 2, "--shared on consul", String::new);
-    let err = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("--shared is not available"), "{err}");
+}
+
+/// The Go API's `LockFlagValue`, which `consul lock` writes.
+const LOCK_FLAG: u64 = 0x2ddc_cbc0_58a5_0c18;
+
+/// The test's Consul (emulator or real agent) behind a Consul place.
+fn consul_api(place: &Place) -> crate::consul::Api {
+    match place {
+        Place::Consul(consul, _) => consul.api(),
+        _ => unreachable!("a Consul place"),
+    }
+}
+
+/// A reader whose session is destroyed stops with 124; the other reader
+/// runs on, still holding, and a writer waits for it.
+#[test]
+fn consul_a_lost_reader_stops_alone() {
+    let place = Place::consul("shared-loss");
+    let api = consul_api(&place);
+    let key = place.key("loss");
+    let (one, two) = (scratch(), scratch());
+    let lost = place.hold(
+        one.path(),
+        "echo $LOCKRUN_SESSION > \"$1/session\";",
+        &["elect", "-s", "--value", "lost", &key],
+    );
+    let kept = place.hold(two.path(), "", &["elect", "-s", "--value", "kept", &key]);
+    let session = std::fs::read_to_string(one.path().join("session")).unwrap();
+    api.session_destroy(session.trim());
+    place.status(&lost.finish(), 124, "the reader that lost its session");
+    let output = run(&mut place.lockrun(&["leader", &key]));
+    assert_eq!(stdout(&output), "kept\n", "the other reader holds on");
+    let output = run(&mut place.lockrun(&["elect", "-n", &key, "--", "true"]));
+    place.status(&output, 75, "a writer beside the reader left");
+    std::fs::write(two.path().join("go"), "").unwrap();
+    place.status(&kept.finish(), 0, "the reader that kept its session");
+}
+
+/// `consul lock KEY` holds `KEY/.lock` (written here as its Go API writes
+/// it): a reader refuses to run beside it (125, one line naming that key)
+/// and its command never runs. While readers hold, `KEY/.lock` is their
+/// record, no lock (which `consul lock KEY` refuses to take: see
+/// real_consul.rs for the real binary), and it is gone once they are.
+#[test]
+fn consul_lock_and_readers_exclude_each_other() {
+    let place = Place::consul("shared-consul-lock");
+    let api = consul_api(&place);
+    let key = place.key("interop");
+    let dot = format!("{key}/.lock");
+    let work = scratch();
+    let ran = work.path().join("ran");
+    let session = api.session_create(r#"{"Name":"consul lock","TTL":"15s","LockDelay":"0s"}"#);
+    assert!(crate::support::kv_acquire(&api, &dot, &session, LOCK_FLAG));
+    for wait in [&["-n"][..], &[][..]] {
+        let mut args = vec!["elect", "-s"];
+        args.extend_from_slice(wait);
+        args.extend([key.as_str(), "--", "touch", ran.to_str().unwrap()]);
+        let output = run(&mut place.lockrun(&args));
+        place.status(&output, 125, "a reader beside consul lock");
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(&format!("`{dot}`")), "{err}");
+        assert!(!ran.exists(), "a reader ran beside consul lock");
+    }
+    assert!(crate::support::kv_release(&api, &dot, &session, LOCK_FLAG));
+    api.session_destroy(&session);
+    // Left behind free, as a `consul lock` that died leaves it: taken over.
+    let reader = place.hold(work.path(), "", &["elect", "-s", &key]);
+    let record = api.kv_get(&dot).expect("the readers' record");
+    assert_ne!(record.flags, LOCK_FLAG, "{record:?}");
+    assert_eq!(record.session, None, "{record:?}");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&reader.finish(), 0, "the reader");
+    assert!(api.kv_get(&dot).is_none(), "the last reader deletes the record");
 }
 
 /// `flock(1)` on the lock file, with `args` (`-s`, `-x`, `-n`).
