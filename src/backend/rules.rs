@@ -78,4 +78,3 @@ pub fn plain_lease<H>(
         plan: (),
     })
 }
-

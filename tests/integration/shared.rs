@@ -101,7 +101,10 @@ fn four_readers_hold_together(place: &Place) {
     let spans: Vec<_> = (0..4).map(|i| span(work.path(), &i.to_string())).collect();
     assert_eq!(max_overlap(spans.iter().copied()), 4, "{spans:?}");
 }
-on_shared_backends!(four_readers_hold_together, consul_four_readers_hold_together);
+on_shared_backends!(
+    four_readers_hold_together,
+    consul_four_readers_hold_together
+);
 
 /// Readers and writers started at once: a writer's span meets no other.
 fn a_writer_runs_alone(place: &Place) {
@@ -194,7 +197,10 @@ fn a_waiting_writer_is_not_starved(place: &Place) {
         assert!(e <= start || s >= end, "reader {i} overlaps the writer");
     }
 }
-on_shared_backends!(a_waiting_writer_is_not_starved, consul_a_waiting_writer_is_not_starved);
+on_shared_backends!(
+    a_waiting_writer_is_not_starved,
+    consul_a_waiting_writer_is_not_starved
+);
 
 /// `-s` and `-x` together: one line, exit 2, nothing sent.
 #[test]
@@ -248,6 +254,85 @@ fn consul_a_lost_reader_stops_alone() {
     place.status(&kept.finish(), 0, "the reader that kept its session");
 }
 
+/// The readers' record and entry flags (docs/consul.md, "Shared locks").
+const SHARED_FLAG: u64 = 0x6c6f_636b_7264_7273;
+
+/// A holder in the layout of docs/consul.md, written through the HTTP API
+/// with a session of a 1 s lock-delay: a writer holds `KEY`; a reader
+/// holds `KEY/.lock/<session>` and is listed in the record `KEY/.lock`.
+/// Its session is destroyed, which arms the lock-delay; the other side's
+/// lockrun, started at once, waits it out: its child starts no sooner than
+/// 1 s after the destruction. Then lockrun's own holders: one whose session
+/// is destroyed is stopped, and the other side's child starts only after
+/// the lost one's last heartbeat.
+#[test]
+fn consul_a_lost_holders_lock_delay_holds_the_other_side_off() {
+    use crate::support::{encode_key, kv_acquire};
+    let place = Place::consul("shared-delay");
+    let api = consul_api(&place);
+    let delay = Duration::from_secs(1);
+    for (lost, rival) in [("reader", "-x"), ("writer", "-s")] {
+        let key = place.key(&format!("delay-{lost}"));
+        let session = api.session_create(r#"{"Name":"lost","LockDelay":"1s"}"#);
+        if lost == "reader" {
+            let entry = format!("{key}/.lock/{session}");
+            assert!(kv_acquire(&api, &entry, &session, SHARED_FLAG));
+            let record = format!(r#"{{"Readers":{{"{session}":true}}}}"#);
+            let path = format!(
+                "/v1/kv/{}?flags={SHARED_FLAG}",
+                encode_key(&format!("{key}/.lock"))
+            );
+            assert_eq!(api.put(&path, record).trimmed(), "true");
+        } else {
+            assert!(kv_acquire(&api, &key, &session, LOCK_FLAG));
+        }
+        let work = scratch();
+        let destroyed = now_ns();
+        api.session_destroy(&session);
+        let waiter = spawn(
+            &place,
+            &["elect", rival, &key],
+            work.path(),
+            "rival",
+            "true",
+        );
+        place.status(&waiter.finish(), 0, "the other side");
+        let (start, _) = span(work.path(), "rival");
+        let after = Duration::from_nanos((start - destroyed) as u64);
+        assert!(
+            after >= delay,
+            "{rival} started {after:?} after the {lost}'s session was destroyed, within its lock-delay"
+        );
+    }
+    for (lost, rival) in [("-s", "-x"), ("-x", "-s")] {
+        let key = place.key(&format!("lost{lost}"));
+        let work = scratch();
+        let holder = place.heartbeat(
+            work.path(),
+            "echo $LOCKRUN_SESSION > \"$1/session\";",
+            &["elect", lost, "--lock-delay", "1s", &key],
+        );
+        let session = std::fs::read_to_string(work.path().join("session")).unwrap();
+        api.session_destroy(session.trim());
+        let waiter = spawn(
+            &place,
+            &["elect", rival, &key],
+            work.path(),
+            "rival",
+            "true",
+        );
+        place.status(&waiter.finish(), 0, "the other side");
+        place.status(&holder.finish(), 124, "the holder that lost its session");
+        let (start, _) = span(work.path(), "rival");
+        let last = crate::places::last_beat(work.path());
+        assert!(
+            start > last,
+            "{rival} started {} ms before {lost}'s last beat",
+            (last - start) / 1_000_000
+        );
+    }
+}
+
 /// `consul lock KEY` holds `KEY/.lock` (written here as its Go API writes
 /// it): a reader refuses to run beside it (125, one line naming that key)
 /// and its command never runs. While readers hold, `KEY/.lock` is their
@@ -283,7 +368,10 @@ fn consul_lock_and_readers_exclude_each_other() {
     assert_eq!(record.session, None, "{record:?}");
     std::fs::write(work.path().join("go"), "").unwrap();
     place.status(&reader.finish(), 0, "the reader");
-    assert!(api.kv_get(&dot).is_none(), "the last reader deletes the record");
+    assert!(
+        api.kv_get(&dot).is_none(),
+        "the last reader deletes the record"
+    );
 }
 
 /// `flock(1)` on the lock file, with `args` (`-s`, `-x`, `-n`).
