@@ -243,6 +243,18 @@ fn consul_a_lost_reader_stops_alone() {
         &["elect", "-s", "--value", "lost", &key],
     );
     let kept = place.hold(two.path(), "", &["elect", "-s", "--value", "kept", &key]);
+    // `list` shows the lock once per reader, of kind "shared".
+    let output = run(&mut place.lockrun(&["list", &key]));
+    place.status(&output, 0, "list");
+    let rows = stdout(&output);
+    let shared: Vec<&str> = rows.lines().filter(|l| l.starts_with(&key)).collect();
+    assert_eq!(shared.len(), 2, "{rows}");
+    assert!(
+        shared
+            .iter()
+            .all(|l| l.split_whitespace().nth(1) == Some("shared")),
+        "{rows}"
+    );
     let session = std::fs::read_to_string(one.path().join("session")).unwrap();
     api.session_destroy(session.trim());
     place.status(&lost.finish(), 124, "the reader that lost its session");
