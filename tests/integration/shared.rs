@@ -345,6 +345,40 @@ fn consul_a_lost_holders_lock_delay_holds_the_other_side_off() {
     }
 }
 
+/// More dead readers in the record than one transaction removes (30,
+/// written through the API, their sessions destroyed): a writer prunes
+/// them in batches and runs, and leaves no record behind.
+#[test]
+fn consul_a_writer_prunes_many_dead_readers() {
+    use crate::support::{encode_key, kv_acquire};
+    let place = Place::consul("shared-prune");
+    let api = consul_api(&place);
+    let key = place.key("prune");
+    let sessions: Vec<String> = (0..30)
+        .map(|_| api.session_create(r#"{"Name":"dead reader","LockDelay":"0s"}"#))
+        .collect();
+    for session in &sessions {
+        let entry = format!("{key}/.lock/{session}");
+        assert!(kv_acquire(&api, &entry, session, SHARED_FLAG));
+    }
+    let members: Vec<String> = sessions.iter().map(|s| format!(r#""{s}":true"#)).collect();
+    let record = format!(r#"{{"Readers":{{{}}}}}"#, members.join(","));
+    let path = format!(
+        "/v1/kv/{}?flags={SHARED_FLAG}",
+        encode_key(&format!("{key}/.lock"))
+    );
+    assert_eq!(api.put(&path, record).trimmed(), "true");
+    for session in &sessions {
+        api.session_destroy(session);
+    }
+    let output = run(&mut place.lockrun(&["elect", "--timeout", "20s", &key, "--", "true"]));
+    place.status(&output, 0, "the writer beside 30 dead readers");
+    assert!(
+        api.kv_get(&format!("{key}/.lock")).is_none(),
+        "the record is gone"
+    );
+}
+
 /// `consul lock KEY` holds `KEY/.lock` (written here as its Go API writes
 /// it): a reader refuses to run beside it (125, one line naming that key)
 /// and its command never runs. While readers hold, `KEY/.lock` is their

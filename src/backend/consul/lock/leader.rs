@@ -149,7 +149,9 @@ pub async fn acquire(
                         Vec::new()
                     }
                 };
-                if refusals.iter().any(Refusal::is_lock_delay) {
+                if let Some(error) = refusals.iter().find_map(|r| r.error(key)) {
+                    waiter.retry(&what, error).await?;
+                } else if refusals.iter().any(Refusal::is_lock_delay) {
                     if matches!(patience, Wait::Once) {
                         return Ok(Acquired::No { holder });
                     }
