@@ -666,8 +666,9 @@ pub struct ElectArgs {
     /// writer waits, readers that come after it wait behind it. Each backend
     /// takes its engine's own shared mode, so that the engine's own tools
     /// share the lock (`flock -s`, psql's `pg_advisory_lock_shared`, etcd's
-    /// reader-writer recipe, Curator's read-write lock); a backend without
-    /// one yet refuses -s (exit 2).
+    /// reader-writer recipe, Curator's read-write lock); Consul, which has
+    /// none, uses a layout of lockrun's own that `consul lock KEY` refuses
+    /// to run beside.
     #[arg(short = 's', long, conflicts_with = "exclusive")]
     pub shared: bool,
     /// Take the lock exclusive: the default, spelled as `flock -x`.

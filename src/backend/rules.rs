@@ -78,20 +78,3 @@ pub fn plain_lease<H>(
         plan: (),
     })
 }
-
-/// `--shared` on a backend that does not take its engine's shared mode yet
-/// (`layout`, issue #42): a usage error before anything is sent, rather
-/// than an exclusive lock that would pass for a shared one.
-pub fn no_shared_mode<H>(
-    request: &HoldRequest<'_, H>,
-    backend: &str,
-    layout: &str,
-) -> Result<(), Failure> {
-    if !request.kind.shared {
-        return Ok(());
-    }
-    Err(Failure::Usage(format!(
-        "--shared is not available on the {backend} backend yet (it is to use {layout}); drop --shared to take `{}` exclusively, or keep readers on --backend local, postgres, etcd or zookeeper",
-        request.key
-    )))
-}

@@ -299,7 +299,8 @@ fn table(listed: &[Listed]) -> Vec<u8> {
         let (key, kind, holders) = match l {
             Listed::Named(target, holders) => {
                 let kind = match target {
-                    Target::Lock { .. } => "lock".to_string(),
+                    Target::Lock { shared: false, .. } => "lock".to_string(),
+                    Target::Lock { shared: true, .. } => "shared".to_string(),
                     Target::Slot { limit, .. } => format!("semaphore/{limit}"),
                 };
                 (target.name().to_string(), kind, holders)

@@ -406,3 +406,105 @@ fn the_node_name_and_datacenter_are_configurable() {
     assert_eq!(api.get("/v1/kv/x?dc=east").status, 404);
     assert_eq!(api.get("/v1/kv/x?dc=dc1").status, 500);
 }
+
+/// Consul's shared locks (#42): a reader that joins between a writer's look
+/// at the readers' record and the writer's transaction refuses that
+/// transaction (it deletes the record only as it read it), so the writer
+/// waits for the reader. The emulator's latency holds each request 600 ms,
+/// and the reader's transaction, sent 200 ms after the writer's look was
+/// answered, lands between the two. Without the check the writer's child
+/// starts before the reader leaves.
+#[test]
+fn a_reader_between_a_writers_look_and_its_transaction_holds_the_writer_off() {
+    use crate::support::{lockrun, now_ns, scratch, Running};
+    use base64::Engine;
+    let consul = TestConsul::emulator_only(fast);
+    let emu = consul.emulator().expect("an emulator");
+    let api = consul.api();
+    let key = consul.prefix("shared-race") + "/k";
+    let session = api.session_create(r#"{"Name":"reader","LockDelay":"0s"}"#);
+    let work = scratch();
+    let span = work.path().join("span");
+    emu.set_latency(Duration::from_millis(600));
+    let mut writer = lockrun(&consul, ["elect", &key, "--shell", "--"]);
+    writer.arg("s=$(date +%s%N); echo $s > \"$1\"").arg(&span);
+    let writer = Running::spawn(&mut writer);
+    // The look answered (an empty listing is followed by one more read,
+    // which lands before the reader too).
+    let looked = || {
+        emu.request_log()
+            .iter()
+            .any(|r| r.method == "GET" && r.path.contains("/.lock?recurse") && r.status.is_some())
+    };
+    assert!(
+        crate::procs::wait_until(crate::procs::deadline(), looked),
+        "the writer never looked\n{}",
+        consul.request_log_dump()
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let b64 = |v: &[u8]| base64::engine::general_purpose::STANDARD.encode(v);
+    let shared_flag: u64 = 0x6c6f_636b_7264_7273;
+    let record = format!(r#"{{"Readers":{{"{session}":true}}}}"#);
+    let join = json!([
+        {"KV": {"Verb": "lock", "Key": format!("{key}/.lock/{session}"), "Value": b64(b"raw"), "Flags": shared_flag, "Session": session}},
+        {"KV": {"Verb": "cas", "Key": format!("{key}/.lock"), "Value": b64(record.as_bytes()), "Flags": shared_flag, "Index": 0}},
+    ]);
+    assert_eq!(
+        api.put("/v1/txn", join.to_string()).status,
+        200,
+        "the reader joins"
+    );
+    // The writer's transaction, answered (refused, with the check).
+    let answered = || {
+        emu.request_log()
+            .iter()
+            .filter(|r| r.path.starts_with("/v1/txn") && r.status.is_some())
+            .count()
+            >= 2
+    };
+    assert!(
+        crate::procs::wait_until(crate::procs::deadline(), answered),
+        "the writer never sent its transaction\n{}",
+        consul.request_log_dump()
+    );
+    emu.set_latency(Duration::ZERO);
+    // Then the writer either runs or waits on the readers' record.
+    let settled = || {
+        span.exists()
+            || emu.request_log().iter().any(|r| {
+                r.method == "GET" && r.path.contains("/.lock?") && r.path.contains("index=")
+            })
+    };
+    assert!(
+        crate::procs::wait_until(crate::procs::deadline(), settled),
+        "the writer neither ran nor waited\n{}",
+        consul.request_log_dump()
+    );
+    let left = now_ns();
+    let leave = json!([
+        {"KV": {"Verb": "delete", "Key": format!("{key}/.lock/{session}")}},
+        {"KV": {"Verb": "delete", "Key": format!("{key}/.lock")}},
+    ]);
+    assert_eq!(
+        api.put("/v1/txn", leave.to_string()).status,
+        200,
+        "the reader leaves"
+    );
+    let output = writer.finish();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let start: u128 = std::fs::read_to_string(&span)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        start > left,
+        "the writer's child started {} ms before the reader left",
+        (left - start) / 1_000_000
+    );
+}

@@ -546,6 +546,49 @@ fn lockrun_elect_refuses_to_run_beside_consul_lock() {
     }
 }
 
+/// Issue #42: lockrun's readers of P keep their record at `P/.lock`, where
+/// `consul lock P` keeps its lock. Against each real `consul lock`: it
+/// refuses to run while a lockrun reader holds (the Go API's "Existing key
+/// does not match lock use"), and runs once the readers are gone.
+#[test]
+#[cfg_attr(
+    no_real_consul,
+    ignore = "no real Consul binaries (../shared/tools/consul)"
+)]
+fn consul_lock_refuses_to_run_beside_lockrun_readers() {
+    use crate::support::{bare, run, scratch, wait_for_file, Running};
+    for version in VERSIONS {
+        let agent = Agent::dev(version);
+        let addr = agent.http_addr();
+        let work = scratch();
+        let key = "data/v42";
+        let mut reader = bare(["elect", "-s", key, "--shell", "--"]);
+        reader
+            .arg("touch \"$1/ready\"; while [ ! -e \"$1/go\" ]; do sleep 0.05; done")
+            .arg(work.path())
+            .env("CONSUL_HTTP_ADDR", &addr);
+        let reader = Running::spawn(&mut reader);
+        wait_for_file(&work.path().join("ready"));
+        let ran = work.path().join("ran");
+        let consul_lock = || {
+            let mut cmd = Command::new(binary(version));
+            cmd.args(["lock", &format!("-http-addr={addr}"), "-timeout=10s", key])
+                .arg(format!("touch {}", ran.display()))
+                .stdin(Stdio::null());
+            run(&mut cmd)
+        };
+        let out = consul_lock();
+        assert!(!out.status.success(), "{version}: consul lock: {out:?}");
+        assert!(!ran.exists(), "{version}: consul lock ran beside a reader");
+        std::fs::write(work.path().join("go"), "").unwrap();
+        let done = reader.finish();
+        assert!(done.status.success(), "{version}: the reader: {done:?}");
+        let out = consul_lock();
+        assert!(out.status.success(), "{version}: consul lock: {out:?}");
+        assert!(ran.exists(), "{version}");
+    }
+}
+
 /// `lockrun list` (#43) beside the real `consul lock`: its leader lock is
 /// listed as the key it holds (`KEY/.lock`), its semaphore (`-n 2`) as a
 /// semaphore with its limit, each by its session for want of a value.

@@ -12,9 +12,16 @@ use crate::places::{stdout, Place};
 use crate::procs;
 use crate::support::{max_overlap, run, scratch, wait_for_file, Running};
 
-/// Each scenario on every backend that takes `--shared` so far.
+/// Each scenario on every backend. Consul's runs are top-level tests
+/// named `consul_*`, which the real agents' re-runs select (versions.rs)
+/// without running the other backends' again.
 macro_rules! on_shared_backends {
-    ($scenario:ident) => {
+    ($scenario:ident, $on_consul:ident) => {
+        #[test]
+        fn $on_consul() {
+            $scenario(&Place::consul(stringify!($scenario)));
+        }
+
         mod $scenario {
             use super::*;
 
@@ -94,7 +101,10 @@ fn four_readers_hold_together(place: &Place) {
     let spans: Vec<_> = (0..4).map(|i| span(work.path(), &i.to_string())).collect();
     assert_eq!(max_overlap(spans.iter().copied()), 4, "{spans:?}");
 }
-on_shared_backends!(four_readers_hold_together);
+on_shared_backends!(
+    four_readers_hold_together,
+    consul_four_readers_hold_together
+);
 
 /// Readers and writers started at once: a writer's span meets no other.
 fn a_writer_runs_alone(place: &Place) {
@@ -131,7 +141,7 @@ fn a_writer_runs_alone(place: &Place) {
         }
     }
 }
-on_shared_backends!(a_writer_runs_alone);
+on_shared_backends!(a_writer_runs_alone, consul_a_writer_runs_alone);
 
 /// A writer that waits is not starved by readers arriving every 50 ms,
 /// each holding 400 ms (so that, without writer preference, some reader
@@ -200,12 +210,14 @@ fn a_waiting_writer_is_not_starved(place: &Place) {
         );
     }
 }
-on_shared_backends!(a_waiting_writer_is_not_starved);
+on_shared_backends!(
+    a_waiting_writer_is_not_starved,
+    consul_a_waiting_writer_is_not_starved
+);
 
-/// `-s` and `-x` together, and `--shared` where the backend has no shared
-/// mode yet (Consul): one line, exit 2, nothing sent.
+/// `-s` and `-x` together: one line, exit 2, nothing sent.
 #[test]
-fn shared_is_refused_where_not_built() {
+fn shared_and_exclusive_together_are_refused() {
     let output = run(&mut crate::support::bare([
         "--backend",
         "local",
@@ -217,22 +229,208 @@ fn shared_is_refused_where_not_built() {
         "true",
     ]));
     crate::support::assert_exit(&output, 2, "-s with -x", String::new);
-    // Consul's agent is not running at this address: nothing is sent.
-    let output = run(&mut crate::support::bare([
-        "--backend",
-        "consul",
-        "--http-addr",
-        "127.0.0.1:9",
-        "elect",
-        "--shared",
-        "k",
-        "--",
-        "true",
-    ]));
-    crate::support::assert_exit(&output, 2, "--shared on consul", String::new);
-    let err = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("--shared is not available"), "{err}");
+}
+
+/// The Go API's `LockFlagValue`, which `consul lock` writes.
+const LOCK_FLAG: u64 = 0x2ddc_cbc0_58a5_0c18;
+
+/// The test's Consul (emulator or real agent) behind a Consul place.
+fn consul_api(place: &Place) -> crate::consul::Api {
+    match place {
+        Place::Consul(consul, _) => consul.api(),
+        _ => unreachable!("a Consul place"),
+    }
+}
+
+/// A reader whose session is destroyed stops with 124; the other reader
+/// runs on, still holding, and a writer waits for it.
+#[test]
+fn consul_a_lost_reader_stops_alone() {
+    let place = Place::consul("shared-loss");
+    let api = consul_api(&place);
+    let key = place.key("loss");
+    let (one, two) = (scratch(), scratch());
+    let lost = place.hold(
+        one.path(),
+        "echo $LOCKRUN_SESSION > \"$1/session\";",
+        &["elect", "-s", "--value", "lost", &key],
+    );
+    let kept = place.hold(two.path(), "", &["elect", "-s", "--value", "kept", &key]);
+    // `list` shows the lock once per reader, of kind "shared".
+    let output = run(&mut place.lockrun(&["list", &key]));
+    place.status(&output, 0, "list");
+    let rows = stdout(&output);
+    let shared: Vec<&str> = rows.lines().filter(|l| l.starts_with(&key)).collect();
+    assert_eq!(shared.len(), 2, "{rows}");
+    assert!(
+        shared
+            .iter()
+            .all(|l| l.split_whitespace().nth(1) == Some("shared")),
+        "{rows}"
+    );
+    let session = std::fs::read_to_string(one.path().join("session")).unwrap();
+    api.session_destroy(session.trim());
+    place.status(&lost.finish(), 124, "the reader that lost its session");
+    let output = run(&mut place.lockrun(&["leader", &key]));
+    assert_eq!(stdout(&output), "kept\n", "the other reader holds on");
+    let output = run(&mut place.lockrun(&["elect", "-n", &key, "--", "true"]));
+    place.status(&output, 75, "a writer beside the reader left");
+    std::fs::write(two.path().join("go"), "").unwrap();
+    place.status(&kept.finish(), 0, "the reader that kept its session");
+}
+
+/// The readers' record and entry flags (docs/consul.md, "Shared locks").
+const SHARED_FLAG: u64 = 0x6c6f_636b_7264_7273;
+
+/// A holder in the layout of docs/consul.md, written through the HTTP API
+/// with a session of a 1 s lock-delay: a writer holds `KEY`; a reader
+/// holds `KEY/.lock/<session>` and is listed in the record `KEY/.lock`.
+/// Its session is destroyed, which arms the lock-delay; the other side's
+/// lockrun, started at once, waits it out: its child starts no sooner than
+/// 1 s after the destruction. Then lockrun's own holders: one whose session
+/// is destroyed is stopped, and the other side's child starts only after
+/// the lost one's last heartbeat.
+#[test]
+fn consul_a_lost_holders_lock_delay_holds_the_other_side_off() {
+    use crate::support::{encode_key, kv_acquire};
+    let place = Place::consul("shared-delay");
+    let api = consul_api(&place);
+    let delay = Duration::from_secs(1);
+    for (lost, rival) in [("reader", "-x"), ("writer", "-s")] {
+        let key = place.key(&format!("delay-{lost}"));
+        let session = api.session_create(r#"{"Name":"lost","LockDelay":"1s"}"#);
+        if lost == "reader" {
+            let entry = format!("{key}/.lock/{session}");
+            assert!(kv_acquire(&api, &entry, &session, SHARED_FLAG));
+            let record = format!(r#"{{"Readers":{{"{session}":true}}}}"#);
+            let path = format!(
+                "/v1/kv/{}?flags={SHARED_FLAG}",
+                encode_key(&format!("{key}/.lock"))
+            );
+            assert_eq!(api.put(&path, record).trimmed(), "true");
+        } else {
+            assert!(kv_acquire(&api, &key, &session, LOCK_FLAG));
+        }
+        let work = scratch();
+        let destroyed = now_ns();
+        api.session_destroy(&session);
+        let waiter = spawn(
+            &place,
+            &["elect", rival, &key],
+            work.path(),
+            "rival",
+            "true",
+        );
+        place.status(&waiter.finish(), 0, "the other side");
+        let (start, _) = span(work.path(), "rival");
+        let after = Duration::from_nanos((start - destroyed) as u64);
+        assert!(
+            after >= delay,
+            "{rival} started {after:?} after the {lost}'s session was destroyed, within its lock-delay"
+        );
+    }
+    for (lost, rival) in [("-s", "-x"), ("-x", "-s")] {
+        let key = place.key(&format!("lost{lost}"));
+        let work = scratch();
+        let holder = place.heartbeat(
+            work.path(),
+            "echo $LOCKRUN_SESSION > \"$1/session\";",
+            &["elect", lost, "--lock-delay", "1s", &key],
+        );
+        let session = std::fs::read_to_string(work.path().join("session")).unwrap();
+        api.session_destroy(session.trim());
+        let waiter = spawn(
+            &place,
+            &["elect", rival, &key],
+            work.path(),
+            "rival",
+            "true",
+        );
+        place.status(&waiter.finish(), 0, "the other side");
+        place.status(&holder.finish(), 124, "the holder that lost its session");
+        let (start, _) = span(work.path(), "rival");
+        let last = crate::places::last_beat(work.path());
+        assert!(
+            start > last,
+            "{rival} started {} ms before {lost}'s last beat",
+            (last - start) / 1_000_000
+        );
+    }
+}
+
+/// More dead readers in the record than one transaction removes (30,
+/// written through the API, their sessions destroyed): a writer prunes
+/// them in batches and runs, and leaves no record behind.
+#[test]
+fn consul_a_writer_prunes_many_dead_readers() {
+    use crate::support::{encode_key, kv_acquire};
+    let place = Place::consul("shared-prune");
+    let api = consul_api(&place);
+    let key = place.key("prune");
+    let sessions: Vec<String> = (0..30)
+        .map(|_| api.session_create(r#"{"Name":"dead reader","LockDelay":"0s"}"#))
+        .collect();
+    for session in &sessions {
+        let entry = format!("{key}/.lock/{session}");
+        assert!(kv_acquire(&api, &entry, session, SHARED_FLAG));
+    }
+    let members: Vec<String> = sessions.iter().map(|s| format!(r#""{s}":true"#)).collect();
+    let record = format!(r#"{{"Readers":{{{}}}}}"#, members.join(","));
+    let path = format!(
+        "/v1/kv/{}?flags={SHARED_FLAG}",
+        encode_key(&format!("{key}/.lock"))
+    );
+    assert_eq!(api.put(&path, record).trimmed(), "true");
+    for session in &sessions {
+        api.session_destroy(session);
+    }
+    let output = run(&mut place.lockrun(&["elect", "--timeout", "20s", &key, "--", "true"]));
+    place.status(&output, 0, "the writer beside 30 dead readers");
+    assert!(
+        api.kv_get(&format!("{key}/.lock")).is_none(),
+        "the record is gone"
+    );
+}
+
+/// `consul lock KEY` holds `KEY/.lock` (written here as its Go API writes
+/// it): a reader refuses to run beside it (125, one line naming that key)
+/// and its command never runs. While readers hold, `KEY/.lock` is their
+/// record, no lock (which `consul lock KEY` refuses to take: see
+/// real_consul.rs for the real binary), and it is gone once they are.
+#[test]
+fn consul_lock_and_readers_exclude_each_other() {
+    let place = Place::consul("shared-consul-lock");
+    let api = consul_api(&place);
+    let key = place.key("interop");
+    let dot = format!("{key}/.lock");
+    let work = scratch();
+    let ran = work.path().join("ran");
+    let session = api.session_create(r#"{"Name":"consul lock","TTL":"15s","LockDelay":"0s"}"#);
+    assert!(crate::support::kv_acquire(&api, &dot, &session, LOCK_FLAG));
+    for wait in [&["-n"][..], &[][..]] {
+        let mut args = vec!["elect", "-s"];
+        args.extend_from_slice(wait);
+        args.extend([key.as_str(), "--", "touch", ran.to_str().unwrap()]);
+        let output = run(&mut place.lockrun(&args));
+        place.status(&output, 125, "a reader beside consul lock");
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(&format!("`{dot}`")), "{err}");
+        assert!(!ran.exists(), "a reader ran beside consul lock");
+    }
+    assert!(crate::support::kv_release(&api, &dot, &session, LOCK_FLAG));
+    api.session_destroy(&session);
+    // Left behind free, as a `consul lock` that died leaves it: taken over.
+    let reader = place.hold(work.path(), "", &["elect", "-s", &key]);
+    let record = api.kv_get(&dot).expect("the readers' record");
+    assert_ne!(record.flags, LOCK_FLAG, "{record:?}");
+    assert_eq!(record.session, None, "{record:?}");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&reader.finish(), 0, "the reader");
+    assert!(
+        api.kv_get(&dot).is_none(),
+        "the last reader deletes the record"
+    );
 }
 
 /// `flock(1)` on the lock file, with `args` (`-s`, `-x`, `-n`).

@@ -49,6 +49,7 @@ const CONSUL_MODULES: &[&str] = &[
     "safety::",
     "semaphore::",
     "service::",
+    "shared::consul_",
     "signals::",
     "tls::",
 ];

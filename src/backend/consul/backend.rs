@@ -217,7 +217,6 @@ impl Backend for ConsulBackend {
         request: &HoldRequest<'_, Self::HoldArgs>,
         env: &dyn Env,
     ) -> Result<HoldRules<SessionSpec>, Failure> {
-        crate::backend::rules::no_shared_mode(request, "consul", "a holder set beside the lock key")?;
         rules::hold(request, env)
     }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::lock::{leader, semaphore, AcquireError, Acquired, Held, Retry};
+use super::lock::{leader, semaphore, shared, AcquireError, Acquired, Held, Retry};
 use super::{Client, ConsulError, SessionId, SessionSpec};
 use crate::backend::{
     Acquisition, Claim, Engine, EngineError, Lease, Lost, Opening, Renewal, Target, Wait,
@@ -99,6 +99,7 @@ async fn release(
     modify_index: Option<u64>,
 ) -> bool {
     let released = match target {
+        Target::Lock { key, shared: true } => shared::release(client, key, session).await,
         Target::Lock { key, .. } => leader::release(client, key, session, value, modify_index).await,
         Target::Slot { prefix, .. } => semaphore::release(client, prefix, session).await,
     };
@@ -193,6 +194,12 @@ impl Engine for Consul {
         }));
         let patience = wait;
         let acquired = match target {
+            Target::Lock { key, shared: true } => {
+                match shared::acquire(&self.client, key, &lease.id, value, patience).await? {
+                    Acquired::Yes(h) => Acquired::Yes(Kind::Reader(h)),
+                    Acquired::No { holder } => Acquired::No { holder },
+                }
+            }
             Target::Lock { key, .. } => {
                 match leader::acquire(&self.client, key, &lease.id, value, patience).await? {
                     Acquired::Yes(h) => Acquired::Yes(Kind::Lock(h)),
@@ -225,6 +232,7 @@ impl Engine for Consul {
 #[derive(Debug)]
 enum Kind {
     Lock(leader::Holding),
+    Reader(shared::Holding),
     Slot(semaphore::Holding),
 }
 
@@ -243,6 +251,7 @@ impl ConsulClaim {
     fn held(&self) -> &Held {
         match &self.kind {
             Kind::Lock(h) => &h.held,
+            Kind::Reader(h) => &h.held,
             Kind::Slot(h) => &h.held,
         }
     }
@@ -289,6 +298,7 @@ impl Claim for ConsulClaim {
         let client = self.client.for_watch();
         match &mut self.kind {
             Kind::Lock(h) => h.watch(&client).await,
+            Kind::Reader(h) => h.watch(&client).await,
             Kind::Slot(h) => h.watch(&client).await,
         }
     }
@@ -298,7 +308,7 @@ impl Claim for ConsulClaim {
     async fn release(self) -> Result<(), AcquireError> {
         let modify_index = match &self.kind {
             Kind::Lock(h) => Some(h.modify_index),
-            Kind::Slot(_) => None,
+            Kind::Reader(_) | Kind::Slot(_) => None,
         };
         let session = self.held().session.clone();
         let done = release(

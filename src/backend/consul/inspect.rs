@@ -15,6 +15,7 @@ use serde_json::json;
 use super::blocking::QueryIndex;
 use super::kv::Read;
 use super::lock::semaphore::{self, Record, View};
+use super::lock::shared;
 use super::lock::{AcquireError, Retry, Waiter, SEMAPHORE_FLAG};
 use super::{Client, KvPair, SessionId};
 use crate::backend::{Changes, Holder, Inspect, Released, Target, Wait, Which};
@@ -261,6 +262,40 @@ impl Outside {
         Ok(self.destroying(vec![asked]).await)
     }
 
+    /// Releases the readers' entries (or the one `--session` names), each
+    /// sent back with its value and flags, as for a lock: each reader's
+    /// lockrun sees its entry free with its session alive, and stops its
+    /// child with its full grace; a writer then prunes them.
+    async fn release_readers(&self, key: &str) -> Result<Released<AcquireError>, AcquireError> {
+        let pairs = self.listing(key).await?;
+        let state = State::of(key, &pairs)?;
+        let mut asked = Vec::new();
+        for pair in &state.holders {
+            let holder = pair.holder().unwrap_or_default().to_string();
+            if self.session.as_ref().is_some_and(|only| only != &holder) {
+                continue;
+            }
+            if self
+                .client
+                .kv_release(&pair.key, &holder, pair.value_bytes(), pair.flags)
+                .await?
+            {
+                asked.push(ReleasedHolder {
+                    entry: pair.key.clone(),
+                    session: holder,
+                    node_and_name: None,
+                    value: pair.value_bytes().to_vec(),
+                });
+            }
+        }
+        if asked.is_empty() {
+            return Ok(nothing(Some(format!(
+                "nothing to release: no matching reader of `{key}`"
+            ))));
+        }
+        Ok(self.destroying(asked).await)
+    }
+
     async fn release_slots(&self, key: &str) -> Result<Released<AcquireError>, AcquireError> {
         for _ in 0..16 {
             let (pairs, _) = semaphore::list(&self.client, key, self.read()).await?;
@@ -419,7 +454,7 @@ impl Inspect for Outside {
             },
             _ => Target::Lock {
                 key: key.to_string(),
-                shared: false,
+                shared: state.shared,
             },
         })
     }
@@ -437,6 +472,13 @@ impl Inspect for Outside {
                 p.flags == SEMAPHORE_FLAG && p.key.ends_with(&record) && p.key.len() > record.len();
             if semaphore {
                 names.push(p.key[..p.key.len() - record.len()].to_string());
+            } else if let Some((lock, _)) = p
+                .key
+                .rsplit_once(&format!("{record}/"))
+                .filter(|_| p.flags == shared::SHARED_FLAG && p.holder().is_some())
+            {
+                // A reader's entry `KEY/.lock/<session>`: the lock is KEY.
+                names.push(lock.to_string());
             } else if p.holder().is_some() {
                 names.push(p.key.clone());
                 // A held entry may be a slot of a semaphore whose record
@@ -492,6 +534,7 @@ impl Inspect for Outside {
             )));
         }
         match target {
+            Target::Lock { key, shared: true } => self.release_readers(key).await,
             Target::Lock { key, .. } => self.release_lock(key).await,
             Target::Slot { prefix, .. } => self.release_slots(prefix).await,
         }
@@ -528,6 +571,8 @@ impl Inspect for Outside {
 /// What a key holds right now: a lock's holder, or a semaphore's holders.
 struct State {
     semaphore: bool,
+    /// Readers hold it (`elect -s`): their entries are the holders.
+    shared: bool,
     /// A semaphore's slot count, as its record says.
     limit: Option<u64>,
     /// The entries held by a session: one at most for a lock.
@@ -542,11 +587,32 @@ impl State {
         if let Some(lock) = pairs.iter().find(|p| p.key == key && p.holder().is_some()) {
             return Ok(State {
                 semaphore: false,
+                shared: false,
                 limit: None,
                 holders: vec![lock.clone()],
             });
         }
         let record_key = semaphore::record_key(key);
+        let readers = format!("{record_key}/");
+        let shared = pairs
+            .iter()
+            .any(|p| p.key == record_key && p.flags == shared::SHARED_FLAG);
+        let holding: Vec<KvPair> = pairs
+            .iter()
+            .filter(|p| p.key.starts_with(&readers) && p.holder().is_some())
+            .cloned()
+            .collect();
+        if shared || !holding.is_empty() {
+            // A lock taken shared: every reader whose entry its session
+            // holds (a reader the record names but whose session ended is
+            // no holder; a writer prunes it).
+            return Ok(State {
+                semaphore: false,
+                shared: true,
+                limit: None,
+                holders: holding,
+            });
+        }
         let under: Vec<KvPair> = pairs
             .iter()
             .filter(|p| p.key.starts_with(&format!("{key}/")))
@@ -567,6 +633,7 @@ impl State {
             }
             return Ok(State {
                 semaphore: false,
+                shared: false,
                 limit: None,
                 holders: Vec::new(),
             });
@@ -581,6 +648,7 @@ impl State {
             .collect();
         Ok(State {
             semaphore: true,
+            shared: false,
             limit,
             holders,
         })

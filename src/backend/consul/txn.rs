@@ -32,6 +32,9 @@ pub enum TxnOp<'a> {
     },
     /// Deletes the key (a missing key is no refusal).
     Delete { key: &'a str },
+    /// Deletes the key only if its ModifyIndex is still `index`; a missing
+    /// key is no refusal when `index` is 0 (nor, in Consul, otherwise).
+    DeleteCas { key: &'a str, index: u64 },
     /// Refuses the transaction unless `session` holds the key.
     CheckSession { key: &'a str, session: &'a str },
     /// Writes the key, whatever it holds.
@@ -44,6 +47,7 @@ impl TxnOp<'_> {
             TxnOp::Lock { key, .. }
             | TxnOp::Cas { key, .. }
             | TxnOp::Delete { key }
+            | TxnOp::DeleteCas { key, .. }
             | TxnOp::CheckSession { key, .. }
             | TxnOp::Set { key, .. } => key,
         }
@@ -77,6 +81,9 @@ impl TxnOp<'_> {
                 "Index": index,
             }}),
             TxnOp::Delete { key } => json!({"KV": {"Verb": "delete", "Key": key}}),
+            TxnOp::DeleteCas { key, index } => {
+                json!({"KV": {"Verb": "delete-cas", "Key": key, "Index": index}})
+            }
             TxnOp::CheckSession { key, session } => {
                 json!({"KV": {"Verb": "check-session", "Key": key, "Session": session}})
             }
@@ -216,7 +223,7 @@ impl Client {
             .collect::<Result<Vec<_>, _>>()?;
         let answering = ops
             .iter()
-            .filter(|op| !matches!(op, TxnOp::Delete { .. }))
+            .filter(|op| !matches!(op, TxnOp::Delete { .. } | TxnOp::DeleteCas { .. }))
             .count();
         if pairs.len() != answering {
             return Err(ConsulError::Decode {

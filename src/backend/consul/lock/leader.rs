@@ -8,6 +8,7 @@ use crate::backend::consul::{Client, ConsulError, KvPair, Op, SessionId};
 use crate::backend::Lost;
 
 use super::queue::{self, Turn};
+use super::shared;
 use super::{AcquireError, Acquired, DelayBackoff, Held, Waiter, LOCK_FLAG};
 use crate::backend::Wait;
 
@@ -20,7 +21,7 @@ pub struct Holding {
     index: QueryIndex,
 }
 
-fn check_flags(key: &str, pair: &KvPair) -> Result<(), AcquireError> {
+pub(super) fn check_flags(key: &str, pair: &KvPair) -> Result<(), AcquireError> {
     if pair.flags == LOCK_FLAG {
         return Ok(());
     }
@@ -107,6 +108,58 @@ pub async fn acquire(
     loop {
         if let Some(index) = free_at.take() {
             let what = format!("acquiring `{key}`");
+            // Readers of `KEY` (`elect -s`): none may hold, and the
+            // transaction checks that none came meanwhile (see [`shared`]).
+            let look = match shared::look(client, key, Read::now()).await {
+                Ok(look) => look,
+                Err(e) => {
+                    waiter.retry(&what, e).await?;
+                    free_at = Some(index);
+                    continue;
+                }
+            };
+            if let shared::Dot::ConsulLock(why) = &look.dot {
+                return Err(AcquireError::Conflict(why.clone()));
+            }
+            if !look.readers.is_empty() {
+                let who = look.who();
+                if holder.as_deref() != Some(who.as_str()) {
+                    tracing::info!(target: crate::logging::EVENT, lock = key, holder = %who, "waiting: held by readers");
+                }
+                holder = Some(who);
+                if matches!(patience, Wait::Once) {
+                    return Ok(Acquired::No { holder });
+                }
+                // Queued, so that readers that come now wait behind us.
+                line.join(client, session, &mut waiter, &format!("queueing for `{key}`"))
+                    .await?;
+                match shared::changed(client, key, look.index, patience).await {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(Acquired::No { holder }),
+                    Err(e) => waiter.retry(&what, e).await?,
+                }
+                free_at = Some(index);
+                continue;
+            }
+            let Some(readers_ops) = shared::writer_ops(&look, session) else {
+                let refusals = match shared::prune(client, &look, session).await {
+                    Ok(refusals) => refusals,
+                    Err(e) => {
+                        waiter.retry(&what, e).await?;
+                        Vec::new()
+                    }
+                };
+                if let Some(error) = refusals.iter().find_map(|r| r.error(key)) {
+                    waiter.retry(&what, error).await?;
+                } else if refusals.iter().any(Refusal::is_lock_delay) {
+                    if matches!(patience, Wait::Once) {
+                        return Ok(Acquired::No { holder });
+                    }
+                    delay.wait().await;
+                }
+                free_at = Some(index);
+                continue;
+            };
             let mut ops = vec![
                 TxnOp::Cas {
                     key,
@@ -121,6 +174,7 @@ pub async fn acquire(
                     session,
                 },
             ];
+            ops.extend(readers_ops);
             ops.extend(line.leaving());
             let refusals = match client.txn(&ops).await {
                 Ok(Txn::Applied(pairs)) => {
@@ -287,7 +341,7 @@ impl Holding {
 /// The key was released, not by us. If our session lives, someone released
 /// it by hand (no lock-delay is armed then); if not, Consul invalidated it,
 /// and the lock-delay is running from a moment already past.
-async fn released(client: &Client, session: &SessionId) -> Lost {
+pub(super) async fn released(client: &Client, session: &SessionId) -> Lost {
     // The lock-delay may be running already: we ask briefly (well within
     // the budget's margin) and treat no answer as the session gone.
     let asked = tokio::time::timeout(

@@ -5,6 +5,7 @@
 pub mod leader;
 pub mod queue;
 pub mod semaphore;
+pub mod shared;
 
 use std::time::Duration;
 
