@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::places::{stdout, Place};
 use crate::procs;
-use crate::support::{max_overlap, run, scratch, wait_for_file, Running};
+use crate::support::{max_overlap, now_ns, run, scratch, wait_for_file, Running};
 
 /// Each scenario on every backend. Consul's runs are top-level tests
 /// named `consul_*`, which the real agents' re-runs select (versions.rs)
