@@ -105,6 +105,11 @@ pub struct Catalog {
     check_id: String,
     agent: String,
     token: Option<String>,
+    /// Until when the agent may still count the check as passing: the
+    /// TTL from the answer to the last registration or pass (the agent
+    /// took it before it answered), or from the end of the bound of one
+    /// that failed.
+    passing_until: std::sync::Mutex<Option<tokio::time::Instant>>,
     #[cfg(feature = "https")]
     client: reqwest::Client,
 }
@@ -150,6 +155,7 @@ impl Catalog {
             tags,
             agent,
             token,
+            passing_until: std::sync::Mutex::new(None),
             #[cfg(feature = "https")]
             client: client()?,
         }))
@@ -254,6 +260,7 @@ impl Catalog {
                 (Some(_), Some(deadline)) => deadline.left().saturating_sub(ttl),
                 (Some(_), None) => Duration::ZERO,
             };
+            let sent = tokio::time::Instant::now();
             let attempt = if within < MIN_WITHIN {
                 Err(format!(
                     "no time is left to tell it before the check's TTL ({}) would reach past the deadline; waiting for a renewal",
@@ -268,6 +275,16 @@ impl Catalog {
                 }
                 self.register(ttl, within, &meta).await
             };
+            // An attempt that failed may still have reached the agent
+            // before its bound ran out.
+            let bound = match &attempt {
+                Ok(()) => Some(tokio::time::Instant::now() + ttl),
+                Err(_) if within >= MIN_WITHIN => Some(sent + within + ttl),
+                Err(_) => None,
+            };
+            if let (Some(bound), Ok(mut until)) = (bound, self.passing_until.lock()) {
+                *until = Some(until.map_or(bound, |u| u.max(bound)));
+            }
             match attempt {
                 Ok(()) if !registered => {
                     registered = true;
@@ -334,17 +351,38 @@ impl Catalog {
         }
     }
 
-    /// Takes the holder out of the catalog, logging the outcome.
+    /// Takes the holder out of the catalog, logging the outcome. When the
+    /// agent does not take the deregistration, it waits until the check's
+    /// TTL has run out since the last pass the agent took: the lock is
+    /// then given up only once no passing instance of this holder is
+    /// left for DNS to answer with (a wait of at most the TTL).
     pub async fn withdraw(&self) {
-        match self.deregister().await {
-            Ok(()) => tracing::info!(
-                target: EVENT,
-                service = self.name.as_str(),
-                "deregistered service `{}`",
-                self.name
-            ),
-            Err(why) => tracing::warn!(
-                "could not deregister service `{}` at {}: {why}; its check goes critical within its TTL, and Consul removes it {REAP_AFTER} after",
+        let why = match self.deregister().await {
+            Ok(()) => {
+                tracing::info!(
+                    target: EVENT,
+                    service = self.name.as_str(),
+                    "deregistered service `{}`",
+                    self.name
+                );
+                return;
+            }
+            Err(why) => why,
+        };
+        let until = self.passing_until.lock().ok().and_then(|u| *u);
+        let left = until.map(|u| u.saturating_duration_since(tokio::time::Instant::now()));
+        match left.filter(|l| !l.is_zero()) {
+            Some(left) => {
+                tracing::warn!(
+                    "could not deregister service `{}` at {}: {why}; keeping the lock {} more, until its check has gone critical, so that no client is sent here once the next holder runs (Consul removes it {REAP_AFTER} after)",
+                    self.name,
+                    self.agent,
+                    fmt_duration(left)
+                );
+                tokio::time::sleep(left).await;
+            }
+            None => tracing::warn!(
+                "could not deregister service `{}` at {}: {why}; its check is critical already, and Consul removes it {REAP_AFTER} after",
                 self.name,
                 self.agent
             ),

@@ -14,20 +14,39 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use crate::etcd_support::etcd;
+use crate::link::Link;
 use crate::procs::{self, wait_until};
 use crate::real_consul::{self, Agent};
 use crate::support::{bare, now_ns, run, scratch, Running};
 
 /// What one look at the agent showed: when it was sent and answered (ns),
 /// the catalog's ServiceIDs, the ports Consul's DNS answered (SRV, passing
-/// instances only), and the health check statuses.
+/// instances only), and the health checks (ServiceID, status).
 #[derive(Debug, Clone)]
 struct Look {
     sent: u128,
     answered: u128,
     ids: Vec<String>,
     dns_ports: Vec<u16>,
-    checks: Vec<String>,
+    checks: Vec<(String, String)>,
+}
+
+impl Look {
+    fn statuses(&self) -> Vec<&str> {
+        self.checks.iter().map(|(_, s)| s.as_str()).collect()
+    }
+
+    /// Whether `suffix` (`-PID`) names a listed service, or one whose
+    /// check passes.
+    fn lists(&self, suffix: &str) -> bool {
+        self.ids.iter().any(|id| id.ends_with(suffix))
+    }
+
+    fn passing(&self, suffix: &str) -> bool {
+        self.checks
+            .iter()
+            .any(|(id, status)| id.ends_with(suffix) && status == "passing")
+    }
 }
 
 /// Looks at service `name` on `agent` as fast as it answers, on its own
@@ -65,7 +84,10 @@ impl Watcher {
                     .and_then(|r| r.json().as_array().cloned())
                     .unwrap_or_default()
                     .iter()
-                    .filter_map(|c| c["Status"].as_str().map(String::from))
+                    .filter_map(|c| {
+                        let id = c["ServiceID"].as_str()?.to_string();
+                        Some((id, c["Status"].as_str()?.to_string()))
+                    })
                     .collect();
                 let answered = now_ns();
                 l.lock().unwrap().push(Look {
@@ -393,8 +415,6 @@ fn a_stopped_holder_drops_out_through_its_check() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     let ttl = Duration::from_millis(json["service_check_ttl_ms"].as_u64().expect("a TTL"));
-    let stop_after = Duration::from_millis(json["kill_signal_after_ms"].as_u64().unwrap());
-    assert!(ttl < stop_after, "{json}");
     let watcher = Watcher::start(&agent, &service);
     let dir = work.path().display();
     let child = format!(
@@ -414,14 +434,14 @@ fn a_stopped_holder_drops_out_through_its_check() {
     ]);
     let holder = Running::spawn(&mut cmd);
     watcher.wait_for("the holder listed and passing", |l| {
-        l.ids.len() == 1 && l.checks == ["passing"] && !l.dns_ports.is_empty()
+        l.ids.len() == 1 && l.statuses() == ["passing"] && !l.dns_ports.is_empty()
     });
     // Right after a look that saw it passing, so that the last pass is
     // recent: the TTL is then what is left.
     let stopped = now_ns();
     holder.signal(Signal::SIGSTOP);
     let critical = watcher.wait_for("the check critical", |l| {
-        l.sent > stopped && l.checks == ["critical"]
+        l.sent > stopped && l.statuses() == ["critical"]
     });
     let within = Duration::from_nanos((critical.answered - stopped) as u64);
     let dns_gone = watcher.wait_for("the DNS answer gone", |l| {
@@ -442,7 +462,7 @@ fn a_stopped_holder_drops_out_through_its_check() {
     let first_critical = watcher
         .looks()
         .into_iter()
-        .find(|l| l.sent > stopped && l.checks == ["critical"])
+        .find(|l| l.sent > stopped && l.statuses() == ["critical"])
         .unwrap();
     eprintln!(
         "SIGSTOP: critical within {} ms (TTL {} ms); first critical look sent {} ms before COMMAND's stop began",
@@ -463,6 +483,75 @@ fn a_stopped_holder_drops_out_through_its_check() {
         l.sent > thawed && l.ids.is_empty()
     });
     assert_eq!(out.status.code(), Some(124), "the thawed holder\n{log}");
+}
+
+/// An agent that never takes the first holder's deregistration (a relay
+/// freezes at it): the first holder keeps the lock until its check has
+/// gone critical, so that no look sent once the second holder's COMMAND
+/// started finds the first passing or in DNS. Released at once, or after
+/// the failed request alone, it was still passing there.
+#[test]
+fn a_missed_deregistration_keeps_the_lock_until_the_check_is_critical() {
+    if real_consul::binaries_dir().is_none() {
+        eprintln!("no Consul binaries: skipped");
+        return;
+    }
+    let agent = Agent::dev(real_consul::VERSIONS[real_consul::VERSIONS.len() - 1]);
+    let backend = Backend::Local(scratch());
+    let work = scratch();
+    let service = format!("missed-{}", (now_ns() % 1_000_000) as u32);
+    let key = "catalog/missed";
+    let link = Link::new(&agent.http_addr());
+    link.freeze_at("/v1/agent/service/deregister");
+    let watcher = Watcher::start(&agent, &service);
+    let mut cmd = backend.lockrun(&agent);
+    cmd.args(["-v", "elect", "--kill-timeout", "1s"]);
+    cmd.args(["--service-agent", &link.http_addr()]);
+    cmd.args(["--register-service", &format!("{service}:1001"), key, "--"]);
+    cmd.args(stamping(work.path(), "a", "0.3"));
+    let first = Running::spawn(&mut cmd);
+    let first_id = format!("-{}", first.pid());
+    watcher.wait_for("the first holder passing and in DNS", |l| {
+        l.passing(&first_id) && l.dns_ports.contains(&1001)
+    });
+    let second = Running::spawn(&mut contender(
+        &backend,
+        &agent,
+        key,
+        &service,
+        1002,
+        &stamping(work.path(), "b", "0.1"),
+    ));
+    let (a, b) = (first.finish(), second.finish());
+    let log = String::from_utf8_lossy(&a.stderr).to_string();
+    assert_eq!(a.status.code(), Some(0), "{log}");
+    assert_eq!(
+        b.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&b.stderr)
+    );
+    assert!(log.contains("could not deregister"), "{log}");
+    let (a_end, b_start) = (stamp(work.path(), "a.end"), stamp(work.path(), "b.start"));
+    let looks = watcher.looks();
+    drop(watcher);
+    let late: Vec<&Look> = looks
+        .iter()
+        .filter(|l| l.sent > b_start && (l.passing(&first_id) || l.dns_ports.contains(&1001)))
+        .collect();
+    assert!(
+        late.is_empty(),
+        "the first holder was still passing after the second's COMMAND started: {:?}\n{log}",
+        &late[..late.len().min(3)]
+    );
+    assert!(
+        looks.iter().any(|l| l.sent > b_start && l.lists(&first_id)),
+        "the frozen relay let the deregistration through"
+    );
+    eprintln!(
+        "missed deregistration: the second holder's COMMAND started {} ms after the first's ended",
+        (b_start - a_end) / 1_000_000
+    );
 }
 
 /// Bad inputs: one line, the documented status, nothing written: no lock
