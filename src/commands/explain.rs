@@ -174,14 +174,14 @@ impl Promise {
         let ttl = crate::ops::catalog::Catalog::ttl(self.budget.as_ref());
         let when = match self.budget {
             Some(b) => format!(
-                "its TTL check ({}) passed only after a confirmed renewal, so it goes critical by {} after the send time of the last confirmed renewal, before the kill signal at {}",
-                fmt_duration(ttl),
+                "its TTL check ({}) passed only after a confirmed renewal, and only while the pass reaches the agent in time for the check to go critical before the kill signal ({} after the send time of the last confirmed renewal)",
                 fmt_duration(ttl),
                 fmt_duration(b.stop_after())
             ),
             None => format!(
-                "its TTL check ({}) passed every few seconds while lockrun runs",
-                fmt_duration(ttl)
+                "its TTL check ({}) passed every {} while lockrun runs",
+                fmt_duration(ttl),
+                fmt_duration(crate::ops::catalog::NO_LEASE_PASS_EVERY)
             ),
         };
         Some(format!(

@@ -38,7 +38,7 @@ use crate::logging::EVENT;
 const NO_LEASE_TTL: Duration = Duration::from_secs(10);
 
 /// How often the check is passed on such an engine.
-const NO_LEASE_PASS_EVERY: Duration = Duration::from_secs(3);
+pub const NO_LEASE_PASS_EVERY: Duration = Duration::from_secs(3);
 
 /// How long one request to the agent may take where no deadline bounds
 /// it: the check at start, deregistration, passes on a lease-less engine.
@@ -71,7 +71,7 @@ pub struct CatalogArgs {
     /// frozen or dead lockrun's check goes critical before its COMMAND
     /// would have been stopped. Routing only: fence writes
     /// (LOCKRUN_SEQUENCER), as DNS answers lag.
-    #[arg(long, value_name = "NAME[:PORT]")]
+    #[arg(long, hide_short_help = true, value_name = "NAME[:PORT]")]
     pub register_service: Option<String>,
     /// A tag of the registered service (repeatable), e.g. `primary`.
     #[arg(
@@ -104,6 +104,7 @@ pub struct Catalog {
     id: String,
     check_id: String,
     agent: String,
+    #[cfg_attr(not(feature = "https"), allow(dead_code))]
     token: Option<String>,
     /// Until when the agent may still count the check as passing: the
     /// TTL from the answer to the last registration or pass (the agent
@@ -145,6 +146,9 @@ impl Catalog {
             Some(t) => Some(t.trim().to_string()),
             None => None,
         };
+        // A build without an HTTP client refuses the flag here, checked.
+        #[cfg(not(feature = "https"))]
+        client()?;
         let host = crate::host::hostname();
         let id = format!("lockrun-{name}-{host}-{}", std::process::id());
         Ok(Some(Catalog {
@@ -539,28 +543,33 @@ fn check_tag(tag: &str) -> Result<(), String> {
 
 /// `HOST:PORT` or `http(s)://HOST:PORT` into the agent's base URL.
 fn agent_url(addr: &str, from: &str) -> Result<String, Failure> {
-    let addr = addr.trim().trim_end_matches('/');
+    let addr = addr.trim();
     if addr.is_empty() {
         return Err(Failure::Usage(format!(
             "{from} is empty; give the Consul agent as HOST:PORT, e.g. 127.0.0.1:8500"
         )));
     }
-    let url = if addr.starts_with("http://") || addr.starts_with("https://") {
-        addr.to_string()
-    } else if addr.contains("://") {
-        return Err(Failure::Usage(format!(
-            "{from} {addr:?}: --register-service speaks to the agent over http:// or https:// only; give HOST:PORT"
-        )));
-    } else {
-        format!("http://{addr}")
+    let (scheme, rest) = match addr.split_once("://") {
+        Some((scheme @ ("http" | "https"), rest)) => (scheme, rest),
+        Some(_) => {
+            return Err(Failure::Usage(format!(
+                "{from} {addr:?}: --register-service speaks to the agent over http:// or https:// only; give HOST:PORT"
+            )))
+        }
+        None => ("http", addr),
     };
-    let rest = url.split_once("://").map_or("", |(_, r)| r);
-    if rest.is_empty() || rest.contains('/') || rest.contains(char::is_whitespace) {
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if rest.is_empty()
+        || rest.starts_with(':')
+        || rest.ends_with(':')
+        || rest.contains(['/', '?', '#', '@'])
+        || rest.contains(char::is_whitespace)
+    {
         return Err(Failure::Usage(format!(
             "{from} {addr:?} is not HOST:PORT; e.g. 127.0.0.1:8500"
         )));
     }
-    Ok(url)
+    Ok(format!("{scheme}://{rest}"))
 }
 
 #[cfg(test)]
@@ -592,7 +601,15 @@ mod tests {
             "http://127.0.0.1:8500"
         );
         assert_eq!(agent_url("https://a:8501/", "x").unwrap(), "https://a:8501");
-        for bad in ["", " ", "unix:///run/consul.sock", "http://", "a:1/v1"] {
+        for bad in [
+            "",
+            " ",
+            "unix:///run/consul.sock",
+            "http://",
+            "a:1/v1",
+            ":8500",
+            "a:",
+        ] {
             assert!(agent_url(bad, "x").is_err(), "{bad:?} accepted");
         }
     }
