@@ -185,7 +185,7 @@ impl Promise {
             ),
         };
         Some(format!(
-            "service `{name}` registered once COMMAND starts, {when}; deregistered before the {} is given up. Routing only: DNS answers lag, and fencing is what keeps writes safe",
+            "service `{name}` registered as COMMAND is started, {when}; deregistered before the {} is given up. Routing only: DNS answers lag, and fencing is what keeps writes safe",
             self.what()
         ))
     }
