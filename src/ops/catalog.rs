@@ -264,7 +264,15 @@ impl Catalog {
                 (Some(_), Some(deadline)) => deadline.left().saturating_sub(ttl),
                 (Some(_), None) => Duration::ZERO,
             };
+            // Before it is sent, the most the attempt may extend the check
+            // by (it may reach the agent until its bound runs out): the
+            // hold can end while it is on its way, and a withdrawal that
+            // fails must then wait for it too.
             let sent = tokio::time::Instant::now();
+            let before = self.passing_until.lock().ok().and_then(|u| *u);
+            if within >= MIN_WITHIN {
+                self.extend_passing(before, sent + within + ttl);
+            }
             let attempt = if within < MIN_WITHIN {
                 Err(format!(
                     "no time is left to tell it before the check's TTL ({}) would reach past the deadline; waiting for a renewal",
@@ -279,15 +287,9 @@ impl Catalog {
                 }
                 self.register(ttl, within, &meta).await
             };
-            // An attempt that failed may still have reached the agent
-            // before its bound ran out.
-            let bound = match &attempt {
-                Ok(()) => Some(tokio::time::Instant::now() + ttl),
-                Err(_) if within >= MIN_WITHIN => Some(sent + within + ttl),
-                Err(_) => None,
-            };
-            if let (Some(bound), Ok(mut until)) = (bound, self.passing_until.lock()) {
-                *until = Some(until.map_or(bound, |u| u.max(bound)));
+            // Answered: the agent took it before now.
+            if attempt.is_ok() {
+                self.extend_passing(before, tokio::time::Instant::now() + ttl);
             }
             match attempt {
                 Ok(()) if !registered => {
@@ -352,6 +354,14 @@ impl Catalog {
                     }
                 }
             }
+        }
+    }
+
+    /// Sets until when the check may pass: the later of `before` (what was
+    /// known before the current attempt) and `bound`.
+    fn extend_passing(&self, before: Option<tokio::time::Instant>, bound: tokio::time::Instant) {
+        if let Ok(mut until) = self.passing_until.lock() {
+            *until = Some(before.map_or(bound, |b| b.max(bound)));
         }
     }
 
