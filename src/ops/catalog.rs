@@ -111,6 +111,12 @@ pub struct Catalog {
     /// took it before it answered), or from the end of the bound of one
     /// that failed.
     passing_until: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// Taken by each request to the agent, in turn, for as long as it is
+    /// on its way (it runs on a task of its own, so that a hold that ends
+    /// meanwhile does not cut it off): a deregistration is sent only once
+    /// a registration or pass before it was answered or timed out, and
+    /// cannot be undone by one arriving after it.
+    gate: std::sync::Arc<tokio::sync::Mutex<()>>,
     #[cfg(feature = "https")]
     client: reqwest::Client,
 }
@@ -160,6 +166,7 @@ impl Catalog {
             agent,
             token,
             passing_until: std::sync::Mutex::new(None),
+            gate: Default::default(),
             #[cfg(feature = "https")]
             client: client()?,
         }))
@@ -422,28 +429,15 @@ impl Catalog {
         if let Some(body) = body {
             request = request.json(&body);
         }
-        let answer = request.send().await.map_err(|e| {
-            if e.is_timeout() {
-                format!(
-                    "did not answer within {}",
-                    crate::duration::fmt_duration(within)
-                )
-            } else {
-                format!("cannot be reached ({})", root_cause(&e))
-            }
-        })?;
-        let status = answer.status();
-        let text = answer.text().await.unwrap_or_default();
-        if status.is_success() {
-            Ok(text)
-        } else {
-            let text = text.trim();
-            Err(format!(
-                "answered {} ({})",
-                status.as_u16(),
-                text.lines().next().unwrap_or("")
-            ))
-        }
+        // In turn, and to its end even if the hold that sent it ends.
+        let gate = self.gate.clone().lock_owned().await;
+        let exchange = async move {
+            let _gate = gate;
+            exchange(request, within).await
+        };
+        tokio::spawn(exchange)
+            .await
+            .unwrap_or_else(|e| Err(format!("request failed ({e})")))
     }
 
     #[cfg(not(feature = "https"))]
@@ -455,6 +449,30 @@ impl Catalog {
         _within: Duration,
     ) -> Result<String, String> {
         unreachable!("prepare refuses --register-service in a build without an HTTP client")
+    }
+}
+
+/// One request and its answer, within `within`.
+#[cfg(feature = "https")]
+async fn exchange(request: reqwest::RequestBuilder, within: Duration) -> Result<String, String> {
+    let answer = request.send().await.map_err(|e| {
+        if e.is_timeout() {
+            format!("did not answer within {}", fmt_duration(within))
+        } else {
+            format!("cannot be reached ({})", root_cause(&e))
+        }
+    })?;
+    let status = answer.status();
+    let text = answer.text().await.unwrap_or_default();
+    if status.is_success() {
+        Ok(text)
+    } else {
+        let text = text.trim();
+        Err(format!(
+            "answered {} ({})",
+            status.as_u16(),
+            text.lines().next().unwrap_or("")
+        ))
     }
 }
 
