@@ -555,6 +555,54 @@ fn a_missed_deregistration_keeps_the_lock_until_the_check_is_critical() {
     );
 }
 
+/// On `semaphore`, each slot's holder is listed under the same name, with
+/// an ID of its own: NAME resolves to every current holder.
+#[test]
+fn semaphore_holders_are_listed_side_by_side() {
+    if real_consul::binaries_dir().is_none() {
+        eprintln!("no Consul binaries: skipped");
+        return;
+    }
+    let agent = Agent::dev(real_consul::VERSIONS[real_consul::VERSIONS.len() - 1]);
+    let work = scratch();
+    let service = format!("workers-{}", (now_ns() % 1_000_000) as u32);
+    let watcher = Watcher::start(&agent, &service);
+    let holders: Vec<Running> = [("a", 2001), ("b", 2002)]
+        .into_iter()
+        .map(|(tag, port)| {
+            let mut cmd = Backend::Consul.lockrun(&agent);
+            cmd.args(["semaphore", "--limit", "2", "--kill-timeout", "1s"]);
+            cmd.args(["--register-service", &format!("{service}:{port}")]);
+            cmd.args([&format!("lockrun-test/catalog/{service}"), "--"]);
+            let dir = work.path().display();
+            cmd.args([
+                "sh",
+                "-c",
+                &format!("touch {dir}/{tag}; while [ ! -e {dir}/go ]; do sleep 0.05; done"),
+            ]);
+            Running::spawn(&mut cmd)
+        })
+        .collect();
+    let both = watcher.wait_for("both holders listed and in DNS", |l| {
+        let mut ports = l.dns_ports.clone();
+        ports.sort();
+        l.ids.len() == 2 && ports == [2001, 2002]
+    });
+    assert_ne!(both.ids[0], both.ids[1]);
+    std::fs::write(work.path().join("go"), "").unwrap();
+    for holder in holders {
+        let out = holder.finish();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let after = now_ns();
+    watcher.wait_for("both gone", |l| l.sent > after && l.ids.is_empty());
+}
+
 /// A COMMAND that exits at once can end the hold while the registration
 /// is on its way: nothing is left in the catalog after any of the runs.
 /// (The deregistration waits for that request, which runs to its end on a
