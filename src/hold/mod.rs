@@ -739,8 +739,8 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
         // signal, an operator's release; hooks run after the release) but
         // `--min-hold`'s, which keeps the lock after the child, and only
         // where nobody is told we hold it until we learn of the end
-        // (`/leader`, a service in the catalog). Such a guard is promised a verdict, and always gets
-        // one below.
+        // (`/leader`, a service in the catalog). Such a guard is promised a
+        // verdict, and always gets one below.
         let ops = &self.service.ops;
         let offer = hold.is_some()
             && self.service.min_hold.is_none()

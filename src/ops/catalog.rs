@@ -4,7 +4,7 @@
 //!
 //! It lives here, as an operations feature, and not under
 //! `backend/consul/`, because it works beside every backend: the lock may
-//! be in etcd, PostgreSQL or a local file while service discovery is
+//! be in etcd, PostgreSQL, ZooKeeper or a local file while service discovery is
 //! Consul's. It speaks to the agent through a client of its own (four
 //! calls of the agent API), so that nothing here reaches into a backend,
 //! and no backend's flags or variables are read but `CONSUL_HTTP_ADDR` and
