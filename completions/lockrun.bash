@@ -690,7 +690,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__elect)
-            opts="-s -x -n -E -v -q -h --shared --exclusive --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --zk-tick-time --clock-rate-error --timeout --no-wait --conflict-exit-code --replace --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-s -x -n -E -v -q -h --shared --exclusive --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --zk-tick-time --clock-rate-error --timeout --no-wait --conflict-exit-code --replace --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --register-service --service-tag --service-agent --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -805,6 +805,18 @@ _lockrun() {
                     return 0
                     ;;
                 --hook-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --register-service)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --service-tag)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --service-agent)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1170,7 +1182,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__explain__subcmd__elect)
-            opts="-s -x -n -E -v -q -h --shared --exclusive --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --zk-tick-time --clock-rate-error --timeout --no-wait --conflict-exit-code --replace --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-s -x -n -E -v -q -h --shared --exclusive --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --zk-tick-time --clock-rate-error --timeout --no-wait --conflict-exit-code --replace --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --register-service --service-tag --service-agent --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1285,6 +1297,18 @@ _lockrun() {
                     return 0
                     ;;
                 --hook-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --register-service)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --service-tag)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --service-agent)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1522,7 +1546,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__explain__subcmd__semaphore)
-            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --zk-tick-time --clock-rate-error --timeout --no-wait --conflict-exit-code --replace --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --zk-tick-time --clock-rate-error --timeout --no-wait --conflict-exit-code --replace --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --register-service --service-tag --service-agent --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1645,6 +1669,18 @@ _lockrun() {
                     return 0
                     ;;
                 --hook-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --register-service)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --service-tag)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --service-agent)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -2989,7 +3025,7 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__semaphore)
-            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --zk-tick-time --clock-rate-error --timeout --no-wait --conflict-exit-code --replace --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-l -n -E -v -q -h --limit --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --zk-tick-time --clock-rate-error --timeout --no-wait --conflict-exit-code --replace --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --register-service --service-tag --service-agent --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -3112,6 +3148,18 @@ _lockrun() {
                     return 0
                     ;;
                 --hook-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --register-service)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --service-tag)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --service-agent)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -121,6 +121,9 @@ USR2\t''
 ALRM\t''
 TERM\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l hook-timeout -d 'How long a hook may run before its whole process group is killed' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l register-service -d 'Register the holder in the Consul agent\'s catalog as service NAME (at PORT) while it holds' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l service-tag -d 'A tag of the registered service (repeatable), e.g. `primary`' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l service-agent -d 'The Consul agent to register with, HOST:PORT or http(s)://HOST:PORT [default: CONSUL_HTTP_ADDR, else 127.0.0.1:8500]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
@@ -212,6 +215,9 @@ USR2\t''
 ALRM\t''
 TERM\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l hook-timeout -d 'How long a hook may run before its whole process group is killed' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l register-service -d 'Register the holder in the Consul agent\'s catalog as service NAME (at PORT) while it holds' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l service-tag -d 'A tag of the registered service (repeatable), e.g. `primary`' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l service-agent -d 'The Consul agent to register with, HOST:PORT or http(s)://HOST:PORT [default: CONSUL_HTTP_ADDR, else 127.0.0.1:8500]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
@@ -596,6 +602,9 @@ USR2\t''
 ALRM\t''
 TERM\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l hook-timeout -d 'How long a hook may run before its whole process group is killed' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l register-service -d 'Register the holder in the Consul agent\'s catalog as service NAME (at PORT) while it holds' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l service-tag -d 'A tag of the registered service (repeatable), e.g. `primary`' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l service-agent -d 'The Consul agent to register with, HOST:PORT or http(s)://HOST:PORT [default: CONSUL_HTTP_ADDR, else 127.0.0.1:8500]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'
@@ -687,6 +696,9 @@ USR2\t''
 ALRM\t''
 TERM\t''"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l hook-timeout -d 'How long a hook may run before its whole process group is killed' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l register-service -d 'Register the holder in the Consul agent\'s catalog as service NAME (at PORT) while it holds' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l service-tag -d 'A tag of the registered service (repeatable), e.g. `primary`' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l service-agent -d 'The Consul agent to register with, HOST:PORT or http(s)://HOST:PORT [default: CONSUL_HTTP_ADDR, else 127.0.0.1:8500]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l backend -d 'Where the locks live' -r -f -a "consul\t'HashiCorp Consul (sessions and KV, as `consul lock`)'
 etcd\t'etcd v3 (a lease and etcd\'s own mutex layout, as `etcdctl lock`)'
 local\t'This host only: `flock(2)` on a file per lock, as `flock(1)`; no server'

@@ -60,7 +60,8 @@ pub enum Command {
 Examples:
   lockrun elect service/db/leader -- ./db-primary
   lockrun elect --campaign --value \"$(hostname):5432\" service/db/leader -- ./db-primary
-  lockrun elect --timeout 30s --shell jobs/migrate -- './migrate.sh && ./notify.sh'")]
+  lockrun elect --timeout 30s --shell jobs/migrate -- './migrate.sh && ./notify.sh'
+  lockrun elect --register-service db:5432 --service-tag primary service/db/leader -- ./db-primary")]
     Elect(ElectArgs),
     /// Run COMMAND while holding one of N slots of the semaphore PREFIX.
     ///
@@ -379,12 +380,19 @@ pub fn short_help_for(command: clap::Command, backend: BackendName) -> clap::Com
             .get_after_long_help()
             .or(command.get_after_help())
             .cloned();
+        // An example of a flag that -h does not show is left to --help.
+        let unshown: Vec<String> = command
+            .get_arguments()
+            .filter(|a| a.is_hide_short_help_set())
+            .filter_map(|a| a.get_long().map(|l| format!("--{l} ")))
+            .collect();
         let short = match command.get_after_help() {
             Some(text) => {
                 let text = text.to_string();
                 let own: Vec<&str> = text
                     .lines()
                     .filter(|l| !foreign.contains(&l.trim()))
+                    .filter(|l| !unshown.iter().any(|flag| l.contains(flag.as_str())))
                     .collect();
                 format!("{}\n\n{note}", own.join("\n"))
             }

@@ -29,6 +29,12 @@ impl Job {
         self.guard = hold::fork_guard(&self.config, &self.service, lends);
     }
 
+    /// Checks, before the lock is sought, what the hold will need beside
+    /// the engine (the agent of `--register-service`).
+    pub async fn reach(&self) -> Result<(), Failure> {
+        self.service.reach().await
+    }
+
     /// What `--replace` takes from its holder first, and by when (the
     /// deadline of `--timeout`); `None` without `--replace`.
     pub fn replacing(&self) -> Option<(Target, Option<tokio::time::Instant>)> {
@@ -79,7 +85,7 @@ pub fn prepare<B: Backend>(
     }
     // Last: a bad --status-addr is refused like any flag, but binding it is
     // the one check that holds something.
-    let ops = crate::ops::Ops::prepare(&args.ops, B::NAME, &args.key)?;
+    let ops = crate::ops::Ops::prepare(&args.ops, B::NAME, &args.key, env)?;
     let service = hold::Service::new(&args.service)?.with_ops(ops);
     let job = Job {
         key: args.key,

@@ -38,6 +38,9 @@ struct Promise {
     warning: Option<crate::ops::Warning>,
     /// COMMAND when one was given: checked as a run would, never started.
     command: Option<Vec<String>>,
+    /// `--register-service`'s name, checked as a run would; no agent is
+    /// asked.
+    service: Option<String>,
 }
 
 pub fn run<B: Backend>(pick: &Pick<B>, args: ExplainArgs, env: &dyn Env) -> Result<Exit, Failure> {
@@ -59,8 +62,10 @@ pub fn run<B: Backend>(pick: &Pick<B>, args: ExplainArgs, env: &dyn Env) -> Resu
             )?;
             crate::hold::Service::new(&a.service)?;
             let warning = warning(&a.ops, &config)?;
+            let service = service(&a.ops, env)?;
             let bound = a.session.clock_rate_error;
             promise::<B>(config::LEADER, a.key, bound, &config, warning, command)
+                .with_service(service)
         }
         ExplainWhat::Semaphore(mut a) => {
             let command = runnable(&mut a.child);
@@ -76,8 +81,10 @@ pub fn run<B: Backend>(pick: &Pick<B>, args: ExplainArgs, env: &dyn Env) -> Resu
             )?;
             crate::hold::Service::new(&a.service)?;
             let warning = warning(&a.ops, &config)?;
+            let service = service(&a.ops, env)?;
             let bound = a.session.clock_rate_error;
             promise::<B>(config::SEMAPHORE, prefix, bound, &config, warning, command)
+                .with_service(service)
         }
     };
     let text = if json {
@@ -99,6 +106,12 @@ fn warning(
         w.check(config.budget.as_ref())?;
     }
     Ok(warning)
+}
+
+/// `--register-service`, refused as `elect` and `semaphore` refuse it.
+fn service(ops: &crate::ops::OpsArgs, env: &dyn Env) -> Result<Option<String>, Failure> {
+    let catalog = crate::ops::catalog::Catalog::prepare(&ops.catalog, env)?;
+    Ok(catalog.map(|c| c.name().to_string()))
 }
 
 /// COMMAND is optional here: without one we validate as if a shell ran
@@ -142,6 +155,7 @@ fn promise<B: Backend>(
         kill_signal: c.child.kill_signal.name().to_string(),
         warning,
         command,
+        service: None,
     }
 }
 
@@ -150,6 +164,32 @@ fn ms(d: Duration) -> u64 {
 }
 
 impl Promise {
+    fn with_service(self, service: Option<String>) -> Promise {
+        Promise { service, ..self }
+    }
+
+    /// What `--register-service` does, in words.
+    fn catalog(&self) -> Option<String> {
+        let name = self.service.as_ref()?;
+        let ttl = crate::ops::catalog::Catalog::ttl(self.budget.as_ref());
+        let when = match self.budget {
+            Some(b) => format!(
+                "its TTL check ({}) passed only after a confirmed renewal, and only while the pass reaches the agent in time for the check to go critical before the kill signal ({} after the send time of the last confirmed renewal)",
+                fmt_duration(ttl),
+                fmt_duration(b.stop_after())
+            ),
+            None => format!(
+                "its TTL check ({}) passed every {} while lockrun runs",
+                fmt_duration(ttl),
+                fmt_duration(crate::ops::catalog::NO_LEASE_PASS_EVERY)
+            ),
+        };
+        Some(format!(
+            "service `{name}` registered as COMMAND is started, {when}; deregistered before the {} is given up. Routing only: DNS answers lag, and fencing is what keeps writes safe",
+            self.what()
+        ))
+    }
+
     fn lock(&self) -> bool {
         self.kind.lock
     }
@@ -237,6 +277,8 @@ impl Promise {
             "on_release": self.on_release(),
             "on_lost_state": self.on_lost_state(),
             "assumptions": self.assumptions(),
+            "service": self.service,
+            "service_check_ttl_ms": self.service.as_ref().map(|_| ms(crate::ops::catalog::Catalog::ttl(self.budget.as_ref()))),
         })
     }
 
@@ -372,6 +414,9 @@ impl Promise {
                 );
                 line(&mut out, "earliest rival", self.rival_rule().into());
             }
+        }
+        if let Some(catalog) = self.catalog() {
+            line(&mut out, "service catalog", catalog);
         }
         line(&mut out, "on release", self.on_release().into());
         line(&mut out, "on lost state", self.on_lost_state().into());

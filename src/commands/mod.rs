@@ -336,10 +336,12 @@ impl Runner for Run {
             backend.ready().await?;
             match job {
                 Job::Elect(job, plan) => {
+                    job.reach().await?;
                     replace_first(&backend, job.replacing()).await?;
                     elect::run(&backend.engine(plan)?, job).await
                 }
                 Job::Semaphore(job, plan) => {
+                    job.reach().await?;
                     replace_first(&backend, job.replacing()).await?;
                     semaphore::run(&backend.engine(plan)?, job).await
                 }

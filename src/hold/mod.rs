@@ -87,6 +87,15 @@ impl Service {
         Service { ops, ..self }
     }
 
+    /// Checks that the agent of `--register-service` answers, before any
+    /// lock is sought: one that is down at start is a setup error.
+    pub async fn reach(&self) -> Result<(), Failure> {
+        match &self.ops.catalog {
+            Some(catalog) => catalog.reach().await,
+            None => Ok(()),
+        }
+    }
+
     fn notifier(&self) -> Option<&Notifier> {
         self.notify.as_ref().map(|(notifier, _)| notifier)
     }
@@ -730,10 +739,13 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
         // signal, an operator's release; hooks run after the release) but
         // `--min-hold`'s, which keeps the lock after the child, and only
         // where nobody is told we hold it until we learn of the end
-        // (`/leader`). Such a guard is promised a verdict, and always gets
-        // one below.
-        let offer =
-            hold.is_some() && self.service.min_hold.is_none() && !self.service.ops.serves_leader();
+        // (`/leader`, a service in the catalog). Such a guard is promised a
+        // verdict, and always gets one below.
+        let ops = &self.service.ops;
+        let offer = hold.is_some()
+            && self.service.min_hold.is_none()
+            && !ops.serves_leader()
+            && !ops.registers_service();
         let mut child = parked.start(env, hold, offer).map_err(spawn_failure)?;
         if let Err(e) = held.claim.record_child(pgid).await {
             tracing::warn!("could not record the child's group beside the lock: {e}");
@@ -798,8 +810,21 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
             warn,
             hook: &jeopardy_hook,
         };
+        // `--register-service`: registered now that COMMAND runs, taken out
+        // the moment its stop begins (or once it has exited), and in any
+        // case before the lock is given up.
+        let catalog = self.service.ops.catalog.as_ref();
+        let budget = self.config.budget.as_ref();
+        let listed = async {
+            match catalog {
+                Some(catalog) => catalog.keep(beacon, budget).await,
+                None => std::future::pending().await,
+            }
+        };
+        let withdraw = tokio::sync::Notify::new();
         let lost = async {
             let lost = tokio::select! {
+                never = listed => match never {},
                 never = jeopardy.watch() => match never {},
                 lost = keep(countdown, lease) => lost,
                 lost = claim.watch() => lost,
@@ -808,15 +833,38 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
             };
             // Before the stop begins: `/leader` says so first.
             beacon.lost(&lost);
+            withdraw.notify_one();
             lost
         };
         let time_up = async {
             time_up(self.config.child.max_time).await;
             // Before the stop begins: `/leader` and /metrics say so first.
             beacon.time_up();
+            withdraw.notify_one();
         };
-        let ending =
-            supervise::supervise(child, self.signals, lost, time_up, &mut warnings, policy).await;
+        let ending = {
+            let supervised =
+                supervise::supervise(child, self.signals, lost, time_up, &mut warnings, policy);
+            tokio::pin!(supervised);
+            match catalog {
+                None => supervised.await,
+                Some(catalog) => {
+                    // A loss or --max-time takes the service out while the stop
+                    // runs; any other end, once COMMAND has exited.
+                    let (ending, withdrawn) = tokio::select! {
+                        biased;
+                        ending = &mut supervised => (ending, false),
+                        () = withdraw.notified() => {
+                            (tokio::join!(&mut supervised, catalog.withdraw()).0, true)
+                        }
+                    };
+                    if !withdrawn {
+                        catalog.withdraw().await;
+                    }
+                    ending
+                }
+            }
+        };
         if let Some(mut hook) = jeopardy_hook.lock().await.take() {
             hook.stop().await;
         }

@@ -8,6 +8,7 @@
 //! the hold loop flips, so that it turns 503 on time even when the loop
 //! itself is late.
 
+pub mod catalog;
 pub mod hooks;
 pub mod sequencer;
 pub mod server;
@@ -87,6 +88,8 @@ pub struct OpsArgs {
     /// How long a hook may run before its whole process group is killed.
     #[arg(long, hide_short_help = true, value_parser = parse_duration, value_name = "DURATION", default_value = "30s")]
     pub hook_timeout: Duration,
+    #[command(flatten)]
+    pub catalog: catalog::CatalogArgs,
 }
 
 /// What a run publishes and serves, checked before anything is written.
@@ -98,12 +101,21 @@ pub struct Ops {
     listener: Mutex<Option<server::Bound>>,
     endpoint: Option<String>,
     pub hooks: hooks::Hooks,
+    /// `--register-service`.
+    pub catalog: Option<catalog::Catalog>,
 }
 
 impl Ops {
     /// Checks the flags and binds the status address, so that a bad or
     /// busy one is refused before any session or lease exists.
-    pub fn prepare(args: &OpsArgs, backend: &'static str, key: &str) -> Result<Ops, Failure> {
+    pub fn prepare(
+        args: &OpsArgs,
+        backend: &'static str,
+        key: &str,
+        env: &dyn crate::backend::Env,
+    ) -> Result<Ops, Failure> {
+        // Before the address is bound: a refused flag holds nothing.
+        let catalog = catalog::Catalog::prepare(&args.catalog, env)?;
         let bound = match &args.status_addr {
             Some(addr) => Some(server::Bound::bind(addr).map_err(Failure::Usage)?),
             None => None,
@@ -120,6 +132,7 @@ impl Ops {
             listener: Mutex::new(bound),
             endpoint,
             hooks,
+            catalog,
         })
     }
 
@@ -131,6 +144,7 @@ impl Ops {
             listener: Mutex::new(None),
             endpoint: None,
             hooks: hooks::Hooks::default(),
+            catalog: None,
         }
     }
 
@@ -139,6 +153,13 @@ impl Ops {
     /// to learn of the exit.
     pub fn serves_leader(&self) -> bool {
         self.endpoint.is_some()
+    }
+
+    /// Whether the holder is in a service catalog (`--register-service`):
+    /// it is taken out before the lock is released, so the release, too,
+    /// must wait for us to learn of COMMAND's end.
+    pub fn registers_service(&self) -> bool {
+        self.catalog.is_some()
     }
 
     /// Starts serving, on its own task, until the returned handle is

@@ -92,6 +92,8 @@ mod partial_views;
 mod clusters;
 // What operators wire around a holder: the status endpoint, hooks, `lockrun status`.
 mod ops;
+// `--register-service`: the holder in a real Consul agent's catalog and DNS.
+mod catalog;
 // Every shell example in the README and docs/, run on the engine it names.
 mod doc_examples;
 // Shared locks: readers together, a writer alone, with each engine's own tools.

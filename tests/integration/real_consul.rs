@@ -141,6 +141,7 @@ pub struct Agent {
     pub version: String,
     pub node: String,
     http_addr: String,
+    dns_addr: String,
     serf_lan: String,
     pid: u32,
     token: Option<String>,
@@ -276,6 +277,7 @@ impl Agent {
             version: spec.version.clone(),
             node,
             http_addr: format!("{}:{}", spec.bind, ports[0]),
+            dns_addr: format!("{}:{}", spec.bind, ports[5]),
             serf_lan: format!("{}:{}", spec.bind, ports[1]),
             pid,
             token: spec.token.clone(),
@@ -287,6 +289,11 @@ impl Agent {
     /// `host:port` of the HTTP API, the `CONSUL_HTTP_ADDR` form.
     pub fn http_addr(&self) -> String {
         self.http_addr.clone()
+    }
+
+    /// `host:port` of the agent's DNS interface (UDP).
+    pub fn dns_addr(&self) -> String {
+        self.dns_addr.clone()
     }
 
     /// The serf LAN address other agents join.

@@ -291,6 +291,7 @@ enum Route {
     SessionList,
     AgentSelf,
     AgentCheck,
+    AgentService,
     HealthNode,
     StatusLeader,
     Txn,
@@ -311,7 +312,7 @@ impl Route {
             (Route::SessionNode, _) => Endpoint::SessionNode,
             (Route::SessionList, _) => Endpoint::SessionList,
             (Route::AgentSelf, _) => Endpoint::AgentSelf,
-            (Route::AgentCheck | Route::HealthNode, _) => Endpoint::Other,
+            (Route::AgentCheck | Route::AgentService | Route::HealthNode, _) => Endpoint::Other,
             (Route::StatusLeader, _) => Endpoint::StatusLeader,
             (Route::Txn, _) => Endpoint::Txn,
         }
@@ -332,6 +333,7 @@ fn find_route(path: &str) -> Option<(Route, &'static [&'static str])> {
         ("/v1/agent/check/pass/", Route::AgentCheck, PUT),
         ("/v1/agent/check/fail/", Route::AgentCheck, PUT),
         ("/v1/agent/check/deregister/", Route::AgentCheck, PUT),
+        ("/v1/agent/service/deregister/", Route::AgentService, PUT),
         ("/v1/health/node/", Route::HealthNode, GET),
     ];
     if let Some(&(_, r, m)) = subtrees.iter().find(|(p, _, _)| path.starts_with(p)) {
@@ -342,6 +344,7 @@ fn find_route(path: &str) -> Option<(Route, &'static [&'static str])> {
         "/v1/session/list" => Some((Route::SessionList, GET)),
         "/v1/agent/self" => Some((Route::AgentSelf, GET)),
         "/v1/agent/check/register" => Some((Route::AgentCheck, PUT)),
+        "/v1/agent/service/register" => Some((Route::AgentService, PUT)),
         "/v1/status/leader" => Some((Route::StatusLeader, GET)),
         "/v1/txn" => Some((Route::Txn, PUT)),
         _ => None,
@@ -428,6 +431,7 @@ async fn route(shared: &Shared, parts: hyper::http::request::Parts, body: Bytes)
             Route::SessionList => session::list(shared, &req).await,
             Route::AgentSelf => agent_self(shared, &req),
             Route::AgentCheck => agent_check(shared, &req),
+            Route::AgentService => agent_service(shared, &req),
             Route::HealthNode => health_node(shared, &req),
             Route::StatusLeader => status_leader(shared, &req),
             Route::Txn => txn::handle(shared, &req),
@@ -760,6 +764,48 @@ fn agent_check(shared: &Shared, req: &Request) -> Outcome {
         _ => {
             shared.mutate(|st, now| st.check_deregister(id, now));
         }
+    }
+    shared.record.count_write();
+    Answer::empty(200).into()
+}
+
+/// `/v1/agent/service/register` (with at most one `Check`, passing if its
+/// `Status` says so) and `/v1/agent/service/deregister/:id`: enough for
+/// `--register-service`; the catalog itself is not served, the tests that
+/// read it run on real agents.
+fn agent_service(shared: &Shared, req: &Request) -> Outcome {
+    let authz = match acl::resolve(shared.config.acl_tokens.as_ref(), req) {
+        Ok(a) => a,
+        Err(a) => return a.into(),
+    };
+    if !authz.session_write() {
+        return acl::denied().into();
+    }
+    if let Some(id) = req.path.strip_prefix("/v1/agent/service/deregister/") {
+        let id = id.to_string();
+        if !shared.mutate(|st, now| st.service_deregister(&id, now)) {
+            return Answer::text(404, format!("Unknown service ID \"{id}\"")).into();
+        }
+    } else {
+        let body: serde_json::Value = match serde_json::from_slice(&req.body) {
+            Ok(v) => v,
+            Err(e) => return Answer::text(400, format!("Request decode failed: {e}")).into(),
+        };
+        let field =
+            |v: &serde_json::Value, name: &str| v[name].as_str().unwrap_or_default().to_string();
+        let id = Some(field(&body, "ID"))
+            .filter(|i| !i.is_empty())
+            .unwrap_or_else(|| field(&body, "Name"));
+        if id.is_empty() {
+            return Answer::text(400, "Missing service name").into();
+        }
+        let check = &body["Check"];
+        let check_id = field(check, "CheckID");
+        let passing = field(check, "Status") == "passing";
+        shared.mutate(|st, now| {
+            let check = (!check_id.is_empty()).then_some((check_id.as_str(), passing));
+            st.service_set(&id, check, now)
+        });
     }
     shared.record.count_write();
     Answer::empty(200).into()

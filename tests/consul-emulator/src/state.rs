@@ -221,6 +221,9 @@ pub struct State {
     lock_delays: HashMap<String, Instant>,
     /// The node's health checks: ID → passing. `serfHealth` always exists.
     checks: BTreeMap<String, bool>,
+    /// Agent services (what `--register-service` registers): ID → its
+    /// check's ID, which goes with it.
+    services: BTreeMap<String, Option<String>>,
 }
 
 impl State {
@@ -235,6 +238,7 @@ impl State {
             sessions_index: 0,
             lock_delays: HashMap::new(),
             checks: BTreeMap::from([(SERF_CHECK.to_string(), true)]),
+            services: BTreeMap::new(),
         }
     }
 
@@ -262,6 +266,30 @@ impl State {
         self.fail_check(id, now);
         if id != SERF_CHECK {
             self.checks.remove(id);
+        }
+    }
+
+    /// A service registered with the agent, with its check if it has one.
+    pub fn service_set(&mut self, id: &str, check: Option<(&str, bool)>, now: Instant) {
+        self.services
+            .insert(id.to_string(), check.map(|(c, _)| c.to_string()));
+        match check {
+            Some((check, passing)) => self.check_set(check, passing, now),
+            None => {
+                self.next_index();
+            }
+        }
+    }
+
+    /// A service deregistered takes its check along; `false` if unknown.
+    pub fn service_deregister(&mut self, id: &str, now: Instant) -> bool {
+        match self.services.remove(id) {
+            Some(Some(check)) => {
+                self.check_deregister(&check, now);
+                true
+            }
+            Some(None) => true,
+            None => false,
         }
     }
 
