@@ -303,6 +303,12 @@ pub trait Claim {
     fn watch(&mut self) -> impl Future<Output = Lost>;
     /// Lets go.
     fn release(self) -> impl Future<Output = Result<(), Self::Error>>;
+    /// The note `--replace` left for this claim ([`ReplaceNote`]), read
+    /// once its loss has stopped the command; `None` where the engine
+    /// keeps none, or none names this claim.
+    fn replaced_by(&self) -> impl Future<Output = Option<ReplaceNote>> {
+        async { None }
+    }
 }
 
 /// A live holder as `leader` shows it.
@@ -334,6 +340,45 @@ pub struct Holder {
     /// when it gathered them with the holder (Consul's session); otherwise
     /// [`Inspect::details`] makes them from the fields above.
     pub details: Option<serde_json::Value>,
+}
+
+/// `--replace`'s word to the holder it is about to release: who takes
+/// over. Left beside the lock before the release (never as a holder: no
+/// session, lease or lock of its own) and read by that holder once it has
+/// stopped its command on the loss, so that its loss line names the
+/// replacer; removed by the replacer once the holder has exited. It names
+/// the replaced claim ([`Claim::holder_id`]), so a note left by a replacer
+/// that died is never read by a later holder.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReplaceNote {
+    /// The replaced claim's [`Holder::holder_id`].
+    pub holder: String,
+    /// The replacer's host, pid and `--value` (what `leader` shows of it).
+    pub host: String,
+    pub pid: u32,
+    pub value: String,
+}
+
+impl ReplaceNote {
+    /// The note as stored.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a note serialises")
+    }
+
+    /// A stored note, if it is one and names `holder`.
+    pub fn decode_for(bytes: &[u8], holder: &str) -> Option<ReplaceNote> {
+        serde_json::from_slice::<ReplaceNote>(bytes)
+            .ok()
+            .filter(|n| n.holder == holder)
+    }
+
+    /// Why the replaced holder lost its lock, as its loss line says it.
+    pub fn taken_over(&self) -> String {
+        format!(
+            "taken over by --replace from host {} pid {} ({})",
+            self.host, self.pid, self.value
+        )
+    }
 }
 
 /// Which holders `release` asks to let go.
@@ -385,6 +430,25 @@ pub trait Inspect {
         target: &Target,
         which: &Which,
     ) -> impl Future<Output = Result<Released<Self::Error>, Self::Error>>;
+
+    /// Leaves `note` beside `target` for `holder`, which `--replace` is
+    /// about to release (see [`ReplaceNote`]): whether the engine kept it.
+    /// An engine with no place for it keeps nothing, and its holder's loss
+    /// line says "an operator's release or --replace".
+    fn leave_note(
+        &self,
+        _target: &Target,
+        _holder: &Holder,
+        _note: &ReplaceNote,
+    ) -> impl Future<Output = Result<bool, Self::Error>> {
+        async { Ok(false) }
+    }
+
+    /// Removes the note [`Inspect::leave_note`] left for `holder`, once it
+    /// has exited; best effort.
+    fn clear_note(&self, _target: &Target, _holder: &Holder) -> impl Future<Output = ()> {
+        async {}
+    }
 
     /// The keys and semaphore prefixes that may have holders at or under
     /// `prefix` (`lockrun list`; the empty prefix is everything): each a

@@ -29,9 +29,10 @@ impl Job {
         self.guard = hold::fork_guard(&self.config, &self.service, lends);
     }
 
-    /// What `--replace` takes from its holder first, and by when (the
-    /// deadline of `--timeout`); `None` without `--replace`.
-    pub fn replacing(&self) -> Option<(Target, Option<tokio::time::Instant>)> {
+    /// What `--replace` takes from its holder first, by when (the deadline
+    /// of `--timeout`), and our `--value`, which the replaced holder's loss
+    /// line shows; `None` without `--replace`.
+    pub fn replacing(&self) -> Option<(Target, Option<tokio::time::Instant>, String)> {
         self.replace.then(|| {
             (
                 Target::Lock {
@@ -39,6 +40,7 @@ impl Job {
                     shared: self.shared,
                 },
                 self.config.deadline().deadline(),
+                self.config.value.clone(),
             )
         })
     }

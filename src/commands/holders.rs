@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use serde_json::{json, Value};
 
-use crate::backend::{Changes, Holder, Inspect, Target, Which};
+use crate::backend::{Changes, Holder, Inspect, ReplaceNote, Target, Which};
 use crate::error::Failure;
 use crate::exit::Exit;
 
@@ -351,14 +351,17 @@ fn table(listed: &[Listed]) -> Vec<u8> {
 /// one step that never overlaps: only a lockrun on this host, whose exit
 /// we can see, is asked to release (as `lockrun release` asks), and we
 /// return once it has exited, which it does once its command's whole tree
-/// is gone. Returns the line that says whom it replaced; `None` when
-/// nobody held it. Anything else (a peer tool's holder, a lockrun on
-/// another host or whose pid the engine does not keep) is one line and
-/// 125 before anything is asked.
+/// is gone. Before the release we leave the holder a note naming us (our
+/// host, pid and `value`), which its loss line shows, and remove it once
+/// the holder has exited. Returns the line that says whom it replaced;
+/// `None` when nobody held it. Anything else (a peer tool's holder, a
+/// lockrun on another host or whose pid the engine does not keep) is one
+/// line and 125 before anything is asked or written.
 pub async fn replace<I: Inspect>(
     inspect: &I,
     target: &Target,
     deadline: Option<tokio::time::Instant>,
+    value: &str,
 ) -> Result<Option<String>, Failure> {
     let key = target.name();
     let now = inspect.target_of(key).await.map_err(Into::into)?;
@@ -369,7 +372,9 @@ pub async fn replace<I: Inspect>(
     let holders = inspect.holders(&now).await.map_err(Into::into)?;
     let Some(victim) = holders
         .iter()
-        // The oldest: a slot admitted later has a greater fence.
+        // The oldest: a slot admitted later has a greater fence; where the
+        // engine keeps none (a Consul slot), its holders come oldest first,
+        // and the first of equals is taken.
         .min_by_key(|h| {
             (
                 h.fence.is_none(),
@@ -393,7 +398,7 @@ pub async fn replace<I: Inspect>(
         (Some(_), Some(pid), Some(host)) if host == here => pid,
         (Some(_), Some(_), Some(host)) => {
             return Err(Failure::Conflict(format!(
-                "--replace cannot take {what}: its holder {label} runs on {host}, where this lockrun cannot see its command end; run --replace on {host}, or lockrun release it there"
+                "--replace cannot take {what}: its holder {label} runs on {host}, and a release frees the lock at once while its command may still run there, where this lockrun cannot see it end; run --replace on {host}, or lockrun release it there"
             )))
         }
         _ => {
@@ -406,22 +411,49 @@ pub async fn replace<I: Inspect>(
         // Gone already: its lock went with it, or goes with its guard.
         return Ok(None);
     };
-    let released = inspect
-        .force_release(&now, &Which::Holder(Box::new(victim.clone())))
-        .await
-        .map_err(Into::into)?;
-    if let Some(e) = released.refused.into_iter().next() {
-        return Err(e.into());
+    let note = ReplaceNote {
+        holder: victim.holder_id.clone().unwrap_or_default(),
+        host: here,
+        pid: std::process::id(),
+        value: value.to_string(),
+    };
+    // A holder left no note says "an operator's release" on its way out:
+    // worth a warning, not worth keeping it holding.
+    let noted = if victim.holder_id.is_some() {
+        match inspect.leave_note(&now, &victim, &note).await {
+            Ok(noted) => noted,
+            Err(e) => {
+                let failure: Failure = e.into();
+                tracing::warn!("could not leave the replaced holder a note naming us: {failure}");
+                false
+            }
+        }
+    } else {
+        false
+    };
+    let asked = async {
+        let released = inspect
+            .force_release(&now, &Which::Holder(Box::new(victim.clone())))
+            .await
+            .map_err(Into::into)?;
+        if let Some(e) = released.refused.into_iter().next() {
+            return Err(e.into());
+        }
+        let waited = exited.wait();
+        match deadline {
+            Some(at) => tokio::time::timeout_at(at, waited).await.map_err(|_| {
+                Failure::Conflict(format!(
+                    "--replace asked the holder of {what} ({label}, lockrun pid {pid}) to release, and --timeout ran out before it exited"
+                ))
+            })?,
+            None => waited.await,
+        }
     }
-    let waited = exited.wait();
-    match deadline {
-        Some(at) => tokio::time::timeout_at(at, waited).await.map_err(|_| {
-            Failure::Conflict(format!(
-                "--replace asked the holder of {what} ({label}, lockrun pid {pid}) to release, and --timeout ran out before it exited"
-            ))
-        })?,
-        None => waited.await,
-    }?;
+    .await;
+    if noted {
+        inspect.clear_note(&now, &victim).await;
+    }
+    asked?;
     Ok(Some(format!(
         "replaced {label} (lockrun pid {pid}) as the holder of {what}"
     )))

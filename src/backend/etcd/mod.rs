@@ -48,7 +48,7 @@ use crate::backend::retry::ONCE_GRACE;
 const FIRST_CONTACT_SILENCE: Duration = Duration::from_secs(10);
 use super::{
     Acquisition, Changes, Claim, Engine, Holder, Inspect, Lease, Lost, Opening, Released, Renewal,
-    Target, Wait, Which,
+    ReplaceNote, Target, Wait, Which,
 };
 
 /// Runs `step`, a request that may be sent again (entering the queue,
@@ -655,6 +655,16 @@ impl Claim for EtcdClaim {
         None
     }
 
+    async fn replaced_by(&self) -> Option<ReplaceNote> {
+        let key = self.key();
+        let answer = self
+            .client
+            .range(&Range::key(&lock::note_key(&key)))
+            .await
+            .ok()?;
+        ReplaceNote::decode_for(&answer.kvs.first()?.value, &key)
+    }
+
     /// Our key's value is the `--value` alone, which `etcdctl elect -l`
     /// shows; the facts `leader` gives (fence, host, pid, the child's
     /// group) go beside it ([`lock::facts_key`]), once the child runs: off
@@ -785,6 +795,26 @@ impl Inspect for Etcd {
             seen: 0,
             watch: None,
         })
+    }
+
+    async fn leave_note(
+        &self,
+        _target: &Target,
+        holder: &Holder,
+        note: &ReplaceNote,
+    ) -> Result<bool, EtcdError> {
+        match &holder.holder_id {
+            Some(key) => lock::leave_note(&self.client, key, note).await,
+            None => Ok(false),
+        }
+    }
+
+    async fn clear_note(&self, _target: &Target, holder: &Holder) {
+        if let Some(key) = &holder.holder_id {
+            if let Err(e) = self.client.delete(&lock::note_key(key), CLEANUP_TIMEOUT).await {
+                tracing::warn!("could not remove --replace's note for `{key}`: {e}");
+            }
+        }
     }
 
     /// Revokes the chosen holders' leases, which deletes their keys: a
