@@ -334,9 +334,9 @@ on_every_backend!(list_shows_what_is_held_under_a_prefix);
 /// `elect --replace` (#43) against a lockrun holder whose command started
 /// a daemon: the replacer's command starts only after the daemon's last
 /// beat (by their own timestamps), the replacer says whom it replaced, and
-/// the replaced holder exits 124. On Consul, which keeps no holder's pid,
-/// --replace cannot see the holder end: one line, 125, and the holder
-/// keeps the lock.
+/// the replaced holder exits 124 with a loss line naming the replacer's
+/// host, pid and value (where the engine keeps the note that carries them:
+/// not on PostgreSQL, whose holder says an operator or --replace ended it).
 fn replace_takes_the_lock_without_overlap(place: &Place) {
     let key = place.key("replaced");
     let work = scratch();
@@ -364,20 +364,10 @@ fn replace_takes_the_lock_without_overlap(place: &Place) {
         "date +%s%N > \"$1\"",
     ]);
     cmd.arg(&mark);
-    let output = run(&mut cmd);
+    let replacer = Running::spawn(&mut cmd);
+    let replacer_pid = replacer.pid();
+    let output = replacer.finish();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    if let Place::Consul(..) = place {
-        place.status(&output, 125, "--replace of a Consul holder");
-        assert_eq!(stderr.lines().count(), 1, "{stderr}");
-        assert!(stderr.contains("--replace cannot take"), "{stderr}");
-        assert!(!mark.exists(), "the replacer's command ran");
-        let leader = run(&mut place.lockrun(&["leader", &key]));
-        assert_eq!(stdout(&leader), "old-holder\n");
-        run(&mut place.lockrun(&["release", &key]));
-        place.status(&holder.finish(), 124, "the released holder");
-        std::fs::write(work.path().join("go"), "").unwrap();
-        return;
-    }
     place.status(&output, 0, "--replace");
     assert!(
         stderr.contains("replaced old-holder (lockrun pid "),
@@ -385,6 +375,15 @@ fn replace_takes_the_lock_without_overlap(place: &Place) {
     );
     let held = holder.finish();
     place.status(&held, 124, "the replaced holder");
+    let lost = String::from_utf8_lossy(&held.stderr).into_owned();
+    let named = format!(
+        "taken over by --replace from host {} pid {replacer_pid} (new-holder)",
+        lockrun::host::hostname()
+    );
+    match place {
+        Place::Postgres { .. } => assert!(lost.contains("--replace"), "{lost}"),
+        _ => assert!(lost.contains(&named), "{lost}"),
+    }
     std::fs::write(work.path().join("go"), "").unwrap();
     let started: u128 = std::fs::read_to_string(&mark)
         .unwrap()
@@ -397,13 +396,15 @@ fn replace_takes_the_lock_without_overlap(place: &Place) {
         "the replaced holder's daemon beat {} ms after the replacer's command started",
         (last - started) / 1_000_000
     );
+    // Nothing holds it once the replacer is done.
+    let listed = run(&mut place.lockrun(&["list", &key]));
+    place.status(&listed, 1, "list once the replacer is done");
 }
 on_every_backend!(replace_takes_the_lock_without_overlap);
 
 /// `semaphore --replace` (#43) takes the oldest slot: of two holders of a
 /// full semaphore, the first is replaced (124) and the second keeps its
-/// slot. Consul frees a semaphore's slots together, and keeps no pid: one
-/// line, 125, both keep theirs.
+/// slot.
 fn replace_takes_a_semaphores_oldest_slot(place: &Place) {
     let prefix = place.key("pool");
     let works = [scratch(), scratch()];
@@ -428,19 +429,19 @@ fn replace_takes_a_semaphores_oldest_slot(place: &Place) {
         "--",
         "true",
     ]));
-    let expected = if let Place::Consul(..) = place {
-        125
-    } else {
-        0
-    };
-    place.status(&output, expected, "semaphore --replace");
+    place.status(&output, 0, "semaphore --replace");
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    if expected == 0 {
-        assert!(stderr.contains("replaced first "), "{stderr}");
-        place.status(&first.finish(), 124, "the oldest holder");
-    } else {
-        std::fs::write(works[0].path().join("go"), "").unwrap();
-        place.status(&first.finish(), 0, "the first holder");
+    assert!(stderr.contains("replaced first "), "{stderr}");
+    let first = first.finish();
+    place.status(&first, 124, "the oldest holder");
+    let lost = String::from_utf8_lossy(&first.stderr).into_owned();
+    let named = format!(
+        "taken over by --replace from host {} pid ",
+        lockrun::host::hostname()
+    );
+    match place {
+        Place::Postgres { .. } => assert!(lost.contains("--replace"), "{lost}"),
+        _ => assert!(lost.contains(&named) && lost.contains(" (third)"), "{lost}"),
     }
     std::fs::write(works[1].path().join("go"), "").unwrap();
     place.status(&second.finish(), 0, "the second holder, left alone");

@@ -11,9 +11,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::lock::{leader, semaphore, AcquireError, Acquired, Held, Retry};
+use super::kv::Read;
 use super::{Client, ConsulError, SessionId, SessionSpec};
 use crate::backend::{
-    Acquisition, Claim, Engine, EngineError, Lease, Lost, Opening, Renewal, Target, Wait,
+    Acquisition, Claim, Engine, EngineError, Lease, Lost, Opening, Renewal, ReplaceNote, Target,
+    Wait,
 };
 
 /// Consul as lockrun's engine: a client and the session every run asks for.
@@ -271,6 +273,13 @@ impl Claim for ConsulClaim {
     /// Our session: the key's `Session` while it is ours.
     fn holder_id(&self) -> Option<String> {
         Some(self.held().session.to_string())
+    }
+
+    async fn replaced_by(&self) -> Option<ReplaceNote> {
+        let session = self.held().session.to_string();
+        let key = super::inspect::note_key(self.target.name(), &session);
+        let (pair, _) = self.client.kv_get(&key, Read::now()).await.ok()?;
+        ReplaceNote::decode_for(pair?.value_bytes(), &session)
     }
 
     fn take_hold_fd(&mut self) -> Option<OwnedFd> {

@@ -17,7 +17,7 @@ use super::kv::Read;
 use super::lock::semaphore::{self, Record, View};
 use super::lock::{AcquireError, Retry, Waiter, SEMAPHORE_FLAG};
 use super::{Client, KvPair, SessionId};
-use crate::backend::{Changes, Holder, Inspect, Released, Target, Wait, Which};
+use crate::backend::{Changes, Holder, Inspect, Released, ReplaceNote, Target, Wait, Which};
 
 /// How `leader` reads: once, waiting for a holder (`--wait`, within
 /// `--timeout`), or watching (`--watch`).
@@ -210,10 +210,16 @@ impl Outside {
                 "modify_index": pair.modify_index,
             })
         });
+        // A lockrun's own session name says its host and pid, which
+        // `--replace` on that host needs to see it end.
+        let lockrun = session.as_ref().and_then(|s| lockrun_of(&s.name));
         Ok(Holder {
             value: text.map(str::to_string),
-            host: session.as_ref().map(|s| s.node.clone()),
-            pid: None,
+            host: match &lockrun {
+                Some((host, _)) => Some(host.clone()),
+                None => session.as_ref().map(|s| s.node.clone()),
+            },
+            pid: lockrun.map(|(_, pid)| pid),
             child_pgid: None,
             since: None,
             fence: (!semaphore).then_some(pair.modify_index),
@@ -225,7 +231,11 @@ impl Outside {
         })
     }
 
-    async fn release_lock(&self, key: &str) -> Result<Released<AcquireError>, AcquireError> {
+    async fn release_lock(
+        &self,
+        key: &str,
+        only: Option<&str>,
+    ) -> Result<Released<AcquireError>, AcquireError> {
         let pairs = self.listing(key).await?;
         let Some(pair) = pairs
             .into_iter()
@@ -234,8 +244,8 @@ impl Outside {
             return Ok(nothing(None));
         };
         let holder = pair.holder().unwrap_or_default().to_string();
-        if let Some(only) = &self.session {
-            if only != &holder {
+        if let Some(only) = only {
+            if only != holder {
                 return Ok(nothing(Some(format!(
                     "nothing released: `{key}` is held by session {holder}, not {only}"
                 ))));
@@ -261,7 +271,11 @@ impl Outside {
         Ok(self.destroying(vec![asked]).await)
     }
 
-    async fn release_slots(&self, key: &str) -> Result<Released<AcquireError>, AcquireError> {
+    async fn release_slots(
+        &self,
+        key: &str,
+        only: Option<&str>,
+    ) -> Result<Released<AcquireError>, AcquireError> {
         for _ in 0..16 {
             let (pairs, _) = semaphore::list(&self.client, key, self.read()).await?;
             self.hidden(key, &pairs).await?;
@@ -269,7 +283,7 @@ impl Outside {
             let Some((record, modify)) = &view.record else {
                 break;
             };
-            let freed: BTreeSet<String> = match &self.session {
+            let freed: BTreeSet<String> = match only {
                 Some(id) => record
                     .holders
                     .iter()
@@ -343,6 +357,29 @@ impl Outside {
             nothing: None,
         }
     }
+}
+
+/// The name lockrun gives its session unless told another
+/// (`--session-name`): `lockrun on HOST pid PID for key KEY`.
+pub fn session_name(host: &str, pid: u32, kind: &str, key: &str) -> String {
+    format!("lockrun on {host} pid {pid} for {kind} {key}")
+}
+
+/// The host and pid in a session name lockrun gave ([`session_name`]).
+fn lockrun_of(name: &str) -> Option<(String, u32)> {
+    let rest = name.strip_prefix("lockrun on ")?;
+    let (host, rest) = rest.split_once(" pid ")?;
+    let (pid, _) = rest.split_once(" for ")?;
+    let pid = pid.parse().ok()?;
+    (!host.is_empty() && !host.contains(' ')).then(|| (host.to_string(), pid))
+}
+
+/// Where `--replace` leaves its note for the holder whose session is
+/// `session` ([`crate::backend::ReplaceNote`]): beside the lock, as a key
+/// no session holds, under the lock's name so that a token allowed the
+/// lock is allowed the note.
+pub fn note_key(name: &str, session: &str) -> String {
+    format!("{name}.lockrun-replaced/{session}")
 }
 
 fn nothing(why: Option<String>) -> Released<AcquireError> {
@@ -486,14 +523,46 @@ impl Inspect for Outside {
         target: &Target,
         which: &Which,
     ) -> Result<Released<AcquireError>, AcquireError> {
-        if let (Target::Slot { prefix, .. }, Which::Holder(_)) = (target, which) {
-            return Err(AcquireError::Conflict(format!(
-                "Consul frees a semaphore's slots together; free one slot of `{prefix}` with lockrun release --session ID"
-            )));
-        }
+        // `--replace` names one holder by its session, as `--session` does.
+        let only = match which {
+            Which::Holder(h) => match &h.holder_id {
+                Some(id) => Some(id.as_str()),
+                None => {
+                    return Err(AcquireError::Conflict(format!(
+                        "cannot tell which session holds `{}`; run again",
+                        target.name()
+                    )))
+                }
+            },
+            _ => self.session.as_deref(),
+        };
         match target {
-            Target::Lock { key, .. } => self.release_lock(key).await,
-            Target::Slot { prefix, .. } => self.release_slots(prefix).await,
+            Target::Lock { key, .. } => self.release_lock(key, only).await,
+            Target::Slot { prefix, .. } => self.release_slots(prefix, only).await,
+        }
+    }
+
+    /// A key beside the lock that no session holds, written only if there
+    /// is none: `lockrun list` and `leader` read held entries alone.
+    async fn leave_note(
+        &self,
+        target: &Target,
+        holder: &Holder,
+        note: &ReplaceNote,
+    ) -> Result<bool, AcquireError> {
+        let Some(session) = &holder.holder_id else {
+            return Ok(false);
+        };
+        let key = note_key(target.name(), session);
+        Ok(self.client.kv_cas(&key, &note.encode(), 0, 0).await?)
+    }
+
+    async fn clear_note(&self, target: &Target, holder: &Holder) {
+        if let Some(session) = &holder.holder_id {
+            let key = note_key(target.name(), session);
+            if let Err(e) = self.client.kv_delete(&key, None).await {
+                tracing::warn!("could not remove --replace's note `{key}`: {e}");
+            }
         }
     }
 
@@ -574,11 +643,14 @@ impl State {
         let view = View::read(key, under).map_err(AcquireError::Conflict)?;
         let live = view.live_holders();
         let limit = view.record.as_ref().map(|(record, _)| record.limit);
-        let holders = view
+        // Oldest first, by when each contender's entry was made: the order
+        // they came in, which `--replace` takes the first of.
+        let mut holders: Vec<KvPair> = view
             .contenders
             .into_iter()
             .filter(|p| p.holder().is_some_and(|h| live.contains(h)))
             .collect();
+        holders.sort_by_key(|p| p.create_index);
         Ok(State {
             semaphore: true,
             limit,
