@@ -565,12 +565,17 @@ pub struct WaitArgs {
     pub conflict_exit_code: u8,
     /// Take the lock from its holder (a semaphore's oldest slot), never overlapping.
     ///
-    /// Asks the holder to release, as `lockrun release` does, waits until its
-    /// lockrun has exited (which it does once its command's whole tree is
-    /// gone; it exits 124), then acquires, and says whom it replaced. Only a
-    /// lockrun holder on this host whose pid the engine keeps can be
-    /// replaced: any other holder (a peer tool's, another host's, any Consul
-    /// holder) is one line and 125, and is left holding.
+    /// Leaves the holder a note naming this run (host, pid, --value), asks it
+    /// to release, as `lockrun release` does, waits until its lockrun has
+    /// exited (which it does once its command's whole tree is gone; it exits
+    /// 124, its line naming this run), then acquires, and says whom it
+    /// replaced. Only a lockrun holder on this host can be replaced: a
+    /// release frees the lock at once on every server engine, and only here
+    /// can the holder's end be seen. Any other holder (a peer tool's,
+    /// another host's lockrun) is one line and 125, and is left holding. The
+    /// run then waits its turn as any other: a waiter queued before it (etcd,
+    /// ZooKeeper, PostgreSQL, Consul) or quicker to the freed lock file
+    /// (local) may get the lock first.
     #[arg(long, hide_short_help = true)]
     pub replace: bool,
 }

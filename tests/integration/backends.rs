@@ -351,7 +351,14 @@ fn replace_takes_the_lock_without_overlap(place: &Place) {
     ]);
     cmd.arg(work.path());
     let holder = Running::spawn(&mut cmd);
-    crate::support::wait_for_file(&work.path().join("beat"));
+    // A first whole beat, not just the file the daemon's `>>` made.
+    let beat = work.path().join("beat");
+    assert!(
+        crate::procs::wait_until(crate::procs::deadline(), || {
+            std::fs::read_to_string(&beat).is_ok_and(|b| b.ends_with('\n'))
+        }),
+        "the holder's daemon never beat"
+    );
     let mark = work.path().join("replacer");
     let mut cmd = place.lockrun(&[
         "elect",
