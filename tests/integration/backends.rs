@@ -340,14 +340,20 @@ on_every_backend!(list_shows_what_is_held_under_a_prefix);
 fn replace_takes_the_lock_without_overlap(place: &Place) {
     let key = place.key("replaced");
     let work = scratch();
+    // The daemon ignores SIGTERM, so it beats until the SIGKILL a second
+    // later: where a release leaves the holder its grace (Consul, local),
+    // a replacer that did not wait for the holder's end would start well
+    // inside that second.
     let mut cmd = place.lockrun(&[
         "elect",
+        "--kill-timeout",
+        "1s",
         "--value",
         "old-holder",
         &key,
         "--shell",
         "--",
-        crate::contain::DAEMONIZE,
+        &crate::contain::DAEMONIZE.replacen("'while", "'trap \"\" TERM; while", 1),
     ]);
     cmd.arg(work.path());
     let holder = Running::spawn(&mut cmd);
