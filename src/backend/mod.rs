@@ -304,8 +304,10 @@ pub trait Claim {
     /// Lets go.
     fn release(self) -> impl Future<Output = Result<(), Self::Error>>;
     /// The note `--replace` left for this claim ([`ReplaceNote`]), read
-    /// once its loss has stopped the command; `None` where the engine
-    /// keeps none, or none names this claim.
+    /// once its loss has stopped the command, and removed where a replacer
+    /// on another host waits for it to go ([`Inspect::note_taken`]): it
+    /// says the command's tree is gone. `None` where the engine keeps none,
+    /// or none names this claim.
     fn replaced_by(&self) -> impl Future<Output = Option<ReplaceNote>> {
         async { None }
     }
@@ -448,6 +450,36 @@ pub trait Inspect {
     /// has exited; best effort.
     fn clear_note(&self, _target: &Target, _holder: &Holder) -> impl Future<Output = ()> {
         async {}
+    }
+
+    /// How long after a release of `holder` its command may still run, at
+    /// most, on the engine's clock: the time a rival would have waited had
+    /// its lease simply lapsed at that moment (its TTL, and on Consul the
+    /// lock-delay besides), which its lockrun's stop window fits in. `None`
+    /// where the engine does not show it (a ZooKeeper session's timeout,
+    /// PostgreSQL's deadline on a silent connection are the holder's own
+    /// settings): `--replace` cannot then wait out a holder on another host.
+    fn lapse_bound(
+        &self,
+        _holder: &Holder,
+    ) -> impl Future<Output = Result<Option<Duration>, Self::Error>> {
+        async { Ok(None) }
+    }
+
+    /// Waits until the note left for `holder` is gone, which its lockrun
+    /// removes once its command's whole tree is ([`Claim::replaced_by`]),
+    /// or until `until`: whether it went. By default the engine cannot
+    /// tell, and the wait lasts until `until`.
+    fn note_taken(
+        &self,
+        _target: &Target,
+        _holder: &Holder,
+        until: Instant,
+    ) -> impl Future<Output = bool> {
+        async move {
+            tokio::time::sleep_until(until).await;
+            false
+        }
     }
 
     /// The keys and semaphore prefixes that may have holders at or under

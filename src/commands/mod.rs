@@ -385,9 +385,9 @@ impl Runner for Run {
 /// says whom it replaced.
 async fn replace_first<B: Backend>(
     backend: &B,
-    replacing: Option<(crate::backend::Target, Option<tokio::time::Instant>, String)>,
+    replacing: Option<holders::Replacing>,
 ) -> Result<(), Failure> {
-    let Some((target, deadline, value)) = replacing else {
+    let Some(replacing) = replacing else {
         return Ok(());
     };
     // With the facts `--json` shows: a Consul holder's host and pid are in
@@ -398,7 +398,7 @@ async fn replace_first<B: Backend>(
         json: true,
     };
     let inspect = backend.inspect(&look);
-    if let Some(line) = holders::replace(&inspect, &target, deadline, &value).await? {
+    if let Some(line) = holders::replace(&inspect, replacing).await? {
         logging::say(&line);
     }
     Ok(())

@@ -415,6 +415,126 @@ fn replace_takes_the_lock_without_overlap(place: &Place) {
 }
 on_every_backend!(replace_takes_the_lock_without_overlap);
 
+/// `cmd`, run in a UTS namespace of its own whose host name is `host`: a
+/// lockrun there says it runs on another host.
+fn on_host(cmd: &std::process::Command, host: &str) -> std::process::Command {
+    let mut other = std::process::Command::new("unshare");
+    other
+        .args([
+            "-u",
+            "sh",
+            "-c",
+            "hostname \"$1\" && shift && exec \"$@\"",
+            "sh",
+        ])
+        .arg(host)
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (name, value) in cmd.get_envs() {
+        match value {
+            Some(value) => other.env(name, value),
+            None => other.env_remove(name),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        other.current_dir(dir);
+    }
+    other
+}
+
+/// `elect --replace` of a lockrun holder on another host (#43), whose
+/// command's daemon ignores SIGTERM and is killed a second later: where the
+/// engine shows how long the holder's lease would take to lapse (etcd,
+/// Consul), the replacer releases it, waits until the holder says its tree
+/// is gone (it removes the note naming the replacer), and only then
+/// starts; the replaced holder exits 124 naming it. Elsewhere (local,
+/// PostgreSQL, ZooKeeper) one line, 125, and the holder keeps the lock.
+fn replace_waits_out_a_holder_on_another_host(place: &Place) {
+    let key = place.key("elsewhere");
+    let work = scratch();
+    let holder = place.lockrun(&[
+        "elect",
+        "--kill-timeout",
+        "1s",
+        "--value",
+        "far-holder",
+        &key,
+        "--shell",
+        "--",
+        &crate::contain::DAEMONIZE.replacen("'while", "'trap \"\" TERM; while", 1),
+    ]);
+    let mut cmd = on_host(&holder, "elsewhere-host");
+    cmd.arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    let beat = work.path().join("beat");
+    assert!(
+        crate::procs::wait_until(crate::procs::deadline(), || {
+            std::fs::read_to_string(&beat).is_ok_and(|b| b.ends_with('\n'))
+        }),
+        "the holder's daemon never beat"
+    );
+    let mark = work.path().join("replacer");
+    let mut cmd = place.lockrun(&[
+        "elect",
+        "--replace",
+        "--timeout",
+        "60s",
+        "--value",
+        "new-holder",
+        &key,
+        "--shell",
+        "--",
+        "date +%s%N > \"$1\"",
+    ]);
+    cmd.arg(&mark);
+    let replacer = Running::spawn(&mut cmd);
+    let replacer_pid = replacer.pid();
+    let output = replacer.finish();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    if matches!(place, Place::Etcd { .. } | Place::Consul(..)) {
+        place.status(&output, 0, "--replace of a holder on another host");
+        assert!(
+            stderr.contains("replaced far-holder on elsewhere-host as the holder of `")
+                && stderr.contains("its lockrun said its command had stopped"),
+            "{stderr}"
+        );
+        let held = holder.finish();
+        place.status(&held, 124, "the replaced holder");
+        let lost = String::from_utf8_lossy(&held.stderr).into_owned();
+        let named = format!(
+            "taken over by --replace from host {} pid {replacer_pid} (new-holder)",
+            lockrun::host::hostname()
+        );
+        assert!(lost.contains(&named), "{lost}");
+        std::fs::write(work.path().join("go"), "").unwrap();
+        let started: u128 = std::fs::read_to_string(&mark)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let last = crate::places::last_beat(work.path());
+        assert!(
+            last < started,
+            "the replaced holder's daemon beat {} ms after the replacer's command started",
+            (last - started) / 1_000_000
+        );
+    } else {
+        place.status(&output, 125, "--replace of a holder on another host");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("runs on elsewhere-host")
+                && stderr.contains("run --replace on elsewhere-host"),
+            "{stderr}"
+        );
+        assert!(!mark.exists(), "the replacer's command ran");
+        let leader = run(&mut place.lockrun(&["leader", &key]));
+        assert_eq!(stdout(&leader), "far-holder\n");
+        std::fs::write(work.path().join("go"), "").unwrap();
+        place.status(&holder.finish(), 0, "the holder left alone");
+    }
+}
+on_every_backend!(replace_waits_out_a_holder_on_another_host);
+
 /// `semaphore --replace` (#43) takes the oldest slot: of two holders of a
 /// full semaphore, the first is replaced (124) and the second keeps its
 /// slot.

@@ -279,7 +279,10 @@ impl Claim for ConsulClaim {
         let session = self.held().session.to_string();
         let key = super::inspect::note_key(self.target.name(), &session);
         let (pair, _) = self.client.kv_get(&key, Read::now()).await.ok()?;
-        ReplaceNote::decode_for(pair?.value_bytes(), &session)
+        let note = ReplaceNote::decode_for(pair?.value_bytes(), &session)?;
+        // Our tree is gone: a replacer on another host waits for this.
+        let _ = self.client.kv_delete(&key, None).await;
+        Some(note)
     }
 
     fn take_hold_fd(&mut self) -> Option<OwnedFd> {

@@ -8,6 +8,9 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use base64::Engine;
 use serde_json::json;
@@ -359,6 +362,9 @@ impl Outside {
     }
 }
 
+/// How long one blocking read for a note's removal waits.
+const NOTE_WAIT: Duration = Duration::from_secs(10);
+
 /// The name lockrun gives its session unless told another
 /// (`--session-name`): `lockrun on HOST pid PID for key KEY`.
 pub fn session_name(host: &str, pid: u32, kind: &str, key: &str) -> String {
@@ -555,6 +561,51 @@ impl Inspect for Outside {
         };
         let key = note_key(target.name(), session);
         Ok(self.client.kv_cas(&key, &note.encode(), 0, 0).await?)
+    }
+
+    /// The session's TTL and lock-delay: its lockrun stops its command
+    /// within them of its last renewal, which came before the release.
+    async fn lapse_bound(&self, holder: &Holder) -> Result<Option<Duration>, AcquireError> {
+        let Some(id) = &holder.holder_id else {
+            return Ok(None);
+        };
+        let Some(info) = self.client.session_info(id).await? else {
+            return Ok(None);
+        };
+        let Ok(ttl) = humantime::parse_duration(&info.ttl) else {
+            return Ok(None);
+        };
+        Ok(Some(ttl + Duration::from_nanos(info.lock_delay)))
+    }
+
+    async fn note_taken(&self, target: &Target, holder: &Holder, until: Instant) -> bool {
+        let Some(session) = &holder.holder_id else {
+            tokio::time::sleep_until(until).await;
+            return false;
+        };
+        let key = note_key(target.name(), session);
+        let taken = async {
+            let mut index = QueryIndex::NONE;
+            loop {
+                let read = Read {
+                    index,
+                    wait: (index != QueryIndex::NONE).then_some(NOTE_WAIT),
+                    ..Read::now()
+                };
+                let (pair, returned) = self.client.kv_get(&key, read).await?;
+                if pair.is_none() {
+                    return Ok::<bool, AcquireError>(true);
+                }
+                index = index.after(returned);
+            }
+        };
+        match tokio::time::timeout_at(until, taken).await {
+            Ok(Ok(true)) => true,
+            _ => {
+                tokio::time::sleep_until(until).await;
+                false
+            }
+        }
     }
 
     async fn clear_note(&self, target: &Target, holder: &Holder) {

@@ -662,7 +662,13 @@ impl Claim for EtcdClaim {
             .range(&Range::key(&lock::note_key(&key)))
             .await
             .ok()?;
-        ReplaceNote::decode_for(&answer.kvs.first()?.value, &key)
+        let note = ReplaceNote::decode_for(&answer.kvs.first()?.value, &key)?;
+        // Our tree is gone: a replacer on another host waits for this.
+        let _ = self
+            .client
+            .delete(&lock::note_key(&key), CLEANUP_TIMEOUT)
+            .await;
+        Some(note)
     }
 
     /// Our key's value is the `--value` alone, which `etcdctl elect -l`
@@ -813,6 +819,55 @@ impl Inspect for Etcd {
         if let Some(key) = &holder.holder_id {
             if let Err(e) = self.client.delete(&lock::note_key(key), CLEANUP_TIMEOUT).await {
                 tracing::warn!("could not remove --replace's note for `{key}`: {e}");
+            }
+        }
+    }
+
+    /// The TTL the holder's lease was granted: its lockrun stops its
+    /// command within it of its last keepalive, which came before the
+    /// revoke.
+    async fn lapse_bound(&self, holder: &Holder) -> Result<Option<Duration>, EtcdError> {
+        let Some(lease) = holder
+            .entry
+            .as_deref()
+            .and_then(|e| e.rsplit_once('/'))
+            .and_then(|(_, id)| i64::from_str_radix(id, 16).ok())
+        else {
+            return Ok(None);
+        };
+        self.client.granted_ttl(lease).await
+    }
+
+    async fn note_taken(&self, _target: &Target, holder: &Holder, until: Instant) -> bool {
+        let Some(key) = &holder.holder_id else {
+            tokio::time::sleep_until(until).await;
+            return false;
+        };
+        let note = lock::note_key(key);
+        let taken = async {
+            let answer = self.client.range(&Range::key(&note)).await?;
+            if answer.kvs.is_empty() {
+                return Ok::<bool, EtcdError>(true);
+            }
+            let mut watch = self
+                .client
+                .watch(&note, None, answer.revision + 1, true)
+                .await?;
+            loop {
+                let batch = watch.next().await?;
+                if !batch.events.is_empty() {
+                    return Ok(true);
+                }
+                if batch.canceled {
+                    return Ok(false);
+                }
+            }
+        };
+        match tokio::time::timeout_at(until, taken).await {
+            Ok(Ok(true)) => true,
+            _ => {
+                tokio::time::sleep_until(until).await;
+                false
             }
         }
     }
