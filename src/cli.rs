@@ -566,16 +566,18 @@ pub struct WaitArgs {
     /// Take the lock from its holder (a semaphore's oldest slot), never overlapping.
     ///
     /// Leaves the holder a note naming this run (host, pid, --value), asks it
-    /// to release, as `lockrun release` does, waits until its lockrun has
-    /// exited (which it does once its command's whole tree is gone; it exits
-    /// 124, its line naming this run), then acquires, and says whom it
-    /// replaced. Only a lockrun holder on this host can be replaced: a
-    /// release frees the lock at once on every server engine, and only here
-    /// can the holder's end be seen. Any other holder (a peer tool's,
-    /// another host's lockrun) is one line and 125, and is left holding. The
-    /// run then waits its turn as any other: a waiter queued before it (etcd,
-    /// ZooKeeper, PostgreSQL, Consul) or quicker to the freed lock file
-    /// (local) may get the lock first.
+    /// to release, as `lockrun release` does, waits until its command's whole
+    /// tree is gone, then acquires, and says whom it replaced; the holder
+    /// exits 124, its line naming this run. A release frees the lock at once
+    /// on every server engine, so the wait is what keeps the two apart: for a
+    /// lockrun holder on this host, until it has exited; on another host
+    /// (etcd, Consul), until it says its tree is gone, or else until its
+    /// lease would have lapsed (its TTL, and Consul's lock-delay). Any other
+    /// holder (a peer tool's, another host's on ZooKeeper or PostgreSQL) is
+    /// one line and 125, and is left holding. The run then waits its turn as
+    /// any other: a waiter queued before it (etcd, ZooKeeper, PostgreSQL,
+    /// Consul) or quicker to the freed lock file (local) may get the lock
+    /// first.
     #[arg(long, hide_short_help = true)]
     pub replace: bool,
 }
