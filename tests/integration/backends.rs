@@ -535,6 +535,106 @@ fn replace_waits_out_a_holder_on_another_host(place: &Place) {
 }
 on_every_backend!(replace_waits_out_a_holder_on_another_host);
 
+/// `elect --replace` of a lockrun holder on another host that cannot say
+/// its command stopped (SIGSTOPped, as a frozen or cut-off host's would
+/// be): the replacer waits until the holder's lease would have lapsed,
+/// within which the holder's guard kills the tree by itself, and its
+/// command starts after the daemon's last beat.
+fn replace_waits_for_a_silent_holders_lease(place: &Place) {
+    use nix::sys::signal::kill;
+    use nix::unistd::Pid;
+    let key = place.key("silent");
+    let work = scratch();
+    // The shortest lease each engine takes with a grace period that fits
+    // (a real Consul agent's shortest session TTL is 10s).
+    let real_consul =
+        std::env::var_os(crate::consul::REAL_AGENT_ENV).is_some_and(|a| !a.is_empty());
+    let mut args = vec!["elect"];
+    match place {
+        Place::Consul(..) => args.extend([
+            "--ttl",
+            if real_consul { "10s" } else { "3s" },
+            "--lock-delay",
+            "1s",
+            "--kill-timeout",
+            "1s",
+        ]),
+        _ => args.extend(["--ttl", "3s", "--kill-timeout", "300ms"]),
+    }
+    let daemon = crate::contain::DAEMONIZE.replacen("'while", "'trap \"\" TERM; while", 1);
+    args.extend(["--value", "silent-holder", &key, "--shell", "--", &daemon]);
+    let mut cmd = on_host(&place.lockrun(&args), "elsewhere-host");
+    cmd.arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    let beat = work.path().join("beat");
+    assert!(
+        crate::procs::wait_until(crate::procs::deadline(), || {
+            std::fs::read_to_string(&beat).is_ok_and(|b| b.ends_with('\n'))
+        }),
+        "the holder's daemon never beat"
+    );
+    let stopped = Pid::from_raw(holder.pid() as i32);
+    kill(stopped, Signal::SIGSTOP).unwrap();
+    let mark = work.path().join("replacer");
+    let mut cmd = place.lockrun(&[
+        "elect",
+        "--replace",
+        "--timeout",
+        "60s",
+        "--value",
+        "new-holder",
+        &key,
+        "--shell",
+        "--",
+        "date +%s%N > \"$1\"",
+    ]);
+    cmd.arg(&mark);
+    let output = run(&mut cmd);
+    kill(stopped, Signal::SIGCONT).unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    place.status(&output, 0, "--replace of a silent holder on another host");
+    assert!(
+        stderr.contains("replaced silent-holder on elsewhere-host as the holder of `")
+            && stderr.contains("did not say its command had stopped, so we waited"),
+        "{stderr}"
+    );
+    let started: u128 = std::fs::read_to_string(&mark)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let last = crate::places::last_beat(work.path());
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(
+        &holder.finish(),
+        124,
+        "the replaced holder, once it runs again",
+    );
+    assert!(
+        last < started,
+        "the replaced holder's daemon beat {} ms after the replacer's command started",
+        (last - started) / 1_000_000
+    );
+}
+
+mod replace_waits_for_a_silent_holders_lease {
+    use super::*;
+
+    #[test]
+    fn on_consul() {
+        super::replace_waits_for_a_silent_holders_lease(&Place::consul(
+            "replace_waits_for_a_silent_holders_lease",
+        ));
+    }
+
+    #[test]
+    fn on_etcd() {
+        super::replace_waits_for_a_silent_holders_lease(&Place::etcd(
+            "replace_waits_for_a_silent_holders_lease",
+        ));
+    }
+}
+
 /// `semaphore --replace` (#43) takes the oldest slot: of two holders of a
 /// full semaphore, the first is replaced (124) and the second keeps its
 /// slot.
