@@ -498,7 +498,14 @@ pub async fn replace<I: Inspect>(
                 let wait = bound.mul_f64(1.0 + rate.fraction()) + LAPSE_MARGIN;
                 let lapse = tokio::time::Instant::now() + wait;
                 let until = deadline.map_or(lapse, |at| at.min(lapse));
-                let said = noted && inspect.note_taken(&now, &victim, until).await;
+                // Only our own note's going says so: one we could not leave
+                // (another replacer's is there) says nothing of the holder.
+                let said = if noted {
+                    inspect.note_taken(&now, &victim, until).await
+                } else {
+                    tokio::time::sleep_until(until).await;
+                    false
+                };
                 if !said && until < lapse {
                     return Err(ran_out(&format!(" on {host}")));
                 }

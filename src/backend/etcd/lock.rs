@@ -307,7 +307,8 @@ pub fn note_key(holder: &str) -> Vec<u8> {
 }
 
 /// Writes `note` for the holder whose contender key is `holder`, only
-/// while that key still exists: whether it was written.
+/// while that key still exists and no note is there (another replacer's,
+/// whose removal must not read as ours): whether it was written.
 pub async fn leave_note(
     client: &Client,
     holder: &str,
@@ -315,12 +316,20 @@ pub async fn leave_note(
 ) -> Result<bool, EtcdError> {
     let answer = client
         .txn(
-            vec![json!({
-                "key": b64(holder.as_bytes()),
-                "target": "CREATE",
-                "result": "GREATER",
-                "create_revision": "0",
-            })],
+            vec![
+                json!({
+                    "key": b64(holder.as_bytes()),
+                    "target": "CREATE",
+                    "result": "GREATER",
+                    "create_revision": "0",
+                }),
+                json!({
+                    "key": b64(&note_key(holder)),
+                    "target": "CREATE",
+                    "result": "EQUAL",
+                    "create_revision": "0",
+                }),
+            ],
             vec![json!({ "request_put": {
                 "key": b64(&note_key(holder)),
                 "value": b64(&note.encode()),
