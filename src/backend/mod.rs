@@ -841,3 +841,29 @@ pub trait Backend: Sized {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ReplaceNote;
+
+    #[test]
+    fn a_note_is_read_only_by_the_holder_it_names() {
+        let note = ReplaceNote {
+            holder: "jobs/x/694d7f1e2a3b4c5d".into(),
+            host: "db-2".into(),
+            pid: 77,
+            value: "tonight".into(),
+        };
+        let bytes = note.encode();
+        assert_eq!(
+            ReplaceNote::decode_for(&bytes, "jobs/x/694d7f1e2a3b4c5d"),
+            Some(note.clone())
+        );
+        assert_eq!(ReplaceNote::decode_for(&bytes, "jobs/x/1"), None);
+        assert_eq!(ReplaceNote::decode_for(b"not a note", "jobs/x/1"), None);
+        assert_eq!(
+            note.taken_over(),
+            "taken over by --replace from host db-2 pid 77 (tonight)"
+        );
+    }
+}

@@ -769,3 +769,26 @@ impl Changes for OutsideChanges {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lockrun_session_name_gives_back_its_host_and_pid() {
+        let name = session_name("db-1", 4242, "key", "service/db/leader");
+        assert_eq!(name, "lockrun on db-1 pid 4242 for key service/db/leader");
+        assert_eq!(lockrun_of(&name), Some(("db-1".to_string(), 4242)));
+        // A name of the user's own, `consul lock`'s, or lockrun's before
+        // it named its pid: nothing to wait on.
+        for other in [
+            "test holder",
+            "Consul lock for 'sleep 15' at 'jobs/x'",
+            "lockrun on db-1 for key service/db/leader",
+            "lockrun on db 1 pid 7 for key k",
+            "lockrun on db-1 pid x for key k",
+        ] {
+            assert_eq!(lockrun_of(other), None, "{other}");
+        }
+    }
+}
