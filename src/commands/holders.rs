@@ -362,8 +362,10 @@ const LAPSE_MARGIN: Duration = Duration::from_secs(1);
 
 /// How `--replace` knows the holder's command is gone.
 enum End {
-    /// A lockrun on this host: its exit, through a pidfd.
-    Exit(u32, ProcessExit),
+    /// A lockrun on this host: its exit, through a pidfd, or the time its
+    /// lease would have taken to lapse, where the engine shows it (a
+    /// stopped lockrun never exits, but its guard ends its tree in time).
+    Exit(u32, ProcessExit, Option<Duration>),
     /// A lockrun on another host: its word (it removes our note once its
     /// tree is gone), or the time its lease would have taken to lapse.
     Lapse(String, Duration),
@@ -426,7 +428,11 @@ pub async fn replace<I: Inspect>(
     let here = crate::host::hostname();
     let end = match (&victim.value, victim.pid, victim.host.as_deref()) {
         (Some(_), Some(pid), Some(host)) if host == here => match ProcessExit::open(pid)? {
-            Some(exited) => End::Exit(pid, exited),
+            Some(exited) => {
+                // Only a bound to wait for less; without one, its exit.
+                let bound = inspect.lapse_bound(&victim).await.ok().flatten();
+                End::Exit(pid, exited, bound)
+            }
             // Gone already: its lock went with it, or goes with its guard.
             None => return Ok(None),
         },
@@ -480,17 +486,31 @@ pub async fn replace<I: Inspect>(
             return Err(e.into());
         }
         match &end {
-            End::Exit(pid, exited) => {
+            End::Exit(pid, exited, bound) => {
+                let wait = bound.map(|b| b.mul_f64(1.0 + rate.fraction()) + LAPSE_MARGIN);
+                let lapse = wait.map(|w| tokio::time::Instant::now() + w);
+                let until = match (deadline, lapse) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
                 let waited = exited.wait();
-                match deadline {
-                    Some(at) => tokio::time::timeout_at(at, waited)
-                        .await
-                        .map_err(|_| ran_out(&format!(", lockrun pid {pid}")))?,
-                    None => waited.await,
-                }?;
-                Ok(format!(
-                    "replaced {label} (lockrun pid {pid}) as the holder of {what}"
-                ))
+                let exited = match until {
+                    Some(at) => tokio::time::timeout_at(at, waited).await.ok(),
+                    None => Some(waited.await),
+                };
+                match (exited, lapse) {
+                    (Some(exited), _) => {
+                        exited?;
+                        Ok(format!(
+                            "replaced {label} (lockrun pid {pid}) as the holder of {what}"
+                        ))
+                    }
+                    (None, Some(lapse)) if until == Some(lapse) => Ok(format!(
+                        "replaced {label} (lockrun pid {pid}) as the holder of {what}: it did not exit, so we waited {} for its lease to lapse",
+                        crate::duration::fmt_duration(wait.unwrap_or_default())
+                    )),
+                    (None, _) => Err(ran_out(&format!(", lockrun pid {pid}"))),
+                }
             }
             End::Lapse(host, bound) => {
                 // Counted from now, after the release: every renewal the
