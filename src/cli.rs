@@ -571,8 +571,9 @@ pub struct WaitArgs {
     /// exits 124, its line naming this run. A release frees the lock at once
     /// on every server engine, so the wait is what keeps the two apart: for a
     /// lockrun holder on this host, until it has exited; on another host
-    /// (etcd, Consul), until it says its tree is gone, or else until its
-    /// lease would have lapsed (its TTL, and Consul's lock-delay). Any other
+    /// (etcd, Consul), until it says its tree is gone; on etcd and Consul, at
+    /// most until its lease would have lapsed (its TTL, and Consul's
+    /// lock-delay), within which its own stop window ends its tree. Any other
     /// holder (a peer tool's, another host's on ZooKeeper or PostgreSQL) is
     /// one line and 125, and is left holding. The run then waits its turn as
     /// any other: a waiter queued before it (etcd, ZooKeeper, PostgreSQL,
