@@ -70,7 +70,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l ttl -d 'How lo
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l lock-delay -d 'How long Consul keeps a lost lock from a new holder' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l behavior -d 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]' -r -f -a "release\t''
 delete\t''"
-complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l session-name -d 'Session name shown in Consul [default: lockrun on HOST for KEY]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l session-name -d 'Session name shown in Consul [default: lockrun on HOST pid PID for KEY]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l node-checks -d 'Node health checks the session is bound to (comma-separated) [default: none]. A failing check ends the session at once, so the child must then be dead within the lock-delay: renewals come more often and the grace period must fit in the lock-delay. Not for semaphores' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l service-checks -d 'Service health checks the session is bound to (comma-separated; Consul 1.7 or later). As --node-checks' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l zk-tick-time -d 'ZooKeeper: the ensemble\'s tickTime (zoo.cfg), which no client can read' -r
@@ -164,7 +164,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l ttl -d 'Ho
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l lock-delay -d 'How long Consul keeps a lost lock from a new holder' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l behavior -d 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]' -r -f -a "release\t''
 delete\t''"
-complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l session-name -d 'Session name shown in Consul [default: lockrun on HOST for KEY]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l session-name -d 'Session name shown in Consul [default: lockrun on HOST pid PID for KEY]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l node-checks -d 'Node health checks the session is bound to (comma-separated) [default: none]. A failing check ends the session at once, so the child must then be dead within the lock-delay: renewals come more often and the grace period must fit in the lock-delay. Not for semaphores' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l service-checks -d 'Service health checks the session is bound to (comma-separated; Consul 1.7 or later). As --node-checks' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l zk-tick-time -d 'ZooKeeper: the ensemble\'s tickTime (zoo.cfg), which no client can read' -r
@@ -551,7 +551,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l lock-delay -d 'How long Consul keeps a lost lock from a new holder' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l behavior -d 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]' -r -f -a "release\t''
 delete\t''"
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l session-name -d 'Session name shown in Consul [default: lockrun on HOST for KEY]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l session-name -d 'Session name shown in Consul [default: lockrun on HOST pid PID for KEY]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l node-checks -d 'Node health checks the session is bound to (comma-separated) [default: none]. A failing check ends the session at once, so the child must then be dead within the lock-delay: renewals come more often and the grace period must fit in the lock-delay. Not for semaphores' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l service-checks -d 'Service health checks the session is bound to (comma-separated; Consul 1.7 or later). As --node-checks' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l zk-tick-time -d 'ZooKeeper: the ensemble\'s tickTime (zoo.cfg), which no client can read' -r
@@ -645,7 +645,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l lock-delay -d 'How long Consul keeps a lost lock from a new holder' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l behavior -d 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]' -r -f -a "release\t''
 delete\t''"
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l session-name -d 'Session name shown in Consul [default: lockrun on HOST for KEY]' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l session-name -d 'Session name shown in Consul [default: lockrun on HOST pid PID for KEY]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l node-checks -d 'Node health checks the session is bound to (comma-separated) [default: none]. A failing check ends the session at once, so the child must then be dead within the lock-delay: renewals come more often and the grace period must fit in the lock-delay. Not for semaphores' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l service-checks -d 'Service health checks the session is bound to (comma-separated; Consul 1.7 or later). As --node-checks' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l zk-tick-time -d 'ZooKeeper: the ensemble\'s tickTime (zoo.cfg), which no client can read' -r

@@ -303,6 +303,14 @@ pub trait Claim {
     fn watch(&mut self) -> impl Future<Output = Lost>;
     /// Lets go.
     fn release(self) -> impl Future<Output = Result<(), Self::Error>>;
+    /// The note `--replace` left for this claim ([`ReplaceNote`]), read
+    /// once its loss has stopped the command, and removed where a replacer
+    /// on another host waits for it to go ([`Inspect::note_taken`]): it
+    /// says the command's tree is gone. `None` where the engine keeps none,
+    /// or none names this claim.
+    fn replaced_by(&self) -> impl Future<Output = Option<ReplaceNote>> {
+        async { None }
+    }
 }
 
 /// A live holder as `leader` shows it.
@@ -334,6 +342,45 @@ pub struct Holder {
     /// when it gathered them with the holder (Consul's session); otherwise
     /// [`Inspect::details`] makes them from the fields above.
     pub details: Option<serde_json::Value>,
+}
+
+/// `--replace`'s word to the holder it is about to release: who takes
+/// over. Left beside the lock before the release (never as a holder: no
+/// session, lease or lock of its own) and read by that holder once it has
+/// stopped its command on the loss, so that its loss line names the
+/// replacer; removed by the replacer once the holder has exited. It names
+/// the replaced claim ([`Claim::holder_id`]), so a note left by a replacer
+/// that died is never read by a later holder.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReplaceNote {
+    /// The replaced claim's [`Holder::holder_id`].
+    pub holder: String,
+    /// The replacer's host, pid and `--value` (what `leader` shows of it).
+    pub host: String,
+    pub pid: u32,
+    pub value: String,
+}
+
+impl ReplaceNote {
+    /// The note as stored.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a note serialises")
+    }
+
+    /// A stored note, if it is one and names `holder`.
+    pub fn decode_for(bytes: &[u8], holder: &str) -> Option<ReplaceNote> {
+        serde_json::from_slice::<ReplaceNote>(bytes)
+            .ok()
+            .filter(|n| n.holder == holder)
+    }
+
+    /// Why the replaced holder lost its lock, as its loss line says it.
+    pub fn taken_over(&self) -> String {
+        format!(
+            "taken over by --replace from host {} pid {} ({})",
+            self.host, self.pid, self.value
+        )
+    }
 }
 
 /// Which holders `release` asks to let go.
@@ -385,6 +432,55 @@ pub trait Inspect {
         target: &Target,
         which: &Which,
     ) -> impl Future<Output = Result<Released<Self::Error>, Self::Error>>;
+
+    /// Leaves `note` beside `target` for `holder`, which `--replace` is
+    /// about to release (see [`ReplaceNote`]): whether the engine kept it.
+    /// An engine with no place for it keeps nothing, and its holder's loss
+    /// line says "an operator's release or --replace".
+    fn leave_note(
+        &self,
+        _target: &Target,
+        _holder: &Holder,
+        _note: &ReplaceNote,
+    ) -> impl Future<Output = Result<bool, Self::Error>> {
+        async { Ok(false) }
+    }
+
+    /// Removes the note [`Inspect::leave_note`] left for `holder`, once it
+    /// has exited; best effort.
+    fn clear_note(&self, _target: &Target, _holder: &Holder) -> impl Future<Output = ()> {
+        async {}
+    }
+
+    /// How long after a release of `holder` its command may still run, at
+    /// most, on the engine's clock: the time a rival would have waited had
+    /// its lease simply lapsed at that moment (its TTL, and on Consul the
+    /// lock-delay besides), which its lockrun's stop window fits in. `None`
+    /// where the engine does not show it (a ZooKeeper session's timeout,
+    /// PostgreSQL's deadline on a silent connection are the holder's own
+    /// settings): `--replace` cannot then wait out a holder on another host.
+    fn lapse_bound(
+        &self,
+        _holder: &Holder,
+    ) -> impl Future<Output = Result<Option<Duration>, Self::Error>> {
+        async { Ok(None) }
+    }
+
+    /// Waits until the note left for `holder` is gone, which its lockrun
+    /// removes once its command's whole tree is ([`Claim::replaced_by`]),
+    /// or until `until`: whether it went. By default the engine cannot
+    /// tell, and the wait lasts until `until`.
+    fn note_taken(
+        &self,
+        _target: &Target,
+        _holder: &Holder,
+        until: Instant,
+    ) -> impl Future<Output = bool> {
+        async move {
+            tokio::time::sleep_until(until).await;
+            false
+        }
+    }
 
     /// The keys and semaphore prefixes that may have holders at or under
     /// `prefix` (`lockrun list`; the empty prefix is everything): each a
@@ -743,5 +839,31 @@ pub trait Backend: Sized {
                 Self::NAME
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ReplaceNote;
+
+    #[test]
+    fn a_note_is_read_only_by_the_holder_it_names() {
+        let note = ReplaceNote {
+            holder: "jobs/x/694d7f1e2a3b4c5d".into(),
+            host: "db-2".into(),
+            pid: 77,
+            value: "tonight".into(),
+        };
+        let bytes = note.encode();
+        assert_eq!(
+            ReplaceNote::decode_for(&bytes, "jobs/x/694d7f1e2a3b4c5d"),
+            Some(note.clone())
+        );
+        assert_eq!(ReplaceNote::decode_for(&bytes, "jobs/x/1"), None);
+        assert_eq!(ReplaceNote::decode_for(b"not a note", "jobs/x/1"), None);
+        assert_eq!(
+            note.taken_over(),
+            "taken over by --replace from host db-2 pid 77 (tonight)"
+        );
     }
 }

@@ -1,11 +1,11 @@
 //! `leader` and `release` on an engine seen through [`Inspect`]: the live
 //! holders, their changes, and asking them to let go.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
 
-use crate::backend::{Changes, Holder, Inspect, Target, Which};
+use crate::backend::{Changes, Holder, Inspect, ReplaceNote, Target, Which};
 use crate::error::Failure;
 use crate::exit::Exit;
 
@@ -348,29 +348,66 @@ fn table(listed: &[Listed]) -> Vec<u8> {
     out.into_bytes()
 }
 
-/// `--replace`: takes `target` from its holder (a semaphore's oldest) in
-/// one step that never overlaps: only a lockrun on this host, whose exit
-/// we can see, is asked to release (as `lockrun release` asks), and we
-/// return once it has exited, which it does once its command's whole tree
-/// is gone. Returns the line that says whom it replaced; `None` when
-/// nobody held it. Anything else (a peer tool's holder, a lockrun on
-/// another host or whose pid the engine does not keep) is one line and
-/// 125 before anything is asked.
+/// What `--replace` takes, by when, as whom, and how far this host's clock
+/// may run fast of the engine's (`--clock-rate-error`).
+pub struct Replacing {
+    pub target: Target,
+    pub deadline: Option<tokio::time::Instant>,
+    pub value: String,
+    pub rate: crate::clock::Ppm,
+}
+
+/// Beyond the lapse bound, for the holder's kill to be delivered and its
+/// tree reaped, and our timer to fire late on a loaded host.
+const LAPSE_MARGIN: Duration = Duration::from_secs(1);
+
+/// How `--replace` knows the holder's command is gone.
+enum End {
+    /// A lockrun on this host: its exit, through a pidfd, or the time its
+    /// lease would have taken to lapse, where the engine shows it (a
+    /// stopped lockrun never exits, but its guard ends its tree in time).
+    Exit(u32, ProcessExit, Option<Duration>),
+    /// A lockrun on another host: its word (it removes our note once its
+    /// tree is gone), or the time its lease would have taken to lapse.
+    Lapse(String, Duration),
+}
+
+/// `--replace`: takes the target from its holder (a semaphore's oldest) in
+/// one step that never overlaps. A release frees the lock at once on every
+/// engine with a server, while the holder's command may still run, so we
+/// acquire only once it is gone: for a lockrun on this host, once that
+/// lockrun has exited (which it does once its command's whole tree is
+/// gone); for one on another host, once it says its tree is gone (it
+/// removes the note we left it) or, failing that, once its lease would
+/// have lapsed, within which its lockrun stops its command (where the
+/// engine shows that bound: etcd, Consul). Before the release we leave the
+/// holder a note naming us (host, pid, `--value`), which its loss line
+/// shows, and remove it at the end. Returns the line that says whom it
+/// replaced; `None` when nobody held it. Anything else (a peer tool's
+/// holder, a holder whose end cannot be seen or waited out) is one line and
+/// 125 before anything is asked or written.
 pub async fn replace<I: Inspect>(
     inspect: &I,
-    target: &Target,
-    deadline: Option<tokio::time::Instant>,
+    replacing: Replacing,
 ) -> Result<Option<String>, Failure> {
+    let Replacing {
+        target,
+        deadline,
+        value,
+        rate,
+    } = replacing;
     let key = target.name();
     let now = inspect.target_of(key).await.map_err(Into::into)?;
-    if std::mem::discriminant(&now) != std::mem::discriminant(target) {
+    if std::mem::discriminant(&now) != std::mem::discriminant(&target) {
         // The acquisition says what is wrong, as without --replace.
         return Ok(None);
     }
     let holders = inspect.holders(&now).await.map_err(Into::into)?;
     let Some(victim) = holders
         .iter()
-        // The oldest: a slot admitted later has a greater fence.
+        // The oldest: a slot admitted later has a greater fence; where the
+        // engine keeps none (a Consul slot), its holders come oldest first,
+        // and the first of equals is taken.
         .min_by_key(|h| {
             (
                 h.fence.is_none(),
@@ -390,12 +427,25 @@ pub async fn replace<I: Inspect>(
     };
     let label = String::from_utf8_lossy(&victim.label()).into_owned();
     let here = crate::host::hostname();
-    let pid = match (&victim.value, victim.pid, victim.host.as_deref()) {
-        (Some(_), Some(pid), Some(host)) if host == here => pid,
-        (Some(_), Some(_), Some(host)) => {
-            return Err(Failure::Conflict(format!(
-                "--replace cannot take {what}: its holder {label} runs on {host}, where this lockrun cannot see its command end; run --replace on {host}, or lockrun release it there"
-            )))
+    let end = match (&victim.value, victim.pid, victim.host.as_deref()) {
+        (Some(_), Some(pid), Some(host)) if host == here => match ProcessExit::open(pid)? {
+            Some(exited) => {
+                // Only a bound to wait for less; without one, its exit.
+                let bound = inspect.lapse_bound(&victim).await.ok().flatten();
+                End::Exit(pid, exited, bound)
+            }
+            // Gone already: its lock went with it, or goes with its guard.
+            None => return Ok(None),
+        },
+        (Some(_), Some(_), Some(host)) if victim.holder_id.is_some() => {
+            match inspect.lapse_bound(&victim).await.map_err(Into::into)? {
+                Some(bound) => End::Lapse(host.to_string(), bound),
+                None => {
+                    return Err(Failure::Conflict(format!(
+                        "--replace cannot take {what}: its holder {label} runs on {host}, a release frees the lock at once while its command may still run there, and this engine does not show how long its lease would take to lapse; run --replace on {host}, or lockrun release it there"
+                    )))
+                }
+            }
         }
         _ => {
             return Err(Failure::Conflict(format!(
@@ -403,29 +453,102 @@ pub async fn replace<I: Inspect>(
             )))
         }
     };
-    let Some(exited) = ProcessExit::open(pid)? else {
-        // Gone already: its lock went with it, or goes with its guard.
-        return Ok(None);
+    let note = ReplaceNote {
+        holder: victim.holder_id.clone().unwrap_or_default(),
+        host: here,
+        pid: std::process::id(),
+        value,
     };
-    let released = inspect
-        .force_release(&now, &Which::Holder(Box::new(victim.clone())))
-        .await
-        .map_err(Into::into)?;
-    if let Some(e) = released.refused.into_iter().next() {
-        return Err(e.into());
+    // A holder left no note says "an operator's release" on its way out:
+    // worth a warning, not worth keeping it holding.
+    let noted = if victim.holder_id.is_some() {
+        match inspect.leave_note(&now, &victim, &note).await {
+            Ok(noted) => noted,
+            Err(e) => {
+                let failure: Failure = e.into();
+                tracing::warn!("could not leave the replaced holder a note naming us: {failure}");
+                false
+            }
+        }
+    } else {
+        false
+    };
+    let ran_out = |whose: &str| {
+        Failure::Conflict(format!(
+            "--replace asked the holder of {what} ({label}{whose}) to release, and --timeout ran out before its command was seen to end"
+        ))
+    };
+    let asked = async {
+        let released = inspect
+            .force_release(&now, &Which::Holder(Box::new(victim.clone())))
+            .await
+            .map_err(Into::into)?;
+        if let Some(e) = released.refused.into_iter().next() {
+            return Err(e.into());
+        }
+        match &end {
+            End::Exit(pid, exited, bound) => {
+                let wait = bound.map(|b| b.mul_f64(1.0 + rate.fraction()) + LAPSE_MARGIN);
+                let lapse = wait.map(|w| tokio::time::Instant::now() + w);
+                let until = match (deadline, lapse) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                let waited = exited.wait();
+                let exited = match until {
+                    Some(at) => tokio::time::timeout_at(at, waited).await.ok(),
+                    None => Some(waited.await),
+                };
+                match (exited, lapse) {
+                    (Some(exited), _) => {
+                        exited?;
+                        Ok(format!(
+                            "replaced {label} (lockrun pid {pid}) as the holder of {what}"
+                        ))
+                    }
+                    (None, Some(lapse)) if until == Some(lapse) => Ok(format!(
+                        "replaced {label} (lockrun pid {pid}) as the holder of {what}: it did not exit, so we waited {} for its lease to lapse",
+                        crate::duration::fmt_duration(wait.unwrap_or_default())
+                    )),
+                    (None, _) => Err(ran_out(&format!(", lockrun pid {pid}"))),
+                }
+            }
+            End::Lapse(host, bound) => {
+                // Counted from now, after the release: every renewal the
+                // holder had confirmed was sent before it.
+                let wait = bound.mul_f64(1.0 + rate.fraction()) + LAPSE_MARGIN;
+                let lapse = tokio::time::Instant::now() + wait;
+                let until = deadline.map_or(lapse, |at| at.min(lapse));
+                // Only our own note's going says so: one we could not leave
+                // (another replacer's is there) says nothing of the holder.
+                let said = if noted {
+                    inspect.note_taken(&now, &victim, until).await
+                } else {
+                    tokio::time::sleep_until(until).await;
+                    false
+                };
+                if !said && until < lapse {
+                    return Err(ran_out(&format!(" on {host}")));
+                }
+                let how = if said {
+                    "its lockrun said its command had stopped".to_string()
+                } else {
+                    format!(
+                        "its lockrun did not say its command had stopped, so we waited {} for its lease to lapse",
+                        crate::duration::fmt_duration(wait)
+                    )
+                };
+                Ok(format!(
+                    "replaced {label} on {host} as the holder of {what}: {how}"
+                ))
+            }
+        }
     }
-    let waited = exited.wait();
-    match deadline {
-        Some(at) => tokio::time::timeout_at(at, waited).await.map_err(|_| {
-            Failure::Conflict(format!(
-                "--replace asked the holder of {what} ({label}, lockrun pid {pid}) to release, and --timeout ran out before it exited"
-            ))
-        })?,
-        None => waited.await,
-    }?;
-    Ok(Some(format!(
-        "replaced {label} (lockrun pid {pid}) as the holder of {what}"
-    )))
+    .await;
+    if noted {
+        inspect.clear_note(&now, &victim).await;
+    }
+    asked.map(Some)
 }
 
 /// A process whose exit we wait for through a pidfd, so a reused pid is

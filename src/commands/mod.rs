@@ -387,17 +387,20 @@ impl Runner for Run {
 /// says whom it replaced.
 async fn replace_first<B: Backend>(
     backend: &B,
-    replacing: Option<(crate::backend::Target, Option<tokio::time::Instant>)>,
+    replacing: Option<holders::Replacing>,
 ) -> Result<(), Failure> {
-    let Some((target, deadline)) = replacing else {
+    let Some(replacing) = replacing else {
         return Ok(());
     };
+    // With the facts `--json` shows: a Consul holder's host and pid are in
+    // its session's name.
     let look = Look::Leader {
         wait: None,
         watch: false,
-        json: false,
+        json: true,
     };
-    if let Some(line) = holders::replace(&backend.inspect(&look), &target, deadline).await? {
+    let inspect = backend.inspect(&look);
+    if let Some(line) = holders::replace(&inspect, replacing).await? {
         logging::say(&line);
     }
     Ok(())

@@ -20,6 +20,8 @@ pub struct Job {
     guard: Option<crate::child::Forked>,
     /// `--replace`: take it from its holder first.
     replace: bool,
+    /// `--clock-rate-error`, for `--replace`'s wait on another host's holder.
+    rate: crate::clock::Ppm,
 }
 
 impl Job {
@@ -35,17 +37,18 @@ impl Job {
         self.service.reach().await
     }
 
-    /// What `--replace` takes from its holder first, and by when (the
-    /// deadline of `--timeout`); `None` without `--replace`.
-    pub fn replacing(&self) -> Option<(Target, Option<tokio::time::Instant>)> {
-        self.replace.then(|| {
-            (
-                Target::Slot {
-                    prefix: self.prefix.clone(),
-                    limit: self.limit,
-                },
-                self.config.deadline().deadline(),
-            )
+    /// What `--replace` takes from its holder first, by when (the deadline
+    /// of `--timeout`), and our `--value`, which the replaced holder's loss
+    /// line shows; `None` without `--replace`.
+    pub fn replacing(&self) -> Option<super::holders::Replacing> {
+        self.replace.then(|| super::holders::Replacing {
+            target: Target::Slot {
+                prefix: self.prefix.clone(),
+                limit: self.limit,
+            },
+            deadline: self.config.deadline().deadline(),
+            value: self.config.value.clone(),
+            rate: self.rate,
         })
     }
 }
@@ -88,6 +91,7 @@ pub fn prepare<B: Backend>(
         service,
         guard: None,
         replace: args.wait.replace,
+        rate: args.session.clock_rate_error,
     };
     Ok((job, plan))
 }

@@ -872,7 +872,7 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
         // A lockrun that could not run past its deadline (stopped, starved,
         // suspended) may find the child already ended by the guard: the lock
         // was lost, whoever stopped the child.
-        match ending {
+        let ending = match ending {
             Ending::Exited { exit, .. }
                 if held.countdown.as_ref().is_some_and(Countdown::ran_out) =>
             {
@@ -884,7 +884,8 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
                 Ending::Lost(why, exit)
             }
             ending => ending,
-        }
+        };
+        replaced_by(&held.claim, ending).await
     }
 
     /// The child is done, but the lock stays ours until `--min-hold` from
@@ -975,6 +976,26 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
                 Outcome::TimeUp
             }
         }
+    }
+}
+
+/// How long a holder that lost its lock to someone's release reads the
+/// note `--replace` may have left it, once its command has stopped.
+const NOTE_READ: Duration = Duration::from_secs(2);
+
+/// A loss to someone's release, told as `--replace`'s when the replacer
+/// left this claim a note ([`crate::backend::ReplaceNote`]): read only
+/// once the command is stopped, so the read never delays the stop, and
+/// within [`NOTE_READ`].
+async fn replaced_by<C: Claim>(claim: &C, ending: Ending) -> Ending {
+    let Ending::Lost(why @ (Lost::Released(_) | Lost::Watch(_) | Lost::SessionGone(_)), exit) =
+        ending
+    else {
+        return ending;
+    };
+    match tokio::time::timeout(NOTE_READ, claim.replaced_by()).await {
+        Ok(Some(note)) => Ending::Lost(Lost::Released(note.taken_over()), exit),
+        _ => Ending::Lost(why, exit),
     }
 }
 

@@ -334,24 +334,37 @@ on_every_backend!(list_shows_what_is_held_under_a_prefix);
 /// `elect --replace` (#43) against a lockrun holder whose command started
 /// a daemon: the replacer's command starts only after the daemon's last
 /// beat (by their own timestamps), the replacer says whom it replaced, and
-/// the replaced holder exits 124. On Consul, which keeps no holder's pid,
-/// --replace cannot see the holder end: one line, 125, and the holder
-/// keeps the lock.
+/// the replaced holder exits 124 with a loss line naming the replacer's
+/// host, pid and value (where the engine keeps the note that carries them:
+/// not on PostgreSQL, whose holder says an operator or --replace ended it).
 fn replace_takes_the_lock_without_overlap(place: &Place) {
     let key = place.key("replaced");
     let work = scratch();
+    // The daemon ignores SIGTERM, so it beats until the SIGKILL a second
+    // later: where a release leaves the holder its grace (Consul, local),
+    // a replacer that did not wait for the holder's end would start well
+    // inside that second.
     let mut cmd = place.lockrun(&[
         "elect",
+        "--kill-timeout",
+        "1s",
         "--value",
         "old-holder",
         &key,
         "--shell",
         "--",
-        crate::contain::DAEMONIZE,
+        &crate::contain::DAEMONIZE.replacen("'while", "'trap \"\" TERM; while", 1),
     ]);
     cmd.arg(work.path());
     let holder = Running::spawn(&mut cmd);
-    crate::support::wait_for_file(&work.path().join("beat"));
+    // A first whole beat, not just the file the daemon's `>>` made.
+    let beat = work.path().join("beat");
+    assert!(
+        crate::procs::wait_until(crate::procs::deadline(), || {
+            std::fs::read_to_string(&beat).is_ok_and(|b| b.ends_with('\n'))
+        }),
+        "the holder's daemon never beat"
+    );
     let mark = work.path().join("replacer");
     let mut cmd = place.lockrun(&[
         "elect",
@@ -364,20 +377,10 @@ fn replace_takes_the_lock_without_overlap(place: &Place) {
         "date +%s%N > \"$1\"",
     ]);
     cmd.arg(&mark);
-    let output = run(&mut cmd);
+    let replacer = Running::spawn(&mut cmd);
+    let replacer_pid = replacer.pid();
+    let output = replacer.finish();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    if let Place::Consul(..) = place {
-        place.status(&output, 125, "--replace of a Consul holder");
-        assert_eq!(stderr.lines().count(), 1, "{stderr}");
-        assert!(stderr.contains("--replace cannot take"), "{stderr}");
-        assert!(!mark.exists(), "the replacer's command ran");
-        let leader = run(&mut place.lockrun(&["leader", &key]));
-        assert_eq!(stdout(&leader), "old-holder\n");
-        run(&mut place.lockrun(&["release", &key]));
-        place.status(&holder.finish(), 124, "the released holder");
-        std::fs::write(work.path().join("go"), "").unwrap();
-        return;
-    }
     place.status(&output, 0, "--replace");
     assert!(
         stderr.contains("replaced old-holder (lockrun pid "),
@@ -385,6 +388,15 @@ fn replace_takes_the_lock_without_overlap(place: &Place) {
     );
     let held = holder.finish();
     place.status(&held, 124, "the replaced holder");
+    let lost = String::from_utf8_lossy(&held.stderr).into_owned();
+    let named = format!(
+        "taken over by --replace from host {} pid {replacer_pid} (new-holder)",
+        lockrun::host::hostname()
+    );
+    match place {
+        Place::Postgres { .. } => assert!(lost.contains("--replace"), "{lost}"),
+        _ => assert!(lost.contains(&named), "{lost}"),
+    }
     std::fs::write(work.path().join("go"), "").unwrap();
     let started: u128 = std::fs::read_to_string(&mark)
         .unwrap()
@@ -397,13 +409,267 @@ fn replace_takes_the_lock_without_overlap(place: &Place) {
         "the replaced holder's daemon beat {} ms after the replacer's command started",
         (last - started) / 1_000_000
     );
+    // Nothing holds it once the replacer is done.
+    let listed = run(&mut place.lockrun(&["list", &key]));
+    place.status(&listed, 1, "list once the replacer is done");
 }
 on_every_backend!(replace_takes_the_lock_without_overlap);
 
+/// `cmd`, run in a UTS namespace of its own whose host name is `host`: a
+/// lockrun there says it runs on another host.
+fn on_host(cmd: &std::process::Command, host: &str) -> std::process::Command {
+    let mut other = std::process::Command::new("unshare");
+    other
+        .args([
+            "-u",
+            "sh",
+            "-c",
+            "hostname \"$1\" && shift && exec \"$@\"",
+            "sh",
+        ])
+        .arg(host)
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (name, value) in cmd.get_envs() {
+        match value {
+            Some(value) => other.env(name, value),
+            None => other.env_remove(name),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        other.current_dir(dir);
+    }
+    other
+}
+
+/// `elect --replace` of a lockrun holder on another host (#43), whose
+/// command's daemon ignores SIGTERM and is killed a second later: where the
+/// engine shows how long the holder's lease would take to lapse (etcd,
+/// Consul), the replacer releases it, waits until the holder says its tree
+/// is gone (it removes the note naming the replacer), and only then
+/// starts; the replaced holder exits 124 naming it. Elsewhere (local,
+/// PostgreSQL, ZooKeeper) one line, 125, and the holder keeps the lock.
+fn replace_waits_out_a_holder_on_another_host(place: &Place) {
+    let key = place.key("elsewhere");
+    let work = scratch();
+    let holder = place.lockrun(&[
+        "elect",
+        "--kill-timeout",
+        "1s",
+        "--value",
+        "far-holder",
+        &key,
+        "--shell",
+        "--",
+        &crate::contain::DAEMONIZE.replacen("'while", "'trap \"\" TERM; while", 1),
+    ]);
+    let mut cmd = on_host(&holder, "elsewhere-host");
+    cmd.arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    let beat = work.path().join("beat");
+    assert!(
+        crate::procs::wait_until(crate::procs::deadline(), || {
+            std::fs::read_to_string(&beat).is_ok_and(|b| b.ends_with('\n'))
+        }),
+        "the holder's daemon never beat"
+    );
+    let mark = work.path().join("replacer");
+    let mut cmd = place.lockrun(&[
+        "elect",
+        "--replace",
+        "--timeout",
+        "60s",
+        "--value",
+        "new-holder",
+        &key,
+        "--shell",
+        "--",
+        "date +%s%N > \"$1\"",
+    ]);
+    cmd.arg(&mark);
+    let replacer = Running::spawn(&mut cmd);
+    let replacer_pid = replacer.pid();
+    let output = replacer.finish();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    if matches!(place, Place::Etcd { .. } | Place::Consul(..)) {
+        place.status(&output, 0, "--replace of a holder on another host");
+        assert!(
+            stderr.contains("replaced far-holder on elsewhere-host as the holder of `")
+                && stderr.contains("its lockrun said its command had stopped"),
+            "{stderr}"
+        );
+        let held = holder.finish();
+        place.status(&held, 124, "the replaced holder");
+        let lost = String::from_utf8_lossy(&held.stderr).into_owned();
+        let named = format!(
+            "taken over by --replace from host {} pid {replacer_pid} (new-holder)",
+            lockrun::host::hostname()
+        );
+        assert!(lost.contains(&named), "{lost}");
+        std::fs::write(work.path().join("go"), "").unwrap();
+        let started: u128 = std::fs::read_to_string(&mark)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let last = crate::places::last_beat(work.path());
+        assert!(
+            last < started,
+            "the replaced holder's daemon beat {} ms after the replacer's command started",
+            (last - started) / 1_000_000
+        );
+    } else {
+        place.status(&output, 125, "--replace of a holder on another host");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("runs on elsewhere-host")
+                && stderr.contains("run --replace on elsewhere-host"),
+            "{stderr}"
+        );
+        assert!(!mark.exists(), "the replacer's command ran");
+        let leader = run(&mut place.lockrun(&["leader", &key]));
+        assert_eq!(stdout(&leader), "far-holder\n");
+        std::fs::write(work.path().join("go"), "").unwrap();
+        place.status(&holder.finish(), 0, "the holder left alone");
+    }
+}
+on_every_backend!(replace_waits_out_a_holder_on_another_host);
+
+/// `elect --replace` of a lockrun holder that cannot say its command
+/// stopped nor exit (SIGSTOPped, as a frozen or cut-off host's would be),
+/// on another host (`far`) or this one: the replacer waits until the
+/// holder's lease would have lapsed, within which the holder's guard kills
+/// the tree by itself, and its command starts after the daemon's last
+/// beat. On a real Consul agent, whose shortest TTL makes this 14 s, only
+/// the far holder is tried.
+fn replace_waits_for_a_silent_holders_lease(place: &Place, far: bool) {
+    use nix::sys::signal::kill;
+    use nix::unistd::Pid;
+    let key = place.key("silent");
+    let work = scratch();
+    // The shortest lease each engine takes with a grace period that fits
+    // (a real Consul agent's shortest session TTL is 10s).
+    let real_consul =
+        std::env::var_os(crate::consul::REAL_AGENT_ENV).is_some_and(|a| !a.is_empty());
+    if real_consul && !far {
+        return;
+    }
+    let mut args = vec!["elect"];
+    match place {
+        Place::Consul(..) => args.extend([
+            "--ttl",
+            if real_consul { "10s" } else { "3s" },
+            "--lock-delay",
+            "1s",
+            "--kill-timeout",
+            "1s",
+        ]),
+        _ => args.extend(["--ttl", "3s", "--kill-timeout", "300ms"]),
+    }
+    let daemon = crate::contain::DAEMONIZE.replacen("'while", "'trap \"\" TERM; while", 1);
+    args.extend(["--value", "silent-holder", &key, "--shell", "--", &daemon]);
+    let mut cmd = if far {
+        on_host(&place.lockrun(&args), "elsewhere-host")
+    } else {
+        place.lockrun(&args)
+    };
+    cmd.arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    let beat = work.path().join("beat");
+    assert!(
+        crate::procs::wait_until(crate::procs::deadline(), || {
+            std::fs::read_to_string(&beat).is_ok_and(|b| b.ends_with('\n'))
+        }),
+        "the holder's daemon never beat"
+    );
+    let stopped = Pid::from_raw(holder.pid() as i32);
+    kill(stopped, Signal::SIGSTOP).unwrap();
+    let mark = work.path().join("replacer");
+    let mut cmd = place.lockrun(&[
+        "elect",
+        "--replace",
+        "--timeout",
+        "60s",
+        "--value",
+        "new-holder",
+        &key,
+        "--shell",
+        "--",
+        "date +%s%N > \"$1\"",
+    ]);
+    cmd.arg(&mark);
+    let output = run(&mut cmd);
+    kill(stopped, Signal::SIGCONT).unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    place.status(&output, 0, "--replace of a silent holder on another host");
+    let said = if far {
+        stderr.contains("replaced silent-holder on elsewhere-host as the holder of `")
+            && stderr.contains("did not say its command had stopped, so we waited")
+    } else {
+        stderr.contains(&format!(
+            "replaced silent-holder (lockrun pid {}) as the holder of `",
+            holder.pid()
+        )) && stderr.contains("it did not exit, so we waited")
+    };
+    assert!(said, "{stderr}");
+    let started: u128 = std::fs::read_to_string(&mark)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let last = crate::places::last_beat(work.path());
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(
+        &holder.finish(),
+        124,
+        "the replaced holder, once it runs again",
+    );
+    assert!(
+        last < started,
+        "the replaced holder's daemon beat {} ms after the replacer's command started",
+        (last - started) / 1_000_000
+    );
+}
+
+mod replace_waits_for_a_silent_holders_lease {
+    use super::*;
+
+    #[test]
+    fn on_consul() {
+        super::replace_waits_for_a_silent_holders_lease(
+            &Place::consul("replace_waits_for_a_silent_holders_lease"),
+            true,
+        );
+    }
+
+    #[test]
+    fn on_etcd() {
+        super::replace_waits_for_a_silent_holders_lease(
+            &Place::etcd("replace_waits_for_a_silent_holders_lease"),
+            true,
+        );
+    }
+
+    #[test]
+    fn on_consul_on_this_host() {
+        super::replace_waits_for_a_silent_holders_lease(
+            &Place::consul("replace_waits_for_a_silent_holders_lease_here"),
+            false,
+        );
+    }
+
+    #[test]
+    fn on_etcd_on_this_host() {
+        super::replace_waits_for_a_silent_holders_lease(
+            &Place::etcd("replace_waits_for_a_silent_holders_lease_here"),
+            false,
+        );
+    }
+}
+
 /// `semaphore --replace` (#43) takes the oldest slot: of two holders of a
 /// full semaphore, the first is replaced (124) and the second keeps its
-/// slot. Consul frees a semaphore's slots together, and keeps no pid: one
-/// line, 125, both keep theirs.
+/// slot.
 fn replace_takes_a_semaphores_oldest_slot(place: &Place) {
     let prefix = place.key("pool");
     let works = [scratch(), scratch()];
@@ -428,19 +694,19 @@ fn replace_takes_a_semaphores_oldest_slot(place: &Place) {
         "--",
         "true",
     ]));
-    let expected = if let Place::Consul(..) = place {
-        125
-    } else {
-        0
-    };
-    place.status(&output, expected, "semaphore --replace");
+    place.status(&output, 0, "semaphore --replace");
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    if expected == 0 {
-        assert!(stderr.contains("replaced first "), "{stderr}");
-        place.status(&first.finish(), 124, "the oldest holder");
-    } else {
-        std::fs::write(works[0].path().join("go"), "").unwrap();
-        place.status(&first.finish(), 0, "the first holder");
+    assert!(stderr.contains("replaced first "), "{stderr}");
+    let first = first.finish();
+    place.status(&first, 124, "the oldest holder");
+    let lost = String::from_utf8_lossy(&first.stderr).into_owned();
+    let named = format!(
+        "taken over by --replace from host {} pid ",
+        lockrun::host::hostname()
+    );
+    match place {
+        Place::Postgres { .. } => assert!(lost.contains("--replace"), "{lost}"),
+        _ => assert!(lost.contains(&named) && lost.contains(" (third)"), "{lost}"),
     }
     std::fs::write(works[1].path().join("go"), "").unwrap();
     place.status(&second.finish(), 0, "the second holder, left alone");

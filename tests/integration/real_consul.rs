@@ -653,6 +653,34 @@ fn list_shows_consul_lock_holders() {
         Some(1),
         "{output:?}"
     );
+    // --replace cannot see `consul lock`'s command end (#43): one line,
+    // 125, nothing asked, and it keeps its lock and slot; beside a `consul
+    // lock` on the key's `.lock`, `--replace KEY` is refused as `elect` is.
+    for (key, args) in [
+        ("jobs/nightly/.lock", &["elect"][..]),
+        ("jobs/nightly", &["elect"][..]),
+        ("jobs/pool", &["semaphore", "--limit", "2"][..]),
+    ] {
+        let mut cmd = bare(args.iter().copied().chain(["--replace", key, "--", "true"]));
+        cmd.env("CONSUL_HTTP_ADDR", &addr);
+        let output = run(&mut cmd);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert_eq!(
+            output.status.code(),
+            Some(125),
+            "--replace {key}: {output:?}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "--replace {key}: {stderr}");
+    }
+    let mut cmd = bare(["list", "jobs"]);
+    cmd.env("CONSUL_HTTP_ADDR", &addr);
+    let output = run(&mut cmd);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).lines().count(),
+        3,
+        "the header, consul lock's lock and its slot: {output:?}"
+    );
     drop(go);
     assert!(lock.finish().status.success());
     assert!(pool.finish().status.success());

@@ -82,7 +82,7 @@ pub struct ConsulSessionArgs {
     /// [default: release for elect, delete for semaphore].
     #[arg(long, hide_short_help = true, value_enum, value_name = "BEHAVIOR")]
     pub behavior: Option<Behavior>,
-    /// Session name shown in Consul [default: lockrun on HOST for KEY].
+    /// Session name shown in Consul [default: lockrun on HOST pid PID for KEY].
     #[arg(long, hide_short_help = true, value_parser = clap::builder::NonEmptyStringValueParser::new(), value_name = "NAME")]
     pub session_name: Option<String>,
     /// Node health checks the session is bound to (comma-separated) [default: none].

@@ -10,10 +10,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::kv::Read;
 use super::lock::{leader, semaphore, shared, AcquireError, Acquired, Held, Retry};
 use super::{Client, ConsulError, SessionId, SessionSpec};
 use crate::backend::{
-    Acquisition, Claim, Engine, EngineError, Lease, Lost, Opening, Renewal, Target, Wait,
+    Acquisition, Claim, Engine, EngineError, Lease, Lost, Opening, Renewal, ReplaceNote, Target,
+    Wait,
 };
 
 /// Consul as lockrun's engine: a client and the session every run asks for.
@@ -280,6 +282,16 @@ impl Claim for ConsulClaim {
     /// Our session: the key's `Session` while it is ours.
     fn holder_id(&self) -> Option<String> {
         Some(self.held().session.to_string())
+    }
+
+    async fn replaced_by(&self) -> Option<ReplaceNote> {
+        let session = self.held().session.to_string();
+        let key = super::inspect::note_key(self.target.name(), &session);
+        let (pair, _) = self.client.kv_get(&key, Read::now()).await.ok()?;
+        let note = ReplaceNote::decode_for(pair?.value_bytes(), &session)?;
+        // Our tree is gone: a replacer on another host waits for this.
+        let _ = self.client.kv_delete(&key, None).await;
+        Some(note)
     }
 
     fn take_hold_fd(&mut self) -> Option<OwnedFd> {

@@ -8,6 +8,9 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use base64::Engine;
 use serde_json::json;
@@ -18,7 +21,7 @@ use super::lock::semaphore::{self, Record, View};
 use super::lock::shared;
 use super::lock::{AcquireError, Retry, Waiter, SEMAPHORE_FLAG};
 use super::{Client, KvPair, SessionId};
-use crate::backend::{Changes, Holder, Inspect, Released, Target, Wait, Which};
+use crate::backend::{Changes, Holder, Inspect, Released, ReplaceNote, Target, Wait, Which};
 
 /// How `leader` reads: once, waiting for a holder (`--wait`, within
 /// `--timeout`), or watching (`--watch`).
@@ -211,10 +214,16 @@ impl Outside {
                 "modify_index": pair.modify_index,
             })
         });
+        // A lockrun's own session name says its host and pid, which
+        // `--replace` on that host needs to see it end.
+        let lockrun = session.as_ref().and_then(|s| lockrun_of(&s.name));
         Ok(Holder {
             value: text.map(str::to_string),
-            host: session.as_ref().map(|s| s.node.clone()),
-            pid: None,
+            host: match &lockrun {
+                Some((host, _)) => Some(host.clone()),
+                None => session.as_ref().map(|s| s.node.clone()),
+            },
+            pid: lockrun.map(|(_, pid)| pid),
             child_pgid: None,
             since: None,
             fence: (!semaphore).then_some(pair.modify_index),
@@ -226,7 +235,11 @@ impl Outside {
         })
     }
 
-    async fn release_lock(&self, key: &str) -> Result<Released<AcquireError>, AcquireError> {
+    async fn release_lock(
+        &self,
+        key: &str,
+        only: Option<&str>,
+    ) -> Result<Released<AcquireError>, AcquireError> {
         let pairs = self.listing(key).await?;
         let Some(pair) = pairs
             .into_iter()
@@ -235,8 +248,8 @@ impl Outside {
             return Ok(nothing(None));
         };
         let holder = pair.holder().unwrap_or_default().to_string();
-        if let Some(only) = &self.session {
-            if only != &holder {
+        if let Some(only) = only {
+            if only != holder {
                 return Ok(nothing(Some(format!(
                     "nothing released: `{key}` is held by session {holder}, not {only}"
                 ))));
@@ -262,17 +275,21 @@ impl Outside {
         Ok(self.destroying(vec![asked]).await)
     }
 
-    /// Releases the readers' entries (or the one `--session` names), each
-    /// sent back with its value and flags, as for a lock: each reader's
-    /// lockrun sees its entry free with its session alive, and stops its
-    /// child with its full grace; a writer then prunes them.
-    async fn release_readers(&self, key: &str) -> Result<Released<AcquireError>, AcquireError> {
+    /// Releases the readers' entries (or the one `--session` or `--replace`
+    /// names), each sent back with its value and flags, as for a lock: each
+    /// reader's lockrun sees its entry free with its session alive, and
+    /// stops its child with its full grace; a writer then prunes them.
+    async fn release_readers(
+        &self,
+        key: &str,
+        only: Option<&str>,
+    ) -> Result<Released<AcquireError>, AcquireError> {
         let pairs = self.listing(key).await?;
         let state = State::of(key, &pairs)?;
         let mut asked = Vec::new();
         for pair in &state.holders {
             let holder = pair.holder().unwrap_or_default().to_string();
-            if self.session.as_ref().is_some_and(|only| only != &holder) {
+            if only.is_some_and(|only| only != holder) {
                 continue;
             }
             if self
@@ -296,7 +313,11 @@ impl Outside {
         Ok(self.destroying(asked).await)
     }
 
-    async fn release_slots(&self, key: &str) -> Result<Released<AcquireError>, AcquireError> {
+    async fn release_slots(
+        &self,
+        key: &str,
+        only: Option<&str>,
+    ) -> Result<Released<AcquireError>, AcquireError> {
         for _ in 0..16 {
             let (pairs, _) = semaphore::list(&self.client, key, self.read()).await?;
             self.hidden(key, &pairs).await?;
@@ -304,7 +325,7 @@ impl Outside {
             let Some((record, modify)) = &view.record else {
                 break;
             };
-            let freed: BTreeSet<String> = match &self.session {
+            let freed: BTreeSet<String> = match only {
                 Some(id) => record
                     .holders
                     .iter()
@@ -378,6 +399,32 @@ impl Outside {
             nothing: None,
         }
     }
+}
+
+/// How long one blocking read for a note's removal waits.
+const NOTE_WAIT: Duration = Duration::from_secs(10);
+
+/// The name lockrun gives its session unless told another
+/// (`--session-name`): `lockrun on HOST pid PID for key KEY`.
+pub fn session_name(host: &str, pid: u32, kind: &str, key: &str) -> String {
+    format!("lockrun on {host} pid {pid} for {kind} {key}")
+}
+
+/// The host and pid in a session name lockrun gave ([`session_name`]).
+fn lockrun_of(name: &str) -> Option<(String, u32)> {
+    let rest = name.strip_prefix("lockrun on ")?;
+    let (host, rest) = rest.split_once(" pid ")?;
+    let (pid, _) = rest.split_once(" for ")?;
+    let pid = pid.parse().ok()?;
+    (!host.is_empty() && !host.contains(' ')).then(|| (host.to_string(), pid))
+}
+
+/// Where `--replace` leaves its note for the holder whose session is
+/// `session` ([`crate::backend::ReplaceNote`]): beside the lock, as a key
+/// no session holds, under the lock's name so that a token allowed the
+/// lock is allowed the note.
+pub fn note_key(name: &str, session: &str) -> String {
+    format!("{name}.lockrun-replaced/{session}")
 }
 
 fn nothing(why: Option<String>) -> Released<AcquireError> {
@@ -528,15 +575,92 @@ impl Inspect for Outside {
         target: &Target,
         which: &Which,
     ) -> Result<Released<AcquireError>, AcquireError> {
-        if let (Target::Slot { prefix, .. }, Which::Holder(_)) = (target, which) {
-            return Err(AcquireError::Conflict(format!(
-                "Consul frees a semaphore's slots together; free one slot of `{prefix}` with lockrun release --session ID"
-            )));
-        }
+        // `--replace` names one holder by its session, as `--session` does.
+        let only = match which {
+            Which::Holder(h) => match &h.holder_id {
+                Some(id) => Some(id.as_str()),
+                None => {
+                    return Err(AcquireError::Conflict(format!(
+                        "cannot tell which session holds `{}`; run again",
+                        target.name()
+                    )))
+                }
+            },
+            _ => self.session.as_deref(),
+        };
         match target {
-            Target::Lock { key, shared: true } => self.release_readers(key).await,
-            Target::Lock { key, .. } => self.release_lock(key).await,
-            Target::Slot { prefix, .. } => self.release_slots(prefix).await,
+            Target::Lock { key, shared: true } => self.release_readers(key, only).await,
+            Target::Lock { key, .. } => self.release_lock(key, only).await,
+            Target::Slot { prefix, .. } => self.release_slots(prefix, only).await,
+        }
+    }
+
+    /// A key beside the lock that no session holds, written only if there
+    /// is none: `lockrun list` and `leader` read held entries alone.
+    async fn leave_note(
+        &self,
+        target: &Target,
+        holder: &Holder,
+        note: &ReplaceNote,
+    ) -> Result<bool, AcquireError> {
+        let Some(session) = &holder.holder_id else {
+            return Ok(false);
+        };
+        let key = note_key(target.name(), session);
+        Ok(self.client.kv_cas(&key, &note.encode(), 0, 0).await?)
+    }
+
+    /// The session's TTL and lock-delay: its lockrun stops its command
+    /// within them of its last renewal, which came before the release.
+    async fn lapse_bound(&self, holder: &Holder) -> Result<Option<Duration>, AcquireError> {
+        let Some(id) = &holder.holder_id else {
+            return Ok(None);
+        };
+        let Some(info) = self.client.session_info(id).await? else {
+            return Ok(None);
+        };
+        let Ok(ttl) = humantime::parse_duration(&info.ttl) else {
+            return Ok(None);
+        };
+        Ok(Some(ttl + Duration::from_nanos(info.lock_delay)))
+    }
+
+    async fn note_taken(&self, target: &Target, holder: &Holder, until: Instant) -> bool {
+        let Some(session) = &holder.holder_id else {
+            tokio::time::sleep_until(until).await;
+            return false;
+        };
+        let key = note_key(target.name(), session);
+        let taken = async {
+            let mut index = QueryIndex::NONE;
+            loop {
+                let read = Read {
+                    index,
+                    wait: (index != QueryIndex::NONE).then_some(NOTE_WAIT),
+                    ..Read::now()
+                };
+                let (pair, returned) = self.client.kv_get(&key, read).await?;
+                if pair.is_none() {
+                    return Ok::<bool, AcquireError>(true);
+                }
+                index = index.after(returned);
+            }
+        };
+        match tokio::time::timeout_at(until, taken).await {
+            Ok(Ok(true)) => true,
+            _ => {
+                tokio::time::sleep_until(until).await;
+                false
+            }
+        }
+    }
+
+    async fn clear_note(&self, target: &Target, holder: &Holder) {
+        if let Some(session) = &holder.holder_id {
+            let key = note_key(target.name(), session);
+            if let Err(e) = self.client.kv_delete(&key, None).await {
+                tracing::warn!("could not remove --replace's note `{key}`: {e}");
+            }
         }
     }
 
@@ -641,11 +765,14 @@ impl State {
         let view = View::read(key, under).map_err(AcquireError::Conflict)?;
         let live = view.live_holders();
         let limit = view.record.as_ref().map(|(record, _)| record.limit);
-        let holders = view
+        // Oldest first, by when each contender's entry was made: the order
+        // they came in, which `--replace` takes the first of.
+        let mut holders: Vec<KvPair> = view
             .contenders
             .into_iter()
             .filter(|p| p.holder().is_some_and(|h| live.contains(h)))
             .collect();
+        holders.sort_by_key(|p| p.create_index);
         Ok(State {
             semaphore: true,
             shared: false,
@@ -711,6 +838,29 @@ impl Changes for OutsideChanges {
             }
             self.last = Some(identity);
             return self.outside.holders_of(&state).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lockrun_session_name_gives_back_its_host_and_pid() {
+        let name = session_name("db-1", 4242, "key", "service/db/leader");
+        assert_eq!(name, "lockrun on db-1 pid 4242 for key service/db/leader");
+        assert_eq!(lockrun_of(&name), Some(("db-1".to_string(), 4242)));
+        // A name of the user's own, `consul lock`'s, or lockrun's before
+        // it named its pid: nothing to wait on.
+        for other in [
+            "test holder",
+            "Consul lock for 'sleep 15' at 'jobs/x'",
+            "lockrun on db-1 for key service/db/leader",
+            "lockrun on db 1 pid 7 for key k",
+            "lockrun on db-1 pid x for key k",
+        ] {
+            assert_eq!(lockrun_of(other), None, "{other}");
         }
     }
 }

@@ -293,7 +293,7 @@ pub fn hold(
         name: own
             .session_name
             .clone()
-            .unwrap_or_else(|| format!("lockrun on {host} for {key_kind} {key}")),
+            .unwrap_or_else(|| super::inspect::session_name(&host, std::process::id(), key_kind, key)),
         ttl: request.ttl,
         lock_delay: own.lock_delay,
         behavior: own.behavior.unwrap_or(default_behavior),

@@ -716,6 +716,25 @@ impl Client {
         Ok((ttl >= 0).then(|| Duration::from_secs(ttl as u64)))
     }
 
+    /// `/v3/lease/timetolive`: the TTL the lease was granted, `None` if the
+    /// lease is gone.
+    pub async fn granted_ttl(&self, id: i64) -> Result<Option<Duration>, EtcdError> {
+        let what = "reading a lease";
+        let v = self
+            .call(
+                "/v3/lease/timetolive",
+                &json!({ "ID": id.to_string() }),
+                self.inner.call_timeout,
+                what,
+            )
+            .await?;
+        if Self::decode(what, int(&v, "TTL"))? < 0 {
+            return Ok(None);
+        }
+        let granted = Self::decode(what, int(&v, "grantedTTL"))?;
+        Ok(Some(Duration::from_secs(granted.max(0) as u64)))
+    }
+
     /// `/v3/kv/range`.
     pub async fn range(&self, range: &Range) -> Result<RangeAnswer, EtcdError> {
         let what = format!("reading `{}`", String::from_utf8_lossy(&range.key));

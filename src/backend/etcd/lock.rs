@@ -298,6 +298,49 @@ pub fn lock_mark(name: &str) -> Vec<u8> {
     format!("\0lockrun/lock/{name}").into_bytes()
 }
 
+/// Where `--replace` leaves its note for the holder whose contender key is
+/// `holder` ([`crate::backend::ReplaceNote`]): `\0lockrun/replaced/<key>`,
+/// with no lease, out of every lock's prefix and of `put`'s reach, as
+/// [`facts_key`] is.
+pub fn note_key(holder: &str) -> Vec<u8> {
+    format!("\0lockrun/replaced/{holder}").into_bytes()
+}
+
+/// Writes `note` for the holder whose contender key is `holder`, only
+/// while that key still exists and no note is there (another replacer's,
+/// whose removal must not read as ours): whether it was written.
+pub async fn leave_note(
+    client: &Client,
+    holder: &str,
+    note: &crate::backend::ReplaceNote,
+) -> Result<bool, EtcdError> {
+    let answer = client
+        .txn(
+            vec![
+                json!({
+                    "key": b64(holder.as_bytes()),
+                    "target": "CREATE",
+                    "result": "GREATER",
+                    "create_revision": "0",
+                }),
+                json!({
+                    "key": b64(&note_key(holder)),
+                    "target": "CREATE",
+                    "result": "EQUAL",
+                    "create_revision": "0",
+                }),
+            ],
+            vec![json!({ "request_put": {
+                "key": b64(&note_key(holder)),
+                "value": b64(&note.encode()),
+            }})],
+            vec![],
+            &format!("leaving --replace's note for `{holder}`"),
+        )
+        .await?;
+    Ok(answer.succeeded)
+}
+
 /// A holder's facts, as [`facts_key`] keeps them.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Facts {

@@ -48,7 +48,7 @@ use crate::backend::retry::ONCE_GRACE;
 const FIRST_CONTACT_SILENCE: Duration = Duration::from_secs(10);
 use super::{
     Acquisition, Changes, Claim, Engine, Holder, Inspect, Lease, Lost, Opening, Released, Renewal,
-    Target, Wait, Which,
+    ReplaceNote, Target, Wait, Which,
 };
 
 /// Runs `step`, a request that may be sent again (entering the queue,
@@ -655,6 +655,22 @@ impl Claim for EtcdClaim {
         None
     }
 
+    async fn replaced_by(&self) -> Option<ReplaceNote> {
+        let key = self.key();
+        let answer = self
+            .client
+            .range(&Range::key(&lock::note_key(&key)))
+            .await
+            .ok()?;
+        let note = ReplaceNote::decode_for(&answer.kvs.first()?.value, &key)?;
+        // Our tree is gone: a replacer on another host waits for this.
+        let _ = self
+            .client
+            .delete(&lock::note_key(&key), CLEANUP_TIMEOUT)
+            .await;
+        Some(note)
+    }
+
     /// Our key's value is the `--value` alone, which `etcdctl elect -l`
     /// shows; the facts `leader` gives (fence, host, pid, the child's
     /// group) go beside it ([`lock::facts_key`]), once the child runs: off
@@ -785,6 +801,75 @@ impl Inspect for Etcd {
             seen: 0,
             watch: None,
         })
+    }
+
+    async fn leave_note(
+        &self,
+        _target: &Target,
+        holder: &Holder,
+        note: &ReplaceNote,
+    ) -> Result<bool, EtcdError> {
+        match &holder.holder_id {
+            Some(key) => lock::leave_note(&self.client, key, note).await,
+            None => Ok(false),
+        }
+    }
+
+    async fn clear_note(&self, _target: &Target, holder: &Holder) {
+        if let Some(key) = &holder.holder_id {
+            if let Err(e) = self.client.delete(&lock::note_key(key), CLEANUP_TIMEOUT).await {
+                tracing::warn!("could not remove --replace's note for `{key}`: {e}");
+            }
+        }
+    }
+
+    /// The TTL the holder's lease was granted: its lockrun stops its
+    /// command within it of its last keepalive, which came before the
+    /// revoke.
+    async fn lapse_bound(&self, holder: &Holder) -> Result<Option<Duration>, EtcdError> {
+        let Some(lease) = holder
+            .entry
+            .as_deref()
+            .and_then(|e| e.rsplit_once('/'))
+            .and_then(|(_, id)| i64::from_str_radix(id, 16).ok())
+        else {
+            return Ok(None);
+        };
+        self.client.granted_ttl(lease).await
+    }
+
+    async fn note_taken(&self, _target: &Target, holder: &Holder, until: Instant) -> bool {
+        let Some(key) = &holder.holder_id else {
+            tokio::time::sleep_until(until).await;
+            return false;
+        };
+        let note = lock::note_key(key);
+        let taken = async {
+            let answer = self.client.range(&Range::key(&note)).await?;
+            if answer.kvs.is_empty() {
+                return Ok::<bool, EtcdError>(true);
+            }
+            let mut watch = self
+                .client
+                .watch(&note, None, answer.revision + 1, true)
+                .await?;
+            loop {
+                let batch = watch.next().await?;
+                if !batch.events.is_empty() {
+                    return Ok(true);
+                }
+                if batch.canceled {
+                    return Ok(false);
+                }
+            }
+        };
+        match tokio::time::timeout_at(until, taken).await {
+            Ok(Ok(true)) => true,
+            _ => {
+                tokio::time::sleep_until(until).await;
+                false
+            }
+        }
     }
 
     /// Revokes the chosen holders' leases, which deletes their keys: a

@@ -26,6 +26,9 @@ pub const SCRATCH_SUFFIX: &str = ".lockrun-new";
 /// waiting writers pass one at a time, so that once a writer waits, readers
 /// that come after it wait behind it (`Local::acquire_lock`).
 pub const TURN_SUFFIX: &str = ".lockrun-rw";
+/// The suffix of the note `--replace` leaves beside the lock for the holder
+/// it replaces (`crate::backend::ReplaceNote`): who took over.
+pub const NOTE_SUFFIX: &str = ".lockrun-by";
 
 /// The default lock directory: `/run/lockrun` for root; for anyone else
 /// `$XDG_RUNTIME_DIR/lockrun`, else `/tmp/lockrun-UID`.
@@ -128,9 +131,10 @@ pub fn check_key(key: &str) -> Result<(), LocalError> {
             }
             s if s.ends_with(FACTS_SUFFIX)
                 || s.ends_with(SCRATCH_SUFFIX)
-                || s.ends_with(TURN_SUFFIX) =>
+                || s.ends_with(TURN_SUFFIX)
+                || s.ends_with(NOTE_SUFFIX) =>
             {
-                "has a segment ending in `.lockrun`, `.lockrun-new` or `.lockrun-rw`, names kept for holder facts and the readers' turnstile"
+                "has a segment ending in `.lockrun`, `.lockrun-new`, `.lockrun-rw` or `.lockrun-by`, names kept for holder facts, the readers' turnstile and --replace's note"
             }
             s if SEMAPHORE_FILES.contains(&s) => {
                 "has a `.limit` or `.queue` segment, names a semaphore keeps for its own files"

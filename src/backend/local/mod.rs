@@ -42,8 +42,8 @@ use std::time::Duration;
 use self::facts::{Facts, HolderFacts, Lock};
 use self::tree::{Dir, KeyFiles, Missing};
 use super::{
-    Acquisition, Claim, Engine, Holder, Inspect, Lease, Lost, Opening, Released, Renewal, Target,
-    Wait, Which,
+    Acquisition, Claim, Engine, Holder, Inspect, Lease, Lost, Opening, Released, Renewal,
+    ReplaceNote, Target, Wait, Which,
 };
 
 /// What kind of failure, for the exit status the CLI gives it.
@@ -594,9 +594,55 @@ impl Local {
     }
 }
 
+impl Local {
+    /// The files of `holder`'s lock (its slot's, for a semaphore).
+    fn files_of(&self, target: &Target, holder: &Holder) -> Result<Option<KeyFiles>, LocalError> {
+        Ok(match target {
+            Target::Lock { key, .. } => self.key_files(key, Missing::Absent)?,
+            Target::Slot { prefix, .. } => semaphore::slot_files(self, prefix)?
+                .into_iter()
+                .find(|(_, slot)| *slot == holder.slot)
+                .map(|(files, _)| files),
+        })
+    }
+}
+
 impl Inspect for Local {
     type Error = LocalError;
     type Changes = watch::LocalChanges;
+
+    /// A file of ours beside the lock, `KEY.lockrun-by`, a name no key can
+    /// have.
+    async fn leave_note(
+        &self,
+        target: &Target,
+        holder: &Holder,
+        note: &ReplaceNote,
+    ) -> Result<bool, LocalError> {
+        use std::io::Write;
+        let Some(files) = self.files_of(target, holder)? else {
+            return Ok(false);
+        };
+        let name = files.note();
+        let mut file = files.dir.own_file(&name, 0o644)?;
+        let bytes = note.encode();
+        file.write_all(&bytes)
+            .and_then(|()| file.set_len(bytes.len() as u64))
+            .map_err(|e| LocalError::io(format!("cannot write `{}`", files.dir.join(&name).display()), e))?;
+        Ok(true)
+    }
+
+    async fn clear_note(&self, target: &Target, holder: &Holder) {
+        if let Ok(Some(files)) = self.files_of(target, holder) {
+            match files.dir.unlink(&files.note()) {
+                Ok(()) | Err(nix::errno::Errno::ENOENT) => {}
+                Err(e) => tracing::warn!(
+                    "could not remove --replace's note `{}`: {e}",
+                    files.dir.join(&files.note()).display()
+                ),
+            }
+        }
+    }
 
     /// A lock file has no entry of its own: the child's group is the fact
     /// worth showing.
@@ -861,6 +907,14 @@ impl Claim for LocalClaim {
     /// our open file description, so no other process holds this claim.
     fn holder_id(&self) -> Option<String> {
         self.facts.holder.as_ref().map(|h| h.pid.to_string())
+    }
+
+    async fn replaced_by(&self) -> Option<ReplaceNote> {
+        use std::io::Read;
+        let mut file = self.files.dir.open_file(&self.files.note(), None).ok()??;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).ok()?;
+        ReplaceNote::decode_for(&bytes, &self.holder_id()?)
     }
 
     fn take_hold_fd(&mut self) -> Option<OwnedFd> {

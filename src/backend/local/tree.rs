@@ -40,7 +40,7 @@ use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{FileStat, Mode, SFlag};
 
-use super::dir::{FACTS_SUFFIX, SCRATCH_SUFFIX, TURN_SUFFIX};
+use super::dir::{FACTS_SUFFIX, NOTE_SUFFIX, SCRATCH_SUFFIX, TURN_SUFFIX};
 use super::LocalError;
 
 /// A checked directory, open.
@@ -567,6 +567,11 @@ impl KeyFiles {
 
     pub fn turnstile(&self) -> String {
         format!("{}{TURN_SUFFIX}", self.lock)
+    }
+
+    /// `--replace`'s note for this lock's holder.
+    pub fn note(&self) -> String {
+        format!("{}{NOTE_SUFFIX}", self.lock)
     }
 
     pub fn lock_path(&self) -> PathBuf {

@@ -477,6 +477,12 @@ impl Postgres {
                         notified.send_modify(|n| *n += 1);
                     }
                     Some(Ok(_)) => {}
+                    // 57P01: pg_terminate_backend, as `lockrun release` and
+                    // `--replace` end a holder here (no note reaches a
+                    // terminated session), or a fast shutdown.
+                    Some(Err(e)) if e.code() == Some(&tokio_postgres::error::SqlState::ADMIN_SHUTDOWN) => {
+                        break "the server terminated our backend: pg_terminate_backend, as an operator's `lockrun release` or a --replace does, or a fast shutdown".to_string()
+                    }
                     Some(Err(e)) => break crate::backend::one_line(&e.to_string()),
                     None => break "the server closed it".to_string(),
                 }

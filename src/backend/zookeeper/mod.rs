@@ -40,7 +40,7 @@ use self::client::{riding_out, ONCE_GRACE};
 use self::lock::{contenders, dir_of, Writer, LEASE_NAME, LOCK_NAME, READ_NAME};
 use super::{
     Acquisition, Changes, Claim, Engine, EngineError, Holder, Inspect, Lease, Lost, Opening,
-    Released, Renewal, Target, Wait, Which,
+    Released, Renewal, ReplaceNote, Target, Wait, Which,
 };
 
 /// What Curator's `Revoker` writes into a holder's node to ask it to let go.
@@ -747,7 +747,7 @@ impl ZkClaim {
 
     fn gone(&self) -> String {
         format!(
-            "our node `{}` was deleted (an operator's release, or the session expired)",
+            "our node `{}` was deleted (an operator's release or --replace, or the session expired)",
             self.path
         )
     }
@@ -771,6 +771,11 @@ impl Claim for ZkClaim {
     /// Our node's path: no other session can create it.
     fn holder_id(&self) -> Option<String> {
         Some(self.path.clone())
+    }
+
+    async fn replaced_by(&self) -> Option<ReplaceNote> {
+        let (data, _) = self.client.get_data(&note_path(&self.name)).await.ok()?;
+        ReplaceNote::decode_for(&data, &self.path)
     }
 
     fn take_hold_fd(&mut self) -> Option<OwnedFd> {
@@ -883,6 +888,35 @@ impl Inspect for Zookeeper {
         })
     }
 
+    /// An ephemeral node of our session beside the lock's directory,
+    /// `/KEY.lockrun-by`: outside the directory, so no contender sees it,
+    /// and gone with our session should we die before removing it.
+    async fn leave_note(
+        &self,
+        target: &Target,
+        _holder: &Holder,
+        note: &ReplaceNote,
+    ) -> Result<bool, ZkError> {
+        let client = self.looker().await?;
+        let path = note_path(target.name());
+        let options = zk::CreateMode::Ephemeral.with_acls(client::open_acl());
+        match client.create(&path, &note.encode(), &options).await {
+            Ok(_) => Ok(true),
+            Err(zk::Error::NodeExists) => Ok(false),
+            Err(e) => Err(ZkError::of(&format!("creating `{path}`"), e)),
+        }
+    }
+
+    async fn clear_note(&self, target: &Target, _holder: &Holder) {
+        let path = note_path(target.name());
+        if let Ok(client) = self.looker().await {
+            match client.delete(&path, None).await {
+                Ok(()) | Err(zk::Error::NoNode) => {}
+                Err(e) => tracing::warn!("could not remove --replace's note `{path}`: {e}"),
+            }
+        }
+    }
+
     /// Deletes the chosen holders' nodes: a lockrun holder sees its node go
     /// and stops its child at once.
     async fn force_release(&self, target: &Target, which: &Which) -> Result<Released<ZkError>, ZkError> {
@@ -919,6 +953,12 @@ impl Inspect for Zookeeper {
             String::from_utf8_lossy(&holder.label())
         )
     }
+}
+
+/// Where `--replace` leaves its note for the holder of `key`
+/// ([`ReplaceNote`]): beside the lock's directory, not in it.
+fn note_path(key: &str) -> String {
+    format!("{}.lockrun-by", dir_of(key))
 }
 
 /// The holders of a target each time they change, from child watches.
