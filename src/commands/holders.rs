@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use serde_json::{json, Value};
 
-use crate::backend::{Changes, Holder, Inspect, Target, Which};
+use crate::backend::{Changes, Holder, Inspect, Target, Waiter, Which};
 use crate::error::Failure;
 use crate::exit::Exit;
 
@@ -36,12 +36,25 @@ fn holder_json<I: Inspect>(inspect: &I, holder: &Holder) -> Value {
     })
 }
 
+/// The lockrun waiters the engine shows, with their priorities (`elect
+/// --priority`); null where its waiters are not visible.
+fn waiters_json(waiters: Option<&[Waiter]>) -> Value {
+    match waiters {
+        Some(waiters) => waiters
+            .iter()
+            .map(|w| json!({"priority": w.priority, "value": w.value, "pid": w.pid}))
+            .collect(),
+        None => Value::Null,
+    }
+}
+
 /// The one JSON shape of `--json` and `--json --watch`, as a line.
 fn json_line<I: Inspect>(
     inspect: &I,
     backend: &str,
     target: &Target,
     holders: &[Holder],
+    waiters: Option<&[Waiter]>,
 ) -> Vec<u8> {
     let (kind, limit) = match target {
         Target::Lock { shared: false, .. } => ("lock", None),
@@ -55,6 +68,7 @@ fn json_line<I: Inspect>(
         "held": !holders.is_empty(),
         "limit": limit,
         "holders": holders.iter().map(|h| holder_json(inspect, h)).collect::<Vec<_>>(),
+        "waiters": waiters_json(waiters),
     });
     let mut line = serde_json::to_vec(&value).expect("JSON serialises");
     line.push(b'\n');
@@ -66,10 +80,10 @@ fn print<I: Inspect>(
     backend: &str,
     target: &Target,
     holders: &[Holder],
-    json: bool,
+    json: Option<Option<&[Waiter]>>,
 ) -> Exit {
-    let out = if json {
-        json_line(inspect, backend, target, holders)
+    let out = if let Some(waiters) = json {
+        json_line(inspect, backend, target, holders, waiters)
     } else {
         holders
             .iter()
@@ -123,7 +137,8 @@ pub async fn leader<I: Inspect>(
             }
             had_none = holders.is_empty();
             let line = if json {
-                json_line(inspect, backend, &target, &holders)
+                let waiters = inspect.waiters(&target).await.map_err(Into::into)?;
+                json_line(inspect, backend, &target, &holders, waiters.as_deref())
             } else {
                 // One line per change: the holders' labels joined by spaces,
                 // or an empty line for "no holder".
@@ -158,7 +173,17 @@ pub async fn leader<I: Inspect>(
         }
         None => inspect.holders(&target).await.map_err(Into::into)?,
     };
-    Ok(print(inspect, backend, &target, &holders, json))
+    let waiters = match json {
+        true => Some(inspect.waiters(&target).await.map_err(Into::into)?),
+        false => None,
+    };
+    Ok(print(
+        inspect,
+        backend,
+        &target,
+        &holders,
+        waiters.as_ref().map(Option::as_deref),
+    ))
 }
 
 pub async fn release<I: Inspect>(inspect: &I, job: release::Job) -> Result<Exit, Failure> {
@@ -252,7 +277,14 @@ pub async fn list<I: Inspect>(
         for l in &listed {
             match l {
                 Listed::Named(target, holders) => {
-                    out.extend(json_line(inspect, backend, target, holders))
+                    let waiters = inspect.waiters(target).await.map_err(Into::into)?;
+                    out.extend(json_line(
+                        inspect,
+                        backend,
+                        target,
+                        holders,
+                        waiters.as_deref(),
+                    ))
                 }
                 Listed::Unnamed(id, holders) => {
                     let value = json!({
@@ -263,6 +295,7 @@ pub async fn list<I: Inspect>(
                         "held": true,
                         "limit": null,
                         "holders": holders.iter().map(|h| holder_json(inspect, h)).collect::<Vec<_>>(),
+                        "waiters": Value::Null,
                     });
                     out.extend(serde_json::to_vec(&value).expect("JSON serialises"));
                     out.push(b'\n');

@@ -26,6 +26,9 @@ pub const SCRATCH_SUFFIX: &str = ".lockrun-new";
 /// waiting writers pass one at a time, so that once a writer waits, readers
 /// that come after it wait behind it (`Local::acquire_lock`).
 pub const TURN_SUFFIX: &str = ".lockrun-rw";
+/// What follows the lock's name in a waiting writer's record beside it
+/// (`KEY.lockrun-wait-<priority>-<pid>`, see `waiters`).
+pub const WAIT_INFIX: &str = ".lockrun-wait-";
 
 /// The default lock directory: `/run/lockrun` for root; for anyone else
 /// `$XDG_RUNTIME_DIR/lockrun`, else `/tmp/lockrun-UID`.
@@ -131,6 +134,9 @@ pub fn check_key(key: &str) -> Result<(), LocalError> {
                 || s.ends_with(TURN_SUFFIX) =>
             {
                 "has a segment ending in `.lockrun`, `.lockrun-new` or `.lockrun-rw`, names kept for holder facts and the readers' turnstile"
+            }
+            s if s.contains(WAIT_INFIX) => {
+                "has a segment containing `.lockrun-wait-`, names kept for the records of waiting writers"
             }
             s if SEMAPHORE_FILES.contains(&s) => {
                 "has a `.limit` or `.queue` segment, names a semaphore keeps for its own files"
