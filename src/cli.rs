@@ -688,10 +688,10 @@ pub struct ElectArgs {
     /// takes a free lock at once and a deferring one within that grace.
     /// The local backend only so far (refused elsewhere, exit 2); not with
     /// -s.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=1000))]
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = clap::value_parser!(u32).range(0..=1000))]
     pub priority: Option<u32>,
     /// How long a deferring waiter leaves a free lock to a higher one [default: 3s].
-    #[arg(long, hide_short_help = true, value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, hide_short_help = true, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     pub priority_grace: Option<Duration>,
     #[command(flatten)]
     pub session: SessionArgs,
