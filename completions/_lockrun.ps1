@@ -65,6 +65,8 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             break
         }
         'lockrun;elect' {
+            [CompletionResult]::new('--priority', '--priority', [CompletionResultType]::ParameterName, 'Prefer this waiter: a free lock goes to the highest N waiting (0 to 1000, default 0)')
+            [CompletionResult]::new('--priority-grace', '--priority-grace', [CompletionResultType]::ParameterName, 'How long a deferring waiter leaves a free lock to a higher one [default: 3s]')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'How long the engine keeps a silent holder''s lock')
             [CompletionResult]::new('--lock-delay', '--lock-delay', [CompletionResultType]::ParameterName, 'How long Consul keeps a lost lock from a new holder')
             [CompletionResult]::new('--behavior', '--behavior', [CompletionResultType]::ParameterName, 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]')
@@ -503,6 +505,8 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             break
         }
         'lockrun;explain;elect' {
+            [CompletionResult]::new('--priority', '--priority', [CompletionResultType]::ParameterName, 'Prefer this waiter: a free lock goes to the highest N waiting (0 to 1000, default 0)')
+            [CompletionResult]::new('--priority-grace', '--priority-grace', [CompletionResultType]::ParameterName, 'How long a deferring waiter leaves a free lock to a higher one [default: 3s]')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'How long the engine keeps a silent holder''s lock')
             [CompletionResult]::new('--lock-delay', '--lock-delay', [CompletionResultType]::ParameterName, 'How long Consul keeps a lost lock from a new holder')
             [CompletionResult]::new('--behavior', '--behavior', [CompletionResultType]::ParameterName, 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]')

@@ -61,6 +61,8 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'lockrun;elect'= {
+            cand --priority 'Prefer this waiter: a free lock goes to the highest N waiting (0 to 1000, default 0)'
+            cand --priority-grace 'How long a deferring waiter leaves a free lock to a higher one [default: 3s]'
             cand --ttl 'How long the engine keeps a silent holder''s lock'
             cand --lock-delay 'How long Consul keeps a lost lock from a new holder'
             cand --behavior 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]'
@@ -487,6 +489,8 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'lockrun;explain;elect'= {
+            cand --priority 'Prefer this waiter: a free lock goes to the highest N waiting (0 to 1000, default 0)'
+            cand --priority-grace 'How long a deferring waiter leaves a free lock to a higher one [default: 3s]'
             cand --ttl 'How long the engine keeps a silent holder''s lock'
             cand --lock-delay 'How long Consul keeps a lost lock from a new holder'
             cand --behavior 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]'

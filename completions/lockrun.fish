@@ -66,6 +66,8 @@ complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "check" -d 'Exit 0 o
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "put" -d 'Write KEY=VALUE into the engine only while a sequencer\'s holder holds its lock'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "explain" -d 'Print the timing promise that elect or semaphore would keep with these flags'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l priority -d 'Prefer this waiter: a free lock goes to the highest N waiting (0 to 1000, default 0)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l priority-grace -d 'How long a deferring waiter leaves a free lock to a higher one [default: 3s]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l ttl -d 'How long the engine keeps a silent holder\'s lock' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l lock-delay -d 'How long Consul keeps a lost lock from a new holder' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l behavior -d 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]' -r -f -a "release\t''
@@ -541,6 +543,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -f -a "elect" -d 'Explain `lockrun elect` with these flags'
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -f -a "semaphore" -d 'Explain `lockrun semaphore` with these flags'
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l priority -d 'Prefer this waiter: a free lock goes to the highest N waiting (0 to 1000, default 0)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l priority-grace -d 'How long a deferring waiter leaves a free lock to a higher one [default: 3s]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l ttl -d 'How long the engine keeps a silent holder\'s lock' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l lock-delay -d 'How long Consul keeps a lost lock from a new holder' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l behavior -d 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]' -r -f -a "release\t''

@@ -680,15 +680,15 @@ pub struct ElectArgs {
     pub campaign: bool,
     /// Prefer this waiter: a free lock goes to the highest N waiting (0 to 1000, default 0).
     ///
-    /// A lockrun waiter stays out of the lock's wait while a waiter with a
-    /// higher priority waits, and enters it once none does; equal
-    /// priorities wait as before. Peer tools' waiters count as 0 and do
-    /// not defer. A higher waiter that leaves the lock free for
-    /// --priority-grace (a stopped one) is passed over, so a lone waiter
-    /// takes a free lock at once and a deferring one within that grace.
-    /// The local backend only so far (refused elsewhere, exit 2); not with
-    /// -s.
-    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    /// A lockrun waiter stays out of the lock's wait while a lockrun waiter
+    /// with a higher priority waits, and enters it once none does; equal
+    /// priorities wait as before. Peer tools' waiters count as 0 and defer
+    /// to nobody. A lone waiter takes a free lock at once; one that defers
+    /// takes it once the lock has sat free for --priority-grace with the
+    /// higher waiter still not in it. `leader --json` lists the waiters
+    /// with their priorities. The local backend only so far (refused
+    /// elsewhere, exit 2); not with -s.
+    #[arg(long, hide_short_help = true, value_name = "N", allow_hyphen_values = true, value_parser = clap::value_parser!(u32).range(0..=1000))]
     pub priority: Option<u32>,
     /// How long a deferring waiter leaves a free lock to a higher one [default: 3s].
     #[arg(long, hide_short_help = true, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
