@@ -29,13 +29,16 @@ fn waiter(place: &Place, key: &str, priority: u32, extra: &[&str], log: &Path) -
 
 /// Waits until the waiter `pid` has published its record beside `key`.
 fn wait_for_record(place: &Place, key: &str, priority: u32, pid: u32) {
-    let record = place
-        .lock_dir()
-        .join(format!("{key}.lockrun-wait-{priority}-{pid}"));
+    let record = format!("{key}.lockrun-wait-{priority}-{pid}-");
+    let published = || {
+        std::fs::read_dir(place.lock_dir()).is_ok_and(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .any(|n| n.starts_with(&record) && !n.ends_with(".new"))
+        })
+    };
     assert!(
-        wait_until(Instant::now() + Duration::from_secs(10), || record.exists()),
-        "{} did not appear: the waiter never waited",
-        record.display()
+        wait_until(Instant::now() + Duration::from_secs(10), published),
+        "{record}N did not appear: the waiter never waited"
     );
 }
 
@@ -142,7 +145,7 @@ fn a_low_priority_waiter_takes_a_free_lock_at_once_alone_and_within_its_grace_pa
     // been free for its 2 s grace, and not much after.
     let work = scratch();
     let log = work.path().join("log");
-    let stuck_at = place.lock_dir().join("k.lockrun-wait-3-1");
+    let stuck_at = place.lock_dir().join("k.lockrun-wait-3-1-0");
     let stuck_work = scratch();
     let stuck = FlockHolder::start(&stuck_at, stuck_work.path());
     let holder = place.hold(work.path(), "", &["elect", "k"]);

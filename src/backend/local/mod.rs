@@ -594,10 +594,10 @@ impl Local {
         use super::priority::Verdict;
         let deadline = wait.deadline();
         let watch = waiters::Watch::new(files)?;
-        let _record = waiters::Record::publish(files, self.priority.level, value)?;
+        let record = waiters::Record::publish(files, self.priority.level, value)?;
         let mut deferral = self.priority.deferral();
         let decide = |deferral: &mut super::priority::Deferral| -> Result<Verdict, LocalError> {
-            let (seen, free) = waiters::look(files)?;
+            let (seen, free) = waiters::look(files, Some(record.name()))?;
             let verdict =
                 deferral.decide(tokio::time::Instant::now(), seen.iter().map(|s| s.level), free);
             tracing::debug!(?verdict, waiting = ?seen, free, "ranked among the waiters");

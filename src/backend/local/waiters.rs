@@ -1,7 +1,8 @@
 //! lockrun's waiters for a leader lock, made visible for `--priority`
 //! (see [`crate::backend::priority`]). flock(2) keeps its waiters to
 //! itself, so each lockrun writer that waits puts a record beside the lock:
-//! `KEY.lockrun-wait-<priority>-<pid>`, holding its value, locked
+//! `KEY.lockrun-wait-<priority>-<pid>-<n>` (`n` counts the process's
+//! waits, for an engine that several tasks share), holding its value, locked
 //! (`LOCK_EX`) by the waiter for as long as it waits and removed by it once
 //! it holds the lock or gives up. A record nobody has locked is a dead
 //! waiter's (killed before it could remove it): it counts for nothing.
@@ -17,6 +18,7 @@
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
@@ -36,11 +38,21 @@ pub struct Record {
 }
 
 impl Record {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Writes our record beside `files`' lock: made under a scratch name,
     /// locked, then renamed into place, so that no rival ever sees it
     /// unlocked while we live.
     pub fn publish(files: &KeyFiles, level: u32, value: &str) -> Result<Record, LocalError> {
-        let name = format!("{}{WAIT_INFIX}{level}-{}", files.lock, std::process::id());
+        static WAITS: AtomicU64 = AtomicU64::new(0);
+        let n = WAITS.fetch_add(1, Ordering::Relaxed);
+        let name = format!(
+            "{}{WAIT_INFIX}{level}-{}-{n}",
+            files.lock,
+            std::process::id()
+        );
         let scratch = format!("{name}.new");
         let path = files.dir.join(&name);
         let fail = |e: std::io::Error| LocalError::io(format!("cannot write `{}`", path.display()), e);
@@ -78,9 +90,9 @@ pub struct Seen {
     pub name: String,
 }
 
-/// The live lockrun waiters for `files`' lock, ours left out, and whether
-/// the lock itself is free (nobody holds it, or it does not exist).
-pub fn look(files: &KeyFiles) -> Result<(Vec<Seen>, bool), LocalError> {
+/// The live lockrun waiters for `files`' lock, `ours` left out, and
+/// whether the lock itself is free (nobody holds it, or it does not exist).
+pub fn look(files: &KeyFiles, ours: Option<&str>) -> Result<(Vec<Seen>, bool), LocalError> {
     let fail = |e| LocalError::io(format!("cannot inspect `{}`", files.lock_path().display()), e);
     let (text, _) = facts::read_proc_locks().map_err(fail)?;
     let locked = |name: &str| -> Result<bool, LocalError> {
@@ -92,13 +104,12 @@ pub fn look(files: &KeyFiles) -> Result<(Vec<Seen>, bool), LocalError> {
             None => false,
         })
     };
-    let me = std::process::id();
     let mut seen = Vec::new();
     for name in records(files)? {
         let Some((level, pid)) = parse(files, &name) else {
             continue;
         };
-        if pid != me && locked(&name)? {
+        if Some(name.as_str()) != ours && locked(&name)? {
             seen.push(Seen { level, pid, name });
         }
     }
@@ -109,8 +120,7 @@ pub fn look(files: &KeyFiles) -> Result<(Vec<Seen>, bool), LocalError> {
 /// The live waiters for `files`' lock with their values, for `leader`
 /// and `list`, highest priority first.
 pub fn waiting(files: &KeyFiles) -> Result<Vec<(Seen, Option<String>)>, LocalError> {
-    let (mut seen, _) = look(files)?;
-    seen.retain(|s| s.pid != std::process::id());
+    let (mut seen, _) = look(files, None)?;
     seen.sort_by_key(|s| std::cmp::Reverse(s.level));
     Ok(seen
         .into_iter()
@@ -136,8 +146,8 @@ fn records(files: &KeyFiles) -> Result<Vec<String>, LocalError> {
 /// A record's priority and pid, from its name.
 fn parse(files: &KeyFiles, name: &str) -> Option<(u32, u32)> {
     let rest = name.strip_prefix(&files.lock)?.strip_prefix(WAIT_INFIX)?;
-    let (level, pid) = rest.split_once('-')?;
-    Some((level.parse().ok()?, pid.parse().ok()?))
+    let mut parts = rest.split('-');
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
 /// The lock's directory under watch, for the events that concern `files`'
