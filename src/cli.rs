@@ -756,6 +756,9 @@ pub struct LeaderArgs {
     /// ModifyIndex, not its LockIndex; an etcd lockrun holder; local),
     /// else null;
     /// "details" holds the engine's own facts (Consul's entry and session).
+    /// "waiters" lists lockrun's writers waiting for a lock, highest
+    /// --priority first, each {"priority", "value", "pid"}, where the engine
+    /// shows them (local); else null.
     #[arg(long)]
     pub json: bool,
     /// Wait until there is a holder.
