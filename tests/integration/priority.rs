@@ -2,7 +2,7 @@
 //! publish their priority where rivals see it, and a free lock goes to the
 //! highest one waiting; a stuck higher waiter delays a lower one by
 //! `--priority-grace` at most. The order is read from the children's own
-//! timestamps. Local only so far: the other backends refuse the flags.
+//! timestamps. Local and etcd so far: the other backends refuse the flags.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -25,21 +25,6 @@ fn waiter(place: &Place, key: &str, priority: u32, extra: &[&str], log: &Path) -
     let mut cmd = place.lockrun(&args);
     cmd.args(["--shell", "--", CHILD, &p]).arg(log);
     Running::spawn(&mut cmd)
-}
-
-/// Waits until the waiter `pid` has published its record beside `key`.
-fn wait_for_record(place: &Place, key: &str, priority: u32, pid: u32) {
-    let record = format!("{key}.lockrun-wait-{priority}-{pid}-");
-    let published = || {
-        std::fs::read_dir(place.lock_dir()).is_ok_and(|d| {
-            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .any(|n| n.starts_with(&record) && !n.ends_with(".new"))
-        })
-    };
-    assert!(
-        wait_until(Instant::now() + Duration::from_secs(10), published),
-        "{record}N did not appear: the waiter never waited"
-    );
 }
 
 /// The children's spans, `(label, start, end)`, in the order they started.
@@ -67,35 +52,48 @@ fn spans(log: &Path) -> Vec<(String, u128, u128)> {
         .collect()
 }
 
-#[test]
-fn local_waiters_take_a_free_lock_highest_priority_first() {
-    let place = Place::local();
+/// The waiters `leader --json` lists for `key`: (priority, value).
+fn shown_waiters(place: &Place, key: &str) -> Vec<(u64, String)> {
+    let output = run(&mut place.lockrun(&["leader", "--json", key]));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap_or_default();
+    json["waiters"]
+        .as_array()
+        .map(|ws| {
+            ws.iter()
+                .map(|w| {
+                    (
+                        w["priority"].as_u64().unwrap_or(u64::MAX),
+                        w["value"].as_str().unwrap_or("").to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Three waiters that start waiting lowest first (without priorities the
+/// first to wait is first in line) take the freed lock highest first,
+/// never two at once; `leader --json` lists them highest first.
+fn highest_priority_first(place: &Place) {
+    let key = place.key("k");
     let work = scratch();
     let log = work.path().join("log");
-    let holder = place.hold(work.path(), "", &["elect", "k"]);
-    // They start waiting lowest first: without priorities the first to
-    // wait is first in line for the turnstile.
+    let holder = place.hold(work.path(), "", &["elect", &key]);
     let mut waiters = Vec::new();
-    for p in 1..=3 {
-        let w = waiter(&place, "k", p, &[], &log);
-        wait_for_record(&place, "k", p, w.pid());
+    for p in 1..=3u64 {
+        let w = waiter(place, &key, p as u32, &[], &log);
+        assert!(
+            wait_until(Instant::now() + Duration::from_secs(10), || {
+                shown_waiters(place, &key).contains(&(p, format!("w{p}")))
+            }),
+            "the priority-{p} waiter never showed as waiting: {:?}",
+            shown_waiters(place, &key)
+        );
         waiters.push(w);
     }
-    let output = run(&mut place.lockrun(&["leader", "--json", "k"]));
-    place.status(&output, 0, "leader --json while three wait");
-    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
-    let shown: Vec<(u64, &str)> = json["waiters"]
-        .as_array()
-        .expect("waiters listed")
-        .iter()
-        .map(|w| {
-            (
-                w["priority"].as_u64().unwrap(),
-                w["value"].as_str().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(shown, [(3, "w3"), (2, "w2"), (1, "w1")], "{json}");
+    let shown = shown_waiters(place, &key);
+    let want: Vec<(u64, String)> = (1..=3).rev().map(|p| (p, format!("w{p}"))).collect();
+    assert_eq!(shown, want);
 
     std::fs::write(work.path().join("go"), "").unwrap();
     place.status(&holder.finish(), 0, "the holder");
@@ -110,6 +108,17 @@ fn local_waiters_take_a_free_lock_highest_priority_first() {
         1,
         "{spans:?}"
     );
+    assert_eq!(
+        shown_waiters(place, &key),
+        [],
+        "a record outlived its waiter"
+    );
+}
+
+#[test]
+fn local_waiters_take_a_free_lock_highest_priority_first() {
+    let place = Place::local();
+    highest_priority_first(&place);
     // Every record went with its waiter.
     let left: Vec<_> = std::fs::read_dir(place.lock_dir())
         .unwrap()
@@ -120,15 +129,23 @@ fn local_waiters_take_a_free_lock_highest_priority_first() {
 }
 
 #[test]
-fn a_low_priority_waiter_takes_a_free_lock_at_once_alone_and_within_its_grace_past_a_stuck_one() {
-    let place = Place::local();
+fn etcd_waiters_take_a_free_lock_highest_priority_first() {
+    highest_priority_first(&Place::etcd("priority_order"));
+}
+
+/// A lone priority-1 waiter takes the freed lock at once; one behind a
+/// priority-3 waiter that never takes the lock (`stuck` makes its record
+/// and keeps it while its result lives) waits out its 2 s grace and no
+/// more.
+fn low_waiter_passes_after_its_grace<T>(place: &Place, stuck: impl FnOnce(&str) -> T) {
+    let key = place.key("k");
     let work = scratch();
     let log = work.path().join("log");
-
-    // Alone: it takes the lock as soon as the holder lets go.
-    let holder = place.hold(work.path(), "", &["elect", "k"]);
-    let lone = waiter(&place, "k", 1, &["--priority-grace", "2s"], &log);
-    wait_for_record(&place, "k", 1, lone.pid());
+    let holder = place.hold(work.path(), "", &["elect", &key]);
+    let lone = waiter(place, &key, 1, &["--priority-grace", "2s"], &log);
+    assert!(wait_until(Instant::now() + Duration::from_secs(10), || {
+        !shown_waiters(place, &key).is_empty()
+    }));
     std::fs::write(work.path().join("go"), "").unwrap();
     place.status(&holder.finish(), 0, "the holder");
     let freed = now_ns();
@@ -140,28 +157,82 @@ fn a_low_priority_waiter_takes_a_free_lock_at_once_alone_and_within_its_grace_pa
         "the lone waiter started {waited_ms} ms after the lock was free"
     );
 
-    // Behind a priority-3 waiter that never takes the lock (a record held
-    // by flock(1), as a stopped waiter's would be): not before the lock has
-    // been free for its 2 s grace, and not much after.
     let work = scratch();
     let log = work.path().join("log");
-    let stuck_at = place.lock_dir().join("k.lockrun-wait-3-1-0");
-    let stuck_work = scratch();
-    let stuck = FlockHolder::start(&stuck_at, stuck_work.path());
-    let holder = place.hold(work.path(), "", &["elect", "k"]);
-    let low = waiter(&place, "k", 1, &["--priority-grace", "2s"], &log);
-    wait_for_record(&place, "k", 1, low.pid());
+    let stuck = stuck(&key);
+    let holder = place.hold(work.path(), "", &["elect", &key]);
+    let low = waiter(place, &key, 1, &["--priority-grace", "2s"], &log);
+    assert!(wait_until(Instant::now() + Duration::from_secs(10), || {
+        shown_waiters(place, &key).len() == 2
+    }));
     std::fs::write(work.path().join("go"), "").unwrap();
     place.status(&holder.finish(), 0, "the holder");
     let freed = now_ns();
     place.status(&low.finish(), 0, "the low waiter");
-    stuck.end();
+    drop(stuck);
     let (_, start, _) = spans(&log)[0].clone();
     let waited_ms = start.saturating_sub(freed) / 1_000_000;
     assert!(
         (1_500..6_000).contains(&waited_ms),
         "the low waiter started {waited_ms} ms after the lock was free, not after its 2 s grace"
     );
+}
+
+#[test]
+fn local_a_low_priority_waiter_takes_a_free_lock_at_once_alone_and_within_its_grace_past_a_stuck_one(
+) {
+    let place = Place::local();
+    let dir = place.lock_dir().to_owned();
+    low_waiter_passes_after_its_grace(&place, |key| {
+        // A record held by flock(1), as a live waiter's is.
+        let work = scratch();
+        let holder =
+            FlockHolder::start(&dir.join(format!("{key}.lockrun-wait-3-1-0")), work.path());
+        (holder, work)
+    });
+}
+
+#[test]
+fn etcd_a_low_priority_waiter_takes_a_free_lock_at_once_alone_and_within_its_grace_past_a_stuck_one(
+) {
+    use base64::Engine as _;
+    let place = Place::etcd("priority_grace");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let etcd = crate::etcd_support::engine(Duration::from_secs(30));
+    low_waiter_passes_after_its_grace(&place, |key| {
+        // A record with a live lease, as a waiter's that stays out of the
+        // queue and never enters it.
+        let client = etcd.client();
+        let lease = rt.block_on(client.grant(Duration::from_secs(30))).unwrap();
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let record = format!("\0lockrun/wait/{key}/{:x}", lease.id);
+        let put = serde_json::json!({ "request_put": {
+            "key": b64(record.as_bytes()),
+            "value": b64(br#"{"priority":3,"value":"stuck"}"#),
+            "lease": lease.id.to_string(),
+        }});
+        rt.block_on(client.txn(Vec::new(), vec![put], Vec::new(), "a stuck record"))
+            .unwrap();
+        Revoke(&rt, client, lease.id)
+    });
+}
+
+/// Revokes a lease when dropped.
+struct Revoke<'a>(
+    &'a tokio::runtime::Runtime,
+    &'a lockrun::backend::etcd::client::Client,
+    i64,
+);
+
+impl Drop for Revoke<'_> {
+    fn drop(&mut self) {
+        let _ = self
+            .0
+            .block_on(self.1.revoke(self.2, Duration::from_secs(5)));
+    }
 }
 
 #[test]
@@ -192,9 +263,9 @@ fn bad_priorities_are_one_line_and_exit_2() {
     // sends anything (nothing listens on the endpoint: a try would be 125).
     let output = run(bare([
         "--backend",
-        "etcd",
-        "--endpoints",
-        "http://127.0.0.1:9",
+        "consul",
+        "--http-addr",
+        "127.0.0.1:9",
         "elect",
         "--priority",
         "2",
@@ -202,9 +273,9 @@ fn bad_priorities_are_one_line_and_exit_2() {
         "--",
         "true",
     ])
-    .env_remove("ETCDCTL_ENDPOINTS"));
+    .env_remove("CONSUL_HTTP_ADDR"));
     let err = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("local backend"), "{err}");
+    assert!(err.contains("local and etcd"), "{err}");
 }
