@@ -626,6 +626,8 @@ impl Local {
                     tokio::pin!(waiting);
                     loop {
                         tokio::select! {
+                            // A grant first: it is the handover's path.
+                            biased;
                             got = &mut waiting => return got,
                             () = watch.next() => {
                                 if decide(&mut deferral)? != Verdict::Go {

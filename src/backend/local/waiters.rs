@@ -28,6 +28,7 @@ use super::dir::WAIT_INFIX;
 use super::facts::{self, Lock};
 use super::sys::{self, register_inotify, AsyncInotify};
 use super::tree::{Dir, KeyFiles};
+use super::watch::Retiring;
 use super::LocalError;
 
 /// Our record, while we wait: unlinked, then closed, when dropped.
@@ -153,7 +154,10 @@ fn parse(files: &KeyFiles, name: &str) -> Option<(u32, u32)> {
 /// The lock's directory under watch, for the events that concern `files`'
 /// lock and its waiters.
 pub struct Watch {
-    fd: AsyncFd<AsyncInotify>,
+    /// Closed on a thread of its own once dropped: a closing inotify
+    /// instance waits for the kernel to retire its watches, and ours is
+    /// dropped just as we got the lock.
+    fd: Retiring<AsyncFd<AsyncInotify>>,
     lock: String,
     records: String,
 }
@@ -182,7 +186,7 @@ impl Watch {
             LocalError::io(format!("cannot watch `{}`", files.dir.path().display()), e)
         })?;
         Ok(Watch {
-            fd,
+            fd: Retiring::new(fd),
             lock: files.lock.clone(),
             records: format!("{}{WAIT_INFIX}", files.lock),
         })
