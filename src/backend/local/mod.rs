@@ -591,10 +591,26 @@ impl Local {
         wait: Wait,
         value: &str,
     ) -> Result<Option<Locked>, LocalError> {
-        use super::priority::Verdict;
-        let deadline = wait.deadline();
         let watch = waiters::Watch::new(files)?;
         let record = waiters::Record::publish(files, self.priority.level, value)?;
+        let result = self.wait_ranked_with(files, wait, &watch, &record).await;
+        // Off the handover's path, on a thread of their own: removing our
+        // record, and closing the inotify instance, which waits for the
+        // kernel to retire its watch. Until the record goes, a rival that
+        // sees it defers to a waiter that holds: the lock is not free.
+        drop(watch::Retiring::new((record, watch)));
+        result
+    }
+
+    async fn wait_ranked_with(
+        &self,
+        files: &KeyFiles,
+        wait: Wait,
+        watch: &waiters::Watch,
+        record: &waiters::Record,
+    ) -> Result<Option<Locked>, LocalError> {
+        use super::priority::Verdict;
+        let deadline = wait.deadline();
         let mut deferral = self.priority.deferral();
         let decide = |deferral: &mut super::priority::Deferral| -> Result<Verdict, LocalError> {
             let (seen, free) = waiters::look(files, Some(record.name()))?;
@@ -614,7 +630,7 @@ impl Local {
                         }
                     };
                     tokio::select! {
-                        () = watch.next() => {}
+                        _ = watch.next() => {}
                         () = sleep => {}
                     }
                     if deadline.is_some_and(|at| tokio::time::Instant::now() >= at) {
@@ -629,8 +645,11 @@ impl Local {
                             // A grant first: it is the handover's path.
                             biased;
                             got = &mut waiting => return got,
-                            () = watch.next() => {
-                                if decide(&mut deferral)? != Verdict::Go {
+                            // Only a waiter that comes can send us out:
+                            // the lock file's own events (its holder
+                            // closing it, on the handover's path) cannot.
+                            records = watch.next() => {
+                                if records && decide(&mut deferral)? != Verdict::Go {
                                     break;
                                 }
                             }

@@ -28,7 +28,6 @@ use super::dir::WAIT_INFIX;
 use super::facts::{self, Lock};
 use super::sys::{self, register_inotify, AsyncInotify};
 use super::tree::{Dir, KeyFiles};
-use super::watch::Retiring;
 use super::LocalError;
 
 /// Our record, while we wait: unlinked, then closed, when dropped.
@@ -154,10 +153,7 @@ fn parse(files: &KeyFiles, name: &str) -> Option<(u32, u32)> {
 /// The lock's directory under watch, for the events that concern `files`'
 /// lock and its waiters.
 pub struct Watch {
-    /// Closed on a thread of its own once dropped: a closing inotify
-    /// instance waits for the kernel to retire its watches, and ours is
-    /// dropped just as we got the lock.
-    fd: Retiring<AsyncFd<AsyncInotify>>,
+    fd: AsyncFd<AsyncInotify>,
     lock: String,
     records: String,
 }
@@ -186,14 +182,16 @@ impl Watch {
             LocalError::io(format!("cannot watch `{}`", files.dir.path().display()), e)
         })?;
         Ok(Watch {
-            fd: Retiring::new(fd),
+            fd,
             lock: files.lock.clone(),
             records: format!("{}{WAIT_INFIX}", files.lock),
         })
     }
 
-    /// Waits for an event about the lock file or a waiter's record.
-    pub async fn next(&self) {
+    /// Waits for an event about the lock file or a waiter's record: true
+    /// when a record came, went or was closed (or events were lost), false
+    /// for the lock file alone.
+    pub async fn next(&self) -> bool {
         loop {
             let Ok(mut ready) = self.fd.readable().await else {
                 return std::future::pending().await;
@@ -205,14 +203,21 @@ impl Watch {
                     continue;
                 }
             };
-            let ours = events.iter().any(|ev| {
-                ev.mask.contains(AddWatchFlags::IN_Q_OVERFLOW)
-                    || ev.name.as_ref().and_then(|n| n.to_str()).is_some_and(|n| {
-                        n == self.lock || (n.starts_with(&self.records) && !n.ends_with(".new"))
-                    })
-            });
-            if ours {
-                return;
+            let mut lock = false;
+            for ev in &events {
+                if ev.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
+                    return true;
+                }
+                let Some(name) = ev.name.as_ref().and_then(|n| n.to_str()) else {
+                    continue;
+                };
+                if name.starts_with(&self.records) && !name.ends_with(".new") {
+                    return true;
+                }
+                lock |= name == self.lock;
+            }
+            if lock {
+                return false;
             }
         }
     }
