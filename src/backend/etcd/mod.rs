@@ -166,8 +166,13 @@ impl Etcd {
         })
         .await?;
         let ranked = self.wait_ranked(lease, name, &prefix, me, value, wait).await;
-        // Best effort: the record goes with the lease anyway.
-        let _ = waiters::withdraw(&self.client, name, lease.id).await;
+        // Off the handover's path, best effort: the record goes with the
+        // lease anyway. Until it goes, a rival that sees it defers to a
+        // waiter that holds: the lock is not free.
+        let (client, name_owned, id) = (self.client.clone(), name.to_owned(), lease.id);
+        tokio::spawn(async move {
+            let _ = waiters::withdraw(&client, &name_owned, id).await;
+        });
         match ranked? {
             Some((me, revision)) => Ok(Acquisition::Held(
                 self.claim(lease, target, me, revision, None),
