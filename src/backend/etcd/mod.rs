@@ -161,10 +161,6 @@ impl Etcd {
             return self.busy(target, &me, None).await;
         }
         let name = target.name();
-        riding_out(wait, "recording our wait", || {
-            waiters::publish(&self.client, name, lease.id, self.priority.level, value)
-        })
-        .await?;
         let ranked = self.wait_ranked(lease, name, &prefix, me, value, wait).await;
         // Off the handover's path, best effort: the record goes with the
         // lease anyway. Until it goes, a rival that sees it defers to a
@@ -216,11 +212,14 @@ impl Etcd {
         };
         let mut deferral = self.priority.deferral();
         let mut queued = Some(me);
+        // The first look puts our record too.
+        let mut publish = Some((self.priority.level, value));
         loop {
             let look = riding_out(wait, "looking at the waiters", || {
-                waiters::look(&self.client, name, prefix, lease.id)
+                waiters::look(&self.client, name, prefix, lease.id, publish)
             })
             .await?;
+            publish = None;
             let verdict = deferral.decide(
                 Instant::now(),
                 look.others.iter().map(|s| s.level),
@@ -262,24 +261,29 @@ impl Etcd {
                         let revision = me.revision;
                         return Ok(Some((me, revision)));
                     }
-                    let mut records =
-                        waiters::watch_records(&self.client, name, me.revision + 1).await?;
-                    let outcome = {
-                        let waited = lock::wait_predecessors(&self.client, prefix, &me);
-                        tokio::pin!(waited);
+                    // Watching the records opens as the wait starts, not
+                    // before it: a handover need not wait for it.
+                    let from = me.revision + 1;
+                    let higher = async {
+                        let mut records = waiters::watch_records(&self.client, name, from).await?;
                         loop {
-                            tokio::select! {
-                                revision = &mut waited => break Outcome::Held(revision?),
-                                batch = records.next() => match batch {
-                                    Ok(batch) if batch.canceled => break Outcome::Higher,
-                                    Ok(batch) if waiters::brings_higher(name, &batch.events, self.priority.level) => break Outcome::Higher,
-                                    Ok(_) => {}
-                                    Err(e) if e.is_transient() => break Outcome::Higher,
-                                    Err(e) => return Err(e),
-                                },
-                                () = sleep_until(deadline) => break Outcome::Over,
+                            let batch = records.next().await?;
+                            if batch.canceled
+                                || waiters::brings_higher(name, &batch.events, self.priority.level)
+                            {
+                                return Ok::<(), EtcdError>(());
                             }
                         }
+                    };
+                    let outcome = tokio::select! {
+                        biased;
+                        revision = lock::wait_predecessors(&self.client, prefix, &me) => Outcome::Held(revision?),
+                        seen = higher => match seen {
+                            Ok(()) => Outcome::Higher,
+                            Err(e) if e.is_transient() => Outcome::Higher,
+                            Err(e) => return Err(e),
+                        },
+                        () = sleep_until(deadline) => Outcome::Over,
                     };
                     match outcome {
                         Outcome::Held(revision) => return Ok(Some((me, revision))),

@@ -56,29 +56,15 @@ fn seen(name: &str, kv: &Kv) -> Option<Seen> {
     })
 }
 
-/// Puts our record with our lease.
-pub async fn publish(
-    client: &Client,
-    name: &str,
-    lease: i64,
-    level: u32,
-    value: &str,
-) -> Result<(), EtcdError> {
+/// The op that puts our record with our lease.
+fn publish_op(name: &str, lease: i64, level: u32, value: &str) -> Value {
     let key = record_key(name, lease);
     let doc = json!({ "priority": level, "value": value }).to_string();
-    client
-        .txn(
-            Vec::new(),
-            vec![json!({ "request_put": {
-                "key": b64(&key),
-                "value": b64(doc.as_bytes()),
-                "lease": lease.to_string(),
-            }})],
-            Vec::new(),
-            &format!("recording our wait for `{name}`"),
-        )
-        .await
-        .map(drop)
+    json!({ "request_put": {
+        "key": b64(&key),
+        "value": b64(doc.as_bytes()),
+        "lease": lease.to_string(),
+    }})
 }
 
 /// Removes our record.
@@ -98,20 +84,25 @@ pub struct Look {
 }
 
 /// The live waiters of `name` (ours, `lease`, left out) and whether its
-/// queue `prefix` is empty, in one read.
+/// queue `prefix` is empty, in one read; `publish` (our priority and value)
+/// puts our record first, in the same transaction.
 pub async fn look(
     client: &Client,
     name: &str,
     prefix: &[u8],
     lease: i64,
+    publish: Option<(u32, &str)>,
 ) -> Result<Look, EtcdError> {
+    let mut ops: Vec<Value> = publish
+        .map(|(level, value)| publish_op(name, lease, level, value))
+        .into_iter()
+        .collect();
+    ops.push(json!({ "request_range": Range::prefix(&records_of(name)).to_json() }));
+    ops.push(json!({ "request_range": Range::prefix(prefix).limited(1).to_json() }));
     let answer = client
         .txn(
             Vec::new(),
-            vec![
-                json!({ "request_range": Range::prefix(&records_of(name)).to_json() }),
-                json!({ "request_range": Range::prefix(prefix).limited(1).to_json() }),
-            ],
+            ops,
             Vec::new(),
             &format!("looking at the waiters for `{name}`"),
         )
