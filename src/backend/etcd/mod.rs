@@ -215,10 +215,45 @@ impl Etcd {
         // The first look puts our record too.
         let mut publish = Some((self.priority.level, value));
         loop {
-            let look = riding_out(wait, "looking at the waiters", || {
+            let look = match riding_out(wait, "looking at the waiters", || {
                 waiters::look(&self.client, name, prefix, lease.id, publish)
             })
-            .await?;
+            .await
+            {
+                Ok(look) => look,
+                // A role that may not keep or read the records (etcd's
+                // RBAC) waits as before, in the queue, unranked.
+                Err(e @ EtcdError::Denied { .. }) => {
+                    tracing::warn!("waiting for `{name}` without priorities: {e}");
+                    let me = match queued.take() {
+                        Some(me) => me,
+                        None => {
+                            riding_out(wait, "entering the queue", || {
+                                lock::enter(&self.client, prefix, lease.id, value.as_bytes())
+                            })
+                            .await?
+                        }
+                    };
+                    if me.first.as_ref().map(|kv| kv.create_revision) == Some(me.create_revision) {
+                        let revision = me.revision;
+                        return Ok(Some((me, revision)));
+                    }
+                    let waited =
+                        lock::until(deadline, lock::wait_predecessors(&self.client, prefix, &me))
+                            .await;
+                    return match waited {
+                        Some(revision) => Ok(Some((me, revision?))),
+                        None => {
+                            riding_out(Wait::Once, "leaving the queue", || {
+                                lock::leave(&self.client, &me.key)
+                            })
+                            .await?;
+                            Ok(None)
+                        }
+                    };
+                }
+                Err(e) => return Err(e),
+            };
             publish = None;
             let verdict = deferral.decide(
                 Instant::now(),
@@ -281,6 +316,13 @@ impl Etcd {
                         seen = higher => match seen {
                             Ok(()) => Outcome::Higher,
                             Err(e) if e.is_transient() => Outcome::Higher,
+                            // May not watch the records: wait unranked.
+                            Err(EtcdError::Denied { .. }) => {
+                                match lock::until(deadline, lock::wait_predecessors(&self.client, prefix, &me)).await {
+                                    Some(revision) => Outcome::Held(revision?),
+                                    None => Outcome::Over,
+                                }
+                            }
                             Err(e) => return Err(e),
                         },
                         () = sleep_until(deadline) => Outcome::Over,
