@@ -229,7 +229,9 @@ pub async fn release<I: Inspect>(inspect: &I, job: release::Job) -> Result<Exit,
 /// One lock or semaphore `list` shows: by name, or (PostgreSQL) by the
 /// engine's id of a lock whose name it does not keep.
 enum Listed {
-    Named(Target, Vec<Holder>),
+    /// A lock or semaphore, its holders, and its waiters where the engine
+    /// shows them.
+    Named(Target, Vec<Holder>, Option<Vec<Waiter>>),
     Unnamed(String, Vec<Holder>),
 }
 
@@ -257,12 +259,13 @@ pub async fn list<I: Inspect>(
         }
         let holders = inspect.holders(&target).await.map_err(Into::into)?;
         if !holders.is_empty() {
-            listed.push(Listed::Named(target, holders));
+            let waiters = inspect.waiters(&target).await.map_err(Into::into)?;
+            listed.push(Listed::Named(target, holders, waiters));
         }
     }
     // Slots listed before their semaphore was known are left out too.
     listed.retain(|l| match l {
-        Listed::Named(Target::Lock { key, .. }, _) => !semaphores
+        Listed::Named(Target::Lock { key, .. }, _, _) => !semaphores
             .iter()
             .any(|s| key != s && super::list::is_under(key, s)),
         _ => true,
@@ -276,16 +279,13 @@ pub async fn list<I: Inspect>(
         let mut out = Vec::new();
         for l in &listed {
             match l {
-                Listed::Named(target, holders) => {
-                    let waiters = inspect.waiters(target).await.map_err(Into::into)?;
-                    out.extend(json_line(
-                        inspect,
-                        backend,
-                        target,
-                        holders,
-                        waiters.as_deref(),
-                    ))
-                }
+                Listed::Named(target, holders, waiters) => out.extend(json_line(
+                    inspect,
+                    backend,
+                    target,
+                    holders,
+                    waiters.as_deref(),
+                )),
                 Listed::Unnamed(id, holders) => {
                     let value = json!({
                         "key": null,
@@ -329,15 +329,17 @@ fn table(listed: &[Listed]) -> Vec<u8> {
     .map(String::from)];
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     for l in listed {
-        let (key, kind, holders) = match l {
-            Listed::Named(target, holders) => {
+        let (key, kind, holders, waiters) = match l {
+            Listed::Named(target, holders, waiters) => {
                 let kind = match target {
                     Target::Lock { .. } => "lock".to_string(),
                     Target::Slot { limit, .. } => format!("semaphore/{limit}"),
                 };
-                (target.name().to_string(), kind, holders)
+                (target.name().to_string(), kind, holders, waiters.as_deref())
             }
-            Listed::Unnamed(id, holders) => (format!("(id {id})"), "lock".to_string(), holders),
+            Listed::Unnamed(id, holders) => {
+                (format!("(id {id})"), "lock".to_string(), holders, None)
+            }
         };
         for h in holders {
             rows.push([
@@ -352,6 +354,20 @@ fn table(listed: &[Listed]) -> Vec<u8> {
                     h.since
                         .map(|t| humantime::format_rfc3339_seconds(t).to_string()),
                 ),
+            ]);
+        }
+        // lockrun's writers waiting, highest priority first: their kind
+        // says so, with the priority (`elect --priority`).
+        for w in waiters.unwrap_or_default() {
+            rows.push([
+                key.clone(),
+                format!("waiting/{}", w.priority),
+                "-".into(),
+                or_dash(w.value.as_ref().map(|v| v.replace(['\n', '\t'], " "))),
+                "-".into(),
+                "-".into(),
+                or_dash(w.pid.map(|p| p.to_string())),
+                "-".into(),
             ]);
         }
     }

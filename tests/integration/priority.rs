@@ -94,6 +94,20 @@ fn highest_priority_first(place: &Place) {
     let shown = shown_waiters(place, &key);
     let want: Vec<(u64, String)> = (1..=3).rev().map(|p| (p, format!("w{p}"))).collect();
     assert_eq!(shown, want);
+    // `list` shows them too, a row each under the holder's.
+    let output = run(&mut place.lockrun(&["list", &key]));
+    place.status(&output, 0, "list while three wait");
+    let kinds: Vec<String> = stdout(&output)
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().nth(1).unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["lock", "waiting/3", "waiting/2", "waiting/1"],
+        "{}",
+        stdout(&output)
+    );
 
     std::fs::write(work.path().join("go"), "").unwrap();
     place.status(&holder.finish(), 0, "the holder");
