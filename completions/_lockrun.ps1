@@ -65,6 +65,8 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             break
         }
         'lockrun;elect' {
+            [CompletionResult]::new('--priority', '--priority', [CompletionResultType]::ParameterName, 'Prefer this waiter: a free lock goes to the highest N waiting (0 to 1000, default 0)')
+            [CompletionResult]::new('--priority-grace', '--priority-grace', [CompletionResultType]::ParameterName, 'How long a deferring waiter leaves a free lock to a higher one [default: 3s]')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'How long the engine keeps a silent holder''s lock')
             [CompletionResult]::new('--lock-delay', '--lock-delay', [CompletionResultType]::ParameterName, 'How long Consul keeps a lost lock from a new holder')
             [CompletionResult]::new('--behavior', '--behavior', [CompletionResultType]::ParameterName, 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]')
@@ -222,7 +224,7 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             [CompletionResult]::new('--zk-auth-file', '--zk-auth-file', [CompletionResultType]::ParameterName, 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)')
             [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Format of lockrun''s own messages on stderr')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON object, the same schema on every backend: {"key", "backend", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [...]}; with --watch, one per line. A holder is {"value", "fence", "since", "since_unix", "host", "pid", "details"}, null where the engine does not know; "fence" is the holder''s LOCKRUN_LOCK_INDEX where it can be read back (a Consul lock''s ModifyIndex, not its LockIndex; an etcd lockrun holder; local), else null; "details" holds the engine''s own facts (Consul''s entry and session)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON object, the same schema on every backend: {"key", "backend", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [...]}; with --watch, one per line. A holder is {"value", "fence", "since", "since_unix", "host", "pid", "details"}, null where the engine does not know; "fence" is the holder''s LOCKRUN_LOCK_INDEX where it can be read back (a Consul lock''s ModifyIndex, not its LockIndex; an etcd lockrun holder; local), else null; "details" holds the engine''s own facts (Consul''s entry and session). "waiters" lists lockrun''s writers waiting for a lock, highest --priority first, each {"priority", "value", "pid"}, where the engine shows them (local, etcd); else null')
             [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'Wait until there is a holder')
             [CompletionResult]::new('--watch', '--watch', [CompletionResultType]::ParameterName, 'Print a line at every change of holder until interrupted')
             [CompletionResult]::new('--allow-network-fs', '--allow-network-fs', [CompletionResultType]::ParameterName, 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect')
@@ -509,6 +511,8 @@ Register-ArgumentCompleter -Native -CommandName 'lockrun' -ScriptBlock {
             break
         }
         'lockrun;explain;elect' {
+            [CompletionResult]::new('--priority', '--priority', [CompletionResultType]::ParameterName, 'Prefer this waiter: a free lock goes to the highest N waiting (0 to 1000, default 0)')
+            [CompletionResult]::new('--priority-grace', '--priority-grace', [CompletionResultType]::ParameterName, 'How long a deferring waiter leaves a free lock to a higher one [default: 3s]')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'How long the engine keeps a silent holder''s lock')
             [CompletionResult]::new('--lock-delay', '--lock-delay', [CompletionResultType]::ParameterName, 'How long Consul keeps a lost lock from a new holder')
             [CompletionResult]::new('--behavior', '--behavior', [CompletionResultType]::ParameterName, 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]')

@@ -690,12 +690,20 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__elect)
-            opts="-s -x -n -E -v -q -h --shared --exclusive --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --zk-tick-time --clock-rate-error --timeout --no-wait --conflict-exit-code --replace --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --register-service --service-tag --service-agent --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-s -x -n -E -v -q -h --shared --exclusive --campaign --priority --priority-grace --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --zk-tick-time --clock-rate-error --timeout --no-wait --conflict-exit-code --replace --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --register-service --service-tag --service-agent --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --priority)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --priority-grace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --ttl)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -1182,12 +1190,20 @@ _lockrun() {
             return 0
             ;;
         lockrun__subcmd__explain__subcmd__elect)
-            opts="-s -x -n -E -v -q -h --shared --exclusive --campaign --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --zk-tick-time --clock-rate-error --timeout --no-wait --conflict-exit-code --replace --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --register-service --service-tag --service-agent --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
+            opts="-s -x -n -E -v -q -h --shared --exclusive --campaign --priority --priority-grace --ttl --lock-delay --behavior --session-name --node-checks --service-checks --no-checks --zk-tick-time --clock-rate-error --timeout --no-wait --conflict-exit-code --replace --shell --kill-signal --kill-timeout --max-time --leftovers --containment --value --notify --min-hold --status-addr --on-acquire --on-loss --on-release --on-jeopardy --warn-before --warn-signal --warn-clear-signal --hook-timeout --register-service --service-tag --service-agent --backend --http-addr --token-file --ca-file --ca-path --client-cert --client-key --tls-server-name --datacenter --namespace --endpoints --cacert --cert --cert-key --dsn --zk-hosts --zk-auth-file --lock-dir --allow-network-fs --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --priority)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --priority-grace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --ttl)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -61,6 +61,8 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'lockrun;elect'= {
+            cand --priority 'Prefer this waiter: a free lock goes to the highest N waiting (0 to 1000, default 0)'
+            cand --priority-grace 'How long a deferring waiter leaves a free lock to a higher one [default: 3s]'
             cand --ttl 'How long the engine keeps a silent holder''s lock'
             cand --lock-delay 'How long Consul keeps a lost lock from a new holder'
             cand --behavior 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]'
@@ -216,7 +218,7 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand --zk-auth-file 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)'
             cand --lock-dir 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`'
             cand --log-format 'Format of lockrun''s own messages on stderr'
-            cand --json 'Print one JSON object, the same schema on every backend: {"key", "backend", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [...]}; with --watch, one per line. A holder is {"value", "fence", "since", "since_unix", "host", "pid", "details"}, null where the engine does not know; "fence" is the holder''s LOCKRUN_LOCK_INDEX where it can be read back (a Consul lock''s ModifyIndex, not its LockIndex; an etcd lockrun holder; local), else null; "details" holds the engine''s own facts (Consul''s entry and session)'
+            cand --json 'Print one JSON object, the same schema on every backend: {"key", "backend", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [...]}; with --watch, one per line. A holder is {"value", "fence", "since", "since_unix", "host", "pid", "details"}, null where the engine does not know; "fence" is the holder''s LOCKRUN_LOCK_INDEX where it can be read back (a Consul lock''s ModifyIndex, not its LockIndex; an etcd lockrun holder; local), else null; "details" holds the engine''s own facts (Consul''s entry and session). "waiters" lists lockrun''s writers waiting for a lock, highest --priority first, each {"priority", "value", "pid"}, where the engine shows them (local, etcd); else null'
             cand --wait 'Wait until there is a holder'
             cand --watch 'Print a line at every change of holder until interrupted'
             cand --allow-network-fs 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
@@ -493,6 +495,8 @@ set edit:completion:arg-completer[lockrun] = {|@words|
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'lockrun;explain;elect'= {
+            cand --priority 'Prefer this waiter: a free lock goes to the highest N waiting (0 to 1000, default 0)'
+            cand --priority-grace 'How long a deferring waiter leaves a free lock to a higher one [default: 3s]'
             cand --ttl 'How long the engine keeps a silent holder''s lock'
             cand --lock-delay 'How long Consul keeps a lost lock from a new holder'
             cand --behavior 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]'

@@ -66,6 +66,8 @@ complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "check" -d 'Exit 0 o
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "put" -d 'Write KEY=VALUE into the engine only while a sequencer\'s holder holds its lock'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "explain" -d 'Print the timing promise that elect or semaphore would keep with these flags'
 complete -c lockrun -n "__fish_lockrun_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l priority -d 'Prefer this waiter: a free lock goes to the highest N waiting (0 to 1000, default 0)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l priority-grace -d 'How long a deferring waiter leaves a free lock to a higher one [default: 3s]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l ttl -d 'How long the engine keeps a silent holder\'s lock' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l lock-delay -d 'How long Consul keeps a lost lock from a new holder' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l behavior -d 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]' -r -f -a "release\t''
@@ -275,7 +277,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l zk-auth-file 
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
-complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l json -d 'Print one JSON object, the same schema on every backend: {"key", "backend", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [...]}; with --watch, one per line. A holder is {"value", "fence", "since", "since_unix", "host", "pid", "details"}, null where the engine does not know; "fence" is the holder\'s LOCKRUN_LOCK_INDEX where it can be read back (a Consul lock\'s ModifyIndex, not its LockIndex; an etcd lockrun holder; local), else null; "details" holds the engine\'s own facts (Consul\'s entry and session)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l json -d 'Print one JSON object, the same schema on every backend: {"key", "backend", "kind": "lock"|"semaphore", "held", "limit" (null for a lock), "holders": [...]}; with --watch, one per line. A holder is {"value", "fence", "since", "since_unix", "host", "pid", "details"}, null where the engine does not know; "fence" is the holder\'s LOCKRUN_LOCK_INDEX where it can be read back (a Consul lock\'s ModifyIndex, not its LockIndex; an etcd lockrun holder; local), else null; "details" holds the engine\'s own facts (Consul\'s entry and session). "waiters" lists lockrun\'s writers waiting for a lock, highest --priority first, each {"priority", "value", "pid"}, where the engine shows them (local, etcd); else null'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l wait -d 'Wait until there is a holder'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l watch -d 'Print a line at every change of holder until interrupted'
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l allow-network-fs -d 'local: accept a lock directory on NFS or CIFS, whose flock(2) may not exclude other hosts or may break on a reconnect'
@@ -547,6 +549,8 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -f -a "elect" -d 'Explain `lockrun elect` with these flags'
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -f -a "semaphore" -d 'Explain `lockrun semaphore` with these flags'
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l priority -d 'Prefer this waiter: a free lock goes to the highest N waiting (0 to 1000, default 0)' -r
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l priority-grace -d 'How long a deferring waiter leaves a free lock to a higher one [default: 3s]' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l ttl -d 'How long the engine keeps a silent holder\'s lock' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l lock-delay -d 'How long Consul keeps a lost lock from a new holder' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l behavior -d 'What Consul does with held keys when the session is invalidated [default: release for elect, delete for semaphore]' -r -f -a "release\t''

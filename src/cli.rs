@@ -695,6 +695,21 @@ pub struct ElectArgs {
     /// For long-running daemons; not with --no-wait.
     #[arg(long)]
     pub campaign: bool,
+    /// Prefer this waiter: a free lock goes to the highest N waiting (0 to 1000, default 0).
+    ///
+    /// A lockrun waiter stays out of the lock's wait while a lockrun waiter
+    /// with a higher priority waits, and enters it once none does; equal
+    /// priorities wait as before. Peer tools' waiters count as 0 and defer
+    /// to nobody. A lone waiter takes a free lock at once; one that defers
+    /// takes it once the lock has sat free for --priority-grace with the
+    /// higher waiter still not in it. `leader --json` lists the waiters
+    /// with their priorities. The local and etcd backends only so far
+    /// (refused elsewhere, exit 2); not with -s.
+    #[arg(long, hide_short_help = true, value_name = "N", allow_hyphen_values = true, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub priority: Option<u32>,
+    /// How long a deferring waiter leaves a free lock to a higher one [default: 3s].
+    #[arg(long, hide_short_help = true, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
+    pub priority_grace: Option<Duration>,
     #[command(flatten)]
     pub session: SessionArgs,
     #[command(flatten)]
@@ -705,6 +720,23 @@ pub struct ElectArgs {
     pub service: ServiceArgs,
     #[command(flatten)]
     pub ops: crate::ops::OpsArgs,
+}
+
+impl ElectArgs {
+    /// `--priority` and `--priority-grace`, as a waiter's rank.
+    pub fn priority(&self) -> Result<crate::backend::priority::Priority, crate::error::Failure> {
+        use crate::backend::priority::{Priority, DEFAULT_GRACE};
+        if self.priority_grace == Some(Duration::ZERO) {
+            return Err(crate::error::Failure::Usage(
+                "--priority-grace 0s would never leave a free lock to a higher waiter; give a duration such as 3s, or drop it".into(),
+            ));
+        }
+        Ok(Priority {
+            level: self.priority.unwrap_or(0),
+            grace: self.priority_grace.unwrap_or(DEFAULT_GRACE),
+            asked: self.priority.is_some() || self.priority_grace.is_some(),
+        })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -741,6 +773,9 @@ pub struct LeaderArgs {
     /// ModifyIndex, not its LockIndex; an etcd lockrun holder; local),
     /// else null;
     /// "details" holds the engine's own facts (Consul's entry and session).
+    /// "waiters" lists lockrun's writers waiting for a lock, highest
+    /// --priority first, each {"priority", "value", "pid"}, where the engine
+    /// shows them (local, etcd); else null.
     #[arg(long)]
     pub json: bool,
     /// Wait until there is a holder.

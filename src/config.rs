@@ -94,6 +94,19 @@ pub fn hold<B: Backend>(
     child: &ChildArgs,
     env: &dyn Env,
 ) -> Result<(HoldConfig, B::Plan), Failure> {
+    if kind.priority.asked {
+        if !B::PRIORITY {
+            return Err(Failure::Usage(format!(
+                "--priority and --priority-grace work only on the local and etcd backends so far: the {} backend's waiters do not publish a priority yet; drop them, or use one of those",
+                B::NAME
+            )));
+        }
+        if kind.shared {
+            return Err(Failure::Usage(
+                "--priority ranks writers waiting for an exclusive lock, and -s takes it shared; drop one of them".into(),
+            ));
+        }
+    }
     let request = HoldRequest {
         kind,
         key,

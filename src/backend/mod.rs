@@ -40,6 +40,7 @@
 //! is chosen per run, so the hold loop is monomorphised once per backend and
 //! no future is boxed.
 
+pub mod priority;
 pub mod registry;
 pub mod retry;
 pub mod rules;
@@ -96,6 +97,9 @@ pub struct Kind {
     /// rules, before anything is sent.
     pub shared: bool,
     pub default_kill_timeout: Duration,
+    /// How this waiter ranks among the waiters for a leader lock (`elect
+    /// --priority`); [`priority::Priority::NONE`] for a semaphore.
+    pub priority: priority::Priority,
 }
 
 pub const LEADER: Kind = Kind {
@@ -103,6 +107,7 @@ pub const LEADER: Kind = Kind {
     lock: true,
     shared: false,
     default_kill_timeout: Duration::from_secs(5),
+    priority: priority::Priority::NONE,
 };
 
 pub const SEMAPHORE: Kind = Kind {
@@ -110,6 +115,7 @@ pub const SEMAPHORE: Kind = Kind {
     lock: false,
     shared: false,
     default_kill_timeout: Duration::from_secs(2),
+    priority: priority::Priority::NONE,
 };
 
 /// How far above SIGRTMIN the signal sits that `release` sends a holding
@@ -383,6 +389,15 @@ impl ReplaceNote {
     }
 }
 
+/// A lockrun waiter as `leader --json` shows it (`elect --priority`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiter {
+    pub priority: u32,
+    /// What its `--value` said, when the engine keeps it.
+    pub value: Option<String>,
+    pub pid: Option<u32>,
+}
+
 /// Which holders `release` asks to let go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Which {
@@ -495,6 +510,16 @@ pub trait Inspect {
     /// since none of them is known to be under one.
     fn unnamed(&self) -> impl Future<Output = Result<Vec<(String, Vec<Holder>)>, Self::Error>> {
         async { Ok(Vec::new()) }
+    }
+
+    /// The waiters for `target` that the engine shows, highest priority
+    /// first, for `leader --json` and `list --json`; `None` on an engine
+    /// whose waiters are not visible.
+    fn waiters(
+        &self,
+        _target: &Target,
+    ) -> impl Future<Output = Result<Option<Vec<Waiter>>, Self::Error>> {
+        async { Ok(None) }
     }
 
     /// The engine's own facts about `holder`, shown under `details` by
@@ -777,6 +802,11 @@ pub trait Backend: Sized {
 
     /// Its name, as `leader --json` shows it.
     const NAME: &'static str;
+
+    /// Whether its waiters for a leader lock publish their priority and
+    /// defer to higher ones (`elect --priority`, see [`priority`]); on a
+    /// backend that does not, `--priority` is refused.
+    const PRIORITY: bool = false;
 
     /// What lockrun knows of it before choosing a backend.
     const REGISTRATION: Registration;

@@ -75,6 +75,7 @@ pub fn prepare<B: Backend>(
         pick,
         config::Kind {
             shared: args.shared,
+            priority: args.priority()?,
             ..config::LEADER
         },
         &args.key,

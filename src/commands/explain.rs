@@ -52,6 +52,7 @@ pub fn run<B: Backend>(pick: &Pick<B>, args: ExplainArgs, env: &dyn Env) -> Resu
                 pick,
                 config::Kind {
                     shared: a.shared,
+                    priority: a.priority()?,
                     ..config::LEADER
                 },
                 &a.key,

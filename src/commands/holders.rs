@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
 
-use crate::backend::{Changes, Holder, Inspect, ReplaceNote, Target, Which};
+use crate::backend::{Changes, Holder, Inspect, ReplaceNote, Target, Waiter, Which};
 use crate::error::Failure;
 use crate::exit::Exit;
 
@@ -36,12 +36,25 @@ fn holder_json<I: Inspect>(inspect: &I, holder: &Holder) -> Value {
     })
 }
 
+/// The lockrun waiters the engine shows, with their priorities (`elect
+/// --priority`); null where its waiters are not visible.
+fn waiters_json(waiters: Option<&[Waiter]>) -> Value {
+    match waiters {
+        Some(waiters) => waiters
+            .iter()
+            .map(|w| json!({"priority": w.priority, "value": w.value, "pid": w.pid}))
+            .collect(),
+        None => Value::Null,
+    }
+}
+
 /// The one JSON shape of `--json` and `--json --watch`, as a line.
 fn json_line<I: Inspect>(
     inspect: &I,
     backend: &str,
     target: &Target,
     holders: &[Holder],
+    waiters: Option<&[Waiter]>,
 ) -> Vec<u8> {
     let (kind, limit) = match target {
         Target::Lock { shared: false, .. } => ("lock", None),
@@ -55,6 +68,7 @@ fn json_line<I: Inspect>(
         "held": !holders.is_empty(),
         "limit": limit,
         "holders": holders.iter().map(|h| holder_json(inspect, h)).collect::<Vec<_>>(),
+        "waiters": waiters_json(waiters),
     });
     let mut line = serde_json::to_vec(&value).expect("JSON serialises");
     line.push(b'\n');
@@ -66,10 +80,10 @@ fn print<I: Inspect>(
     backend: &str,
     target: &Target,
     holders: &[Holder],
-    json: bool,
+    json: Option<Option<&[Waiter]>>,
 ) -> Exit {
-    let out = if json {
-        json_line(inspect, backend, target, holders)
+    let out = if let Some(waiters) = json {
+        json_line(inspect, backend, target, holders, waiters)
     } else {
         holders
             .iter()
@@ -123,7 +137,8 @@ pub async fn leader<I: Inspect>(
             }
             had_none = holders.is_empty();
             let line = if json {
-                json_line(inspect, backend, &target, &holders)
+                let waiters = inspect.waiters(&target).await.map_err(Into::into)?;
+                json_line(inspect, backend, &target, &holders, waiters.as_deref())
             } else {
                 // One line per change: the holders' labels joined by spaces,
                 // or an empty line for "no holder".
@@ -158,7 +173,17 @@ pub async fn leader<I: Inspect>(
         }
         None => inspect.holders(&target).await.map_err(Into::into)?,
     };
-    Ok(print(inspect, backend, &target, &holders, json))
+    let waiters = match json {
+        true => Some(inspect.waiters(&target).await.map_err(Into::into)?),
+        false => None,
+    };
+    Ok(print(
+        inspect,
+        backend,
+        &target,
+        &holders,
+        waiters.as_ref().map(Option::as_deref),
+    ))
 }
 
 pub async fn release<I: Inspect>(inspect: &I, job: release::Job) -> Result<Exit, Failure> {
@@ -204,7 +229,9 @@ pub async fn release<I: Inspect>(inspect: &I, job: release::Job) -> Result<Exit,
 /// One lock or semaphore `list` shows: by name, or (PostgreSQL) by the
 /// engine's id of a lock whose name it does not keep.
 enum Listed {
-    Named(Target, Vec<Holder>),
+    /// A lock or semaphore, its holders, and its waiters where the engine
+    /// shows them.
+    Named(Target, Vec<Holder>, Option<Vec<Waiter>>),
     Unnamed(String, Vec<Holder>),
 }
 
@@ -232,12 +259,13 @@ pub async fn list<I: Inspect>(
         }
         let holders = inspect.holders(&target).await.map_err(Into::into)?;
         if !holders.is_empty() {
-            listed.push(Listed::Named(target, holders));
+            let waiters = inspect.waiters(&target).await.map_err(Into::into)?;
+            listed.push(Listed::Named(target, holders, waiters));
         }
     }
     // Slots listed before their semaphore was known are left out too.
     listed.retain(|l| match l {
-        Listed::Named(Target::Lock { key, .. }, _) => !semaphores
+        Listed::Named(Target::Lock { key, .. }, _, _) => !semaphores
             .iter()
             .any(|s| key != s && super::list::is_under(key, s)),
         _ => true,
@@ -251,9 +279,13 @@ pub async fn list<I: Inspect>(
         let mut out = Vec::new();
         for l in &listed {
             match l {
-                Listed::Named(target, holders) => {
-                    out.extend(json_line(inspect, backend, target, holders))
-                }
+                Listed::Named(target, holders, waiters) => out.extend(json_line(
+                    inspect,
+                    backend,
+                    target,
+                    holders,
+                    waiters.as_deref(),
+                )),
                 Listed::Unnamed(id, holders) => {
                     let value = json!({
                         "key": null,
@@ -263,6 +295,7 @@ pub async fn list<I: Inspect>(
                         "held": true,
                         "limit": null,
                         "holders": holders.iter().map(|h| holder_json(inspect, h)).collect::<Vec<_>>(),
+                        "waiters": Value::Null,
                     });
                     out.extend(serde_json::to_vec(&value).expect("JSON serialises"));
                     out.push(b'\n');
@@ -296,16 +329,18 @@ fn table(listed: &[Listed]) -> Vec<u8> {
     .map(String::from)];
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     for l in listed {
-        let (key, kind, holders) = match l {
-            Listed::Named(target, holders) => {
+        let (key, kind, holders, waiters) = match l {
+            Listed::Named(target, holders, waiters) => {
                 let kind = match target {
                     Target::Lock { shared: false, .. } => "lock".to_string(),
                     Target::Lock { shared: true, .. } => "shared".to_string(),
                     Target::Slot { limit, .. } => format!("semaphore/{limit}"),
                 };
-                (target.name().to_string(), kind, holders)
+                (target.name().to_string(), kind, holders, waiters.as_deref())
             }
-            Listed::Unnamed(id, holders) => (format!("(id {id})"), "lock".to_string(), holders),
+            Listed::Unnamed(id, holders) => {
+                (format!("(id {id})"), "lock".to_string(), holders, None)
+            }
         };
         for h in holders {
             rows.push([
@@ -320,6 +355,20 @@ fn table(listed: &[Listed]) -> Vec<u8> {
                     h.since
                         .map(|t| humantime::format_rfc3339_seconds(t).to_string()),
                 ),
+            ]);
+        }
+        // lockrun's writers waiting, highest priority first: their kind
+        // says so, with the priority (`elect --priority`).
+        for w in waiters.unwrap_or_default() {
+            rows.push([
+                key.clone(),
+                format!("waiting/{}", w.priority),
+                "-".into(),
+                or_dash(w.value.as_ref().map(|v| v.replace(['\n', '\t'], " "))),
+                "-".into(),
+                "-".into(),
+                or_dash(w.pid.map(|p| p.to_string())),
+                "-".into(),
             ]);
         }
     }

@@ -578,7 +578,10 @@ fn leader_json_has_one_schema_and_the_fence_the_child_got() {
     use crate::places::{stdout, Place};
     use crate::support::scratch;
     use std::collections::BTreeSet;
-    let top: BTreeSet<&str> = ["key", "backend", "kind", "held", "limit", "holders"].into();
+    let top: BTreeSet<&str> = [
+        "key", "backend", "kind", "held", "limit", "holders", "waiters",
+    ]
+    .into();
     let holder_fields: BTreeSet<&str> = [
         "value",
         "fence",

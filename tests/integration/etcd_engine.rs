@@ -642,6 +642,53 @@ async fn a_user_authenticates_and_a_wrong_password_is_denied() {
     assert!(!message.contains("wrong"), "{message}");
 }
 
+/// A role confined to its keys (etcd's RBAC) may not keep the waiters'
+/// records (`--priority`): its writers still wait, unranked, and take the
+/// lock when it is let go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_that_may_not_keep_waiting_records_still_waits() {
+    let server = private(&[]);
+    let ctl = |args: &[&str]| run_ok(etcdctl_at(&server.endpoint).args(args), args);
+    ctl(&["user", "add", "root:s3cret", "--interactive=false"]);
+    ctl(&["user", "add", "app:pw", "--interactive=false"]);
+    ctl(&["role", "add", "app"]);
+    ctl(&[
+        "role",
+        "grant-permission",
+        "app",
+        "--prefix=true",
+        "readwrite",
+        "jobs/",
+    ]);
+    ctl(&["user", "grant-role", "app", "app"]);
+    ctl(&["auth", "enable"]);
+    let flags = EtcdFlags {
+        endpoints: Some(server.endpoint.clone()),
+        user: Some("app:pw".into()),
+        ..EtcdFlags::default()
+    };
+    let etcd = Etcd::new(&EtcdConfig::resolve(&flags, |_| None).unwrap(), HELD).unwrap();
+    let target = lock("jobs/k");
+    let holder_lease = lease(&etcd).await;
+    let claim = take(&etcd, &holder_lease, &target, "h").await;
+    let waiter_lease = lease(&etcd).await;
+    let waiter = {
+        let (etcd, target) = (etcd.clone(), target.clone());
+        async move { take(&etcd, &waiter_lease, &target, "w").await }
+    };
+    let release = async {
+        wait_contenders(&etcd, "jobs/k", 2).await;
+        claim.release().await.unwrap();
+    };
+    let (got, ()) = tokio::time::timeout(Duration::from_secs(20), async {
+        tokio::join!(waiter, release)
+    })
+    .await
+    .expect("the waiter took the lock once it was let go");
+    got.release().await.unwrap();
+    holder_lease.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_link_fails_renewals_but_loses_nothing_until_etcd_says_so() {
     let link = Link::new(

@@ -53,6 +53,8 @@ mod errors;
 mod tls;
 // `--backend local` end to end, beside real flock(1).
 mod local_cli;
+// elect --priority: preferred standbys.
+mod priority;
 // The local lock directory against another user's links, FIFOs and files.
 mod hostile_local;
 // The same scenarios on every backend.

@@ -8,6 +8,7 @@ use crate::backend::{
     Backend, BackendName, HoldRequest, HoldRules, Look, Peer, Prose, Registration,
 };
 use crate::backend::{Env, PromiseText};
+use crate::backend::priority::Priority;
 use crate::error::Failure;
 
 const REGISTRATION: Registration = Registration {
@@ -70,9 +71,10 @@ impl Backend for EtcdBackend {
     type ReleaseArgs = crate::backend::NoFlags;
     type Engine = Etcd;
     type Inspect = Etcd;
-    type Plan = ();
+    type Plan = Priority;
 
     const NAME: &'static str = "etcd";
+    const PRIORITY: bool = true;
     const REGISTRATION: Registration = REGISTRATION;
 
     fn check_key(key: &str) -> Result<(), Failure> {
@@ -93,13 +95,18 @@ impl Backend for EtcdBackend {
     fn hold_rules(
         request: &HoldRequest<'_, Self::HoldArgs>,
         _env: &dyn Env,
-    ) -> Result<HoldRules<()>, Failure> {
+    ) -> Result<HoldRules<Priority>, Failure> {
         crate::key::check(request.key).map_err(Failure::Usage)?;
-        crate::backend::rules::plain_lease(
+        let rules = crate::backend::rules::plain_lease(
             request,
             "an etcd lease TTL",
             "on etcd a rival takes the lock as soon as the lease expires",
-        )
+        )?;
+        Ok(HoldRules {
+            budget: rules.budget,
+            kill_timeout: rules.kill_timeout,
+            plan: request.kind.priority,
+        })
     }
 
     /// The client from flags and etcdctl's variables, checked (files
@@ -124,8 +131,8 @@ impl Backend for EtcdBackend {
             .map_err(Failure::Config)
     }
 
-    fn engine(&self, (): ()) -> Result<Etcd, Failure> {
-        Ok(self.0.clone())
+    fn engine(&self, priority: Priority) -> Result<Etcd, Failure> {
+        Ok(self.0.clone().ranked(priority))
     }
 
     fn inspect(&self, _look: &Look<'_, Self::ReleaseArgs>) -> Etcd {

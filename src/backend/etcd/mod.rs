@@ -23,6 +23,7 @@ pub mod client;
 pub mod config;
 pub mod error;
 pub mod lock;
+mod waiters;
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -38,6 +39,7 @@ pub use self::error::EtcdError;
 use self::client::{Kv, Range, Watch};
 use self::lock::{Entered, Pause, SlotWait, CLEANUP_TIMEOUT};
 
+use crate::backend::priority::{Priority, Verdict};
 use crate::backend::retry::ONCE_GRACE;
 
 /// How long a one-off run's first contact goes round endpoints that take
@@ -86,6 +88,8 @@ pub fn check_key(key: &str) -> Result<(), String> {
 pub struct Etcd {
     client: Client,
     ttl: Duration,
+    /// How our waits for a lock rank among other lockrun writers'.
+    priority: Priority,
 }
 
 impl Etcd {
@@ -102,7 +106,16 @@ impl Etcd {
         // and the retry on the next endpoint still comes well before the
         // lease runs out.
         client.set_call_timeout(ttl / 4);
-        Ok(Etcd { client, ttl })
+        Ok(Etcd {
+            client,
+            ttl,
+            priority: Priority::NONE,
+        })
+    }
+
+    /// The same engine, waiting for a lock with `priority`.
+    pub fn ranked(self, priority: Priority) -> Etcd {
+        Etcd { priority, ..self }
     }
 
     pub fn client(&self) -> &Client {
@@ -138,25 +151,197 @@ impl Etcd {
             return Err(e);
         }
         let first = me.first.as_ref().map(|kv| kv.create_revision);
-        let revision = if first == Some(me.create_revision) {
-            me.revision
-        } else {
-            if wait == Wait::Once {
-                return self.busy(target, &me, None).await;
+        if first == Some(me.create_revision) {
+            let revision = me.revision;
+            return Ok(Acquisition::Held(
+                self.claim(lease, target, me, revision, None),
+            ));
+        }
+        if wait == Wait::Once {
+            return self.busy(target, &me, None).await;
+        }
+        let name = target.name();
+        let ranked = self.wait_ranked(lease, name, &prefix, me, value, wait).await;
+        // Off the handover's path, best effort: the record goes with the
+        // lease anyway. Until it goes, a rival that sees it defers to a
+        // waiter that holds: the lock is not free.
+        let (client, name_owned, id) = (self.client.clone(), name.to_owned(), lease.id);
+        tokio::spawn(async move {
+            let _ = waiters::withdraw(&client, &name_owned, id).await;
+        });
+        match ranked? {
+            Some((me, revision)) => Ok(Acquisition::Held(
+                self.claim(lease, target, me, revision, None),
+            )),
+            None => {
+                let holder = self
+                    .holders(target)
+                    .await
+                    .ok()
+                    .and_then(|hs| hs.into_iter().find_map(|h| h.value));
+                Ok(Acquisition::Busy { holder })
             }
-            let waited = lock::until(
-                wait.deadline(),
-                lock::wait_predecessors(&self.client, &prefix, &me),
-            )
-            .await;
-            match waited {
-                Some(revision) => revision?,
-                None => return self.busy(target, &me, None).await,
+        }
+    }
+
+    /// A writer's wait, ranked by `--priority` (see [`waiters`]): in the
+    /// queue (`me`, entered) while no lockrun writer of a higher priority
+    /// waits; out of it, watching the records and the queue, while one
+    /// does (or until the lock has sat free for the grace with that
+    /// waiter not in it). `None` when patience ran out, with our key gone.
+    async fn wait_ranked(
+        &self,
+        lease: &EtcdLease,
+        name: &str,
+        prefix: &[u8],
+        me: Entered,
+        value: &str,
+        wait: Wait,
+    ) -> Result<Option<(Entered, i64)>, EtcdError> {
+        enum Outcome {
+            Held(i64),
+            Higher,
+            Over,
+        }
+        let deadline = wait.deadline();
+        let sleep_until = |at: Option<Instant>| async move {
+            match at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
             }
         };
-        Ok(Acquisition::Held(
-            self.claim(lease, target, me, revision, None),
-        ))
+        let mut deferral = self.priority.deferral();
+        let mut queued = Some(me);
+        // The first look puts our record too.
+        let mut publish = Some((self.priority.level, value));
+        loop {
+            let look = match riding_out(wait, "looking at the waiters", || {
+                waiters::look(&self.client, name, prefix, lease.id, publish)
+            })
+            .await
+            {
+                Ok(look) => look,
+                // A role that may not keep or read the records (etcd's
+                // RBAC) waits as before, in the queue, unranked.
+                Err(e @ EtcdError::Denied { .. }) => {
+                    tracing::warn!("waiting for `{name}` without priorities: {e}");
+                    let me = match queued.take() {
+                        Some(me) => me,
+                        None => {
+                            riding_out(wait, "entering the queue", || {
+                                lock::enter(&self.client, prefix, lease.id, value.as_bytes())
+                            })
+                            .await?
+                        }
+                    };
+                    if me.first.as_ref().map(|kv| kv.create_revision) == Some(me.create_revision) {
+                        let revision = me.revision;
+                        return Ok(Some((me, revision)));
+                    }
+                    let waited =
+                        lock::until(deadline, lock::wait_predecessors(&self.client, prefix, &me))
+                            .await;
+                    return match waited {
+                        Some(revision) => Ok(Some((me, revision?))),
+                        None => {
+                            riding_out(Wait::Once, "leaving the queue", || {
+                                lock::leave(&self.client, &me.key)
+                            })
+                            .await?;
+                            Ok(None)
+                        }
+                    };
+                }
+                Err(e) => return Err(e),
+            };
+            publish = None;
+            let verdict = deferral.decide(
+                Instant::now(),
+                look.others.iter().map(|s| s.level),
+                look.free,
+            );
+            tracing::debug!(?verdict, waiting = ?look.others, free = look.free, "ranked among the waiters");
+            match verdict {
+                Verdict::Defer { until } => {
+                    if let Some(me) = queued.take() {
+                        riding_out(wait, "leaving the queue", || {
+                            lock::leave(&self.client, &me.key)
+                        })
+                        .await?;
+                    }
+                    let from = look.revision + 1;
+                    let mut records = waiters::watch_records(&self.client, name, from).await?;
+                    let mut queue = waiters::watch_queue(&self.client, prefix, from).await?;
+                    let wake = [until, deadline].into_iter().flatten().min();
+                    tokio::select! {
+                        _ = records.next() => {}
+                        _ = queue.next() => {}
+                        () = sleep_until(wake) => {}
+                    }
+                    if deadline.is_some_and(|at| Instant::now() >= at) {
+                        return Ok(None);
+                    }
+                }
+                Verdict::Go => {
+                    let me = match queued.take() {
+                        Some(me) => me,
+                        None => {
+                            riding_out(wait, "entering the queue", || {
+                                lock::enter(&self.client, prefix, lease.id, value.as_bytes())
+                            })
+                            .await?
+                        }
+                    };
+                    if me.first.as_ref().map(|kv| kv.create_revision) == Some(me.create_revision) {
+                        let revision = me.revision;
+                        return Ok(Some((me, revision)));
+                    }
+                    // Watching the records opens as the wait starts, not
+                    // before it: a handover need not wait for it.
+                    let from = me.revision + 1;
+                    let higher = async {
+                        let mut records = waiters::watch_records(&self.client, name, from).await?;
+                        loop {
+                            let batch = records.next().await?;
+                            if batch.canceled
+                                || waiters::brings_higher(name, &batch.events, self.priority.level)
+                            {
+                                return Ok::<(), EtcdError>(());
+                            }
+                        }
+                    };
+                    let outcome = tokio::select! {
+                        biased;
+                        revision = lock::wait_predecessors(&self.client, prefix, &me) => Outcome::Held(revision?),
+                        seen = higher => match seen {
+                            Ok(()) => Outcome::Higher,
+                            Err(e) if e.is_transient() => Outcome::Higher,
+                            // May not watch the records: wait unranked.
+                            Err(EtcdError::Denied { .. }) => {
+                                match lock::until(deadline, lock::wait_predecessors(&self.client, prefix, &me)).await {
+                                    Some(revision) => Outcome::Held(revision?),
+                                    None => Outcome::Over,
+                                }
+                            }
+                            Err(e) => return Err(e),
+                        },
+                        () = sleep_until(deadline) => Outcome::Over,
+                    };
+                    match outcome {
+                        Outcome::Held(revision) => return Ok(Some((me, revision))),
+                        // Looked at again: a higher waiter makes us leave.
+                        Outcome::Higher => queued = Some(me),
+                        Outcome::Over => {
+                            riding_out(Wait::Once, "leaving the queue", || {
+                                lock::leave(&self.client, &me.key)
+                            })
+                            .await?;
+                            return Ok(None);
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// A reader: `KEY/read/<lease id in hex>` with our lease, in the
@@ -785,6 +970,25 @@ impl Inspect for Etcd {
                     .then(|| name.to_owned())
             })
             .collect())
+    }
+
+    /// lockrun's writers waiting for a lock, from their records (see
+    /// [`waiters`]); `etcdctl lock`'s keep none and are not shown.
+    async fn waiters(&self, target: &Target) -> Result<Option<Vec<super::Waiter>>, EtcdError> {
+        let Target::Lock { key, .. } = target else {
+            return Ok(None);
+        };
+        Ok(Some(
+            waiters::waiting(&self.client, key)
+                .await?
+                .into_iter()
+                .map(|s| super::Waiter {
+                    priority: s.level,
+                    value: s.value,
+                    pid: None,
+                })
+                .collect(),
+        ))
     }
 
     async fn holders(&self, target: &Target) -> Result<Vec<Holder>, EtcdError> {

@@ -8,6 +8,7 @@ use super::Local;
 use crate::backend::{
     Backend, BackendName, HoldRequest, HoldRules, Look, Peer, Prose, Registration,
 };
+use crate::backend::priority::Priority;
 use crate::backend::{Env, PromiseText};
 use crate::error::Failure;
 
@@ -59,9 +60,10 @@ impl Backend for LocalBackend {
     type ReleaseArgs = crate::backend::NoFlags;
     type Engine = Local;
     type Inspect = Local;
-    type Plan = ();
+    type Plan = Priority;
 
     const NAME: &'static str = "local";
+    const PRIORITY: bool = true;
     const REGISTRATION: Registration = REGISTRATION;
 
     fn check_key(key: &str) -> Result<(), Failure> {
@@ -83,7 +85,7 @@ impl Backend for LocalBackend {
     fn hold_rules(
         request: &HoldRequest<'_, Self::HoldArgs>,
         _env: &dyn Env,
-    ) -> Result<HoldRules<()>, Failure> {
+    ) -> Result<HoldRules<Priority>, Failure> {
         Self::check_key(request.key)?;
         // No lease can run out under the child, so any grace period is safe.
         Ok(HoldRules {
@@ -91,7 +93,7 @@ impl Backend for LocalBackend {
             kill_timeout: request
                 .kill_timeout
                 .unwrap_or(request.kind.default_kill_timeout),
-            plan: (),
+            plan: request.kind.priority,
         })
     }
 
@@ -126,9 +128,9 @@ impl Backend for LocalBackend {
 
     /// Says which lock directory (with `-v`): the default depends on who
     /// runs and on `XDG_RUNTIME_DIR`, and root's and a user's differ.
-    fn engine(&self, (): ()) -> Result<Local, Failure> {
+    fn engine(&self, priority: Priority) -> Result<Local, Failure> {
         tracing::info!("lock directory `{}`", self.dir.display());
-        Ok(Local::open(self.dir.clone(), self.allow_network_fs)?)
+        Ok(Local::open(self.dir.clone(), self.allow_network_fs)?.ranked(priority))
     }
 
     /// Looking creates nothing, and may look at a directory that is not

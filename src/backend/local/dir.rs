@@ -30,6 +30,10 @@ pub const TURN_SUFFIX: &str = ".lockrun-rw";
 /// it replaces (`crate::backend::ReplaceNote`): who took over.
 pub const NOTE_SUFFIX: &str = ".lockrun-by";
 
+/// What follows the lock's name in a waiting writer's record beside it
+/// (`KEY.lockrun-wait-<priority>-<pid>`, see `waiters`).
+pub const WAIT_INFIX: &str = ".lockrun-wait-";
+
 /// The default lock directory: `/run/lockrun` for root; for anyone else
 /// `$XDG_RUNTIME_DIR/lockrun`, else `/tmp/lockrun-UID`.
 pub fn default_dir(uid: u32, xdg_runtime_dir: Option<&Path>) -> PathBuf {
@@ -135,6 +139,9 @@ pub fn check_key(key: &str) -> Result<(), LocalError> {
                 || s.ends_with(NOTE_SUFFIX) =>
             {
                 "has a segment ending in `.lockrun`, `.lockrun-new`, `.lockrun-rw` or `.lockrun-by`, names kept for holder facts, the readers' turnstile and --replace's note"
+            }
+            s if s.contains(WAIT_INFIX) => {
+                "has a segment containing `.lockrun-wait-`, names kept for the records of waiting writers"
             }
             s if SEMAPHORE_FILES.contains(&s) => {
                 "has a `.limit` or `.queue` segment, names a semaphore keeps for its own files"

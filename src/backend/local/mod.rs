@@ -28,6 +28,7 @@ pub mod facts;
 mod semaphore;
 mod sys;
 pub mod tree;
+mod waiters;
 mod watch;
 
 use std::ffi::OsString;
@@ -40,6 +41,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use self::facts::{Facts, HolderFacts, Lock};
+use super::priority::Priority;
 use self::tree::{Dir, KeyFiles, Missing};
 use super::{
     Acquisition, Claim, Engine, Holder, Inspect, Lease, Lost, Opening, Released, Renewal,
@@ -129,6 +131,8 @@ pub struct Local {
     /// `dir`, open, once prepared (created, checked): only then may we
     /// acquire in it.
     top: Option<Arc<Dir>>,
+    /// How our waits for a leader lock rank among other lockrun waiters'.
+    priority: Priority,
 }
 
 impl Local {
@@ -143,7 +147,13 @@ impl Local {
             dir,
             host,
             top: Some(Arc::new(top)),
+            priority: Priority::NONE,
         })
+    }
+
+    /// The same engine, waiting for a leader lock with `priority`.
+    pub fn ranked(self, priority: Priority) -> Local {
+        Local { priority, ..self }
     }
 
     /// For looking only (`leader`): creates nothing and accepts a directory
@@ -154,6 +164,7 @@ impl Local {
             dir,
             host: String::new(),
             top: None,
+            priority: Priority::NONE,
         }
     }
 
@@ -377,6 +388,33 @@ fn lock_path_as(
     }
 }
 
+/// A lock file we hold, and a reader's turnstile.
+type Locked = ((File, Lock), Option<File>);
+
+/// Waits in a thread of its own for the turnstile, then the lock of
+/// `files`, until `deadline`: `None` when it passed.
+async fn wait_in_thread(
+    files: &KeyFiles,
+    shared: bool,
+    deadline: Option<tokio::time::Instant>,
+) -> Result<Option<Locked>, LocalError> {
+    let (dir, lock, turn) = (Arc::clone(&files.dir), files.lock.clone(), files.turnstile());
+    let work = move |cancel: semaphore::Cancel| -> Result<_, LocalError> {
+        let (turn, _) = lock_path(&dir, &turn, true)?.expect("a blocking lock is granted");
+        if cancel.is_set() {
+            return Ok(None);
+        }
+        let got = lock_path_as(&dir, &lock, true, shared)?;
+        // The reader keeps the turnstile until its facts are
+        // written; a writer lets it go now.
+        Ok(got.map(|got| (got, shared.then_some(turn))))
+    };
+    match in_thread(deadline, semaphore::Cancel::default(), work).await {
+        Some(result) => result,
+        None => Ok(None),
+    }
+}
+
 /// Runs blocking `work` in a thread of its own and waits for it until
 /// `deadline`; dropping the returned future abandons the thread, whose
 /// result, when it comes, is dropped (a granted lock closes and is free).
@@ -448,7 +486,9 @@ impl Engine for Local {
         let pid_start = facts::start_time(me)
             .map_err(|e| LocalError::io("cannot read our own start time".into(), e))?;
         let granted = match target {
-            Target::Lock { key, shared } => self.acquire_lock(key, *shared, wait).await?,
+            Target::Lock { key, shared } => {
+                self.acquire_lock(key, *shared, wait, value).await?
+            }
             Target::Slot { prefix, limit } => {
                 semaphore::acquire(self, prefix, *limit, wait).await?
             }
@@ -482,11 +522,15 @@ impl Local {
     /// that come after it wait behind it. A writer that finds the lock free
     /// takes it at once, and `flock -s`/`flock -x` never pass it: they
     /// exclude lockrun as before, without the writer preference.
+    ///
+    /// A writer that has to wait ranks itself among lockrun's writers
+    /// ([`Local::wait_ranked`]).
     async fn acquire_lock(
         &self,
         key: &str,
         shared: bool,
         wait: Wait,
+        value: &str,
     ) -> Result<Option<Granted>, LocalError> {
         let files = self
             .key_files(key, Missing::Create)?
@@ -511,6 +555,7 @@ impl Local {
         let got = match first {
             Some(got) => Some(got),
             None if wait == Wait::Once && !shared => None,
+            None if !shared => self.wait_ranked(&files, wait, value).await?,
             None => {
                 // A reader told not to wait still waits out a turnstile
                 // that another reader passes this moment, never a writer:
@@ -519,21 +564,7 @@ impl Local {
                     Wait::Once => Some(tokio::time::Instant::now() + ONCE_TURN),
                     _ => wait.deadline(),
                 };
-                let (dir, lock, turn) = (Arc::clone(&files.dir), files.lock.clone(), turnstile);
-                let work = move |cancel: semaphore::Cancel| -> Result<_, LocalError> {
-                    let (turn, _) = lock_path(&dir, &turn, true)?.expect("a blocking lock is granted");
-                    if cancel.is_set() {
-                        return Ok(None);
-                    }
-                    let got = lock_path_as(&dir, &lock, true, shared)?;
-                    // The reader keeps the turnstile until its facts are
-                    // written; a writer lets it go now.
-                    Ok(got.map(|got| (got, shared.then_some(turn))))
-                };
-                match in_thread(deadline, semaphore::Cancel::default(), work).await {
-                    Some(result) => result?,
-                    None => None,
-                }
+                wait_in_thread(&files, shared, deadline).await?
             }
         };
         Ok(got.map(|((file, lock), turn)| Granted {
@@ -544,6 +575,89 @@ impl Local {
             shared,
             turn,
         }))
+    }
+
+    /// A writer's wait, ranked by `--priority` (see
+    /// [`crate::backend::priority`]): our record beside the lock says we
+    /// wait and with what priority; while a live lockrun writer of a higher
+    /// priority waits, we stay out of the turnstile and the lock, watching
+    /// the directory, and enter them once none does (or once the lock has
+    /// sat free for the grace with that waiter not in it). A higher waiter
+    /// that comes while we are in the wait makes us leave it: the waiting
+    /// thread is abandoned, and a grant it gets later is let go at once.
+    async fn wait_ranked(
+        &self,
+        files: &KeyFiles,
+        wait: Wait,
+        value: &str,
+    ) -> Result<Option<Locked>, LocalError> {
+        let watch = waiters::Watch::new(files)?;
+        let record = waiters::Record::publish(files, self.priority.level, value)?;
+        let result = self.wait_ranked_with(files, wait, &watch, &record).await;
+        // Off the handover's path, on a thread of their own: removing our
+        // record, and closing the inotify instance, which waits for the
+        // kernel to retire its watch. Until the record goes, a rival that
+        // sees it defers to a waiter that holds: the lock is not free.
+        drop(watch::Retiring::new((record, watch)));
+        result
+    }
+
+    async fn wait_ranked_with(
+        &self,
+        files: &KeyFiles,
+        wait: Wait,
+        watch: &waiters::Watch,
+        record: &waiters::Record,
+    ) -> Result<Option<Locked>, LocalError> {
+        use super::priority::Verdict;
+        let deadline = wait.deadline();
+        let mut deferral = self.priority.deferral();
+        let decide = |deferral: &mut super::priority::Deferral| -> Result<Verdict, LocalError> {
+            let (seen, free) = waiters::look(files, Some(record.name()))?;
+            let verdict =
+                deferral.decide(tokio::time::Instant::now(), seen.iter().map(|s| s.level), free);
+            tracing::debug!(?verdict, waiting = ?seen, free, "ranked among the waiters");
+            Ok(verdict)
+        };
+        loop {
+            match decide(&mut deferral)? {
+                Verdict::Defer { until } => {
+                    let wake = [until, deadline].into_iter().flatten().min();
+                    let sleep = async {
+                        match wake {
+                            Some(at) => tokio::time::sleep_until(at).await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        _ = watch.next() => {}
+                        () = sleep => {}
+                    }
+                    if deadline.is_some_and(|at| tokio::time::Instant::now() >= at) {
+                        return Ok(None);
+                    }
+                }
+                Verdict::Go => {
+                    let waiting = wait_in_thread(files, false, deadline);
+                    tokio::pin!(waiting);
+                    loop {
+                        tokio::select! {
+                            // A grant first: it is the handover's path.
+                            biased;
+                            got = &mut waiting => return got,
+                            // Only a waiter that comes can send us out:
+                            // the lock file's own events (its holder
+                            // closing it, on the handover's path) cannot.
+                            records = watch.next() => {
+                                if records && decide(&mut deferral)? != Verdict::Go {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// Each live holder of `target` with its facts when they describe it.
@@ -642,6 +756,28 @@ impl Inspect for Local {
                 ),
             }
         }
+    }
+
+    /// lockrun's writers waiting for a leader lock, from their records
+    /// beside it (see [`waiters`]); `flock(1)`'s waiters are the kernel's
+    /// and not shown. A semaphore's waiters keep no records.
+    async fn waiters(&self, target: &Target) -> Result<Option<Vec<super::Waiter>>, LocalError> {
+        let Target::Lock { key, .. } = target else {
+            return Ok(None);
+        };
+        let Some(files) = self.key_files(key, Missing::Absent)? else {
+            return Ok(Some(Vec::new()));
+        };
+        Ok(Some(
+            waiters::waiting(&files)?
+                .into_iter()
+                .map(|(seen, value)| super::Waiter {
+                    priority: seen.level,
+                    value,
+                    pid: Some(seen.pid),
+                })
+                .collect(),
+        ))
     }
 
     /// A lock file has no entry of its own: the child's group is the fact

@@ -1,0 +1,295 @@
+//! `elect --priority N` (issue #44 item 2): preferred standbys. Waiters
+//! publish their priority where rivals see it, and a free lock goes to the
+//! highest one waiting; a stuck higher waiter delays a lower one by
+//! `--priority-grace` at most. The order is read from the children's own
+//! timestamps. Local and etcd so far: the other backends refuse the flags.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::places::{stdout, Place};
+use crate::procs::wait_until;
+use crate::support::{bare, max_overlap, now_ns, run, scratch, FlockHolder, Running};
+
+/// A waiter's child: writes `start LABEL NS` and, 200 ms later, `end LABEL
+/// NS` to `LOG`.
+const CHILD: &str =
+    "echo \"start $1 $(date +%s%N)\" >> \"$2\"; sleep 0.2; echo \"end $1 $(date +%s%N)\" >> \"$2\"";
+
+/// `lockrun elect --priority P KEY` whose child logs its span as `P`.
+fn waiter(place: &Place, key: &str, priority: u32, extra: &[&str], log: &Path) -> Running {
+    let (p, value) = (priority.to_string(), format!("w{priority}"));
+    let mut args = vec!["elect"];
+    args.extend(extra);
+    args.extend(["--priority", &p, "--value", &value, key]);
+    let mut cmd = place.lockrun(&args);
+    cmd.args(["--shell", "--", CHILD, &p]).arg(log);
+    Running::spawn(&mut cmd)
+}
+
+/// The children's spans, `(label, start, end)`, in the order they started.
+fn spans(log: &Path) -> Vec<(String, u128, u128)> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut starts = Vec::new();
+    let mut ends = std::collections::HashMap::new();
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at: u128 = words[2].parse().unwrap();
+        match words[0] {
+            "start" => starts.push((words[1].to_owned(), at)),
+            _ => {
+                ends.insert(words[1].to_owned(), at);
+            }
+        }
+    }
+    starts.sort_by_key(|(_, at)| *at);
+    starts
+        .into_iter()
+        .map(|(label, start)| {
+            let end = ends[&label];
+            (label, start, end)
+        })
+        .collect()
+}
+
+/// The waiters `leader --json` lists for `key`: (priority, value).
+fn shown_waiters(place: &Place, key: &str) -> Vec<(u64, String)> {
+    let output = run(&mut place.lockrun(&["leader", "--json", key]));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap_or_default();
+    json["waiters"]
+        .as_array()
+        .map(|ws| {
+            ws.iter()
+                .map(|w| {
+                    (
+                        w["priority"].as_u64().unwrap_or(u64::MAX),
+                        w["value"].as_str().unwrap_or("").to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Three waiters that start waiting lowest first (without priorities the
+/// first to wait is first in line) take the freed lock highest first,
+/// never two at once; `leader --json` lists them highest first.
+fn highest_priority_first(place: &Place) {
+    let key = place.key("k");
+    let work = scratch();
+    let log = work.path().join("log");
+    let holder = place.hold(work.path(), "", &["elect", &key]);
+    let mut waiters = Vec::new();
+    for p in 1..=3u64 {
+        let w = waiter(place, &key, p as u32, &[], &log);
+        assert!(
+            wait_until(Instant::now() + Duration::from_secs(10), || {
+                shown_waiters(place, &key).contains(&(p, format!("w{p}")))
+            }),
+            "the priority-{p} waiter never showed as waiting: {:?}",
+            shown_waiters(place, &key)
+        );
+        waiters.push(w);
+    }
+    let shown = shown_waiters(place, &key);
+    let want: Vec<(u64, String)> = (1..=3).rev().map(|p| (p, format!("w{p}"))).collect();
+    assert_eq!(shown, want);
+    // `list` shows them too, a row each under the holder's.
+    let output = run(&mut place.lockrun(&["list", &key]));
+    place.status(&output, 0, "list while three wait");
+    let kinds: Vec<String> = stdout(&output)
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().nth(1).unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["lock", "waiting/3", "waiting/2", "waiting/1"],
+        "{}",
+        stdout(&output)
+    );
+
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the holder");
+    for w in waiters {
+        place.status(&w.finish(), 0, "a waiter");
+    }
+    let spans = spans(&log);
+    let order: Vec<&str> = spans.iter().map(|(l, _, _)| l.as_str()).collect();
+    assert_eq!(order, ["3", "2", "1"], "{spans:?}");
+    assert_eq!(
+        max_overlap(spans.iter().map(|&(_, s, e)| (s, e))),
+        1,
+        "{spans:?}"
+    );
+    assert_eq!(
+        shown_waiters(place, &key),
+        [],
+        "a record outlived its waiter"
+    );
+}
+
+#[test]
+fn local_waiters_take_a_free_lock_highest_priority_first() {
+    let place = Place::local();
+    highest_priority_first(&place);
+    // Every record went with its waiter.
+    let left: Vec<_> = std::fs::read_dir(place.lock_dir())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.contains(".lockrun-wait-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn etcd_waiters_take_a_free_lock_highest_priority_first() {
+    highest_priority_first(&Place::etcd("priority_order"));
+}
+
+/// A lone priority-1 waiter takes the freed lock at once; one behind a
+/// priority-3 waiter that never takes the lock (`stuck` makes its record
+/// and keeps it while its result lives) waits out its 2 s grace and no
+/// more.
+fn low_waiter_passes_after_its_grace<T>(place: &Place, stuck: impl FnOnce(&str) -> T) {
+    let key = place.key("k");
+    let work = scratch();
+    let log = work.path().join("log");
+    let holder = place.hold(work.path(), "", &["elect", &key]);
+    let lone = waiter(place, &key, 1, &["--priority-grace", "2s"], &log);
+    assert!(wait_until(Instant::now() + Duration::from_secs(10), || {
+        !shown_waiters(place, &key).is_empty()
+    }));
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the holder");
+    let freed = now_ns();
+    place.status(&lone.finish(), 0, "the lone waiter");
+    let (_, start, _) = spans(&log)[0].clone();
+    let waited_ms = start.saturating_sub(freed) / 1_000_000;
+    assert!(
+        waited_ms < 1_500,
+        "the lone waiter started {waited_ms} ms after the lock was free"
+    );
+
+    let work = scratch();
+    let log = work.path().join("log");
+    let stuck = stuck(&key);
+    let holder = place.hold(work.path(), "", &["elect", &key]);
+    let low = waiter(place, &key, 1, &["--priority-grace", "2s"], &log);
+    assert!(wait_until(Instant::now() + Duration::from_secs(10), || {
+        shown_waiters(place, &key).len() == 2
+    }));
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the holder");
+    let freed = now_ns();
+    place.status(&low.finish(), 0, "the low waiter");
+    drop(stuck);
+    let (_, start, _) = spans(&log)[0].clone();
+    let waited_ms = start.saturating_sub(freed) / 1_000_000;
+    assert!(
+        (1_500..6_000).contains(&waited_ms),
+        "the low waiter started {waited_ms} ms after the lock was free, not after its 2 s grace"
+    );
+}
+
+#[test]
+fn local_a_low_priority_waiter_takes_a_free_lock_at_once_alone_and_within_its_grace_past_a_stuck_one(
+) {
+    let place = Place::local();
+    let dir = place.lock_dir().to_owned();
+    low_waiter_passes_after_its_grace(&place, |key| {
+        // A record held by flock(1), as a live waiter's is.
+        let work = scratch();
+        let holder =
+            FlockHolder::start(&dir.join(format!("{key}.lockrun-wait-3-1-0")), work.path());
+        (holder, work)
+    });
+}
+
+#[test]
+fn etcd_a_low_priority_waiter_takes_a_free_lock_at_once_alone_and_within_its_grace_past_a_stuck_one(
+) {
+    use base64::Engine as _;
+    let place = Place::etcd("priority_grace");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let etcd = crate::etcd_support::engine(Duration::from_secs(30));
+    low_waiter_passes_after_its_grace(&place, |key| {
+        // A record with a live lease, as a waiter's that stays out of the
+        // queue and never enters it.
+        let client = etcd.client();
+        let lease = rt.block_on(client.grant(Duration::from_secs(30))).unwrap();
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let record = format!("\0lockrun/wait/{key}/{:x}", lease.id);
+        let put = serde_json::json!({ "request_put": {
+            "key": b64(record.as_bytes()),
+            "value": b64(br#"{"priority":3,"value":"stuck"}"#),
+            "lease": lease.id.to_string(),
+        }});
+        rt.block_on(client.txn(Vec::new(), vec![put], Vec::new(), "a stuck record"))
+            .unwrap();
+        Revoke(&rt, client, lease.id)
+    });
+}
+
+/// Revokes a lease when dropped.
+struct Revoke<'a>(
+    &'a tokio::runtime::Runtime,
+    &'a lockrun::backend::etcd::client::Client,
+    i64,
+);
+
+impl Drop for Revoke<'_> {
+    fn drop(&mut self) {
+        let _ = self
+            .0
+            .block_on(self.1.revoke(self.2, Duration::from_secs(5)));
+    }
+}
+
+#[test]
+fn bad_priorities_are_one_line_and_exit_2() {
+    let place = Place::local();
+    for (args, says) in [
+        (&["--priority", ""][..], "--priority"),
+        (&["--priority", "1001"], "--priority"),
+        (&["--priority", "-1"], "--priority"),
+        (&["--priority-grace", "0s"], "--priority-grace"),
+        (&["--priority-grace", ""], "--priority-grace"),
+        (&["-s", "--priority", "2"], "-s"),
+    ] {
+        let mut cmd = place.lockrun(&["elect"]);
+        cmd.args(args).args(["k", "--", "true"]);
+        let output = run(&mut cmd);
+        place.status(&output, 2, &format!("elect {args:?}"));
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    // Nothing was made in the lock directory.
+    let made: Vec<_> = std::fs::read_dir(place.lock_dir())
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(made.is_empty(), "{made:?}");
+
+    // A backend whose waiters publish no priority refuses it before it
+    // sends anything (nothing listens on the endpoint: a try would be 125).
+    let output = run(bare([
+        "--backend",
+        "consul",
+        "--http-addr",
+        "127.0.0.1:9",
+        "elect",
+        "--priority",
+        "2",
+        "k",
+        "--",
+        "true",
+    ])
+    .env_remove("CONSUL_HTTP_ADDR"));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("local and etcd"), "{err}");
+}
