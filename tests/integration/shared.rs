@@ -572,3 +572,25 @@ fn etcd_recipe_locks_and_lockrun_exclude_each_other_both_ways() {
         "the recipe's writer and a lockrun reader",
     );
 }
+
+/// `list` names a lock held by a reader by its own key, with kind
+/// "shared" (on etcd the reader's entry is `KEY/read/<lease>`, and a
+/// writer's `KEY/write/<lease>`: neither is a lock of its own).
+fn list_names_a_shared_lock_by_its_key(place: &Place) {
+    let prefix = place.key("ls");
+    let lock = format!("{prefix}/a");
+    let work = scratch();
+    let reader = place.hold(work.path(), "", &["elect", "-s", "--value", "r1", &lock]);
+    let output = run(&mut place.lockrun(&["list", "--json", &prefix]));
+    place.status(&output, 0, "list --json while a reader holds");
+    let lines: Vec<serde_json::Value> = stdout(&output)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{output:?}");
+    assert_eq!(lines[0]["key"], lock.as_str(), "{output:?}");
+    assert_eq!(lines[0]["kind"], "shared", "{output:?}");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&reader.finish(), 0, "the reader");
+}
+on_shared_backends!(list_names_a_shared_lock_by_its_key);
