@@ -6,8 +6,11 @@
 //! and `--backend postgres` against `psql` holding
 //! `pg_advisory_lock` on the same lock id while it runs the child (`\!`),
 //! on a throwaway PostgreSQL cluster this benchmark starts (when
-//! PostgreSQL's server binaries are in /usr/lib/postgresql).
-//! (`benches/lockrun.rs` does the same for Consul.)
+//! PostgreSQL's server binaries are in /usr/lib/postgresql). Where the peer
+//! has a shared mode, eight readers started at once on a free lock
+//! (`elect -s` against `flock -s` and against psql's
+//! `pg_advisory_lock_shared`): the time until the last child started, all
+//! holding at once. (`benches/lockrun.rs` does the same for Consul.)
 //!
 //! Run it with `cargo bench --bench peers`; `LOCKRUN_BENCH_BIN=PATH` runs
 //! another build of lockrun instead of this one's. The timed child is this very
@@ -249,7 +252,76 @@ fn compare(title: &str, peer: &str, tools: [Tool; 2], me: &Path, goal: Option<f6
             one_waiter = figures;
         }
     }
+    if tools.iter().all(Tool::has_shared) {
+        let mut times = [Vec::new(), Vec::new()];
+        for _ in 0..READER_ROUNDS {
+            for (tool, times) in tools.iter().zip(times.iter_mut()) {
+                times.push(readers_at_once(tool, me, READERS));
+            }
+        }
+        let figures: Vec<f64> = times.iter().map(|t| median(t)).collect();
+        row(
+            &format!("{READERS} readers started at once, all in"),
+            &figures,
+        );
+    }
     where_the_time_goes(&tools, me, &one_waiter, goal);
+}
+
+/// Readers started together, and how many times.
+const READERS: usize = 8;
+const READER_ROUNDS: usize = 5;
+
+/// `n` readers (`-s`, `flock -s`, `pg_advisory_lock_shared`) spawned at
+/// once on a free lock, each child holding long enough for all to be in:
+/// ms from the spawns to the last child's start, as the children saw it.
+/// Every child must start before the first one ends: all held at once.
+fn readers_at_once(tool: &Tool, me: &Path, n: usize) -> f64 {
+    let me = me.to_str().expect("utf-8 path");
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let log_s = log.to_str().expect("utf-8 path");
+    // One untimed run first: it creates the lock file (local).
+    finish(
+        tool.command_as(dir.path(), "k", &[me, "__child", log_s, "0"], true)
+            .spawn()
+            .expect("spawn"),
+    );
+    fs::remove_file(&log).expect("log");
+    let job = (JOB_MS * 4).to_string();
+    let began = now_ns();
+    let readers: Vec<Child> = (0..n)
+        .map(|_| {
+            tool.command_as(dir.path(), "k", &[me, "__child", log_s, &job], true)
+                .spawn()
+                .expect("spawn")
+        })
+        .collect();
+    for child in readers {
+        finish(child);
+    }
+    let text = fs::read_to_string(&log).expect("log");
+    let at = |kind: &str| -> Vec<u128> {
+        text.lines()
+            .filter(|l| l.starts_with(kind))
+            .map(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .expect("time")
+                    .parse()
+                    .expect("ns")
+            })
+            .collect()
+    };
+    let (starts, ends) = (at("start"), at("end"));
+    assert_eq!(starts.len(), n, "every reader ran: {text}");
+    let last_start = *starts.iter().max().expect("a start");
+    let first_end = *ends.iter().min().expect("an end");
+    assert!(
+        last_start < first_end,
+        "the readers did not all hold at once ({JOB_MS} ms × 4 each): {text}"
+    );
+    (last_start - began) as f64 / 1e6
 }
 
 /// Runs of each part measured on its own.
@@ -394,26 +466,39 @@ impl Tool {
     /// The command that runs `child` (with its arguments) under the lock
     /// `key` in `dir`.
     fn command(&self, dir: &Path, key: &str, child: &[&str]) -> Command {
+        self.command_as(dir, key, child, false)
+    }
+
+    /// As [`Tool::command`], a reader (`shared`) or a writer: `elect -s`,
+    /// `flock -s`, `pg_advisory_lock_shared`. etcdctl has no shared mode.
+    fn command_as(&self, dir: &Path, key: &str, child: &[&str], shared: bool) -> Command {
+        let elect: &[&str] = if shared { &["elect", "-s"] } else { &["elect"] };
         let mut cmd = match self {
             Tool::Local(bin) => {
                 let mut cmd = Command::new(bin);
                 cmd.args(["--backend", "local", "--lock-dir"])
                     .arg(dir)
-                    .args(["elect", key, "--"]);
+                    .args(elect)
+                    .args([key, "--"]);
                 cmd
             }
             Tool::Flock => {
                 let mut cmd = Command::new("flock");
+                if shared {
+                    cmd.arg("-s");
+                }
                 cmd.arg(dir.join(key));
                 cmd
             }
             Tool::Etcd(bin, endpoint) => {
                 let mut cmd = Command::new(bin);
                 cmd.args(["--backend", "etcd", "--endpoints", endpoint])
-                    .args(["elect", &etcd_key(dir, key), "--"]);
+                    .args(elect)
+                    .args([&etcd_key(dir, key), "--"]);
                 cmd
             }
             Tool::Etcdctl(endpoint) => {
+                assert!(!shared, "etcdctl has no shared lock");
                 let mut cmd = Command::new("etcdctl");
                 cmd.env("ETCDCTL_API", "3").args([
                     "--endpoints",
@@ -426,18 +511,17 @@ impl Tool {
             }
             Tool::Postgres(bin, url) => {
                 let mut cmd = Command::new(bin);
-                cmd.args(["--backend", "postgres", "--dsn", url]).args([
-                    "elect",
-                    &etcd_key(dir, key),
-                    "--",
-                ]);
+                cmd.args(["--backend", "postgres", "--dsn", url])
+                    .args(elect)
+                    .args([&etcd_key(dir, key), "--"]);
                 cmd
             }
             Tool::Psql(psql, url) => {
                 // The session holds the lock while `\!` runs the child.
                 let mut cmd = Command::new(psql);
                 let lock = format!(
-                    "select pg_advisory_lock({})",
+                    "select pg_advisory_lock{}({})",
+                    if shared { "_shared" } else { "" },
                     pg_lock_id_sql(&etcd_key(dir, key))
                 );
                 let run = format!("\\! {}", child.join(" "));
@@ -454,6 +538,11 @@ impl Tool {
 }
 
 impl Tool {
+    /// Whether it takes a shared lock.
+    fn has_shared(&self) -> bool {
+        !matches!(self, Tool::Etcdctl(_))
+    }
+
     /// The wall time of the program's `--version`, in ms: loading and
     /// starting it, and no more.
     fn program_start(&self) -> f64 {

@@ -156,7 +156,9 @@ async fn a_held_lock_has_etcds_layout_and_facts() {
     let key = unique("layout");
     let lease = lease(&etcd).await;
     let claim = take(&etcd, &lease, &lock(&key), "me").await;
-    let own = format!("{key}/{:x}", lease.id());
+    // The writer's key of etcd's reader-writer recipe, which etcd's mutex
+    // (`etcdctl lock`) waits for as for any older key under `KEY/`.
+    let own = format!("{key}/write/{:x}", lease.id());
     assert_eq!(claim.key(), own);
     assert_eq!(env_of(&claim, "ETCD_LOCK_KEY"), own);
     assert_eq!(env_of(&claim, "LOCKRUN_KEY"), key);

@@ -657,3 +657,139 @@ fn a_lost_etcd_reader_stops_alone() {
     std::fs::write(two.path().join("go"), "").unwrap();
     place.status(&kept.finish(), 0, "the reader that kept its lease");
 }
+
+/// One lock of etcd's reader-writer recipe (`client/v3/experimental/
+/// recipes/rwmutex.go`), its steps driven through etcdctl: a `side`
+/// (`read` or `write`) key `KEY/<side>/<ns>` on a lease of its own, then
+/// the recipe's wait, the newest key by ModRevision older than ours under
+/// `KEY/write` for a reader and under `KEY/` for a writer, until there is
+/// none (the recipe watches that key's deletion and looks again; here the
+/// look is repeated). It holds for `hold`, then revokes its lease; its span
+/// is its own timestamps.
+fn recipe_lock(key: &str, side: &str, hold: Duration) -> (u128, u128) {
+    use crate::etcd_support::etcdctl_ok;
+    let lease = etcd_lease();
+    let mine = format!("{key}/{side}/{}", crate::support::now_ns());
+    let put = etcdctl_ok(&["put", "--lease", &lease, &mine, "", "-w", "json"]);
+    let put: serde_json::Value = serde_json::from_str(&put).expect("etcdctl's JSON");
+    let revision = put["header"]["revision"].as_i64().expect("a revision");
+    let blockers = match side {
+        "read" => format!("{key}/write"),
+        _ => format!("{key}/"),
+    };
+    // The recipe's `Get(prefix, WithLastRev(), WithMaxModRev(rev - 1))`,
+    // its filter applied here (etcdctl 3.4 has no --max-mod-rev).
+    let older = || {
+        let found = etcdctl_ok(&["get", "--prefix", &blockers, "-w", "json"]);
+        let found: serde_json::Value = serde_json::from_str(&found).expect("etcdctl's JSON");
+        found["kvs"].as_array().is_some_and(|kvs| {
+            kvs.iter()
+                .any(|kv| kv["mod_revision"].as_i64().is_some_and(|m| m < revision))
+        })
+    };
+    let clear = procs::wait_until(procs::deadline(), || !older());
+    assert!(clear, "the recipe's {side} lock never got `{key}`");
+    let start = crate::support::now_ns();
+    std::thread::sleep(hold);
+    let end = crate::support::now_ns();
+    etcdctl_ok(&["lease", "revoke", &lease]);
+    (start, end)
+}
+
+/// The recipe's reader waits for a lockrun writer, which puts
+/// `KEY/write/<lease>` where the recipe's reader looks (etcd's mutex key,
+/// `KEY/<lease>`, it would not see); the recipe's writer and lockrun's
+/// readers exclude each other, both ways. Spans are the holders' own
+/// timestamps; each first holder holds a second so the other is surely
+/// queued meanwhile.
+#[test]
+fn etcd_recipe_locks_and_lockrun_exclude_each_other_both_ways() {
+    let place = Place::etcd("shared-recipe-both");
+    let key = place.key("both");
+    let work = scratch();
+    let hold = Duration::from_secs(1);
+    let apart = |a: (u128, u128), b: (u128, u128), what: &str| {
+        assert!(a.1 <= b.0 || b.1 <= a.0, "{what} overlap: {a:?} {b:?}");
+    };
+    // A lockrun writer holds: the recipe's reader waits for it.
+    let writer = spawn(
+        &place,
+        &["elect", &key],
+        work.path(),
+        "w",
+        "touch \"$1/in-w\"; sleep 1",
+    );
+    wait_for_file(&work.path().join("in-w"));
+    let reader = recipe_lock(&key, "read", Duration::from_millis(100));
+    place.status(&writer.finish(), 0, "the lockrun writer");
+    apart(
+        span(work.path(), "w"),
+        reader,
+        "lockrun's writer and the recipe's reader",
+    );
+    // A lockrun reader holds: the recipe's writer waits for it.
+    let lockrun_reader = spawn(
+        &place,
+        &["elect", "-s", &key],
+        work.path(),
+        "r",
+        "touch \"$1/in-r\"; sleep 1",
+    );
+    wait_for_file(&work.path().join("in-r"));
+    let writer = recipe_lock(&key, "write", Duration::from_millis(100));
+    place.status(&lockrun_reader.finish(), 0, "the lockrun reader");
+    apart(
+        span(work.path(), "r"),
+        writer,
+        "lockrun's reader and the recipe's writer",
+    );
+    // The recipe's writer holds: a lockrun reader that comes meanwhile
+    // waits for it.
+    let k = key.clone();
+    let recipe = std::thread::spawn(move || recipe_lock(&k, "write", hold));
+    let queued = procs::wait_until(procs::deadline(), || {
+        crate::etcd_support::etcdctl_ok(&[
+            "get",
+            "--prefix",
+            &format!("{key}/write/"),
+            "--keys-only",
+        ])
+        .lines()
+        .any(|l| !l.is_empty())
+    });
+    assert!(queued, "the recipe's writer never put its key");
+    let late = spawn(&place, &["elect", "-s", &key], work.path(), "late", "true");
+    let writer = recipe.join().unwrap();
+    place.status(
+        &late.finish(),
+        0,
+        "the lockrun reader behind the recipe's writer",
+    );
+    apart(
+        span(work.path(), "late"),
+        writer,
+        "the recipe's writer and a lockrun reader",
+    );
+}
+
+/// `list` names a lock held by a reader by its own key, with kind
+/// "shared" (on etcd the reader's entry is `KEY/read/<lease>`, and a
+/// writer's `KEY/write/<lease>`: neither is a lock of its own).
+fn list_names_a_shared_lock_by_its_key(place: &Place) {
+    let prefix = place.key("ls");
+    let lock = format!("{prefix}/a");
+    let work = scratch();
+    let reader = place.hold(work.path(), "", &["elect", "-s", "--value", "r1", &lock]);
+    let output = run(&mut place.lockrun(&["list", "--json", &prefix]));
+    place.status(&output, 0, "list --json while a reader holds");
+    let lines: Vec<serde_json::Value> = stdout(&output)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{output:?}");
+    assert_eq!(lines[0]["key"], lock.as_str(), "{output:?}");
+    assert_eq!(lines[0]["kind"], "shared", "{output:?}");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&reader.finish(), 0, "the reader");
+}
+on_shared_backends!(list_names_a_shared_lock_by_its_key);

@@ -127,14 +127,27 @@ fn kazoo_dir() -> String {
     dir
 }
 
-/// Waits until `/DIR` has `n` children: the contenders are all queued.
+/// Waits until `/DIR` has `n` contenders: they are all queued. A
+/// contender is a child, or the children with one protection prefix
+/// (`_c_<uuid>-`): a lockrun writer's `lock-` and `__WRIT__` nodes are one.
 fn wait_queued(hosts: &str, dir: &str, n: usize) {
     let deadline = Instant::now() + procs::PATIENCE;
     loop {
         let now = zk_support::with_client(hosts, async |c| {
             c.list_children(&format!("/{dir}"))
                 .await
-                .map(|v| v.len())
+                .map(|v| {
+                    let mut owners: Vec<&str> = v
+                        .iter()
+                        .map(|c| match c.get(..40) {
+                            Some(p) if p.starts_with("_c_") => p,
+                            _ => c.as_str(),
+                        })
+                        .collect();
+                    owners.sort();
+                    owners.dedup();
+                    owners.len()
+                })
                 .unwrap_or(0)
         });
         if now >= n {
@@ -367,7 +380,8 @@ fn zookeeper_fences_grow_across_holders_and_a_deleted_directory() {
         seen[2].1.ends_with("-lock-0000000000"),
         "the sequence restarted: {seen:?}"
     );
-    assert!(seen[1].1.ends_with("-lock-0000000001"), "{seen:?}");
+    // A writer's two nodes (`lock-`, `__WRIT__`) take two numbers.
+    assert!(seen[1].1.ends_with("-lock-0000000002"), "{seen:?}");
 }
 
 /// The member `hosts` names that the holder's session is on, by `cons`.
@@ -584,14 +598,21 @@ fn zookeeper_a_create_whose_answer_is_lost_holds_with_the_node_it_made() {
         "the holder whose create's answer was lost never held: {}",
         holder.log()
     );
+    let mut now = list(&zk.addr, &key);
+    let mut made = made;
+    now.sort();
+    made.sort();
     assert_eq!(
-        list(&zk.addr, &key),
-        made,
-        "one node of ours, the one the lost create made"
+        now, made,
+        "the nodes of ours the lost create made, and no others (a writer's `lock-` and `__WRIT__`)"
     );
     let node = &holder.fences()[0].1;
+    let lock_node = made
+        .iter()
+        .find(|n| n.contains("-lock-"))
+        .expect("a `lock-` node");
     assert!(
-        node.ends_with(&made[0]),
+        node.ends_with(lock_node.as_str()),
         "{node} is the node the lost create made: {made:?}"
     );
     holder.go();
@@ -895,4 +916,25 @@ fn list_shows_a_curator_holder() {
     let mut cmd = bare(["--backend", "zookeeper", "--zk-hosts", &hosts]);
     let output = run(cmd.args(["list", &prefix]));
     assert_exit(&output, 1, "list once Curator let go", String::new);
+}
+
+/// A lockrun writer is seen by both of Curator's recipes (issue #42): its
+/// `__WRIT__` node keeps Curator's read lock and write lock waiting, its
+/// `lock-` node Curator's mutex; before, Curator's read lock held beside a
+/// lockrun writer (a `lock-` node alone).
+#[test]
+fn zookeeper_curator_read_lock_waits_for_a_lockrun_writer() {
+    let hosts = zk_support::zk().addr.clone();
+    let key = zk_support::unique("curator-rw-writer");
+    let path = format!("/{key}");
+    for (side, what) in [
+        (Some("read"), "lockrun's writer, Curator's reader"),
+        (Some("write"), "lockrun's writer, Curator's writer"),
+        (None, "lockrun's writer, Curator's mutex"),
+    ] {
+        let mut writer = zk_lockrun(&hosts, &["elect", "--ttl", "4s", &key]);
+        writer.wait_started(what);
+        let mut curator = curator_with(&hosts, &path, side.as_slice());
+        one_after_the_other(&hosts, &key, &mut writer, &mut curator, what);
+    }
 }

@@ -249,7 +249,7 @@ impl fmt::Display for EtcdError {
             ),
             EtcdError::NotAContender { key, entry } => write!(
                 f,
-                "`{entry}` is not a contender's entry (`{key}/<lease id>` with that lease), so it was left alone and nothing was released; etcd's mutex waits for it as for a holder: delete it yourself if it should go"
+                "`{entry}` is not a contender's entry (`{key}/<lease id>`, `{key}/read/<lease id>` or `{key}/write/<lease id>`, with that lease), so it was left alone and nothing was released; etcd's mutex waits for it as for a holder: delete it yourself if it should go"
             ),
             EtcdError::Foreign { prefix, key } => write!(
                 f,

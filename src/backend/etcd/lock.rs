@@ -2,9 +2,13 @@
 //!
 //! A lock is etcd's concurrency mutex (`client/v3/concurrency/mutex.go`),
 //! so `etcdctl lock KEY` and `etcdctl elect KEY` exclude us and we them:
-//! each contender puts `KEY/<lease id in hex>` with its lease, the lowest
+//! each contender puts a key under `KEY/` with its lease, the lowest
 //! CreateRevision under `KEY/` holds, and each waiter watches only its
-//! nearest predecessor until it is deleted.
+//! nearest predecessor until it is deleted. etcd's mutex puts
+//! `KEY/<lease id in hex>`; our writer puts `KEY/write/<lease id in hex>`,
+//! where the reader of etcd's reader-writer recipe looks for writers, and
+//! waits as the mutex does, for every older key under `KEY/` whatever its
+//! name (as the mutex waits for ours).
 //!
 //! A semaphore with N slots ranks the contenders under `PREFIX/` the same
 //! way, and the first N hold. Each contender's value is a small JSON
@@ -51,17 +55,17 @@ fn shown(key: &[u8]) -> String {
     String::from_utf8_lossy(key).into_owned()
 }
 
-/// Puts our contender key with the lease unless it exists, in one
-/// transaction that also reads the oldest contender (etcd's
-/// `Mutex.tryAcquire`): `If CreateRevision(me)==0 Then Put(me), Get(first)
-/// Else Get(me), Get(first)`.
+/// Puts our contender key `key` (under `prefix`) with the lease unless it
+/// exists, in one transaction that also reads the oldest contender under
+/// `prefix` (etcd's `Mutex.tryAcquire`): `If CreateRevision(me)==0 Then
+/// Put(me), Get(first) Else Get(me), Get(first)`.
 pub async fn enter(
     client: &Client,
     prefix: &[u8],
+    key: Vec<u8>,
     lease: i64,
     value: &[u8],
 ) -> Result<Entered, EtcdError> {
-    let key = contender_key(prefix, lease);
     let first =
         json!({ "request_range": Range::prefix(prefix).first_created().limited(1).to_json() });
     let answer = client
@@ -257,10 +261,18 @@ impl Pause {
     }
 }
 
-/// Whether `kv` under `prefix` is a lock contender's entry: the key is
-/// `prefix` and a lease id in hex, with that lease attached.
-fn is_lock_contender(prefix: &[u8], kv: &Kv) -> bool {
-    kv.lease != 0 && kv.key == contender_key(prefix, kv.lease)
+/// Whether `kv` is an entry of the lock whose prefix is `prefix`: the key
+/// is `prefix`, `prefix` and `read/` (our readers, the recipe's layout) or
+/// `prefix` and `write/` (our writers), then a lease id in hex, with that
+/// lease attached.
+pub fn is_entry(prefix: &[u8], kv: &Kv) -> bool {
+    kv.lease != 0
+        && [
+            contender_key(prefix, kv.lease),
+            contender_key(&readers_of(prefix), kv.lease),
+            contender_key(&writers_of(prefix), kv.lease),
+        ]
+        .contains(&kv.key)
 }
 
 /// A usage error when the oldest contender a lock's queue showed us (see
@@ -447,7 +459,7 @@ pub async fn contenders(
                     key: kv.key_str(),
                 })
             }
-            None if is_lock_contender(prefix, kv) => {
+            None if is_entry(prefix, kv) => {
                 return Err(EtcdError::Usage(format!(
                     "`{name}` is a leader lock (`{}` is a contender's entry, as `lockrun elect` and `etcdctl lock` write them), not a semaphore's prefix; use `lockrun elect {name}`, or another PREFIX for the semaphore",
                     kv.key_str()
@@ -567,6 +579,18 @@ pub fn readers_of(prefix: &[u8]) -> Vec<u8> {
     readers
 }
 
+/// Where our writers put their keys: `KEY/write/` under the lock's
+/// `prefix`, where the recipe's reader looks for writers (it waits only
+/// for keys under `KEY/write`, so it would not see etcd's mutex entries,
+/// `KEY/<lease>`). Every writer, ours, the recipe's and etcd's mutex,
+/// waits for every older key under `KEY/`, so they exclude each other
+/// whatever their names.
+pub fn writers_of(prefix: &[u8]) -> Vec<u8> {
+    let mut writers = prefix.to_vec();
+    writers.extend_from_slice(b"write/");
+    writers
+}
+
 /// Whether `key`, under the lock's `prefix`, is a reader's.
 pub fn is_reader(prefix: &[u8], key: &[u8]) -> bool {
     key.starts_with(&readers_of(prefix))
@@ -574,8 +598,9 @@ pub fn is_reader(prefix: &[u8], key: &[u8]) -> bool {
 
 /// Waits until no key under the lock's `prefix` but a reader's was created
 /// before ours (`me`, a reader): the recipe's reader waits only for
-/// `KEY/write` keys, and we wait as well for the entries of etcd's mutex
-/// (`lockrun elect`, `etcdctl lock`), which are writers too. Each look
+/// `KEY/write` keys (ours and the recipe's writers), and we wait as well
+/// for the entries of etcd's mutex (`etcdctl lock`, and lockrun before its
+/// writers moved to `KEY/write/`), which are writers too. Each look
 /// confirms that `me` still exists, in the same read-only transaction, and
 /// waits for the deletion of the newest such key. Returns the revision at
 /// which none was left, or `None` when `once` and one is there.
@@ -657,6 +682,23 @@ mod tests {
             b"jobs/694d7a1b2c3d"
         );
         assert_eq!(contender_key(b"a/", 10), b"a/a");
+    }
+
+    #[test]
+    fn entries_are_the_mutexs_our_readers_and_our_writers() {
+        let kv = |key: &[u8], lease: i64| Kv {
+            key: key.to_vec(),
+            value: Vec::new(),
+            create_revision: 1,
+            mod_revision: 1,
+            lease,
+        };
+        assert!(is_entry(b"jobs/", &kv(b"jobs/a", 10)));
+        assert!(is_entry(b"jobs/", &kv(b"jobs/read/a", 10)));
+        assert!(is_entry(b"jobs/", &kv(b"jobs/write/a", 10)));
+        assert!(!is_entry(b"jobs/", &kv(b"jobs/write/a", 0)));
+        assert!(!is_entry(b"jobs/", &kv(b"jobs/write/b", 10)));
+        assert!(!is_entry(b"jobs/", &kv(b"jobs/other/a", 10)));
     }
 
     #[test]

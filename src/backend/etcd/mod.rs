@@ -142,8 +142,9 @@ impl Etcd {
         if let Target::Lock { shared: true, .. } = target {
             return self.acquire_shared(lease, target, &prefix, value, wait).await;
         }
+        let key = lock::contender_key(&lock::writers_of(&prefix), lease.id);
         let me = riding_out(wait, "entering the queue", || {
-            lock::enter(&self.client, &prefix, lease.id, value.as_bytes())
+            lock::enter(&self.client, &prefix, key.clone(), lease.id, value.as_bytes())
         })
         .await?;
         if let Some(e) = lock::a_semaphore_already(target.name(), &me) {
@@ -229,7 +230,7 @@ impl Etcd {
                         Some(me) => me,
                         None => {
                             riding_out(wait, "entering the queue", || {
-                                lock::enter(&self.client, prefix, lease.id, value.as_bytes())
+                                lock::enter(&self.client, prefix, lock::contender_key(&lock::writers_of(prefix), lease.id), lease.id, value.as_bytes())
                             })
                             .await?
                         }
@@ -287,7 +288,7 @@ impl Etcd {
                         Some(me) => me,
                         None => {
                             riding_out(wait, "entering the queue", || {
-                                lock::enter(&self.client, prefix, lease.id, value.as_bytes())
+                                lock::enter(&self.client, prefix, lock::contender_key(&lock::writers_of(prefix), lease.id), lease.id, value.as_bytes())
                             })
                             .await?
                         }
@@ -347,7 +348,8 @@ impl Etcd {
     /// A reader: `KEY/read/<lease id in hex>` with our lease, in the
     /// layout of etcd's reader-writer recipe, held once no writer's key
     /// under `KEY/` is older (see [`lock::wait_writers`]). Writers (`elect`
-    /// without `-s`, etcd's mutex) wait for every older key under `KEY/`,
+    /// without `-s`, whose key is `KEY/write/<lease id in hex>`, the
+    /// recipe's, and etcd's mutex) wait for every older key under `KEY/`,
     /// readers' included, so a reader that comes after a waiting writer
     /// waits behind it. The fence is the revision at which we found no
     /// writer ahead, as a writer's is the one at which it was first.
@@ -359,9 +361,9 @@ impl Etcd {
         value: &str,
         wait: Wait,
     ) -> Result<Acquisition<EtcdClaim>, EtcdError> {
-        let readers = lock::readers_of(prefix);
+        let key = lock::contender_key(&lock::readers_of(prefix), lease.id);
         let me = riding_out(wait, "entering the queue", || {
-            lock::enter(&self.client, &readers, lease.id, value.as_bytes())
+            lock::enter(&self.client, prefix, key.clone(), lease.id, value.as_bytes())
         })
         .await?;
         let once = wait == Wait::Once;
@@ -394,8 +396,9 @@ impl Etcd {
         }
         let prefix = Self::prefix(target)?;
         let stored = lock::slot_value(value, limit);
+        let key = lock::contender_key(&prefix, lease.id);
         let me = riding_out(wait, "entering the queue", || {
-            lock::enter(&self.client, &prefix, lease.id, &stored)
+            lock::enter(&self.client, &prefix, key.clone(), lease.id, &stored)
         })
         .await?;
         let once = wait == Wait::Once;
@@ -945,8 +948,9 @@ impl Inspect for Etcd {
     }
 
     /// Every contender entry at or under `prefix` (`NAME/<lease id in
-    /// hex>` with that lease, lockrun's and `etcdctl lock`'s alike) names
-    /// NAME; lockrun's own records (under a NUL byte) are not keys.
+    /// hex>` with that lease, `etcdctl lock`'s, and lockrun's
+    /// `NAME/read/<lease>` and `NAME/write/<lease>`) names NAME; lockrun's
+    /// own records (under a NUL byte) are not keys.
     async fn names_under(&self, prefix: &str) -> Result<Vec<String>, EtcdError> {
         let range = if prefix.is_empty() {
             // Every key from the first after our NUL-led records on.
@@ -966,6 +970,12 @@ impl Inspect for Etcd {
             .filter_map(|kv| {
                 let key = std::str::from_utf8(&kv.key).ok()?;
                 let (name, id) = key.rsplit_once('/')?;
+                // A reader's or writer's entry names the lock above its
+                // `read/` or `write/`.
+                let name = ["/read", "/write"]
+                    .iter()
+                    .find_map(|side| name.strip_suffix(side))
+                    .unwrap_or(name);
                 (id == format!("{:x}", kv.lease) && check_key(name).is_ok())
                     .then(|| name.to_owned())
             })
@@ -1078,7 +1088,8 @@ impl Inspect for Etcd {
 
     /// Revokes the chosen holders' leases, which deletes their keys: a
     /// lockrun holder sees its key go and stops its child at once. Only a
-    /// contender's entry (`KEY/<lease id>` with that lease) is touched: the
+    /// contender's entry (`KEY/<lease id>`, `KEY/read/<lease id>` or
+    /// `KEY/write/<lease id>`, with that lease) is touched: the
     /// oldest key under `KEY/` may be a nested lock's, whose lease is not
     /// ours to revoke, or plain data, not ours to delete.
     async fn force_release(
@@ -1093,11 +1104,7 @@ impl Inspect for Etcd {
             if !which.picks(&holder) {
                 continue;
             }
-            let readers = lock::readers_of(&prefix);
-            if kv.lease == 0
-                || (kv.key != lock::contender_key(&prefix, kv.lease)
-                    && kv.key != lock::contender_key(&readers, kv.lease))
-            {
+            if !lock::is_entry(&prefix, &kv) {
                 return Err(EtcdError::NotAContender {
                     key: target.name().to_owned(),
                     entry: kv.key_str(),
@@ -1238,11 +1245,10 @@ impl Etcd {
                     .range(&Range::prefix(prefix.as_bytes()).first_created().limited(1))
                     .await?;
                 // A lock's holder is the oldest key under its prefix, and
-                // a contender's key is named after its lease.
+                // a contender's key is named after its lease (see
+                // `lock::is_entry`).
                 if let Some(first) = answer.kvs.first() {
-                    if first.lease != 0
-                        && first.key == lock::contender_key(prefix.as_bytes(), first.lease)
-                    {
+                    if lock::is_entry(prefix.as_bytes(), first) {
                         return Err(EtcdError::Usage(inside_a_lock(key, prefix)));
                     }
                 }

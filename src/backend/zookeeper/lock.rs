@@ -3,7 +3,9 @@
 //! (`../shared/ZOOKEEPER.md`, rules 2 to 5 and 12).
 //!
 //! A lock is the directory `/KEY` (a container, as Curator makes it) and
-//! one `EPHEMERAL_SEQUENTIAL` child per contender, `_c_<uuid>-lock-<seq>`.
+//! one `EPHEMERAL_SEQUENTIAL` child per contender, `_c_<uuid>-lock-<seq>`
+//! (a writer of ours adds its `__WRIT__` partner, see [`enter_writer`]; a
+//! reader of ours is one `__READ__` node).
 //! Every child whose name ends in a 10-digit sequence after `lock-`
 //! (Curator, go-zookeeper), `__lock__` (kazoo) or `x-<session>-`
 //! (ZooKeeper's own `WriteLock` recipe) is a contender, ordered by that
@@ -185,6 +187,115 @@ pub async fn enter(
             }
             Err(e) => return Err(ZkError::of(&format!("creating our node in `{dir}`"), e)),
         }
+    }
+}
+
+/// A writer's two nodes, created in one transaction in `dir`:
+/// `_c_<uuid>-lock-<seq>` (ours, the one that holds, watched and fenced)
+/// and its partner `_c_<uuid>-__WRIT__<seq + 1>`. No single name is seen
+/// by both of Curator's recipes: its `InterProcessMutex` orders children
+/// by the text after their last `lock-` and its read-write lock by the
+/// text after `__READ__` or `__WRIT__`, each sorting the other's nodes by
+/// their whole name, after every sequence number, so each would take the
+/// lock beside a writer named only for the other. With both nodes the
+/// mutex sees us as its `lock-` contender and the read-write lock, both its
+/// sides, as a writer. One transaction: the two sequence numbers are
+/// consecutive, and no contender comes between them. Returns our node's
+/// name and stat, and the partner's name. On a connection lost during the
+/// create, the directory is searched for our uuid, as in [`enter`].
+pub async fn enter_writer(
+    client: &zk::Client,
+    dir: &str,
+    uuid: &str,
+    data: &[u8],
+) -> Result<(String, zk::Stat, String), ZkError> {
+    let protected = format!("_c_{uuid}-");
+    let options = zk::CreateMode::EphemeralSequential.with_acls(open_acl());
+    let what = format!("creating our nodes in `{dir}`");
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let mut multi = client.new_multi_writer();
+        for name in [LOCK_NAME, WRITE_NAME] {
+            multi
+                .add_create(&format!("{dir}/{protected}{name}"), data, &options)
+                .map_err(|e| ZkError::of(&what, e))?;
+        }
+        let e = match multi.commit().await {
+            Ok(results) => {
+                let created: Vec<(String, zk::Stat)> = results
+                    .into_iter()
+                    .filter_map(|r| match r {
+                        zk::MultiWriteResult::Create { path, stat } => {
+                            Some((path.rsplit('/').next().unwrap_or_default().to_owned(), stat))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                let [(own, stat), (partner, _)] = <[_; 2]>::try_from(created).map_err(|c| ZkError::Failed {
+                    what: what.clone(),
+                    cause: format!("{} creations answered where 2 were asked", c.len()),
+                })?;
+                // Some servers answer a transaction's creation with no
+                // stat (ZOOKEEPER-4026): read it.
+                if !stat.is_invalid() {
+                    return Ok((own, stat, partner));
+                }
+                let path = format!("{dir}/{own}");
+                return match client.check_stat(&path).await {
+                    Ok(Some(stat)) => Ok((own, stat, partner)),
+                    Ok(None) => Err(ZkError::NodeGone { path }),
+                    Err(e) => Err(ZkError::of(&format!("reading `{path}`"), e)),
+                };
+            }
+            Err(e) => zk::Error::from(e),
+        };
+        match e {
+            zk::Error::NoNode if tries < 5 => make_dirs(client, dir).await?,
+            zk::Error::ConnectionLoss | zk::Error::Timeout | zk::Error::Custom(_) => {
+                if let Some(found) = writer_nodes(client, dir, &protected).await? {
+                    return Ok(found);
+                }
+                if tries >= 5 {
+                    return Err(ZkError::of(&what, zk::Error::ConnectionLoss));
+                }
+            }
+            e => return Err(ZkError::of(&what, e)),
+        }
+    }
+}
+
+/// A writer's two nodes in `dir`, by their protection prefix, once the
+/// server is caught up with the leader: our `lock-` node's name and stat,
+/// and its `__WRIT__` partner's name. The transaction made both or none.
+async fn writer_nodes(
+    client: &zk::Client,
+    dir: &str,
+    protected: &str,
+) -> Result<Option<(String, zk::Stat, String)>, ZkError> {
+    let Some((first, _)) = riding_lost(client, dir, protected).await? else {
+        return Ok(None);
+    };
+    let children = client
+        .list_children(dir)
+        .await
+        .map_err(|e| ZkError::of(&format!("listing `{dir}`"), e))?;
+    let ours = |kind: &str| {
+        children
+            .iter()
+            .find(|c| c.starts_with(protected) && contender(c).is_some() && c[protected.len()..].starts_with(kind))
+            .cloned()
+    };
+    let (Some(own), Some(partner)) = (ours(LOCK_NAME), ours(WRITE_NAME)) else {
+        return Err(ZkError::NodeGone {
+            path: format!("{dir}/{first}"),
+        });
+    };
+    let path = format!("{dir}/{own}");
+    match client.check_stat(&path).await {
+        Ok(Some(stat)) => Ok(Some((own, stat, partner))),
+        Ok(None) => Err(ZkError::NodeGone { path }),
+        Err(e) => Err(ZkError::of(&format!("reading `{path}`"), e)),
     }
 }
 

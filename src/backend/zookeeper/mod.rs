@@ -245,6 +245,7 @@ impl Zookeeper {
         client: &zk::Client,
         dir: &str,
         own: &str,
+        partner: Option<&str>,
         reader: bool,
         wait: Wait,
     ) -> Result<Option<()>, ZkError> {
@@ -274,7 +275,7 @@ impl Zookeeper {
             let strays: Vec<&str> = found
                 .iter()
                 .map(|c| c.name.as_str())
-                .filter(|n| *n != own && ours.is_some_and(|p| n.starts_with(p)))
+                .filter(|n| *n != own && Some(*n) != partner && ours.is_some_and(|p| n.starts_with(p)))
                 .collect();
             if !strays.is_empty() {
                 for stray in strays {
@@ -338,27 +339,43 @@ impl Zookeeper {
         let client = &lease.client;
         let data = facts(value);
         let reader = matches!(target, Target::Lock { shared: true, .. });
-        let name = if reader { READ_NAME } else { LOCK_NAME };
-        let (own, stat) = riding_out(wait, "entering the queue", || {
-            lock::enter(client, &dir, &lease.uuid, name, &data)
+        // A reader is one `__READ__` node; a writer two, `lock-` and
+        // `__WRIT__` (see `lock::enter_writer`).
+        let (own, stat, partner) = riding_out(wait, "entering the queue", || async {
+            if reader {
+                let (own, stat) = lock::enter(client, &dir, &lease.uuid, READ_NAME, &data).await?;
+                Ok::<_, ZkError>((own, stat, None))
+            } else {
+                let (own, stat, partner) = lock::enter_writer(client, &dir, &lease.uuid, &data).await?;
+                Ok((own, stat, Some(partner)))
+            }
         })
         .await?;
         let path = format!("{dir}/{own}");
-        match Self::wait_turn(client, &dir, &own, reader, wait).await {
+        let partner_path = partner.as_ref().map(|p| format!("{dir}/{p}"));
+        let leave = || async {
+            lock::leave(client, &path).await?;
+            match &partner_path {
+                Some(p) => lock::leave(client, p).await,
+                None => Ok(()),
+            }
+        };
+        match Self::wait_turn(client, &dir, &own, partner.as_deref(), reader, wait).await {
             Ok(Some(())) => Ok(Acquisition::Held(ZkClaim {
                 client: client.clone(),
                 name: target.name().to_owned(),
                 path,
+                partner: partner_path,
                 czxid: stat.czxid,
                 slot: None,
             })),
             Ok(None) => {
-                let _ = riding_out(Wait::Once, "leaving the queue", || lock::leave(client, &path)).await;
+                let _ = riding_out(Wait::Once, "leaving the queue", leave).await;
                 let holder = self.first_value(client, target).await;
                 Ok(Acquisition::Busy { holder })
             }
             Err(e) => {
-                let _ = lock::leave(client, &path).await;
+                let _ = leave().await;
                 Err(e)
             }
         }
@@ -428,7 +445,7 @@ impl Zookeeper {
         let gate = format!("{locks}/{gate}");
         let gate_name = gate.rsplit('/').next().unwrap_or_default().to_owned();
         let outcome = async {
-            if Self::wait_turn(client, &locks, &gate_name, false, wait).await?.is_none() {
+            if Self::wait_turn(client, &locks, &gate_name, None, false, wait).await?.is_none() {
                 return Ok(None);
             }
             Self::agree_limit(client, target.name(), &dir, limit).await?;
@@ -482,6 +499,7 @@ impl Zookeeper {
                 client: client.clone(),
                 name: target.name().to_owned(),
                 path,
+                partner: None,
                 czxid: stat.czxid,
                 slot: Some(slot),
             })),
@@ -498,6 +516,18 @@ fn lease_seq(name: &str) -> Option<i64> {
     (head.ends_with(LEASE_NAME) && digits.bytes().all(|b| b.is_ascii_digit()))
         .then(|| digits.parse().ok())
         .flatten()
+}
+
+/// The `__WRIT__` partner of a writer's `lock-` node at `path` (see
+/// [`lock::enter_writer`]): the sibling with its protection prefix.
+async fn partner_of(client: &zk::Client, path: &str) -> Option<String> {
+    let (dir, name) = path.rsplit_once('/')?;
+    let protected = name.get(..40).filter(|p| p.starts_with("_c_") && name[40..].starts_with(LOCK_NAME))?;
+    let children = client.list_children(dir).await.ok()?;
+    children
+        .into_iter()
+        .find(|c| c.starts_with(protected) && c[protected.len()..].starts_with(lock::WRITE_NAME))
+        .map(|c| format!("{dir}/{c}"))
 }
 
 /// The live holders of `target`, read through `client`: a lock's lowest
@@ -682,6 +712,9 @@ pub struct ZkClaim {
     client: zk::Client,
     name: String,
     path: String,
+    /// A writer's `__WRIT__` node beside `path` (see
+    /// [`lock::enter_writer`]): its loss is the lock's.
+    partner: Option<String>,
     czxid: i64,
     slot: Option<u32>,
 }
@@ -700,11 +733,41 @@ impl ZkClaim {
             if s.is_terminated() {
                 return Lost::SessionGone(format!("our ZooKeeper session ended ({s})"));
             }
+            // A writer's partner first: deleted, and Curator's read-write
+            // lock sees no writer, so a rival may hold.
+            let partner = match &self.partner {
+                Some(partner) => match self.client.check_and_watch_stat(partner).await {
+                    Ok((None, _)) => return Lost::Watch(self.partner_gone()),
+                    Ok((Some(_), watcher)) => Some(watcher),
+                    Err(e) => match ZkError::of("watching our writer's node", e) {
+                        e if e.is_verdict() => return Lost::SessionGone(e.to_string()),
+                        e if e.is_transient() => {
+                            let _ = tokio::time::timeout(Duration::from_secs(1), state.changed()).await;
+                            continue;
+                        }
+                        e => return Lost::Watch(format!("cannot watch our writer's node `{partner}`: {e}")),
+                    },
+                },
+                None => None,
+            };
             match self.client.check_and_watch_stat(&self.path).await {
                 Ok((None, _)) => return Lost::Watch(self.gone()),
                 Ok((Some(stat), _)) if stat.czxid != self.czxid => return Lost::Watch(self.gone()),
                 Ok((Some(_), watcher)) => {
-                    let event = watcher.changed().await;
+                    let event = match partner {
+                        Some(partner) => tokio::select! {
+                            event = watcher.changed() => event,
+                            event = partner.changed() => {
+                                if event.event_type == zk::EventType::NodeDeleted {
+                                    return Lost::Watch(self.partner_gone());
+                                }
+                                // A session event: both watchers see it;
+                                // look again.
+                                continue;
+                            }
+                        },
+                        None => watcher.changed().await,
+                    };
                     match event.event_type {
                         zk::EventType::NodeDeleted => return Lost::Watch(self.gone()),
                         // Curator's `Revoker` asks a holder to let go by
@@ -743,6 +806,13 @@ impl ZkClaim {
                 },
             }
         }
+    }
+
+    fn partner_gone(&self) -> String {
+        format!(
+            "our writer's node `{}` was deleted (by hand, or the session expired)",
+            self.partner.as_deref().unwrap_or_default()
+        )
     }
 
     fn gone(&self) -> String {
@@ -800,7 +870,11 @@ impl Claim for ZkClaim {
 
     async fn release(self) -> Result<(), ZkError> {
         let client = &self.client;
-        riding_out(Wait::Once, "deleting our node", || lock::leave(client, &self.path)).await
+        riding_out(Wait::Once, "deleting our node", || lock::leave(client, &self.path)).await?;
+        match &self.partner {
+            Some(partner) => riding_out(Wait::Once, "deleting our writer's node", || lock::leave(client, partner)).await,
+            None => Ok(()),
+        }
     }
 }
 
@@ -930,7 +1004,16 @@ impl Inspect for Zookeeper {
             }
             let Some(path) = holder.entry.clone() else { continue };
             match client.delete(&path, None).await {
-                Ok(()) => asked.push(holder),
+                Ok(()) => {
+                    // A writer's `__WRIT__` partner, by its protection
+                    // prefix: its holder lets go of it once it sees its
+                    // node gone, but Curator's read-write lock need not
+                    // wait for that.
+                    if let Some(partner) = partner_of(client, &path).await {
+                        let _ = lock::leave(client, &partner).await;
+                    }
+                    asked.push(holder)
+                }
                 Err(zk::Error::NoNode) => {}
                 Err(e) => refused.push(ZkError::of(&format!("deleting `{path}`"), e)),
             }
