@@ -792,4 +792,7 @@ fn list_names_a_shared_lock_by_its_key(place: &Place) {
     std::fs::write(work.path().join("go"), "").unwrap();
     place.status(&reader.finish(), 0, "the reader");
 }
-on_shared_backends!(list_names_a_shared_lock_by_its_key);
+on_shared_backends!(
+    list_names_a_shared_lock_by_its_key,
+    consul_list_names_a_shared_lock_by_its_key
+);
