@@ -508,3 +508,100 @@ fn a_reader_between_a_writers_look_and_its_transaction_holds_the_writer_off() {
         (left - start) / 1_000_000
     );
 }
+
+/// The same when `KEY/.lock` is a free `consul lock KEY` key (its holder
+/// died, its session gone), which a reader takes over: the reader's
+/// transaction (as lockrun's reader sends it) lands between the writer's
+/// look and its transaction, and the writer's transaction, which checks
+/// the key is as it read it, is refused. Without that check the writer ran
+/// about 2 s beside the reader here (attack review), and 9 of 60 racing
+/// pairs overlapped on a real 1.15.10.
+#[test]
+fn a_reader_between_a_writers_look_and_its_transaction_over_a_free_consul_lock_key() {
+    use crate::support::{lockrun, now_ns, scratch, Running};
+    use base64::Engine;
+    let consul = TestConsul::emulator_only(fast);
+    let emu = consul.emulator().expect("an emulator");
+    let api = consul.api();
+    let key = consul.prefix("shared-race") + "/k";
+    let lock_flag: u64 = 0x2ddc_cbc0_58a5_0c18;
+    let put = api.put(&format!("/v1/kv/{key}/.lock?flags={lock_flag}"), "");
+    assert_eq!(put.status, 200, "a free consul lock key");
+    let free_index = api.kv_get(&format!("{key}/.lock")).unwrap().modify_index;
+    let session = api.session_create(r#"{"Name":"reader","LockDelay":"0s"}"#);
+    let work = scratch();
+    let span = work.path().join("span");
+    emu.set_latency(Duration::from_millis(600));
+    let mut writer = lockrun(&consul, ["elect", &key, "--shell", "--"]);
+    writer.arg("s=$(date +%s%N); echo $s > \"$1\"").arg(&span);
+    let writer = Running::spawn(&mut writer);
+    // The look sent (it is held 600 ms): the reader's transaction goes in
+    // before the writer's, which follows the look's answer.
+    let looked = || {
+        emu.request_log()
+            .iter()
+            .any(|r| r.method == "GET" && r.path.contains("/.lock?recurse"))
+    };
+    assert!(
+        crate::procs::wait_until(crate::procs::deadline(), looked),
+        "the writer never looked\n{}",
+        consul.request_log_dump()
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    let b64 = |v: &[u8]| base64::engine::general_purpose::STANDARD.encode(v);
+    let shared_flag: u64 = 0x6c6f_636b_7264_7273;
+    let record = format!(r#"{{"Readers":{{"{session}":true}}}}"#);
+    let join = json!([
+        {"KV": {"Verb": "cas", "Key": key, "Value": "", "Flags": lock_flag, "Index": 0}},
+        {"KV": {"Verb": "lock", "Key": key, "Value": "", "Flags": lock_flag, "Session": session}},
+        {"KV": {"Verb": "delete", "Key": key}},
+        {"KV": {"Verb": "lock", "Key": format!("{key}/.lock/{session}"), "Value": b64(b"raw"), "Flags": shared_flag, "Session": session}},
+        {"KV": {"Verb": "cas", "Key": format!("{key}/.lock"), "Value": b64(record.as_bytes()), "Flags": shared_flag, "Index": free_index}},
+    ]);
+    assert_eq!(
+        api.put("/v1/txn", join.to_string()).status,
+        200,
+        "the reader joins"
+    );
+    emu.set_latency(Duration::ZERO);
+    // The writer, refused, waits on the readers' record (or ran, the bug).
+    let settled = || {
+        span.exists()
+            || emu.request_log().iter().any(|r| {
+                r.method == "GET" && r.path.contains("/.lock?") && r.path.contains("index=")
+            })
+    };
+    assert!(
+        crate::procs::wait_until(crate::procs::deadline(), settled),
+        "the writer neither ran nor waited\n{}",
+        consul.request_log_dump()
+    );
+    let left = now_ns();
+    let leave = json!([
+        {"KV": {"Verb": "delete", "Key": format!("{key}/.lock/{session}")}},
+        {"KV": {"Verb": "delete", "Key": format!("{key}/.lock")}},
+    ]);
+    assert_eq!(
+        api.put("/v1/txn", leave.to_string()).status,
+        200,
+        "the reader leaves"
+    );
+    let output = writer.finish();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let start: u128 = std::fs::read_to_string(&span)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        start > left,
+        "the writer's child started {} ms before the reader left\n{}",
+        (left - start) / 1_000_000,
+        consul.request_log_dump()
+    );
+}

@@ -158,7 +158,13 @@ impl Place {
              date +%s%N >> \"$1/beat\"",
         );
         let running = self.spawn_shell(work, &body, args);
-        wait_for_file(&work.join("beat"));
+        // A whole first beat, not just the file the shell opened for it: a
+        // holder stopped in between left a test nothing to compare with.
+        let beat = work.join("beat");
+        let beating = crate::procs::wait_until(crate::procs::deadline(), || {
+            std::fs::read_to_string(&beat).is_ok_and(|t| t.contains('\n'))
+        });
+        assert!(beating, "no heartbeat in {}", beat.display());
         running
     }
 

@@ -97,6 +97,8 @@ impl View {
                 if pair.flags != SEMAPHORE_FLAG {
                     let what = if pair.flags == super::LOCK_FLAG {
                         "a leader lock (`consul lock` without -n, or `lockrun elect`)".to_string()
+                    } else if pair.flags == super::shared::SHARED_FLAG {
+                        format!("the readers' record of lock `{prefix}` (`lockrun elect -s {prefix}`), while readers hold")
                     } else {
                         format!("not a semaphore record (flags {})", pair.flags)
                     };

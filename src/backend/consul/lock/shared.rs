@@ -77,6 +77,8 @@ pub struct Look {
     pub writer_waits: bool,
     /// The listing's index, to block on.
     pub index: u64,
+    /// A free `consul lock` key's value, to write back as it is.
+    pub free_lock_value: Vec<u8>,
 }
 
 /// What `KEY/.lock` is.
@@ -118,6 +120,11 @@ impl Look {
         let under = format!("{record_key}/");
         let queue = queue::of_key(key);
         let mut members = BTreeSet::new();
+        let free_lock_value = pairs
+            .iter()
+            .find(|p| p.key == record_key)
+            .map(|p| p.value_bytes().to_vec())
+            .unwrap_or_default();
         let dot = match pairs.iter().find(|p| p.key == record_key) {
             None => Dot::Absent,
             Some(p) if p.flags == SHARED_FLAG => match decode(p.value_bytes()) {
@@ -162,6 +169,7 @@ impl Look {
             members,
             writer_waits,
             index,
+            free_lock_value,
         }
     }
 
@@ -251,9 +259,19 @@ pub fn writer_ops<'a>(look: &'a Look, session: &'a SessionId) -> Option<Vec<TxnO
             key: &look.record_key,
             index,
         }),
-        // `consul lock KEY`'s own key, free, or something the writer's
-        // older rules already judged (a semaphore's record beside a lock).
-        Dot::FreeLock(_) | Dot::ConsulLock(_) | Dot::Foreign(_) => {}
+        // `consul lock KEY`'s own key, free: written back as it is, only
+        // if it still is, since a reader takes it over (attack review: a
+        // reader's transaction between our look and ours let us in beside
+        // it, KEY being free again after the reader's).
+        Dot::FreeLock(index) => ops.push(TxnOp::Cas {
+            key: &look.record_key,
+            value: &look.free_lock_value,
+            flags: LOCK_FLAG,
+            index,
+        }),
+        // Something the writer's older rules already judged (a semaphore's
+        // record beside a lock) or refused.
+        Dot::ConsulLock(_) | Dot::Foreign(_) => {}
     }
     Some(ops)
 }
