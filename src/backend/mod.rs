@@ -384,9 +384,32 @@ impl ReplaceNote {
     pub fn taken_over(&self) -> String {
         format!(
             "taken over by --replace from host {} pid {} ({})",
-            self.host, self.pid, self.value
+            shown(&self.host),
+            self.pid,
+            shown(&self.value)
         )
     }
+}
+
+/// Text read from the engine as a terminal may show it: whoever can write
+/// beside a lock can write a note or record, so control characters (an
+/// escape sequence, a carriage return, a forged second line) are escaped,
+/// and the text is cut at 200 characters.
+pub fn shown(text: &str) -> String {
+    const MAX: usize = 200;
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == MAX {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A lockrun waiter as `leader --json` shows it (`elect --priority`).
@@ -891,6 +914,16 @@ mod tests {
         );
         assert_eq!(ReplaceNote::decode_for(&bytes, "jobs/x/1"), None);
         assert_eq!(ReplaceNote::decode_for(b"not a note", "jobs/x/1"), None);
+        let forged = ReplaceNote {
+            holder: "1".into(),
+            host: "h\u{1b}[31m".into(),
+            pid: 1,
+            value: "ok\r\nlockrun: forged".into(),
+        };
+        let line = forged.taken_over();
+        assert!(!line.chars().any(char::is_control), "{line}");
+        assert!(line.contains(r"ok\r\nlockrun: forged"), "{line}");
+        assert_eq!(super::shown(&"x".repeat(300)).chars().count(), 201);
         assert_eq!(
             note.taken_over(),
             "taken over by --replace from host db-2 pid 77 (tonight)"

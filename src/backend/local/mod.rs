@@ -444,6 +444,11 @@ async fn in_thread<T: Send + 'static>(
 /// reader passes: a writer that waits keeps it far longer.
 const ONCE_TURN: Duration = Duration::from_millis(200);
 
+/// The most lockrun reads of any record beside a lock (facts, notes,
+/// waiters' records, a semaphore's limit): ours are far smaller, and a
+/// planted file of gigabytes must not be read whole.
+pub(super) const RECORD_MAX: u64 = 1 << 20;
+
 /// The local engine's non-lease: nothing to renew, never runs out.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoLease;
@@ -1049,7 +1054,9 @@ impl Claim for LocalClaim {
         use std::io::Read;
         let mut file = self.files.dir.open_file(&self.files.note(), None).ok()??;
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).ok()?;
+        // Anyone who may write in the lock directory may plant the note:
+        // a note is a few hundred bytes, so more is no note.
+        (&mut file).take(RECORD_MAX).read_to_end(&mut bytes).ok()?;
         ReplaceNote::decode_for(&bytes, &self.holder_id()?)
     }
 

@@ -90,7 +90,10 @@ pub(super) fn read_text(dir: &Dir, name: &str) -> Result<String, LocalError> {
     let path = dir.join(name);
     let mut text = String::new();
     match dir.open_file(name, None)? {
-        Some(mut file) => file
+        // Bounded: anyone who may write in the lock directory may plant a
+        // record (a waiter's, a limit), and ours are a few hundred bytes.
+        Some(file) => file
+            .take(super::RECORD_MAX)
             .read_to_string(&mut text)
             .map_err(|e| LocalError::io(format!("cannot read `{}`", path.display()), e))?,
         None => {
