@@ -260,11 +260,16 @@ pub async fn acquire(
         let Some(read) = waiter.next_read().await else {
             return Ok(Acquired::No { holder });
         };
-        // The head watches the queue beside the lock: a higher waiter that
-        // comes sends it back behind.
-        let result = tokio::select! {
-            result = client.kv_get(key, read) => result,
-            () = line.outranked(client) => continue,
+        // The head of a ranked queue reads the lock with its queue: a
+        // higher waiter that comes sends it back behind.
+        let result = if line.reads_with_queue() {
+            match client.kv_list(key, read).await {
+                Ok((pairs, _)) if line.outranked(&pairs) => continue,
+                Ok((pairs, index)) => Ok((pairs.into_iter().find(|p| p.key == key), index)),
+                Err(e) => Err(e),
+            }
+        } else {
+            client.kv_get(key, read).await
         };
         let Some(pair) = waiter
             .answer(&format!("waiting for `{key}`"), result)

@@ -30,9 +30,10 @@
 //! "value"}` (an older lockrun's empty entry, or one that does not decode,
 //! counts as 0), and the queue is ordered by priority first, then by
 //! CreateIndex, so a lower waiter stays behind every live higher entry,
-//! never waiting on the lock itself while one is there. The head blocks on
-//! the queue beside the lock, so that a higher waiter that comes later
-//! sends it back behind (a blocking read of the queue, no polling). A head
+//! never waiting on the lock itself while one is there. The head of a ranked queue blocks on
+//! `KEY` read recursively (the lock and its queue in one blocking read, no
+//! polling), so that a higher waiter that comes later sends it back
+//! behind. A head
 //! of a higher priority that sits still is trusted for `--priority-grace`
 //! instead of [`STUCK_CHECK`], and a free lock is left to it only for that
 //! long ([`crate::backend::priority::Deferral`]).
@@ -93,8 +94,6 @@ pub struct Line {
     /// Our rank, for a leader lock's queue; `None` for a semaphore's, whose
     /// entries carry none.
     rank: Option<Priority>,
-    /// The queue's index at our last listing.
-    listed_at: u64,
 }
 
 /// An entry's priority: 0 for one that carries none.
@@ -146,7 +145,6 @@ impl Line {
             head: true,
             ahead: None,
             rank: None,
-            listed_at: 0,
         }
     }
 
@@ -219,7 +217,6 @@ impl Line {
             &self.prefix,
             ours,
             &mut self.ahead,
-            &mut self.listed_at,
             (level, trust),
             patience,
             waiter,
@@ -231,45 +228,29 @@ impl Line {
         Ok(turn)
     }
 
-    /// While we are the head of a ranked queue: blocks until a live entry
-    /// of a higher priority than ours is in it, and then puts us back behind
-    /// it (the next [`Line::wait`] lists the queue). Never returns
-    /// otherwise; errors are retried after a pause, since the caller's wait
-    /// on the lock, beside which this runs, decides the outcome.
-    pub async fn outranked(&mut self, client: &Client) {
-        let Some(rank) = self.rank.filter(|r| r.level < crate::backend::priority::MAX) else {
-            return std::future::pending().await;
-        };
-        if self.place.is_none() {
-            return std::future::pending().await;
+    /// Whether the head reads the lock with its queue (a recursive read of
+    /// `KEY`, see [`Line::outranked`]) rather than the key alone: in a
+    /// ranked queue we are in, below the highest priority.
+    pub fn reads_with_queue(&self) -> bool {
+        self.place.is_some()
+            && self
+                .rank
+                .is_some_and(|r| r.level < crate::backend::priority::MAX)
+    }
+
+    /// Given the head's read of `KEY` with its queue: whether a live entry
+    /// of a higher priority than ours came, and if so puts us back behind
+    /// it (the next [`Line::wait`] lists the queue).
+    pub fn outranked(&mut self, pairs: &[KvPair]) -> bool {
+        let level = self.level();
+        let higher = pairs.iter().any(|p| {
+            p.key.starts_with(&self.prefix) && p.holder().is_some() && level_of(p) > level
+        });
+        if higher {
+            self.head = false;
+            self.ahead = None;
         }
-        loop {
-            let read = Read {
-                index: QueryIndex::NONE.after(self.listed_at),
-                wait: Some(super::WATCH_WAIT),
-                consistent: false,
-                whole: false,
-            };
-            match client.kv_list(&self.prefix, read).await {
-                Ok((pairs, index)) => {
-                    let higher = pairs
-                        .iter()
-                        .any(|p| p.holder().is_some() && level_of(p) > rank.level);
-                    if higher {
-                        self.head = false;
-                        self.ahead = None;
-                        return;
-                    }
-                    // A lower index: the agent restarted; list afresh.
-                    self.listed_at = if index < self.listed_at { 0 } else { index };
-                }
-                Err(e) => {
-                    tracing::debug!(queue = self.prefix, "watching the queue: {e}");
-                    self.listed_at = 0;
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-            }
-        }
+        higher
     }
 
     /// Leaving the queue, for the transaction that takes the lock: in the
@@ -332,14 +313,9 @@ async fn enter(
 
 /// The live entry just ahead of `place`, if any. Entries whose session is
 /// gone are removed on the way (with check-and-set, so only as seen).
-/// The queue is ordered by [`order`]; our own entry is found by its key,
-/// and the queue's index is returned beside.
-async fn ahead(
-    client: &Client,
-    queue: &str,
-    place: &Place,
-) -> Result<(Option<Ahead>, u64), ConsulError> {
-    let (pairs, index) = client.kv_list(queue, Read::now()).await?;
+/// The queue is ordered by [`order`]; our own entry is found by its key.
+async fn ahead(client: &Client, queue: &str, place: &Place) -> Result<Option<Ahead>, ConsulError> {
+    let (pairs, _) = client.kv_list(queue, Read::now()).await?;
     let ours = pairs.iter().find(|p| p.key == place.key).map_or(
         (std::cmp::Reverse(0), place.create_index, place.key.clone()),
         |p| {
@@ -368,7 +344,7 @@ async fn ahead(
         entry,
         head: before == 1,
     });
-    Ok((ahead, index))
+    Ok(ahead)
 }
 
 /// Blocks until the entry ahead changes, or `wait` passes. True when it
@@ -398,16 +374,14 @@ pub enum Turn {
 /// Waits while other lockrun waiters are ahead of us, each time blocking on
 /// the entry just ahead of ours only: for [`STUCK_CHECK`] behind the head,
 /// for a [`WATCH_WAIT`](super::WATCH_WAIT) further back. `known` is that
-/// entry as we last saw it, if it has not changed since; `listed_at` the
-/// queue's index at the last listing. `rank` is our priority and how long a
+/// entry as we last saw it, if it has not changed since. `rank` is our
+/// priority and how long a
 /// higher head is trusted to sit still.
-#[allow(clippy::too_many_arguments)]
 async fn wait_turn(
     client: &Client,
     queue: &str,
     ours: &Place,
     known: &mut Option<Ahead>,
-    listed_at: &mut u64,
     rank: (u32, Duration),
     patience: Wait,
     waiter: &mut Waiter,
@@ -421,14 +395,8 @@ async fn wait_turn(
         let ahead = match known.take() {
             Some(ahead) => ahead,
             None => match ahead(client, queue, ours).await {
-                Ok((Some(ahead), index)) => {
-                    *listed_at = index;
-                    ahead
-                }
-                Ok((None, index)) => {
-                    *listed_at = index;
-                    return Ok(Turn::Head);
-                }
+                Ok(Some(ahead)) => ahead,
+                Ok(None) => return Ok(Turn::Head),
                 Err(e) => {
                     waiter.retry(&what, e).await?;
                     continue;
