@@ -90,7 +90,7 @@ fn json_has_the_entry_and_the_session() {
     let value: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
     assert_eq!(
         value,
-        serde_json::json!({"key": free, "backend": "consul", "kind": "lock", "held": false, "limit": null, "holders": [], "waiters": null})
+        serde_json::json!({"key": free, "backend": "consul", "kind": "lock", "held": false, "limit": null, "holders": [], "waiters": []})
     );
     consul.api().session_destroy(&session);
 }

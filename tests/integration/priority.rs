@@ -2,7 +2,8 @@
 //! publish their priority where rivals see it, and a free lock goes to the
 //! highest one waiting; a stuck higher waiter delays a lower one by
 //! `--priority-grace` at most. The order is read from the children's own
-//! timestamps. Local and etcd so far: the other backends refuse the flags.
+//! timestamps. Local, etcd and Consul so far: the other backends refuse the
+//! flags.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -234,6 +235,52 @@ fn etcd_a_low_priority_waiter_takes_a_free_lock_at_once_alone_and_within_its_gra
     });
 }
 
+#[test]
+fn consul_waiters_take_a_free_lock_highest_priority_first() {
+    let place = Place::consul("priority_order");
+    highest_priority_first(&place);
+    // Every queue entry went with its waiter.
+    let Place::Consul(consul, _) = &place else {
+        unreachable!()
+    };
+    let left = consul.api().kv_list(&format!("{}/", place.key("k")));
+    assert!(left.is_empty(), "{:?}", left.len());
+}
+
+#[test]
+fn consul_a_low_priority_waiter_takes_a_free_lock_at_once_alone_and_within_its_grace_past_a_stuck_one(
+) {
+    let place = Place::consul("priority_grace");
+    let Place::Consul(consul, _) = &place else {
+        unreachable!()
+    };
+    let api = consul.api();
+    low_waiter_passes_after_its_grace(&place, |key| {
+        // A queue entry held by a live session, as a waiter's that stopped
+        // is until its session lapses.
+        let session = api.session_create(r#"{"TTL":"60s","LockDelay":"0s"}"#);
+        let entry = format!("{key}/.lockrun-queue/{session}");
+        let resp = api.put(
+            &format!(
+                "/v1/kv/{}?acquire={session}",
+                crate::consul::encode_key(&entry)
+            ),
+            r#"{"priority":3,"value":"stuck"}"#,
+        );
+        assert_eq!(resp.text().trim(), "true", "the stuck entry");
+        Destroy(consul.api(), session)
+    });
+}
+
+/// Destroys a Consul session when dropped.
+struct Destroy(crate::consul::Api, String);
+
+impl Drop for Destroy {
+    fn drop(&mut self) {
+        self.0.session_destroy(&self.1);
+    }
+}
+
 /// Revokes a lease when dropped.
 struct Revoke<'a>(
     &'a tokio::runtime::Runtime,
@@ -277,9 +324,9 @@ fn bad_priorities_are_one_line_and_exit_2() {
     // sends anything (nothing listens on the endpoint: a try would be 125).
     let output = run(bare([
         "--backend",
-        "consul",
-        "--http-addr",
-        "127.0.0.1:9",
+        "postgres",
+        "--dsn",
+        "postgres://127.0.0.1:9/x",
         "elect",
         "--priority",
         "2",
@@ -291,5 +338,5 @@ fn bad_priorities_are_one_line_and_exit_2() {
     let err = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("local and etcd"), "{err}");
+    assert!(err.contains("local, etcd and Consul"), "{err}");
 }

@@ -45,6 +45,7 @@ const CONSUL_MODULES: &[&str] = &[
     "errors::",
     "job_control::",
     "leader::",
+    "priority::consul_",
     "queue::",
     "safety::",
     "semaphore::",

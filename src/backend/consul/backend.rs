@@ -1,6 +1,7 @@
 //! The Consul backend's registration: its flags, its part of the man
 //! page, and how a job gets its engine.
 
+use crate::backend::priority::Priority;
 use super::args::ConsulArgs;
 use super::engine::Consul;
 use super::inspect::{Outside, Reading};
@@ -183,9 +184,10 @@ impl Backend for ConsulBackend {
     type ReleaseArgs = super::args::ConsulReleaseArgs;
     type Engine = Consul;
     type Inspect = Outside;
-    type Plan = SessionSpec;
+    type Plan = (SessionSpec, Priority);
 
     const NAME: &'static str = "consul";
+    const PRIORITY: bool = true;
     const REGISTRATION: Registration = REGISTRATION;
 
     fn check_key(key: &str) -> Result<(), Failure> {
@@ -216,8 +218,13 @@ impl Backend for ConsulBackend {
     fn hold_rules(
         request: &HoldRequest<'_, Self::HoldArgs>,
         env: &dyn Env,
-    ) -> Result<HoldRules<SessionSpec>, Failure> {
-        rules::hold(request, env)
+    ) -> Result<HoldRules<(SessionSpec, Priority)>, Failure> {
+        let rules = rules::hold(request, env)?;
+        Ok(HoldRules {
+            budget: rules.budget,
+            kill_timeout: rules.kill_timeout,
+            plan: (rules.plan, request.kind.priority),
+        })
     }
 
     fn release_rules(flags: &Self::ReleaseArgs) -> Result<(), Failure> {
@@ -253,8 +260,8 @@ impl Backend for ConsulBackend {
         Ok(())
     }
 
-    fn engine(&self, plan: SessionSpec) -> Result<Consul, Failure> {
-        Ok(Consul::new(self.client.clone(), plan))
+    fn engine(&self, (spec, rank): (SessionSpec, Priority)) -> Result<Consul, Failure> {
+        Ok(Consul::new(self.client.clone(), spec).ranked(rank))
     }
 
     fn inspect(&self, look: &Look<'_, Self::ReleaseArgs>) -> Outside {

@@ -23,11 +23,22 @@ use crate::backend::{
 pub struct Consul {
     client: Client,
     session: SessionSpec,
+    /// How its writers rank among the waiters (`elect --priority`).
+    rank: crate::backend::priority::Priority,
 }
 
 impl Consul {
     pub fn new(client: Client, session: SessionSpec) -> Consul {
-        Consul { client, session }
+        Consul {
+            client,
+            session,
+            rank: crate::backend::priority::Priority::NONE,
+        }
+    }
+
+    /// The same engine, waiting for a leader lock with `rank`.
+    pub fn ranked(self, rank: crate::backend::priority::Priority) -> Consul {
+        Consul { rank, ..self }
     }
 }
 
@@ -203,7 +214,7 @@ impl Engine for Consul {
                 }
             }
             Target::Lock { key, .. } => {
-                match leader::acquire(&self.client, key, &lease.id, value, patience).await? {
+                match leader::acquire(&self.client, key, &lease.id, value, patience, self.rank).await? {
                     Acquired::Yes(h) => Acquired::Yes(Kind::Lock(h)),
                     Acquired::No { holder } => Acquired::No { holder },
                 }

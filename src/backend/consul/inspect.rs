@@ -515,6 +515,11 @@ impl Inspect for Outside {
         let record = semaphore::record_key("");
         let mut names = Vec::new();
         for p in &pairs {
+            // A waiter's entry in a lock's queue names no lock: `leader`
+            // and `list` show it as a waiter of its lock.
+            if p.key.split('/').any(|s| s.ends_with(".lockrun-queue")) {
+                continue;
+            }
             let semaphore =
                 p.flags == SEMAPHORE_FLAG && p.key.ends_with(&record) && p.key.len() > record.len();
             if semaphore {
@@ -539,6 +544,33 @@ impl Inspect for Outside {
             }
         }
         Ok(names)
+    }
+
+    /// lockrun's writers queued for a leader lock, from their entries in
+    /// its queue (see [`queue`](super::lock::queue)), highest priority
+    /// first, then first come; `consul lock`'s waiters keep none and are
+    /// not shown.
+    async fn waiters(
+        &self,
+        target: &Target,
+    ) -> Result<Option<Vec<crate::backend::Waiter>>, AcquireError> {
+        use super::lock::queue;
+        let Target::Lock { key, shared: false } = target else {
+            return Ok(None);
+        };
+        let (mut pairs, _) = self.client.kv_list(&queue::of_key(key), self.read()).await?;
+        pairs.retain(|p| p.holder().is_some());
+        pairs.sort_by_key(|p| (std::cmp::Reverse(queue::level_of(p)), p.create_index));
+        Ok(Some(
+            pairs
+                .iter()
+                .map(|p| crate::backend::Waiter {
+                    priority: queue::level_of(p),
+                    value: queue::value_of(p),
+                    pid: None,
+                })
+                .collect(),
+        ))
     }
 
     async fn holders(&self, target: &Target) -> Result<Vec<Holder>, AcquireError> {

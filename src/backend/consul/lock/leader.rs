@@ -6,10 +6,12 @@ use crate::backend::consul::kv::Read;
 use crate::backend::consul::txn::{Refusal, Txn, TxnOp};
 use crate::backend::consul::{Client, ConsulError, KvPair, Op, SessionId};
 use crate::backend::Lost;
+use tokio::time::Instant;
 
 use super::queue::{self, Turn};
 use super::shared;
 use super::{AcquireError, Acquired, DelayBackoff, Held, Waiter, LOCK_FLAG};
+use crate::backend::priority::{Priority, Verdict};
 use crate::backend::Wait;
 
 /// A lock we hold, with what the watch and the release need to know.
@@ -95,6 +97,7 @@ pub async fn acquire(
     session: &SessionId,
     value: &[u8],
     patience: Wait,
+    rank: Priority,
 ) -> Result<Acquired<Holding>, AcquireError> {
     beside_consul_lock(client, key).await?;
     let mut waiter = Waiter::acquiring(patience);
@@ -104,7 +107,8 @@ pub async fn acquire(
     // We start by assuming the key is absent, as a clean release leaves it:
     // if it is not, the check-and-set refuses and we read it.
     let mut free_at = Some(0);
-    let mut line = queue::Line::new(queue::of_key(key), patience);
+    let mut line = queue::Line::new(queue::of_key(key), patience).ranked(rank);
+    let mut deferral = rank.deferral();
     loop {
         if let Some(index) = free_at.take() {
             let what = format!("acquiring `{key}`");
@@ -131,8 +135,14 @@ pub async fn acquire(
                     return Ok(Acquired::No { holder });
                 }
                 // Queued, so that readers that come now wait behind us.
-                line.join(client, session, &mut waiter, &format!("queueing for `{key}`"))
-                    .await?;
+                line.join(
+                    client,
+                    session,
+                    value,
+                    &mut waiter,
+                    &format!("queueing for `{key}`"),
+                )
+                .await?;
                 match shared::changed(client, key, look.index, patience).await {
                     Ok(true) => {}
                     Ok(false) => return Ok(Acquired::No { holder }),
@@ -230,6 +240,15 @@ pub async fn acquire(
                         Ok(_) => {}
                         Err(e) => waiter.retry(&format!("waiting for `{key}`"), e).await?,
                     }
+                    // A stuck head of a higher priority has the free lock
+                    // for --priority-grace, counted from our first look
+                    // that saw it free.
+                    if let Some(level) = line.higher_ahead() {
+                        match deferral.decide(Instant::now(), [level], free_at.is_some()) {
+                            Verdict::Go => {}
+                            Verdict::Defer { .. } => free_at = None,
+                        }
+                    }
                     if free_at.is_some() {
                         line.head = true;
                     }
@@ -241,7 +260,17 @@ pub async fn acquire(
         let Some(read) = waiter.next_read().await else {
             return Ok(Acquired::No { holder });
         };
-        let result = client.kv_get(key, read).await;
+        // The head of a ranked queue reads the lock with its queue: a
+        // higher waiter that comes sends it back behind.
+        let result = if line.reads_with_queue() {
+            match client.kv_list(key, read).await {
+                Ok((pairs, _)) if line.outranked(&pairs) => continue,
+                Ok((pairs, index)) => Ok((pairs.into_iter().find(|p| p.key == key), index)),
+                Err(e) => Err(e),
+            }
+        } else {
+            client.kv_get(key, read).await
+        };
         let Some(pair) = waiter
             .answer(&format!("waiting for `{key}`"), result)
             .await?
@@ -280,6 +309,7 @@ pub async fn acquire(
                 line.join(
                     client,
                     session,
+                    value,
                     &mut waiter,
                     &format!("queueing for `{key}`"),
                 )

@@ -25,6 +25,19 @@
 //! learns within a [`WATCH_WAIT`](super::WATCH_WAIT) and Consul's jitter of
 //! a sixteenth: at most 64 s in all.
 //!
+//! Waiters for a leader lock rank by `elect --priority` (see
+//! [`crate::backend::priority`]): an entry's value is `{"priority",
+//! "value"}` (an older lockrun's empty entry, or one that does not decode,
+//! counts as 0), and the queue is ordered by priority first, then by
+//! CreateIndex, so a lower waiter stays behind every live higher entry,
+//! never waiting on the lock itself while one is there. The head of a ranked queue blocks on
+//! `KEY` read recursively (the lock and its queue in one blocking read, no
+//! polling), so that a higher waiter that comes later sends it back
+//! behind. A head
+//! of a higher priority that sits still is trusted for `--priority-grace`
+//! instead of [`STUCK_CHECK`], and a free lock is left to it only for that
+//! long ([`crate::backend::priority::Deferral`]).
+//!
 //! `consul lock` ignores the queue and competes as before; a token that may
 //! not write the queue's keys turns the queue off and waiters wait as they
 //! did without.
@@ -37,6 +50,7 @@ use crate::backend::consul::txn::{Txn, TxnOp};
 use crate::backend::consul::{Client, ConsulError, KvPair, SessionId};
 
 use super::Waiter;
+use crate::backend::priority::Priority;
 use crate::backend::Wait;
 
 /// How long the waiter just behind the head trusts the head's unchanged
@@ -77,12 +91,46 @@ pub struct Line {
     /// The entry we block on, as last seen, kept across a look at the lock
     /// so that an unchanged queue is not listed again.
     ahead: Option<Ahead>,
+    /// Our rank, for a leader lock's queue; `None` for a semaphore's, whose
+    /// entries carry none.
+    rank: Option<Priority>,
+}
+
+/// An entry's priority: 0 for one that carries none.
+pub fn level_of(pair: &KvPair) -> u32 {
+    decoded(pair)["priority"]
+        .as_u64()
+        .and_then(|l| u32::try_from(l).ok())
+        .unwrap_or(0)
+}
+
+/// An entry's `--value`, when it carries one.
+pub fn value_of(pair: &KvPair) -> Option<String> {
+    decoded(pair)["value"].as_str().map(str::to_owned)
+}
+
+fn decoded(pair: &KvPair) -> serde_json::Value {
+    pair.value
+        .as_deref()
+        .and_then(|v| serde_json::from_slice(v).ok())
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// The queue's order: higher priority first, then first come.
+fn order(pair: &KvPair) -> (std::cmp::Reverse<u32>, u64, &str) {
+    (
+        std::cmp::Reverse(level_of(pair)),
+        pair.create_index,
+        &pair.key,
+    )
 }
 
 /// The live entry just ahead of ours.
 #[derive(Debug)]
 struct Ahead {
     entry: KvPair,
+    /// Its priority.
+    level: u32,
     /// Whether it was the head when we listed the queue. It stays the
     /// head until it leaves: a newcomer queues behind us.
     head: bool,
@@ -96,7 +144,27 @@ impl Line {
             joined: matches!(patience, Wait::Once),
             head: true,
             ahead: None,
+            rank: None,
         }
+    }
+
+    /// The queue of a leader lock, whose waiters rank by `rank`.
+    pub fn ranked(mut self, rank: Priority) -> Line {
+        self.rank = Some(rank);
+        self
+    }
+
+    /// Our priority, ranked or not.
+    pub fn level(&self) -> u32 {
+        self.rank.map_or(0, |r| r.level)
+    }
+
+    /// The priority of the entry we last blocked on, when it outranks us.
+    pub fn higher_ahead(&self) -> Option<u32> {
+        self.ahead
+            .as_ref()
+            .map(|a| a.level)
+            .filter(|l| *l > self.level())
     }
 
     /// Takes our place at the end of the queue, the first time we have to
@@ -105,13 +173,18 @@ impl Line {
         &mut self,
         client: &Client,
         session: &SessionId,
+        value: &[u8],
         waiter: &mut Waiter,
         what: &str,
     ) -> Result<(), ConsulError> {
         if self.joined {
             return Ok(());
         }
-        match enter(client, &self.prefix, session).await {
+        let value = self.rank.map(|r| {
+            serde_json::json!({ "priority": r.level, "value": String::from_utf8_lossy(value) })
+                .to_string()
+        });
+        match enter(client, &self.prefix, session, value.as_deref().unwrap_or("")).await {
             Ok(entered) => {
                 self.joined = true;
                 self.head = entered.is_none();
@@ -134,11 +207,17 @@ impl Line {
             self.head = true;
             return Ok(Turn::Head);
         };
+        let trust = match self.rank {
+            Some(rank) => rank.grace.min(STUCK_CHECK),
+            None => STUCK_CHECK,
+        };
+        let level = self.level();
         let turn = wait_turn(
             client,
             &self.prefix,
             ours,
             &mut self.ahead,
+            (level, trust),
             patience,
             waiter,
         )
@@ -147,6 +226,31 @@ impl Line {
             self.head = true;
         }
         Ok(turn)
+    }
+
+    /// Whether the head reads the lock with its queue (a recursive read of
+    /// `KEY`, see [`Line::outranked`]) rather than the key alone: in a
+    /// ranked queue we are in, below the highest priority.
+    pub fn reads_with_queue(&self) -> bool {
+        self.place.is_some()
+            && self
+                .rank
+                .is_some_and(|r| r.level < crate::backend::priority::MAX)
+    }
+
+    /// Given the head's read of `KEY` with its queue: whether a live entry
+    /// of a higher priority than ours came, and if so puts us back behind
+    /// it (the next [`Line::wait`] lists the queue).
+    pub fn outranked(&mut self, pairs: &[KvPair]) -> bool {
+        let level = self.level();
+        let higher = pairs.iter().any(|p| {
+            p.key.starts_with(&self.prefix) && p.holder().is_some() && level_of(p) > level
+        });
+        if higher {
+            self.head = false;
+            self.ahead = None;
+        }
+        higher
     }
 
     /// Leaving the queue, for the transaction that takes the lock: in the
@@ -178,11 +282,12 @@ async fn enter(
     client: &Client,
     queue: &str,
     session: &SessionId,
+    value: &str,
 ) -> Result<Option<Place>, ConsulError> {
     let entry = entry_key(queue, session);
     let ops = [TxnOp::Lock {
         key: &entry,
-        value: b"",
+        value: value.as_bytes(),
         flags: 0,
         session,
     }];
@@ -208,8 +313,16 @@ async fn enter(
 
 /// The live entry just ahead of `place`, if any. Entries whose session is
 /// gone are removed on the way (with check-and-set, so only as seen).
+/// The queue is ordered by [`order`]; our own entry is found by its key.
 async fn ahead(client: &Client, queue: &str, place: &Place) -> Result<Option<Ahead>, ConsulError> {
     let (pairs, _) = client.kv_list(queue, Read::now()).await?;
+    let ours = pairs.iter().find(|p| p.key == place.key).map_or(
+        (std::cmp::Reverse(0), place.create_index, place.key.clone()),
+        |p| {
+            let (l, c, k) = order(p);
+            (l, c, k.to_owned())
+        },
+    );
     let mut best: Option<KvPair> = None;
     let mut before = 0;
     for pair in pairs {
@@ -218,21 +331,20 @@ async fn ahead(client: &Client, queue: &str, place: &Place) -> Result<Option<Ahe
             let _ = client.kv_delete(&pair.key, Some(pair.modify_index)).await;
             continue;
         }
-        if (pair.create_index, pair.key.as_str()) >= (place.create_index, place.key.as_str()) {
+        if order(&pair) >= (ours.0, ours.1, ours.2.as_str()) {
             continue;
         }
         before += 1;
-        if best
-            .as_ref()
-            .is_none_or(|b| (b.create_index, b.key.as_str()) < (pair.create_index, &pair.key))
-        {
+        if best.as_ref().is_none_or(|b| order(b) < order(&pair)) {
             best = Some(pair);
         }
     }
-    Ok(best.map(|entry| Ahead {
+    let ahead = best.map(|entry| Ahead {
+        level: level_of(&entry),
         entry,
         head: before == 1,
-    }))
+    });
+    Ok(ahead)
 }
 
 /// Blocks until the entry ahead changes, or `wait` passes. True when it
@@ -262,12 +374,15 @@ pub enum Turn {
 /// Waits while other lockrun waiters are ahead of us, each time blocking on
 /// the entry just ahead of ours only: for [`STUCK_CHECK`] behind the head,
 /// for a [`WATCH_WAIT`](super::WATCH_WAIT) further back. `known` is that
-/// entry as we last saw it, if it has not changed since.
+/// entry as we last saw it, if it has not changed since. `rank` is our
+/// priority and how long a
+/// higher head is trusted to sit still.
 async fn wait_turn(
     client: &Client,
     queue: &str,
     ours: &Place,
     known: &mut Option<Ahead>,
+    rank: (u32, Duration),
     patience: Wait,
     waiter: &mut Waiter,
 ) -> Result<Turn, ConsulError> {
@@ -298,7 +413,9 @@ async fn wait_turn(
         let Some(wait) = super::next_wait(patience) else {
             return Ok(Turn::Over);
         };
-        let look = if ahead.head {
+        let look = if ahead.head && ahead.level > rank.0 {
+            rank.1
+        } else if ahead.head {
             STUCK_CHECK
         } else {
             super::WATCH_WAIT

@@ -235,6 +235,7 @@ pub async fn acquire(
             line.join(
                 client,
                 session,
+                value,
                 &mut waiter,
                 &format!("queueing for `{prefix}`"),
             )
