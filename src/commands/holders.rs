@@ -498,7 +498,7 @@ pub async fn replace<I: Inspect>(
         }
         _ => {
             return Err(Failure::Conflict(format!(
-                "--replace cannot take {what}: its holder {label} is not a lockrun whose end this lockrun can see (a peer tool's, or the engine keeps no pid); stop it, or lockrun release it and wait"
+                "--replace cannot take {what}: its holder {label} is not a lockrun whose end this lockrun can see (a peer tool's, a reader whose lockrun keeps no facts, or the engine keeps no pid); stop it, or lockrun release it and wait"
             )))
         }
     };
