@@ -416,7 +416,7 @@ fn the_node_name_and_datacenter_are_configurable() {
 /// starts before the reader leaves.
 #[test]
 fn a_reader_between_a_writers_look_and_its_transaction_holds_the_writer_off() {
-    use crate::support::{lockrun, now_ns, scratch, Running};
+    use crate::support::{lockrun, scratch, Running};
     use base64::Engine;
     let consul = TestConsul::emulator_only(fast);
     let emu = consul.emulator().expect("an emulator");
@@ -467,46 +467,7 @@ fn a_reader_between_a_writers_look_and_its_transaction_holds_the_writer_off() {
         "the writer never sent its transaction\n{}",
         consul.request_log_dump()
     );
-    emu.set_latency(Duration::ZERO);
-    // Then the writer either runs or waits on the readers' record.
-    let settled = || {
-        span.exists()
-            || emu.request_log().iter().any(|r| {
-                r.method == "GET" && r.path.contains("/.lock?") && r.path.contains("index=")
-            })
-    };
-    assert!(
-        crate::procs::wait_until(crate::procs::deadline(), settled),
-        "the writer neither ran nor waited\n{}",
-        consul.request_log_dump()
-    );
-    let left = now_ns();
-    let leave = json!([
-        {"KV": {"Verb": "delete", "Key": format!("{key}/.lock/{session}")}},
-        {"KV": {"Verb": "delete", "Key": format!("{key}/.lock")}},
-    ]);
-    assert_eq!(
-        api.put("/v1/txn", leave.to_string()).status,
-        200,
-        "the reader leaves"
-    );
-    let output = writer.finish();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let start: u128 = std::fs::read_to_string(&span)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(
-        start > left,
-        "the writer's child started {} ms before the reader left",
-        (left - start) / 1_000_000
-    );
+    the_writer_waits_for_the_reader(&consul, &key, &session, &span, writer);
 }
 
 /// The same when `KEY/.lock` is a free `consul lock KEY` key (its holder
@@ -518,7 +479,7 @@ fn a_reader_between_a_writers_look_and_its_transaction_holds_the_writer_off() {
 /// pairs overlapped on a real 1.15.10.
 #[test]
 fn a_reader_between_a_writers_look_and_its_transaction_over_a_free_consul_lock_key() {
-    use crate::support::{lockrun, now_ns, scratch, Running};
+    use crate::support::{lockrun, scratch, Running};
     use base64::Engine;
     let consul = TestConsul::emulator_only(fast);
     let emu = consul.emulator().expect("an emulator");
@@ -563,8 +524,24 @@ fn a_reader_between_a_writers_look_and_its_transaction_over_a_free_consul_lock_k
         200,
         "the reader joins"
     );
+    the_writer_waits_for_the_reader(&consul, &key, &session, &span, writer);
+}
+
+/// The end of the two tests above: the emulator answers at once again;
+/// once the writer runs or waits on the readers' record, the reader (its
+/// `session`) leaves; the writer's child, which logs its start to `span`,
+/// must have started only after that.
+fn the_writer_waits_for_the_reader(
+    consul: &TestConsul,
+    key: &str,
+    session: &str,
+    span: &std::path::Path,
+    writer: crate::support::Running,
+) {
+    use crate::support::now_ns;
+    let emu = consul.emulator().expect("an emulator");
     emu.set_latency(Duration::ZERO);
-    // The writer, refused, waits on the readers' record (or ran, the bug).
+    // The writer either runs or waits on the readers' record.
     let settled = || {
         span.exists()
             || emu.request_log().iter().any(|r| {
@@ -582,7 +559,7 @@ fn a_reader_between_a_writers_look_and_its_transaction_over_a_free_consul_lock_k
         {"KV": {"Verb": "delete", "Key": format!("{key}/.lock")}},
     ]);
     assert_eq!(
-        api.put("/v1/txn", leave.to_string()).status,
+        consul.api().put("/v1/txn", leave.to_string()).status,
         200,
         "the reader leaves"
     );
@@ -593,7 +570,7 @@ fn a_reader_between_a_writers_look_and_its_transaction_over_a_free_consul_lock_k
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let start: u128 = std::fs::read_to_string(&span)
+    let start: u128 = std::fs::read_to_string(span)
         .unwrap()
         .trim()
         .parse()

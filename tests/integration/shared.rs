@@ -249,34 +249,55 @@ fn consul_a_lost_reader_stops_alone() {
     let place = Place::consul("shared-loss");
     let api = consul_api(&place);
     let key = place.key("loss");
-    let (one, two) = (scratch(), scratch());
-    let lost = place.hold(
-        one.path(),
+    let lose = |one: &Path| {
+        // `list` shows the lock once per reader, of kind "shared".
+        let output = run(&mut place.lockrun(&["list", &key]));
+        place.status(&output, 0, "list");
+        let rows = stdout(&output);
+        let shared: Vec<&str> = rows.lines().filter(|l| l.starts_with(&key)).collect();
+        assert_eq!(shared.len(), 2, "{rows}");
+        assert!(
+            shared
+                .iter()
+                .all(|l| l.split_whitespace().nth(1) == Some("shared")),
+            "{rows}"
+        );
+        let session = std::fs::read_to_string(one.join("session")).unwrap();
+        api.session_destroy(session.trim());
+    };
+    a_lost_reader_stops_alone(
+        &place,
+        &key,
         "echo $LOCKRUN_SESSION > \"$1/session\";",
-        &["elect", "-s", "--value", "lost", &key],
+        lose,
+        || {
+            let output = run(&mut place.lockrun(&["elect", "-n", &key, "--", "true"]));
+            place.status(&output, 75, "a writer beside the reader left");
+        },
     );
-    let kept = place.hold(two.path(), "", &["elect", "-s", "--value", "kept", &key]);
-    // `list` shows the lock once per reader, of kind "shared".
-    let output = run(&mut place.lockrun(&["list", &key]));
-    place.status(&output, 0, "list");
-    let rows = stdout(&output);
-    let shared: Vec<&str> = rows.lines().filter(|l| l.starts_with(&key)).collect();
-    assert_eq!(shared.len(), 2, "{rows}");
-    assert!(
-        shared
-            .iter()
-            .all(|l| l.split_whitespace().nth(1) == Some("shared")),
-        "{rows}"
-    );
-    let session = std::fs::read_to_string(one.path().join("session")).unwrap();
-    api.session_destroy(session.trim());
-    place.status(&lost.finish(), 124, "the reader that lost its session");
-    let output = run(&mut place.lockrun(&["leader", &key]));
+}
+
+/// Two readers of `key` hold, the first after `setup` (which may write to
+/// its work folder, `$1`); `lose` ends the first one's claim, given that
+/// folder. It stops with 124, and the other holds on (`leader` names it)
+/// while `meanwhile` runs.
+fn a_lost_reader_stops_alone(
+    place: &Place,
+    key: &str,
+    setup: &str,
+    lose: impl FnOnce(&Path),
+    meanwhile: impl FnOnce(),
+) {
+    let (one, two) = (scratch(), scratch());
+    let lost = place.hold(one.path(), setup, &["elect", "-s", "--value", "lost", key]);
+    let kept = place.hold(two.path(), "", &["elect", "-s", "--value", "kept", key]);
+    lose(one.path());
+    place.status(&lost.finish(), 124, "the reader that lost its claim");
+    let output = run(&mut place.lockrun(&["leader", key]));
     assert_eq!(stdout(&output), "kept\n", "the other reader holds on");
-    let output = run(&mut place.lockrun(&["elect", "-n", &key, "--", "true"]));
-    place.status(&output, 75, "a writer beside the reader left");
+    meanwhile();
     std::fs::write(two.path().join("go"), "").unwrap();
-    place.status(&kept.finish(), 0, "the reader that kept its session");
+    place.status(&kept.finish(), 0, "the reader that kept its claim");
 }
 
 /// The readers' record and entry flags (docs/consul.md, "Shared locks").
@@ -563,27 +584,24 @@ fn a_lost_postgres_reader_stops_alone() {
     use crate::pg_support::psql_ok;
     let place = Place::postgres("shared-loss");
     let key = place.key("loss");
-    let (one, two) = (scratch(), scratch());
-    let lost = place.hold(
-        one.path(),
+    let lose = |one: &Path| {
+        let id = std::fs::read_to_string(one.join("id")).unwrap();
+        // The backend holding "lost"'s lock: its facts name its value.
+        let terminated = psql_ok(&format!(
+            "select pg_terminate_backend(l.pid) from pg_locks l join pg_stat_activity a on a.pid = l.pid \
+             where l.locktype = 'advisory' and l.objsubid = 1 and l.granted \
+             and ((l.classid::bigint << 32) | l.objid::bigint) = {} and a.query like '%lost%'",
+            id.trim()
+        ));
+        assert_eq!(terminated, "t", "one reader's backend terminated");
+    };
+    a_lost_reader_stops_alone(
+        &place,
+        &key,
         "echo $LOCKRUN_PG_LOCK_ID > \"$1/id\";",
-        &["elect", "-s", "--value", "lost", &key],
+        lose,
+        || {},
     );
-    let kept = place.hold(two.path(), "", &["elect", "-s", "--value", "kept", &key]);
-    let id = std::fs::read_to_string(one.path().join("id")).unwrap();
-    // The backend holding "lost"'s lock: its facts name its value.
-    let terminated = psql_ok(&format!(
-        "select pg_terminate_backend(l.pid) from pg_locks l join pg_stat_activity a on a.pid = l.pid \
-         where l.locktype = 'advisory' and l.objsubid = 1 and l.granted \
-         and ((l.classid::bigint << 32) | l.objid::bigint) = {} and a.query like '%lost%'",
-        id.trim()
-    ));
-    assert_eq!(terminated, "t", "one reader's backend terminated");
-    place.status(&lost.finish(), 124, "the reader that lost its lease");
-    let output = run(&mut place.lockrun(&["leader", &key]));
-    assert_eq!(stdout(&output), "kept\n", "the other reader holds on");
-    std::fs::write(two.path().join("go"), "").unwrap();
-    place.status(&kept.finish(), 0, "the reader that kept its lease");
 }
 
 /// A lease of 60 s from `etcdctl lease grant`, in hex as etcdctl takes it.
@@ -641,21 +659,18 @@ fn etcd_readers_interoperate_with_the_recipe_layout() {
 fn a_lost_etcd_reader_stops_alone() {
     let place = Place::etcd("shared-loss");
     let key = place.key("loss");
-    let (one, two) = (scratch(), scratch());
-    let lost = place.hold(
-        one.path(),
+    let lose = |one: &Path| {
+        let entry = std::fs::read_to_string(one.join("entry")).unwrap();
+        let lease = entry.trim().rsplit('/').next().unwrap().to_owned();
+        crate::etcd_support::etcdctl_ok(&["lease", "revoke", &lease]);
+    };
+    a_lost_reader_stops_alone(
+        &place,
+        &key,
         "echo $ETCD_LOCK_KEY > \"$1/entry\";",
-        &["elect", "-s", "--value", "lost", &key],
+        lose,
+        || {},
     );
-    let kept = place.hold(two.path(), "", &["elect", "-s", "--value", "kept", &key]);
-    let entry = std::fs::read_to_string(one.path().join("entry")).unwrap();
-    let lease = entry.trim().rsplit('/').next().unwrap().to_owned();
-    crate::etcd_support::etcdctl_ok(&["lease", "revoke", &lease]);
-    place.status(&lost.finish(), 124, "the reader that lost its lease");
-    let output = run(&mut place.lockrun(&["leader", &key]));
-    assert_eq!(stdout(&output), "kept\n", "the other reader holds on");
-    std::fs::write(two.path().join("go"), "").unwrap();
-    place.status(&kept.finish(), 0, "the reader that kept its lease");
 }
 
 /// One lock of etcd's reader-writer recipe (`client/v3/experimental/
