@@ -353,18 +353,11 @@ fn replace_takes_the_lock_without_overlap(place: &Place) {
         &key,
         "--shell",
         "--",
-        &crate::contain::DAEMONIZE.replacen("'while", "'trap \"\" TERM; while", 1),
+        &stubborn_daemon(),
     ]);
     cmd.arg(work.path());
     let holder = Running::spawn(&mut cmd);
-    // A first whole beat, not just the file the daemon's `>>` made.
-    let beat = work.path().join("beat");
-    assert!(
-        crate::procs::wait_until(crate::procs::deadline(), || {
-            std::fs::read_to_string(&beat).is_ok_and(|b| b.ends_with('\n'))
-        }),
-        "the holder's daemon never beat"
-    );
+    crate::places::wait_for_a_beat(work.path());
     let mark = work.path().join("replacer");
     let mut cmd = place.lockrun(&[
         "elect",
@@ -398,22 +391,35 @@ fn replace_takes_the_lock_without_overlap(place: &Place) {
         _ => assert!(lost.contains(&named), "{lost}"),
     }
     std::fs::write(work.path().join("go"), "").unwrap();
-    let started: u128 = std::fs::read_to_string(&mark)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let last = crate::places::last_beat(work.path());
-    assert!(
-        last < started,
-        "the replaced holder's daemon beat {} ms after the replacer's command started",
-        (last - started) / 1_000_000
-    );
+    daemon_gone_before_replacer(work.path(), &mark);
     // Nothing holds it once the replacer is done.
     let listed = run(&mut place.lockrun(&["list", &key]));
     place.status(&listed, 1, "list once the replacer is done");
 }
 on_every_backend!(replace_takes_the_lock_without_overlap);
+
+/// A holder's COMMAND for the `--replace` tests: the daemon of
+/// `contain::DAEMONIZE`, beating into `$1/beat`, made to ignore SIGTERM, so
+/// that it beats until the SIGKILL at the end of the kill timeout.
+fn stubborn_daemon() -> String {
+    crate::contain::DAEMONIZE.replacen("'while", "'trap \"\" TERM; while", 1)
+}
+
+/// The replaced holder's daemon beat for the last time (in `work/beat`)
+/// before the replacer's command started (its time in `mark`).
+fn daemon_gone_before_replacer(work: &std::path::Path, mark: &std::path::Path) {
+    let started: u128 = std::fs::read_to_string(mark)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let last = crate::places::last_beat(work);
+    assert!(
+        last < started,
+        "the replaced holder's daemon beat {} ms after the replacer's command started",
+        (last - started) / 1_000_000
+    );
+}
 
 /// `cmd`, run in a UTS namespace of its own whose host name is `host`: a
 /// lockrun there says it runs on another host.
@@ -461,18 +467,12 @@ fn replace_waits_out_a_holder_on_another_host(place: &Place) {
         &key,
         "--shell",
         "--",
-        &crate::contain::DAEMONIZE.replacen("'while", "'trap \"\" TERM; while", 1),
+        &stubborn_daemon(),
     ]);
     let mut cmd = on_host(&holder, "elsewhere-host");
     cmd.arg(work.path());
     let holder = Running::spawn(&mut cmd);
-    let beat = work.path().join("beat");
-    assert!(
-        crate::procs::wait_until(crate::procs::deadline(), || {
-            std::fs::read_to_string(&beat).is_ok_and(|b| b.ends_with('\n'))
-        }),
-        "the holder's daemon never beat"
-    );
+    crate::places::wait_for_a_beat(work.path());
     let mark = work.path().join("replacer");
     let mut cmd = place.lockrun(&[
         "elect",
@@ -507,17 +507,7 @@ fn replace_waits_out_a_holder_on_another_host(place: &Place) {
         );
         assert!(lost.contains(&named), "{lost}");
         std::fs::write(work.path().join("go"), "").unwrap();
-        let started: u128 = std::fs::read_to_string(&mark)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        let last = crate::places::last_beat(work.path());
-        assert!(
-            last < started,
-            "the replaced holder's daemon beat {} ms after the replacer's command started",
-            (last - started) / 1_000_000
-        );
+        daemon_gone_before_replacer(work.path(), &mark);
     } else {
         place.status(&output, 125, "--replace of a holder on another host");
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -566,7 +556,7 @@ fn replace_waits_for_a_silent_holders_lease(place: &Place, far: bool) {
         ]),
         _ => args.extend(["--ttl", "3s", "--kill-timeout", "300ms"]),
     }
-    let daemon = crate::contain::DAEMONIZE.replacen("'while", "'trap \"\" TERM; while", 1);
+    let daemon = stubborn_daemon();
     args.extend(["--value", "silent-holder", &key, "--shell", "--", &daemon]);
     let mut cmd = if far {
         on_host(&place.lockrun(&args), "elsewhere-host")
@@ -575,13 +565,7 @@ fn replace_waits_for_a_silent_holders_lease(place: &Place, far: bool) {
     };
     cmd.arg(work.path());
     let holder = Running::spawn(&mut cmd);
-    let beat = work.path().join("beat");
-    assert!(
-        crate::procs::wait_until(crate::procs::deadline(), || {
-            std::fs::read_to_string(&beat).is_ok_and(|b| b.ends_with('\n'))
-        }),
-        "the holder's daemon never beat"
-    );
+    crate::places::wait_for_a_beat(work.path());
     let stopped = Pid::from_raw(holder.pid() as i32);
     kill(stopped, Signal::SIGSTOP).unwrap();
     let mark = work.path().join("replacer");
@@ -612,22 +596,12 @@ fn replace_waits_for_a_silent_holders_lease(place: &Place, far: bool) {
         )) && stderr.contains("it did not exit, so we waited")
     };
     assert!(said, "{stderr}");
-    let started: u128 = std::fs::read_to_string(&mark)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let last = crate::places::last_beat(work.path());
+    daemon_gone_before_replacer(work.path(), &mark);
     std::fs::write(work.path().join("go"), "").unwrap();
     place.status(
         &holder.finish(),
         124,
         "the replaced holder, once it runs again",
-    );
-    assert!(
-        last < started,
-        "the replaced holder's daemon beat {} ms after the replacer's command started",
-        (last - started) / 1_000_000
     );
 }
 

@@ -158,13 +158,7 @@ impl Place {
              date +%s%N >> \"$1/beat\"",
         );
         let running = self.spawn_shell(work, &body, args);
-        // A whole first beat, not just the file the shell opened for it: a
-        // holder stopped in between left a test nothing to compare with.
-        let beat = work.join("beat");
-        let beating = crate::procs::wait_until(crate::procs::deadline(), || {
-            std::fs::read_to_string(&beat).is_ok_and(|t| t.contains('\n'))
-        });
-        assert!(beating, "no heartbeat in {}", beat.display());
+        wait_for_a_beat(work);
         running
     }
 
@@ -176,6 +170,17 @@ impl Place {
         wait_for_file(&work.join("ready"));
         running
     }
+}
+
+/// Waits for a whole first beat in `work/beat`, not just the file the
+/// shell opened for it: a holder stopped in between would leave a test
+/// nothing to compare with.
+pub fn wait_for_a_beat(work: &Path) {
+    let beat = work.join("beat");
+    let beating = crate::procs::wait_until(crate::procs::deadline(), || {
+        std::fs::read_to_string(&beat).is_ok_and(|t| t.contains('\n'))
+    });
+    assert!(beating, "no heartbeat in {}", beat.display());
 }
 
 /// The last timestamp a [`Place::heartbeat`] child wrote, in ns.
