@@ -116,6 +116,7 @@ pub struct Catalog {
     /// meanwhile does not cut it off): a deregistration is sent only once
     /// a registration or pass before it was answered or timed out, and
     /// cannot be undone by one arriving after it.
+    #[cfg_attr(not(feature = "https"), allow(dead_code))]
     gate: std::sync::Arc<tokio::sync::Mutex<()>>,
     #[cfg(feature = "https")]
     client: reqwest::Client,
@@ -459,7 +460,7 @@ async fn exchange(request: reqwest::RequestBuilder, within: Duration) -> Result<
         if e.is_timeout() {
             format!("did not answer within {}", fmt_duration(within))
         } else {
-            format!("cannot be reached ({})", root_cause(&e))
+            format!("cannot be reached ({})", crate::backend::tls::innermost(&e))
         }
     })?;
     let status = answer.status();
@@ -488,15 +489,6 @@ fn client() -> Result<(), Failure> {
     Err(Failure::Usage(
         "--register-service: this lockrun was built without an HTTP client (a local-only build); use a default build".into(),
     ))
-}
-
-#[cfg(feature = "https")]
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = e;
-    while let Some(next) = cause.source() {
-        cause = next;
-    }
-    cause.to_string()
 }
 
 /// Percent-encodes an id for a URL path segment.
