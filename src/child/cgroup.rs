@@ -185,9 +185,13 @@ pub(super) fn remove_stale(parent: &Path) {
     }
 }
 
-/// Whether `pid` is a live guard: named as guards are, and no zombie (a
-/// guard killed with its lockrun is one until init reaps it, and the lock
-/// it held is free already).
+/// Whether `pid` is a live guard: named as guards are, and neither a
+/// zombie (a guard killed with its lockrun is one until init reaps it, and
+/// the lock it held is free already) nor exiting. A guard closes the lock's
+/// descriptor on its way out, before it shows as a zombie: the lock may
+/// have come to us in between, and its tree must not pass for supervised
+/// then (a daemon of a killed job beat 29 ms into the next holder's
+/// command, once in a CI run).
 fn guard_alive(pid: u32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
@@ -196,9 +200,24 @@ fn guard_alive(pid: u32) -> bool {
         return false;
     };
     let name = &stat[open + 1..close];
-    let state = stat[close + 1..].trim_start().chars().next();
     let guard = name == super::guard::PROCESS_NAME || super::guard::FORMER_NAMES.contains(&name);
-    guard && !matches!(state, Some('Z' | 'X' | 'x') | None)
+    guard && !exiting(&stat[close + 1..])
+}
+
+/// The kernel's flag for a task in `do_exit` (`PF_EXITING`), set before it
+/// closes its files.
+const PF_EXITING: u64 = 0x4;
+
+/// Whether the fields of /proc/PID/stat after the name (state, ppid, pgrp,
+/// session, tty, tpgid, flags, ...) say the process is gone or going.
+fn exiting(fields: &str) -> bool {
+    let mut fields = fields.split_whitespace();
+    let state = fields.next();
+    let flags = fields.nth(5).and_then(|f| f.parse::<u64>().ok());
+    match (state, flags) {
+        (Some("Z" | "X" | "x"), _) | (None, _) | (_, None) => true,
+        (_, Some(flags)) => flags & PF_EXITING != 0,
+    }
 }
 
 /// How long we wait for a stale cgroup's processes to die once killed.
@@ -420,6 +439,20 @@ fn remove_tree(dir: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_guard_in_do_exit_or_a_zombie_is_not_alive() {
+        // The fields after `(name)`: state, ppid, pgrp, session, tty,
+        // tpgid, flags, ...
+        assert!(!exiting(" S 1 2 2 0 -1 4194560 0"));
+        assert!(exiting(" R 1 2 2 0 -1 4194564 0"), "PF_EXITING set");
+        assert!(exiting(" Z 1 2 2 0 -1 4194304 0"));
+        assert!(exiting(" X 1 2 2 0 -1 4194304 0"));
+        assert!(exiting(""));
+        assert!(exiting(" S 1 2"), "no flags to tell");
+        let ours = std::fs::read_to_string("/proc/self/stat").unwrap();
+        assert!(!exiting(&ours[ours.rfind(')').unwrap() + 1..]));
+    }
 
     #[test]
     fn finds_the_cgroup2_mount_and_its_root() {
