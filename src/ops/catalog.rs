@@ -5,11 +5,11 @@
 //! It lives here, as an operations feature, and not under
 //! `backend/consul/`, because it works beside every backend: the lock may
 //! be in etcd, PostgreSQL, ZooKeeper or a local file while service discovery is
-//! Consul's. It speaks to the agent through a client of its own (four
-//! calls of the agent API), so that nothing here reaches into a backend,
-//! and no backend's flags or variables are read but `CONSUL_HTTP_ADDR` and
-//! `CONSUL_HTTP_TOKEN`, Consul's own, as `consul services register` reads
-//! them.
+//! Consul's. It reaches the agent through [`crate::backend::consul::Agent`]:
+//! the consul CLI's variables (the address, TLS and the token) are read by
+//! the Consul backend's own code, one place, so that an agent on https with
+//! a private CA is reached here as `consul services register` reaches it.
+//! A build without the Consul backend refuses the flag.
 //!
 //! Routing is a convenience and the lock the safety tool: a registration
 //! that fails while holding is logged and tried again, never a reason to
@@ -103,9 +103,8 @@ pub struct Catalog {
     /// semaphore, or a holder and the next one, may share an agent.
     id: String,
     check_id: String,
+    /// The agent as the user named it, for messages.
     agent: String,
-    #[cfg_attr(not(feature = "https"), allow(dead_code))]
-    token: Option<String>,
     /// Until when the agent may still count the check as passing: the
     /// TTL from the answer to the last registration or pass (the agent
     /// took it before it answered), or from the end of the bound of one
@@ -116,10 +115,10 @@ pub struct Catalog {
     /// meanwhile does not cut it off): a deregistration is sent only once
     /// a registration or pass before it was answered or timed out, and
     /// cannot be undone by one arriving after it.
-    #[cfg_attr(not(feature = "https"), allow(dead_code))]
+    #[cfg_attr(not(feature = "consul"), allow(dead_code))]
     gate: std::sync::Arc<tokio::sync::Mutex<()>>,
-    #[cfg(feature = "https")]
-    client: reqwest::Client,
+    #[cfg(feature = "consul")]
+    client: crate::backend::consul::Agent,
 }
 
 impl Catalog {
@@ -144,18 +143,19 @@ impl Catalog {
                 None => format!("http://{DEFAULT_AGENT}"),
             },
         };
-        let token = match env.var("CONSUL_HTTP_TOKEN") {
-            Some(t) if t.trim().is_empty() => {
-                return Err(Failure::Usage(
-                    "CONSUL_HTTP_TOKEN is empty; give the agent's token, or unset it for the anonymous one".into(),
-                ))
-            }
-            Some(t) => Some(t.trim().to_string()),
-            None => None,
-        };
-        // A build without an HTTP client refuses the flag here, checked.
-        #[cfg(not(feature = "https"))]
-        client()?;
+        if env
+            .var("CONSUL_HTTP_TOKEN")
+            .is_some_and(|t| t.trim().is_empty())
+        {
+            return Err(Failure::Usage(
+                "CONSUL_HTTP_TOKEN is empty; give the agent's token, or unset it for the anonymous one".into(),
+            ));
+        }
+        // The agent's client: its TLS files and token are read and checked
+        // here, before anything is sent; a build without the Consul
+        // backend refuses the flag.
+        #[cfg_attr(not(feature = "consul"), allow(unused_variables))]
+        let client = client(&agent, env)?;
         let host = crate::host::hostname();
         let id = format!("lockrun-{name}-{host}-{}", std::process::id());
         Ok(Some(Catalog {
@@ -164,12 +164,14 @@ impl Catalog {
             name,
             port,
             tags,
+            #[cfg(feature = "consul")]
+            agent: client.shown().to_string(),
+            #[cfg(not(feature = "consul"))]
             agent,
-            token,
             passing_until: std::sync::Mutex::new(None),
             gate: Default::default(),
-            #[cfg(feature = "https")]
-            client: client()?,
+            #[cfg(feature = "consul")]
+            client,
         }))
     }
 
@@ -196,8 +198,12 @@ impl Catalog {
     /// lock is taken: an agent that is down at start is a setup error.
     pub async fn reach(&self) -> Result<(), Failure> {
         let agent = &self.agent;
-        match self.send("GET", "/v1/agent/self", None, REQUEST_TIMEOUT).await {
+        match self.send("GET", &["agent", "self"], None, REQUEST_TIMEOUT).await {
             Ok(_) => Ok(()),
+            // The TLS problem names what to set.
+            Err(why) if why.contains("over TLS") => Err(Failure::Config(format!(
+                "--register-service: the Consul agent at {agent} {why}"
+            ))),
             Err(why) => Err(Failure::Config(format!(
                 "--register-service: the Consul agent at {agent} {why}; start it, or name one with --service-agent or CONSUL_HTTP_ADDR"
             ))),
@@ -228,20 +234,20 @@ impl Catalog {
         if let Some(port) = self.port {
             body["Port"] = port.into();
         }
-        self.send("PUT", "/v1/agent/service/register", Some(body), within)
+        self.send("PUT", &["agent", "service", "register"], Some(body), within)
             .await
             .map(drop)
     }
 
     /// Passes the TTL check.
     pub async fn pass(&self, within: Duration) -> Result<(), String> {
-        let path = format!("/v1/agent/check/pass/{}", encode(&self.check_id));
+        let path = ["agent", "check", "pass", &self.check_id];
         self.send("PUT", &path, None, within).await.map(drop)
     }
 
     /// Removes the service and its check; one that is not there is gone.
     pub async fn deregister(&self) -> Result<(), String> {
-        let path = format!("/v1/agent/service/deregister/{}", encode(&self.id));
+        let path = ["agent", "service", "deregister", &self.id];
         match self.send("PUT", &path, None, REQUEST_TIMEOUT).await {
             Ok(_) => Ok(()),
             Err(why) if why.contains("404") => Ok(()),
@@ -411,41 +417,37 @@ impl Catalog {
         }
     }
 
-    #[cfg(feature = "https")]
+    /// One request to `/v1/` and `path`'s segments, each encoded as one.
+    #[cfg(feature = "consul")]
     async fn send(
         &self,
         method: &str,
-        path: &str,
+        path: &[&str],
         body: Option<serde_json::Value>,
         within: Duration,
     ) -> Result<String, String> {
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
-        let mut request = self
-            .client
-            .request(method, format!("{}{path}", self.agent))
-            .timeout(within);
-        if let Some(token) = &self.token {
-            request = request.header("X-Consul-Token", token);
-        }
+        let mut request = self.client.request(method, path).timeout(within);
         if let Some(body) = body {
             request = request.json(&body);
         }
         // In turn, and to its end even if the hold that sent it ends.
         let gate = self.gate.clone().lock_owned().await;
+        let agent = self.client.clone();
         let exchange = async move {
             let _gate = gate;
-            exchange(request, within).await
+            exchange(&agent, request, within).await
         };
         tokio::spawn(exchange)
             .await
             .unwrap_or_else(|e| Err(format!("request failed ({e})")))
     }
 
-    #[cfg(not(feature = "https"))]
+    #[cfg(not(feature = "consul"))]
     async fn send(
         &self,
         _method: &str,
-        _path: &str,
+        _path: &[&str],
         _body: Option<serde_json::Value>,
         _within: Duration,
     ) -> Result<String, String> {
@@ -454,13 +456,17 @@ impl Catalog {
 }
 
 /// One request and its answer, within `within`.
-#[cfg(feature = "https")]
-async fn exchange(request: reqwest::RequestBuilder, within: Duration) -> Result<String, String> {
+#[cfg(feature = "consul")]
+async fn exchange(
+    agent: &crate::backend::consul::Agent,
+    request: reqwest::RequestBuilder,
+    within: Duration,
+) -> Result<String, String> {
     let answer = request.send().await.map_err(|e| {
         if e.is_timeout() {
             format!("did not answer within {}", fmt_duration(within))
         } else {
-            format!("cannot be reached ({})", crate::backend::tls::innermost(&e))
+            agent.failure(&e)
         }
     })?;
     let status = answer.status();
@@ -477,31 +483,20 @@ async fn exchange(request: reqwest::RequestBuilder, within: Duration) -> Result<
     }
 }
 
-#[cfg(feature = "https")]
-fn client() -> Result<reqwest::Client, Failure> {
-    reqwest::Client::builder()
-        .build()
-        .map_err(|e| Failure::Internal(format!("cannot make an HTTP client ({e})")))
+#[cfg(feature = "consul")]
+fn client(agent: &str, env: &dyn Env) -> Result<crate::backend::consul::Agent, Failure> {
+    crate::backend::consul::Agent::from_env(agent, env).map_err(|failure| match failure {
+        Failure::Usage(why) => Failure::Usage(format!("--register-service: {why}")),
+        Failure::Config(why) => Failure::Config(format!("--register-service: {why}")),
+        other => other,
+    })
 }
 
-#[cfg(not(feature = "https"))]
-fn client() -> Result<(), Failure> {
+#[cfg(not(feature = "consul"))]
+fn client(_agent: &str, _env: &dyn Env) -> Result<(), Failure> {
     Err(Failure::Usage(
-        "--register-service: this lockrun was built without an HTTP client (a local-only build); use a default build".into(),
+        "--register-service: this lockrun was built without the Consul backend (Cargo feature `consul`), whose client it speaks to the agent with; use a default build".into(),
     ))
-}
-
-/// Percent-encodes an id for a URL path segment.
-fn encode(id: &str) -> String {
-    let mut out = String::new();
-    for b in id.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// A DNS label: what `NAME.service.consul` and `TAG.NAME.service.consul`

@@ -27,7 +27,7 @@ use tokio_rustls::rustls::server::WebPkiClientVerifier;
 use tokio_rustls::rustls::{self, RootCertStore, ServerConfig};
 
 use crate::consul::TestConsul;
-use crate::support::{bin, describe, lockrun, run, scratch, sessions_named_like};
+use crate::support::{bare, bin, describe, lockrun, run, scratch, sessions_named_like, Running};
 
 /// The only name in the server certificate.
 const SERVER_NAME: &str = "consul.test";
@@ -895,4 +895,90 @@ fn an_ipv6_address_with_a_server_name() {
     };
     let trusted = s.trusted();
     s.works(&pairs(&trusted), &[], "https://[::1]:PORT");
+}
+
+/// `--register-service` reaches an agent on https as the Consul backend
+/// does, from the consul CLI's variables: with `CONSUL_CACERT` and
+/// `CONSUL_TLS_SERVER_NAME`, a holder of a local lock is in the agent's
+/// services while it holds and gone once it ends; without the CA, one line
+/// naming `CONSUL_CACERT`, 125, and neither a lock file nor a service.
+#[test]
+fn register_service_verifies_an_agent_on_https() {
+    let s = Setup::new("tls-catalog", Clients::Anyone);
+    let service = format!("tlscat{}", std::process::id());
+    // The service's TTL check on the agent's node: what the emulator and
+    // a real agent both show.
+    let api = s.consul.api();
+    let node = api.node_name();
+    let registered = || {
+        let resp = api.get(&format!("/v1/health/node/{node}"));
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        let prefix = format!("lockrun-{service}-");
+        resp.json().as_array().is_some_and(|checks| {
+            checks.iter().any(|c| {
+                c["CheckID"]
+                    .as_str()
+                    .is_some_and(|id| id.starts_with(&prefix))
+            })
+        })
+    };
+    let dir = scratch();
+    let work = scratch();
+    let held = work.path().join("held");
+    let go_on = work.path().join("go-on");
+    nix::unistd::mkfifo(&go_on, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    let elect = |env: &[(&str, &str)]| {
+        let mut cmd = bare(["--backend", "local", "--lock-dir"]);
+        cmd.arg(dir.path());
+        cmd.args(["elect", "--register-service", &service, "--service-agent"]);
+        cmd.arg(s.relay.https());
+        cmd.args(["k", "--", "sh", "-c", r#"touch "$0" && read line < "$1""#]);
+        cmd.arg(&held).arg(&go_on);
+        cmd.envs(env.iter().copied());
+        cmd
+    };
+
+    let refused = run(&mut elect(&[("CONSUL_TLS_SERVER_NAME", SERVER_NAME)]));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(125), "no CA: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "no CA: not one line: {stderr}");
+    assert!(
+        stderr.contains("--register-service") && stderr.contains("CONSUL_CACERT"),
+        "no CA: the line names neither the flag nor CONSUL_CACERT: {stderr}"
+    );
+    assert!(!held.exists(), "no CA: COMMAND ran");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no CA: something was written to the lock directory"
+    );
+    assert!(!registered(), "no CA: the service is registered");
+
+    let trusted = s.trusted();
+    let holder = Running::spawn(&mut elect(&pairs(&trusted)));
+    crate::support::wait_for_file(&held);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    assert!(
+        crate::procs::wait_until(deadline, registered),
+        "the holder never showed in the agent's services over TLS"
+    );
+    std::fs::write(&go_on, "go\n").expect("let the command end");
+    let output = holder.finish();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Deregistered before the lock was given up; a real agent's catalog
+    // follows its own at once, but through a sync of its own.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    assert!(
+        crate::procs::wait_until(deadline, || !registered()),
+        "still registered after the hold ended"
+    );
+    assert!(
+        s.relay.handshakes() > 0,
+        "lockrun did not come through the TLS relay"
+    );
 }

@@ -2,6 +2,7 @@
 //! returning typed data or a classified [`ConsulError`]. Retries, backoff and
 //! deadlines are policy, and policy lives with the callers (`lease`, `lock`).
 
+pub mod agent;
 pub mod args;
 pub mod backend;
 pub mod blocking;
@@ -24,6 +25,7 @@ use anyhow::Result;
 use reqwest::{Method, StatusCode, Url};
 use tracing::debug;
 
+pub use agent::Agent;
 pub use connect::{ConsulConfig, Token};
 
 pub use error::{ConsulError, Op};
@@ -344,7 +346,7 @@ impl Client {
                 after: timeout,
             };
         }
-        if let Some(problem) = tls_problem(&error, base) {
+        if let Some(problem) = tls_problem(&error, base, true) {
             return ConsulError::Tls { addr, problem };
         }
         let cause = root_cause(&error);
@@ -361,8 +363,9 @@ fn shown(url: &Url) -> String {
     url.as_str().trim_end_matches('/').to_string()
 }
 
-/// What a TLS failure means for the operator, if the error is one.
-fn tls_problem(error: &reqwest::Error, base: &Url) -> Option<String> {
+/// What a TLS failure means for the operator, if the error is one; `flags`
+/// when the backend's flags (`--ca-file`) may be named beside the variables.
+fn tls_problem(error: &reqwest::Error, base: &Url, flags: bool) -> Option<String> {
     use rustls::{AlertDescription, CertificateError, Error as Tls};
     let tls = crate::backend::tls::rustls_error(error);
     let host = base.host_str().unwrap_or_default();
@@ -378,7 +381,10 @@ fn tls_problem(error: &reqwest::Error, base: &Url) -> Option<String> {
     };
     Some(match &tls {
         Tls::InvalidCertificate(CertificateError::UnknownIssuer) => {
-            "its certificate is not signed by a trusted CA; set CONSUL_CACERT or CONSUL_CAPATH (or --ca-file)".into()
+            format!(
+                "its certificate is not signed by a trusted CA; set CONSUL_CACERT or CONSUL_CAPATH{}",
+                if flags { " (or --ca-file)" } else { "" }
+            )
         }
         Tls::InvalidCertificate(
             CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
