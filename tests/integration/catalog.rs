@@ -15,9 +15,11 @@ use nix::sys::signal::Signal;
 
 use crate::etcd_support::etcd;
 use crate::link::Link;
+use crate::pg_support::postgres;
 use crate::procs::{self, wait_until};
 use crate::real_consul::{self, Agent};
 use crate::support::{bare, now_ns, run, scratch, Running};
+use crate::zk_support::zk;
 
 /// What one look at the agent showed: when it was sent and answered (ns),
 /// the catalog's ServiceIDs, the ports Consul's DNS answered (SRV, passing
@@ -243,6 +245,8 @@ enum Backend {
     Consul,
     Local(tempfile::TempDir),
     Etcd,
+    Postgres,
+    Zookeeper,
 }
 
 impl Backend {
@@ -251,6 +255,8 @@ impl Backend {
             Backend::Consul => "consul",
             Backend::Local(_) => "local",
             Backend::Etcd => "etcd",
+            Backend::Postgres => "postgres",
+            Backend::Zookeeper => "zookeeper",
         }
     }
 
@@ -270,16 +276,22 @@ impl Backend {
                 cmd
             }
             Backend::Etcd => bare(["--backend", "etcd", "--endpoints", &etcd().endpoint]),
+            Backend::Postgres => bare(["--backend", "postgres", "--dsn", &postgres().url()]),
+            Backend::Zookeeper => bare(["--backend", "zookeeper", "--zk-hosts", &zk().addr]),
         }
     }
 
     /// `--service-agent` where the backend is not Consul's: a flag of
-    /// `elect`, after it.
+    /// `elect`, after it (with the test server's tick on ZooKeeper).
     fn agent_flag(&self, agent: &Agent) -> Vec<String> {
-        match self {
+        let mut flags = match self {
             Backend::Consul => Vec::new(),
             _ => vec!["--service-agent".into(), agent.http_addr()],
+        };
+        if let Backend::Zookeeper = self {
+            flags.extend(["--zk-tick-time".into(), crate::zk_support::TICK.into()]);
         }
+        flags
     }
 }
 
@@ -390,6 +402,21 @@ fn listed_only_while_held_and_gone_before_the_next_holder_starts() {
         let agent = Agent::dev(version);
         handover(&agent, Backend::Consul);
         handover(&agent, Backend::Local(scratch()));
+    }
+}
+
+/// With the lock in etcd, PostgreSQL or ZooKeeper and the catalog on a
+/// Consul agent beside it: listed only while held, gone before the next
+/// holder's COMMAND starts.
+#[test]
+fn on_the_other_engines_too() {
+    if real_consul::binaries_dir().is_none() {
+        eprintln!("no Consul binaries: skipped");
+        return;
+    }
+    let agent = Agent::dev(real_consul::VERSIONS[0]);
+    for backend in [Backend::Etcd, Backend::Postgres, Backend::Zookeeper] {
+        handover(&agent, backend);
     }
 }
 
