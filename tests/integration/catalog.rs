@@ -516,6 +516,61 @@ fn a_stopped_holder_drops_out_through_its_check() {
     assert_eq!(out.status.code(), Some(124), "the thawed holder\n{log}");
 }
 
+/// A SIGKILLed holder on etcd never deregisters: its check goes critical
+/// within the check's TTL all the same (the agent's own timer), and its
+/// DNS answer goes with it.
+#[test]
+fn a_killed_holder_drops_out_through_its_check() {
+    if real_consul::binaries_dir().is_none() {
+        eprintln!("no Consul binaries: skipped");
+        return;
+    }
+    let agent = Agent::dev(real_consul::VERSIONS[real_consul::VERSIONS.len() - 1]);
+    let service = format!("killed-{}", (now_ns() % 1_000_000) as u32);
+    let key = format!("{}/{service}", crate::etcd_support::unique("catalog"));
+    let flags = ["elect", "--ttl", "3s", "--kill-timeout", "300ms"];
+    let mut explain = Backend::Etcd.lockrun(&agent);
+    explain.args(["explain", "--json"]).args(flags);
+    explain.args(Backend::Etcd.agent_flag(&agent));
+    explain.args(["--register-service", &service, &key]);
+    let out = run(&mut explain);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let ttl = Duration::from_millis(json["service_check_ttl_ms"].as_u64().expect("a TTL"));
+    let watcher = Watcher::start(&agent, &service);
+    let mut cmd = Backend::Etcd.lockrun(&agent);
+    cmd.args(flags);
+    cmd.args(Backend::Etcd.agent_flag(&agent));
+    cmd.args(["--register-service", &service, &key, "--", "sleep", "60"]);
+    let holder = Running::spawn(&mut cmd);
+    watcher.wait_for("the holder listed and passing", |l| {
+        l.ids.len() == 1 && l.statuses() == ["passing"] && !l.dns_ports.is_empty()
+    });
+    let killed = now_ns();
+    holder.signal(Signal::SIGKILL);
+    let out = holder.finish();
+    let critical = watcher.wait_for("the check critical", |l| {
+        l.sent > killed && l.statuses() == ["critical"]
+    });
+    let dns_gone = watcher.wait_for("the DNS answer gone", |l| {
+        l.sent > killed && l.dns_ports.is_empty()
+    });
+    let within = Duration::from_nanos((critical.answered - killed) as u64);
+    eprintln!(
+        "SIGKILL: critical within {} ms (TTL {} ms), DNS gone within {} ms",
+        within.as_millis(),
+        ttl.as_millis(),
+        (dns_gone.answered - killed) / 1_000_000
+    );
+    // The agent's timer fires late on a loaded machine: the same slack as
+    // for the stopped holder.
+    assert!(
+        within <= ttl + Duration::from_millis(1500),
+        "critical only after {within:?}, TTL {ttl:?}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// An agent that never takes the first holder's deregistration (a relay
 /// freezes at it): the first holder keeps the lock until its check has
 /// gone critical, so that no look sent once the second holder's COMMAND
