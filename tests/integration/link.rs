@@ -1,4 +1,4 @@
-//! A TCP relay between one lockrun and its engine (Consul, ZooKeeper) that a
+//! A TCP relay between one lockrun and its engine (Consul, etcd, PostgreSQL, ZooKeeper) that a
 //! test can freeze: a network partition for that lockrun alone (its requests
 //! hang, nothing answers), while other clients keep talking to the engine
 //! directly. Because it sits outside the engine, partition tests run against
@@ -24,6 +24,10 @@ struct State {
     held_answers: usize,
     /// How many connections the client has opened.
     connections: usize,
+    /// What was held back while frozen is delivered at the thaw, as TCP's
+    /// retransmissions deliver it once a partition heals, instead of the
+    /// connection being cut.
+    deliver_late: bool,
 }
 
 pub struct Link {
@@ -72,9 +76,21 @@ impl Link {
         self.addr.to_string()
     }
 
-    /// From now on nothing crosses the link in either direction.
+    /// From now on nothing crosses the link in either direction; at the
+    /// thaw, a connection that had data held back is cut.
     pub fn freeze(&self) {
-        self.state.0.lock().unwrap().frozen = true;
+        let mut state = self.state.0.lock().unwrap();
+        state.frozen = true;
+        state.deliver_late = false;
+    }
+
+    /// As [`Link::freeze`], but at the thaw what was held back is delivered
+    /// and the connections go on: a partition that heals before TCP gives
+    /// up, which a long-lived session (PostgreSQL's) survives.
+    pub fn partition(&self) {
+        let mut state = self.state.0.lock().unwrap();
+        state.frozen = true;
+        state.deliver_late = true;
     }
 
     /// Relays until a request holding `marker` (a path, say) comes, then
@@ -168,8 +184,9 @@ fn relay(
             if guard.closed {
                 break;
             }
+            let late = guard.deliver_late;
             drop(guard);
-            if dropped {
+            if dropped && !late {
                 // The connection saw a partition: cut it, as a real client
                 // would after its timeout, instead of replaying old bytes.
                 break;

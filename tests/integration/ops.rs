@@ -1117,7 +1117,37 @@ fn consul_put_writes_nothing_inside_a_lock() {
 #[test]
 fn a_cut_off_holder_warns_its_job_before_the_stop_and_a_renewal_clears_it() {
     let link = Link::new(etcd().endpoint.trim_start_matches("http://"));
-    let place = Place::etcd_at("ops-jeopardy", &link.http_addr());
+    warns_before_the_stop(Place::etcd_at("ops-jeopardy", &link.http_addr()), &link);
+}
+
+/// As on etcd, on PostgreSQL: the deadline counts from the last answered
+/// query, and a frozen connection answers none.
+#[test]
+fn a_cut_off_postgres_holder_warns_its_job_and_a_healed_link_clears_it() {
+    let url = crate::pg_support::postgres().url();
+    let server = url
+        .trim_start_matches("postgres://postgres@")
+        .trim_end_matches("/postgres");
+    let link = Link::new(server);
+    let place = Place::Postgres {
+        prefix: crate::pg_support::unique("ops-jeopardy"),
+        url: format!("postgres://postgres@{}/postgres", link.http_addr()),
+    };
+    warns_before_the_stop(place, &link);
+}
+
+/// As on etcd, on ZooKeeper: a frozen link is a disconnected session, in
+/// jeopardy until it reconnects within its timeout.
+#[test]
+fn a_cut_off_zookeeper_holder_warns_its_job_and_a_healed_link_clears_it() {
+    let link = Link::new(&crate::zk_support::zk().addr);
+    warns_before_the_stop(
+        Place::zookeeper_at("ops-jeopardy", &link.http_addr()),
+        &link,
+    );
+}
+
+fn warns_before_the_stop(place: Place, link: &Link) {
     let key = place.key("k");
     let work = scratch();
     let sock = sock(work.path());
@@ -1131,6 +1161,7 @@ fn a_cut_off_holder_warns_its_job_before_the_stop_and_a_renewal_clears_it() {
         work.path(),
         &setup,
         &[
+            "-v",
             "elect",
             "--ttl",
             "5s",
@@ -1159,7 +1190,7 @@ fn a_cut_off_holder_warns_its_job_before_the_stop_and_a_renewal_clears_it() {
     let deadline = || Instant::now() + Duration::from_secs(20);
     assert_eq!(status_json(&sock)["jeopardy"], false);
     // Cut off, then restored once the job was warned.
-    link.freeze();
+    link.partition();
     assert!(
         wait_until(deadline(), || lines("usr1").len() == 1),
         "no warning"
@@ -1171,17 +1202,18 @@ fn a_cut_off_holder_warns_its_job_before_the_stop_and_a_renewal_clears_it() {
         "no --on-jeopardy"
     );
     link.thaw();
-    assert!(
-        wait_until(deadline(), || lines("usr2").len() == 1),
-        "no clear signal"
-    );
+    if !wait_until(deadline(), || lines("usr2").len() == 1) {
+        holder.signal(nix::sys::signal::Signal::SIGTERM);
+        let out = holder.finish();
+        panic!("no clear signal\n{}", String::from_utf8_lossy(&out.stderr));
+    }
     assert_eq!(status_json(&sock)["jeopardy"], false);
     assert!(
         !work.path().join("term").exists(),
         "stopped though the link came back"
     );
     // Cut off for good: warned again, then stopped on time.
-    link.freeze();
+    link.partition();
     place.status(&holder.finish(), 124, "the cut-off holder");
     let (warned, term) = (lines("usr1"), read_ns(&work.path().join("term")));
     assert_eq!(warned.len(), 2, "{warned:?}");
