@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_lockrun_global_optspecs
-    string join \n backend= http-addr= token-file= ca-file= ca-path= client-cert= client-key= tls-server-name= datacenter= namespace= endpoints= cacert= cert= cert-key= dsn= zk-hosts= zk-auth-file= lock-dir= allow-network-fs v/verbose q/quiet log-format= h/help V/version
+    string join \n backend= http-addr= token-file= ca-file= ca-path= client-cert= client-key= tls-server-name= datacenter= namespace= endpoints= cacert= cert= cert-key= dsn= zk-hosts= zk-auth-file= zk-ca-file= zk-client-cert= zk-client-key= lock-dir= allow-network-fs v/verbose q/quiet log-format= h/help V/version
 end
 
 function __fish_lockrun_needs_command
@@ -45,6 +45,9 @@ complete -c lockrun -n "__fish_lockrun_needs_command" -l cert-key -d 'etcd: the 
 complete -c lockrun -n "__fish_lockrun_needs_command" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
 complete -c lockrun -n "__fish_lockrun_needs_command" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_needs_command" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
+complete -c lockrun -n "__fish_lockrun_needs_command" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_needs_command" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
+complete -c lockrun -n "__fish_lockrun_needs_command" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_needs_command" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_needs_command" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -147,6 +150,9 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l cert-key -d 'e
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -241,6 +247,9 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l cert-key -
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -274,6 +283,9 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l cert-key -d '
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -305,6 +317,9 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l cert-key -d 'et
 complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -335,6 +350,9 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l cert-key -d 
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -365,6 +383,9 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l cert-key
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -394,6 +415,9 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l cert-key -d 'etc
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -423,6 +447,9 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l cert-key -d 'et
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -453,6 +480,9 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l cert-key -d '
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -481,6 +511,9 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l cert-key -d 'e
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -510,6 +543,9 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l cert-key -d 'etc
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -538,6 +574,9 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -630,6 +669,9 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -724,6 +766,9 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l dsn -d 'postgres: a postgres:// URL or libpq `key=value` words' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l zk-hosts -d 'ZooKeeper: connect string, comma-separated host:port, then an optional /chroot' -r
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"

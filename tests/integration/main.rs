@@ -75,6 +75,8 @@ mod pg_support;
 mod zk_support;
 // `--backend zookeeper` end to end beside Curator and kazoo, and its faults.
 mod zk_cli;
+// `--backend zookeeper` over TLS: a secure client port, client certificates.
+mod zk_tls;
 // `--backend postgres` end to end beside psql.
 mod postgres_cli;
 // `--backend postgres` over TLS: libpq's sslmodes against a server with ssl=on.

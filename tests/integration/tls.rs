@@ -167,7 +167,7 @@ impl Pki {
     }
 }
 
-fn authority(name: &str) -> (Certificate, KeyPair) {
+pub fn authority(name: &str) -> (Certificate, KeyPair) {
     let key = KeyPair::generate().unwrap();
     let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -176,7 +176,7 @@ fn authority(name: &str) -> (Certificate, KeyPair) {
     (params.self_signed(&key).unwrap(), key)
 }
 
-fn leaf(
+pub fn leaf(
     names: &[&str],
     usage: ExtendedKeyUsagePurpose,
     key: &KeyPair,

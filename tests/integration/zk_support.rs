@@ -133,7 +133,7 @@ pub fn zk() -> &'static TestZk {
     SHARED.get_or_init(|| {
         let mut last = String::new();
         for _ in 0..3 {
-            match launch(1, &["127.0.0.1".to_owned()], &[free_port()], None) {
+            match launch(1, &["127.0.0.1".to_owned()], &[free_port()], None, "") {
                 Ok(mut servers) => return servers.remove(0),
                 Err(e) => last = e,
             }
@@ -150,7 +150,7 @@ pub fn ensemble() -> Vec<TestZk> {
         let hosts: Vec<String> = (11..14).map(|i| format!("127.0.0.{i}")).collect();
         let ports: Vec<u16> = hosts.iter().map(|_| free_port()).collect();
         let peers: Vec<(u16, u16)> = hosts.iter().map(|_| (free_port(), free_port())).collect();
-        match launch(3, &hosts, &ports, Some(&peers)) {
+        match launch(3, &hosts, &ports, Some(&peers), "") {
             Ok(servers) => return servers,
             Err(e) => last = e,
         }
@@ -167,11 +167,25 @@ pub fn hosts(servers: &[TestZk]) -> String {
         .join(",")
 }
 
+/// A standalone server of a test's own with `extra` lines in its zoo.cfg
+/// (a secure client port, say), stopped when dropped.
+pub fn standalone_with(extra: &str) -> TestZk {
+    let mut last = String::new();
+    for _ in 0..3 {
+        match launch(1, &["127.0.0.1".to_owned()], &[free_port()], None, extra) {
+            Ok(mut servers) => return servers.remove(0),
+            Err(e) => last = e,
+        }
+    }
+    panic!("cannot start a test ZooKeeper: {last}");
+}
+
 fn launch(
     n: usize,
     hosts: &[String],
     ports: &[u16],
     peers: Option<&[(u16, u16)]>,
+    extra: &str,
 ) -> Result<Vec<TestZk>, String> {
     let cp = classpath();
     let mut servers = Vec::new();
@@ -190,6 +204,7 @@ fn launch(
             ports[i],
             hosts[i]
         );
+        cfg.push_str(extra);
         std::fs::create_dir_all(dir.join("data")).unwrap();
         if let Some(peers) = peers {
             for (j, (quorum, election)) in peers.iter().enumerate() {

@@ -19,6 +19,17 @@ pub struct ZookeeperArgs {
     /// (else ZOOKEEPER_AUTH holds user:password).
     #[arg(long, global = true, hide_short_help = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub zk_auth_file: Option<PathBuf>,
+    /// ZooKeeper: TLS to every server (their secureClientPort), verified
+    /// against the CA certificates in FILE (PEM).
+    #[arg(long, global = true, hide_short_help = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub zk_ca_file: Option<PathBuf>,
+    /// ZooKeeper: a client certificate (PEM) for servers that ask for one
+    /// (ssl.clientAuth); needs --zk-ca-file and --zk-client-key.
+    #[arg(long, global = true, hide_short_help = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub zk_client_cert: Option<PathBuf>,
+    /// ZooKeeper: the client certificate's private key (PEM).
+    #[arg(long, global = true, hide_short_help = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub zk_client_key: Option<PathBuf>,
 }
 
 /// The ensemble's tick, among `elect`'s and `semaphore`'s session flags:

@@ -106,6 +106,9 @@ impl Backend for ZookeeperBackend {
         let flags = ZkFlags {
             hosts: args.zk_hosts.clone(),
             auth_file: args.zk_auth_file.clone(),
+            ca_file: args.zk_ca_file.clone(),
+            client_cert: args.zk_client_cert.clone(),
+            client_key: args.zk_client_key.clone(),
         };
         let config = ZkConfig::resolve(&flags, |name| env.var(name)).map_err(Failure::Config)?;
         Ok(ZookeeperBackend(Zookeeper::new(

@@ -14,6 +14,24 @@ pub const DEFAULT_HOSTS: &str = "127.0.0.1:2181";
 pub struct ZkFlags {
     pub hosts: Option<String>,
     pub auth_file: Option<PathBuf>,
+    pub ca_file: Option<PathBuf>,
+    pub client_cert: Option<PathBuf>,
+    pub client_key: Option<PathBuf>,
+}
+
+/// TLS to every server: the CA's certificates, and a client certificate
+/// and key, each as the PEM text of its file, checked.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ZkTls {
+    pub ca: String,
+    pub identity: Option<(String, String)>,
+}
+
+impl std::fmt::Debug for ZkTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let identity = if self.identity.is_some() { "a client certificate" } else { "none" };
+        write!(f, "ZkTls(CA, identity: {identity})")
+    }
 }
 
 /// Digest credentials, `user:password`; the password never printed.
@@ -37,6 +55,7 @@ pub struct ZkConfig {
     /// The chroot, if any (`/apps`), without a trailing slash.
     pub chroot: Option<String>,
     pub digest: Option<Digest>,
+    pub tls: Option<ZkTls>,
 }
 
 impl ZkConfig {
@@ -57,6 +76,7 @@ impl ZkConfig {
                 None => None,
             },
         };
+        let tls = read_tls(flags)?;
         let mut connect = servers.join(",");
         if let Some(root) = &chroot {
             connect.push_str(root);
@@ -66,6 +86,7 @@ impl ZkConfig {
             servers,
             chroot,
             digest,
+            tls,
         })
     }
 
@@ -126,6 +147,49 @@ fn parse_digest(text: &str, source: &str) -> Result<Digest, String> {
             "{source} does not hold user:password on one line; write the digest user and password as user:password"
         )),
     }
+}
+
+/// `--zk-ca-file`, `--zk-client-cert` and `--zk-client-key`, read and
+/// checked (each complaint names the file) before any connection.
+fn read_tls(flags: &ZkFlags) -> Result<Option<ZkTls>, String> {
+    let ca = match (&flags.ca_file, &flags.client_cert, &flags.client_key) {
+        (None, None, None) => return Ok(None),
+        (None, _, _) => {
+            return Err(
+                "--zk-client-cert and --zk-client-key need --zk-ca-file: TLS to ZooKeeper is verified against the CA that signed its servers' certificates"
+                    .into(),
+            )
+        }
+        (Some(ca), _, _) => ca,
+    };
+    for (flag, path) in [
+        ("--zk-ca-file", Some(ca)),
+        ("--zk-client-cert", flags.client_cert.as_ref()),
+        ("--zk-client-key", flags.client_key.as_ref()),
+    ] {
+        if path.is_some_and(|p| p.as_os_str().is_empty()) {
+            return Err(format!("{flag} is empty; give a PEM file, or leave the flag out"));
+        }
+    }
+    if flags.client_cert.is_some() != flags.client_key.is_some() {
+        return Err("--zk-client-cert and --zk-client-key go together; give both, or neither".into());
+    }
+    crate::backend::tls::read_roots(ca).map_err(|e| format!("--zk-ca-file: {e:#}"))?;
+    let pem = |path: &Path, flag: &str| {
+        std::fs::read_to_string(path).map_err(|e| format!("{flag}: cannot read `{}` ({e})", path.display()))
+    };
+    let identity = match (&flags.client_cert, &flags.client_key) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => {
+            crate::backend::tls::read_identity(cert, key).map_err(|e| format!("{e:#}"))?;
+            Some((pem(cert, "--zk-client-cert")?, pem(key, "--zk-client-key")?))
+        }
+        _ => unreachable!("checked above"),
+    };
+    Ok(Some(ZkTls {
+        ca: pem(ca, "--zk-ca-file")?,
+        identity,
+    }))
 }
 
 /// A small file read without following a link at its last component.

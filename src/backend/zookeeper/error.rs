@@ -13,6 +13,9 @@ pub enum ZkError {
     Usage(String),
     /// No server of the connect string gave us a session in time.
     Unreachable { hosts: String, cause: String },
+    /// A server took the connection but not our TLS session (a CA, a name
+    /// or a client certificate): the flags are wrong, not the servers.
+    Tls { server: String, problem: String },
     /// The session expired, was closed, or authentication failed: every
     /// ephemeral node of ours is gone. A verdict.
     SessionGone { why: String },
@@ -76,9 +79,13 @@ impl fmt::Display for ZkError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ZkError::Usage(m) => f.write_str(m),
+            ZkError::Tls { server, problem } => write!(
+                f,
+                "cannot reach ZooKeeper at {server} over TLS: {problem}"
+            ),
             ZkError::Unreachable { hosts, cause } => write!(
                 f,
-                "cannot reach ZooKeeper at {hosts}: {cause}; check --zk-hosts (or ZOOKEEPER_HOSTS) and that the servers run"
+                "cannot reach ZooKeeper at {hosts}: {cause}; check --zk-hosts (or ZOOKEEPER_HOSTS), that the servers run, and --zk-ca-file where they serve TLS"
             ),
             ZkError::SessionGone { why } => write!(f, "our ZooKeeper session is gone ({why})"),
             ZkError::NodeGone { path } => write!(
