@@ -422,9 +422,15 @@ enum End {
 }
 
 /// `--replace`: takes the target from its holder (a semaphore's oldest) in
-/// one step that never overlaps. A release frees the lock at once on every
-/// engine with a server, while the holder's command may still run, so we
-/// acquire only once it is gone: for a lockrun on this host, once that
+/// one step that never overlaps. Where a lockrun holder reads the note we
+/// leave it while it holds ([`Inspect::asks_by_note`]: Consul, etcd,
+/// ZooKeeper), the note is the ask: the holder stops its command's tree
+/// and only then lets go, so the engine shows the lock held, to every
+/// waiter and to a second `--replace`, until the tree is gone; we release
+/// it ourselves, as below, only if it has not let go once its lease would
+/// have lapsed (stopped, or an older lockrun). A release frees the lock at
+/// once on every engine with a server, while the holder's command may
+/// still run, so after one we acquire only once it is gone: for a lockrun on this host, once that
 /// lockrun has exited (which it does once its command's whole tree is
 /// gone); for one on another host, once it says its tree is gone (it
 /// removes the note we left it) or, failing that, once its lease would
@@ -528,6 +534,28 @@ pub async fn replace<I: Inspect>(
         ))
     };
     let asked = async {
+        if inspect.asks_by_note() {
+            let answer = answered(inspect, &now, &victim, &end, deadline, rate).await;
+            match (answer, &end) {
+                (Answer::Gone, End::Exit(pid, ..)) => {
+                    return Ok(format!(
+                        "replaced {label} (lockrun pid {pid}) as the holder of {what}: its claim ended once its command had stopped"
+                    ))
+                }
+                (Answer::Gone, End::Lapse(host, _)) => {
+                    return Ok(format!(
+                        "replaced {label} on {host} as the holder of {what}: its claim ended once its command had stopped"
+                    ))
+                }
+                (Answer::RanOut, End::Exit(pid, ..)) => {
+                    return Err(ran_out(&format!(", lockrun pid {pid}")))
+                }
+                (Answer::RanOut, End::Lapse(host, _)) => return Err(ran_out(&format!(" on {host}"))),
+                // It did not answer (stopped, or an older lockrun), or it
+                // exited still listed: the release, and the wait, as below.
+                (Answer::Silent, _) => {}
+            }
+        }
         let released = inspect
             .force_release(&now, &Which::Holder(Box::new(victim.clone())))
             .await
@@ -598,6 +626,86 @@ pub async fn replace<I: Inspect>(
         inspect.clear_note(&now, &victim).await;
     }
     asked.map(Some)
+}
+
+/// What a holder asked through the note ([`Inspect::asks_by_note`]) did.
+enum Answer {
+    /// It let go: its lockrun does so once its command's tree is gone, and
+    /// a lease that lapsed instead was one whose guard ended the tree
+    /// before any rival could take the lock.
+    Gone,
+    /// It still holds once its lease would have lapsed (a stopped lockrun,
+    /// an older one that reads no note), or its lockrun exited still
+    /// listed: only then is it released.
+    Silent,
+    /// `--timeout` ran out first.
+    RanOut,
+}
+
+/// How often `--replace` looks whether the holder it asked has let go.
+const ANSWER_POLL: Duration = Duration::from_millis(200);
+
+/// Waits, with the lock still held in the engine, for the holder asked
+/// through the note to stop its command and let go: until it no longer
+/// holds, its lockrun on this host has exited, its lease would have lapsed
+/// (where the engine shows that), or `deadline`.
+async fn answered<I: Inspect>(
+    inspect: &I,
+    target: &Target,
+    victim: &Holder,
+    end: &End,
+    deadline: Option<tokio::time::Instant>,
+    rate: crate::clock::Ppm,
+) -> Answer {
+    let bound = match end {
+        End::Exit(_, _, bound) => *bound,
+        End::Lapse(_, bound) => Some(*bound),
+    };
+    let lapse = bound
+        .map(|b| tokio::time::Instant::now() + b.mul_f64(1.0 + rate.fraction()) + LAPSE_MARGIN);
+    let until = match (deadline, lapse) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let which = Which::Holder(Box::new(victim.clone()));
+    let holds = || async {
+        match inspect.holders(target).await {
+            Ok(holders) => holders.iter().any(|h| which.picks(h)),
+            // Not known: as if it still held.
+            Err(_) => true,
+        }
+    };
+    let exited = async {
+        match end {
+            End::Exit(_, exited, _) => {
+                let _ = exited.wait().await;
+            }
+            End::Lapse(..) => std::future::pending().await,
+        }
+    };
+    let watched = async {
+        tokio::pin!(exited);
+        loop {
+            tokio::select! {
+                () = &mut exited => {
+                    return if holds().await { Answer::Silent } else { Answer::Gone };
+                }
+                () = tokio::time::sleep(ANSWER_POLL) => {
+                    if !holds().await {
+                        return Answer::Gone;
+                    }
+                }
+            }
+        }
+    };
+    match until {
+        None => watched.await,
+        Some(at) => match tokio::time::timeout_at(at, watched).await {
+            Ok(answer) => answer,
+            Err(_) if lapse == until => Answer::Silent,
+            Err(_) => Answer::RanOut,
+        },
+    }
 }
 
 /// A process whose exit we wait for through a pidfd, so a reused pid is

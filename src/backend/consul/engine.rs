@@ -305,6 +305,19 @@ impl Claim for ConsulClaim {
         Some(note)
     }
 
+    fn asked_probe(&self) -> Option<crate::backend::AskProbe> {
+        let session = self.held().session.to_string();
+        let key = super::inspect::note_key(self.target.name(), &session);
+        let client = self.client.clone();
+        Some(Box::new(move || {
+            let (client, key, session) = (client.clone(), key.clone(), session.clone());
+            Box::pin(async move {
+                let (pair, _) = client.kv_get(&key, Read::now()).await.ok()?;
+                ReplaceNote::decode_for(pair?.value_bytes(), &session)
+            })
+        }))
+    }
+
     fn take_hold_fd(&mut self) -> Option<OwnedFd> {
         None
     }
