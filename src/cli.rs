@@ -574,13 +574,11 @@ pub struct WaitArgs {
     /// Take the lock from its holder (a semaphore's oldest slot), never overlapping.
     ///
     /// Leaves the holder a note naming this run (host, pid, --value). A
-    /// lockrun holder reads it as the ask to let go (Consul, etcd, ZooKeeper):
-    /// it stops its command's whole tree and only then frees the lock, so
-    /// every other contender finds the lock held until the tree is gone; on
-    /// local the release signal asks, and the lock file stays held until
-    /// then. On PostgreSQL the holder's backend is terminated, which frees
-    /// the lock at once: only this run waits for the holder to exit, and a
-    /// waiter may start beside its command. A
+    /// lockrun holder reads it as the ask to let go (Consul, etcd, ZooKeeper;
+    /// PostgreSQL: a pg_notify to its connection): it stops its command's
+    /// whole tree and only then frees the lock, so every other contender
+    /// finds the lock held until the tree is gone; on local the release
+    /// signal asks, and the lock file stays held until then. A
     /// holder that does not answer (stopped, cut off) is released once its
     /// lease would have lapsed (etcd, Consul: its TTL, and Consul's
     /// lock-delay), within which its own stop window ends its tree. Then

@@ -335,8 +335,7 @@ on_every_backend!(list_shows_what_is_held_under_a_prefix);
 /// a daemon: the replacer's command starts only after the daemon's last
 /// beat (by their own timestamps), the replacer says whom it replaced, and
 /// the replaced holder exits 124 with a loss line naming the replacer's
-/// host, pid and value (where the engine keeps the note that carries them:
-/// not on PostgreSQL, whose holder says an operator or --replace ended it).
+/// host, pid and value, from the note (on PostgreSQL, a notification).
 fn replace_takes_the_lock_without_overlap(place: &Place) {
     let key = place.key("replaced");
     let work = scratch();
@@ -386,10 +385,7 @@ fn replace_takes_the_lock_without_overlap(place: &Place) {
         "taken over by --replace from host {} pid {replacer_pid} (new-holder)",
         lockrun::host::hostname()
     );
-    match place {
-        Place::Postgres { .. } => assert!(lost.contains("--replace"), "{lost}"),
-        _ => assert!(lost.contains(&named), "{lost}"),
-    }
+    assert!(lost.contains(&named), "{lost}");
     std::fs::write(work.path().join("go"), "").unwrap();
     daemon_gone_before_replacer(work.path(), &mark);
     // Nothing holds it once the replacer is done.
@@ -407,8 +403,7 @@ on_every_backend!(replace_takes_the_lock_without_overlap);
 /// same time, by their own timestamps. The replaced holder exits 124
 /// naming one of the replacers; the others end 0, or 124 when a later
 /// replacer took over from them, and the far replacer 125 where the engine
-/// refuses a holder on another host. Not on PostgreSQL, whose holder
-/// cannot be asked (see the guide's `--replace` table).
+/// refuses a holder on another host.
 fn replace_leaves_the_lock_held_until_the_old_tree_is_gone(place: &Place) {
     let key = place.key("crowded");
     let work = scratch();
@@ -532,6 +527,13 @@ mod replace_leaves_the_lock_held_until_the_old_tree_is_gone {
     #[test]
     fn on_etcd() {
         super::replace_leaves_the_lock_held_until_the_old_tree_is_gone(&Place::etcd(
+            "replace_leaves_the_lock_held_until_the_old_tree_is_gone",
+        ));
+    }
+
+    #[test]
+    fn on_postgres() {
+        super::replace_leaves_the_lock_held_until_the_old_tree_is_gone(&Place::postgres(
             "replace_leaves_the_lock_held_until_the_old_tree_is_gone",
         ));
     }
