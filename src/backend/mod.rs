@@ -319,22 +319,46 @@ pub trait Claim {
         async { None }
     }
     /// How the holder learns, while its command runs, that `--replace`
-    /// asks it to let go: a read of the note naming this claim that leaves
-    /// it in place, which the hold polls ([`Inspect::asks_by_note`]). On
-    /// the note the holder stops its command's tree as on a release and
-    /// only then lets the lock go, so the engine shows the lock held until
-    /// the tree is gone. `None` where the engine keeps no note or its
-    /// release already waits for the tree (local: the guard keeps the lock
-    /// until then).
-    fn asked_probe(&self) -> Option<AskProbe> {
+    /// asks it to let go ([`Inspect::asks_by_note`]): a future, owning
+    /// what it needs (a client, the note's name), that resolves once a
+    /// note naming this claim is there, leaving it in place, and never
+    /// otherwise (read errors are tried again). On the note the holder
+    /// stops its command's tree as on a release and only then lets the
+    /// lock go, so the engine shows the lock held until the tree is gone.
+    /// `None` where the engine keeps no note or its release already waits
+    /// for the tree (local: the guard keeps the lock until then).
+    fn asked(&self) -> Option<Asked> {
         None
     }
 }
 
-/// A read of the note `--replace` left for a claim, owning what it needs
-/// (a client, the note's name), so that the hold can poll it beside the
-/// claim's own watch ([`Claim::asked_probe`]).
-pub type AskProbe = Box<dyn Fn() -> Pin<Box<dyn Future<Output = Option<ReplaceNote>>>>>;
+/// What [`Claim::asked`] returns: the note, once there.
+pub type Asked = Pin<Box<dyn Future<Output = ReplaceNote>>>;
+
+/// How often a holder reads whether `--replace` left it a note, where the
+/// engine cannot tell it (no blocking read or notification for the note's
+/// key).
+pub const ASK_POLL: Duration = Duration::from_millis(500);
+
+/// [`Claim::asked`] by polling `read` (one read of the note, `None` while
+/// there is none) every [`ASK_POLL`], each read within [`ASK_READ`].
+pub fn asked_by_polling<F, R>(read: F) -> Asked
+where
+    F: Fn() -> R + 'static,
+    R: Future<Output = Option<ReplaceNote>> + 'static,
+{
+    Box::pin(async move {
+        loop {
+            tokio::time::sleep(ASK_POLL).await;
+            if let Ok(Some(note)) = tokio::time::timeout(ASK_READ, read()).await {
+                return note;
+            }
+        }
+    })
+}
+
+/// The longest one read of a note for [`Claim::asked`] may take.
+pub const ASK_READ: Duration = Duration::from_secs(2);
 
 /// A live holder as `leader` shows it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

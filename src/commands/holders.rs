@@ -539,12 +539,12 @@ pub async fn replace<I: Inspect>(
             match (answer, &end) {
                 (Answer::Gone, End::Exit(pid, ..)) => {
                     return Ok(format!(
-                        "replaced {label} (lockrun pid {pid}) as the holder of {what}: its claim ended once its command had stopped"
+                        "replaced {label} (lockrun pid {pid}) as the holder of {what}"
                     ))
                 }
                 (Answer::Gone, End::Lapse(host, _)) => {
                     return Ok(format!(
-                        "replaced {label} on {host} as the holder of {what}: its claim ended once its command had stopped"
+                        "replaced {label} on {host} as the holder of {what}: its lockrun said its command had stopped"
                     ))
                 }
                 (Answer::RanOut, End::Exit(pid, ..)) => {
@@ -630,25 +630,33 @@ pub async fn replace<I: Inspect>(
 
 /// What a holder asked through the note ([`Inspect::asks_by_note`]) did.
 enum Answer {
-    /// It let go: its lockrun does so once its command's tree is gone, and
-    /// a lease that lapsed instead was one whose guard ended the tree
-    /// before any rival could take the lock.
+    /// It stopped its command and let go: its lockrun on this host has
+    /// exited, or, on another host, it no longer holds and has removed the
+    /// note, which it does once its tree is gone.
     Gone,
-    /// It still holds once its lease would have lapsed (a stopped lockrun,
-    /// an older one that reads no note), or its lockrun exited still
-    /// listed: only then is it released.
+    /// It did not say so: it still holds once its lease would have lapsed
+    /// (a stopped lockrun, an older one that reads no note), its lockrun
+    /// exited still listed, or, on another host, its claim ended with the
+    /// note still there (its lease lapsed in the engine). It is released
+    /// then, and waited for as after any release.
     Silent,
     /// `--timeout` ran out first.
     RanOut,
 }
 
-/// How often `--replace` looks whether the holder it asked has let go.
+/// How often `--replace` looks whether the holder it asked on another host
+/// has let go.
 const ANSWER_POLL: Duration = Duration::from_millis(200);
 
+/// How long, once the holder on another host no longer holds, `--replace`
+/// looks for the note's removal that says it stopped its command first.
+const ANSWER_NOTE: Duration = Duration::from_secs(1);
+
 /// Waits, with the lock still held in the engine, for the holder asked
-/// through the note to stop its command and let go: until it no longer
-/// holds, its lockrun on this host has exited, its lease would have lapsed
-/// (where the engine shows that), or `deadline`.
+/// through the note to stop its command and let go (see [`Answer`]):
+/// at most until its lease would have lapsed, counted from the ask (where
+/// the engine shows that), or `deadline`. A holder that renewed after the
+/// ask may still hold then: it is released, and waited for again.
 async fn answered<I: Inspect>(
     inspect: &I,
     target: &Target,
@@ -675,27 +683,29 @@ async fn answered<I: Inspect>(
             Err(_) => true,
         }
     };
-    let exited = async {
+    let watched = async {
         match end {
+            // Its exit says its tree is gone; its claim's end alone does
+            // not (a lease that lapsed in the engine).
             End::Exit(_, exited, _) => {
                 let _ = exited.wait().await;
-            }
-            End::Lapse(..) => std::future::pending().await,
-        }
-    };
-    let watched = async {
-        tokio::pin!(exited);
-        loop {
-            tokio::select! {
-                () = &mut exited => {
-                    return if holds().await { Answer::Silent } else { Answer::Gone };
-                }
-                () = tokio::time::sleep(ANSWER_POLL) => {
-                    if !holds().await {
-                        return Answer::Gone;
-                    }
+                if holds().await {
+                    Answer::Silent
+                } else {
+                    Answer::Gone
                 }
             }
+            End::Lapse(..) => loop {
+                tokio::time::sleep(ANSWER_POLL).await;
+                if !holds().await {
+                    let within = tokio::time::Instant::now() + ANSWER_NOTE;
+                    return if inspect.note_taken(target, victim, within).await {
+                        Answer::Gone
+                    } else {
+                        Answer::Silent
+                    };
+                }
+            },
         }
     };
     match until {

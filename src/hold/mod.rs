@@ -822,7 +822,7 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
             }
         };
         let withdraw = tokio::sync::Notify::new();
-        let probe = claim.asked_probe();
+        let asked = claim.asked();
         let lost = async {
             let lost = tokio::select! {
                 never = listed => match never {},
@@ -830,7 +830,7 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
                 lost = keep(countdown, lease) => lost,
                 lost = claim.watch() => lost,
                 _ = released.recv() => Lost::Released("an operator released the lock (`lockrun release`)".into()),
-                note = asked(probe.as_ref()) => Lost::Released(note.taken_over()),
+                note = asked_for(asked) => Lost::Released(note.taken_over()),
                 never = notify::watchdog_loop(notifier) => match never {},
             };
             // Before the stop begins: `/leader` says so first.
@@ -981,22 +981,14 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
     }
 }
 
-/// How often a holder reads whether `--replace` asks it to let go
-/// ([`crate::backend::Claim::asked_probe`]).
-const ASK_POLL: Duration = Duration::from_millis(500);
-
-/// Resolves with the note once `--replace` has left one for this claim:
-/// the holder then stops its command as on a release, and lets the lock
-/// go only once the tree is gone. Never, where the engine keeps no note.
-async fn asked(probe: Option<&crate::backend::AskProbe>) -> crate::backend::ReplaceNote {
-    let Some(probe) = probe else {
-        return std::future::pending().await;
-    };
-    loop {
-        tokio::time::sleep(ASK_POLL).await;
-        if let Ok(Some(note)) = tokio::time::timeout(NOTE_READ, probe()).await {
-            return note;
-        }
+/// Resolves with the note once `--replace` has left one for this claim
+/// ([`crate::backend::Claim::asked`]): the holder then stops its command
+/// as on a release, and lets the lock go only once the tree is gone.
+/// Never, where the engine keeps no note.
+async fn asked_for(asked: Option<crate::backend::Asked>) -> crate::backend::ReplaceNote {
+    match asked {
+        Some(asked) => asked.await,
+        None => std::future::pending().await,
     }
 }
 

@@ -643,7 +643,7 @@ fn replace_waits_out_a_holder_on_another_host(place: &Place) {
         place.status(&output, 0, "--replace of a holder on another host");
         assert!(
             stderr.contains("replaced far-holder on elsewhere-host as the holder of `")
-                && stderr.contains("its claim ended once its command had stopped"),
+                && stderr.contains("its lockrun said its command had stopped"),
             "{stderr}"
         );
         let held = holder.finish();
@@ -734,18 +734,14 @@ fn replace_waits_for_a_silent_holders_lease(place: &Place, far: bool) {
     kill(stopped, Signal::SIGCONT).unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     place.status(&output, 0, "--replace of a silent holder on another host");
-    // Its lease lapses in the engine while the replacer waits (its guard
-    // has ended the tree by then), or the replacer releases it once the
-    // lapse is due.
-    let waited = stderr.contains("its claim ended once its command had stopped");
     let said = if far {
         stderr.contains("replaced silent-holder on elsewhere-host as the holder of `")
-            && (waited || stderr.contains("did not say its command had stopped, so we waited"))
+            && stderr.contains("did not say its command had stopped, so we waited")
     } else {
         stderr.contains(&format!(
             "replaced silent-holder (lockrun pid {}) as the holder of `",
             holder.pid()
-        )) && (waited || stderr.contains("it did not exit, so we waited"))
+        )) && stderr.contains("it did not exit, so we waited")
     };
     assert!(said, "{stderr}");
     daemon_gone_before_replacer(work.path(), &mark);

@@ -843,15 +843,15 @@ impl Claim for EtcdClaim {
         None
     }
 
-    fn asked_probe(&self) -> Option<crate::backend::AskProbe> {
+    fn asked(&self) -> Option<crate::backend::Asked> {
         let key = self.key();
         let client = self.client.clone();
-        Some(Box::new(move || {
+        Some(crate::backend::asked_by_polling(move || {
             let (client, key) = (client.clone(), key.clone());
-            Box::pin(async move {
+            async move {
                 let answer = client.range(&Range::key(&lock::note_key(&key))).await.ok()?;
                 ReplaceNote::decode_for(&answer.kvs.first()?.value, &key)
-            })
+            }
         }))
     }
 

@@ -1276,14 +1276,20 @@ impl Claim for PgClaim {
 
     /// The note a `--replace` sent on our connection's channel, kept by the
     /// driver: a terminated connection keeps what it got before.
-    fn asked_probe(&self) -> Option<crate::backend::AskProbe> {
-        let conn = self.conn.clone();
-        Some(Box::new(move || {
-            let conn = conn.clone();
-            Box::pin(async move {
-                let payload = conn.asked.borrow().clone()?;
-                ReplaceNote::decode_for(payload.as_bytes(), &conn.backend_pid.to_string())
-            })
+    fn asked(&self) -> Option<crate::backend::Asked> {
+        let mut asked = self.conn.asked.clone();
+        let us = self.conn.backend_pid.to_string();
+        Some(Box::pin(async move {
+            loop {
+                let payload = asked.borrow_and_update().clone();
+                if let Some(note) = payload.and_then(|p| ReplaceNote::decode_for(p.as_bytes(), &us)) {
+                    return note;
+                }
+                if asked.changed().await.is_err() {
+                    // The driver ended: the connection's end is the loss.
+                    return std::future::pending().await;
+                }
+            }
         }))
     }
 

@@ -843,14 +843,14 @@ impl Claim for ZkClaim {
         Some(self.path.clone())
     }
 
-    fn asked_probe(&self) -> Option<crate::backend::AskProbe> {
+    fn asked(&self) -> Option<crate::backend::Asked> {
         let (client, note, path) = (self.client.clone(), note_path(&self.name), self.path.clone());
-        Some(Box::new(move || {
+        Some(crate::backend::asked_by_polling(move || {
             let (client, note, path) = (client.clone(), note.clone(), path.clone());
-            Box::pin(async move {
+            async move {
                 let (data, _) = client.get_data(&note).await.ok()?;
                 ReplaceNote::decode_for(&data, &path)
-            })
+            }
         }))
     }
 
