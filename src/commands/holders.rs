@@ -423,16 +423,17 @@ enum End {
 
 /// `--replace`: takes the target from its holder (a semaphore's oldest) in
 /// one step that never overlaps. Where a lockrun holder reads the note we
-/// leave it while it holds ([`Inspect::asks_by_note`]: Consul, etcd,
-/// ZooKeeper), the note is the ask: the holder stops its command's tree
-/// and only then lets go, so the engine shows the lock held, to every
-/// waiter and to a second `--replace`, until the tree is gone; we release
-/// it ourselves, as below, only if it has not let go once its lease would
-/// have lapsed (stopped, or an older lockrun). A release frees the lock at
-/// once on every engine with a server, while the holder's command may
-/// still run, so after one we acquire only once it is gone: for a lockrun on this host, once that
-/// lockrun has exited (which it does once its command's whole tree is
-/// gone); for one on another host, once it says its tree is gone (it
+/// leave it while it holds ([`Inspect::asks_by_note`]: every engine with a
+/// server), the note is the ask: the holder stops its command's tree and
+/// only then lets go, so the engine shows the lock held, to every waiter
+/// and to a second `--replace`, until the tree is gone; we release it
+/// ourselves, as below, only if it has not said so once its lease would
+/// have lapsed (stopped, or an older lockrun; see [`answered`]). A release
+/// frees the lock at once on every engine with a server, while the
+/// holder's command may still run, so after one we acquire only once it
+/// is gone: for a lockrun on this host, once that lockrun has exited
+/// (which it does once its command's whole tree is gone); for one on
+/// another host, once it says its tree is gone (it
 /// removes the note we left it) or, failing that, once its lease would
 /// have lapsed, within which its lockrun stops its command (where the
 /// engine shows that bound: etcd, Consul). Before the release we leave the
