@@ -573,20 +573,20 @@ pub struct WaitArgs {
     pub conflict_exit_code: u8,
     /// Take the lock from its holder (a semaphore's oldest slot), never overlapping.
     ///
-    /// Leaves the holder a note naming this run (host, pid, --value), asks it
-    /// to release, as `lockrun release` does, waits until its command's whole
-    /// tree is gone, then acquires, and says whom it replaced; the holder
-    /// exits 124, its line naming this run. A release frees the lock at once
-    /// on every server engine, so the wait is what keeps the two apart: for a
-    /// lockrun holder on this host, until it has exited; on another host
-    /// (etcd, Consul), until it says its tree is gone; on etcd and Consul, at
-    /// most until its lease would have lapsed (its TTL, and Consul's
-    /// lock-delay), within which its own stop window ends its tree. Any other
-    /// holder (a peer tool's, another host's on ZooKeeper or PostgreSQL) is
-    /// one line and 125, and is left holding. The run then waits its turn as
-    /// any other: a waiter queued before it (etcd, ZooKeeper, PostgreSQL,
-    /// Consul) or quicker to the freed lock file (local) may get the lock
-    /// first.
+    /// Leaves the holder a note naming this run (host, pid, --value). A
+    /// lockrun holder reads it as the ask to let go (Consul, etcd, ZooKeeper;
+    /// PostgreSQL: a pg_notify to its connection): it stops its command's
+    /// whole tree and only then frees the lock, so every other contender
+    /// finds the lock held until the tree is gone; on local the release
+    /// signal asks, and the lock file stays held until then. A
+    /// holder that does not answer (stopped, cut off) is released once its
+    /// lease would have lapsed (etcd, Consul: its TTL, and Consul's
+    /// lock-delay), within which its own stop window ends its tree. Then
+    /// acquires, and says whom it replaced; the holder exits 124, its line
+    /// naming this run. Any other holder (a peer tool's, another host's on
+    /// ZooKeeper or PostgreSQL) is one line and 125, and is left holding. The
+    /// run then waits its turn as any other: a waiter queued before it may
+    /// get the lock first.
     #[arg(long, hide_short_help = true)]
     pub replace: bool,
 }

@@ -52,6 +52,7 @@ use std::ffi::OsString;
 use std::future::Future;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
@@ -317,7 +318,47 @@ pub trait Claim {
     fn replaced_by(&self) -> impl Future<Output = Option<ReplaceNote>> {
         async { None }
     }
+    /// How the holder learns, while its command runs, that `--replace`
+    /// asks it to let go ([`Inspect::asks_by_note`]): a future, owning
+    /// what it needs (a client, the note's name), that resolves once a
+    /// note naming this claim is there, leaving it in place, and never
+    /// otherwise (read errors are tried again). On the note the holder
+    /// stops its command's tree as on a release and only then lets the
+    /// lock go, so the engine shows the lock held until the tree is gone.
+    /// `None` where the engine keeps no note or its release already waits
+    /// for the tree (local: the guard keeps the lock until then).
+    fn asked(&self) -> Option<Asked> {
+        None
+    }
 }
+
+/// What [`Claim::asked`] returns: the note, once there.
+pub type Asked = Pin<Box<dyn Future<Output = ReplaceNote>>>;
+
+/// How often a holder reads whether `--replace` left it a note, where the
+/// engine cannot tell it (no blocking read or notification for the note's
+/// key).
+pub const ASK_POLL: Duration = Duration::from_millis(500);
+
+/// [`Claim::asked`] by polling `read` (one read of the note, `None` while
+/// there is none) every [`ASK_POLL`], each read within [`ASK_READ`].
+pub fn asked_by_polling<F, R>(read: F) -> Asked
+where
+    F: Fn() -> R + 'static,
+    R: Future<Output = Option<ReplaceNote>> + 'static,
+{
+    Box::pin(async move {
+        loop {
+            tokio::time::sleep(ASK_POLL).await;
+            if let Ok(Some(note)) = tokio::time::timeout(ASK_READ, read()).await {
+                return note;
+            }
+        }
+    })
+}
+
+/// The longest one read of a note for [`Claim::asked`] may take.
+pub const ASK_READ: Duration = Duration::from_secs(2);
 
 /// A live holder as `leader` shows it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -352,7 +393,8 @@ pub struct Holder {
 
 /// `--replace`'s word to the holder it is about to release: who takes
 /// over. Left beside the lock before the release (never as a holder: no
-/// session, lease or lock of its own) and read by that holder once it has
+/// session, lease or lock of its own) and read by that holder while it
+/// holds, as the ask to let go ([`Claim::asked_probe`]), or once it has
 /// stopped its command on the loss, so that its loss line names the
 /// replacer; removed by the replacer once the holder has exited. It names
 /// the replaced claim ([`Claim::holder_id`]), so a note left by a replacer
@@ -482,6 +524,16 @@ pub trait Inspect {
         _note: &ReplaceNote,
     ) -> impl Future<Output = Result<bool, Self::Error>> {
         async { Ok(false) }
+    }
+
+    /// Whether a lockrun holder here answers the note itself
+    /// ([`Claim::asked_probe`]): `--replace` then leaves the note, waits
+    /// for the holder to stop its tree and let go, and releases it only if
+    /// it never does (within its lease's lapse), so the lock is never free
+    /// in the engine while the old command may run. Otherwise the release
+    /// comes first, and the wait after it.
+    fn asks_by_note(&self) -> bool {
+        false
     }
 
     /// Removes the note [`Inspect::leave_note`] left for `holder`, once it

@@ -422,11 +422,18 @@ enum End {
 }
 
 /// `--replace`: takes the target from its holder (a semaphore's oldest) in
-/// one step that never overlaps. A release frees the lock at once on every
-/// engine with a server, while the holder's command may still run, so we
-/// acquire only once it is gone: for a lockrun on this host, once that
-/// lockrun has exited (which it does once its command's whole tree is
-/// gone); for one on another host, once it says its tree is gone (it
+/// one step that never overlaps. Where a lockrun holder reads the note we
+/// leave it while it holds ([`Inspect::asks_by_note`]: every engine with a
+/// server), the note is the ask: the holder stops its command's tree and
+/// only then lets go, so the engine shows the lock held, to every waiter
+/// and to a second `--replace`, until the tree is gone; we release it
+/// ourselves, as below, only if it has not said so once its lease would
+/// have lapsed (stopped, or an older lockrun; see [`answered`]). A release
+/// frees the lock at once on every engine with a server, while the
+/// holder's command may still run, so after one we acquire only once it
+/// is gone: for a lockrun on this host, once that lockrun has exited
+/// (which it does once its command's whole tree is gone); for one on
+/// another host, once it says its tree is gone (it
 /// removes the note we left it) or, failing that, once its lease would
 /// have lapsed, within which its lockrun stops its command (where the
 /// engine shows that bound: etcd, Consul). Before the release we leave the
@@ -528,6 +535,28 @@ pub async fn replace<I: Inspect>(
         ))
     };
     let asked = async {
+        if inspect.asks_by_note() {
+            let answer = answered(inspect, &now, &victim, &end, deadline, rate).await;
+            match (answer, &end) {
+                (Answer::Gone, End::Exit(pid, ..)) => {
+                    return Ok(format!(
+                        "replaced {label} (lockrun pid {pid}) as the holder of {what}"
+                    ))
+                }
+                (Answer::Gone, End::Lapse(host, _)) => {
+                    return Ok(format!(
+                        "replaced {label} on {host} as the holder of {what}: its lockrun said its command had stopped"
+                    ))
+                }
+                (Answer::RanOut, End::Exit(pid, ..)) => {
+                    return Err(ran_out(&format!(", lockrun pid {pid}")))
+                }
+                (Answer::RanOut, End::Lapse(host, _)) => return Err(ran_out(&format!(" on {host}"))),
+                // It did not answer (stopped, or an older lockrun), or it
+                // exited still listed: the release, and the wait, as below.
+                (Answer::Silent, _) => {}
+            }
+        }
         let released = inspect
             .force_release(&now, &Which::Holder(Box::new(victim.clone())))
             .await
@@ -598,6 +627,96 @@ pub async fn replace<I: Inspect>(
         inspect.clear_note(&now, &victim).await;
     }
     asked.map(Some)
+}
+
+/// What a holder asked through the note ([`Inspect::asks_by_note`]) did.
+enum Answer {
+    /// It stopped its command and let go: its lockrun on this host has
+    /// exited, or, on another host, it no longer holds and has removed the
+    /// note, which it does once its tree is gone.
+    Gone,
+    /// It did not say so: it still holds once its lease would have lapsed
+    /// (a stopped lockrun, an older one that reads no note), its lockrun
+    /// exited still listed, or, on another host, its claim ended with the
+    /// note still there (its lease lapsed in the engine). It is released
+    /// then, and waited for as after any release.
+    Silent,
+    /// `--timeout` ran out first.
+    RanOut,
+}
+
+/// How often `--replace` looks whether the holder it asked on another host
+/// has let go.
+const ANSWER_POLL: Duration = Duration::from_millis(200);
+
+/// How long, once the holder on another host no longer holds, `--replace`
+/// looks for the note's removal that says it stopped its command first.
+const ANSWER_NOTE: Duration = Duration::from_secs(1);
+
+/// Waits, with the lock still held in the engine, for the holder asked
+/// through the note to stop its command and let go (see [`Answer`]):
+/// at most until its lease would have lapsed, counted from the ask (where
+/// the engine shows that), or `deadline`. A holder that renewed after the
+/// ask may still hold then: it is released, and waited for again.
+async fn answered<I: Inspect>(
+    inspect: &I,
+    target: &Target,
+    victim: &Holder,
+    end: &End,
+    deadline: Option<tokio::time::Instant>,
+    rate: crate::clock::Ppm,
+) -> Answer {
+    let bound = match end {
+        End::Exit(_, _, bound) => *bound,
+        End::Lapse(_, bound) => Some(*bound),
+    };
+    let lapse = bound
+        .map(|b| tokio::time::Instant::now() + b.mul_f64(1.0 + rate.fraction()) + LAPSE_MARGIN);
+    let until = match (deadline, lapse) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let which = Which::Holder(Box::new(victim.clone()));
+    let holds = || async {
+        match inspect.holders(target).await {
+            Ok(holders) => holders.iter().any(|h| which.picks(h)),
+            // Not known: as if it still held.
+            Err(_) => true,
+        }
+    };
+    let watched = async {
+        match end {
+            // Its exit says its tree is gone; its claim's end alone does
+            // not (a lease that lapsed in the engine).
+            End::Exit(_, exited, _) => {
+                let _ = exited.wait().await;
+                if holds().await {
+                    Answer::Silent
+                } else {
+                    Answer::Gone
+                }
+            }
+            End::Lapse(..) => loop {
+                tokio::time::sleep(ANSWER_POLL).await;
+                if !holds().await {
+                    let within = tokio::time::Instant::now() + ANSWER_NOTE;
+                    return if inspect.note_taken(target, victim, within).await {
+                        Answer::Gone
+                    } else {
+                        Answer::Silent
+                    };
+                }
+            },
+        }
+    };
+    match until {
+        None => watched.await,
+        Some(at) => match tokio::time::timeout_at(at, watched).await {
+            Ok(answer) => answer,
+            Err(_) if lapse == until => Answer::Silent,
+            Err(_) => Answer::RanOut,
+        },
+    }
 }
 
 /// A process whose exit we wait for through a pidfd, so a reused pid is

@@ -822,6 +822,7 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
             }
         };
         let withdraw = tokio::sync::Notify::new();
+        let asked = claim.asked();
         let lost = async {
             let lost = tokio::select! {
                 never = listed => match never {},
@@ -829,6 +830,7 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
                 lost = keep(countdown, lease) => lost,
                 lost = claim.watch() => lost,
                 _ = released.recv() => Lost::Released("an operator released the lock (`lockrun release`)".into()),
+                note = asked_for(asked) => Lost::Released(note.taken_over()),
                 never = notify::watchdog_loop(notifier) => match never {},
             };
             // Before the stop begins: `/leader` says so first.
@@ -976,6 +978,17 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
                 Outcome::TimeUp
             }
         }
+    }
+}
+
+/// Resolves with the note once `--replace` has left one for this claim
+/// ([`crate::backend::Claim::asked`]): the holder then stops its command
+/// as on a release, and lets the lock go only once the tree is gone.
+/// Never, where the engine keeps no note.
+async fn asked_for(asked: Option<crate::backend::Asked>) -> crate::backend::ReplaceNote {
+    match asked {
+        Some(asked) => asked.await,
+        None => std::future::pending().await,
     }
 }
 

@@ -335,8 +335,7 @@ on_every_backend!(list_shows_what_is_held_under_a_prefix);
 /// a daemon: the replacer's command starts only after the daemon's last
 /// beat (by their own timestamps), the replacer says whom it replaced, and
 /// the replaced holder exits 124 with a loss line naming the replacer's
-/// host, pid and value (where the engine keeps the note that carries them:
-/// not on PostgreSQL, whose holder says an operator or --replace ended it).
+/// host, pid and value, from the note (on PostgreSQL, a notification).
 fn replace_takes_the_lock_without_overlap(place: &Place) {
     let key = place.key("replaced");
     let work = scratch();
@@ -386,10 +385,7 @@ fn replace_takes_the_lock_without_overlap(place: &Place) {
         "taken over by --replace from host {} pid {replacer_pid} (new-holder)",
         lockrun::host::hostname()
     );
-    match place {
-        Place::Postgres { .. } => assert!(lost.contains("--replace"), "{lost}"),
-        _ => assert!(lost.contains(&named), "{lost}"),
-    }
+    assert!(lost.contains(&named), "{lost}");
     std::fs::write(work.path().join("go"), "").unwrap();
     daemon_gone_before_replacer(work.path(), &mark);
     // Nothing holds it once the replacer is done.
@@ -397,6 +393,158 @@ fn replace_takes_the_lock_without_overlap(place: &Place) {
     place.status(&listed, 1, "list once the replacer is done");
 }
 on_every_backend!(replace_takes_the_lock_without_overlap);
+
+/// `elect --replace` (#43) with others about: a lockrun holder whose
+/// daemon ignores SIGTERM (killed a second later), a plain waiter queued
+/// before the replacer, the replacer, and a second `--replace` from
+/// another host at the same moment. The lock stays held in the engine
+/// until the old tree is gone (the holder lets go once asked through the
+/// note, after its stop), so no two of the four commands ever beat at the
+/// same time, by their own timestamps. The replaced holder exits 124
+/// naming one of the replacers; the others end 0, or 124 when a later
+/// replacer took over from them, and the far replacer 125 where the engine
+/// refuses a holder on another host.
+fn replace_leaves_the_lock_held_until_the_old_tree_is_gone(place: &Place) {
+    let key = place.key("crowded");
+    let work = scratch();
+    let mut cmd = place.lockrun(&[
+        "elect",
+        "--kill-timeout",
+        "1s",
+        "--value",
+        "old-holder",
+        &key,
+        "--shell",
+        "--",
+        &stubborn_daemon(),
+    ]);
+    cmd.arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    crate::places::wait_for_a_beat(work.path());
+    // Each contender's command beats into a file of its own for a while.
+    let beats = "i=0; while [ $i -lt 20 ]; do date +%s%N >> \"$1\"; sleep 0.01; i=$((i+1)); done";
+    let contender = |args: &[&str], name: &str| {
+        let mut all = vec!["elect", "--kill-timeout", "1s", "--value", name];
+        all.extend_from_slice(args);
+        all.extend([key.as_str(), "--shell", "--", beats]);
+        let mut cmd = place.lockrun(&all);
+        cmd.arg(work.path().join(name));
+        cmd
+    };
+    let waiter = Running::spawn(&mut contender(&[], "waiter"));
+    // Queued before the replacers, where the engine shows its queue.
+    let queued = crate::procs::wait_until(crate::procs::deadline(), || {
+        let out = run(&mut place.lockrun(&["leader", "--json", &key]));
+        let line: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        match &line["waiters"] {
+            serde_json::Value::Array(w) => !w.is_empty(),
+            _ => true,
+        }
+    });
+    assert!(queued, "the waiter never queued");
+    // The holder's lockrun is stopped (its daemon beats on) until a
+    // contender's command beats, or for 2 s: where the lock were free while
+    // the replacers wait, the waiter would run beside the daemon then, not
+    // only in the moment a holder takes to see its loss.
+    let stopped = nix::unistd::Pid::from_raw(holder.pid() as i32);
+    nix::sys::signal::kill(stopped, Signal::SIGSTOP).unwrap();
+    let replacer = Running::spawn(&mut contender(&["--replace"], "replacer"));
+    let far = Running::spawn(&mut on_host(
+        &contender(&["--replace"], "far-replacer"),
+        "elsewhere-host",
+    ));
+    let soon = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    crate::procs::wait_until(soon, || {
+        ["waiter", "replacer", "far-replacer"].iter().any(|f| {
+            std::fs::read_to_string(work.path().join(f)).is_ok_and(|t| t.lines().count() >= 3)
+        })
+    });
+    nix::sys::signal::kill(stopped, Signal::SIGCONT).unwrap();
+    let (replacer_pid, far_pid) = (replacer.pid(), far.pid());
+    let held = holder.finish();
+    place.status(&held, 124, "the replaced holder");
+    let lost = String::from_utf8_lossy(&held.stderr).into_owned();
+    let here = lockrun::host::hostname();
+    assert!(
+        lost.contains(&format!(
+            "taken over by --replace from host {here} pid {replacer_pid} (replacer)"
+        )) || lost.contains(&format!(
+            "taken over by --replace from host elsewhere-host pid {far_pid} (far-replacer)"
+        )),
+        "{lost}"
+    );
+    let ended = [
+        ("waiter", waiter.finish(), &[0, 124][..]),
+        ("replacer", replacer.finish(), &[0, 124][..]),
+        ("far-replacer", far.finish(), &[0, 124, 125][..]),
+    ];
+    for (name, output, codes) in &ended {
+        let code = output.status.code().unwrap_or(-1);
+        if !codes.contains(&code) {
+            place.status(output, codes[0], name);
+        }
+    }
+    std::fs::write(work.path().join("go"), "").unwrap();
+    // Every command's span, from its first beat to its last.
+    let span = |file: &str| -> Option<(u128, u128)> {
+        let text = std::fs::read_to_string(work.path().join(file)).ok()?;
+        let beats: Vec<u128> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        Some((*beats.iter().min()?, *beats.iter().max()?))
+    };
+    let spans: Vec<(&str, (u128, u128))> = ["beat", "waiter", "replacer", "far-replacer"]
+        .into_iter()
+        .filter_map(|f| span(f).map(|s| (f, s)))
+        .collect();
+    assert!(spans.len() >= 3, "too few commands ran: {spans:?}");
+    for (i, (a, (a0, a1))) in spans.iter().enumerate() {
+        for (b, (b0, b1)) in &spans[i + 1..] {
+            let overlap = a1.min(b1).saturating_sub(*a0.max(b0));
+            assert!(
+                a1 < b0 || b1 < a0,
+                "{a} and {b} ran together for {} ms",
+                overlap / 1_000_000
+            );
+        }
+    }
+}
+
+mod replace_leaves_the_lock_held_until_the_old_tree_is_gone {
+    use super::*;
+
+    #[test]
+    fn on_local() {
+        super::replace_leaves_the_lock_held_until_the_old_tree_is_gone(&Place::local());
+    }
+
+    #[test]
+    fn on_consul() {
+        super::replace_leaves_the_lock_held_until_the_old_tree_is_gone(&Place::consul(
+            "replace_leaves_the_lock_held_until_the_old_tree_is_gone",
+        ));
+    }
+
+    #[test]
+    fn on_etcd() {
+        super::replace_leaves_the_lock_held_until_the_old_tree_is_gone(&Place::etcd(
+            "replace_leaves_the_lock_held_until_the_old_tree_is_gone",
+        ));
+    }
+
+    #[test]
+    fn on_postgres() {
+        super::replace_leaves_the_lock_held_until_the_old_tree_is_gone(&Place::postgres(
+            "replace_leaves_the_lock_held_until_the_old_tree_is_gone",
+        ));
+    }
+
+    #[test]
+    fn on_zookeeper() {
+        super::replace_leaves_the_lock_held_until_the_old_tree_is_gone(&Place::zookeeper(
+            "replace_leaves_the_lock_held_until_the_old_tree_is_gone",
+        ));
+    }
+}
 
 /// A holder's COMMAND for the `--replace` tests: the daemon of
 /// `contain::DAEMONIZE`, beating into `$1/beat`, made to ignore SIGTERM, so

@@ -249,6 +249,10 @@ enum Kind {
     Slot(semaphore::Holding),
 }
 
+/// How long one blocking read of a holder's note waits: a minute, as
+/// lockrun's head waiter reads the key, within Consul's ten-minute cap.
+const ASK_WAIT: Duration = Duration::from_secs(60);
+
 /// A key or slot our session holds.
 #[derive(Debug)]
 pub struct ConsulClaim {
@@ -303,6 +307,35 @@ impl Claim for ConsulClaim {
         // Our tree is gone: a replacer on another host waits for this.
         let _ = self.client.kv_delete(&key, None).await;
         Some(note)
+    }
+
+    /// A blocking read on the note's key, as `consul lock` waits on its
+    /// key: one request a minute while nobody asks.
+    fn asked(&self) -> Option<crate::backend::Asked> {
+        let session = self.held().session.to_string();
+        let key = super::inspect::note_key(self.target.name(), &session);
+        let client = self.client.clone();
+        Some(Box::pin(async move {
+            let mut index = super::blocking::QueryIndex::NONE;
+            loop {
+                let read = Read {
+                    index,
+                    wait: (index != super::blocking::QueryIndex::NONE).then_some(ASK_WAIT),
+                    ..Read::now()
+                };
+                match client.kv_get(&key, read).await {
+                    Ok((pair, returned)) => {
+                        if let Some(note) = pair
+                            .and_then(|p| ReplaceNote::decode_for(p.value_bytes(), &session))
+                        {
+                            return note;
+                        }
+                        index = index.after(returned);
+                    }
+                    Err(_) => tokio::time::sleep(crate::backend::ASK_POLL).await,
+                }
+            }
+        }))
     }
 
     fn take_hold_fd(&mut self) -> Option<OwnedFd> {

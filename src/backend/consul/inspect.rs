@@ -627,6 +627,10 @@ impl Inspect for Outside {
         }
     }
 
+    fn asks_by_note(&self) -> bool {
+        true
+    }
+
     /// A key beside the lock that no session holds, written only if there
     /// is none: `lockrun list` and `leader` read held entries alone.
     async fn leave_note(

@@ -843,6 +843,18 @@ impl Claim for EtcdClaim {
         None
     }
 
+    fn asked(&self) -> Option<crate::backend::Asked> {
+        let key = self.key();
+        let client = self.client.clone();
+        Some(crate::backend::asked_by_polling(move || {
+            let (client, key) = (client.clone(), key.clone());
+            async move {
+                let answer = client.range(&Range::key(&lock::note_key(&key))).await.ok()?;
+                ReplaceNote::decode_for(&answer.kvs.first()?.value, &key)
+            }
+        }))
+    }
+
     async fn replaced_by(&self) -> Option<ReplaceNote> {
         let key = self.key();
         let answer = self
@@ -1015,6 +1027,10 @@ impl Inspect for Etcd {
             seen: 0,
             watch: None,
         })
+    }
+
+    fn asks_by_note(&self) -> bool {
+        true
     }
 
     async fn leave_note(

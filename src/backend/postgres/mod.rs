@@ -64,7 +64,7 @@ pub use self::error::PgError;
 
 use super::{
     Acquisition, Changes, Claim, Engine, Holder, Inspect, Lease, Lost, Opening, Released, Renewal,
-    Target, Wait, Which,
+    ReplaceNote, Target, Wait, Which,
 };
 
 /// The TTL unless told otherwise: how long after our last round trip the
@@ -225,6 +225,15 @@ const LIMIT_KEY_SQL: &str = "('x' || substr(md5($1::text || '//limit'), 1, 8))::
 /// `select pg_notify('lockrun_' || lpad(to_hex(ID), 16, '0'), '')`.
 fn channel_of(id: i64) -> String {
     format!("lockrun_{:016x}", id as u64)
+}
+
+/// The channel every connection of ours LISTENs on from its start, named
+/// after its server process: `--replace` asks the holder on it (a
+/// `pg_notify` whose payload is its note), so the holder stops its command
+/// and only then unlocks, rather than being terminated, which would free
+/// the lock at once.
+fn replace_channel(backend_pid: i32) -> String {
+    format!("lockrun_replace_{:08x}", backend_pid as u32)
 }
 
 /// The text whose lock id is slot `slot` of `prefix`.
@@ -467,12 +476,18 @@ impl Postgres {
             })?;
         let (tx, rx) = watch::channel(None);
         let (notified, notices) = watch::channel(0u64);
+        let (ask, asked) = watch::channel(None::<String>);
         let mut connection = connection;
         tokio::spawn(async move {
             // We drive the connection by hand to see its notifications: a
             // release on a channel we LISTEN on.
             let why = loop {
                 match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                    Some(Ok(AsyncMessage::Notification(n)))
+                        if n.channel().starts_with("lockrun_replace_") =>
+                    {
+                        let _ = ask.send(Some(n.payload().to_string()));
+                    }
                     Some(Ok(AsyncMessage::Notification(_))) => {
                         notified.send_modify(|n| *n += 1);
                     }
@@ -542,7 +557,8 @@ impl Postgres {
         let again = first_row(
             client
                 .simple_query(&format!(
-                    "select pg_backend_pid(), current_setting('{NONCE_SETTING}', true)"
+                    "select pg_backend_pid(), current_setting('{NONCE_SETTING}', true); LISTEN {}",
+                    replace_channel(backend_pid)
                 ))
                 .await
                 .map_err(|e| PgError::from_client("the first query", e))?,
@@ -558,6 +574,7 @@ impl Postgres {
             client,
             closed: rx,
             notices,
+            asked,
             backend_pid,
             socket,
         })
@@ -953,6 +970,8 @@ struct Conn {
     closed: watch::Receiver<Option<String>>,
     /// Counts the notifications on channels we LISTEN on.
     notices: watch::Receiver<u64>,
+    /// The last payload on our [`replace_channel`]: a note, if it names us.
+    asked: watch::Receiver<Option<String>>,
     backend_pid: i32,
     /// A copy of the socket the driver owns, closed with the `Conn`, from
     /// which the guard gets its copy.
@@ -1255,6 +1274,30 @@ impl Claim for PgClaim {
         Some(self.conn.backend_pid.to_string())
     }
 
+    /// The note a `--replace` sent on our connection's channel, kept by the
+    /// driver: a terminated connection keeps what it got before.
+    fn asked(&self) -> Option<crate::backend::Asked> {
+        let mut asked = self.conn.asked.clone();
+        let us = self.conn.backend_pid.to_string();
+        Some(Box::pin(async move {
+            loop {
+                let payload = asked.borrow_and_update().clone();
+                if let Some(note) = payload.and_then(|p| ReplaceNote::decode_for(p.as_bytes(), &us)) {
+                    return note;
+                }
+                if asked.changed().await.is_err() {
+                    // The driver ended: the connection's end is the loss.
+                    return std::future::pending().await;
+                }
+            }
+        }))
+    }
+
+    async fn replaced_by(&self) -> Option<ReplaceNote> {
+        let payload = self.conn.asked.borrow().clone()?;
+        ReplaceNote::decode_for(payload.as_bytes(), &self.conn.backend_pid.to_string())
+    }
+
     /// A copy of our connection's socket, for the guard to keep until the
     /// command's tree is gone: if lockrun is SIGKILLed, the kernel closes
     /// our copy at once, but the server sees the connection end, and frees
@@ -1544,6 +1587,33 @@ impl Inspect for Postgres {
     /// once; a lockrun holder sees its connection end and stops its child.
     /// Needs the right to signal those backends (superuser, the same role,
     /// or pg_signal_backend).
+    fn asks_by_note(&self) -> bool {
+        true
+    }
+
+    /// The note as the payload of a `pg_notify` on the holder's channel,
+    /// which its connection LISTENs on from its start.
+    async fn leave_note(
+        &self,
+        _target: &Target,
+        holder: &Holder,
+        note: &ReplaceNote,
+    ) -> Result<bool, PgError> {
+        let Some(pid) = holder.holder_id.as_deref().and_then(|p| p.parse::<i32>().ok()) else {
+            return Ok(false);
+        };
+        let conn = self.looker().await?;
+        let payload = String::from_utf8_lossy(&note.encode()).into_owned();
+        conn.client
+            .query_one(
+                "select pg_notify($1, $2)",
+                &[&replace_channel(pid), &payload],
+            )
+            .await
+            .map_err(|e| PgError::from_client("the note to the replaced holder", e))?;
+        Ok(true)
+    }
+
     async fn force_release(
         &self,
         target: &Target,

@@ -843,6 +843,17 @@ impl Claim for ZkClaim {
         Some(self.path.clone())
     }
 
+    fn asked(&self) -> Option<crate::backend::Asked> {
+        let (client, note, path) = (self.client.clone(), note_path(&self.name), self.path.clone());
+        Some(crate::backend::asked_by_polling(move || {
+            let (client, note, path) = (client.clone(), note.clone(), path.clone());
+            async move {
+                let (data, _) = client.get_data(&note).await.ok()?;
+                ReplaceNote::decode_for(&data, &path)
+            }
+        }))
+    }
+
     async fn replaced_by(&self) -> Option<ReplaceNote> {
         let (data, _) = self.client.get_data(&note_path(&self.name)).await.ok()?;
         ReplaceNote::decode_for(&data, &self.path)
@@ -960,6 +971,10 @@ impl Inspect for Zookeeper {
             target: target.clone(),
             last: None,
         })
+    }
+
+    fn asks_by_note(&self) -> bool {
+        true
     }
 
     /// An ephemeral node of our session beside the lock's directory,
