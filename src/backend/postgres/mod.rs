@@ -1246,11 +1246,16 @@ impl Engine for Postgres {
             child_pgid: None,
         };
         let query = facts.query();
-        // Shown by `leader` from now on.
-        client
-            .simple_query(&query)
-            .await
-            .map_err(|e| PgError::from_client("recording our facts", e))?;
+        // Shown by `leader` once it lands: sent, not waited for, so the
+        // command's start does not wait a round trip for it (#46). Every
+        // renewal carries the facts too, and a connection that ends is
+        // the claim's loss, which its watch sees.
+        let (on, facts_query) = (conn.clone(), query.clone());
+        tokio::spawn(async move {
+            if let Err(e) = on.client.simple_query(&facts_query).await {
+                tracing::debug!("recording our facts: {e}");
+            }
+        });
         *lease.shared.renew_query.lock().expect("not poisoned") = query;
         Ok(Acquisition::Held(PgClaim {
             shared: lease.shared.clone(),
