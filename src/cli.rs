@@ -703,8 +703,7 @@ pub struct ElectArgs {
     /// to nobody. A lone waiter takes a free lock at once; one that defers
     /// takes it once the lock has sat free for --priority-grace with the
     /// higher waiter still not in it. `leader --json` lists the waiters
-    /// with their priorities. The local, etcd and Consul backends only so
-    /// far (refused elsewhere, exit 2); not with -s.
+    /// with their priorities. Not with -s (exit 2).
     #[arg(long, hide_short_help = true, value_name = "N", allow_hyphen_values = true, value_parser = clap::value_parser!(u32).range(0..=1000))]
     pub priority: Option<u32>,
     /// How long a deferring waiter leaves a free lock to a higher one [default: 3s].
@@ -774,8 +773,8 @@ pub struct LeaderArgs {
     /// else null;
     /// "details" holds the engine's own facts (Consul's entry and session).
     /// "waiters" lists lockrun's writers waiting for a lock, highest
-    /// --priority first, each {"priority", "value", "pid"}, where the engine
-    /// shows them (local, etcd, Consul); else null.
+    /// --priority first, each {"priority", "value", "pid"}; null for a
+    /// semaphore.
     #[arg(long)]
     pub json: bool,
     /// Wait until there is a holder.

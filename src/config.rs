@@ -97,7 +97,7 @@ pub fn hold<B: Backend>(
     if kind.priority.asked {
         if !B::PRIORITY {
             return Err(Failure::Usage(format!(
-                "--priority and --priority-grace work only on the local, etcd and Consul backends so far: the {} backend's waiters do not publish a priority yet; drop them, or use one of those",
+                "--priority and --priority-grace need waiters that publish their priority, and the {} backend's do not; drop them",
                 B::NAME
             )));
         }

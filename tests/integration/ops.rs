@@ -1234,8 +1234,9 @@ fn warns_before_the_stop(place: Place, link: &Link) {
 /// The attack review of #45 on ZooKeeper: any holder's sequencer wrote
 /// inside other locks' records (a permanent `lock-0000000000` node that
 /// wedged a lock, `__REVOKE__` into a live holder's node, a semaphore's
-/// records). Each is refused (2, one line, nothing written), the
-/// sequencer's own lock too, and a key beside them is written.
+/// records), or a waiter's record that would outrank every waiter. Each is
+/// refused (2, one line, nothing written), the sequencer's own lock too,
+/// and a key beside them is written.
 #[test]
 fn put_writes_nothing_inside_a_lock_on_zookeeper() {
     let place = Place::zookeeper("ops-put-records");
@@ -1269,6 +1270,8 @@ fn put_writes_nothing_inside_a_lock_on_zookeeper() {
         format!("{sem}/leases/x"),
         format!("{sem}/data"),
         format!("{own}/data"),
+        // A record there would pass for a waiter of priority 1000.
+        format!("{other}.lockrun-wait/1000-planted"),
     ];
     puts_are_refused(&place, &seq, &planted);
     for key in &planted {

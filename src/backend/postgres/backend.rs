@@ -7,6 +7,7 @@ use crate::backend::{
     Backend, BackendName, HoldRequest, HoldRules, Look, Peer, Prose, Registration,
 };
 use crate::backend::{Env, PromiseText};
+use crate::backend::priority::Priority;
 use crate::error::Failure;
 
 const REGISTRATION: Registration = Registration {
@@ -66,9 +67,10 @@ impl Backend for PostgresBackend {
     type ReleaseArgs = crate::backend::NoFlags;
     type Engine = Postgres;
     type Inspect = Postgres;
-    type Plan = ();
+    type Plan = Priority;
 
     const NAME: &'static str = "postgres";
+    const PRIORITY: bool = true;
     const REGISTRATION: Registration = REGISTRATION;
 
     fn check_key(key: &str) -> Result<(), Failure> {
@@ -90,13 +92,18 @@ impl Backend for PostgresBackend {
     fn hold_rules(
         request: &HoldRequest<'_, Self::HoldArgs>,
         _env: &dyn Env,
-    ) -> Result<HoldRules<()>, Failure> {
+    ) -> Result<HoldRules<Priority>, Failure> {
         crate::key::check(request.key).map_err(Failure::Usage)?;
-        crate::backend::rules::plain_lease(
+        let rules = crate::backend::rules::plain_lease(
             request,
             "a postgres TTL",
             "on postgres a rival takes the lock as soon as the server gives up on our connection",
-        )
+        )?;
+        Ok(HoldRules {
+            budget: rules.budget,
+            kill_timeout: rules.kill_timeout,
+            plan: request.kind.priority,
+        })
     }
 
     fn prepare(
@@ -107,8 +114,8 @@ impl Backend for PostgresBackend {
         super::engine(args.dsn.as_deref(), ttl).map(PostgresBackend)
     }
 
-    fn engine(&self, (): ()) -> Result<Postgres, Failure> {
-        Ok(self.0.clone())
+    fn engine(&self, priority: Priority) -> Result<Postgres, Failure> {
+        Ok(self.0.clone().ranked(priority))
     }
 
     fn inspect(&self, _look: &Look<'_, Self::ReleaseArgs>) -> Postgres {

@@ -49,6 +49,7 @@ pub mod config;
 pub mod error;
 mod socket;
 pub mod tls;
+mod waiters;
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -265,6 +266,9 @@ pub struct Postgres {
     tls: tls::MakeRustls,
     ttl: Duration,
     password_note: Option<String>,
+    /// How its writers rank among the waiters (`elect --priority`, see
+    /// [`waiters`]).
+    priority: crate::backend::priority::Priority,
 }
 
 impl std::fmt::Debug for Postgres {
@@ -329,7 +333,13 @@ impl Postgres {
             tls,
             ttl,
             password_note: settings.password_note,
+            priority: crate::backend::priority::Priority::NONE,
         })
+    }
+
+    /// The same engine, waiting for a lock with `priority`.
+    pub fn ranked(self, priority: crate::backend::priority::Priority) -> Postgres {
+        Postgres { priority, ..self }
     }
 
     /// The per-session settings that make the server hold our locks as
@@ -741,16 +751,18 @@ impl Postgres {
     }
 
     /// Tries `pg_try_advisory_lock` on `conn`, again on each release's
-    /// NOTIFY and at most `POLL_MAX` apart: the id and slot taken and the
-    /// channel, or `None` when the patience ran out. Dropping the future
-    /// may leave a lock granted on `conn`; closing it frees it.
+    /// NOTIFY and at most `POLL_MAX` apart: the id and slot taken, the
+    /// channel, and the fence when the ranked try took it with the lock; or
+    /// `None` when the patience ran out. Dropping the future may leave a
+    /// lock granted on `conn`; closing it frees it.
     async fn wait_on(
         &self,
         conn: &Conn,
         target: &Target,
         texts: &[(String, Option<u32>)],
+        value: &str,
         wait: Wait,
-    ) -> Result<Option<((i64, Option<u32>), String)>, PgError> {
+    ) -> Result<Option<((i64, Option<u32>), String, Option<u64>)>, PgError> {
         let client = &conn.client;
         let names: Vec<String> = texts.iter().map(|(t, _)| t.clone()).collect();
         let ids = Self::ids(client, &names).await?;
@@ -771,11 +783,28 @@ impl Postgres {
         let mut notices = conn.notices.clone();
         let mut listening = false;
         let mut pause = Duration::from_millis(10);
+        // A writer that has to wait ranks among the waiters (see
+        // [`waiters`]): `until` is when a free lock left to a higher one
+        // is ours to try.
+        let mut ranked: Option<waiters::Ranked> = None;
+        let mut until: Option<Instant> = None;
+        let mut fence = None;
         let got = loop {
             // Marked before the try: a release after it wakes us below.
             notices.borrow_and_update();
-            let tried = match turn {
-                Some(turn) if shared => Self::try_shared(conn, &ids, turn).await?,
+            let tried = match (turn, ranked.as_mut()) {
+                (Some(turn), _) if shared => Self::try_shared(conn, &ids, turn).await?,
+                (_, Some(r)) => match r.try_once(client, ids[0].0, conn.backend_pid, turn.filter(|_| keep_turn)).await? {
+                    waiters::Tried::Got(xid) => {
+                        fence = Some(xid);
+                        Some(ids[0])
+                    }
+                    waiters::Tried::Again => continue,
+                    waiters::Tried::Busy { until: at } => {
+                        until = at;
+                        None
+                    }
+                },
                 _ => Self::try_ids(conn, &ids, false).await?,
             };
             if let Some(got) = tried {
@@ -790,7 +819,11 @@ impl Postgres {
                     None => Self::ids(client, &[turnstile_text(target.name())]).await?[0],
                 };
                 turn = Some(id);
-                keep_turn = Self::take_turn(conn, id).await?;
+                let note = ranked.as_ref().map(waiters::Ranked::note);
+                keep_turn = Self::take_turn(conn, id, note).await?;
+            }
+            if ranked.is_none() && matches!(target, Target::Lock { shared: false, .. }) && wait != Wait::Once {
+                ranked = Some(waiters::Ranked::start(client, target.name(), value, self.priority).await?);
             }
             if !listening && wait != Wait::Once {
                 client
@@ -810,8 +843,15 @@ impl Postgres {
                 if let Wait::Until(at) = wait {
                     // The rest of the time, or a release before then.
                     let _ = tokio::time::timeout_at(at, notices.changed()).await;
-                    let tried = match turn {
-                        Some(turn) if shared => Self::try_shared(conn, &ids, turn).await?,
+                    let tried = match (turn, ranked.as_mut()) {
+                        (Some(turn), _) if shared => Self::try_shared(conn, &ids, turn).await?,
+                        (_, Some(r)) => match r.try_once(client, ids[0].0, conn.backend_pid, turn.filter(|_| keep_turn)).await? {
+                            waiters::Tried::Got(xid) => {
+                                fence = Some(xid);
+                                Some(ids[0])
+                            }
+                            _ => None,
+                        },
                         _ => Self::try_ids(conn, &ids, false).await?,
                     };
                     if let Some(got) = tried {
@@ -821,12 +861,25 @@ impl Postgres {
                 if let (true, Some(id)) = (keep_turn, turn) {
                     Self::leave_turn(conn, id).await?;
                 }
+                if let Some(r) = ranked {
+                    r.stop(client).await?;
+                }
                 return Ok(None);
             }
-            // The first of a release's word and the pause.
-            let _ = tokio::time::timeout(pause, notices.changed()).await;
+            // The first of a release's word, the pause, and the end of a
+            // grace.
+            let wake = Instant::now() + pause;
+            let wake = until.map_or(wake, |at| at.min(wake));
+            let _ = tokio::time::timeout_at(wake, notices.changed()).await;
             pause = (pause * 2).min(POLL_MAX);
         };
+        // A ranked try that got the lock let the turnstile go with it, and
+        // stays LISTENing: a NOTIFY on our channel while we hold (our own
+        // release's) only bumps a counter, and the handover is spared the
+        // round trips.
+        if fence.is_some() {
+            return Ok(Some((got, channel, fence)));
+        }
         if let (true, Some(id)) = (keep_turn, turn) {
             Self::leave_turn(conn, id).await?;
         }
@@ -836,15 +889,19 @@ impl Postgres {
                 .await
                 .map_err(|e| PgError::from_client("listening for releases", e))?;
         }
-        Ok(Some((got, channel)))
+        Ok(Some((got, channel, None)))
     }
 
     /// Takes the turnstile `turn` exclusive without waiting: whether we
     /// got it (readers passing it, or another writer waiting, have it).
-    async fn take_turn(conn: &Conn, turn: i64) -> Result<bool, PgError> {
+    /// A ranked waiter's `note` goes with it, which `leader` reads.
+    async fn take_turn(conn: &Conn, turn: i64, note: Option<&str>) -> Result<bool, PgError> {
         let row = conn
             .client
-            .query_one("select pg_try_advisory_lock($1)", &[&turn])
+            .query_one(
+                &format!("{} select pg_try_advisory_lock($1)", note.unwrap_or_default()),
+                &[&turn],
+            )
             .await
             .map_err(|e| PgError::from_client("taking the turnstile", e))?;
         Ok(row.get(0))
@@ -1151,8 +1208,8 @@ impl Engine for Postgres {
     ) -> Result<Acquisition<PgClaim>, PgError> {
         let texts = Self::texts(target)?;
         let mut conn = lease.shared.conn();
-        let ((id, slot), channel) = loop {
-            let why = match self.wait_on(&conn, target, &texts, wait).await {
+        let ((id, slot), channel, taken) = loop {
+            let why = match self.wait_on(&conn, target, &texts, value, wait).await {
                 Ok(Some(got)) => break got,
                 Ok(None) => {
                     let holder = self
@@ -1175,19 +1232,22 @@ impl Engine for Postgres {
             *lease.shared.conn.lock().expect("not poisoned") = conn.clone();
         };
         let client = &conn.client;
-        // The fence: a transaction id assigned now, after the lock is ours,
-        // so after every earlier holder's.
-        let row = client
-            .query_one("select pg_current_xact_id()::text", &[])
-            .await
-            .map_err(|e| PgError::from_client("reading the fencing number", e))?;
-        let fence: u64 = row
-            .get::<_, String>(0)
-            .parse()
-            .map_err(|_| PgError::Server {
-                what: "reading the fencing number".into(),
-                message: "not a number".into(),
-            })?;
+        // The fence: a transaction id assigned after the lock is ours, so
+        // after every earlier holder's; a ranked try took it in the
+        // statement that got the lock.
+        let fence: u64 = match taken {
+            Some(fence) => fence,
+            None => client
+                .query_one("select pg_current_xact_id()::text", &[])
+                .await
+                .map_err(|e| PgError::from_client("reading the fencing number", e))?
+                .get::<_, String>(0)
+                .parse()
+                .map_err(|_| PgError::Server {
+                    what: "reading the fencing number".into(),
+                    message: "not a number".into(),
+                })?,
+        };
         let facts = Facts {
             key: target.name().to_string(),
             slot,
@@ -1205,11 +1265,16 @@ impl Engine for Postgres {
             child_pgid: None,
         };
         let query = facts.query();
-        // Shown by `leader` from now on.
-        client
-            .simple_query(&query)
-            .await
-            .map_err(|e| PgError::from_client("recording our facts", e))?;
+        // Shown by `leader` once it lands: sent, not waited for, so the
+        // command's start does not wait a round trip for it (#46). Every
+        // renewal carries the facts too, and a connection that ends is
+        // the claim's loss, which its watch sees.
+        let (on, facts_query) = (conn.clone(), query.clone());
+        tokio::spawn(async move {
+            if let Err(e) = on.client.simple_query(&facts_query).await {
+                tracing::debug!("recording our facts: {e}");
+            }
+        });
         *lease.shared.renew_query.lock().expect("not poisoned") = query;
         Ok(Acquisition::Held(PgClaim {
             shared: lease.shared.clone(),
@@ -1485,6 +1550,18 @@ impl Inspect for Postgres {
             "): it is free now, a rival may take it, and a lockrun holder kills its command",
         );
         line
+    }
+
+    /// lockrun's writers waiting for a lock, from their priority locks in
+    /// `pg_locks` (see [`waiters`]); `psql`'s show no priority and are not
+    /// listed.
+    async fn waiters(&self, target: &Target) -> Result<Option<Vec<super::Waiter>>, PgError> {
+        let Target::Lock { key, .. } = target else {
+            return Ok(None);
+        };
+        check_key(key).map_err(PgError::Usage)?;
+        let conn = self.looker().await?;
+        Ok(Some(waiters::waiting(&conn.client, key).await?))
     }
 
     async fn holders(&self, target: &Target) -> Result<Vec<Holder>, PgError> {

@@ -7,6 +7,7 @@ use super::{Zookeeper, DEFAULT_TTL};
 use crate::backend::{
     Backend, BackendName, HoldRequest, HoldRules, Look, Peer, Prose, Registration,
 };
+use crate::backend::priority::Priority;
 use crate::backend::{Env, PromiseText};
 use crate::error::Failure;
 
@@ -62,10 +63,12 @@ impl Backend for ZookeeperBackend {
     type ReleaseArgs = crate::backend::NoFlags;
     type Engine = Zookeeper;
     type Inspect = Zookeeper;
-    /// The ensemble's tick (`--zk-tick-time`).
-    type Plan = std::time::Duration;
+    /// The ensemble's tick (`--zk-tick-time`), and how a writer ranks
+    /// among the waiters (`elect --priority`).
+    type Plan = (std::time::Duration, Priority);
 
     const NAME: &'static str = "zookeeper";
+    const PRIORITY: bool = true;
     const REGISTRATION: Registration = REGISTRATION;
 
     fn check_key(key: &str) -> Result<(), Failure> {
@@ -92,10 +95,15 @@ impl Backend for ZookeeperBackend {
     fn hold_rules(
         request: &HoldRequest<'_, Self::HoldArgs>,
         _env: &dyn Env,
-    ) -> Result<HoldRules<std::time::Duration>, Failure> {
+    ) -> Result<HoldRules<Self::Plan>, Failure> {
         super::check_key(request.key).map_err(Failure::Usage)?;
         let tick = request.flags.zk_tick_time;
-        super::hold_rules(request, tick)
+        let rules = super::hold_rules(request, tick)?;
+        Ok(HoldRules {
+            budget: rules.budget,
+            kill_timeout: rules.kill_timeout,
+            plan: (tick, request.kind.priority),
+        })
     }
 
     fn prepare(
@@ -117,8 +125,8 @@ impl Backend for ZookeeperBackend {
         )))
     }
 
-    fn engine(&self, tick: std::time::Duration) -> Result<Zookeeper, Failure> {
-        Ok(self.0.clone().with_tick(tick))
+    fn engine(&self, (tick, priority): Self::Plan) -> Result<Zookeeper, Failure> {
+        Ok(self.0.clone().with_tick(tick).ranked(priority))
     }
 
     fn inspect(&self, _look: &Look<'_, Self::ReleaseArgs>) -> Zookeeper {

@@ -25,6 +25,7 @@ pub mod client;
 pub mod config;
 pub mod error;
 pub mod lock;
+pub mod waiters;
 
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -38,6 +39,7 @@ pub use self::error::ZkError;
 
 use self::client::{riding_out, ONCE_GRACE};
 use self::lock::{contenders, dir_of, Writer, LEASE_NAME, LOCK_NAME, READ_NAME};
+use super::priority::Priority;
 use super::{
     Acquisition, Changes, Claim, Engine, EngineError, Holder, Inspect, Lease, Lost, Opening,
     Released, Renewal, ReplaceNote, Target, Wait, Which,
@@ -207,7 +209,18 @@ pub struct Zookeeper {
     ttl: Duration,
     /// The ensemble's tick (`--zk-tick-time`), for [`touch_gap`].
     tick: Duration,
+    /// How its writers rank among the waiters (`elect --priority`, see
+    /// [`waiters`]).
+    priority: Priority,
     inspect: std::sync::Arc<tokio::sync::OnceCell<zk::Client>>,
+}
+
+/// Where a contender stands in the queue.
+enum Turn {
+    /// Ours is the lowest: we hold.
+    Mine,
+    /// Behind another, with a watch on the one ahead when one was asked for.
+    Behind(Option<zk::OneshotWatcher>),
 }
 
 impl Zookeeper {
@@ -216,6 +229,7 @@ impl Zookeeper {
             config,
             ttl,
             tick: DEFAULT_TICK,
+            priority: Priority::NONE,
             inspect: Default::default(),
         }
     }
@@ -223,6 +237,11 @@ impl Zookeeper {
     /// This engine on an ensemble whose tick is `tick`.
     pub fn with_tick(self, tick: Duration) -> Zookeeper {
         Zookeeper { tick, ..self }
+    }
+
+    /// The same engine, waiting for a lock with `priority`.
+    pub fn ranked(self, priority: Priority) -> Zookeeper {
+        Zookeeper { priority, ..self }
     }
 
     /// The session `leader`, `release` and `put` look through.
@@ -249,6 +268,38 @@ impl Zookeeper {
         reader: bool,
         wait: Wait,
     ) -> Result<Option<()>, ZkError> {
+        loop {
+            let watched = match Self::next_turn(client, dir, own, partner, reader, wait, wait != Wait::Once).await? {
+                Turn::Mine => return Ok(Some(())),
+                Turn::Behind(None) => return Ok(None),
+                Turn::Behind(Some(watched)) => watched,
+            };
+            let changed = watched.changed();
+            match wait.deadline() {
+                Some(at) => {
+                    if tokio::time::timeout_at(at, changed).await.is_err() {
+                        return Ok(None);
+                    }
+                }
+                None => {
+                    changed.await;
+                }
+            }
+        }
+    }
+
+    /// One look at the queue in `dir` for our node `own` (see
+    /// [`Self::wait_turn`]); when it is not our turn and `watch` is set,
+    /// with a watch on the one we wait for.
+    async fn next_turn(
+        client: &zk::Client,
+        dir: &str,
+        own: &str,
+        partner: Option<&str>,
+        reader: bool,
+        wait: Wait,
+        watch: bool,
+    ) -> Result<Turn, ZkError> {
         loop {
             let children = riding_out(wait, "listing contenders", || async {
                 client
@@ -296,35 +347,24 @@ impl Zookeeper {
                 at.checked_sub(1)
             };
             let Some(blocker) = blocker else {
-                return Ok(Some(()));
+                return Ok(Turn::Mine);
             };
-            if wait == Wait::Once {
-                return Ok(None);
+            if !watch {
+                return Ok(Turn::Behind(None));
             }
             let ahead = format!("{dir}/{}", found[blocker].name);
-            let watched = match client.check_and_watch_stat(&ahead).await {
+            return match client.check_and_watch_stat(&ahead).await {
                 Ok((None, _)) => continue,
-                Ok((Some(_), watcher)) => watcher,
+                Ok((Some(_), watcher)) => Ok(Turn::Behind(Some(watcher))),
                 Err(e) => {
                     let e = ZkError::of(&format!("watching `{ahead}`"), e);
                     if e.is_transient() {
                         tokio::time::sleep(Duration::from_millis(100)).await;
                         continue;
                     }
-                    return Err(e);
+                    Err(e)
                 }
             };
-            let changed = watched.changed();
-            match wait.deadline() {
-                Some(at) => {
-                    if tokio::time::timeout_at(at, changed).await.is_err() {
-                        return Ok(None);
-                    }
-                }
-                None => {
-                    changed.await;
-                }
-            }
         }
     }
 
@@ -360,6 +400,42 @@ impl Zookeeper {
                 None => Ok(()),
             }
         };
+        // A writer that has to wait ranks among the waiters (`--priority`,
+        // see [`waiters`]); taking a free lock, and a reader, stay as they
+        // were.
+        if let (Some(partner), false) = (&partner, wait == Wait::Once) {
+            match Self::next_turn(client, &dir, &own, Some(partner), false, wait, false).await {
+                Ok(Turn::Mine) => {
+                    return Ok(Acquisition::Held(ZkClaim {
+                        client: client.clone(),
+                        name: target.name().to_owned(),
+                        path,
+                        partner: partner_path,
+                        czxid: stat.czxid,
+                        slot: None,
+                    }))
+                }
+                Ok(Turn::Behind(_)) => {}
+                Err(e) => {
+                    let _ = leave().await;
+                    return Err(e);
+                }
+            }
+            let nodes = (own.clone(), stat, partner.clone());
+            return match self.wait_ranked(client, &lease.uuid, target.name(), nodes, &data, wait).await? {
+                Some((own, stat, partner)) => Ok(Acquisition::Held(ZkClaim {
+                    client: client.clone(),
+                    name: target.name().to_owned(),
+                    path: format!("{dir}/{own}"),
+                    partner: Some(format!("{dir}/{partner}")),
+                    czxid: stat.czxid,
+                    slot: None,
+                })),
+                None => Ok(Acquisition::Busy {
+                    holder: self.first_value(client, target).await,
+                }),
+            };
+        }
         match Self::wait_turn(client, &dir, &own, partner.as_deref(), reader, wait).await {
             Ok(Some(())) => Ok(Acquisition::Held(ZkClaim {
                 client: client.clone(),
@@ -964,6 +1040,16 @@ impl Inspect for Zookeeper {
         holders_with(self.looker().await?, target).await
     }
 
+    /// lockrun's writers waiting for a lock, from their records (see
+    /// [`waiters`]); Curator's and kazoo's keep none and are not shown.
+    async fn waiters(&self, target: &Target) -> Result<Option<Vec<super::Waiter>>, ZkError> {
+        let Target::Lock { key, .. } = target else {
+            return Ok(None);
+        };
+        check_key(key).map_err(ZkError::Usage)?;
+        Ok(Some(waiters::waiting(self.looker().await?, key).await?))
+    }
+
     async fn changes(&self, target: &Target) -> Result<ZkChanges, ZkError> {
         Self::dir(target)?;
         Ok(ZkChanges {
@@ -1121,6 +1207,11 @@ impl Zookeeper {
             .find(|s| lock::contender(s).is_some() || lease_seq(s).is_some())
         {
             return refuse(format!("shaped as a lock's contender node (`{segment}`)"));
+        }
+        // A record there would pass for a waiter that never takes the lock
+        // (see [`waiters`]).
+        if let Some(segment) = key.split('/').find(|s| s.ends_with(".lockrun-wait")) {
+            return refuse(format!("inside a lock's waiter records (`{segment}`)"));
         }
         let mut path = String::new();
         for segment in key.split('/') {

@@ -1,0 +1,269 @@
+//! lockrun's writers waiting for a lock, made visible for `--priority`
+//! (see [`crate::backend::priority`]). A writer that has to wait holds,
+//! for as long as it waits, a *shared* advisory lock on the two 32-bit keys
+//! (first 8 hex digits of `md5('KEY//wait')`, its priority): `pg_locks`
+//! shows it to every role, and the server drops it with the connection, so
+//! a waiter killed while it waits leaves nothing. Its try statement carries
+//! a comment with its value, host and pid, which `pg_stat_activity.query`
+//! shows to `leader`.
+//!
+//! Nobody enters the server's wait queue for KEY's id: a lockrun waiter
+//! tries (`pg_try_advisory_lock`) on each release's NOTIFY and at most
+//! [`super::POLL_MAX`] apart, as before. The ranked try is one statement
+//! that reads the other waiters' priorities and whether the lock is held,
+//! tries only when no higher one waits (or the grace for a free lock ran
+//! out), and lets its own priority lock go in the same statement when the
+//! lock is granted: no round trip more than the plain try on the handover.
+//! `psql`'s waiters hold no priority lock: they count as 0 and defer to
+//! nobody. Two keys whose 32-bit wait keys collide rank each other's
+//! waiters, which costs an order, never safety.
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+use tokio_postgres::{Client, Statement};
+
+use super::PgError;
+use crate::backend::priority::{Deferral, Priority, Verdict};
+use crate::backend::Waiter;
+
+/// The SQL expression of the 32-bit key under which KEY's waiters show
+/// their priority.
+pub const WAIT_KEY_SQL: &str = "('x' || substr(md5($1::text || '//wait'), 1, 8))::bit(32)::int";
+
+/// The rows of `pg_locks` that are other sessions' priority locks on wait
+/// key `$3`.
+const OTHERS_SQL: &str = "from pg_locks l where l.locktype = 'advisory' and l.objsubid = 2 and l.granted \
+     and l.classid::bigint = ($3::int::bigint & 4294967295) and l.pid <> pg_backend_pid() \
+     and l.database = (select oid from pg_database where datname = current_database())";
+
+const WAIT_OPEN: &str = "/* lockrun-wait ";
+
+/// What a waiter's statements say of it.
+#[derive(Debug, Serialize, Deserialize)]
+struct Shown {
+    key: String,
+    value: String,
+    host: String,
+    pid: u32,
+}
+
+/// The comment our statements start with while we wait (first, since
+/// `pg_stat_activity` shows only a query's first 1024 bytes by default):
+/// JSON, every `*` escaped so that no value can end it.
+fn comment(key: &str, value: &str) -> String {
+    let shown = Shown {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        host: crate::host::hostname(),
+        pid: std::process::id(),
+    };
+    let json = serde_json::to_string(&shown).expect("facts serialize");
+    format!("{WAIT_OPEN}{} */", json.replace('*', "\\u002a"))
+}
+
+fn parse(query: &str) -> Option<Shown> {
+    let start = query.find(WAIT_OPEN)? + WAIT_OPEN.len();
+    let end = start + query.get(start..)?.find(" */")?;
+    serde_json::from_str(query.get(start..end)?).ok()
+}
+
+/// What one ranked try found.
+pub enum Tried {
+    /// The lock is ours, with its fence (`pg_current_xact_id()`, taken in
+    /// the same statement after the grant), and our priority lock and the
+    /// turnstile we kept let go.
+    Got(u64),
+    /// Not ours: held by another, or left to a higher waiter (until
+    /// `until`, when set, since it is free).
+    Busy { until: Option<Instant> },
+    /// A higher waiter's grace ran out just now: try again at once.
+    Again,
+}
+
+/// A writer waiting ranked, on one connection.
+pub struct Ranked {
+    note: String,
+    statement: Statement,
+    wait_key: i32,
+    level: i32,
+    deferral: Deferral,
+    /// Whether the last verdict let us try past a higher waiter.
+    force: bool,
+}
+
+impl Ranked {
+    /// Shows our priority on `client` (the shared lock on the wait key and
+    /// our level) and prepares the ranked try for `key`'s lock.
+    pub async fn start(client: &Client, key: &str, value: &str, priority: Priority) -> Result<Ranked, PgError> {
+        let note = comment(key, value);
+        let level = i32::try_from(priority.level).expect("priorities fit");
+        let wait_key: i32 = client
+            .query_one(&format!("select {WAIT_KEY_SQL}"), &[&key])
+            .await
+            .map_err(|e| PgError::from_client("computing the wait key", e))?
+            .get(0);
+        client
+            .query_one(
+                &format!("{note} select pg_try_advisory_lock_shared($1::int, $2::int)"),
+                &[&wait_key, &level],
+            )
+            .await
+            .map_err(|e| PgError::from_client("showing our priority", e))?;
+        let statement = client
+            .prepare(&format!(
+                "{note} select pg_backend_pid(), \
+                 array(select l.objid::bigint {OTHERS_SQL}), \
+                 exists (select from pg_locks where locktype = 'advisory' and objsubid = 1 and granted \
+                   and ((classid::bigint << 32) | objid::bigint) = $1::bigint \
+                   and database = (select oid from pg_database where datname = current_database())), \
+                 case when pg_backend_pid() <> $2::int or exists (select from pg_locks \
+                     where locktype = 'advisory' and objsubid = 1 and granted \
+                     and pid = pg_backend_pid() \
+                     and ((classid::bigint << 32) | objid::bigint) = $1::bigint \
+                     and database = (select oid from pg_database where datname = current_database())) \
+                   then null \
+                   when not $5::bool and exists (select {OTHERS_SQL} and l.objid::bigint > $4::int) then '' \
+                   when not pg_try_advisory_lock($1::bigint) then '' \
+                   when pg_advisory_unlock_shared($3::int, $4::int) is not null \
+                     and ($7::bool is false or pg_advisory_unlock($6::bigint) is not null) \
+                   then pg_current_xact_id()::text end"
+            ))
+            .await
+            .map_err(|e| PgError::from_client("preparing the ranked try", e))?;
+        Ok(Ranked {
+            note,
+            statement,
+            wait_key,
+            level,
+            deferral: priority.deferral(),
+            force: false,
+        })
+    }
+
+    /// The comment that shows us, for our other statements while we wait.
+    pub fn note(&self) -> &str {
+        &self.note
+    }
+
+    /// One ranked try at lock `id` on our server process `backend_pid`;
+    /// `turn`, the turnstile when we keep it, is let go with a grant.
+    pub async fn try_once(
+        &mut self,
+        client: &Client,
+        id: i64,
+        backend_pid: i32,
+        turn: Option<i64>,
+    ) -> Result<Tried, PgError> {
+        let row = client
+            .query_one(
+                &self.statement,
+                &[
+                    &id,
+                    &backend_pid,
+                    &self.wait_key,
+                    &self.level,
+                    &self.force,
+                    &turn.unwrap_or(0),
+                    &turn.is_some(),
+                ],
+            )
+            .await
+            .map_err(|e| PgError::from_client("taking the lock", e))?;
+        let pid: i32 = row.get(0);
+        if pid != backend_pid {
+            return Err(PgError::Pooler {
+                why: format!("our statements moved from server process {backend_pid} to {pid}"),
+            });
+        }
+        let others: Vec<i64> = row.get(1);
+        let held: bool = row.get(2);
+        match row.get::<_, Option<String>>(3).as_deref() {
+            Some("") => {}
+            Some(xid) => {
+                return xid.parse().map(Tried::Got).map_err(|_| PgError::Server {
+                    what: "reading the fencing number".into(),
+                    message: "not a number".into(),
+                })
+            }
+            None => {
+                return Err(PgError::Pooler {
+                    why: format!(
+                        "our server process {pid} already held lock {id}, which this run never took: another client shares it"
+                    ),
+                })
+            }
+        }
+        let levels = others.into_iter().map(|l| u32::try_from(l).unwrap_or(0));
+        let verdict = self.deferral.decide(Instant::now(), levels, !held);
+        tracing::debug!(?verdict, held, "ranked among the waiters");
+        Ok(match verdict {
+            // Deferred by the statement, whose verdict was the last one:
+            // the grace ran out since.
+            Verdict::Go if !self.force && !held => {
+                self.force = true;
+                Tried::Again
+            }
+            Verdict::Go => Tried::Busy { until: None },
+            Verdict::Defer { until } => {
+                self.force = false;
+                Tried::Busy { until }
+            }
+        })
+    }
+
+    /// Lets our priority lock go (we gave up waiting).
+    pub async fn stop(self, client: &Client) -> Result<(), PgError> {
+        client
+            .query_one("select pg_advisory_unlock_shared($1::int, $2::int)", &[&self.wait_key, &self.level])
+            .await
+            .map_err(|e| PgError::from_client("withdrawing our priority", e))?;
+        Ok(())
+    }
+}
+
+/// The live lockrun waiters for `key`, highest priority first.
+pub async fn waiting(client: &Client, key: &str) -> Result<Vec<Waiter>, PgError> {
+    let rows = client
+        .query(
+            &format!(
+                "select l.objid::bigint, coalesce(a.query, '') from pg_locks l \
+                 left join pg_stat_activity a on a.pid = l.pid \
+                 where l.locktype = 'advisory' and l.objsubid = 2 and l.granted \
+                 and l.classid::bigint = ({WAIT_KEY_SQL}::bigint & 4294967295) \
+                 and l.database = (select oid from pg_database where datname = current_database())"
+            ),
+            &[&key],
+        )
+        .await
+        .map_err(|e| PgError::from_client("reading pg_locks", e))?;
+    let mut seen = Vec::new();
+    for row in rows {
+        let level: i64 = row.get(0);
+        let query: String = row.get(1);
+        let shown = parse(&query);
+        // Another key's waiter whose wait key is the same.
+        if shown.as_ref().is_some_and(|s| s.key != key) {
+            continue;
+        }
+        seen.push(Waiter {
+            priority: u32::try_from(level).unwrap_or(0),
+            value: shown.as_ref().map(|s| s.value.clone()),
+            pid: shown.map(|s| s.pid),
+        });
+    }
+    seen.sort_by_key(|w| std::cmp::Reverse(w.priority));
+    Ok(seen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_cannot_end_the_comment() {
+        let note = comment("k", "a */ select 1; /*");
+        assert_eq!(note.matches("*/").count(), 1, "{note}");
+        let shown = parse(&format!("{note} select 1 /* x */")).unwrap();
+        assert_eq!(shown.value, "a */ select 1; /*");
+    }
+}
