@@ -112,12 +112,18 @@ impl Drop for Poller {
     }
 }
 
+/// A timestamp a child's shell wrote with `date +%s%N > FILE`: the file
+/// exists, empty, before `date` has written it, so an empty one is waited
+/// for (a partial line cannot be: one write puts it there).
 fn read_ns(file: &Path) -> u128 {
-    std::fs::read_to_string(file)
-        .unwrap()
-        .trim()
+    let mut text = String::new();
+    wait_until(Instant::now() + Duration::from_secs(20), || {
+        text = std::fs::read_to_string(file).unwrap_or_default();
+        !text.trim().is_empty()
+    });
+    text.trim()
         .parse()
-        .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+        .unwrap_or_else(|e| panic!("{}: {e}: {text:?}", file.display()))
 }
 
 fn sock(work: &Path) -> PathBuf {
