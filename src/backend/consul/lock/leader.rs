@@ -20,6 +20,9 @@ pub struct Holding {
     pub held: Held,
     /// The key's ModifyIndex as last seen while it was ours.
     pub modify_index: u64,
+    /// Whether our session holds `KEY/.lock` too (see [`shared::writer_ops`]),
+    /// as far as we know: the release deletes it with `KEY`.
+    pub dot: bool,
     index: QueryIndex,
 }
 
@@ -54,7 +57,9 @@ pub(super) fn check_flags(key: &str, pair: &KvPair) -> Result<(), AcquireError> 
 pub fn consul_lock_holder(key: &str, pair: Option<&KvPair>) -> Option<String> {
     let pair = pair?;
     let session = pair.holder()?;
-    (pair.flags != super::SEMAPHORE_FLAG).then(|| {
+    // A lockrun writer's, held with `KEY`: waited for, not refused.
+    let writer = shared::held_by_writer(pair);
+    (pair.flags != super::SEMAPHORE_FLAG && !writer).then(|| {
         format!(
             "`{dot}` is held by session {session}: that is `consul lock {key}`'s key, which `{key}` does not exclude; to exclude `consul lock {key}` use the key `{dot}` (`lockrun elect {dot}`)",
             dot = pair.key
@@ -109,6 +114,9 @@ pub async fn acquire(
     let mut free_at = Some(0);
     let mut line = queue::Line::new(queue::of_key(key), patience).ranked(rank);
     let mut deferral = rank.deferral();
+    // The listing index at which we last found another writer's
+    // `KEY/.lock` (see below).
+    let mut writer_dot: Option<u64> = None;
     loop {
         if let Some(index) = free_at.take() {
             let what = format!("acquiring `{key}`");
@@ -125,6 +133,28 @@ pub async fn acquire(
             if let shared::Dot::ConsulLock(why) = &look.dot {
                 return Err(AcquireError::Conflict(why.clone()));
             }
+            if let shared::Dot::Writer(other) = &look.dot {
+                // Another writer's: taken with `KEY` since we read it free
+                // (read `KEY` again, and wait on it as ever), or still held
+                // after it lost `KEY` (stopping its command: seen a second
+                // time with `KEY` free, we wait until it lets go).
+                if writer_dot.replace(look.index).is_some() {
+                    holder = Some(format!("session {other}"));
+                    if matches!(patience, Wait::Once) {
+                        return Ok(Acquired::No { holder });
+                    }
+                    match shared::changed(client, key, look.index, patience).await {
+                        Ok(true) => {}
+                        Ok(false) => return Ok(Acquired::No { holder }),
+                        Err(e) => waiter.retry(&what, e).await?,
+                    }
+                    free_at = Some(index);
+                    continue;
+                }
+                waiter.read_now();
+                continue;
+            }
+            writer_dot = None;
             if !look.readers.is_empty() {
                 let who = look.who();
                 if holder.as_deref() != Some(who.as_str()) {
@@ -151,7 +181,7 @@ pub async fn acquire(
                 free_at = Some(index);
                 continue;
             }
-            let Some(readers_ops) = shared::writer_ops(&look, session) else {
+            let Some((readers_ops, dot)) = shared::writer_ops(&look, session) else {
                 let refusals = match shared::prune(client, &look, session).await {
                     Ok(refusals) => refusals,
                     Err(e) => {
@@ -190,7 +220,7 @@ pub async fn acquire(
                 Ok(Txn::Applied(pairs)) => {
                     let pair = &pairs[1];
                     let index = QueryIndex::NONE.after(pair.modify_index);
-                    return Ok(Acquired::Yes(holding(key, session, pair, index)));
+                    return Ok(Acquired::Yes(holding(key, session, pair, index, dot)));
                 }
                 Ok(Txn::Refused(refusals)) => refusals,
                 Err(e) => {
@@ -287,7 +317,9 @@ pub async fn acquire(
                 if let Err(e) = line.leave(client, session).await {
                     tracing::debug!(key, "could not leave the queue: {e}");
                 }
-                return Ok(Acquired::Yes(holding(key, session, &pair, waiter.index())));
+                // Ours since a transaction whose answer we lost: as it
+                // is sent, with `KEY/.lock` (the release checks).
+                return Ok(Acquired::Yes(holding(key, session, &pair, waiter.index(), true)));
             }
             Some(h) => {
                 // Operators know holders by their value (a host name,
@@ -320,7 +352,7 @@ pub async fn acquire(
     }
 }
 
-fn holding(key: &str, session: &SessionId, pair: &KvPair, index: QueryIndex) -> Holding {
+fn holding(key: &str, session: &SessionId, pair: &KvPair, index: QueryIndex, dot: bool) -> Holding {
     Holding {
         held: Held {
             key: key.to_string(),
@@ -332,6 +364,7 @@ fn holding(key: &str, session: &SessionId, pair: &KvPair, index: QueryIndex) -> 
             lock_index: pair.modify_index,
         },
         modify_index: pair.modify_index,
+        dot,
         index,
     }
 }
@@ -392,18 +425,35 @@ pub(super) async fn released(client: &Client, session: &SessionId) -> Lost {
 }
 
 /// Gives the lock up, and our place in the queue if we were still waiting.
-/// With the ModifyIndex we last saw, the key is deleted
-/// with check-and-set, as `consul lock` leaves it (one write, one wake-up for
-/// waiters); if it changed since, we only release it, which never clobbers a
-/// lock that changed hands. Idempotent: safe after a cancelled acquire.
+/// With the ModifyIndex we last saw, the key is deleted with check-and-set,
+/// as `consul lock` leaves it, and with it our `KEY/.lock` (`dot`: checked
+/// ours and deleted), in one transaction (one write, one wake-up for
+/// waiters); if either changed since, we only release the key, which never
+/// clobbers a lock that changed hands, and delete `KEY/.lock` only while
+/// our session holds it. Idempotent: safe after a cancelled acquire.
 pub async fn release(
     client: &Client,
     key: &str,
     session: &SessionId,
     value: &[u8],
     modify_index: Option<u64>,
+    dot: bool,
 ) -> Result<(), ConsulError> {
+    let record = shared::record_key(key);
     match modify_index {
+        Some(index) if dot => {
+            let ops = [
+                TxnOp::DeleteCas { key, index },
+                TxnOp::CheckSession {
+                    key: &record,
+                    session: session.as_str(),
+                },
+                TxnOp::Delete { key: &record },
+            ];
+            if let Txn::Applied(_) = client.txn(&ops).await? {
+                return Ok(());
+            }
+        }
         Some(index) => {
             if client.kv_delete(key, Some(index)).await? {
                 return Ok(());
@@ -416,5 +466,14 @@ pub async fn release(
     client
         .kv_release(key, session.as_str(), value, LOCK_FLAG)
         .await?;
+    let ops = [
+        TxnOp::CheckSession {
+            key: &record,
+            session: session.as_str(),
+        },
+        TxnOp::Delete { key: &record },
+    ];
+    // Refused when it is not ours: nothing to do.
+    client.txn(&ops).await?;
     Ok(())
 }
