@@ -67,25 +67,6 @@ pub fn consul_lock_holder(key: &str, pair: Option<&KvPair>) -> Option<String> {
     })
 }
 
-/// Refuses to take `key` while `consul lock KEY` holds `KEY/.lock`
-/// ([`consul_lock_holder`]): the two would run side by side, each holding
-/// its own key. One read before the first attempt, off a waiter's
-/// handover; a token that may not read `KEY/.lock` passes (what it cannot
-/// see it cannot be told about, and `consul lock` users share a token).
-async fn beside_consul_lock(client: &Client, key: &str) -> Result<(), AcquireError> {
-    let dot = super::semaphore::record_key(key);
-    match client.kv_get(&dot, Read::now()).await {
-        Ok((pair, _)) => match consul_lock_holder(key, pair.as_ref()) {
-            Some(why) => Err(AcquireError::Conflict(why)),
-            None => Ok(()),
-        },
-        Err(e) => {
-            tracing::debug!(key, "cannot read `{dot}` for a `consul lock` holder: {e}");
-            Ok(())
-        }
-    }
-}
-
 /// Takes the lock on `key`, waiting per `patience` with blocking reads while
 /// someone else holds it. The caller bounds the whole call by `--timeout`
 /// and, when it is cancelled, must assume the lock might be held.
@@ -95,7 +76,10 @@ async fn beside_consul_lock(client: &Client, key: &str) -> Result<(), AcquireErr
 /// over) and the `lock` itself: its answer carries the fencing number, and
 /// a refusal says whether a holder or a lock-delay stood in the way. While
 /// it is held, lockrun waiters queue (see [`queue`]) so that a release
-/// wakes one of them, not all.
+/// wakes one of them, not all; the holder's release hands the lock to the
+/// head of the queue ([`release`]), whose blocking read of `KEY` then finds
+/// it holding, with nothing more to write. A `consul lock KEY` holding
+/// `KEY/.lock` is refused, found in the first look before any write.
 pub async fn acquire(
     client: &Client,
     key: &str,
@@ -104,7 +88,6 @@ pub async fn acquire(
     patience: Wait,
     rank: Priority,
 ) -> Result<Acquired<Holding>, AcquireError> {
-    beside_consul_lock(client, key).await?;
     let mut waiter = Waiter::acquiring(patience);
     let mut delay = DelayBackoff::new();
     let mut holder = None;
@@ -256,12 +239,19 @@ pub async fn acquire(
         }
         if !line.head {
             match line.wait(client, patience, &mut waiter).await? {
-                Turn::Head => waiter.read_now(),
+                Turn::Head => {
+                    line.ready(client, session).await;
+                    waiter.read_now();
+                }
                 Turn::Stuck => {
                     // Fine while the lock is held; if it is free, nobody
                     // ahead took it in all that time: they are stuck, and
                     // we try.
                     match client.kv_get(key, Read::now()).await {
+                        Ok((Some(pair), _)) if pair.holder() == Some(session.as_str()) => {
+                            let index = QueryIndex::NONE.after(pair.modify_index);
+                            return Ok(Acquired::Yes(holding(key, session, &pair, index, true)));
+                        }
                         Ok((None, _)) => free_at = Some(0),
                         Ok((Some(pair), _)) if pair.holder().is_none() => {
                             check_flags(key, &pair)?;
@@ -294,7 +284,15 @@ pub async fn acquire(
         // higher waiter that comes sends it back behind.
         let result = if line.reads_with_queue() {
             match client.kv_list(key, read).await {
-                Ok((pairs, _)) if line.outranked(&pairs) => continue,
+                // Not once the lock is ours: handed to us as we read.
+                Ok((pairs, _))
+                    if !pairs
+                        .iter()
+                        .any(|p| p.key == key && p.holder() == Some(session.as_str()))
+                        && line.outranked(&pairs) =>
+                {
+                    continue
+                }
                 Ok((pairs, index)) => Ok((pairs.into_iter().find(|p| p.key == key), index)),
                 Err(e) => Err(e),
             }
@@ -314,11 +312,12 @@ pub async fn acquire(
         check_flags(key, &pair)?;
         match pair.holder() {
             Some(h) if h == session.as_str() => {
-                if let Err(e) = line.leave(client, session).await {
-                    tracing::debug!(key, "could not leave the queue: {e}");
-                }
-                // Ours since a transaction whose answer we lost: as it
-                // is sent, with `KEY/.lock` (the release checks).
+                // Handed to us by the holder's release, which deleted our
+                // queue entry in the same transaction (or ours since a
+                // transaction of our own whose answer we lost, which did
+                // too): nothing to write. With `KEY/.lock`, as either
+                // writes it when it can (the release checks).
+                tracing::debug!(key, "handed the lock");
                 return Ok(Acquired::Yes(holding(key, session, &pair, waiter.index(), true)));
             }
             Some(h) => {
@@ -425,7 +424,8 @@ pub(super) async fn released(client: &Client, session: &SessionId) -> Lost {
 }
 
 /// Gives the lock up, and our place in the queue if we were still waiting.
-/// With the ModifyIndex we last saw, the key is deleted with check-and-set,
+/// A lock we held goes to the head of lockrun's queue when there is one
+/// ([`hand_over`]). Otherwise, with the ModifyIndex we last saw, the key is deleted with check-and-set,
 /// as `consul lock` leaves it, and with it our `KEY/.lock` (`dot`: checked
 /// ours and deleted), in one transaction (one write, one wake-up for
 /// waiters); if either changed since, we only release the key, which never
@@ -440,6 +440,13 @@ pub async fn release(
     dot: bool,
 ) -> Result<(), ConsulError> {
     let record = shared::record_key(key);
+    if modify_index.is_some() {
+        match hand_over(client, key, session, dot).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(e) => tracing::debug!(key, "could not hand the lock over: {e}"),
+        }
+    }
     match modify_index {
         Some(index) if dot => {
             let ops = [
@@ -476,4 +483,79 @@ pub async fn release(
     // Refused when it is not ours: nothing to do.
     client.txn(&ops).await?;
     Ok(())
+}
+
+/// Hands the lock we hold to the head of lockrun's queue (ranked as the
+/// waiters rank themselves: [`queue::head`]), when its entry says it waits
+/// on the key ([`queue::Line::ready`]), in one transaction: `KEY`
+/// (and `KEY/.lock`, `dot`) unlocked by our session and locked with the
+/// head's, with the head's `--value`, its queue entry checked still held by
+/// its session and deleted. The head, blocking on `KEY`, wakes to find it
+/// holds the lock, and writes nothing; the waiter behind it wakes as the
+/// entry goes, and blocks on `KEY` in turn. Consul refuses the transaction
+/// if the head's session is gone, or the head left the queue, or the lock
+/// is not ours: then false, and the caller releases as without a queue.
+///
+/// A head that was killed while it waited on the key is handed a lock
+/// nobody runs, until its session lapses (2×TTL after its last renewal, at most) and
+/// its lock-delay passes: the waiter behind it takes it then.
+async fn hand_over(
+    client: &Client,
+    key: &str,
+    session: &SessionId,
+    dot: bool,
+) -> Result<bool, ConsulError> {
+    let (pairs, _) = client.kv_list(&queue::of_key(key), Read::now()).await?;
+    // Only a head that said it waits on the key: one that stopped or died
+    // before it became the head, or an older lockrun's, is left to the
+    // waiters behind it (see [`queue`]).
+    let Some(head) = queue::head(&pairs, session).filter(|h| queue::is_ready(h)) else {
+        return Ok(false);
+    };
+    let next = SessionId::new(head.holder().unwrap_or_default());
+    let value = queue::value_of(head).unwrap_or_default();
+    let record = shared::record_key(key);
+    let mut ops = vec![
+        TxnOp::Unlock {
+            key,
+            value: b"",
+            flags: LOCK_FLAG,
+            session,
+        },
+        TxnOp::Lock {
+            key,
+            value: value.as_bytes(),
+            flags: LOCK_FLAG,
+            session: &next,
+        },
+    ];
+    if dot {
+        ops.push(TxnOp::Unlock {
+            key: &record,
+            value: shared::WRITER_VALUE,
+            flags: LOCK_FLAG,
+            session,
+        });
+        ops.push(TxnOp::Lock {
+            key: &record,
+            value: shared::WRITER_VALUE,
+            flags: LOCK_FLAG,
+            session: &next,
+        });
+    }
+    ops.push(TxnOp::CheckSession {
+        key: &head.key,
+        session: next.as_str(),
+    });
+    ops.push(TxnOp::Delete { key: &head.key });
+    match client.txn(&ops).await? {
+        Txn::Applied(_) => {
+            tracing::debug!(key, to = %next, "handed the lock over");
+            Ok(true)
+        }
+        Txn::Refused(refusals) => {
+            tracing::debug!(key, to = %next, "could not hand the lock over: {}", refusals[0].what);
+            Ok(false)
+        }
+    }
 }
