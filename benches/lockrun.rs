@@ -437,7 +437,7 @@ impl Bench {
         println!("\n  where the time goes (medians of {PART_RUNS}, each part alone, in this run):");
         println!("    the child's own start, spawned directly: {child:.2} ms (in either tool's handover)");
         println!(
-            "    the holder's delete, then the waiter's transaction, on a warm connection: {:.2} + {:.2} ms",
+            "    before the hand-off: the holder's delete, then the waiter's transaction, on a warm connection: {:.2} + {:.2} ms",
             writes[0], writes[1]
         );
         let start = |t: &Vec<f64>| (!t.is_empty()).then(|| Stats::of(t.clone()).median);
@@ -448,19 +448,146 @@ impl Bench {
             (Some(ours), None) => println!("    lockrun's own start (`--version`), off the path: {ours:.2} ms"),
             _ => {}
         }
-        let own = lockrun - child - writes[0] - writes[1];
+        let path = match self.handover_requests() {
+            Ok([list, hand]) => {
+                println!(
+                    "    lockrun's handover now: the holder's queue listing, then its hand-off transaction, on a warm connection: {list:.2} + {hand:.2} ms (the head writes nothing)"
+                );
+                list + hand
+            }
+            Err(e) => {
+                println!("    cannot time the hand-off's requests: {e}");
+                writes[0] + writes[1]
+            }
+        };
+        let own = lockrun - child - path;
         println!("    left of lockrun's handover ({lockrun:.2} ms): {own:.2} ms, its processes waking and handing on");
         if let Some(peer) = consul_lock {
-            let room = 0.5 * peer - child - writes[0] - writes[1];
+            let room = 0.5 * peer - child - path;
             println!(
-                "    the goal, half `consul lock`'s {peer:.2} ms, leaves lockrun {room:.2} ms beyond the child's start and the writes"
+                "    the goal, half `consul lock`'s {peer:.2} ms, leaves lockrun {room:.2} ms beyond the child's start and its requests"
             );
         }
     }
 
+    /// The floor of an uncontended run (issue #46), measured in this run:
+    /// the one write a run cannot do without, lockrun's release
+    /// transaction (`KEY` and `KEY/.lock` deleted) on a warm connection,
+    /// plus one exec of the child (`true`); printed beside lockrun's median
+    /// with the goal, the larger of 0.1x `consul lock`'s and floor + 0.3 ms.
+    fn uncontended_floor(&self, lockrun: Option<f64>, consul_lock: Option<f64>) {
+        let release = match self.release_txn() {
+            Ok(release) => release,
+            Err(e) => {
+                println!("  floor: cannot time the release: {e}");
+                return;
+            }
+        };
+        let exec = Stats::of(
+            (0..PART_RUNS)
+                .map(|_| wall_ms(&mut Command::new("true")))
+                .collect(),
+        )
+        .median;
+        let floor = release + exec;
+        let mut line = format!(
+            "  floor: release transaction {release:.2} ms + exec of `true` {exec:.2} ms = {floor:.2} ms"
+        );
+        if let Some(ours) = lockrun {
+            line.push_str(&format!(
+                "; lockrun {ours:.2} ms = floor + {:.2} ms",
+                ours - floor
+            ));
+        }
+        if let Some(peer) = consul_lock {
+            let goal = (0.1 * peer).max(floor + 0.3);
+            line.push_str(&format!(
+                "; goal max(0.1x consul lock {:.2}, floor + 0.3 = {:.2}) = {goal:.2} ms",
+                0.1 * peer,
+                floor + 0.3
+            ));
+            if let Some(ours) = lockrun {
+                line.push_str(if ours <= goal { " (met)" } else { " (missed)" });
+            }
+        }
+        println!("{line}");
+    }
+
+    /// The median time of lockrun's release transaction of a lock it took
+    /// with `KEY/.lock` (both deleted, the latter checked ours), on one
+    /// warm connection, in ms.
+    fn release_txn(&self) -> Result<f64, String> {
+        let mut conn = Warm::connect(&self.consul.addr)?;
+        let session = session_on(&mut conn)?;
+        let key = unique_prefix("floor");
+        let take = format!(
+            r#"[{{"KV":{{"Verb":"lock","Key":"{key}","Value":"eA==","Flags":3304740253564472344,"Session":"{session}"}}}},{{"KV":{{"Verb":"lock","Key":"{key}/.lock","Value":"","Flags":3304740253564472344,"Session":"{session}"}}}}]"#
+        );
+        let mut times = Vec::new();
+        for _ in 0..PART_RUNS + 1 {
+            let taken = conn.send("PUT", "/v1/txn", take.as_bytes())?;
+            let index = serde_json::from_slice::<serde_json::Value>(&taken)
+                .ok()
+                .and_then(|v| v["Results"][0]["KV"]["ModifyIndex"].as_u64())
+                .ok_or("a transaction's answer without the key's index")?;
+            let release = format!(
+                r#"[{{"KV":{{"Verb":"delete-cas","Key":"{key}","Index":{index}}}}},{{"KV":{{"Verb":"check-session","Key":"{key}/.lock","Session":"{session}"}}}},{{"KV":{{"Verb":"delete","Key":"{key}/.lock"}}}}]"#
+            );
+            let started = Instant::now();
+            conn.send("PUT", "/v1/txn", release.as_bytes())?;
+            times.push(started.elapsed().as_secs_f64() * 1000.0);
+        }
+        conn.send("PUT", &format!("/v1/session/destroy/{session}"), b"")?;
+        Ok(Stats::of(times[1..].to_vec()).median)
+    }
+
+    /// The median times of the two requests of lockrun's handover (#46),
+    /// each on one warm connection, in ms: the holder's listing of the
+    /// queue, and its transaction that hands the lock to the head (unlock,
+    /// lock with the head's session, the head's entry checked and
+    /// deleted); the head writes nothing.
+    fn handover_requests(&self) -> Result<[f64; 2], String> {
+        let mut conn = Warm::connect(&self.consul.addr)?;
+        let (holder, head) = (session_on(&mut conn)?, session_on(&mut conn)?);
+        let key = unique_prefix("where");
+        let queue = format!("{key}/.lockrun-queue/");
+        let entry = format!("{queue}{head}");
+        let lock = |session: &str| {
+            format!(
+                r#"{{"KV":{{"Verb":"lock","Key":"{key}","Value":"eA==","Flags":3304740253564472344,"Session":"{session}"}}}}"#
+            )
+        };
+        let setup = format!(
+            r#"[{},{{"KV":{{"Verb":"lock","Key":"{entry}","Value":"","Session":"{head}"}}}}]"#,
+            lock(&holder)
+        );
+        let hand = format!(
+            r#"[{{"KV":{{"Verb":"unlock","Key":"{key}","Value":"","Flags":3304740253564472344,"Session":"{holder}"}}}},{},{{"KV":{{"Verb":"check-session","Key":"{entry}","Session":"{head}"}}}},{{"KV":{{"Verb":"delete","Key":"{entry}"}}}}]"#,
+            lock(&head)
+        );
+        let (mut lists, mut hands) = (Vec::new(), Vec::new());
+        for _ in 0..PART_RUNS + 1 {
+            conn.send("PUT", "/v1/txn", setup.as_bytes())?;
+            let started = Instant::now();
+            conn.send("GET", &format!("/v1/kv/{queue}?recurse"), b"")?;
+            lists.push(started.elapsed().as_secs_f64() * 1000.0);
+            let started = Instant::now();
+            conn.send("PUT", "/v1/txn", hand.as_bytes())?;
+            hands.push(started.elapsed().as_secs_f64() * 1000.0);
+            conn.send("DELETE", &format!("/v1/kv/{key}"), b"")?;
+        }
+        for session in [holder, head] {
+            conn.send("PUT", &format!("/v1/session/destroy/{session}"), b"")?;
+        }
+        Ok([
+            Stats::of(lists[1..].to_vec()).median,
+            Stats::of(hands[1..].to_vec()).median,
+        ])
+    }
+
     /// The median time of a check-and-set delete of a key and of a
     /// transaction that takes a lock, each on one warm connection, as
-    /// lockrun's holder and waiter send them, in ms.
+    /// lockrun's holder and waiter sent them before the hand-off, in ms.
     fn consul_writes(&self) -> Result<[f64; 2], String> {
         let mut conn = Warm::connect(&self.consul.addr)?;
         let session = conn.send(
@@ -592,6 +719,13 @@ impl Bench {
                 println!("  {tool}: {s}");
                 Ok(Figure::value(s.median, Unit::Ms, ""))
             });
+            let median = |wanted: Tool| {
+                figures.iter().find_map(|(tool, f)| match f {
+                    Ok(f) if *tool == wanted => f.number().map(|(v, _)| v),
+                    _ => None,
+                })
+            };
+            self.uncontended_floor(median(Tool::Lockrun), median(Tool::ConsulLock));
             rows.push(Row::new(
                 "uncontended `elect k -- true` (median)",
                 figures,
@@ -2289,6 +2423,19 @@ struct Answer {
 const PART_RUNS: usize = 20;
 
 /// The wall time of one run of `cmd`, its output dropped, in ms.
+/// A session of no lock-delay made on `conn`, for timing requests.
+fn session_on(conn: &mut Warm) -> Result<String, String> {
+    let session = conn.send(
+        "PUT",
+        "/v1/session/create",
+        br#"{"TTL":"60s","LockDelay":"0s"}"#,
+    )?;
+    serde_json::from_slice::<serde_json::Value>(&session)
+        .ok()
+        .and_then(|v| v["ID"].as_str().map(str::to_string))
+        .ok_or_else(|| "no session ID".to_string())
+}
+
 fn wall_ms(cmd: &mut Command) -> f64 {
     let started = Instant::now();
     let _ = cmd.stdout(Stdio::null()).stderr(Stdio::null()).status();

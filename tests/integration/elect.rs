@@ -301,7 +301,13 @@ fn keys_with_special_characters_work_and_inject_nothing() {
         .into_iter()
         .map(|e| e.key)
         .collect();
-    assert_eq!(keys, vec![key.clone()], "no other key was written");
+    // `KEY/.lock` is the writer's while it holds, so that `consul lock KEY`
+    // waits on it (issue #42).
+    assert_eq!(
+        keys,
+        vec![key.clone(), format!("{key}/.lock")],
+        "no other key was written"
+    );
     holder.finish(&consul);
 }
 

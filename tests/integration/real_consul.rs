@@ -596,6 +596,114 @@ fn consul_lock_refuses_to_run_beside_lockrun_readers() {
     }
 }
 
+/// Issue #42: a lockrun writer (`elect P`) holds `P/.lock` with `P`, with
+/// its session and `consul lock`'s flags, so that a `consul lock P` started
+/// while it holds waits for it (before, `P/.lock` was free and `consul lock
+/// P` ran beside the writer). Against each real `consul lock`: the two
+/// commands' own timestamps never overlap, given `consul lock` time to
+/// start its command had it not waited; and the writer leaves nothing at
+/// `P/.lock`, so `consul lock -n 2 P` and `lockrun semaphore P` run after
+/// it as before. The reverse, `lockrun elect P` while `consul lock P`
+/// holds: see `lockrun_elect_refuses_to_run_beside_consul_lock`.
+#[test]
+#[cfg_attr(
+    no_real_consul,
+    ignore = "no real Consul binaries (../shared/tools/consul)"
+)]
+fn consul_lock_waits_for_a_lockrun_writer() {
+    use crate::support::{bare, run, scratch, wait_for_file, Running};
+    let stamp = |path: &Path| -> u128 {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        text.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("no timestamp in {}: {text:?}", path.display()))
+    };
+    for version in VERSIONS {
+        let agent = Agent::dev(version);
+        let addr = agent.http_addr();
+        let work = scratch();
+        let w = work.path();
+        let key = "jobs/nightly";
+        let mut writer = bare(["elect", key, "--shell", "--"]);
+        writer
+            .arg(
+                "date +%s%N > \"$1/w.start\"; touch \"$1/ready\"; \
+                 while [ ! -e \"$1/go\" ]; do sleep 0.02; done; date +%s%N > \"$1/w.end\"",
+            )
+            .arg(w)
+            .env("CONSUL_HTTP_ADDR", &addr);
+        let writer = Running::spawn(&mut writer);
+        // Dropped first on a failure: the writer's child ends.
+        struct Go(std::path::PathBuf);
+        impl Drop for Go {
+            fn drop(&mut self) {
+                let _ = std::fs::write(&self.0, "");
+            }
+        }
+        let go = Go(w.join("go"));
+        wait_for_file(&w.join("ready"));
+        let mut consul_lock = Command::new(binary(version));
+        consul_lock
+            .args(["lock", &format!("-http-addr={addr}"), key])
+            .arg(format!("date +%s%N > {}/c.start", w.display()))
+            .stdin(Stdio::null());
+        let consul_lock = Running::spawn(&mut consul_lock);
+        // Time enough for `consul lock` to take a free key and start its
+        // command (tens of milliseconds when it ran beside the writer).
+        let window = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < window && !w.join("c.start").exists() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(go);
+        let done = writer.finish();
+        assert!(done.status.success(), "{version}: the writer: {done:?}");
+        let out = consul_lock.finish();
+        assert!(out.status.success(), "{version}: consul lock: {out:?}");
+        let (writer_end, theirs) = (stamp(&w.join("w.end")), stamp(&w.join("c.start")));
+        assert!(
+            theirs > writer_end,
+            "{version}: consul lock's command started {} ms before the writer's ended",
+            (writer_end - theirs.min(writer_end)) / 1_000_000
+        );
+        assert!(stamp(&w.join("w.start")) < writer_end);
+
+        // Nothing left behind by a writer (on a key `consul lock` never
+        // used): a semaphore of the same name runs.
+        let key = "jobs/weekly";
+        let mut elect = bare(["elect", "--no-wait", key, "--", "true"]);
+        elect.env("CONSUL_HTTP_ADDR", &addr);
+        let out = run(&mut elect);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{version}: lockrun elect: {out:?}"
+        );
+        let ran = w.join("ran");
+        let mut semaphore = Command::new(binary(version));
+        semaphore
+            .args([
+                "lock",
+                &format!("-http-addr={addr}"),
+                "-n=2",
+                "-timeout=10s",
+                key,
+            ])
+            .arg(format!("touch {}", ran.display()))
+            .stdin(Stdio::null());
+        let out = run(&mut semaphore);
+        assert!(out.status.success(), "{version}: consul lock -n 2: {out:?}");
+        assert!(ran.exists(), "{version}");
+        let mut ours = bare(["semaphore", "--limit", "2", "--no-wait", key, "--", "true"]);
+        ours.env("CONSUL_HTTP_ADDR", &addr);
+        let out = run(&mut ours);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{version}: lockrun semaphore: {out:?}"
+        );
+    }
+}
+
 /// `lockrun list` (#43) beside the real `consul lock`: its leader lock is
 /// listed as the key it holds (`KEY/.lock`), its semaphore (`-n 2`) as a
 /// semaphore with its limit, each by its session for want of a value.

@@ -454,6 +454,64 @@ fn consul_lock_and_readers_exclude_each_other() {
     );
 }
 
+/// While a writer holds KEY it holds `KEY/.lock` too, with its session and
+/// `consul lock`'s flags, so that `consul lock KEY` waits on it (the real
+/// binary: real_consul.rs): a reader that comes meanwhile is busy (75 with
+/// `-n`), never refused as beside `consul lock`, and one that waits runs
+/// after the writer; `semaphore KEY` is a usage error naming the lock;
+/// `list` shows the lock once. Once the writer is gone, so is `KEY/.lock`,
+/// and a semaphore of the same name runs.
+#[test]
+fn consul_a_writer_holds_consul_lock_s_key() {
+    let place = Place::consul("shared-writer-dot");
+    let api = consul_api(&place);
+    let key = place.key("writer-dot");
+    let dot = format!("{key}/.lock");
+    let work = scratch();
+    let writer = place.hold(
+        work.path(),
+        "echo $LOCKRUN_SESSION > \"$1/session\";",
+        &["elect", &key],
+    );
+    let session = std::fs::read_to_string(work.path().join("session")).unwrap();
+    let held = api.kv_get(&dot).expect("the writer's `KEY/.lock`");
+    assert_eq!(held.flags, LOCK_FLAG, "{held:?}");
+    assert_eq!(held.session.as_deref(), Some(session.trim()), "{held:?}");
+
+    let output = run(&mut place.lockrun(&["elect", "-s", "-n", &key, "--", "true"]));
+    place.status(&output, 75, "a reader beside the writer");
+    let output = run(&mut place.lockrun(&["semaphore", "--limit", "2", "-n", &key, "--", "true"]));
+    place.status(&output, 2, "a semaphore of the writer's name");
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(err.contains(&format!("lockrun elect {key}")), "{err}");
+    let output = run(&mut place.lockrun(&["list", &key]));
+    place.status(&output, 0, "list");
+    let rows = stdout(&output);
+    assert_eq!(
+        rows.lines().filter(|l| l.contains(&key)).count(),
+        1,
+        "{rows}"
+    );
+
+    let reader = spawn(
+        &place,
+        &["elect", "-s", &key],
+        work.path(),
+        "reader",
+        "true",
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let writer_end = now_ns();
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&writer.finish(), 0, "the writer");
+    place.status(&reader.finish(), 0, "the reader that waited");
+    let (start, _) = span(work.path(), "reader");
+    assert!(start > writer_end, "the reader ran beside the writer");
+    assert!(api.kv_get(&dot).is_none(), "the writer left `{dot}` behind");
+    let output = run(&mut place.lockrun(&["semaphore", "--limit", "2", "-n", &key, "--", "true"]));
+    place.status(&output, 0, "a semaphore once the writer is gone");
+}
+
 /// `flock(1)` on the lock file, with `args` (`-s`, `-x`, `-n`).
 fn flock(file: &Path, args: &[&str], script: &str) -> Command {
     let mut cmd = Command::new("flock");

@@ -95,7 +95,7 @@ impl Lease for ConsulSession {
         let tried = self.tried.borrow_mut().take();
         if let Some(tried) = tried {
             if !tried.released.get() {
-                release(&self.client, &tried.target, &self.id, &tried.value, None).await;
+                release(&self.client, &tried.target, &self.id, &tried.value, None, false).await;
             }
         }
         if let Err(e) = self.client.session_destroy(&self.id).await {
@@ -110,10 +110,13 @@ async fn release(
     session: &SessionId,
     value: &[u8],
     modify_index: Option<u64>,
+    dot: bool,
 ) -> bool {
     let released = match target {
         Target::Lock { key, shared: true } => shared::release(client, key, session).await,
-        Target::Lock { key, .. } => leader::release(client, key, session, value, modify_index).await,
+        Target::Lock { key, .. } => {
+            leader::release(client, key, session, value, modify_index, dot).await
+        }
         Target::Slot { prefix, .. } => semaphore::release(client, prefix, session).await,
     };
     match released {
@@ -362,9 +365,9 @@ impl Claim for ConsulClaim {
     /// Releases the key (deleting it with check-and-set when it is still as
     /// we last saw it, as `consul lock` leaves it) or our slot.
     async fn release(self) -> Result<(), AcquireError> {
-        let modify_index = match &self.kind {
-            Kind::Lock(h) => Some(h.modify_index),
-            Kind::Reader(_) | Kind::Slot(_) => None,
+        let (modify_index, dot) = match &self.kind {
+            Kind::Lock(h) => (Some(h.modify_index), h.dot),
+            Kind::Reader(_) | Kind::Slot(_) => (None, false),
         };
         let session = self.held().session.clone();
         let done = release(
@@ -373,6 +376,7 @@ impl Claim for ConsulClaim {
             &session,
             &self.value,
             modify_index,
+            dot,
         )
         .await;
         self.released.set(done);

@@ -520,6 +520,11 @@ impl Inspect for Outside {
             if p.key.split('/').any(|s| s.ends_with(".lockrun-queue")) {
                 continue;
             }
+            // A writer's hold on `KEY/.lock` (so that `consul lock KEY`
+            // waits) is part of its lock `KEY`, listed as that.
+            if shared::held_by_writer(p) && p.key.ends_with(&record) {
+                continue;
+            }
             let semaphore =
                 p.flags == SEMAPHORE_FLAG && p.key.ends_with(&record) && p.key.len() > record.len();
             if semaphore {

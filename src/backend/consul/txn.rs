@@ -22,6 +22,14 @@ pub enum TxnOp<'a> {
         flags: u64,
         session: &'a SessionId,
     },
+    /// Lets go of the key `session` holds, as `?release=` does (refused
+    /// unless `session` holds it), writing `value` and `flags`.
+    Unlock {
+        key: &'a str,
+        value: &'a [u8],
+        flags: u64,
+        session: &'a SessionId,
+    },
     /// Writes only if the key's ModifyIndex is still `index` (0: only if it
     /// does not exist).
     Cas {
@@ -45,6 +53,7 @@ impl TxnOp<'_> {
     fn key(&self) -> &str {
         match self {
             TxnOp::Lock { key, .. }
+            | TxnOp::Unlock { key, .. }
             | TxnOp::Cas { key, .. }
             | TxnOp::Delete { key }
             | TxnOp::DeleteCas { key, .. }
@@ -63,6 +72,18 @@ impl TxnOp<'_> {
                 session,
             } => json!({"KV": {
                 "Verb": "lock",
+                "Key": key,
+                "Value": b64(value),
+                "Flags": flags,
+                "Session": session.as_str(),
+            }}),
+            TxnOp::Unlock {
+                key,
+                value,
+                flags,
+                session,
+            } => json!({"KV": {
+                "Verb": "unlock",
                 "Key": key,
                 "Value": b64(value),
                 "Flags": flags,

@@ -20,6 +20,9 @@ pub struct Holding {
     pub held: Held,
     /// The key's ModifyIndex as last seen while it was ours.
     pub modify_index: u64,
+    /// Whether our session holds `KEY/.lock` too (see [`shared::writer_ops`]),
+    /// as far as we know: the release deletes it with `KEY`.
+    pub dot: bool,
     index: QueryIndex,
 }
 
@@ -54,31 +57,14 @@ pub(super) fn check_flags(key: &str, pair: &KvPair) -> Result<(), AcquireError> 
 pub fn consul_lock_holder(key: &str, pair: Option<&KvPair>) -> Option<String> {
     let pair = pair?;
     let session = pair.holder()?;
-    (pair.flags != super::SEMAPHORE_FLAG).then(|| {
+    // A lockrun writer's, held with `KEY`: waited for, not refused.
+    let writer = shared::held_by_writer(pair);
+    (pair.flags != super::SEMAPHORE_FLAG && !writer).then(|| {
         format!(
             "`{dot}` is held by session {session}: that is `consul lock {key}`'s key, which `{key}` does not exclude; to exclude `consul lock {key}` use the key `{dot}` (`lockrun elect {dot}`)",
             dot = pair.key
         )
     })
-}
-
-/// Refuses to take `key` while `consul lock KEY` holds `KEY/.lock`
-/// ([`consul_lock_holder`]): the two would run side by side, each holding
-/// its own key. One read before the first attempt, off a waiter's
-/// handover; a token that may not read `KEY/.lock` passes (what it cannot
-/// see it cannot be told about, and `consul lock` users share a token).
-async fn beside_consul_lock(client: &Client, key: &str) -> Result<(), AcquireError> {
-    let dot = super::semaphore::record_key(key);
-    match client.kv_get(&dot, Read::now()).await {
-        Ok((pair, _)) => match consul_lock_holder(key, pair.as_ref()) {
-            Some(why) => Err(AcquireError::Conflict(why)),
-            None => Ok(()),
-        },
-        Err(e) => {
-            tracing::debug!(key, "cannot read `{dot}` for a `consul lock` holder: {e}");
-            Ok(())
-        }
-    }
 }
 
 /// Takes the lock on `key`, waiting per `patience` with blocking reads while
@@ -90,7 +76,10 @@ async fn beside_consul_lock(client: &Client, key: &str) -> Result<(), AcquireErr
 /// over) and the `lock` itself: its answer carries the fencing number, and
 /// a refusal says whether a holder or a lock-delay stood in the way. While
 /// it is held, lockrun waiters queue (see [`queue`]) so that a release
-/// wakes one of them, not all.
+/// wakes one of them, not all; the holder's release hands the lock to the
+/// head of the queue ([`release`]), whose blocking read of `KEY` then finds
+/// it holding, with nothing more to write. A `consul lock KEY` holding
+/// `KEY/.lock` is refused, found in the first look before any write.
 pub async fn acquire(
     client: &Client,
     key: &str,
@@ -99,7 +88,6 @@ pub async fn acquire(
     patience: Wait,
     rank: Priority,
 ) -> Result<Acquired<Holding>, AcquireError> {
-    beside_consul_lock(client, key).await?;
     let mut waiter = Waiter::acquiring(patience);
     let mut delay = DelayBackoff::new();
     let mut holder = None;
@@ -109,6 +97,9 @@ pub async fn acquire(
     let mut free_at = Some(0);
     let mut line = queue::Line::new(queue::of_key(key), patience).ranked(rank);
     let mut deferral = rank.deferral();
+    // The listing index at which we last found another writer's
+    // `KEY/.lock` (see below).
+    let mut writer_dot: Option<u64> = None;
     loop {
         if let Some(index) = free_at.take() {
             let what = format!("acquiring `{key}`");
@@ -125,6 +116,28 @@ pub async fn acquire(
             if let shared::Dot::ConsulLock(why) = &look.dot {
                 return Err(AcquireError::Conflict(why.clone()));
             }
+            if let shared::Dot::Writer(other) = &look.dot {
+                // Another writer's: taken with `KEY` since we read it free
+                // (read `KEY` again, and wait on it as ever), or still held
+                // after it lost `KEY` (stopping its command: seen a second
+                // time with `KEY` free, we wait until it lets go).
+                if writer_dot.replace(look.index).is_some() {
+                    holder = Some(format!("session {other}"));
+                    if matches!(patience, Wait::Once) {
+                        return Ok(Acquired::No { holder });
+                    }
+                    match shared::changed(client, key, look.index, patience).await {
+                        Ok(true) => {}
+                        Ok(false) => return Ok(Acquired::No { holder }),
+                        Err(e) => waiter.retry(&what, e).await?,
+                    }
+                    free_at = Some(index);
+                    continue;
+                }
+                waiter.read_now();
+                continue;
+            }
+            writer_dot = None;
             if !look.readers.is_empty() {
                 let who = look.who();
                 if holder.as_deref() != Some(who.as_str()) {
@@ -151,7 +164,7 @@ pub async fn acquire(
                 free_at = Some(index);
                 continue;
             }
-            let Some(readers_ops) = shared::writer_ops(&look, session) else {
+            let Some((readers_ops, dot)) = shared::writer_ops(&look, session) else {
                 let refusals = match shared::prune(client, &look, session).await {
                     Ok(refusals) => refusals,
                     Err(e) => {
@@ -190,7 +203,7 @@ pub async fn acquire(
                 Ok(Txn::Applied(pairs)) => {
                     let pair = &pairs[1];
                     let index = QueryIndex::NONE.after(pair.modify_index);
-                    return Ok(Acquired::Yes(holding(key, session, pair, index)));
+                    return Ok(Acquired::Yes(holding(key, session, pair, index, dot)));
                 }
                 Ok(Txn::Refused(refusals)) => refusals,
                 Err(e) => {
@@ -226,12 +239,19 @@ pub async fn acquire(
         }
         if !line.head {
             match line.wait(client, patience, &mut waiter).await? {
-                Turn::Head => waiter.read_now(),
+                Turn::Head => {
+                    line.ready(client, session).await;
+                    waiter.read_now();
+                }
                 Turn::Stuck => {
                     // Fine while the lock is held; if it is free, nobody
                     // ahead took it in all that time: they are stuck, and
                     // we try.
                     match client.kv_get(key, Read::now()).await {
+                        Ok((Some(pair), _)) if pair.holder() == Some(session.as_str()) => {
+                            let index = QueryIndex::NONE.after(pair.modify_index);
+                            return Ok(Acquired::Yes(holding(key, session, &pair, index, true)));
+                        }
                         Ok((None, _)) => free_at = Some(0),
                         Ok((Some(pair), _)) if pair.holder().is_none() => {
                             check_flags(key, &pair)?;
@@ -264,7 +284,15 @@ pub async fn acquire(
         // higher waiter that comes sends it back behind.
         let result = if line.reads_with_queue() {
             match client.kv_list(key, read).await {
-                Ok((pairs, _)) if line.outranked(&pairs) => continue,
+                // Not once the lock is ours: handed to us as we read.
+                Ok((pairs, _))
+                    if !pairs
+                        .iter()
+                        .any(|p| p.key == key && p.holder() == Some(session.as_str()))
+                        && line.outranked(&pairs) =>
+                {
+                    continue
+                }
                 Ok((pairs, index)) => Ok((pairs.into_iter().find(|p| p.key == key), index)),
                 Err(e) => Err(e),
             }
@@ -284,10 +312,13 @@ pub async fn acquire(
         check_flags(key, &pair)?;
         match pair.holder() {
             Some(h) if h == session.as_str() => {
-                if let Err(e) = line.leave(client, session).await {
-                    tracing::debug!(key, "could not leave the queue: {e}");
-                }
-                return Ok(Acquired::Yes(holding(key, session, &pair, waiter.index())));
+                // Handed to us by the holder's release, which deleted our
+                // queue entry in the same transaction (or ours since a
+                // transaction of our own whose answer we lost, which did
+                // too): nothing to write. With `KEY/.lock`, as either
+                // writes it when it can (the release checks).
+                tracing::debug!(key, "handed the lock");
+                return Ok(Acquired::Yes(holding(key, session, &pair, waiter.index(), true)));
             }
             Some(h) => {
                 // Operators know holders by their value (a host name,
@@ -320,7 +351,7 @@ pub async fn acquire(
     }
 }
 
-fn holding(key: &str, session: &SessionId, pair: &KvPair, index: QueryIndex) -> Holding {
+fn holding(key: &str, session: &SessionId, pair: &KvPair, index: QueryIndex, dot: bool) -> Holding {
     Holding {
         held: Held {
             key: key.to_string(),
@@ -332,6 +363,7 @@ fn holding(key: &str, session: &SessionId, pair: &KvPair, index: QueryIndex) -> 
             lock_index: pair.modify_index,
         },
         modify_index: pair.modify_index,
+        dot,
         index,
     }
 }
@@ -392,18 +424,43 @@ pub(super) async fn released(client: &Client, session: &SessionId) -> Lost {
 }
 
 /// Gives the lock up, and our place in the queue if we were still waiting.
-/// With the ModifyIndex we last saw, the key is deleted
-/// with check-and-set, as `consul lock` leaves it (one write, one wake-up for
-/// waiters); if it changed since, we only release it, which never clobbers a
-/// lock that changed hands. Idempotent: safe after a cancelled acquire.
+/// A lock we held goes to the head of lockrun's queue when there is one
+/// ([`hand_over`]). Otherwise, with the ModifyIndex we last saw, the key is deleted with check-and-set,
+/// as `consul lock` leaves it, and with it our `KEY/.lock` (`dot`: checked
+/// ours and deleted), in one transaction (one write, one wake-up for
+/// waiters); if either changed since, we only release the key, which never
+/// clobbers a lock that changed hands, and delete `KEY/.lock` only while
+/// our session holds it. Idempotent: safe after a cancelled acquire.
 pub async fn release(
     client: &Client,
     key: &str,
     session: &SessionId,
     value: &[u8],
     modify_index: Option<u64>,
+    dot: bool,
 ) -> Result<(), ConsulError> {
+    let record = shared::record_key(key);
+    if modify_index.is_some() {
+        match hand_over(client, key, session, dot).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(e) => tracing::debug!(key, "could not hand the lock over: {e}"),
+        }
+    }
     match modify_index {
+        Some(index) if dot => {
+            let ops = [
+                TxnOp::DeleteCas { key, index },
+                TxnOp::CheckSession {
+                    key: &record,
+                    session: session.as_str(),
+                },
+                TxnOp::Delete { key: &record },
+            ];
+            if let Txn::Applied(_) = client.txn(&ops).await? {
+                return Ok(());
+            }
+        }
         Some(index) => {
             if client.kv_delete(key, Some(index)).await? {
                 return Ok(());
@@ -416,5 +473,89 @@ pub async fn release(
     client
         .kv_release(key, session.as_str(), value, LOCK_FLAG)
         .await?;
+    let ops = [
+        TxnOp::CheckSession {
+            key: &record,
+            session: session.as_str(),
+        },
+        TxnOp::Delete { key: &record },
+    ];
+    // Refused when it is not ours: nothing to do.
+    client.txn(&ops).await?;
     Ok(())
+}
+
+/// Hands the lock we hold to the head of lockrun's queue (ranked as the
+/// waiters rank themselves: [`queue::head`]), when its entry says it waits
+/// on the key ([`queue::Line::ready`]), in one transaction: `KEY`
+/// (and `KEY/.lock`, `dot`) unlocked by our session and locked with the
+/// head's, with the head's `--value`, its queue entry checked still held by
+/// its session and deleted. The head, blocking on `KEY`, wakes to find it
+/// holds the lock, and writes nothing; the waiter behind it wakes as the
+/// entry goes, and blocks on `KEY` in turn. Consul refuses the transaction
+/// if the head's session is gone, or the head left the queue, or the lock
+/// is not ours: then false, and the caller releases as without a queue.
+///
+/// A head that was killed while it waited on the key is handed a lock
+/// nobody runs, until its session lapses (2×TTL after its last renewal, at most) and
+/// its lock-delay passes: the waiter behind it takes it then.
+async fn hand_over(
+    client: &Client,
+    key: &str,
+    session: &SessionId,
+    dot: bool,
+) -> Result<bool, ConsulError> {
+    let (pairs, _) = client.kv_list(&queue::of_key(key), Read::now()).await?;
+    // Only a head that said it waits on the key: one that stopped or died
+    // before it became the head, or an older lockrun's, is left to the
+    // waiters behind it (see [`queue`]).
+    let Some(head) = queue::head(&pairs, session).filter(|h| queue::is_ready(h)) else {
+        return Ok(false);
+    };
+    let next = SessionId::new(head.holder().unwrap_or_default());
+    let value = queue::value_of(head).unwrap_or_default();
+    let record = shared::record_key(key);
+    let mut ops = vec![
+        TxnOp::Unlock {
+            key,
+            value: b"",
+            flags: LOCK_FLAG,
+            session,
+        },
+        TxnOp::Lock {
+            key,
+            value: value.as_bytes(),
+            flags: LOCK_FLAG,
+            session: &next,
+        },
+    ];
+    if dot {
+        ops.push(TxnOp::Unlock {
+            key: &record,
+            value: shared::WRITER_VALUE,
+            flags: LOCK_FLAG,
+            session,
+        });
+        ops.push(TxnOp::Lock {
+            key: &record,
+            value: shared::WRITER_VALUE,
+            flags: LOCK_FLAG,
+            session: &next,
+        });
+    }
+    ops.push(TxnOp::CheckSession {
+        key: &head.key,
+        session: next.as_str(),
+    });
+    ops.push(TxnOp::Delete { key: &head.key });
+    match client.txn(&ops).await? {
+        Txn::Applied(_) => {
+            tracing::debug!(key, to = %next, "handed the lock over");
+            Ok(true)
+        }
+        Txn::Refused(refusals) => {
+            tracing::debug!(key, to = %next, "could not hand the lock over: {}", refusals[0].what);
+            Ok(false)
+        }
+    }
 }

@@ -38,6 +38,14 @@
 //! instead of [`STUCK_CHECK`], and a free lock is left to it only for that
 //! long ([`crate::backend::priority::Deferral`]).
 //!
+//! A lockrun holder of a leader key hands it to the head of this queue as it
+//! lets go ([`leader::release`](super::leader::release)), if the head said
+//! in its entry that it waits on the key ([`Line::ready`]): the head's
+//! blocking read of the key finds it holding. A head that died after it
+//! said so is handed the lock all the same, and keeps it until its session
+//! lapses and its lock-delay passes; the waiter behind it, which wakes as
+//! the head's entry goes with the hand-off, then takes it.
+//!
 //! `consul lock` ignores the queue and competes as before; a token that may
 //! not write the queue's keys turns the queue off and waiters wait as they
 //! did without.
@@ -94,6 +102,10 @@ pub struct Line {
     /// Our rank, for a leader lock's queue; `None` for a semaphore's, whose
     /// entries carry none.
     rank: Option<Priority>,
+    /// Our entry's value as written (a leader lock's queue), and whether it
+    /// says yet that we wait on the lock itself ([`Line::ready`]).
+    entry: Option<serde_json::Value>,
+    ready: bool,
 }
 
 /// An entry's priority: 0 for one that carries none.
@@ -102,6 +114,12 @@ pub fn level_of(pair: &KvPair) -> u32 {
         .as_u64()
         .and_then(|l| u32::try_from(l).ok())
         .unwrap_or(0)
+}
+
+/// Whether an entry says its waiter waits on the lock itself (see
+/// [`Line::ready`]).
+pub fn is_ready(pair: &KvPair) -> bool {
+    decoded(pair)["ready"].as_bool() == Some(true)
 }
 
 /// An entry's `--value`, when it carries one.
@@ -125,6 +143,15 @@ fn order(pair: &KvPair) -> (std::cmp::Reverse<u32>, u64, &str) {
     )
 }
 
+/// The head of a leader lock's queue, as its waiters rank themselves
+/// ([`order`]): the first live entry that is not `ours`.
+pub fn head<'a>(pairs: &'a [KvPair], ours: &SessionId) -> Option<&'a KvPair> {
+    pairs
+        .iter()
+        .filter(|p| p.holder().is_some_and(|h| h != ours.as_str()))
+        .min_by(|a, b| order(a).cmp(&order(b)))
+}
+
 /// The live entry just ahead of ours.
 #[derive(Debug)]
 struct Ahead {
@@ -145,6 +172,8 @@ impl Line {
             head: true,
             ahead: None,
             rank: None,
+            entry: None,
+            ready: false,
         }
     }
 
@@ -180,10 +209,10 @@ impl Line {
         if self.joined {
             return Ok(());
         }
-        let value = self.rank.map(|r| {
+        self.entry = self.rank.map(|r| {
             serde_json::json!({ "priority": r.level, "value": String::from_utf8_lossy(value) })
-                .to_string()
         });
+        let value = self.entry.as_ref().map(serde_json::Value::to_string);
         match enter(client, &self.prefix, session, value.as_deref().unwrap_or("")).await {
             Ok(entered) => {
                 self.joined = true;
@@ -192,6 +221,36 @@ impl Line {
                 Ok(())
             }
             Err(e) => waiter.retry(what, e).await,
+        }
+    }
+
+    /// Says in our entry (`"ready": true`, written with our session) that
+    /// we, the head of a leader lock's queue, wait on the lock itself, so
+    /// that the holder's release may hand it to us
+    /// ([`leader::release`](super::leader::release)): a head that never
+    /// said so (an entry that stopped before it became the head, an older
+    /// lockrun's) is left to take a free lock itself, as it would without
+    /// the hand-off, and the waiters behind it check on it. Once, best
+    /// effort: a failure only costs the hand-off.
+    pub async fn ready(&mut self, client: &Client, session: &SessionId) {
+        let (Some(place), Some(entry), false) = (&self.place, &mut self.entry, self.ready) else {
+            return;
+        };
+        self.ready = true;
+        entry["ready"] = serde_json::Value::Bool(true);
+        let value = entry.to_string();
+        let ops = [TxnOp::Lock {
+            key: &place.key,
+            value: value.as_bytes(),
+            flags: 0,
+            session,
+        }];
+        match client.txn(&ops).await {
+            Ok(Txn::Applied(_)) => {}
+            Ok(Txn::Refused(refusals)) => {
+                tracing::debug!(entry = place.key, "cannot say we wait on the lock: {}", refusals[0].what)
+            }
+            Err(e) => tracing::debug!(entry = place.key, "cannot say we wait on the lock: {e}"),
         }
     }
 

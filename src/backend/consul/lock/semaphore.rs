@@ -138,9 +138,14 @@ impl View {
 /// named a lock, not a semaphore.
 fn a_lock_already(prefix: &str, pairs: &[KvPair]) -> Option<AcquireError> {
     let record_key = record_key(prefix);
-    pairs
+    let lock = pairs
         .iter()
         .find(|p| p.key == record_key && p.flags == super::LOCK_FLAG)?;
+    if super::shared::held_by_writer(lock) {
+        return Some(AcquireError::Usage(format!(
+            "`{record_key}` is held by `lockrun elect {prefix}` while it runs (so that `consul lock {prefix}` waits for it), not a semaphore's record: `{prefix}` is a leader lock; use another PREFIX for the semaphore"
+        )));
+    }
     Some(AcquireError::Usage(format!(
         "`{record_key}` is a leader lock (`consul lock {prefix}` without -n, or `lockrun elect {record_key}`), not a semaphore's record; use `lockrun elect {record_key}`, or another PREFIX for the semaphore"
     )))

@@ -47,6 +47,19 @@ use super::{queue, AcquireError, Acquired, DelayBackoff, Held, Waiter, LOCK_FLAG
 /// `consul lock -n N KEY` refuse the record instead of taking it over.
 pub const SHARED_FLAG: u64 = 0x6c6f_636b_7264_7273;
 
+/// The value of `KEY/.lock` while a lockrun writer holds it (with its
+/// session and the Go API's `LockFlagValue`, as `consul lock KEY` would):
+/// `consul lock KEY` waits on it, and readers and other writers know it
+/// for the writer of `KEY` rather than `consul lock`. Nothing is decided
+/// by the value alone: the lock is the key's session.
+pub const WRITER_VALUE: &[u8] = br#"{"Writer":true}"#;
+
+/// Whether `pair` (as read at `KEY/.lock`) is held by a lockrun writer of
+/// `KEY`.
+pub fn held_by_writer(pair: &KvPair) -> bool {
+    pair.flags == LOCK_FLAG && pair.holder().is_some() && pair.value_bytes() == WRITER_VALUE
+}
+
 /// How many dead readers a writer's transaction removes at most; Consul
 /// takes 64 operations in one transaction, and each costs two.
 const PRUNE_BATCH: usize = 24;
@@ -77,8 +90,6 @@ pub struct Look {
     pub writer_waits: bool,
     /// The listing's index, to block on.
     pub index: u64,
-    /// A free `consul lock` key's value, to write back as it is.
-    pub free_lock_value: Vec<u8>,
 }
 
 /// What `KEY/.lock` is.
@@ -92,6 +103,9 @@ pub enum Dot {
     FreeLock(u64),
     /// `consul lock KEY` holds it: the refusal.
     ConsulLock(String),
+    /// A lockrun writer of `KEY` holds it (with `KEY`), held by this
+    /// session: readers and other writers wait for it to go.
+    Writer(String),
     /// Anything else (a semaphore's record, data): the refusal.
     Foreign(String),
 }
@@ -120,11 +134,6 @@ impl Look {
         let under = format!("{record_key}/");
         let queue = queue::of_key(key);
         let mut members = BTreeSet::new();
-        let free_lock_value = pairs
-            .iter()
-            .find(|p| p.key == record_key)
-            .map(|p| p.value_bytes().to_vec())
-            .unwrap_or_default();
         let dot = match pairs.iter().find(|p| p.key == record_key) {
             None => Dot::Absent,
             Some(p) if p.flags == SHARED_FLAG => match decode(p.value_bytes()) {
@@ -136,6 +145,7 @@ impl Look {
                     "`{record_key}` is not a readers' record ({e}); delete it if no reader of `{key}` runs"
                 )),
             },
+            Some(p) if held_by_writer(p) => Dot::Writer(p.holder().unwrap_or_default().to_string()),
             Some(p) if p.flags == LOCK_FLAG => match super::leader::consul_lock_holder(key, Some(p)) {
                 Some(why) => Dot::ConsulLock(why),
                 None => Dot::FreeLock(p.modify_index),
@@ -169,7 +179,6 @@ impl Look {
             members,
             writer_waits,
             index,
-            free_lock_value,
         }
     }
 
@@ -233,10 +242,15 @@ pub async fn changed(
 
 /// What a writer's transaction adds, from `look` (which showed no live
 /// reader): each dead reader's entry taken and deleted, so that its
-/// lock-delay refuses the transaction while it runs, and the record deleted
-/// as it was read (absent: a check that it still is). `None` when there
-/// are more dead readers than one transaction takes: [`prune`] first.
-pub fn writer_ops<'a>(look: &'a Look, session: &'a SessionId) -> Option<Vec<TxnOp<'a>>> {
+/// lock-delay refuses the transaction while it runs, and `KEY/.lock` taken
+/// with the writer's session and `consul lock`'s flags, from what was read
+/// (absent, the readers' record with no live reader, or a `consul lock`
+/// key nobody holds, through its lock-delay), so that a `consul lock KEY`
+/// that comes while the writer holds waits on it. A semaphore's record
+/// there is left alone. `None` when there are more dead readers than one
+/// transaction takes: [`prune`] first. The flag says whether `KEY/.lock`
+/// is taken.
+pub fn writer_ops<'a>(look: &'a Look, session: &'a SessionId) -> Option<(Vec<TxnOp<'a>>, bool)> {
     if look.dead.len() > PRUNE_BATCH {
         return None;
     }
@@ -250,30 +264,31 @@ pub fn writer_ops<'a>(look: &'a Look, session: &'a SessionId) -> Option<Vec<TxnO
         });
         ops.push(TxnOp::Delete { key: entry });
     }
-    match look.dot {
-        Dot::Absent => ops.push(TxnOp::DeleteCas {
-            key: &look.record_key,
-            index: 0,
-        }),
-        Dot::Readers(index) => ops.push(TxnOp::DeleteCas {
-            key: &look.record_key,
-            index,
-        }),
-        // `consul lock KEY`'s own key, free: written back as it is, only
-        // if it still is, since a reader takes it over (attack review: a
-        // reader's transaction between our look and ours let us in beside
-        // it, KEY being free again after the reader's).
-        Dot::FreeLock(index) => ops.push(TxnOp::Cas {
-            key: &look.record_key,
-            value: &look.free_lock_value,
-            flags: LOCK_FLAG,
-            index,
-        }),
+    // Unchanged since read (absent: still absent), so that a reader or a
+    // `consul lock` that came meanwhile refuses the transaction.
+    let index = match look.dot {
+        Dot::Absent => Some(0),
+        Dot::Readers(index) | Dot::FreeLock(index) => Some(index),
         // Something the writer's older rules already judged (a semaphore's
         // record beside a lock) or refused.
-        Dot::ConsulLock(_) | Dot::Foreign(_) => {}
-    }
-    Some(ops)
+        Dot::ConsulLock(_) | Dot::Foreign(_) | Dot::Writer(_) => None,
+    };
+    let Some(index) = index else {
+        return Some((ops, false));
+    };
+    ops.push(TxnOp::Cas {
+        key: &look.record_key,
+        value: WRITER_VALUE,
+        flags: LOCK_FLAG,
+        index,
+    });
+    ops.push(TxnOp::Lock {
+        key: &look.record_key,
+        value: WRITER_VALUE,
+        flags: LOCK_FLAG,
+        session,
+    });
+    Some((ops, true))
 }
 
 /// Removes a batch of dead readers from the record (through their
@@ -366,12 +381,17 @@ pub async fn acquire(
             Dot::ConsulLock(why) | Dot::Foreign(why) => {
                 return Err(AcquireError::Conflict(why.clone()))
             }
-            Dot::Absent | Dot::Readers(_) | Dot::FreeLock(_) => {}
+            Dot::Absent | Dot::Readers(_) | Dot::FreeLock(_) | Dot::Writer(_) => {}
         }
-        if look.writer_waits {
-            let who = "a writer waiting".to_string();
+        if look.writer_waits || matches!(look.dot, Dot::Writer(_)) {
+            // A writer took `KEY` since we read it free (its `KEY/.lock`
+            // with it), or waits for it: either way, until it is gone.
+            let who = match &look.dot {
+                Dot::Writer(session) => format!("a writer (session {session})"),
+                _ => "a writer waiting".to_string(),
+            };
             if holder.as_deref() != Some(who.as_str()) {
-                tracing::info!(target: crate::logging::EVENT, lock = key, "waiting: a writer waits, readers queue behind it");
+                tracing::info!(target: crate::logging::EVENT, lock = key, holder = %who, "waiting: a writer holds or waits, readers queue behind it");
             }
             holder = Some(who);
             match changed(client, key, look.index, patience).await {
