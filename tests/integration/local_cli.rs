@@ -583,9 +583,11 @@ fn a_guard_granted_a_replaced_lock_file_runs_nothing_until_the_new_one_is_free()
     hold.arg(work.path());
     let holder = Running::spawn(&mut hold);
     wait_for_file(&work.path().join("up"));
-    let mut wait = place.lockrun(&["elect", "k", "--", "sh", "-c", LOGGED]);
+    // A shell builtin first: the start is on disk before anything can stop it.
+    let child = format!(": > \"$0/began\"; {LOGGED}");
+    let mut wait = place.lockrun(&["elect", "k", "--", "sh", "-c", &child]);
     wait.arg(work.path()).arg("w");
-    let waiter = Running::spawn(&mut wait);
+    let mut waiter = Running::spawn(&mut wait);
     assert!(
         wait_until(procs::deadline(), || blocked_on(&file).len() == 1),
         "the waiter never waited on the lock"
@@ -597,15 +599,22 @@ fn a_guard_granted_a_replaced_lock_file_runs_nothing_until_the_new_one_is_free()
     let flock = FlockHolder::start(&file, rival.path());
     std::fs::write(work.path().join("go"), "").unwrap();
     let _ = holder.finish();
-    // The waiter either started (wrongly) or waits on the new file.
-    let started = work.path().join("w.start");
+    // The waiter's command started (wrongly), or it waits on the new
+    // file, or it ended (a command started and stopped as lost).
+    let began = work.path().join("began");
     assert!(
-        wait_until(procs::deadline(), || started.exists()
-            || !blocked_on(&file).is_empty()),
+        wait_until(procs::deadline(), || began.exists()
+            || !blocked_on(&file).is_empty()
+            || waiter.exited()),
         "the waiter neither started nor waited on the new file"
     );
+    let early = began.exists();
     let freed_at = now_ns();
     flock.end();
+    assert!(
+        !early,
+        "the waiter's command started while flock(1) held the new file"
+    );
     place.status(&waiter.finish(), 0, "the waiter");
     let ((start, _), _, _) = logged(work.path(), "w");
     assert!(
