@@ -1472,7 +1472,7 @@ fn on_grant(
             child_pgid: Some(pgid),
         }),
     };
-    facts.write(&files).ok()?;
+    facts.write(files).ok()?;
     let granted = GuardGranted {
         fence: facts.fence,
         since_ms,
