@@ -53,6 +53,8 @@ use std::process::ExitCode;
 /// The whole program: parse, validate, run, map the outcome to an exit status.
 pub fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
+    // What an armed guard runs on its grant, forked or exec'd.
+    child::set_grant_step(backend::grant_in_guard);
     if args.get(1).is_some_and(|a| a == "__guard") {
         return child::guard::main(args.into_iter().skip(2).collect());
     }

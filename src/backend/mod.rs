@@ -260,6 +260,22 @@ pub trait Engine {
         wait: Wait,
     ) -> impl Future<Output = Result<Acquisition<Self::Claim>, Self::Error>>;
 
+    /// [`Engine::acquire`], where the engine can hand the wait to `guard`,
+    /// which then starts the child itself the moment the lock is granted:
+    /// `(Held, true)` when the guard runs the child already. The default
+    /// waits as `acquire` does, and the guard is given its go later.
+    fn acquire_in_guard<G: GuardWait>(
+        &self,
+        lease: &Self::Lease,
+        target: &Target,
+        value: &str,
+        wait: Wait,
+        guard: &mut G,
+    ) -> impl Future<Output = Result<(Acquisition<Self::Claim>, bool), Self::Error>> {
+        let _ = guard;
+        async move { Ok((self.acquire(lease, target, value, wait).await?, false)) }
+    }
+
     /// Lets `claim` go and ends `lease`, the one it was acquired under: the
     /// claim first, then the lease, unless the engine can end both in one
     /// write, so that the waiter it wakes finds no second write in flight.
@@ -273,6 +289,39 @@ pub trait Engine {
             lease.close().await;
             released
         }
+    }
+}
+
+/// A parked guard that can wait for a claim's descriptor itself and start
+/// the child the moment the lock is granted (`flock(1)`'s way: nobody woken
+/// between the grant and the start). See [`Engine::acquire_in_guard`].
+pub trait GuardWait {
+    /// Lends `lock` to the guard, which waits for its exclusive lock, runs
+    /// [`grant_in_guard`] with `grant`, and starts the child with `env`,
+    /// each of `fence_vars` set to the fencing number that step returns,
+    /// and the sequencer, built from it and `holder`. An error when the
+    /// guard cannot (a terminal, say): nothing was sent.
+    fn arm(
+        &mut self,
+        lock: &OwnedFd,
+        env: Vec<(OsString, OsString)>,
+        fence_vars: Vec<String>,
+        holder: Option<String>,
+        grant: String,
+    ) -> std::io::Result<()>;
+    /// The armed guard's answer.
+    fn report(&mut self) -> impl Future<Output = std::io::Result<crate::child::Report>>;
+    /// Takes the wait back; the answer may be a grant that came first.
+    fn disarm(&mut self) -> impl Future<Output = std::io::Result<crate::child::Report>>;
+}
+
+/// The engines' steps in an armed guard (see [`GuardWait`]), by the first
+/// word of the grant text. Set as the guard's step at start-up.
+pub fn grant_in_guard(grant: &str) -> Option<crate::child::OnGrant> {
+    let (engine, rest) = grant.split_once(' ')?;
+    match engine {
+        "local" => local::grant_in_guard(rest),
+        _ => None,
     }
 }
 

@@ -207,10 +207,25 @@ pub(super) fn run(
     // becomes close-on-exec before COMMAND exists, so COMMAND never holds it.
     // The go message may lend us a descriptor to hold (a `flock`ed file):
     // ours until we exit, never COMMAND's (it comes close-on-exec).
+    // Armed (see `go`), we wait for the lock ourselves and start COMMAND
+    // the moment it is granted; taken back, or refused by the engine's
+    // step, we are parked again. `granted` is then what lockrun is told,
+    // once COMMAND is started.
+    let mut granted = None;
     let parked = match go {
         Some(fd) => (|| {
             let pipe = sys::take_inherited(fd).ok()?;
-            let go = go::receive(&pipe)?;
+            let go = loop {
+                match go::receive(&pipe)? {
+                    go::Message::Go(go) => break go,
+                    go::Message::Arm(go, arming) => {
+                        if let Some((go, report)) = wait_armed(&pipe, go, arming, plan.as_ref()) {
+                            granted = Some(report);
+                            break go;
+                        }
+                    }
+                }
+            };
             sys::close_on_exec(&pipe).ok()?;
             // A verdict is about a lent descriptor, or nothing.
             let held = go.lent.map(|fd| Held {
@@ -243,7 +258,15 @@ pub(super) fn run(
     // sessions: we can find it, signal it, and we exit only once it is
     // empty (`end_tree`), which is what lockrun waits for before it gives
     // up the lock on any backend.
+    // Armed: lockrun learns of the grant once COMMAND is started (or
+    // failed to start, which it then hears of as after a go).
+    let tell = |channel: &Channel, granted: Option<String>| {
+        if let (Some(report), Some(pipe)) = (granted, channel.pipe.as_ref()) {
+            let _ = (&*pipe).write_all(&go::Report::Granted(report).encode());
+        }
+    };
     if nix::sys::prctl::set_child_subreaper(true).is_err() {
+        tell(&channel, granted);
         if let Some(held) = held {
             hand_back(held, &mut channel, false);
         }
@@ -290,6 +313,7 @@ pub(super) fn run(
         }
         prepared.spawn()
     });
+    tell(&channel, granted);
     let mut child = match spawned {
         Ok(child) => child,
         Err(err) => {
@@ -361,6 +385,60 @@ pub(super) fn run(
             GUARD_FAILED
         }
     }
+}
+
+/// An armed guard's wait (see `go`): the lent descriptor's lock, then the
+/// engine's step. The go message to go on with and the report for lockrun,
+/// once granted and accepted; `None`, having answered lockrun, when the
+/// wait was taken back or the grant refused (let go at once: nothing ran).
+fn wait_armed(
+    pipe: &File,
+    go: go::Go,
+    arming: go::Arming,
+    plan: Option<&CgroupPlan>,
+) -> Option<(go::Go, String)> {
+    let answer = |report: go::Report| {
+        let _ = (&*pipe).write_all(&report.encode());
+    };
+    let lent = go.lent.as_ref()?;
+    let on_grant = super::grant_step().and_then(|step| step(&arming.grant));
+    match sys::guard_wait_lock(lent.as_fd()) {
+        Ok(true) => {}
+        Ok(false) => {
+            answer(go::Report::Disarmed);
+            return None;
+        }
+        Err(_) => {
+            answer(go::Report::Declined);
+            return None;
+        }
+    }
+    let Some((fence, report)) = on_grant.and_then(|on_grant| on_grant(lent.as_fd())) else {
+        let _ = sys::unlock(lent.as_fd());
+        answer(go::Report::Declined);
+        return None;
+    };
+    // As lockrun does before a go: a job whose lockrun and guard were both
+    // killed runs on in its cgroup, unsupervised, and the lock may have
+    // just come to us from it: it is killed before COMMAND starts.
+    if let Some(plan) = plan {
+        super::cgroup::remove_stale(&plan.parent);
+    }
+    let mut go = go;
+    let fence_text = OsString::from(fence.to_string());
+    for key in arming.fence_vars {
+        go.env.push((key.into(), fence_text.clone()));
+    }
+    if let Some((name, backend, key, holder)) = arming.sequencer {
+        let sequencer = crate::ops::sequencer::Sequencer {
+            backend,
+            key,
+            fence,
+            holder,
+        };
+        go.env.push((name.into(), sequencer.encode().into()));
+    }
+    Some((go, report))
 }
 
 /// What the guard waits on while COMMAND runs: COMMAND's exit (SIGCHLD on a

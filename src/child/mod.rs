@@ -86,6 +86,7 @@ use std::time::Duration;
 
 pub use cgroup::Containment;
 pub use deadline::{Deadline, GuardDeadlines, Verdict};
+pub use go::{Arming, Report};
 pub use orphans::adopt as adopt_orphans;
 
 /// Kills and removes the cgroups of jobs whose guard is gone (lockrun and
@@ -966,6 +967,172 @@ impl Prepared {
             cgroup: self.containment.dir_of(pid),
             started_stopped,
         })
+    }
+}
+
+/// The engine's step in an armed guard (see `go`): given the arming's
+/// `grant` text, before the wait, what to do once the lock is granted
+/// (what can be done before, opening the lock's directory, is done then,
+/// off the handover's path). That takes the granted descriptor and returns
+/// the fencing number and the text to report to lockrun; `None`, from
+/// either, refuses the grant, and the guard lets go and runs nothing. Set
+/// once, at start-up, before any guard is forked or exec'd.
+pub type GrantStep = fn(&str) -> Option<OnGrant>;
+
+/// What an armed guard does once granted (see [`GrantStep`]).
+pub type OnGrant = Box<dyn FnOnce(std::os::fd::BorrowedFd<'_>) -> Option<(u64, String)>>;
+
+static GRANT_STEP: std::sync::OnceLock<GrantStep> = std::sync::OnceLock::new();
+
+/// Sets the step an armed guard runs on the grant ([`GrantStep`]).
+pub fn set_grant_step(step: GrantStep) {
+    let _ = GRANT_STEP.set(step);
+}
+
+fn grant_step() -> Option<GrantStep> {
+    GRANT_STEP.get().copied()
+}
+
+/// How often lockrun repeats the disarm signal until the guard answers: one
+/// that lands between the guard's look at its flag and its `flock` call
+/// cannot interrupt it.
+const DISARM_REPEAT: Duration = Duration::from_millis(5);
+
+/// How long lockrun waits for an armed guard's answer once it has asked
+/// for its wait back: past that, the guard is taken for stuck, and ended.
+const DISARM_PATIENCE: Duration = Duration::from_secs(5);
+
+impl Prepared {
+    /// Arms the parked guard (see `go`): it waits for the lock of `lock`
+    /// itself and starts COMMAND with `env` and what `arming` adds the
+    /// moment it is granted, with nobody to wake between the grant and the
+    /// start; with `verdict`, promised one as [`Prepared::start_handing_over`]'s
+    /// guard is. Its answer comes from [`Prepared::report`]; until then it
+    /// may be asked for its wait back ([`Prepared::disarm`]).
+    ///
+    /// Only where nothing must happen in lockrun between the grant and the
+    /// start: not on a terminal, nor in a job stopped now
+    /// (`ErrorKind::Unsupported` then, and nothing was sent).
+    pub fn arm(
+        &mut self,
+        env: &[(OsString, OsString)],
+        arming: &Arming,
+        lock: &OwnedFd,
+        verdict: bool,
+    ) -> io::Result<()> {
+        let Some(parked) = self.parked.as_ref() else {
+            unreachable!("a Prepared is parked until started or dropped");
+        };
+        // On a terminal, whether COMMAND gets it is decided as it starts
+        // (lockrun may be moved to the foreground meanwhile): not here.
+        let terminal = match parked.terminal {
+            Terminal::Auto => {
+                use std::os::fd::AsFd;
+                nix::unistd::isatty(io::stdin().as_fd()).unwrap_or(true)
+            }
+            Terminal::Never => false,
+        };
+        if terminal || crate::job::job_stopping() {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the guard cannot start the child alone here",
+            ));
+        }
+        let message = go::encode_arm(env, verdict, arming)?;
+        go::send(&parked.go, &message, Some(lock))
+    }
+
+    /// The armed guard's answer (see `go`). An error when it is gone or
+    /// said what no guard says: it then runs nothing, or is ended with us.
+    pub async fn report(&mut self) -> io::Result<Report> {
+        let Some(parked) = self.parked.as_ref() else {
+            unreachable!("a Prepared is parked until started or dropped");
+        };
+        let channel = sys::register_channel(&parked.go)?;
+        let mut bytes = Vec::new();
+        loop {
+            match Report::decode(&bytes) {
+                Ok(Some(report)) => return Ok(report),
+                Ok(None) => {}
+                Err(()) => return Err(io::Error::other("the guard's answer is garbled")),
+            }
+            let mut guard = channel.readable().await?;
+            let mut buf = [0u8; 512];
+            // One record at most is in flight: read no further than it.
+            match guard.try_io(|fd| io::Read::read(&mut fd.get_ref(), &mut buf)) {
+                Ok(Ok(0)) => return Err(io::Error::other("the guard is gone")),
+                Ok(Ok(n)) => bytes.extend_from_slice(&buf[..n]),
+                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(Err(e)) => return Err(e),
+                Err(_would_block) => {}
+            }
+        }
+    }
+
+    /// Takes an armed guard's wait back, and returns its answer: a grant
+    /// may have come first. Ends with an error, the guard left to be
+    /// dropped, if none comes within [`DISARM_PATIENCE`].
+    pub async fn disarm(&mut self) -> io::Result<Report> {
+        let pid = self.pid;
+        let deadline = Instant::now() + DISARM_PATIENCE;
+        let asking = async {
+            loop {
+                sys::ask_guard_to_disarm(pid);
+                sleep(DISARM_REPEAT).await;
+                if Instant::now() >= deadline {
+                    return;
+                }
+            }
+        };
+        tokio::select! {
+            report = self.report() => report,
+            () = asking => Err(io::Error::other("the guard did not give its wait back")),
+        }
+    }
+
+    /// The guard an armed wait was granted to, running COMMAND already, as
+    /// [`Prepared::start_with`] would have returned it.
+    pub fn into_started(mut self, verdict: bool) -> Child {
+        let pid = self.pid;
+        let Some(Parked {
+            go,
+            sigchld,
+            terminal,
+        }) = self.parked.take()
+        else {
+            unreachable!("a Prepared is parked until started or dropped");
+        };
+        let job = match crate::job::Watch::new() {
+            Some(Ok(watch)) => Some(watch),
+            Some(Err(err)) => {
+                tracing::debug!("cannot watch the job's stops and continues: {err}");
+                None
+            }
+            None => None,
+        };
+        tracing::debug!(pid, "the armed guard started the child");
+        if self.announce {
+            tracing::info!("containment: {}", self.containment.describe(pid));
+        } else {
+            tracing::debug!("containment: {}", self.containment.describe(pid));
+        }
+        Child {
+            pid,
+            state: State::Running,
+            sigchld,
+            foreground: None,
+            sweep_until: None,
+            deadlines: Some(go),
+            verdict_owed: verdict,
+            terminal,
+            job,
+            stopped: false,
+            stopping: None,
+            latest_deadline: Arc::default(),
+            ending: false,
+            cgroup: self.containment.dir_of(pid),
+            started_stopped: false,
+        }
     }
 }
 

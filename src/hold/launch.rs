@@ -41,6 +41,90 @@ pub trait Parked {
         hold: Option<OwnedFd>,
         verdict: bool,
     ) -> io::Result<Self::Child>;
+
+    /// Arms the guard to wait for `lock` itself and start COMMAND on the
+    /// grant (see [`crate::backend::GuardWait`]); promised a verdict with
+    /// `verdict`. Unsupported unless the guard can.
+    fn arm(
+        &mut self,
+        _env: &[(OsString, OsString)],
+        _arming: &child::Arming,
+        _lock: &OwnedFd,
+        _verdict: bool,
+    ) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this guard cannot be armed",
+        ))
+    }
+
+    /// The armed guard's answer.
+    fn report(&mut self) -> impl Future<Output = io::Result<child::Report>> {
+        async { Err(io::Error::other("the guard is not armed")) }
+    }
+
+    /// Takes an armed guard's wait back: its answer.
+    fn disarm(&mut self) -> impl Future<Output = io::Result<child::Report>> {
+        async { Err(io::Error::other("the guard is not armed")) }
+    }
+
+    /// The guard whose armed wait was granted, running COMMAND already.
+    fn into_started(self, _verdict: bool) -> io::Result<Self::Child>
+    where
+        Self: Sized,
+    {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this guard cannot be armed",
+        ))
+    }
+}
+
+/// A parked guard lent to the engine's wait ([`crate::backend::GuardWait`]),
+/// with what COMMAND gets beside the engine's variables: the sequencer, for
+/// an exclusive lock (its backend and key; the fence is the grant's).
+pub struct Arm<'a, P: Parked> {
+    pub parked: &'a mut P,
+    pub sequencer: Option<(String, String)>,
+    pub verdict: bool,
+    /// Whether the guard was armed, once: then the claim, if any, came
+    /// with the child started.
+    pub armed: bool,
+}
+
+impl<P: Parked> crate::backend::GuardWait for Arm<'_, P> {
+    fn arm(
+        &mut self,
+        lock: &OwnedFd,
+        env: Vec<(OsString, OsString)>,
+        fence_vars: Vec<String>,
+        holder: Option<String>,
+        grant: String,
+    ) -> io::Result<()> {
+        let arming = child::Arming {
+            grant,
+            fence_vars,
+            sequencer: self.sequencer.clone().map(|(backend, key)| {
+                (
+                    crate::ops::sequencer::VARIABLE.to_owned(),
+                    backend,
+                    key,
+                    holder,
+                )
+            }),
+        };
+        self.parked.arm(&env, &arming, lock, self.verdict)?;
+        self.armed = true;
+        Ok(())
+    }
+
+    async fn report(&mut self) -> io::Result<child::Report> {
+        self.parked.report().await
+    }
+
+    async fn disarm(&mut self) -> io::Result<child::Report> {
+        self.parked.disarm().await
+    }
 }
 
 /// A running child, as [`super::supervise`] stops it.
@@ -75,6 +159,28 @@ impl Parked for child::Prepared {
             Some(hold) => self.start_lending(env, hold),
             None => child::Prepared::start(self, env),
         }
+    }
+
+    fn arm(
+        &mut self,
+        env: &[(OsString, OsString)],
+        arming: &child::Arming,
+        lock: &OwnedFd,
+        verdict: bool,
+    ) -> io::Result<()> {
+        child::Prepared::arm(self, env, arming, lock, verdict)
+    }
+
+    async fn report(&mut self) -> io::Result<child::Report> {
+        child::Prepared::report(self).await
+    }
+
+    async fn disarm(&mut self) -> io::Result<child::Report> {
+        child::Prepared::disarm(self).await
+    }
+
+    fn into_started(self, verdict: bool) -> io::Result<child::Child> {
+        Ok(child::Prepared::into_started(self, verdict))
     }
 }
 

@@ -446,7 +446,7 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
         // that lives in a descriptor is lent to it with the go). It runs
         // nothing until `start`; every path below that does not start it
         // drops it, which ends it.
-        let parked = match self.guards.park() {
+        let mut parked = match self.guards.park() {
             Ok(parked) => parked,
             Err(failure) => {
                 cleanup::<E>(self.target, None, lease).await;
@@ -459,7 +459,7 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
             .config
             .budget
             .map(|budget| Countdown::new(budget, lease.confirmed_at()).observed_by(beacon.clone()));
-        let claim = match self.wait(&lease, &mut countdown).await {
+        let (claim, started) = match self.wait(&lease, &mut countdown, &mut parked).await {
             Ok(Step::Next(claim)) => claim,
             Ok(Step::Over(outcome)) => {
                 beacon.gave_up();
@@ -495,7 +495,12 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
         }
         let mut hook_env = claim_env.clone();
         hook_env.extend(self.service.ops.env());
-        match self.on_acquire(&mut held, &hook_env).await {
+        // A guard started on the grant had no --on-acquire to wait for.
+        let acquired = match started {
+            true => Ok(Step::Next(())),
+            false => self.on_acquire(&mut held, &hook_env).await,
+        };
+        match acquired {
             Ok(Step::Next(())) => {}
             Ok(Step::Over(outcome)) => {
                 drop(parked);
@@ -516,7 +521,19 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
             &self.config.value,
         );
         self.announce();
-        let mut child = match self.start(parked, &mut held, claim_env).await {
+        let pgid_of = parked.pid();
+        let started = match started {
+            true => parked
+                .into_started(true)
+                .map_err(spawn_failure)
+                .map(|child| (child, true)),
+            false => self.start(parked, &mut held, claim_env),
+        };
+        let started = match started {
+            Ok((child, offered)) => Ok(self.started(child, pgid_of, &mut held, offered).await),
+            Err(failure) => Err(failure),
+        };
+        let mut child = match started {
             Ok(child) => child,
             Err(failure) => {
                 cleanup::<E>(self.target, Some(held.claim), held.lease).await;
@@ -631,13 +648,50 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
         &mut self,
         lease: &E::Lease,
         countdown: &mut Option<Countdown>,
-    ) -> Result<Step<E::Claim>, Failure> {
+        parked: &mut G::Parked,
+    ) -> Result<Step<(E::Claim, bool)>, Failure> {
         let started = Instant::now();
-        let acquisition = with_deadline(
-            self.patience,
-            self.engine
-                .acquire(lease, self.target, &self.config.value, self.patience),
-        );
+        // Where nothing must happen in lockrun between the grant and
+        // COMMAND's start, the engine may let the parked guard wait for
+        // the lock and start COMMAND itself the moment it is granted
+        // (`Engine::acquire_in_guard`): not with --on-acquire, which runs
+        // first, nor where the guard must not let go of the lock itself
+        // (see `start`), nor for a service manager told we hold first.
+        let ops = &self.service.ops;
+        let in_guard = E::CLAIM_LENDS_FD
+            && self.service.min_hold.is_none()
+            && !ops.serves_leader()
+            && !ops.registers_service()
+            && !ops.hooks.has(Event::Acquire)
+            && self.service.notify.is_none();
+        let mut arm = launch::Arm {
+            parked,
+            sequencer: match self.target {
+                Target::Lock { key, shared: false } => {
+                    Some((ops.beacon.backend.to_string(), key.clone()))
+                }
+                _ => None,
+            },
+            verdict: true,
+            armed: false,
+        };
+        let (engine, target, value, patience) =
+            (self.engine, self.target, &self.config.value, self.patience);
+        let acquisition = async {
+            match in_guard {
+                // The engine bounds its own wait by --timeout: a guard's
+                // grant at the deadline is still taken, not abandoned
+                // with the child started.
+                true => {
+                    engine
+                        .acquire_in_guard(lease, target, value, patience, &mut arm)
+                        .await
+                }
+                false => with_deadline(patience, engine.acquire(lease, target, value, patience))
+                    .await
+                    .map(|acquired| (acquired, false)),
+            }
+        };
         let waited = tokio::select! {
             signal = self.signals.recv() => Waited::Signal(signal),
             lost = keep(countdown, lease) => Waited::Lost(lost),
@@ -646,7 +700,7 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
         };
         let target = self.target.name();
         Ok(match waited {
-            Waited::Acquired(Ok(Acquisition::Held(claim))) => {
+            Waited::Acquired(Ok((Acquisition::Held(claim), in_guard))) => {
                 tracing::info!(
                     target: EVENT,
                     lock = target,
@@ -655,9 +709,9 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
                     waited_ms = started.elapsed().as_millis() as u64,
                     "acquired"
                 );
-                Step::Next(claim)
+                Step::Next((claim, in_guard))
             }
-            Waited::Acquired(Ok(Acquisition::Busy { holder })) => {
+            Waited::Acquired(Ok((Acquisition::Busy { holder }, _))) => {
                 tracing::info!(
                     lock = target,
                     holder = holder.as_deref().unwrap_or("-"),
@@ -721,16 +775,14 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
         }
     }
 
-    /// Gives the parked guard the go, records its group beside the lock,
-    /// tells it whether it may let go of the lock, and hands it the
-    /// deadline by which it must have stopped COMMAND.
-    async fn start(
+    /// Gives the parked guard the go: the child, and whether its guard
+    /// was promised a verdict on the lock (see [`Round::started`]).
+    fn start(
         &self,
         parked: G::Parked,
         held: &mut Held<E::Claim, E::Lease>,
         env: Vec<(OsString, OsString)>,
-    ) -> Result<G::Child, Failure> {
-        let pgid = parked.pid();
+    ) -> Result<(G::Child, bool), Failure> {
         let hold = held.claim.take_hold_fd();
         // A guard that keeps the claim's descriptor may let go of the lock
         // itself once the tree is gone, which takes its exit and our
@@ -746,7 +798,20 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
             && self.service.min_hold.is_none()
             && !ops.serves_leader()
             && !ops.registers_service();
-        let mut child = parked.start(env, hold, offer).map_err(spawn_failure)?;
+        let child = parked.start(env, hold, offer).map_err(spawn_failure)?;
+        Ok((child, offer))
+    }
+
+    /// Records the started child's group beside the lock, tells its guard
+    /// whether it may let go of the lock (promised that with `offer`), and
+    /// hands it the deadline by which it must have stopped COMMAND.
+    async fn started(
+        &self,
+        mut child: G::Child,
+        pgid: u32,
+        held: &mut Held<E::Claim, E::Lease>,
+        offer: bool,
+    ) -> G::Child {
         if let Err(e) = held.claim.record_child(pgid).await {
             tracing::warn!("could not record the child's group beside the lock: {e}");
         }
@@ -769,7 +834,7 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
         ) {
             countdown.hand_to_guard(deadlines);
         }
-        Ok(child)
+        child
     }
 
     fn stop_policy(&self) -> StopPolicy {
@@ -1133,7 +1198,8 @@ async fn time_up(max_time: Option<Duration>) {
 
 /// What the wait for the lock ended with.
 enum Waited<C, Err> {
-    Acquired(Result<Acquisition<C>, Err>),
+    /// With whether the guard started the child on the grant.
+    Acquired(Result<(Acquisition<C>, bool), Err>),
     Signal(Signal),
     Lost(Lost),
 }

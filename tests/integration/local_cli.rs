@@ -456,3 +456,170 @@ fn list_shows_a_flock_holder_beside_lockrun() {
     let output = run(&mut place.lockrun(&["list"]));
     place.status(&output, 1, "list with nothing held");
 }
+
+/// The pids blocked in `flock` on `file` (`->` lines of /proc/locks).
+fn blocked_on(file: &Path) -> Vec<u32> {
+    let Ok(meta) = std::fs::metadata(file) else {
+        return Vec::new();
+    };
+    let inode = format!(":{}", meta.ino());
+    std::fs::read_to_string("/proc/locks")
+        .unwrap()
+        .lines()
+        .filter_map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let at = words.iter().position(|w| *w == "->")?;
+            let (pid, id) = (words.get(at + 4)?, words.get(at + 5)?);
+            id.ends_with(&inode).then(|| pid.parse().ok())?
+        })
+        .collect()
+}
+
+/// A child that logs `START_NS FENCE SEQUENCER` to `$1/$2.start` and its end
+/// to `$1/$2.end`, the time stamps its own.
+const LOGGED: &str =
+    "echo \"$(date +%s%N) $LOCKRUN_LOCK_INDEX $LOCKRUN_SEQUENCER\" > \"$0/$1.start\"; \
+     sleep 0.05; date +%s%N > \"$0/$1.end\"";
+
+/// The span, fence and sequencer a [`LOGGED`] child wrote as `name`.
+fn logged(work: &Path, name: &str) -> ((u128, u128), u64, String) {
+    let start = std::fs::read_to_string(work.join(format!("{name}.start"))).unwrap();
+    let end = std::fs::read_to_string(work.join(format!("{name}.end"))).unwrap();
+    let words: Vec<&str> = start.split_whitespace().collect();
+    assert_eq!(words.len(), 3, "{name}: {start}");
+    (
+        (words[0].parse().unwrap(), end.trim().parse().unwrap()),
+        words[1].parse().unwrap(),
+        words[2].to_owned(),
+    )
+}
+
+/// Waiters whose guard waits for the lock itself and starts COMMAND on the
+/// grant (#46): each command runs alone, with a fencing number above the
+/// last holder's, its sequencer carrying that number and its own lockrun,
+/// and the facts left behind naming no holder and the last number.
+#[test]
+fn waiters_started_by_their_guards_on_the_grant_run_alone_with_growing_fences() {
+    use base64::Engine as _;
+    let place = Place::local();
+    let dir = place.lock_dir();
+    let file = dir.join("k");
+    let work = scratch();
+    let spawn = |name: &str| {
+        let mut cmd = place.lockrun(&["elect", "k", "--", "sh", "-c", LOGGED]);
+        cmd.arg(work.path()).arg(name);
+        Running::spawn(&mut cmd)
+    };
+    let mut hold = place.lockrun(&[
+        "elect",
+        "k",
+        "--",
+        "sh",
+        "-c",
+        "touch \"$0/up\"; while [ ! -e \"$0/go\" ]; do sleep 0.01; done",
+    ]);
+    hold.arg(work.path());
+    let holder = Running::spawn(&mut hold);
+    wait_for_file(&work.path().join("up"));
+    let first = spawn("w0");
+    // Its guard, armed, waits in flock(2) on the lock file itself.
+    assert!(
+        wait_until(procs::deadline(), || blocked_on(&file).len() == 1),
+        "the first waiter never waited on the lock"
+    );
+    let others: Vec<Running> = (1..3).map(|n| spawn(&format!("w{n}"))).collect();
+    let turnstile = dir.join("k.lockrun-rw");
+    assert!(
+        wait_until(procs::deadline(), || blocked_on(&turnstile).len() == 2),
+        "the other waiters never queued"
+    );
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the holder");
+    let mut runs = Vec::new();
+    for (n, waiter) in std::iter::once(first).chain(others).enumerate() {
+        place.status(&waiter.finish(), 0, "a waiter");
+        runs.push(logged(work.path(), &format!("w{n}")));
+    }
+    runs.sort();
+    let spans: Vec<(u128, u128)> = runs.iter().map(|r| r.0).collect();
+    assert_eq!(
+        crate::support::max_overlap(spans.iter().copied()),
+        1,
+        "{runs:?}"
+    );
+    assert!(runs.windows(2).all(|w| w[0].1 < w[1].1), "{runs:?}");
+    for (_, fence, sequencer) in &runs {
+        let body = sequencer.strip_prefix("lockrun-seq-1.").unwrap();
+        let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(body)
+            .unwrap();
+        let seq: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(seq["fence"], serde_json::json!(fence), "{seq}");
+        assert_eq!(seq["key"], "k", "{seq}");
+    }
+    let facts = std::fs::read_to_string(dir.join("k.lockrun")).unwrap();
+    let facts: serde_json::Value = serde_json::from_str(&facts).unwrap();
+    assert_eq!(facts["fence"], serde_json::json!(runs[2].1), "{facts}");
+    assert!(facts.get("holder").is_none(), "{facts}");
+}
+
+/// The lock file replaced while a waiter's guard waited on the old one: the
+/// old one's grant is no grant (a rival may hold the new file), and the
+/// waiter's command starts only once the new file's holder has let go.
+#[test]
+fn a_guard_granted_a_replaced_lock_file_runs_nothing_until_the_new_one_is_free() {
+    let place = Place::local();
+    let dir = place.lock_dir();
+    let file = dir.join("k");
+    let work = scratch();
+    let mut hold = place.lockrun(&[
+        "elect",
+        "k",
+        "--",
+        "sh",
+        "-c",
+        "touch \"$0/up\"; while [ ! -e \"$0/go\" ]; do sleep 0.01; done",
+    ]);
+    hold.arg(work.path());
+    let holder = Running::spawn(&mut hold);
+    wait_for_file(&work.path().join("up"));
+    // A shell builtin first: the start is on disk before anything can stop it.
+    let child = format!(": > \"$0/began\"; {LOGGED}");
+    let mut wait = place.lockrun(&["elect", "k", "--", "sh", "-c", &child]);
+    wait.arg(work.path()).arg("w");
+    let mut waiter = Running::spawn(&mut wait);
+    assert!(
+        wait_until(procs::deadline(), || blocked_on(&file).len() == 1),
+        "the waiter never waited on the lock"
+    );
+    // A new file at the path, held by flock(1); the old one's holder ends
+    // (its watch sees the removal, or its command ends first).
+    std::fs::remove_file(&file).unwrap();
+    let rival = scratch();
+    let flock = FlockHolder::start(&file, rival.path());
+    std::fs::write(work.path().join("go"), "").unwrap();
+    let _ = holder.finish();
+    // The waiter's command started (wrongly), or it waits on the new
+    // file, or it ended (a command started and stopped as lost).
+    let began = work.path().join("began");
+    assert!(
+        wait_until(procs::deadline(), || began.exists()
+            || !blocked_on(&file).is_empty()
+            || waiter.exited()),
+        "the waiter neither started nor waited on the new file"
+    );
+    let early = began.exists();
+    let freed_at = now_ns();
+    flock.end();
+    assert!(
+        !early,
+        "the waiter's command started while flock(1) held the new file"
+    );
+    place.status(&waiter.finish(), 0, "the waiter");
+    let ((start, _), _, _) = logged(work.path(), "w");
+    assert!(
+        start > freed_at,
+        "the waiter's command started {} ms before flock(1) let go of the new file",
+        (freed_at - start) / 1_000_000
+    );
+}

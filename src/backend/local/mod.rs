@@ -19,7 +19,10 @@
 //! wants it lands in a dropped channel, which closes the descriptor and so
 //! releases the lock at once. Nothing is written beside the lock before the
 //! grant reaches the waiting future, so a late grant leaves no trace but a
-//! brief hold with no child.
+//! brief hold with no child. A writer's wait for a leader lock is its
+//! guard's own where the hold allows it (see [`Local::wait_in_guard`]):
+//! the guard blocks in `flock` and, granted, writes the facts and starts
+//! the child itself ([`grant_in_guard`]), as `flock(1)` does.
 
 pub mod args;
 pub mod backend;
@@ -44,8 +47,8 @@ use self::facts::{Facts, HolderFacts, Lock};
 use super::priority::Priority;
 use self::tree::{Dir, KeyFiles, Missing};
 use super::{
-    Acquisition, Claim, Engine, Holder, Inspect, Lease, Lost, Opening, Released, Renewal,
-    ReplaceNote, Target, Wait, Which,
+    Acquisition, Claim, Engine, GuardWait, Holder, Inspect, Lease, Lost, Opening, Released,
+    Renewal, ReplaceNote, Target, Wait, Which,
 };
 
 /// What kind of failure, for the exit status the CLI gives it.
@@ -505,14 +508,69 @@ impl Engine for Local {
                 granted,
                 (me, pid_start),
             )?)),
-            None => {
-                let holder = self
-                    .holders(target)
-                    .await
-                    .ok()
-                    .and_then(|hs| hs.into_iter().find_map(|h| h.value));
-                Ok(Acquisition::Busy { holder })
+            None => Ok(self.busy(target).await),
+        }
+    }
+
+    /// A writer's wait for a leader lock is the guard's own (see
+    /// [`Local::wait_in_guard`]): it starts the child the moment the
+    /// kernel grants the lock, as `flock(1)` does. The first attempt, a
+    /// reader, a semaphore, `--no-wait`, and a guard that cannot be armed
+    /// (on a terminal) go as [`Engine::acquire`] does.
+    async fn acquire_in_guard<G: GuardWait>(
+        &self,
+        lease: &NoLease,
+        target: &Target,
+        value: &str,
+        wait: Wait,
+        guard: &mut G,
+    ) -> Result<(Acquisition<LocalClaim>, bool), LocalError> {
+        let key = match target {
+            Target::Lock { key, shared: false } if wait != Wait::Once && self.top.is_some() => key,
+            _ => return Ok((self.acquire(lease, target, value, wait).await?, false)),
+        };
+        let me = std::process::id();
+        let pid_start = facts::start_time(me)
+            .map_err(|e| LocalError::io("cannot read our own start time".into(), e))?;
+        let files = self
+            .key_files(key, Missing::Create)?
+            .expect("created where missing");
+        if let Some(e) = not_a_lock(&files, key) {
+            return Err(e);
+        }
+        let granted = |(file, lock): (File, Lock), files: KeyFiles| Granted {
+            file,
+            lock,
+            files,
+            slot: None,
+            shared: false,
+            turn: None,
+        };
+        if let Some(got) = lock_path(&files.dir, &files.lock, false)? {
+            let claim = self.claim(target, value, granted(got, files), (me, pid_start))?;
+            return Ok((Acquisition::Held(claim), false));
+        }
+        let grant = GuardGrant {
+            dir: self.dir.clone(),
+            key: key.clone(),
+            value: value.to_owned(),
+            host: self.host.clone(),
+            pid: me,
+            pid_start,
+        };
+        let got = match self.wait_in_guard(&files, wait, value, &grant, guard).await? {
+            InGuard::Started(claim) => return Ok((Acquisition::Held(*claim), true)),
+            InGuard::Waited(got) => got,
+            // The guard could not wait (a terminal), or could not use the
+            // grant (the lock file replaced meanwhile): we wait ourselves.
+            InGuard::Ours => self.wait_ranked(&files, wait, value).await?,
+        };
+        match got {
+            Some((got, _)) => {
+                let claim = self.claim(target, value, granted(got, files), (me, pid_start))?;
+                Ok((Acquisition::Held(claim), false))
             }
+            None => Ok((self.busy(target).await, false)),
         }
     }
 }
@@ -580,6 +638,197 @@ impl Local {
             shared,
             turn,
         }))
+    }
+
+    /// Busy, with the holder's value when known.
+    async fn busy(&self, target: &Target) -> Acquisition<LocalClaim> {
+        let holder = self
+            .holders(target)
+            .await
+            .ok()
+            .and_then(|hs| hs.into_iter().find_map(|h| h.value));
+        Acquisition::Busy { holder }
+    }
+
+    /// [`Local::wait_ranked`], with the lock's own wait the guard's: once
+    /// our turn among lockrun's writers has come (the turnstile, taken in a
+    /// thread as ever), the lock file is lent to the parked guard, which
+    /// blocks in `flock`, and, granted, runs [`grant_in_guard`] (the
+    /// fencing number and our facts, written before anything runs) and
+    /// starts the child. A higher-priority waiter that comes, or the
+    /// deadline, takes the wait back (the disarm signal); a grant that came
+    /// first wins, and the child runs.
+    async fn wait_in_guard<G: GuardWait>(
+        &self,
+        files: &KeyFiles,
+        wait: Wait,
+        value: &str,
+        grant: &GuardGrant,
+        guard: &mut G,
+    ) -> Result<InGuard, LocalError> {
+        let watch = waiters::Watch::new(files)?;
+        let record = waiters::Record::publish(files, self.priority.level, value)?;
+        let result = self
+            .wait_in_guard_with(files, wait, &watch, &record, grant, guard)
+            .await;
+        drop(watch::Retiring::new((record, watch)));
+        result
+    }
+
+    async fn wait_in_guard_with<G: GuardWait>(
+        &self,
+        files: &KeyFiles,
+        wait: Wait,
+        watch: &waiters::Watch,
+        record: &waiters::Record,
+        grant: &GuardGrant,
+        guard: &mut G,
+    ) -> Result<InGuard, LocalError> {
+        use super::priority::Verdict;
+        let deadline = wait.deadline();
+        let mut deferral = self.priority.deferral();
+        let decide = |deferral: &mut super::priority::Deferral| -> Result<Verdict, LocalError> {
+            let (seen, free) = waiters::look(files, Some(record.name()))?;
+            let verdict =
+                deferral.decide(tokio::time::Instant::now(), seen.iter().map(|s| s.level), free);
+            tracing::debug!(?verdict, waiting = ?seen, free, "ranked among the waiters");
+            Ok(verdict)
+        };
+        let until = |at: Option<tokio::time::Instant>| async move {
+            match at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let grant_text = format!(
+            "local {}",
+            serde_json::to_string(grant).expect("a grant serialises")
+        );
+        let guard_failed =
+            |e: io::Error| LocalError::io_msg(format!("the guard cannot wait for the lock: {e}"));
+        loop {
+            if let Verdict::Defer { until: later } = decide(&mut deferral)? {
+                let wake = [later, deadline].into_iter().flatten().min();
+                tokio::select! {
+                    _ = watch.next() => {}
+                    () = until(wake) => {}
+                }
+                if deadline.is_some_and(|at| tokio::time::Instant::now() >= at) {
+                    return Ok(InGuard::Waited(None));
+                }
+                continue;
+            }
+            // Our turn among lockrun's writers first, as in `wait_in_thread`.
+            let (dir, turnstile) = (Arc::clone(&files.dir), files.turnstile());
+            let taking = in_thread(deadline, semaphore::Cancel::default(), move |_| {
+                lock_path(&dir, &turnstile, true)
+            });
+            tokio::pin!(taking);
+            let turn = loop {
+                tokio::select! {
+                    biased;
+                    got = &mut taking => break got,
+                    records = watch.next() => {
+                        if records && decide(&mut deferral)? != Verdict::Go {
+                            break Some(Ok(None));
+                        }
+                    }
+                }
+            };
+            let turn = match turn {
+                None => return Ok(InGuard::Waited(None)),
+                Some(Ok(Some((turn, _)))) => turn,
+                // Sent out by a higher waiter: rank again.
+                Some(Ok(None)) => continue,
+                Some(Err(e)) => return Err(e),
+            };
+            let file = open_lock(&files.dir, &files.lock)?;
+            let lent = OwnedFd::from(
+                file.try_clone()
+                    .map_err(|e| LocalError::io("cannot lend the lock file".into(), e))?,
+            );
+            let env = claim_env(&grant.key, None, &files.lock_path());
+            let armed = guard.arm(
+                &lent,
+                env,
+                vec![INDEX_VARIABLE.to_owned()],
+                Some(grant.pid.to_string()),
+                grant_text.clone(),
+            );
+            drop(lent);
+            if let Err(e) = armed {
+                tracing::debug!("{e}; lockrun waits for the lock itself");
+                return Ok(InGuard::Ours);
+            }
+            let report = loop {
+                tokio::select! {
+                    biased;
+                    report = guard.report() => break report.map_err(guard_failed)?,
+                    records = watch.next() => {
+                        if records && decide(&mut deferral)? != Verdict::Go {
+                            break guard.disarm().await.map_err(guard_failed)?;
+                        }
+                    }
+                    () = until(deadline) => break guard.disarm().await.map_err(guard_failed)?,
+                }
+            };
+            drop(turn);
+            match report {
+                crate::child::Report::Granted(text) => {
+                    let granted: GuardGranted = serde_json::from_str(&text).map_err(|e| {
+                        LocalError::io_msg(format!("the guard's grant is garbled ({e})"))
+                    })?;
+                    return Ok(InGuard::Started(Box::new(self.claim_from_guard(
+                        files, grant, file, granted,
+                    ))));
+                }
+                crate::child::Report::Declined => return Ok(InGuard::Ours),
+                crate::child::Report::Disarmed => {
+                    if deadline.is_some_and(|at| tokio::time::Instant::now() >= at) {
+                        return Ok(InGuard::Waited(None));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The claim an armed guard was granted, its facts as the guard wrote
+    /// them ([`grant_in_guard`]); lent to the guard already.
+    fn claim_from_guard(
+        &self,
+        files: &KeyFiles,
+        grant: &GuardGrant,
+        file: File,
+        granted: GuardGranted,
+    ) -> LocalClaim {
+        let lock = Lock {
+            dev: granted.dev,
+            ino: granted.ino,
+        };
+        LocalClaim {
+            file,
+            lent: true,
+            handed_over: false,
+            lock,
+            lock_path: files.lock_path(),
+            files: files.clone(),
+            facts: Facts {
+                fence: granted.fence,
+                dev: granted.dev,
+                ino: granted.ino,
+                holder: Some(HolderFacts {
+                    value: grant.value.clone(),
+                    host: grant.host.clone(),
+                    pid: grant.pid,
+                    pid_start: grant.pid_start,
+                    since_ms: granted.since_ms,
+                    child_pgid: Some(granted.pgid),
+                }),
+            },
+            name: grant.key.clone(),
+            slot: None,
+            shared: false,
+        }
     }
 
     /// A writer's wait, ranked by `--priority` (see
@@ -1034,14 +1283,7 @@ impl Claim for LocalClaim {
     }
 
     fn env(&self) -> Vec<(OsString, OsString)> {
-        vec![
-            ("LOCKRUN_KEY".into(), self.name.clone().into()),
-            (
-                "LOCKRUN_LOCK_INDEX".into(),
-                self.facts.fence.to_string().into(),
-            ),
-            ("LOCKRUN_LOCK_FILE".into(), self.lock_path.clone().into()),
-        ]
+        claim_env(&self.name, Some(self.facts.fence), &self.lock_path)
     }
 
     /// The holding lockrun's pid, as our facts name it: the lock lives in
@@ -1138,4 +1380,105 @@ impl Claim for LocalClaim {
         drop(self.file);
         cleared
     }
+}
+
+/// The variable that carries the fencing number.
+const INDEX_VARIABLE: &str = "LOCKRUN_LOCK_INDEX";
+
+/// `LOCKRUN_*` for the child: the key, the fencing number (when known:
+/// an armed guard sets it from its grant), the lock file.
+fn claim_env(name: &str, fence: Option<u64>, lock_path: &Path) -> Vec<(OsString, OsString)> {
+    let mut env = vec![("LOCKRUN_KEY".into(), name.into())];
+    if let Some(fence) = fence {
+        env.push((INDEX_VARIABLE.into(), fence.to_string().into()));
+    }
+    env.push(("LOCKRUN_LOCK_FILE".into(), lock_path.into()));
+    env
+}
+
+/// How [`Local::wait_in_guard`] ended.
+enum InGuard {
+    /// The guard was granted the lock and runs the child.
+    Started(Box<LocalClaim>),
+    /// We were sent out of the wait for good: `None` at the deadline.
+    Waited(Option<Locked>),
+    /// The guard cannot wait, or refused its grant: we wait ourselves.
+    Ours,
+}
+
+/// What an armed guard needs to take a granted lock as lockrun would:
+/// where the lock is, and our holder facts.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct GuardGrant {
+    dir: PathBuf,
+    key: String,
+    value: String,
+    host: String,
+    pid: u32,
+    pid_start: u64,
+}
+
+/// What it tells lockrun it wrote.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct GuardGranted {
+    fence: u64,
+    since_ms: u64,
+    dev: u64,
+    ino: u64,
+    pgid: u32,
+}
+
+/// The local engine's step in an armed guard (see
+/// [`crate::backend::GuardWait`]): the key's directory opened and checked
+/// before the wait; once the lock is granted, what [`Local::claim`] does
+/// for lockrun's own grant. The lock file must still be the one the path
+/// names (else a rival may lock the new one: refused, and lockrun waits
+/// again); the next fencing number and our facts, with the guard's group
+/// as the child's, are written before the child exists.
+pub fn grant_in_guard(grant: &str) -> Option<crate::child::OnGrant> {
+    let grant: GuardGrant = serde_json::from_str(grant).ok()?;
+    let local = Local::open(grant.dir.clone(), true).ok()?;
+    let files = local.key_files(&grant.key, Missing::Absent).ok()??;
+    Some(Box::new(move |lock| on_grant(grant, &files, lock)))
+}
+
+/// [`grant_in_guard`]'s work once the lock is granted.
+fn on_grant(
+    grant: GuardGrant,
+    files: &KeyFiles,
+    lock: std::os::fd::BorrowedFd<'_>,
+) -> Option<(u64, String)> {
+    let st = nix::sys::stat::fstat(lock).ok()?;
+    let mine = Lock {
+        dev: st.st_dev,
+        ino: st.st_ino,
+    };
+    if Lock::at(&files.dir, &files.lock).ok()?? != mine {
+        return None;
+    }
+    let previous = Facts::read_at(&files.dir, &files.facts()).ok()?;
+    let pgid = std::process::id();
+    let since_ms = facts::now_ms();
+    let facts = Facts {
+        fence: previous.next_fence(),
+        dev: mine.dev,
+        ino: mine.ino,
+        holder: Some(HolderFacts {
+            value: grant.value,
+            host: grant.host,
+            pid: grant.pid,
+            pid_start: grant.pid_start,
+            since_ms,
+            child_pgid: Some(pgid),
+        }),
+    };
+    facts.write(files).ok()?;
+    let granted = GuardGranted {
+        fence: facts.fence,
+        since_ms,
+        dev: mine.dev,
+        ino: mine.ino,
+        pgid,
+    };
+    Some((facts.fence, serde_json::to_string(&granted).ok()?))
 }

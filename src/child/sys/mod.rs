@@ -527,6 +527,84 @@ fn parse_stat_parent(stat: &str) -> Option<(char, u32, u32)> {
     Some((state, ppid, pgrp))
 }
 
+/// How far above SIGRTMIN the signal sits that asks an armed guard (see
+/// `go`) to stop waiting for its lock: real-time and never forwarded, as the
+/// death signal is. Its handler interrupts the guard's blocking `flock`.
+const DISARM_SIGNAL_ABOVE_RTMIN: i32 = 11;
+
+/// The signal lockrun sends an armed guard to take back its wait.
+pub(super) fn disarm_signal() -> i32 {
+    libc::SIGRTMIN() + DISARM_SIGNAL_ABOVE_RTMIN
+}
+
+/// Set by the disarm signal's handler, read by [`guard_wait_lock`].
+static DISARMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_disarm(_: libc::c_int) {
+    DISARMED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// In the guard: waits for an exclusive `flock` on `fd`, as `flock(1)`
+/// does. `Ok(true)` once granted; `Ok(false)` when lockrun took the wait
+/// back (the disarm signal, which lockrun repeats until it has our answer,
+/// since one that lands between our look at the flag and the `flock` call
+/// cannot interrupt it).
+pub(super) fn guard_wait_lock(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    use std::sync::atomic::Ordering;
+    let disarm = SigSet::of([disarm_signal()]);
+    // Blocked outside a wait (see `guard_install_handlers`): one still
+    // pending from an earlier wait is not about this one. Should it be
+    // about this one after all, lockrun sends it again.
+    loop {
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: the set is initialised; a null siginfo is allowed.
+        let got = unsafe { libc::sigtimedwait(&disarm.0, std::ptr::null_mut(), &zero) };
+        if got == -1 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            break;
+        }
+    }
+    DISARMED.store(false, Ordering::SeqCst);
+    set_mask(libc::SIG_UNBLOCK, &disarm);
+    let granted = loop {
+        if DISARMED.swap(false, Ordering::SeqCst) {
+            break Ok(false);
+        }
+        // SAFETY: flock only reads the descriptor number, which `fd`
+        // guarantees is open for the call.
+        if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            break Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            break Err(e);
+        }
+    };
+    // A late one must not interrupt what follows (the spawn, our poll).
+    set_mask(libc::SIG_BLOCK, &disarm);
+    granted
+}
+
+/// lockrun's end of an armed guard's channel, for its answer, registered
+/// with the reactor through a duplicate of its own.
+pub(super) fn register_channel(go: &File) -> io::Result<tokio::io::unix::AsyncFd<File>> {
+    // SAFETY: the `File` owns its duplicate of the channel, which nothing
+    // else can reach, so it stays the same open descriptor for as long as
+    // the `AsyncFd` holds it.
+    unsafe { tokio::io::unix::AsyncFd::register(go.try_clone()?) }.map_err(io::Error::from)
+}
+
+/// Asks armed guard `pid` to stop waiting for its lock.
+pub(super) fn ask_guard_to_disarm(pid: u32) {
+    // SAFETY: kill takes plain values; the guard is ours and unreaped.
+    unsafe {
+        libc::kill(pid as libc::pid_t, disarm_signal());
+    }
+}
+
 /// In the guard: forgets the signals survived so far, when a new deadline
 /// arrives, so that only a kill signal sent since counts as lockrun's.
 pub(super) fn guard_forget_survived() {
@@ -549,13 +627,17 @@ extern "C" fn on_parent_death(_: libc::c_int) {
 }
 
 fn install(sig: i32, handler: extern "C" fn(libc::c_int)) {
+    install_with(sig, handler, libc::SA_RESTART);
+}
+
+fn install_with(sig: i32, handler: extern "C" fn(libc::c_int), flags: libc::c_int) {
     // SAFETY: the sigaction struct is fully initialised (zeroed, then an
     // empty mask and a handler that is a plain `extern "C" fn` doing only
     // async-signal-safe work). SA_RESTART keeps the guard's waitpid going.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = handler as usize;
-        action.sa_flags = libc::SA_RESTART;
+        action.sa_flags = flags;
         libc::sigemptyset(&mut action.sa_mask);
         libc::sigaction(sig, &action, std::ptr::null_mut());
     }
@@ -568,6 +650,10 @@ pub(super) fn guard_install_handlers() {
         install(sig, survive);
     }
     install(death_signal(), on_parent_death);
+    // Blocked but while an armed guard waits (`guard_wait_lock`), and
+    // without SA_RESTART: it is to interrupt a blocking `flock`.
+    install_with(disarm_signal(), on_disarm, 0);
+    set_mask(libc::SIG_BLOCK, &SigSet::of([disarm_signal()]));
 }
 
 /// In the guard, once COMMAND exists: signals sent to the group while COMMAND
