@@ -453,15 +453,15 @@ fn range_of(v: &Value) -> Result<proto::RangeRequest, String> {
 fn op_of(v: &Value) -> Result<proto::RequestOp, String> {
     use proto::request_op::Request;
     let request = if let Some(range) = v.get("request_range") {
-        Request::RequestRange(range_of(range)?)
+        Request::Range(range_of(range)?)
     } else if let Some(put) = v.get("request_put") {
-        Request::RequestPut(proto::PutRequest {
+        Request::Put(proto::PutRequest {
             key: b64_field(put, "key")?,
             value: b64_field(put, "value")?,
             lease: int(put, "lease")?,
         })
     } else if let Some(delete) = v.get("request_delete_range") {
-        Request::RequestDeleteRange(proto::DeleteRangeRequest {
+        Request::DeleteRange(proto::DeleteRangeRequest {
             key: b64_field(delete, "key")?,
             range_end: b64_field(delete, "range_end")?,
         })
@@ -490,7 +490,7 @@ fn txn_answer(r: proto::TxnResponse) -> TxnAnswer {
         .responses
         .into_iter()
         .filter_map(|op| match op.response {
-            Some(Response::ResponseRange(range)) => Some(range_answer(range)),
+            Some(Response::Range(range)) => Some(range_answer(range)),
             _ => None,
         })
         .collect();

@@ -122,11 +122,11 @@ pub mod request_op {
     #[derive(Clone, PartialEq, prost::Oneof)]
     pub enum Request {
         #[prost(message, tag = "1")]
-        RequestRange(super::RangeRequest),
+        Range(super::RangeRequest),
         #[prost(message, tag = "2")]
-        RequestPut(super::PutRequest),
+        Put(super::PutRequest),
         #[prost(message, tag = "3")]
-        RequestDeleteRange(super::DeleteRangeRequest),
+        DeleteRange(super::DeleteRangeRequest),
     }
 }
 
@@ -141,11 +141,11 @@ pub mod response_op {
     #[derive(Clone, PartialEq, prost::Oneof)]
     pub enum Response {
         #[prost(message, tag = "1")]
-        ResponseRange(super::RangeResponse),
+        Range(super::RangeResponse),
         #[prost(message, tag = "2")]
-        ResponsePut(super::PutResponse),
+        Put(super::PutResponse),
         #[prost(message, tag = "3")]
-        ResponseDeleteRange(super::DeleteRangeResponse),
+        DeleteRange(super::DeleteRangeResponse),
     }
 }
 
