@@ -1304,6 +1304,7 @@ impl Client {
             grpc.ready()
                 .await
                 .map_err(|e| conn.why(transport_error(&endpoint, &e)))?;
+            let started = std::time::Instant::now();
             let answers = grpc
                 .streaming(
                     request(
@@ -1322,6 +1323,11 @@ impl Client {
             };
             // The first message confirms the watch; events may only follow it.
             let created = stream.message(self, &endpoint, what).await?;
+            tracing::debug!(
+                "gRPC {endpoint}{} -> created in {:?} ({what})",
+                proto::method::WATCH,
+                started.elapsed()
+            );
             if !created.created {
                 return Err(EtcdError::Decode {
                     what: what.to_owned(),
@@ -1465,5 +1471,49 @@ impl Watch {
                 return Ok(batch);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_ops_become_etcds_messages() {
+        use proto::compare::TargetUnion;
+        use proto::request_op::Request;
+        let compare = compare_of(&json!({
+            "key": B64.encode(b"a/"),
+            "range_end": B64.encode(b"a0"),
+            "target": "CREATE",
+            "result": "LESS",
+            "create_revision": "7",
+        }))
+        .unwrap();
+        assert_eq!((compare.result, compare.target), (2, 1));
+        assert_eq!(compare.key, b"a/");
+        assert_eq!(compare.range_end, b"a0");
+        assert_eq!(compare.target_union, Some(TargetUnion::CreateRevision(7)));
+        let range = Range::prefix(b"a/").newest_first().limited(3);
+        let op = op_of(&json!({ "request_range": range.to_json() })).unwrap();
+        assert_eq!(op.request, Some(Request::Range(range.to_proto())));
+        let Some(Request::Range(read)) = op.request else {
+            unreachable!()
+        };
+        assert_eq!((read.sort_order, read.sort_target, read.limit), (2, 2, 3));
+        let put = op_of(&json!({ "request_put": {
+            "key": B64.encode(b"k"), "value": "", "lease": "255",
+        }}))
+        .unwrap();
+        assert_eq!(
+            put.request,
+            Some(Request::Put(proto::PutRequest {
+                key: b"k".to_vec(),
+                value: Vec::new(),
+                lease: 255,
+            }))
+        );
+        assert!(op_of(&json!({ "request_nothing": {} })).is_err());
+        assert!(compare_of(&json!({ "target": "SIZE" })).is_err());
     }
 }
