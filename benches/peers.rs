@@ -360,6 +360,16 @@ fn where_the_time_goes(tools: &[Tool; 2], me: &Path, one_waiter: &[f64], goal: O
         write.map_or(String::new(), |ms| format!(" (the write {ms:.2} ms of it)")),
         own(1)
     );
+    if let (Some(goal), Some(ms)) = (goal, write) {
+        // A goal below what physics allows gives way to the floor + 0.3 ms.
+        let floor = ms + child;
+        let wanted = (goal * one_waiter[1]).max(floor + 0.3);
+        println!(
+            "  the floor, the write and one exec of the child: {floor:.2} ms; the goal, the larger of {goal}x the peer's and the floor + 0.3 ms: {wanted:.2} ms; lockrun's handover {:.2} ms ({:.2}x the peer's)",
+            one_waiter[0],
+            one_waiter[0] / one_waiter[1]
+        );
+    }
     if let Some(goal) = goal {
         let room = goal * one_waiter[1] - child - write.unwrap_or(0.0);
         println!(
@@ -577,65 +587,40 @@ impl Tool {
     }
 
     /// The median time of the one write a handover cannot do without, on a
-    /// warm connection, in ms: etcd's lease revoke is one put's work
-    /// through the JSON gateway (a put is timed: it needs no lease to
-    /// make). `None` where no engine write is on the path.
+    /// warm connection, in ms: etcd's lease revoke, as lockrun's client
+    /// sends it over gRPC (each lease granted beforehand, untimed). `None`
+    /// where no engine write is on the path.
     fn engine_write(&self) -> Option<f64> {
         if let Tool::Postgres(_, url) = self {
             return Some(pg_unlock(url));
         }
+        use lockrun::backend::etcd::{Client, EtcdConfig};
         let Tool::Etcd(_, endpoint) = self else {
             return None;
         };
-        let addr = endpoint.trim_start_matches("http://");
-        let mut conn = std::net::TcpStream::connect(addr).expect("connect to etcd");
-        conn.set_nodelay(true).expect("nodelay");
-        let body = r#"{"key":"YmVuY2gvd3JpdGU=","value":"eA=="}"#;
-        let request = format!(
-            "POST /v3/kv/put HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        let mut times = Vec::new();
-        for _ in 0..PART_RUNS + 1 {
-            let started = Instant::now();
-            conn.write_all(request.as_bytes()).expect("send a put");
-            read_http_answer(&mut conn);
-            times.push(started.elapsed().as_secs_f64() * 1000.0);
-        }
-        // The first opened the gateway's connection to etcd.
-        Some(median(&times[1..]))
-    }
-}
-
-/// Reads one HTTP/1.1 answer with a Content-Length, or chunked, whole.
-fn read_http_answer(conn: &mut std::net::TcpStream) {
-    use std::io::Read;
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        let n = conn.read(&mut buf).expect("read an answer");
-        assert!(n > 0, "the engine closed the connection");
-        got.extend_from_slice(&buf[..n]);
-        let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") else {
-            continue;
-        };
-        let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
-        assert!(
-            head.starts_with("http/1.1 200"),
-            "the engine refused: {head}"
-        );
-        let body = got.len() - end - 4;
-        let length = head
-            .lines()
-            .find_map(|l| l.strip_prefix("content-length:"))
-            .and_then(|v| v.trim().parse::<usize>().ok());
-        let whole = match length {
-            Some(length) => body >= length,
-            None => got.ends_with(b"0\r\n\r\n"),
-        };
-        if whole {
-            return;
-        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let config = EtcdConfig::plain(&[endpoint]).expect("the endpoint");
+            let client = Client::new(&config).expect("a client");
+            let mut times = Vec::new();
+            for _ in 0..PART_RUNS + 1 {
+                let lease = client
+                    .grant(Duration::from_secs(60))
+                    .await
+                    .expect("a lease");
+                let started = Instant::now();
+                client
+                    .revoke(lease.id, Duration::from_secs(5))
+                    .await
+                    .expect("a revoke");
+                times.push(started.elapsed().as_secs_f64() * 1000.0);
+            }
+            // The first opened the connection.
+            Some(median(&times[1..]))
+        })
     }
 }
 

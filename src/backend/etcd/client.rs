@@ -1,25 +1,29 @@
-//! etcd's JSON gateway over reqwest: one call per RPC, no retries and no
-//! policy (the caller owns both). Keys and values travel base64-encoded in
-//! JSON bodies, so a key never reaches a URL; int64 fields come back as
-//! JSON strings.
-//!
-//! We chose the gateway over the `etcd-client` crate because that crate
-//! compiles `.proto` files at build time and so needs `protoc`, which a
-//! fresh machine lacks; the gateway needs nothing lockrun does not already
-//! build, and is on by default since etcd 3.4.
+//! etcd's native gRPC API over one HTTP/2 connection per endpoint: one
+//! call per RPC, no retries and no policy (the caller owns both). The
+//! messages are derived by hand ([`super::proto`]), so the build needs no
+//! `protoc`; tonic frames them and reads etcd's status trailers, over a
+//! connection we dial ourselves (TCP, then rustls with ALPN `h2` for
+//! `https://` endpoints, with the CA, client certificate and key files the
+//! other backends read too). Every unary call, the lease's keepalive
+//! stream and the watches share that connection: a handover opens
+//! nothing.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
-use reqwest::Url;
 use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use url::Url;
 
 use super::config::EtcdConfig;
 use super::error::EtcdError;
-use crate::backend::one_line;
+use super::proto;
 use crate::backend::tls::{self, innermost};
 
 /// How long a call other than a watch may take unless the caller says,
@@ -36,6 +40,10 @@ pub const CALL_TIMEOUT_MIN: Duration = Duration::from_secs(1);
 /// etcd's default timeouts) spans several.
 pub const KEEPALIVE_GAP: Duration = Duration::from_millis(250);
 
+/// How long dialing an endpoint may take (TCP, TLS and HTTP/2's preface):
+/// one that does not answer in it is passed over for the next.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// A connection to an etcd cluster through any of its endpoints.
 #[derive(Clone)]
 pub struct Client {
@@ -43,15 +51,13 @@ pub struct Client {
 }
 
 struct Inner {
-    http: reqwest::Client,
-    /// Watch streams go over connections of their own, built at the first
-    /// watch. A watch dropped when its event came (our predecessor left, or
-    /// our child exited) takes its connection with it; on a shared pool the
-    /// request that follows, at the moment of a handover, would wait for a
-    /// new connection or TLS handshake.
-    watch_http: OnceLock<reqwest::Client>,
     /// Endpoints (tried in order), TLS files and user.
     config: EtcdConfig,
+    /// rustls's settings, built once when an endpoint is `https://`.
+    tls: Option<Arc<rustls::ClientConfig>>,
+    /// The HTTP/2 connection to each endpoint, dialed at its first call and
+    /// again once it is closed.
+    conns: Vec<tokio::sync::Mutex<Option<Conn>>>,
     /// The endpoint that answered last; calls start there.
     current: AtomicUsize,
     token: Mutex<Option<String>>,
@@ -74,6 +80,121 @@ impl std::fmt::Debug for Client {
     }
 }
 
+/// One endpoint's HTTP/2 connection, and the lease keepalive stream open
+/// on it.
+#[derive(Clone)]
+struct Conn {
+    send: hyper::client::conn::http2::SendRequest<tonic::body::Body>,
+    origin: http::Uri,
+    keepalive: Arc<tokio::sync::Mutex<Option<KeepAliveStream>>>,
+    /// What TLS said when it ended the connection: with TLS 1.3 a server
+    /// refuses our client certificate only after the handshake, and the
+    /// requests then out learn no more than that the connection closed.
+    tls_ended: Arc<Mutex<Option<String>>>,
+}
+
+impl Conn {
+    /// `e`, or the TLS failure that broke the connection under it.
+    fn why(&self, e: EtcdError) -> EtcdError {
+        match e {
+            EtcdError::Broken { endpoint, cause } => {
+                match self.tls_ended.lock().expect("tls_ended lock").clone() {
+                    Some(cause) => EtcdError::Tls { endpoint, cause },
+                    None => EtcdError::Broken { endpoint, cause },
+                }
+            }
+            e => e,
+        }
+    }
+}
+
+/// A TLS stream that keeps rustls's verdict when it ends the connection:
+/// HTTP/2 passes on an io error as its kind and text alone, so the error
+/// the requests get no longer holds it.
+struct Recording<T> {
+    io: T,
+    tls_ended: Arc<Mutex<Option<String>>>,
+}
+
+impl<T> Recording<T> {
+    fn note<R>(&self, polled: Poll<std::io::Result<R>>) -> Poll<std::io::Result<R>> {
+        if let Poll::Ready(Err(e)) = &polled {
+            if let Some(problem) = tls::rustls_error(e) {
+                *self.tls_ended.lock().expect("tls_ended lock") = Some(problem.to_string());
+            }
+        }
+        polled
+    }
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Recording<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        self.note(polled)
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Recording<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.note(polled)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let polled = Pin::new(&mut self.io).poll_flush(cx);
+        self.note(polled)
+    }
+
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let polled = Pin::new(&mut self.io).poll_shutdown(cx);
+        self.note(polled)
+    }
+}
+
+/// The service tonic's client calls through: our HTTP/2 connection.
+#[derive(Clone)]
+struct H2(hyper::client::conn::http2::SendRequest<tonic::body::Body>);
+
+type H2Future = Pin<
+    Box<dyn Future<Output = Result<http::Response<hyper::body::Incoming>, hyper::Error>> + Send>,
+>;
+
+impl tower_service::Service<http::Request<tonic::body::Body>> for H2 {
+    type Response = http::Response<hyper::body::Incoming>;
+    type Error = hyper::Error;
+    type Future = H2Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), hyper::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> H2Future {
+        Box::pin(self.0.send_request(request))
+    }
+}
+
+/// The one LeaseKeepAlive stream of a connection: each request is answered
+/// in order on it. `waiting` is set while a request is out: a caller that
+/// gave up (its deadline passed) leaves it set, and its answer, should it
+/// come late, must never be taken for a later request's, so the next caller
+/// opens a fresh stream instead.
+struct KeepAliveStream {
+    requests: mpsc::UnboundedSender<proto::LeaseId>,
+    answers: tonic::Streaming<proto::LeaseKeepAliveResponse>,
+    waiting: bool,
+}
+
 /// A key as etcd stores it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Kv {
@@ -94,14 +215,14 @@ impl Kv {
         String::from_utf8_lossy(&self.value).into_owned()
     }
 
-    fn from_json(v: &Value) -> Result<Kv, String> {
-        Ok(Kv {
-            key: bytes(v, "key")?,
-            value: bytes(v, "value")?,
-            create_revision: int(v, "create_revision")?,
-            mod_revision: int(v, "mod_revision")?,
-            lease: int(v, "lease")?,
-        })
+    fn from_proto(kv: proto::KeyValue) -> Kv {
+        Kv {
+            key: kv.key,
+            value: kv.value,
+            create_revision: kv.create_revision,
+            mod_revision: kv.mod_revision,
+            lease: kv.lease,
+        }
     }
 }
 
@@ -152,6 +273,25 @@ impl Range {
         self
     }
 
+    /// The request itself.
+    pub fn to_proto(&self) -> proto::RangeRequest {
+        proto::RangeRequest {
+            key: self.key.clone(),
+            range_end: self.range_end.clone().unwrap_or_default(),
+            limit: self.limit.max(0),
+            sort_order: match self.by_create {
+                None => 0,
+                Some(false) => 1,
+                Some(true) => 2,
+            },
+            sort_target: if self.by_create.is_some() { 2 } else { 0 },
+            max_create_revision: self.max_create_revision.max(0),
+            ..proto::RangeRequest::default()
+        }
+    }
+
+    /// The op in the JSON form [`Client::txn`] takes (etcd's own JSON
+    /// mapping of `RangeRequest`, as its gateway spoke it).
     pub fn to_json(&self) -> Value {
         let mut v = json!({ "key": B64.encode(&self.key) });
         if let Some(end) = &self.range_end {
@@ -249,52 +389,198 @@ fn bytes(v: &Value, field: &str) -> Result<Vec<u8>, String> {
     }
 }
 
-fn revision(v: &Value) -> Result<i64, String> {
-    int(v.get("header").unwrap_or(&Value::Null), "revision")
+/// A JSON field as bytes: base64, as etcd's JSON mapping of `bytes`.
+fn b64_field(v: &Value, field: &str) -> Result<Vec<u8>, String> {
+    bytes(v, field)
 }
 
-fn range_answer(v: &Value) -> Result<RangeAnswer, String> {
-    let kvs = match v.get("kvs") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(kvs)) => kvs.iter().map(Kv::from_json).collect::<Result<_, _>>()?,
-        Some(other) => return Err(format!("`kvs` is not a list: {other}")),
+/// A `Compare` in etcd's JSON mapping, as [`Client::txn`] takes it.
+fn compare_of(v: &Value) -> Result<proto::Compare, String> {
+    use proto::compare::TargetUnion;
+    let result = match v.get("result").and_then(Value::as_str).unwrap_or("EQUAL") {
+        "EQUAL" => 0,
+        "GREATER" => 1,
+        "LESS" => 2,
+        "NOT_EQUAL" => 3,
+        other => return Err(format!("unknown compare result `{other}`")),
     };
-    Ok(RangeAnswer {
-        revision: revision(v)?,
-        kvs,
+    let (target, union) = match v.get("target").and_then(Value::as_str).unwrap_or("VERSION") {
+        "VERSION" => (0, TargetUnion::Version(int(v, "version")?)),
+        "CREATE" => (1, TargetUnion::CreateRevision(int(v, "create_revision")?)),
+        "MOD" => (2, TargetUnion::ModRevision(int(v, "mod_revision")?)),
+        "VALUE" => (3, TargetUnion::Value(b64_field(v, "value")?)),
+        "LEASE" => (4, TargetUnion::Lease(int(v, "lease")?)),
+        other => return Err(format!("unknown compare target `{other}`")),
+    };
+    Ok(proto::Compare {
+        result,
+        target,
+        key: b64_field(v, "key")?,
+        target_union: Some(union),
+        range_end: b64_field(v, "range_end")?,
     })
 }
 
-/// Why TLS failed, if that is what failed: rustls's own verdict (a
+/// A `RangeRequest` in etcd's JSON mapping ([`Range::to_json`]).
+fn range_of(v: &Value) -> Result<proto::RangeRequest, String> {
+    let sort_order = match v.get("sort_order").and_then(Value::as_str) {
+        None | Some("NONE") => 0,
+        Some("ASCEND") => 1,
+        Some("DESCEND") => 2,
+        Some(other) => return Err(format!("unknown sort order `{other}`")),
+    };
+    let sort_target = match v.get("sort_target").and_then(Value::as_str) {
+        None | Some("KEY") => 0,
+        Some("VERSION") => 1,
+        Some("CREATE") => 2,
+        Some("MOD") => 3,
+        Some("VALUE") => 4,
+        Some(other) => return Err(format!("unknown sort target `{other}`")),
+    };
+    Ok(proto::RangeRequest {
+        key: b64_field(v, "key")?,
+        range_end: b64_field(v, "range_end")?,
+        limit: int(v, "limit")?,
+        sort_order,
+        sort_target,
+        max_create_revision: int(v, "max_create_revision")?,
+        ..proto::RangeRequest::default()
+    })
+}
+
+/// A `RequestOp` in etcd's JSON mapping: `request_range`, `request_put`
+/// or `request_delete_range`.
+fn op_of(v: &Value) -> Result<proto::RequestOp, String> {
+    use proto::request_op::Request;
+    let request = if let Some(range) = v.get("request_range") {
+        Request::Range(range_of(range)?)
+    } else if let Some(put) = v.get("request_put") {
+        Request::Put(proto::PutRequest {
+            key: b64_field(put, "key")?,
+            value: b64_field(put, "value")?,
+            lease: int(put, "lease")?,
+        })
+    } else if let Some(delete) = v.get("request_delete_range") {
+        Request::DeleteRange(proto::DeleteRangeRequest {
+            key: b64_field(delete, "key")?,
+            range_end: b64_field(delete, "range_end")?,
+        })
+    } else {
+        return Err(format!("not a transaction op: {v}"));
+    };
+    Ok(proto::RequestOp {
+        request: Some(request),
+    })
+}
+
+fn revision_of(header: &Option<proto::ResponseHeader>) -> i64 {
+    header.as_ref().map_or(0, |h| h.revision)
+}
+
+fn range_answer(r: proto::RangeResponse) -> RangeAnswer {
+    RangeAnswer {
+        revision: revision_of(&r.header),
+        kvs: r.kvs.into_iter().map(Kv::from_proto).collect(),
+    }
+}
+
+fn txn_answer(r: proto::TxnResponse) -> TxnAnswer {
+    use proto::response_op::Response;
+    let ranges = r
+        .responses
+        .into_iter()
+        .filter_map(|op| match op.response {
+            Some(Response::Range(range)) => Some(range_answer(range)),
+            _ => None,
+        })
+        .collect();
+    TxnAnswer {
+        revision: revision_of(&r.header),
+        succeeded: r.succeeded,
+        ranges,
+    }
+}
+
+fn watch_batch(r: proto::WatchResponse) -> WatchBatch {
+    WatchBatch {
+        revision: revision_of(&r.header),
+        events: r
+            .events
+            .into_iter()
+            .map(|e| Event {
+                deleted: e.r#type == 1,
+                kv: Kv::from_proto(e.kv.unwrap_or_default()),
+            })
+            .collect(),
+        canceled: r.canceled,
+        compact_revision: r.compact_revision,
+    }
+}
+
+/// Why dialing failed when TLS is what failed: rustls's own verdict (a
 /// certificate refused either way, TLS spoken to a port that answers
 /// otherwise), or etcd's plain port hanging up on our handshake, with an
-/// end of stream or, while connecting over TLS, a reset.
-fn tls_failure(e: &reqwest::Error) -> Option<String> {
+/// end of stream or a reset.
+fn tls_failure(e: &std::io::Error) -> Option<String> {
     if let Some(problem) = tls::rustls_error(e) {
         return Some(problem.to_string());
     }
-    let connecting_over_tls = e.is_connect() && e.url().is_some_and(|url| url.scheme() == "https");
-    (tls::handshake_cut_short(e) || (connecting_over_tls && tls::reset_by_peer(e)))
+    (tls::handshake_cut_short(e) || tls::reset_by_peer(e))
         .then(|| "the server hung up during the handshake, as a port without TLS does".into())
 }
 
-/// The HTTP client for `config`'s endpoints and TLS files.
-fn http_client(config: &EtcdConfig) -> Result<reqwest::Client, String> {
+/// rustls's settings for `config`: its CA file, else the system's roots,
+/// and its client certificate; ALPN `h2`, which etcd's gRPC needs.
+fn tls_config(config: &EtcdConfig) -> Result<Option<Arc<rustls::ClientConfig>>, String> {
     let verifies_tls = config.endpoints.iter().any(|e| e.scheme() != "http");
-    let mut builder = tls::client_builder(Duration::from_secs(3), verifies_tls);
-    if let Some(file) = &config.cacert {
-        let certificates = tls::read_certificates(file).map_err(|e| format!("{e:#}"))?;
-        for certificate in certificates {
-            builder = builder.add_root_certificate(certificate);
+    if !verifies_tls {
+        // A CA file given with plain endpoints is still read, so a wrong
+        // path is reported as with TLS.
+        if let Some(file) = &config.cacert {
+            tls::read_roots(file).map_err(|e| format!("{e:#}"))?;
+        }
+        if let (Some(cert), Some(key)) = (&config.cert, &config.key) {
+            tls::read_identity(cert, key).map_err(|e| format!("{e:#}"))?;
+        }
+        return Ok(None);
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    match &config.cacert {
+        Some(file) => {
+            for certificate in tls::read_roots(file).map_err(|e| format!("{e:#}"))? {
+                roots.add(certificate).map_err(|e| {
+                    format!("CA certificate `{}` is not usable ({e})", file.display())
+                })?;
+            }
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            roots.add_parsable_certificates(found.certs);
         }
     }
-    if let (Some(cert), Some(key)) = (&config.cert, &config.key) {
-        let identity = tls::identity(cert, key).map_err(|e| format!("{e:#}"))?;
-        builder = builder.identity(identity);
-    }
-    builder
-        .build()
-        .map_err(|e| format!("cannot set up the HTTP client ({})", innermost(&e)))
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("cannot set up TLS ({e})"))?
+        .with_root_certificates(roots);
+    let mut tls = match (&config.cert, &config.key) {
+        (Some(cert), Some(key)) => {
+            let (chain, private_key) =
+                tls::read_identity(cert, key).map_err(|e| format!("{e:#}"))?;
+            builder
+                .with_client_auth_cert(chain, private_key)
+                .map_err(|e| {
+                    format!(
+                        "the client certificate `{}` and key `{}` are not usable together ({e})",
+                        cert.display(),
+                        key.display()
+                    )
+                })?
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    tls.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Some(Arc::new(tls)))
 }
 
 /// The endpoint as users write it.
@@ -302,18 +588,57 @@ fn shown(url: &Url) -> String {
     url.as_str().trim_end_matches('/').to_owned()
 }
 
+/// Why a dial failed: TLS, or anything else (the next endpoint may do).
+enum DialError {
+    Tls(String),
+    Other(String),
+}
+
+/// Starts HTTP/2 over `io` and drives the connection on a task of its own.
+async fn handshake<T>(
+    io: T,
+) -> Result<hyper::client::conn::http2::SendRequest<tonic::body::Body>, hyper::Error>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (send, connection) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .handshake(hyper_util::rt::TokioIo::new(io))
+            .await?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!("the HTTP/2 connection to etcd ended: {e}");
+        }
+    });
+    Ok(send)
+}
+
+/// A request with our auth token, when we have one, in the metadata etcd
+/// reads it from.
+fn request<T>(message: T, token: Option<&str>) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    if let Some(value) = token.and_then(|t| t.parse().ok()) {
+        request.metadata_mut().insert("token", value);
+    }
+    request
+}
+
 impl Client {
     /// Builds the client; file problems are reported here, before any
     /// request, with the path that is wrong.
     pub fn new(config: &EtcdConfig) -> Result<Client, String> {
-        let http = http_client(config)?;
+        let tls = tls_config(config)?;
         if config.endpoints.is_empty() {
             return Err("no etcd endpoint given; set ETCDCTL_ENDPOINTS or --endpoints".into());
         }
         Ok(Client {
             inner: Arc::new(Inner {
-                http,
-                watch_http: OnceLock::new(),
+                tls,
+                conns: config
+                    .endpoints
+                    .iter()
+                    .map(|_| tokio::sync::Mutex::new(None))
+                    .collect(),
                 config: config.clone(),
                 current: AtomicUsize::new(0),
                 token: Mutex::new(None),
@@ -344,73 +669,99 @@ impl Client {
         all.join(",")
     }
 
-    /// Sends one request to the first endpoint that accepts a connection,
-    /// starting with the one that answered last. Only a failed connection
-    /// moves on: the request never left, so trying the next endpoint cannot
-    /// apply it twice.
-    async fn send(
-        &self,
-        path: &str,
-        body: &Value,
-        timeout: Option<Duration>,
-        token: Option<&str>,
-    ) -> Result<(reqwest::Response, String), EtcdError> {
-        self.send_over(&self.inner.http, path, body, timeout, token)
-            .await
+    /// Dials `endpoint`: TCP, TLS for `https://`, HTTP/2's preface.
+    async fn dial(&self, endpoint: &Url) -> Result<Conn, DialError> {
+        let dialed = async {
+            let port = endpoint.port_or_known_default().unwrap_or(2379);
+            let host = endpoint
+                .host()
+                .ok_or_else(|| DialError::Other("no host".into()))?;
+            let tcp = match &host {
+                url::Host::Domain(name) => tokio::net::TcpStream::connect((*name, port)).await,
+                url::Host::Ipv4(ip) => tokio::net::TcpStream::connect((*ip, port)).await,
+                url::Host::Ipv6(ip) => tokio::net::TcpStream::connect((*ip, port)).await,
+            }
+            .map_err(|e| DialError::Other(innermost(&e)))?;
+            let _ = tcp.set_nodelay(true);
+            let tls_ended = Arc::new(Mutex::new(None));
+            let send = match (&self.inner.tls, endpoint.scheme()) {
+                (Some(config), "https") => {
+                    let name = match host {
+                        url::Host::Domain(name) => {
+                            rustls::pki_types::ServerName::try_from(name.to_owned())
+                                .map_err(|e| DialError::Tls(e.to_string()))?
+                        }
+                        url::Host::Ipv4(ip) => std::net::IpAddr::from(ip).into(),
+                        url::Host::Ipv6(ip) => std::net::IpAddr::from(ip).into(),
+                    };
+                    let stream = tokio_rustls::TlsConnector::from(config.clone())
+                        .connect(name, tcp)
+                        .await
+                        .map_err(|e| match tls_failure(&e) {
+                            Some(cause) => DialError::Tls(cause),
+                            None => DialError::Other(innermost(&e)),
+                        })?;
+                    handshake(Recording {
+                        io: stream,
+                        tls_ended: tls_ended.clone(),
+                    })
+                    .await
+                }
+                _ => handshake(tcp).await,
+            }
+            .map_err(|e| DialError::Other(innermost(&e)))?;
+            let origin = shown(endpoint)
+                .parse()
+                .map_err(|e: http::uri::InvalidUri| DialError::Other(e.to_string()))?;
+            Ok(Conn {
+                send,
+                origin,
+                keepalive: Arc::new(tokio::sync::Mutex::new(None)),
+                tls_ended,
+            })
+        };
+        match tokio::time::timeout(CONNECT_TIMEOUT, dialed).await {
+            Ok(dialed) => dialed,
+            Err(_) => Err(DialError::Other(format!(
+                "no connection within {}",
+                crate::duration::fmt_duration(CONNECT_TIMEOUT)
+            ))),
+        }
     }
 
-    /// [`Client::send`] for a watch stream, over a connection of its own.
-    async fn send_watch(
-        &self,
-        body: &Value,
-        token: Option<&str>,
-    ) -> Result<(reqwest::Response, String), EtcdError> {
-        // The same settings were built once already; should the second build
-        // fail all the same (a file removed meanwhile), the shared pool
-        // still works.
-        let http = self.inner.watch_http.get_or_init(|| {
-            http_client(&self.inner.config).unwrap_or_else(|_| self.inner.http.clone())
-        });
-        self.send_over(http, "/v3/watch", body, None, token).await
-    }
-
-    async fn send_over(
-        &self,
-        http: &reqwest::Client,
-        path: &str,
-        body: &Value,
-        timeout: Option<Duration>,
-        token: Option<&str>,
-    ) -> Result<(reqwest::Response, String), EtcdError> {
-        let n = self.inner.config.endpoints.len();
+    /// The connection to the first endpoint that accepts one, starting
+    /// with the one that answered last, dialed unless it is open. Only a
+    /// failed dial moves on: no request left, so trying the next endpoint
+    /// cannot apply one twice.
+    async fn connection(&self) -> Result<(Conn, String), EtcdError> {
+        let endpoints = &self.inner.config.endpoints;
+        let n = endpoints.len();
         let start = self.inner.current.load(Ordering::Relaxed);
         let mut causes = Vec::new();
         for i in 0..n {
             let index = (start + i) % n;
-            let endpoint = &self.inner.config.endpoints[index];
-            let url = endpoint.join(path).expect("API paths are valid URLs");
-            let mut request = http.post(url).json(body);
-            if let Some(timeout) = timeout {
-                request = request.timeout(timeout);
+            let endpoint = &endpoints[index];
+            let mut slot = self.inner.conns[index].lock().await;
+            if let Some(conn) = slot.as_ref().filter(|c| !c.send.is_closed()) {
+                self.inner.current.store(index, Ordering::Relaxed);
+                return Ok((conn.clone(), shown(endpoint)));
             }
-            if let Some(token) = token {
-                request = request.header(reqwest::header::AUTHORIZATION, token);
-            }
-            match request.send().await {
-                Ok(response) => {
+            *slot = None;
+            match self.dial(endpoint).await {
+                Ok(conn) => {
+                    *slot = Some(conn.clone());
                     self.inner.current.store(index, Ordering::Relaxed);
-                    return Ok((response, shown(endpoint)));
+                    return Ok((conn, shown(endpoint)));
                 }
-                Err(e) if e.is_connect() => match tls_failure(&e) {
-                    Some(cause) if n == 1 => {
-                        return Err(EtcdError::Tls {
-                            endpoint: shown(endpoint),
-                            cause,
-                        });
-                    }
-                    _ => causes.push(format!("{}: {}", shown(endpoint), innermost(&e))),
-                },
-                Err(e) => return Err(transport(e, &shown(endpoint), timeout)),
+                Err(DialError::Tls(cause)) if n == 1 => {
+                    return Err(EtcdError::Tls {
+                        endpoint: shown(endpoint),
+                        cause,
+                    });
+                }
+                Err(DialError::Tls(cause) | DialError::Other(cause)) => {
+                    causes.push(format!("{}: {cause}", shown(endpoint)));
+                }
             }
         }
         let cause = if n == 1 {
@@ -434,70 +785,76 @@ impl Client {
         if let Some(token) = self.inner.token.lock().expect("token lock").clone() {
             return Ok(Some(token));
         }
-        let body = json!({ "name": user.name, "password": user.password.secret() });
         let what = format!("authenticating as `{}`", user.name);
-        let answer = self
-            .answer(
-                "/v3/auth/authenticate",
-                &body,
-                Some(self.inner.call_timeout),
+        let answer: proto::AuthenticateResponse = self
+            .attempt(
+                proto::method::AUTHENTICATE,
+                proto::AuthenticateRequest {
+                    name: user.name.clone(),
+                    password: user.password.secret().to_owned(),
+                },
                 None,
                 &what,
             )
             .await?;
-        let token = answer
-            .get("token")
-            .and_then(Value::as_str)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| EtcdError::Decode {
-                what: what.clone(),
+        if answer.token.is_empty() {
+            return Err(EtcdError::Decode {
+                what,
                 cause: "no token in the answer; is auth enabled?".into(),
-            })?
-            .to_owned();
-        *self.inner.token.lock().expect("token lock") = Some(token.clone());
-        Ok(Some(token))
+            });
+        }
+        *self.inner.token.lock().expect("token lock") = Some(answer.token.clone());
+        Ok(Some(answer.token))
     }
 
-    async fn answer(
+    /// One unary call on the current connection, with `token`.
+    async fn attempt<Req, Resp>(
         &self,
-        path: &str,
-        body: &Value,
-        timeout: Option<Duration>,
+        method: &'static str,
+        message: Req,
         token: Option<&str>,
         what: &str,
-    ) -> Result<Value, EtcdError> {
+    ) -> Result<Resp, EtcdError>
+    where
+        Req: prost::Message + Send + Sync + 'static,
+        Resp: prost::Message + Default + Send + Sync + 'static,
+    {
+        let (conn, endpoint) = self.connection().await?;
         let started = std::time::Instant::now();
-        let (response, endpoint) = self.send(path, body, timeout, token).await?;
-        let status = response.status().as_u16();
+        let mut grpc =
+            tonic::client::Grpc::with_origin(H2(conn.send.clone()), conn.origin.clone());
+        grpc.ready()
+            .await
+            .map_err(|e| conn.why(transport_error(&endpoint, &e)))?;
+        let answer = grpc
+            .unary(
+                request(message, token),
+                http::uri::PathAndQuery::from_static(method),
+                tonic_prost::ProstCodec::<Req, Resp>::default(),
+            )
+            .await;
         tracing::debug!(
-            "POST {endpoint}{path} -> {status} in {:?} ({what})",
+            "gRPC {endpoint}{method} -> {} in {:?} ({what})",
+            match &answer {
+                Ok(_) => "OK".to_owned(),
+                Err(status) => format!("{:?}", status.code()),
+            },
             started.elapsed()
         );
-        let text = response
-            .text()
-            .await
-            .map_err(|e| transport(e, &endpoint, timeout))?;
-        if status != 200 {
-            return Err(self.refused(what, status, &text));
-        }
-        // Streaming RPCs (keepalive) answer `{"result": ...}` or
-        // `{"error": ...}` lines.
-        let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-        let value: Value = serde_json::from_str(first).map_err(|e| EtcdError::Decode {
-            what: what.to_owned(),
-            cause: format!("{e}: {}", one_line(&text)),
-        })?;
-        if let Some(error) = value.get("error").filter(|e| e.is_object()) {
-            return Err(self.refused(what, status, &error.to_string()));
-        }
-        Ok(match value.get("result") {
-            Some(result) => result.clone(),
-            None => value,
-        })
+        answer
+            .map(tonic::Response::into_inner)
+            .map_err(|status| conn.why(self.status_error(status, &endpoint, what)))
     }
 
-    fn refused(&self, what: &str, status: u16, body: &str) -> EtcdError {
-        let e = EtcdError::from_answer(what, status, body);
+    /// A failed call's status as our error: etcd's answer, or the
+    /// connection's failure (tonic keeps the transport's error as the
+    /// status's source; etcd's own statuses have none).
+    fn status_error(&self, status: tonic::Status, endpoint: &str, what: &str) -> EtcdError {
+        use std::error::Error as _;
+        if let Some(source) = status.source() {
+            return transport_error(endpoint, source);
+        }
+        let e = EtcdError::from_status(what, status.code() as i64, status.message());
         match e {
             // The next call authenticates afresh.
             EtcdError::TokenExpired { .. } => {
@@ -522,33 +879,18 @@ impl Client {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |i| Some((i + 1) % n));
     }
 
-    /// One call, with our token when we have a user.
-    async fn call(
+    /// `work` within `timeout`; a timeout or broken connection sends the
+    /// next call to the next endpoint, and a daemon's log says once when
+    /// etcd stops answering, and again when it answers
+    /// (`logging::engine_trouble`).
+    async fn bounded<T>(
         &self,
-        path: &str,
-        body: &Value,
         timeout: Duration,
-        what: &str,
-    ) -> Result<Value, EtcdError> {
-        // Authenticating counts against the caller's timeout too.
-        let bounded = async {
-            let token = self.token().await?;
-            match self
-                .answer(path, body, Some(timeout), token.as_deref(), what)
-                .await
-            {
-                // etcd refused the request unapplied because our token
-                // expired (simple tokens last five minutes): one fresh
-                // token, one resend.
-                Err(EtcdError::TokenExpired { .. }) if token.is_some() => {
-                    let token = self.token().await?;
-                    self.answer(path, body, Some(timeout), token.as_deref(), what)
-                        .await
-                }
-                other => other,
-            }
-        };
-        let answer = match tokio::time::timeout(timeout, bounded).await {
+        work: impl Future<Output = Result<T, EtcdError>>,
+    ) -> Result<T, EtcdError> {
+        // On the heap: tonic's futures are large, and a call is awaited
+        // deep in lockrun's own.
+        let answer = match tokio::time::timeout(timeout, Box::pin(work)).await {
             Ok(answer) => answer,
             Err(_) => Err(EtcdError::Timeout {
                 endpoint: self.current_endpoint(),
@@ -558,8 +900,6 @@ impl Client {
         if let Err(EtcdError::Timeout { .. } | EtcdError::Broken { .. }) = answer {
             self.move_on();
         }
-        // A daemon's log says once when etcd stops answering, and again
-        // when it answers (`logging::engine_trouble`).
         match &answer {
             Err(e) if e.is_transient() => crate::logging::engine_trouble("etcd", e),
             _ => crate::logging::engine_answered("etcd"),
@@ -567,42 +907,67 @@ impl Client {
         answer
     }
 
+    /// One call, with our token when we have a user.
+    async fn call<Req, Resp>(
+        &self,
+        method: &'static str,
+        message: Req,
+        timeout: Duration,
+        what: &str,
+    ) -> Result<Resp, EtcdError>
+    where
+        Req: prost::Message + Clone + Send + Sync + 'static,
+        Resp: prost::Message + Default + Send + Sync + 'static,
+    {
+        // Authenticating counts against the caller's timeout too.
+        self.bounded(timeout, async {
+            let token = self.token().await?;
+            match self
+                .attempt(method, message.clone(), token.as_deref(), what)
+                .await
+            {
+                // etcd refused the request unapplied because our token
+                // expired (simple tokens last five minutes): one fresh
+                // token, one resend.
+                Err(EtcdError::TokenExpired { .. }) if token.is_some() => {
+                    let token = self.token().await?;
+                    self.attempt(method, message, token.as_deref(), what).await
+                }
+                other => other,
+            }
+        })
+        .await
+    }
+
     fn current_endpoint(&self) -> String {
         let index = self.inner.current.load(Ordering::Relaxed);
         shown(&self.inner.config.endpoints[index % self.inner.config.endpoints.len()])
     }
 
-    fn decode<T>(what: &str, r: Result<T, String>) -> Result<T, EtcdError> {
-        r.map_err(|cause| EtcdError::Decode {
-            what: what.to_owned(),
-            cause,
-        })
-    }
-
-    /// `/v3/lease/grant`; the server may grant a longer TTL than asked.
+    /// `LeaseGrant`; the server may grant a longer TTL than asked.
     pub async fn grant(&self, ttl: Duration) -> Result<Granted, EtcdError> {
         let what = "granting a lease";
         let secs = ttl.as_secs().max(1);
-        let v = self
+        let answer: proto::LeaseGrantResponse = self
             .call(
-                "/v3/lease/grant",
-                &json!({ "TTL": secs.to_string() }),
+                proto::method::LEASE_GRANT,
+                proto::LeaseGrantRequest {
+                    ttl: i64::try_from(secs).unwrap_or(i64::MAX),
+                    id: 0,
+                },
                 self.inner.call_timeout,
                 what,
             )
             .await?;
-        let id = Self::decode(what, int(&v, "ID"))?;
-        let granted = Self::decode(what, int(&v, "TTL"))?;
-        if id == 0 || granted <= 0 {
-            let error = v.get("error").map(Value::to_string).unwrap_or_default();
+        if answer.id == 0 || answer.ttl <= 0 {
             return Err(EtcdError::Decode {
                 what: what.to_owned(),
-                cause: format!("no lease in the answer {error}"),
+                cause: format!("no lease in the answer {}", answer.error),
             });
         }
         Ok(Granted {
-            id,
-            ttl: Duration::from_secs(granted as u64),
+            id: answer.id,
+            ttl: Duration::from_secs(answer.ttl as u64),
         })
     }
 
@@ -655,27 +1020,121 @@ impl Client {
         }))
     }
 
-    /// One `/v3/lease/keepalive` to the current endpoint.
+    /// One keepalive on the current connection's LeaseKeepAlive stream,
+    /// opened at the first; after a broken connection or stream, sent once
+    /// more on a fresh one (dialed again if the connection is gone).
     async fn keepalive_once(&self, id: i64, timeout: Duration) -> Result<Duration, EtcdError> {
         let what = "renewing the lease";
-        let v = self
-            .call(
-                "/v3/lease/keepalive",
-                &json!({ "ID": id.to_string() }),
-                timeout,
-                what,
-            )
+        let answer = self
+            .bounded(timeout, async {
+                let token = self.token().await?;
+                let mut tries = 0;
+                loop {
+                    tries += 1;
+                    let (conn, endpoint) = self.connection().await?;
+                    let mut stream = conn.keepalive.lock().await;
+                    let answer = self
+                        .keepalive_on(&conn, &mut stream, id, token.as_deref(), &endpoint, what)
+                        .await
+                        .map_err(|e| conn.why(e));
+                    match answer {
+                        Ok(ttl) => return Ok(ttl),
+                        Err(e) => {
+                            *stream = None;
+                            if tries > 1 || !matches!(e, EtcdError::Broken { .. }) {
+                                return Err(e);
+                            }
+                        }
+                    }
+                }
+            })
             .await
             .map_err(|e| lease_gone(e, id))?;
-        let ttl = Self::decode(what, int(&v, "TTL"))?;
-        if ttl <= 0 {
+        if answer <= 0 {
             // etcd answers a keepalive for an unknown lease with TTL 0.
             return Err(EtcdError::LeaseNotFound { lease: id });
         }
-        Ok(Duration::from_secs(ttl as u64))
+        Ok(Duration::from_secs(answer as u64))
     }
 
-    /// `/v3/lease/revoke`: deletes every key attached to the lease.
+    /// Sends one keepalive on `stream` (opened first when it is not, or
+    /// when an earlier request on it was given up) and reads its answer:
+    /// the TTL.
+    async fn keepalive_on(
+        &self,
+        conn: &Conn,
+        stream: &mut Option<KeepAliveStream>,
+        id: i64,
+        token: Option<&str>,
+        endpoint: &str,
+        what: &str,
+    ) -> Result<i64, EtcdError> {
+        let broken = |cause: &str| EtcdError::Broken {
+            endpoint: endpoint.to_owned(),
+            cause: cause.to_owned(),
+        };
+        if stream.as_ref().is_some_and(|s| s.waiting) {
+            *stream = None;
+        }
+        let open = match stream.take() {
+            Some(mut open) => {
+                open.waiting = true;
+                open.requests
+                    .send(proto::LeaseId { id })
+                    .map_err(|_| broken("the keepalive stream was closed"))?;
+                open
+            }
+            None => {
+                // gRPC's server sends its headers with the first answer,
+                // so the first request goes before we wait for them.
+                let (requests, queue) = mpsc::unbounded_channel();
+                let _ = requests.send(proto::LeaseId { id });
+                let mut grpc =
+                    tonic::client::Grpc::with_origin(H2(conn.send.clone()), conn.origin.clone());
+                grpc.ready()
+                    .await
+                    .map_err(|e| transport_error(endpoint, &e))?;
+                let answers = grpc
+                    .streaming(
+                        request(
+                            tokio_stream::wrappers::UnboundedReceiverStream::new(queue),
+                            token,
+                        ),
+                        http::uri::PathAndQuery::from_static(proto::method::LEASE_KEEP_ALIVE),
+                        tonic_prost::ProstCodec::<proto::LeaseId, proto::LeaseKeepAliveResponse>::default(),
+                    )
+                    .await
+                    .map_err(|status| self.status_error(status, endpoint, what))?
+                    .into_inner();
+                KeepAliveStream {
+                    requests,
+                    answers,
+                    waiting: true,
+                }
+            }
+        };
+        let open = stream.insert(open);
+        let started = std::time::Instant::now();
+        loop {
+            match open.answers.message().await {
+                Ok(Some(answer)) if answer.id == id => {
+                    open.waiting = false;
+                    tracing::debug!(
+                        "gRPC {endpoint}{} -> OK in {:?} ({what})",
+                        proto::method::LEASE_KEEP_ALIVE,
+                        started.elapsed()
+                    );
+                    return Ok(answer.ttl);
+                }
+                // Another lease's: not ours to take.
+                Ok(Some(_)) => {}
+                Ok(None) => return Err(broken("the keepalive stream ended")),
+                Err(status) => return Err(self.status_error(status, endpoint, what)),
+            }
+        }
+    }
+
+    /// `LeaseRevoke`: deletes every key attached to the lease.
     /// Like a keepalive, a revoke may be sent again elsewhere (a second one
     /// answers "lease not found"), so one that hangs is tried on the next
     /// endpoint within `timeout`.
@@ -684,9 +1143,9 @@ impl Client {
         loop {
             let left = until.saturating_duration_since(tokio::time::Instant::now());
             let answer = self
-                .call(
-                    "/v3/lease/revoke",
-                    &json!({ "ID": id.to_string() }),
+                .call::<_, proto::LeaseRevokeResponse>(
+                    proto::method::LEASE_REVOKE,
+                    proto::LeaseId { id },
                     left.min(self.inner.call_timeout),
                     "revoking a lease",
                 )
@@ -701,55 +1160,50 @@ impl Client {
         }
     }
 
-    /// `/v3/lease/timetolive`: the remaining TTL, `None` if the lease is gone.
+    /// `LeaseTimeToLive`.
+    async fn lease_ttl(&self, id: i64) -> Result<proto::LeaseTimeToLiveResponse, EtcdError> {
+        self.call(
+            proto::method::LEASE_TIME_TO_LIVE,
+            proto::LeaseId { id },
+            self.inner.call_timeout,
+            "reading a lease",
+        )
+        .await
+    }
+
+    /// `LeaseTimeToLive`: the remaining TTL, `None` if the lease is gone.
     pub async fn time_to_live(&self, id: i64) -> Result<Option<Duration>, EtcdError> {
-        let what = "reading a lease";
-        let v = self
-            .call(
-                "/v3/lease/timetolive",
-                &json!({ "ID": id.to_string() }),
-                self.inner.call_timeout,
-                what,
-            )
-            .await?;
-        let ttl = Self::decode(what, int(&v, "TTL"))?;
+        let ttl = self.lease_ttl(id).await?.ttl;
         Ok((ttl >= 0).then(|| Duration::from_secs(ttl as u64)))
     }
 
-    /// `/v3/lease/timetolive`: the TTL the lease was granted, `None` if the
+    /// `LeaseTimeToLive`: the TTL the lease was granted, `None` if the
     /// lease is gone.
     pub async fn granted_ttl(&self, id: i64) -> Result<Option<Duration>, EtcdError> {
-        let what = "reading a lease";
-        let v = self
-            .call(
-                "/v3/lease/timetolive",
-                &json!({ "ID": id.to_string() }),
-                self.inner.call_timeout,
-                what,
-            )
-            .await?;
-        if Self::decode(what, int(&v, "TTL"))? < 0 {
+        let answer = self.lease_ttl(id).await?;
+        if answer.ttl < 0 {
             return Ok(None);
         }
-        let granted = Self::decode(what, int(&v, "grantedTTL"))?;
-        Ok(Some(Duration::from_secs(granted.max(0) as u64)))
+        Ok(Some(Duration::from_secs(answer.granted_ttl.max(0) as u64)))
     }
 
-    /// `/v3/kv/range`.
+    /// `Range`.
     pub async fn range(&self, range: &Range) -> Result<RangeAnswer, EtcdError> {
         let what = format!("reading `{}`", String::from_utf8_lossy(&range.key));
-        let v = self
+        let answer = self
             .call(
-                "/v3/kv/range",
-                &range.to_json(),
+                proto::method::RANGE,
+                range.to_proto(),
                 self.inner.call_timeout,
                 &what,
             )
             .await?;
-        Self::decode(&what, range_answer(&v))
+        Ok(range_answer(answer))
     }
 
-    /// `/v3/kv/txn`, with the ops already in the gateway's JSON form.
+    /// `Txn`, with the compares and ops in etcd's JSON mapping of its
+    /// messages (the form its gateway speaks; `Range::to_json` writes a
+    /// range's), each turned into its protobuf message here.
     pub async fn txn(
         &self,
         compare: Vec<Value>,
@@ -757,29 +1211,42 @@ impl Client {
         failure: Vec<Value>,
         what: &str,
     ) -> Result<TxnAnswer, EtcdError> {
-        let body = json!({ "compare": compare, "success": success, "failure": failure });
-        let v = self
-            .call("/v3/kv/txn", &body, self.inner.call_timeout, what)
+        let built = (|| -> Result<proto::TxnRequest, String> {
+            Ok(proto::TxnRequest {
+                compare: compare.iter().map(compare_of).collect::<Result<_, _>>()?,
+                success: success.iter().map(op_of).collect::<Result<_, _>>()?,
+                failure: failure.iter().map(op_of).collect::<Result<_, _>>()?,
+            })
+        })();
+        let request = built.map_err(|cause| EtcdError::Decode {
+            what: what.to_owned(),
+            cause,
+        })?;
+        let answer = self
+            .call(proto::method::TXN, request, self.inner.call_timeout, what)
             .await?;
-        Self::decode(what, txn_answer(&v))
+        Ok(txn_answer(answer))
     }
 
-    /// `/v3/kv/deleterange` of one key: how many keys went.
+    /// `DeleteRange` of one key: how many keys went.
     pub async fn delete(&self, key: &[u8], timeout: Duration) -> Result<i64, EtcdError> {
         let what = format!("deleting `{}`", String::from_utf8_lossy(key));
-        let v = self
+        let answer: proto::DeleteRangeResponse = self
             .call(
-                "/v3/kv/deleterange",
-                &json!({ "key": B64.encode(key) }),
+                proto::method::DELETE_RANGE,
+                proto::DeleteRangeRequest {
+                    key: key.to_vec(),
+                    range_end: Vec::new(),
+                },
                 timeout,
                 &what,
             )
             .await?;
-        Self::decode(&what, int(&v, "deleted"))
+        Ok(answer.deleted)
     }
 
-    /// Opens a `/v3/watch` stream on `key` (to `range_end`) from
-    /// `start_revision`; only deletions when `deletes_only`.
+    /// Opens a watch on `key` (to `range_end`) from `start_revision`; only
+    /// deletions when `deletes_only`.
     pub async fn watch(
         &self,
         key: &[u8],
@@ -788,16 +1255,14 @@ impl Client {
         deletes_only: bool,
     ) -> Result<Watch, EtcdError> {
         let what = format!("watching `{}`", String::from_utf8_lossy(key));
-        let mut create = json!({
-            "key": B64.encode(key),
-            "start_revision": start_revision.to_string(),
-        });
-        if let Some(end) = range_end {
-            create["range_end"] = B64.encode(end).into();
-        }
-        if deletes_only {
-            create["filters"] = json!(["NOPUT"]);
-        }
+        let create = proto::WatchCreateRequest {
+            key: key.to_vec(),
+            range_end: range_end.map(<[u8]>::to_vec).unwrap_or_default(),
+            start_revision,
+            progress_notify: false,
+            // NOPUT
+            filters: if deletes_only { vec![0] } else { Vec::new() },
+        };
         let (stream, endpoint, first) = self.open_watch(&create, start_revision, &what).await?;
         let mut watch = Watch {
             client: self.clone(),
@@ -815,93 +1280,83 @@ impl Client {
         Ok(watch)
     }
 
-    /// Opens one watch stream from `start_revision` and reads the message
-    /// that confirms it, within the call deadline: a member that hangs
-    /// accepts the connection and never confirms, and then the next try
+    /// Opens one watch stream from `start_revision` on the current
+    /// connection and reads the message that confirms it, within the call
+    /// deadline: a member that hangs never confirms, and then the next try
     /// goes to the next endpoint.
     async fn open_watch(
         &self,
-        create: &Value,
+        create: &proto::WatchCreateRequest,
         start_revision: i64,
         what: &str,
-    ) -> Result<(Stream, String, WatchBatch), EtcdError> {
+    ) -> Result<(WatchStream, String, WatchBatch), EtcdError> {
         let mut create = create.clone();
-        create["start_revision"] = start_revision.to_string().into();
-        let timeout = self.inner.call_timeout;
-        let opened = async {
+        create.start_revision = start_revision;
+        self.bounded(self.inner.call_timeout, async {
             let token = self.token().await?;
-            let (response, endpoint) = self
-                .send_watch(&json!({ "create_request": create }), token.as_deref())
-                .await?;
-            let status = response.status().as_u16();
-            if status != 200 {
-                let text = response.text().await.unwrap_or_default();
-                return Err(self.refused(what, status, &text));
-            }
-            let mut stream = Stream {
-                response,
-                buffer: Vec::new(),
+            let (conn, endpoint) = self.connection().await?;
+            let (requests, queue) = mpsc::unbounded_channel();
+            let _ = requests.send(proto::WatchRequest {
+                request_union: Some(proto::watch_request::RequestUnion::CreateRequest(create)),
+            });
+            let mut grpc =
+                tonic::client::Grpc::with_origin(H2(conn.send.clone()), conn.origin.clone());
+            grpc.ready()
+                .await
+                .map_err(|e| conn.why(transport_error(&endpoint, &e)))?;
+            let started = std::time::Instant::now();
+            let answers = grpc
+                .streaming(
+                    request(
+                        tokio_stream::wrappers::UnboundedReceiverStream::new(queue),
+                        token.as_deref(),
+                    ),
+                    http::uri::PathAndQuery::from_static(proto::method::WATCH),
+                    tonic_prost::ProstCodec::<proto::WatchRequest, proto::WatchResponse>::default(),
+                )
+                .await
+                .map_err(|status| conn.why(self.status_error(status, &endpoint, what)))?
+                .into_inner();
+            let mut stream = WatchStream {
+                _requests: requests,
+                answers,
             };
             // The first message confirms the watch; events may only follow it.
-            let created = stream.message(&endpoint, what).await?;
-            if created.get("created").and_then(Value::as_bool) != Some(true) {
+            let created = stream.message(self, &endpoint, what).await?;
+            tracing::debug!(
+                "gRPC {endpoint}{} -> created in {:?} ({what})",
+                proto::method::WATCH,
+                started.elapsed()
+            );
+            if !created.created {
                 return Err(EtcdError::Decode {
                     what: what.to_owned(),
                     cause: format!(
-                        "the watch was not created: {}",
-                        one_line(&created.to_string())
+                        "the watch was not created (canceled: {}, {})",
+                        created.canceled, created.cancel_reason
                     ),
                 });
             }
-            let batch = Self::decode(what, watch_batch(&created))?;
-            Ok((stream, endpoint, batch))
-        };
-        let answer = match tokio::time::timeout(timeout, opened).await {
-            Ok(answer) => answer,
-            Err(_) => Err(EtcdError::Timeout {
-                endpoint: self.current_endpoint(),
-                after: timeout,
-            }),
-        };
-        if let Err(EtcdError::Timeout { .. } | EtcdError::Broken { .. }) = answer {
-            self.move_on();
-        }
-        answer
+            Ok((stream, endpoint, watch_batch(created)))
+        })
+        .await
     }
 }
 
-fn txn_answer(v: &Value) -> Result<TxnAnswer, String> {
-    let mut ranges = Vec::new();
-    if let Some(Value::Array(responses)) = v.get("responses") {
-        for r in responses {
-            if let Some(range) = r.get("response_range").or_else(|| r.get("responseRange")) {
-                ranges.push(range_answer(range)?);
-            }
-        }
+/// A connection's failure: TLS's (with TLS 1.3 a server refuses our
+/// client certificate only after the handshake, at the first request), or
+/// a broken connection.
+fn transport_error(endpoint: &str, e: &(dyn std::error::Error + 'static)) -> EtcdError {
+    match tls::rustls_error(e) {
+        Some(problem) => EtcdError::Tls {
+            endpoint: endpoint.to_owned(),
+            cause: problem.to_string(),
+        },
+        None => EtcdError::Broken {
+            endpoint: endpoint.to_owned(),
+            cause: innermost(e),
+        },
     }
-    Ok(TxnAnswer {
-        revision: revision(v)?,
-        succeeded: v.get("succeeded").and_then(Value::as_bool).unwrap_or(false),
-        ranges,
-    })
-}
-
-fn watch_batch(v: &Value) -> Result<WatchBatch, String> {
-    let mut events = Vec::new();
-    if let Some(Value::Array(list)) = v.get("events") {
-        for e in list {
-            events.push(Event {
-                deleted: e.get("type").and_then(Value::as_str) == Some("DELETE"),
-                kv: Kv::from_json(e.get("kv").unwrap_or(&Value::Null))?,
-            });
-        }
-    }
-    Ok(WatchBatch {
-        revision: revision(v)?,
-        events,
-        canceled: v.get("canceled").and_then(Value::as_bool).unwrap_or(false),
-        compact_revision: int(v, "compact_revision")?,
-    })
 }
 
 /// A "lease not found" answer as the verdict it is.
@@ -913,79 +1368,45 @@ fn lease_gone(e: EtcdError, id: i64) -> EtcdError {
     }
 }
 
-fn transport(e: reqwest::Error, endpoint: &str, timeout: Option<Duration>) -> EtcdError {
-    if e.is_timeout() {
-        EtcdError::Timeout {
-            endpoint: endpoint.to_owned(),
-            after: timeout.unwrap_or_default(),
-        }
-    } else if let Some(cause) = tls_failure(&e) {
-        EtcdError::Tls {
-            endpoint: endpoint.to_owned(),
-            cause,
-        }
-    } else {
-        EtcdError::Broken {
-            endpoint: endpoint.to_owned(),
-            cause: innermost(&e),
-        }
-    }
+/// One watch stream: its request side, kept open while we read, and its
+/// answers.
+struct WatchStream {
+    _requests: mpsc::UnboundedSender<proto::WatchRequest>,
+    answers: tonic::Streaming<proto::WatchResponse>,
 }
 
-/// The bytes of one watch stream: JSON messages, one a line.
-struct Stream {
-    response: reqwest::Response,
-    buffer: Vec<u8>,
-}
-
-impl Stream {
-    /// The next message as JSON (the `result` of the gateway's envelope).
-    async fn message(&mut self, endpoint: &str, what: &str) -> Result<Value, EtcdError> {
-        loop {
-            if let Some(end) = self.buffer.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = self.buffer.drain(..=end).collect();
-                let line = String::from_utf8_lossy(&line);
-                let line = line.trim();
-                if line.is_empty() {
-                    continue;
-                }
-                let value: Value = serde_json::from_str(line).map_err(|e| EtcdError::Decode {
-                    what: what.to_owned(),
-                    cause: format!("{e}: {}", one_line(line)),
-                })?;
-                if let Some(error) = value.get("error").filter(|e| e.is_object()) {
-                    return Err(EtcdError::from_answer(what, 200, &error.to_string()));
-                }
-                return Ok(value.get("result").cloned().unwrap_or(value));
-            }
-            match self.response.chunk().await {
-                Ok(Some(chunk)) => self.buffer.extend_from_slice(&chunk),
-                Ok(None) => {
-                    return Err(EtcdError::Broken {
-                        endpoint: endpoint.to_owned(),
-                        cause: format!("the stream {what} ended"),
-                    })
-                }
-                Err(e) => return Err(transport(e, endpoint, None)),
-            }
+impl WatchStream {
+    async fn message(
+        &mut self,
+        client: &Client,
+        endpoint: &str,
+        what: &str,
+    ) -> Result<proto::WatchResponse, EtcdError> {
+        match self.answers.message().await {
+            Ok(Some(message)) => Ok(message),
+            Ok(None) => Err(EtcdError::Broken {
+                endpoint: endpoint.to_owned(),
+                cause: format!("the stream {what} ended"),
+            }),
+            Err(status) => Err(client.status_error(status, endpoint, what)),
         }
     }
 }
 
 /// An open watch. One that stays silent for twice the call deadline is
 /// opened again from where it was, so that a watch on a member that hangs
-/// (which accepts the connection, confirms nothing and delivers nothing)
-/// moves to a member that answers instead of waiting for ever: a waiter
-/// would otherwise never see the lock come free. The gateway's HTTP/1
-/// stream has no pings of its own (gRPC's keepalive, in clientv3), and
-/// etcd's progress notifications come every ten minutes by default.
+/// (which confirms nothing and delivers nothing) moves to a member that
+/// answers instead of waiting for ever: a waiter would otherwise never see
+/// the lock come free. etcd's progress notifications come every ten
+/// minutes by default, and its gRPC server refuses pings more often than
+/// every five seconds on a connection without a call.
 pub struct Watch {
     client: Client,
-    /// The create request, without its start revision.
-    create: Value,
+    /// The create request, its start revision set at each opening.
+    create: proto::WatchCreateRequest,
     /// Every event before this revision was delivered (or filtered out).
     resume_from: i64,
-    stream: Stream,
+    stream: WatchStream,
     endpoint: String,
     what: String,
     pending: Option<WatchBatch>,
@@ -1015,10 +1436,13 @@ impl Watch {
         }
         let idle = self.client.call_timeout() * 2;
         loop {
-            let message =
-                tokio::time::timeout(idle, self.stream.message(&self.endpoint, &self.what)).await;
-            let v = match message {
-                Ok(v) => v?,
+            let message = tokio::time::timeout(
+                idle,
+                self.stream.message(&self.client, &self.endpoint, &self.what),
+            )
+            .await;
+            let message = match message {
+                Ok(message) => message?,
                 Err(_) => {
                     // Silent for long: open it again where it was. Should
                     // this member hang, the reopening times out and the
@@ -1041,11 +1465,55 @@ impl Watch {
                     continue;
                 }
             };
-            let batch = Client::decode(&self.what, watch_batch(&v))?;
+            let batch = watch_batch(message);
             self.note(&batch);
             if batch.canceled || !batch.events.is_empty() {
                 return Ok(batch);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_ops_become_etcds_messages() {
+        use proto::compare::TargetUnion;
+        use proto::request_op::Request;
+        let compare = compare_of(&json!({
+            "key": B64.encode(b"a/"),
+            "range_end": B64.encode(b"a0"),
+            "target": "CREATE",
+            "result": "LESS",
+            "create_revision": "7",
+        }))
+        .unwrap();
+        assert_eq!((compare.result, compare.target), (2, 1));
+        assert_eq!(compare.key, b"a/");
+        assert_eq!(compare.range_end, b"a0");
+        assert_eq!(compare.target_union, Some(TargetUnion::CreateRevision(7)));
+        let range = Range::prefix(b"a/").newest_first().limited(3);
+        let op = op_of(&json!({ "request_range": range.to_json() })).unwrap();
+        assert_eq!(op.request, Some(Request::Range(range.to_proto())));
+        let Some(Request::Range(read)) = op.request else {
+            unreachable!()
+        };
+        assert_eq!((read.sort_order, read.sort_target, read.limit), (2, 2, 3));
+        let put = op_of(&json!({ "request_put": {
+            "key": B64.encode(b"k"), "value": "", "lease": "255",
+        }}))
+        .unwrap();
+        assert_eq!(
+            put.request,
+            Some(Request::Put(proto::PutRequest {
+                key: b"k".to_vec(),
+                value: Vec::new(),
+                lease: 255,
+            }))
+        );
+        assert!(op_of(&json!({ "request_nothing": {} })).is_err());
+        assert!(compare_of(&json!({ "target": "SIZE" })).is_err());
     }
 }

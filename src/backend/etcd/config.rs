@@ -7,7 +7,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use reqwest::Url;
+use url::Url;
 
 /// etcdctl's default endpoint.
 pub const DEFAULT_ENDPOINT: &str = "127.0.0.1:2379";

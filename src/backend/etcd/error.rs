@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::backend::one_line;
 
-/// gRPC status codes the gateway reports in its error bodies.
+/// gRPC status codes etcd answers with.
 pub mod code {
     pub const INVALID_ARGUMENT: i64 = 3;
     pub const DEADLINE_EXCEEDED: i64 = 4;
@@ -115,28 +115,9 @@ impl EtcdError {
         )
     }
 
-    /// Classifies an error answer of the gateway: its gRPC code when the
-    /// body has one, else the HTTP status.
-    pub(crate) fn from_answer(what: &str, status: u16, body: &str) -> EtcdError {
-        let (code, message) = parse_error_body(body);
-        if status == 404 && code.is_none() {
-            // Not etcd's gRPC error: no gateway answered (etcd before 3.4,
-            // the gateway turned off, or not etcd at all).
-            return EtcdError::Rejected {
-                what: what.to_owned(),
-                code: code::NOT_FOUND,
-                message: format!("404 {message}: no etcd v3 JSON gateway there; lockrun needs etcd 3.4 or later with its gateway on"),
-            };
-        }
-        let code = code.unwrap_or(match status {
-            400 => code::INVALID_ARGUMENT,
-            401 => code::UNAUTHENTICATED,
-            403 => code::PERMISSION_DENIED,
-            404 => code::NOT_FOUND,
-            429 => code::RESOURCE_EXHAUSTED,
-            504 => code::DEADLINE_EXCEEDED,
-            _ => code::UNAVAILABLE,
-        });
+    /// Classifies etcd's gRPC status: its code and message.
+    pub(crate) fn from_status(what: &str, code: i64, message: &str) -> EtcdError {
+        let message = one_line(message);
         let what = what.to_owned();
         match code {
             code::UNAUTHENTICATED if message.contains("invalid auth token") => {
@@ -165,30 +146,6 @@ impl EtcdError {
     pub(crate) fn is_lease_not_found(&self) -> bool {
         matches!(self, EtcdError::Rejected { code: code::NOT_FOUND, message, .. } if message.contains("lease not found"))
     }
-}
-
-/// The gRPC code and message of a gateway error body: 3.4 writes
-/// `{"error": m, "message": m, "code": n}`, 3.6 drops `error`, and a
-/// streaming call wraps `{"grpc_code": n, "message": m, ...}` in `error`.
-fn parse_error_body(body: &str) -> (Option<i64>, String) {
-    let parsed: Option<serde_json::Value> = serde_json::from_str(body.trim()).ok();
-    let Some(value) = parsed else {
-        return (None, one_line(body));
-    };
-    let value = value
-        .get("error")
-        .filter(|e| e.is_object())
-        .unwrap_or(&value);
-    // Stream errors (watch, keepalive) name it `grpc_code`.
-    let code = ["code", "grpc_code"]
-        .iter()
-        .find_map(|k| value.get(*k).and_then(serde_json::Value::as_i64));
-    let message = ["message", "error"]
-        .iter()
-        .find_map(|k| value.get(*k).and_then(serde_json::Value::as_str))
-        .map(one_line)
-        .unwrap_or_else(|| one_line(body));
-    (code, message)
 }
 
 impl fmt::Display for EtcdError {
@@ -286,40 +243,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn gateway_errors_are_classified_by_their_grpc_code() {
-        let e = EtcdError::from_answer(
+    fn grpc_statuses_are_classified_by_their_code() {
+        let e = EtcdError::from_status(
             "renewing the lease",
-            404,
-            r#"{"error":"etcdserver: requested lease not found","message":"etcdserver: requested lease not found","code":5}"#,
+            5,
+            "etcdserver: requested lease not found",
         );
         assert!(e.is_lease_not_found());
-        let e = EtcdError::from_answer(
-            "reading `a`",
-            503,
-            r#"{"code":14,"message":"etcdserver: no leader"}"#,
-        );
+        let e = EtcdError::from_status("reading `a`", 14, "etcdserver: no leader");
         assert!(e.is_transient(), "{e}");
         assert_eq!(
             e.to_string(),
             "etcd failed reading `a` (code 14: etcdserver: no leader)"
         );
-        let e = EtcdError::from_answer(
+        let e = EtcdError::from_status(
             "authenticating",
-            400,
-            r#"{"error":"etcdserver: authentication failed, invalid user ID or password","code":3}"#,
+            3,
+            "etcdserver: authentication failed, invalid user ID or password",
         );
         assert!(matches!(e, EtcdError::Denied { .. }), "{e:?}");
         assert!(!e.is_transient());
-        let e = EtcdError::from_answer(
-            "watching `a`",
-            200,
-            r#"{"error":{"grpc_code":14,"http_code":503,"message":"etcdserver: no leader","http_status":"Service Unavailable"}}"#,
-        );
-        assert!(matches!(e, EtcdError::Server { code: 14, .. }), "{e:?}");
-        let e = EtcdError::from_answer("x", 502, "<html>bad gateway</html>");
-        assert!(e.is_transient());
-        let e = EtcdError::from_answer("reading `a`", 404, "404 page not found\n");
+        let e = EtcdError::from_status("x", 16, "etcdserver: invalid auth token");
+        assert!(matches!(e, EtcdError::TokenExpired { .. }), "{e:?}");
+        let e = EtcdError::from_status("reading `a`", 12, "unknown service etcdserverpb.KV");
         assert!(!e.is_transient() && !e.is_verdict());
-        assert!(e.to_string().contains("etcd 3.4 or later"), "{e}");
     }
 }

@@ -36,6 +36,10 @@ pub struct Entered {
     pub first: Option<Kv>,
     /// The revision the transaction ran at: our key existed then.
     pub revision: i64,
+    /// When the transaction put our key: the two contenders created
+    /// nearest before it, newest first, as of `revision` (the first look of
+    /// [`wait_predecessors`], read in the same transaction).
+    pub predecessors: Option<Vec<Kv>>,
 }
 
 /// The contender key of `lease` under `prefix` (which ends with `/`):
@@ -58,7 +62,11 @@ fn shown(key: &[u8]) -> String {
 /// Puts our contender key `key` (under `prefix`) with the lease unless it
 /// exists, in one transaction that also reads the oldest contender under
 /// `prefix` (etcd's `Mutex.tryAcquire`): `If CreateRevision(me)==0 Then
-/// Put(me), Get(first) Else Get(me), Get(first)`.
+/// Put(me), Get(first), Get(nearest) Else Get(me), Get(first)`. `nearest`
+/// is the first look of a wait ([`wait_predecessors`]): the three newest
+/// keys under `prefix`, our new key and the two created before it, so a
+/// waiter goes from this transaction straight to its watch, as
+/// `etcdctl lock` goes from its transaction to a read and then its watch.
 pub async fn enter(
     client: &Client,
     prefix: &[u8],
@@ -68,6 +76,8 @@ pub async fn enter(
 ) -> Result<Entered, EtcdError> {
     let first =
         json!({ "request_range": Range::prefix(prefix).first_created().limited(1).to_json() });
+    let nearest =
+        json!({ "request_range": Range::prefix(prefix).newest_first().limited(3).to_json() });
     let answer = client
         .txn(
             vec![json!({
@@ -83,6 +93,7 @@ pub async fn enter(
                     "lease": lease.to_string(),
                 }}),
                 first.clone(),
+                nearest,
             ],
             vec![
                 json!({ "request_range": Range::key(&key).to_json() }),
@@ -91,21 +102,43 @@ pub async fn enter(
             &format!("entering `{}`", shown(&key)),
         )
         .await?;
-    let create_revision = if answer.succeeded {
-        answer.revision
+    let (create_revision, first, predecessors) = if answer.succeeded {
+        let [first, nearest] = answer.ranges.as_slice() else {
+            return Err(ranges_asked(&key, 2, answer.ranges.len()));
+        };
+        // Our key is the one this transaction created: every other key was
+        // there before it.
+        let older = nearest
+            .kvs
+            .iter()
+            .filter(|kv| kv.key != key && kv.create_revision < answer.revision)
+            .take(2)
+            .cloned()
+            .collect();
+        (answer.revision, first.kvs.first().cloned(), Some(older))
     } else {
-        match answer.ranges.first().and_then(|r| r.kvs.first()) {
-            Some(kv) => kv.create_revision,
+        let [mine, first] = answer.ranges.as_slice() else {
+            return Err(ranges_asked(&key, 2, answer.ranges.len()));
+        };
+        match mine.kvs.first() {
+            Some(kv) => (kv.create_revision, first.kvs.first().cloned(), None),
             None => return Err(EtcdError::KeyGone { key: shown(&key) }),
         }
     };
-    let first = answer.ranges.last().and_then(|r| r.kvs.first().cloned());
     Ok(Entered {
         key,
         create_revision,
         first,
         revision: answer.revision,
+        predecessors,
     })
+}
+
+fn ranges_asked(key: &[u8], asked: usize, got: usize) -> EtcdError {
+    EtcdError::Decode {
+        what: format!("entering `{}`", shown(key)),
+        cause: format!("{got} range answers where {asked} were asked"),
+    }
 }
 
 /// Deletes our contender key: we stop waiting and hold nothing.
@@ -141,36 +174,47 @@ pub async fn wait_predecessors(
         json!({ "request_range": Range::key(&me.key).to_json() }),
     ];
     let what = format!("waiting for `{}`", shown(prefix));
+    // The first look came with our entry, when it put our key.
+    let mut entered = me.predecessors.clone().map(|kvs| (kvs, me.revision));
     loop {
-        let answer = match client
-            .txn(Vec::new(), look.to_vec(), Vec::new(), &what)
-            .await
-        {
-            Ok(answer) => answer,
-            Err(e) if e.is_transient() => {
-                pause.after(&e).await;
-                continue;
+        let (predecessors, revision) = match entered.take() {
+            Some(seen) => seen,
+            None => {
+                let answer = match client
+                    .txn(Vec::new(), look.to_vec(), Vec::new(), &what)
+                    .await
+                {
+                    Ok(answer) => answer,
+                    Err(e) if e.is_transient() => {
+                        pause.after(&e).await;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
+                let [predecessors, mine] = answer.ranges.as_slice() else {
+                    return Err(EtcdError::Decode {
+                        what,
+                        cause: format!(
+                            "{} range answers where 2 were asked",
+                            answer.ranges.len()
+                        ),
+                    });
+                };
+                if mine.kvs.is_empty() {
+                    return Err(EtcdError::KeyGone {
+                        key: shown(&me.key),
+                    });
+                }
+                (predecessors.kvs.clone(), answer.revision)
             }
-            Err(e) => return Err(e),
         };
-        let [predecessors, mine] = answer.ranges.as_slice() else {
-            return Err(EtcdError::Decode {
-                what,
-                cause: format!("{} range answers where 2 were asked", answer.ranges.len()),
-            });
+        let Some(predecessor) = predecessors.first() else {
+            return Ok(revision);
         };
-        if mine.kvs.is_empty() {
-            return Err(EtcdError::KeyGone {
-                key: shown(&me.key),
-            });
-        }
-        let Some(predecessor) = predecessors.kvs.first() else {
-            return Ok(answer.revision);
-        };
-        let waited = if predecessors.kvs.len() == 1 {
-            wait_last_predecessor(client, &predecessor.key, &me.key, answer.revision).await
+        let waited = if predecessors.len() == 1 {
+            wait_last_predecessor(client, &predecessor.key, &me.key, revision).await
         } else {
-            wait_deleted(client, &predecessor.key, answer.revision)
+            wait_deleted(client, &predecessor.key, revision)
                 .await
                 .map(|()| None)
         };

@@ -20,6 +20,7 @@
 pub mod args;
 pub mod backend;
 pub mod client;
+mod proto;
 pub mod config;
 pub mod error;
 pub mod lock;
