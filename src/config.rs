@@ -237,7 +237,22 @@ fn check_command(child: &ChildConfig, env: &dyn Env) -> Result<(), Failure> {
 fn check_format(shown: &str, path: &Path) -> Result<(), Failure> {
     use std::io::Read;
     let mut head = [0u8; 256];
-    let Ok(len) = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)) else {
+    // Non-blocking: an executable FIFO at the path must not hang us here.
+    let opened = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+    };
+    let regular = opened.and_then(|f| {
+        if f.metadata()?.is_file() {
+            Ok(f)
+        } else {
+            Err(std::io::Error::other("not a regular file"))
+        }
+    });
+    let Ok(len) = regular.and_then(|mut f| f.read(&mut head)) else {
         return Ok(());
     };
     let head = &head[..len];

@@ -1,5 +1,5 @@
-//! This host's name, an I/O error as a message fragment, and a file
-//! replaced whole under a reader's nose.
+//! This host's name, an I/O error as a message fragment, a small file read
+//! without blocking, and a file replaced whole under a reader's nose.
 
 pub fn hostname() -> String {
     nix::unistd::gethostname()
@@ -16,6 +16,45 @@ pub fn io_reason(e: &std::io::Error) -> String {
         Some(first) => first.to_lowercase().collect::<String>() + chars.as_str(),
         None => text,
     }
+}
+
+/// The most a configuration file lockrun reads whole may hold (a CA
+/// bundle of every public root is about 200 KiB).
+pub const SMALL_FILE_MAX: u64 = 4 << 20;
+
+/// A file the user named (a certificate, a key, a token), read whole
+/// without blocking on it: opened non-blocking, so that a FIFO there is not
+/// waited on; refused unless it is a regular file (a FIFO, a device, a
+/// directory), and refused past `cap` bytes (`/dev/zero` would fill
+/// memory). A link is followed, as the engines' own tools follow it (a CA
+/// bundle under /etc/ssl/certs, a mounted secret); the errors read as
+/// `cannot read X (REASON)`.
+pub fn read_small(path: &std::path::Path, cap: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Error, ErrorKind, Read};
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(Error::new(ErrorKind::InvalidInput, "not a regular file"));
+    }
+    if meta.len() > cap {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!("larger than {} KiB", cap >> 10),
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(cap + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!("larger than {} KiB", cap >> 10),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// Swaps the names `a` and `b` at once (`renameat2` with

@@ -41,7 +41,7 @@ pub fn client_builder(connect_timeout: Duration, verifies_tls: bool) -> reqwest:
 /// The CA certificates of one PEM file; a bundle may hold several.
 #[cfg(feature = "https")]
 pub fn read_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>> {
-    let pem = std::fs::read(path)
+    let pem = crate::host::read_small(path, crate::host::SMALL_FILE_MAX)
         .with_context(|| format!("cannot read CA certificate `{}`", path.display()))?;
     let certificates = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
         anyhow!(
@@ -67,11 +67,29 @@ pub fn read_identity(
     cert: &Path,
     key: &Path,
 ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
-    let cert_pem = std::fs::read(cert)
+    let (cert_pem, key_pem) = read_identity_files(cert, key)?;
+    identity_from_pem(&cert_pem, &key_pem, cert, key)
+}
+
+/// The two files of a client certificate, read once each (see
+/// [`crate::host::read_small`]).
+pub fn read_identity_files(cert: &Path, key: &Path) -> Result<(Vec<u8>, Vec<u8>)> {
+    let cert_pem = crate::host::read_small(cert, crate::host::SMALL_FILE_MAX)
         .with_context(|| format!("cannot read client certificate `{}`", cert.display()))?;
-    let key_pem = std::fs::read(key)
+    let key_pem = crate::host::read_small(key, crate::host::SMALL_FILE_MAX)
         .with_context(|| format!("cannot read client key `{}`", key.display()))?;
-    let certificates = CertificateDer::pem_slice_iter(&cert_pem)
+    Ok((cert_pem, key_pem))
+}
+
+/// [`read_identity`] of files already read, named `cert` and `key` in
+/// every complaint.
+pub fn identity_from_pem(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    cert: &Path,
+    key: &Path,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+    let certificates = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| {
             anyhow!(
@@ -88,7 +106,7 @@ pub fn read_identity(
     // PKCS#8 encrypts as its own label; OpenSSL's older PKCS#1 and SEC1
     // encryption keeps the label and adds a `Proc-Type` header. The PEM
     // parser knows neither, so we look for them first.
-    let key_text = String::from_utf8_lossy(&key_pem);
+    let key_text = String::from_utf8_lossy(key_pem);
     if key_text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----")
         || key_text.contains("Proc-Type: 4,ENCRYPTED")
     {
@@ -97,7 +115,7 @@ pub fn read_identity(
             key.display()
         );
     }
-    let keys = PrivateKeyDer::pem_slice_iter(&key_pem)
+    let keys = PrivateKeyDer::pem_slice_iter(key_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow!("the client key `{}` is not valid PEM ({e})", key.display()))?;
     let private_key = match &keys[..] {
@@ -118,9 +136,15 @@ pub fn read_identity(
 
 /// The certificates of one PEM file, for a rustls root store.
 pub fn read_roots(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
-    let pem = std::fs::read(path)
+    let pem = crate::host::read_small(path, crate::host::SMALL_FILE_MAX)
         .with_context(|| format!("cannot read CA certificate `{}`", path.display()))?;
-    let certificates = CertificateDer::pem_slice_iter(&pem)
+    roots_from_pem(&pem, path)
+}
+
+/// [`read_roots`] of a file already read, named `path` in every
+/// complaint; each certificate must be one a root store takes.
+pub fn roots_from_pem(pem: &[u8], path: &Path) -> Result<Vec<CertificateDer<'static>>> {
+    let certificates = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow!("CA certificate `{}` is not valid PEM ({e})", path.display()))?;
     if certificates.is_empty() {
@@ -128,6 +152,26 @@ pub fn read_roots(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
             "CA certificate `{}` holds no PEM certificate",
             path.display()
         );
+    }
+    let mut store = rustls::RootCertStore::empty();
+    for (n, certificate) in certificates.iter().enumerate() {
+        store.add(certificate.clone()).map_err(|e| {
+            anyhow!(
+                "CA certificate `{}`: certificate {} of the file is not one TLS can trust ({e})",
+                path.display(),
+                n + 1
+            )
+        })?;
+    }
+    let mut store = rustls::RootCertStore::empty();
+    for (n, certificate) in certificates.iter().enumerate() {
+        store.add(certificate.clone()).map_err(|e| {
+            anyhow!(
+                "CA certificate `{}`: certificate {} of the file is not one TLS can trust ({e})",
+                path.display(),
+                n + 1
+            )
+        })?;
     }
     Ok(certificates)
 }

@@ -489,6 +489,28 @@ impl Child {
         self.pid
     }
 
+    /// Hands the guard its first deadline the moment COMMAND has started,
+    /// without taking the channel ([`Child::deadlines`] still follows, with
+    /// the verdict before it). Between the start and that hand-over lockrun
+    /// writes the child's group beside the lock (a round trip to the
+    /// engine) and tells the guard its verdict; a lockrun stopped meanwhile
+    /// (SIGSTOP, a frozen cgroup, starvation) must leave a guard that stops
+    /// COMMAND by the lease's deadline all the same, or a rival runs beside
+    /// it once the lease lapses.
+    pub fn first_deadline(&mut self, stop_at: Duration, signal: Signal, grace: Duration) {
+        let Some(pipe) = self.deadlines.as_mut() else {
+            return;
+        };
+        let deadline = deadline::Deadline::new(stop_at, signal, grace);
+        self.latest_deadline.store(
+            u64::try_from(stop_at.as_nanos()).unwrap_or(u64::MAX).max(1),
+            std::sync::atomic::Ordering::Release,
+        );
+        if !matches!(io::Write::write(pipe, &deadline.encode()), Ok(n) if n == deadline::RECORD) {
+            tracing::debug!("could not hand the guard its first deadline");
+        }
+    }
+
     /// The channel on which the guard takes its deadlines: past the last one
     /// it was given, it stops the group itself with `signal`, then SIGKILL
     /// after `grace`. `None` once taken. Until the first deadline the guard

@@ -133,6 +133,9 @@ pub trait Supervised {
     /// it once the tree is gone, before [`Supervised::deadlines`]; whether
     /// it was told.
     fn hand_over(&mut self, verdict: Verdict) -> bool;
+    /// Hands the guard its first stop deadline as COMMAND starts (see
+    /// [`child::Child::first_deadline`]).
+    fn first_deadline(&mut self, _stop_at: Duration, _signal: Signal, _grace: Duration) {}
     /// The channel that hands the guard its stop deadlines, once.
     fn deadlines(&mut self, signal: Signal, grace: Duration) -> Option<GuardDeadlines>;
     fn signal(&mut self, signal: Signal);
@@ -187,6 +190,10 @@ impl Parked for child::Prepared {
 impl Supervised for child::Child {
     fn hand_over(&mut self, verdict: Verdict) -> bool {
         child::Child::hand_over(self, verdict)
+    }
+
+    fn first_deadline(&mut self, stop_at: Duration, signal: Signal, grace: Duration) {
+        child::Child::first_deadline(self, stop_at, signal, grace)
     }
 
     fn deadlines(&mut self, signal: Signal, grace: Duration) -> Option<GuardDeadlines> {

@@ -798,7 +798,13 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
             && self.service.min_hold.is_none()
             && !ops.serves_leader()
             && !ops.registers_service();
-        let child = parked.start(env, hold, offer).map_err(spawn_failure)?;
+        let mut child = parked.start(env, hold, offer).map_err(spawn_failure)?;
+        // At once, with nothing awaited since the go: the guard must not
+        // run COMMAND a moment without the lease's deadline.
+        if let Some(countdown) = held.countdown.as_ref() {
+            let policy = self.stop_policy();
+            child.first_deadline(countdown.stop_at_boot(), policy.signal, policy.grace);
+        }
         Ok((child, offer))
     }
 

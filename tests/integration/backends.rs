@@ -549,7 +549,7 @@ mod replace_leaves_the_lock_held_until_the_old_tree_is_gone {
 /// A holder's COMMAND for the `--replace` tests: the daemon of
 /// `contain::DAEMONIZE`, beating into `$1/beat`, made to ignore SIGTERM, so
 /// that it beats until the SIGKILL at the end of the kill timeout.
-fn stubborn_daemon() -> String {
+pub fn stubborn_daemon() -> String {
     crate::contain::DAEMONIZE.replacen("'while", "'trap \"\" TERM; while", 1)
 }
 

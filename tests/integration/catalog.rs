@@ -746,6 +746,11 @@ fn bad_inputs_register_nothing() {
         }
         run(&mut cmd)
     };
+    // A FIFO where a TLS file should be: refused at once, never waited on.
+    let elsewhere = scratch();
+    let fifo = elsewhere.path().join("ca.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    let fifo = fifo.to_str().unwrap().to_owned();
     // A port nothing listens on: bound and dropped.
     let closed = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -788,6 +793,24 @@ fn bad_inputs_register_nothing() {
             "http",
         ),
         (vec!["--service-tag", "a"], vec![], 2, "--register-service"),
+        (
+            vec!["--register-service", "db"],
+            vec![("CONSUL_CACERT", fifo.as_str())],
+            125,
+            "not a regular file",
+        ),
+        (
+            vec!["--register-service", "db"],
+            vec![("CONSUL_HTTP_TOKEN_FILE", fifo.as_str())],
+            125,
+            "not a regular file",
+        ),
+        (
+            vec!["--register-service", "db"],
+            vec![("CONSUL_CLIENT_CERT", fifo.as_str())],
+            125,
+            "CONSUL_CLIENT_KEY go together",
+        ),
         (
             vec!["--register-service", "db", "--service-agent", &closed],
             vec![],

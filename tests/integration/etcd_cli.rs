@@ -288,6 +288,59 @@ fn a_frozen_link_stops_the_child_before_etcd_expires_the_lease() {
     link.thaw();
 }
 
+/// A lockrun stopped (SIGSTOP) just after its command started, while it
+/// writes the child's group beside its key (the link holds that request
+/// back): its guard must already know the lease's deadline and stop the
+/// whole tree by it. Before, the guard got its first deadline only after
+/// that write was answered, and a daemon that ignores SIGTERM ran on beside
+/// the rival that took the lock once etcd expired the lease (once in some
+/// twenty runs under load, by timing alone, before this test made the
+/// window wide).
+#[test]
+fn a_lockrun_stopped_as_its_command_starts_leaves_the_guard_a_deadline() {
+    let link = Link::new(etcd().endpoint.trim_start_matches("http://"));
+    let place = Place::etcd_at("stopped-at-start", &link.http_addr());
+    let key = place.key("k");
+    let work = scratch();
+    link.freeze_at("\"child_pgid\"");
+    let daemon = crate::backends::stubborn_daemon();
+    let mut cmd = place.lockrun(&[
+        "elect",
+        "--ttl",
+        "3s",
+        "--kill-timeout",
+        "300ms",
+        &key,
+        "--shell",
+        "--",
+        &daemon,
+    ]);
+    cmd.arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    crate::places::wait_for_a_beat(work.path());
+    let stopped = nix::unistd::Pid::from_raw(holder.pid() as i32);
+    nix::sys::signal::kill(stopped, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    // The rival talks to etcd directly and gets the lock once etcd expires
+    // the stopped lockrun's lease.
+    let started = work.path().join("rival");
+    let etcdctl_lock = rival(&key, &started);
+    assert!(etcdctl_lock.finish().status.success());
+    assert!(
+        wait_until(procs::deadline(), || started.exists()),
+        "the rival never ran"
+    );
+    let (last, rival) = (last_beat(work.path()), read_ns(&started));
+    nix::sys::signal::kill(stopped, nix::sys::signal::Signal::SIGCONT).unwrap();
+    link.thaw();
+    std::fs::write(work.path().join("go"), "").unwrap();
+    let _ = holder.finish();
+    assert!(
+        last < rival,
+        "the stopped lockrun's daemon beat {} ms into the rival's run",
+        (last - rival) / 1_000_000
+    );
+}
+
 /// `leader --wait` and `--watch` on a prefix nobody used yet, which reads as
 /// a lock: its first holder shows it to be a semaphore, and is shown by its
 /// value, not as a lock holder whose value is the slot's JSON.

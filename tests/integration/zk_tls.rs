@@ -53,6 +53,12 @@ impl Secure {
         );
         write("client.pem", client.pem());
         write("client.key", client_key.serialize_pem());
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            dir.path().join("client.key"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
         let port = free_port();
         let d = dir.path().display();
         let server = zk_support::standalone_with(&format!(
@@ -191,6 +197,40 @@ fn zookeeper_tls_to_a_plain_port_says_so() {
     );
 }
 
+/// A server that takes the connection and never answers the handshake:
+/// one line saying so, 125, bounded.
+#[test]
+fn zookeeper_a_silent_tls_server_is_one_line() {
+    let dir = scratch();
+    let (ca, _) = authority("lockrun silent CA");
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    let mut cmd = bare(["--backend", "zookeeper", "--zk-hosts", &addr]);
+    cmd.arg("--zk-ca-file").arg(&ca_file);
+    cmd.args([
+        "elect",
+        "--zk-tick-time",
+        zk_support::TICK,
+        "k",
+        "--",
+        "true",
+    ]);
+    let started = Instant::now();
+    let out = run(&mut cmd);
+    let took = started.elapsed();
+    drop(silent);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "not one line: {stderr}");
+    assert!(
+        stderr.contains("did not finish a TLS handshake"),
+        "does not say the handshake stalled: {stderr}"
+    );
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+}
+
 /// Bad TLS flags: one line naming the flag or file, 125, before any
 /// connection (the server is not even asked: there is none at the port).
 #[test]
@@ -199,7 +239,110 @@ fn zookeeper_bad_tls_flags_are_refused_before_any_connection() {
     let garbage = dir.path().join("garbage.pem");
     std::fs::write(&garbage, "not a certificate\n").unwrap();
     let missing = dir.path().join("missing.pem");
+    let fifo = dir.path().join("fifo.pem");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    // A PEM block that holds no certificate a root store takes.
+    let junk = dir.path().join("junk.pem");
+    std::fs::write(
+        &junk,
+        "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    // A certificate, a key of another, and a key others can read.
+    let (ca, ca_key) = authority("lockrun bad-flags CA");
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let own_key = rcgen::KeyPair::generate().unwrap();
+    let cert = leaf(
+        &["c"],
+        ExtendedKeyUsagePurpose::ClientAuth,
+        &own_key,
+        &ca,
+        &ca_key,
+    );
+    let cert_file = dir.path().join("c.pem");
+    std::fs::write(&cert_file, cert.pem()).unwrap();
+    let other_key = dir.path().join("other.key");
+    std::fs::write(
+        &other_key,
+        rcgen::KeyPair::generate().unwrap().serialize_pem(),
+    )
+    .unwrap();
+    let open_key = dir.path().join("open.key");
+    std::fs::write(&open_key, own_key.serialize_pem()).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for (file, mode) in [(&other_key, 0o600), (&open_key, 0o644)] {
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
     let hosts = format!("127.0.0.1:{}", free_port());
+    let s = |p: &Path| p.to_str().unwrap().to_owned();
+    let (ca_s, cert_s) = (s(&ca_file), s(&cert_file));
+    for (flags, says) in [
+        (
+            vec!["--zk-ca-file".into(), s(&fifo)],
+            "not a regular file".to_owned(),
+        ),
+        (
+            vec!["--zk-ca-file".into(), "/dev/zero".into()],
+            "not a regular file".into(),
+        ),
+        (vec!["--zk-ca-file".into(), s(&junk)], "junk.pem".into()),
+        (
+            vec![
+                "--zk-ca-file".into(),
+                ca_s.clone(),
+                "--zk-client-cert".into(),
+                cert_s.clone(),
+                "--zk-client-key".into(),
+                s(&other_key),
+            ],
+            "is not the key of --zk-client-cert".into(),
+        ),
+        (
+            vec![
+                "--zk-ca-file".into(),
+                ca_s.clone(),
+                "--zk-client-cert".into(),
+                cert_s.clone(),
+                "--zk-client-key".into(),
+                s(&open_key),
+            ],
+            "can be read by others".into(),
+        ),
+    ] {
+        let mut cmd = bare(["--backend", "zookeeper", "--zk-hosts", &hosts]);
+        cmd.args(&flags).args(["elect", "k", "--", "true"]);
+        let started = Instant::now();
+        let out = run(&mut cmd);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{flags:?}: {stderr}");
+        assert_eq!(
+            stderr.lines().count(),
+            1,
+            "{flags:?}: not one line: {stderr}"
+        );
+        assert!(
+            stderr.contains(&says),
+            "{flags:?}: does not say `{says}`: {stderr}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{flags:?}: took {:?}",
+            started.elapsed()
+        );
+    }
+    let mut cmd = bare([
+        "--backend",
+        "zookeeper",
+        "--zk-hosts",
+        "tcp+tls://127.0.0.1:2182",
+    ]);
+    let out = run(cmd.args(["elect", "k", "--", "true"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("names a protocol") && stderr.contains("--zk-ca-file"),
+        "tcp+tls://: {stderr}"
+    );
     for (flags, says) in [
         (
             vec!["--zk-client-cert", "x.pem", "--zk-client-key", "x.key"],

@@ -32,6 +32,14 @@ impl Agent {
     /// and checked here, before any request.
     pub fn from_env(addr: &str, env: &dyn Env) -> Result<Agent, Failure> {
         let path = |name: &str| env.var(name).map(std::path::PathBuf::from);
+        // Named as this feature takes them: the backend's own message names
+        // its flags, which another backend does not have.
+        if env.var("CONSUL_CLIENT_CERT").is_some() != env.var("CONSUL_CLIENT_KEY").is_some() {
+            return Err(Failure::Config(
+                "CONSUL_CLIENT_CERT and CONSUL_CLIENT_KEY go together; set both, or neither"
+                    .into(),
+            ));
+        }
         let args = ConsulArgs {
             http_addr: Some(addr.to_string()),
             token_file: None,

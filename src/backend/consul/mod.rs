@@ -369,7 +369,11 @@ fn tls_problem(error: &reqwest::Error, base: &Url, flags: bool) -> Option<String
     use rustls::{AlertDescription, CertificateError, Error as Tls};
     let tls = crate::backend::tls::rustls_error(error);
     let host = base.host_str().unwrap_or_default();
-    let scheme_hint = "check http:// versus https:// in CONSUL_HTTP_ADDR, and CONSUL_HTTP_SSL";
+    let scheme_hint = if flags {
+        "check http:// versus https:// in CONSUL_HTTP_ADDR, and CONSUL_HTTP_SSL"
+    } else {
+        "check http:// versus https:// in --service-agent or CONSUL_HTTP_ADDR, and CONSUL_HTTP_SSL"
+    };
     let Some(tls) = tls else {
         // Plain HTTP sent to a TLS port gets an answer hyper cannot parse.
         let garbled = crate::backend::tls::chain(error)

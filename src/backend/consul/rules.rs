@@ -120,7 +120,13 @@ fn token(flag_file: Option<&Path>, env: &dyn Env) -> Result<Option<Token>, Failu
         ),
     };
     if let Some(file) = file {
-        let text = std::fs::read_to_string(&file).map_err(|e| {
+        let text = crate::host::read_small(&file, 64 << 10)
+            .and_then(|bytes| {
+                String::from_utf8(bytes).map_err(|_| {
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text")
+                })
+            })
+            .map_err(|e| {
             Failure::Config(format!(
                 "cannot read the token file `{}` ({}); check the path and its permissions",
                 file.display(),
@@ -162,7 +168,9 @@ fn sendable_token(secret: &str, source: &str) -> Result<Token, Failure> {
 }
 
 fn readable_file(what: &str, path: &Path) -> Result<(), Failure> {
-    std::fs::File::open(path).map(drop).map_err(|e| {
+    crate::host::read_small(path, crate::host::SMALL_FILE_MAX)
+        .map(drop)
+        .map_err(|e| {
         Failure::Config(format!(
             "cannot read the {what} `{}` ({})",
             path.display(),

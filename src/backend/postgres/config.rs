@@ -431,7 +431,7 @@ fn pgpass_password(
         *note = Some(warning);
         return None;
     }
-    let text = std::fs::read_to_string(&path).ok()?;
+    let text = String::from_utf8(crate::host::read_small(&path, crate::host::SMALL_FILE_MAX).ok()?).ok()?;
     let user = config.get_user().unwrap_or_default();
     let db = config.get_dbname().unwrap_or(user);
     let ports = config.get_ports();

@@ -27,7 +27,8 @@ pub struct ZookeeperArgs {
     /// (ssl.clientAuth); needs --zk-ca-file and --zk-client-key.
     #[arg(long, global = true, hide_short_help = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub zk_client_cert: Option<PathBuf>,
-    /// ZooKeeper: the client certificate's private key (PEM).
+    /// ZooKeeper: the client certificate's private key (PEM), with
+    /// --zk-client-cert; not readable by others.
     #[arg(long, global = true, hide_short_help = true, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
     pub zk_client_key: Option<PathBuf>,
 }

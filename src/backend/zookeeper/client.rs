@@ -71,17 +71,21 @@ pub async fn connect(config: &ZkConfig, timeout: Duration, eager: bool) -> Resul
             config.hosts()
         ))),
         // The client says only that no server took us: over TLS, a
-        // handshake of our own with the first server says why.
-        Ok(Err(e)) => match &config.tls {
-            Some(tls) => match tls_probe(&config.servers[0], tls).await {
-                Some(problem) => Err(ZkError::Tls {
-                    server: config.servers[0].clone(),
-                    problem,
-                }),
-                None => Err(unreachable(e.to_string())),
-            },
-            None => Err(unreachable(e.to_string())),
-        },
+        // handshake of our own with each server in turn (the first three,
+        // each bounded) says why.
+        Ok(Err(e)) => {
+            if let Some(tls) = &config.tls {
+                for server in config.servers.iter().take(3) {
+                    if let Some(problem) = tls_probe(server, tls).await {
+                        return Err(ZkError::Tls {
+                            server: server.clone(),
+                            problem,
+                        });
+                    }
+                }
+            }
+            Err(unreachable(e.to_string()))
+        }
     }
 }
 
@@ -116,8 +120,11 @@ async fn tls_probe(server: &str, tls: &ZkTls) -> Option<String> {
     };
     let (host, _) = server.rsplit_once(':')?;
     let name = ServerName::try_from(host.trim_matches(['[', ']']).to_owned()).ok()?;
+    let tcp = tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(server))
+        .await
+        .ok()?
+        .ok()?;
     let probe = async {
-        let tcp = tokio::net::TcpStream::connect(server).await.ok()?;
         let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
         let mut stream = match connector.connect(name, tcp).await {
             Ok(stream) => stream,
@@ -131,7 +138,13 @@ async fn tls_probe(server: &str, tls: &ZkTls) -> Option<String> {
             _ => None,
         }
     };
-    tokio::time::timeout(Duration::from_secs(3), probe).await.ok()?
+    // A server that takes the connection and never finishes the
+    // handshake is a problem of its own.
+    tokio::time::timeout(Duration::from_secs(3), probe)
+        .await
+        .unwrap_or_else(|_| {
+            Some("it took the connection but did not finish a TLS handshake within 3s; is this the servers' secureClientPort?".into())
+        })
 }
 
 /// A failed TLS handshake in the operator's terms, with what to set;

@@ -5,6 +5,8 @@ use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use crate::host::io_reason;
+
 /// The connect string used when neither `--zk-hosts` nor ZOOKEEPER_HOSTS
 /// says otherwise: the port every ZooKeeper client defaults to.
 pub const DEFAULT_HOSTS: &str = "127.0.0.1:2181";
@@ -99,6 +101,11 @@ impl ZkConfig {
 /// `host:port[,host:port...][/chroot]` into its servers and chroot.
 pub fn parse_connect(text: &str, source: &str) -> Result<(Vec<String>, Option<String>), String> {
     let fix = "give host:port[,host:port...][/chroot], e.g. 127.0.0.1:2181,127.0.0.2:2181/apps";
+    if text.contains("://") {
+        return Err(format!(
+            "{source} `{text}` names a protocol; {fix} (TLS to every server is --zk-ca-file)"
+        ));
+    }
     let (list, chroot) = match text.find('/') {
         Some(at) => (&text[..at], Some(&text[at..])),
         None => (text, None),
@@ -174,22 +181,68 @@ fn read_tls(flags: &ZkFlags) -> Result<Option<ZkTls>, String> {
     if flags.client_cert.is_some() != flags.client_key.is_some() {
         return Err("--zk-client-cert and --zk-client-key go together; give both, or neither".into());
     }
-    crate::backend::tls::read_roots(ca).map_err(|e| format!("--zk-ca-file: {e:#}"))?;
-    let pem = |path: &Path, flag: &str| {
-        std::fs::read_to_string(path).map_err(|e| format!("{flag}: cannot read `{}` ({e})", path.display()))
-    };
+    let ca_pem = crate::host::read_small(ca, crate::host::SMALL_FILE_MAX)
+        .map_err(|e| format!("--zk-ca-file: cannot read `{}` ({})", ca.display(), io_reason(&e)))?;
+    crate::backend::tls::roots_from_pem(&ca_pem, ca).map_err(|e| format!("--zk-ca-file: {e:#}"))?;
     let identity = match (&flags.client_cert, &flags.client_key) {
-        (None, None) => None,
         (Some(cert), Some(key)) => {
-            crate::backend::tls::read_identity(cert, key).map_err(|e| format!("{e:#}"))?;
-            Some((pem(cert, "--zk-client-cert")?, pem(key, "--zk-client-key")?))
+            let (cert_pem, key_pem) = crate::backend::tls::read_identity_files(cert, key)
+                .map_err(|e| format!("{e:#}"))?;
+            let (certificates, private_key) =
+                crate::backend::tls::identity_from_pem(&cert_pem, &key_pem, cert, key)
+                    .map_err(|e| format!("{e:#}"))?;
+            check_key_is_private(key)?;
+            // The pair is checked now, so that a key of another
+            // certificate is not reported as an unreachable server.
+            let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+            rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .map_err(|e| format!("TLS: {e}"))?
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_client_auth_cert(certificates, private_key)
+                .map_err(|e| {
+                    format!(
+                        "--zk-client-key `{}` is not the key of --zk-client-cert `{}` ({e})",
+                        key.display(),
+                        cert.display()
+                    )
+                })?;
+            Some((text(cert_pem), text(key_pem)))
         }
-        _ => unreachable!("checked above"),
+        _ => None,
     };
     Ok(Some(ZkTls {
-        ca: pem(ca, "--zk-ca-file")?,
+        ca: text(ca_pem),
         identity,
     }))
+}
+
+/// PEM text as the client takes it: what is not UTF-8 lies outside the
+/// PEM blocks (base64 is ASCII), so it is replaced, not refused.
+fn text(pem: Vec<u8>) -> String {
+    String::from_utf8(pem).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// As libpq does for its key: a private key others may read is refused
+/// when it is ours (root's may be 0640 for a group that shares it).
+fn check_key_is_private(key: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(key) else {
+        return Ok(()); // Read above: a race that reading again would show.
+    };
+    let too_open = if meta.uid() == 0 {
+        meta.mode() & 0o037 != 0
+    } else {
+        meta.mode() & 0o077 != 0
+    };
+    if meta.uid() == nix::unistd::geteuid().as_raw() && too_open {
+        return Err(format!(
+            "--zk-client-key `{}` can be read by others (mode {:o}); chmod 600 it",
+            key.display(),
+            meta.mode() & 0o777
+        ));
+    }
+    Ok(())
 }
 
 /// A small file read without following a link at its last component.
