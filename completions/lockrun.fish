@@ -47,7 +47,7 @@ complete -c lockrun -n "__fish_lockrun_needs_command" -l zk-hosts -d 'ZooKeeper:
 complete -c lockrun -n "__fish_lockrun_needs_command" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_needs_command" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_needs_command" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
-complete -c lockrun -n "__fish_lockrun_needs_command" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_needs_command" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM), with --zk-client-cert; not readable by others' -r -F
 complete -c lockrun -n "__fish_lockrun_needs_command" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_needs_command" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -152,7 +152,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l zk-hosts -d 'Z
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM), with --zk-client-cert; not readable by others' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand elect" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -249,7 +249,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l zk-hosts -
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM), with --zk-client-cert; not readable by others' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand semaphore" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -285,7 +285,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l zk-hosts -d '
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM), with --zk-client-cert; not readable by others' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand leader" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -319,7 +319,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l zk-hosts -d 'Zo
 complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM), with --zk-client-cert; not readable by others' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand list" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -352,7 +352,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l zk-hosts -d 
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM), with --zk-client-cert; not readable by others' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand release" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -385,7 +385,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l zk-hosts
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM), with --zk-client-cert; not readable by others' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand completions" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -417,7 +417,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l zk-hosts -d 'Zoo
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM), with --zk-client-cert; not readable by others' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand man" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -449,7 +449,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l zk-hosts -d 'Zo
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM), with --zk-client-cert; not readable by others' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand unit" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -482,7 +482,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l zk-hosts -d '
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM), with --zk-client-cert; not readable by others' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand status" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -513,7 +513,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l zk-hosts -d 'Z
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM), with --zk-client-cert; not readable by others' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand check" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -545,7 +545,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l zk-hosts -d 'Zoo
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM), with --zk-client-cert; not readable by others' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand put" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -576,7 +576,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM), with --zk-client-cert; not readable by others' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and not __fish_seen_subcommand_from elect semaphore help" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -671,7 +671,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM), with --zk-client-cert; not readable by others' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from elect" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
@@ -768,7 +768,7 @@ complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l zk-auth-file -d 'ZooKeeper: a file holding user:password for digest authentication (else ZOOKEEPER_AUTH holds user:password)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l zk-ca-file -d 'ZooKeeper: TLS to every server (their secureClientPort), verified against the CA certificates in FILE (PEM)' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l zk-client-cert -d 'ZooKeeper: a client certificate (PEM) for servers that ask for one (ssl.clientAuth); needs --zk-ca-file and --zk-client-key' -r -F
-complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM)' -r -F
+complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l zk-client-key -d 'ZooKeeper: the client certificate\'s private key (PEM), with --zk-client-cert; not readable by others' -r -F
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l lock-dir -d 'local: the lock directory; KEY is the file DIR/KEY, as `flock DIR/KEY`' -r -f -a "(__fish_complete_directories)"
 complete -c lockrun -n "__fish_lockrun_using_subcommand explain; and __fish_seen_subcommand_from semaphore" -l log-format -d 'Format of lockrun\'s own messages on stderr' -r -f -a "text\t''
 json\t''"
