@@ -1076,10 +1076,39 @@ on_every_backend!(a_release_hooks_helper_is_gone_when_lockrun_exits);
 
 /// Issue #45: a hook that wrote 200 MB without a newline grew lockrun to
 /// 524 MB resident. Its output is read in bounded pieces now, the long
-/// line cut and said: lockrun's peak stays under 20 MB.
+/// line cut and said: lockrun's peak stays within 8 MB of a hold whose hook
+/// writes nothing, measured in the same run (the binary's own pages, which
+/// a debug build of every backend makes 17-21 MB here, are not the hook's).
 #[test]
 fn a_hook_writing_200_mb_without_a_newline_keeps_lockrun_small() {
     let place = Place::local();
+    let peak_of = |status: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no VmHWM in {status}"))
+    };
+    let quiet_kb = {
+        let work = scratch();
+        let mut cmd = place.lockrun(&[
+            "elect",
+            "-v",
+            &place.key("hook-quiet"),
+            "--on-acquire",
+            "true",
+            "--shell",
+            "--",
+            "touch \"$1/ready\"; while [ ! -e \"$1/done\" ]; do sleep 0.01; done",
+        ]);
+        cmd.arg(work.path());
+        let holder = Running::spawn(&mut cmd);
+        wait_for_file(&work.path().join("ready"));
+        let status = std::fs::read_to_string(format!("/proc/{}/status", holder.pid())).unwrap();
+        std::fs::write(work.path().join("done"), "").unwrap();
+        place.status(&holder.finish(), 0, "the quiet holder");
+        peak_of(&status)
+    };
     let key = place.key("hook-flood");
     let work = scratch();
     let flood = "head -c 200000000 /dev/zero | tr '\\0' x";
@@ -1102,16 +1131,13 @@ fn a_hook_writing_200_mb_without_a_newline_keeps_lockrun_small() {
     std::fs::write(work.path().join("done"), "").unwrap();
     let output = holder.finish();
     place.status(&output, 0, "the holder");
-    let peak_kb: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no VmHWM in {status}"));
+    let peak_kb = peak_of(&status);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        peak_kb < 20 * 1024,
-        "lockrun peaked at {} MB resident",
-        peak_kb / 1024
+        peak_kb < quiet_kb + 8 * 1024,
+        "lockrun peaked at {} MB resident, {} MB with a quiet hook",
+        peak_kb / 1024,
+        quiet_kb / 1024
     );
     assert!(
         stderr.contains("[line cut at 4096 bytes]"),
