@@ -260,6 +260,16 @@ pub fn hold_until_handled() {
     let _ = forwarded_set().thread_block();
 }
 
+/// Whether a forwarded signal is pending, held back by
+/// [`hold_until_handled`] before its handler exists: a wait that runs
+/// before the hold's (`--replace`'s) looks for one to end early.
+pub fn forwarded_pending() -> bool {
+    let pending = sys::pending();
+    Signal::FORWARDED
+        .into_iter()
+        .any(|sig| pending.contains(&sig.number()))
+}
+
 /// Lets the signals [`hold_until_handled`] held back through, pending ones
 /// first.
 pub fn release_held() {

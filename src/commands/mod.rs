@@ -400,10 +400,31 @@ async fn replace_first<B: Backend>(
         json: true,
     };
     let inspect = backend.inspect(&look);
-    if let Some(line) = holders::replace(&inspect, replacing).await? {
-        logging::say(&line);
+    let replace = holders::replace(&inspect, replacing);
+    tokio::pin!(replace);
+    // The forwarded signals are held back, pending, until the hold handles
+    // them: looked for while we wait on the holder, so that a TERM or an
+    // INT ends a --replace that waits (without --timeout, as long as a
+    // stopped holder on this host lives) instead of pending for ever. The
+    // hold then answers the signal as it answers one while waiting for the
+    // lock; the holder, asked already, may still stop.
+    let mut look_again = tokio::time::interval(std::time::Duration::from_millis(50));
+    loop {
+        tokio::select! {
+            line = &mut replace => {
+                if let Some(line) = line? {
+                    logging::say(&line);
+                }
+                return Ok(());
+            }
+            _ = look_again.tick() => {
+                if crate::signals::forwarded_pending() {
+                    logging::say("--replace: a signal came while we waited for the holder to stop; giving up the replacement");
+                    return Ok(());
+                }
+            }
+        }
     }
-    Ok(())
 }
 
 /// One thread: every child is forked from the main thread, which lives as

@@ -1,5 +1,6 @@
-//! Ending lockrun by a signal: the one place outside `child/` that needs
-//! `unsafe`, to put a signal's default action back after tokio took it.
+//! Ending lockrun by a signal, and the signals pending: the one place
+//! outside `child/` that needs `unsafe`, to put a signal's default action
+//! back after tokio took it and to read the pending set.
 #![allow(unsafe_code)]
 
 use nix::sys::resource::{setrlimit, Resource};
@@ -35,4 +36,21 @@ pub fn die_by_number(number: i32) {
     only.add(sig);
     let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&only), None);
     let _ = raise(sig);
+}
+
+/// The numbers of the signals pending for this thread or process (held
+/// back by the signal mask); empty when that cannot be read.
+pub fn pending() -> Vec<i32> {
+    let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigpending fills the set it is given, which is read only
+    // when it says it did.
+    if unsafe { libc::sigpending(set.as_mut_ptr()) } != 0 {
+        return Vec::new();
+    }
+    // SAFETY: filled above.
+    let set = unsafe { set.assume_init() };
+    (1..libc::SIGRTMIN())
+        // SAFETY: a filled set and a signal number below SIGRTMIN.
+        .filter(|&n| unsafe { libc::sigismember(&set, n) } == 1)
+        .collect()
 }

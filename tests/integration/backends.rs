@@ -834,3 +834,48 @@ fn replace_takes_a_semaphores_oldest_slot(place: &Place) {
     place.status(&second.finish(), 0, "the second holder, left alone");
 }
 on_every_backend!(replace_takes_a_semaphores_oldest_slot);
+
+/// A TERM to a `--replace` waiting for a stopped holder that may never
+/// answer (PostgreSQL's, on this host, with no --timeout): it ends that
+/// wait at once, answered as a signal while waiting for the lock (lockrun
+/// dies by it, as systemd expects of a clean stop), where it used to pend
+/// for ever with the signal held back.
+#[test]
+fn a_signal_ends_a_replace_that_waits() {
+    let place = Place::postgres("replace_signal");
+    let key = place.key("k");
+    let work = scratch();
+    let holder = place.heartbeat(work.path(), "", &["elect", "--value", "stuck", &key]);
+    let stopped = nix::unistd::Pid::from_raw(holder.pid() as i32);
+    nix::sys::signal::kill(stopped, Signal::SIGSTOP).unwrap();
+    let replacer = Running::spawn(&mut place.lockrun(&[
+        "elect",
+        "--replace",
+        "--value",
+        "replacer",
+        &key,
+        "--",
+        "true",
+    ]));
+    // A moment in (the outcome is the same whether it has asked yet).
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let sent = std::time::Instant::now();
+    replacer.signal(Signal::SIGTERM);
+    let out = replacer.finish();
+    let took = sent.elapsed();
+    nix::sys::signal::kill(stopped, Signal::SIGCONT).unwrap();
+    std::fs::write(work.path().join("go"), "").unwrap();
+    let _ = holder.finish();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGTERM),
+        "{:?}: {stderr}",
+        out.status
+    );
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "took {took:?}: {stderr}"
+    );
+}
