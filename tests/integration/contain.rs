@@ -717,8 +717,12 @@ fn postgres_is_the_job(place: &Place, mode: Mode, end: End) {
     let holder = Running::spawn(&mut place.lockrun(&args));
     let pids = cluster.running();
     // The rival's command notes which of them it finds alive, then its
-    // start.
-    let look = "W=$1; shift; for p in \"$@\"; do kill -0 \"$p\" 2>/dev/null && echo \"$p\" >> \"$W/alive\"; \
+    // start. A zombie (dead, its exit status not yet collected by whoever
+    // it was reparented to) runs nothing and holds nothing: `kill -0`
+    // finds it all the same, so its state is read instead.
+    let look = "W=$1; shift; for p in \"$@\"; do \
+                s=$(sed -n 's/^State:[[:space:]]*\\(.\\).*/\\1/p' /proc/$p/status 2>/dev/null); \
+                [ -n \"$s\" ] && [ \"$s\" != Z ] && echo \"$p\" >> \"$W/alive\"; \
                 done; date +%s%N > \"$W/rival\"";
     let work = scratch();
     let mut cmd = place.lockrun(&["elect", &key, "--shell", "--", look]);
@@ -941,8 +945,10 @@ fn the_command_starts_in_its_cgroup_and_the_guard_never_moves() {
                 .unwrap_or_default();
         guard = children.split_whitespace().find_map(|pid| pid.parse().ok());
         guard.is_some_and(|pid| {
+            // Parked on its socket, or, on the local backend, armed and
+            // waiting in flock(2) for the lock itself.
             let waiting = std::fs::read_to_string(format!("/proc/{pid}/wchan"))
-                .is_ok_and(|wchan| wchan.contains("unix_stream_read"));
+                .is_ok_and(|wchan| wchan.contains("unix_stream_read") || wchan.contains("lock"));
             waiting && parent.join(format!("lockrun-{pid}")).exists()
         })
     });
