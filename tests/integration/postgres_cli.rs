@@ -570,10 +570,12 @@ fn a_waiter_can_be_stopped_and_is_woken_by_the_release() {
         wait_until(deadline(), || {
             psql_ok(
                 "select count(*) from pg_stat_activity where application_name = 'lockrun' \
-                 and (query ilike 'listen%' or query like '%pg_try_advisory_lock%')",
+                 and (query ilike 'listen%' or query like '%pg_try_advisory_lock%' \
+                      or query like '/* lockrun-wait %')",
             ) != "0"
         }),
-        "the waiter never tried"
+        "the waiter never tried: {}",
+        psql_ok("select string_agg(query, ' | ') from pg_stat_activity where application_name = 'lockrun'")
     );
     let asked = std::time::Instant::now();
     waiter.signal(nix::sys::signal::Signal::SIGTERM);

@@ -524,3 +524,74 @@ fn a_sigkilled_holders_daemon_is_gone_before_a_psql_rival_gets_the_lock() {
     );
     assert!(late.is_empty(), "{}", late.join("\n"));
 }
+
+/// NOTIFY needs no privilege: a role that may not end a holder's session
+/// (neither its role, nor pg_signal_backend) sends the note `--replace`
+/// would, naming the holder's backend. The holder ignores it and holds on;
+/// before, it stopped its command and exited 124 "taken over by --replace"
+/// from whoever the forged note named.
+#[test]
+fn a_note_from_a_role_that_may_not_end_the_holder_is_ignored() {
+    let eve = format!("eve_{}", std::process::id());
+    psql_ok(&format!("create role {eve} login"));
+    let url = pg_support::postgres().url();
+    let work = scratch();
+    let key = unique("forged-note");
+    let beat = work.path().join("beat");
+    let mut cmd = bare(["--backend", "postgres", "--dsn", &url]);
+    cmd.args(["elect", "--value", "prod", &key, "--shell", "--"])
+        .arg("while [ ! -e \"$1/go\" ]; do date +%s%N >> \"$1/beat\"; sleep 0.01; done")
+        .arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    assert!(
+        wait_until(deadline(), || beat.exists()),
+        "the holder never ran"
+    );
+    let pid = psql_ok(&format!(
+        "select pid from pg_locks where locktype = 'advisory' and granted \
+         and pid in (select pid from pg_stat_activity where application_name = 'lockrun')"
+    ));
+    let pid: i32 = pid.lines().next().unwrap().parse().unwrap();
+    let as_eve = url.replacen("postgres@", &format!("{eve}@"), 1);
+    let forged = format!(
+        "select pg_notify('lockrun_replace_{pid:08x}', '{{\"holder\":\"{pid}\",\"host\":\"ops-console\",\"pid\":1,\"value\":\"maintenance\"}}')"
+    );
+    let out = std::process::Command::new(pg_support::bin_dir().join("psql"))
+        .args([
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            &as_eve,
+            "-c",
+            &forged,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A legitimate note is acted on within a round trip or two; give the
+    // forged one ten times that, measured in the holder's own beats.
+    let beats = || {
+        std::fs::read_to_string(&beat)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let before = beats();
+    assert!(
+        wait_until(Instant::now() + Duration::from_secs(20), || beats()
+            > before + 100),
+        "the holder's command stopped beating after the forged note"
+    );
+    std::fs::write(work.path().join("go"), "").unwrap();
+    let out = holder.finish();
+    psql_ok(&format!("drop role {eve}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("taken over"), "{stderr}");
+}

@@ -269,6 +269,10 @@ pub struct Postgres {
     /// How its writers rank among the waiters (`elect --priority`, see
     /// [`waiters`]).
     priority: crate::backend::priority::Priority,
+    /// The connection a `--replace` sent its note on, kept open while it
+    /// waits: the holder checks that its role may end the holder's session
+    /// ([`may_replace`]), which it can only while the sender is there.
+    note_conn: Arc<std::sync::Mutex<Option<Conn>>>,
 }
 
 impl std::fmt::Debug for Postgres {
@@ -334,6 +338,7 @@ impl Postgres {
             ttl,
             password_note: settings.password_note,
             priority: crate::backend::priority::Priority::NONE,
+            note_conn: Arc::default(),
         })
     }
 
@@ -486,7 +491,7 @@ impl Postgres {
             })?;
         let (tx, rx) = watch::channel(None);
         let (notified, notices) = watch::channel(0u64);
-        let (ask, asked) = watch::channel(None::<String>);
+        let (ask, asked) = watch::channel(None::<(i32, String)>);
         let mut connection = connection;
         tokio::spawn(async move {
             // We drive the connection by hand to see its notifications: a
@@ -496,7 +501,7 @@ impl Postgres {
                     Some(Ok(AsyncMessage::Notification(n)))
                         if n.channel().starts_with("lockrun_replace_") =>
                     {
-                        let _ = ask.send(Some(n.payload().to_string()));
+                        let _ = ask.send(Some((n.process_id(), n.payload().to_string())));
                     }
                     Some(Ok(AsyncMessage::Notification(_))) => {
                         notified.send_modify(|n| *n += 1);
@@ -1021,14 +1026,38 @@ impl Postgres {
     }
 }
 
+/// Whether the role of server process `sender` (a `--replace`'s
+/// connection, which stays open while it waits) may end our session, as
+/// `pg_terminate_backend` would let it: a superuser, a member of our role,
+/// or a member of `pg_signal_backend` when we are no superuser. NOTIFY
+/// needs no privilege, so without this any role that can connect could stop
+/// any holder with a note. Within two seconds; a sender gone, or no answer,
+/// is no.
+async fn may_replace(client: &Client, sender: i32) -> bool {
+    const MAY: &str = "select coalesce((select r.rolsuper \
+           or pg_has_role(a.usesysid, session_user, 'MEMBER') \
+           or (pg_has_role(a.usesysid, 'pg_signal_backend', 'MEMBER') \
+               and not (select rolsuper from pg_roles where rolname = session_user)) \
+         from pg_stat_activity a join pg_roles r on r.oid = a.usesysid \
+         where a.pid = $1), false)";
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&sender];
+    let asked = client.query_one(MAY, &params);
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), asked).await,
+        Ok(Ok(row)) if row.get::<_, bool>(0)
+    )
+}
+
 /// One connection and the news of its end.
 struct Conn {
     client: Client,
     closed: watch::Receiver<Option<String>>,
     /// Counts the notifications on channels we LISTEN on.
     notices: watch::Receiver<u64>,
-    /// The last payload on our [`replace_channel`]: a note, if it names us.
-    asked: watch::Receiver<Option<String>>,
+    /// The last payload on our [`replace_channel`], with the server
+    /// process that sent it: a note, if it names us and its sender may end
+    /// our session (see [`may_replace`]).
+    asked: watch::Receiver<Option<(i32, String)>>,
     backend_pid: i32,
     /// A copy of the socket the driver owns, closed with the `Conn`, from
     /// which the guard gets its copy.
@@ -1344,11 +1373,19 @@ impl Claim for PgClaim {
     fn asked(&self) -> Option<crate::backend::Asked> {
         let mut asked = self.conn.asked.clone();
         let us = self.conn.backend_pid.to_string();
+        let conn = Arc::clone(&self.conn);
         Some(Box::pin(async move {
             loop {
                 let payload = asked.borrow_and_update().clone();
-                if let Some(note) = payload.and_then(|p| ReplaceNote::decode_for(p.as_bytes(), &us)) {
-                    return note;
+                if let Some((sender, payload)) = payload {
+                    if let Some(note) = ReplaceNote::decode_for(payload.as_bytes(), &us) {
+                        if may_replace(&conn.client, sender).await {
+                            return note;
+                        }
+                        tracing::warn!(
+                            "ignored a --replace note from server process {sender}: its role may not end our session (it needs ours, or pg_signal_backend, as pg_terminate_backend does)"
+                        );
+                    }
                 }
                 if asked.changed().await.is_err() {
                     // The driver ended: the connection's end is the loss.
@@ -1359,8 +1396,10 @@ impl Claim for PgClaim {
     }
 
     async fn replaced_by(&self) -> Option<ReplaceNote> {
-        let payload = self.conn.asked.borrow().clone()?;
-        ReplaceNote::decode_for(payload.as_bytes(), &self.conn.backend_pid.to_string())
+        let (sender, payload) = self.conn.asked.borrow().clone()?;
+        let note =
+            ReplaceNote::decode_for(payload.as_bytes(), &self.conn.backend_pid.to_string())?;
+        may_replace(&self.conn.client, sender).await.then_some(note)
     }
 
     /// A copy of our connection's socket, for the guard to keep until the
@@ -1688,7 +1727,12 @@ impl Inspect for Postgres {
             )
             .await
             .map_err(|e| PgError::from_client("the note to the replaced holder", e))?;
+        *self.note_conn.lock().expect("not poisoned") = Some(conn);
         Ok(true)
+    }
+
+    async fn clear_note(&self, _target: &Target, _holder: &Holder) {
+        self.note_conn.lock().expect("not poisoned").take();
     }
 
     async fn force_release(
