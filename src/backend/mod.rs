@@ -147,6 +147,14 @@ pub enum Wait<At = Instant> {
 }
 
 impl Wait<Duration> {
+    /// The patience left once `spent` of it is used.
+    pub fn less(self, spent: Duration) -> Wait<Duration> {
+        match self {
+            Wait::Until(timeout) => Wait::Until(timeout.saturating_sub(spent)),
+            other => other,
+        }
+    }
+
     /// The patience as a deadline counted from now.
     pub fn from_now(self) -> Wait {
         match self {
@@ -440,10 +448,14 @@ pub struct Holder {
     pub details: Option<serde_json::Value>,
 }
 
+/// How a loss to `--replace` begins ([`ReplaceNote::taken_over`]): a
+/// campaigner so replaced does not campaign again.
+pub const TAKEN_OVER: &str = "taken over by --replace";
+
 /// `--replace`'s word to the holder it is about to release: who takes
 /// over. Left beside the lock before the release (never as a holder: no
 /// session, lease or lock of its own) and read by that holder while it
-/// holds, as the ask to let go ([`Claim::asked_probe`]), or once it has
+/// holds, as the ask to let go ([`Claim::asked`]), or once it has
 /// stopped its command on the loss, so that its loss line names the
 /// replacer; removed by the replacer once the holder has exited. It names
 /// the replaced claim ([`Claim::holder_id`]), so a note left by a replacer
@@ -474,7 +486,7 @@ impl ReplaceNote {
     /// Why the replaced holder lost its lock, as its loss line says it.
     pub fn taken_over(&self) -> String {
         format!(
-            "taken over by --replace from host {} pid {} ({})",
+            "{TAKEN_OVER} from host {} pid {} ({})",
             shown(&self.host),
             self.pid,
             shown(&self.value)
@@ -576,7 +588,7 @@ pub trait Inspect {
     }
 
     /// Whether a lockrun holder here answers the note itself
-    /// ([`Claim::asked_probe`]): `--replace` then leaves the note, waits
+    /// ([`Claim::asked`]): `--replace` then leaves the note, waits
     /// for the holder to stop its tree and let go, and releases it only if
     /// it never does (within its lease's lapse), so the lock is never free
     /// in the engine while the old command may run. Otherwise the release

@@ -335,14 +335,18 @@ impl Runner for Run {
         runtime()?.block_on(async move {
             backend.ready().await?;
             match job {
-                Job::Elect(job, plan) => {
+                Job::Elect(mut job, plan) => {
                     job.reach().await?;
+                    let began = tokio::time::Instant::now();
                     replace_first(&backend, job.replacing()).await?;
+                    job.spend(began.elapsed());
                     elect::run(&backend.engine(plan)?, job).await
                 }
-                Job::Semaphore(job, plan) => {
+                Job::Semaphore(mut job, plan) => {
                     job.reach().await?;
+                    let began = tokio::time::Instant::now();
                     replace_first(&backend, job.replacing()).await?;
+                    job.spend(began.elapsed());
                     semaphore::run(&backend.engine(plan)?, job).await
                 }
                 Job::Leader(job) => {

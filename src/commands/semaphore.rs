@@ -37,6 +37,12 @@ impl Job {
         self.service.reach().await
     }
 
+    /// `--timeout` bounds `--replace`'s wait and the lock's together: what
+    /// the first took, the second has not.
+    pub fn spend(&mut self, spent: std::time::Duration) {
+        self.config.waiting = self.config.waiting.less(spent);
+    }
+
     /// What `--replace` takes from its holder first, by when (the deadline
     /// of `--timeout`), and our `--value`, which the replaced holder's loss
     /// line shows; `None` without `--replace`.

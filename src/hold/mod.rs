@@ -132,6 +132,9 @@ enum Outcome {
     Done(Exit),
     /// We held the lock and lost it.
     Lost,
+    /// We held the lock and `--replace` took it over: a campaigner ends
+    /// too, or it would take the lock back from its replacer.
+    Replaced,
     /// We held the lock and stopped the job at its `--max-time`.
     TimeUp,
     /// The lease went away while we waited: wait again with a new one.
@@ -256,6 +259,7 @@ impl<E: Engine, G: Launch> Run<'_, E, G> {
                     service.status(&format!("lost `{}`; campaigning again", target.name()));
                 }
                 Outcome::Lost => break Exit::Lost,
+                Outcome::Replaced => break Exit::Lost,
                 Outcome::TimeUp if self.campaign => {
                     tracing::info!(target: EVENT, lock = target.name(), "campaigning again");
                     service.status(&format!(
@@ -1027,12 +1031,20 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
                     fmt_duration(held_for),
                     exit.code()
                 );
-                if self.campaign {
+                let replaced = matches!(&why, Lost::Released(text) if text.starts_with(crate::backend::TAKEN_OVER));
+                if self.campaign && !replaced {
                     tracing::warn!(target: EVENT, "{message}");
                 } else {
                     tracing::error!(target: EVENT, "{message}");
                 }
-                Outcome::Lost
+                if replaced {
+                    if self.campaign {
+                        tracing::info!(target: EVENT, lock = target, "replaced: not campaigning again");
+                    }
+                    Outcome::Replaced
+                } else {
+                    Outcome::Lost
+                }
             }
             Ending::TimeUp(exit) => {
                 tracing::warn!(

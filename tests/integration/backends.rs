@@ -879,3 +879,31 @@ fn a_signal_ends_a_replace_that_waits() {
         "took {took:?}: {stderr}"
     );
 }
+
+/// A `--campaign` holder that `--replace` takes the lock from ends (124)
+/// instead of campaigning again: it took the lock straight back from its
+/// replacer, which then waited out its --timeout (attack review).
+#[test]
+fn a_replaced_campaigner_does_not_campaign_again() {
+    let place = Place::etcd("replace_campaigner");
+    let key = place.key("k");
+    let work = scratch();
+    let holder = place.hold(
+        work.path(),
+        "",
+        &["elect", "--campaign", "--value", "camp", &key],
+    );
+    let out = run(&mut place.lockrun(&[
+        "elect",
+        "--replace",
+        "--timeout",
+        "30s",
+        "--value",
+        "replacer",
+        &key,
+        "--",
+        "true",
+    ]));
+    place.status(&out, 0, "the replacer");
+    place.status(&holder.finish(), 124, "the replaced campaigner");
+}

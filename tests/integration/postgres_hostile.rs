@@ -547,10 +547,10 @@ fn a_note_from_a_role_that_may_not_end_the_holder_is_ignored() {
         wait_until(deadline(), || beat.exists()),
         "the holder never ran"
     );
-    let pid = psql_ok(&format!(
+    let pid = psql_ok(
         "select pid from pg_locks where locktype = 'advisory' and granted \
-         and pid in (select pid from pg_stat_activity where application_name = 'lockrun')"
-    ));
+         and pid in (select pid from pg_stat_activity where application_name = 'lockrun')",
+    );
     let pid: i32 = pid.lines().next().unwrap().parse().unwrap();
     let as_eve = url.replacen("postgres@", &format!("{eve}@"), 1);
     let forged = format!(

@@ -1,6 +1,6 @@
 //! etcd's native gRPC API over one HTTP/2 connection per endpoint: one
 //! call per RPC, no retries and no policy (the caller owns both). The
-//! messages are derived by hand ([`super::proto`]), so the build needs no
+//! messages are derived by hand (`super::proto`), so the build needs no
 //! `protoc`; tonic frames them and reads etcd's status trailers, over a
 //! connection we dial ourselves (TCP, then rustls with ALPN `h2` for
 //! `https://` endpoints, with the CA, client certificate and key files the

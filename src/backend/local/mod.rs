@@ -20,7 +20,7 @@
 //! releases the lock at once. Nothing is written beside the lock before the
 //! grant reaches the waiting future, so a late grant leaves no trace but a
 //! brief hold with no child. A writer's wait for a leader lock is its
-//! guard's own where the hold allows it (see [`Local::wait_in_guard`]):
+//! guard's own where the hold allows it (see `Local::wait_in_guard`):
 //! the guard blocks in `flock` and, granted, writes the facts and starts
 //! the child itself ([`grant_in_guard`]), as `flock(1)` does.
 
@@ -1430,7 +1430,7 @@ struct GuardGranted {
 
 /// The local engine's step in an armed guard (see
 /// [`crate::backend::GuardWait`]): the key's directory opened and checked
-/// before the wait; once the lock is granted, what [`Local::claim`] does
+/// before the wait; once the lock is granted, what `Local::claim` does
 /// for lockrun's own grant. The lock file must still be the one the path
 /// names (else a rival may lock the new one: refused, and lockrun waits
 /// again); the next fencing number and our facts, with the guard's group

@@ -425,7 +425,7 @@ pub(super) async fn released(client: &Client, session: &SessionId) -> Lost {
 
 /// Gives the lock up, and our place in the queue if we were still waiting.
 /// A lock we held goes to the head of lockrun's queue when there is one
-/// ([`hand_over`]). Otherwise, with the ModifyIndex we last saw, the key is deleted with check-and-set,
+/// (`hand_over`). Otherwise, with the ModifyIndex we last saw, the key is deleted with check-and-set,
 /// as `consul lock` leaves it, and with it our `KEY/.lock` (`dot`: checked
 /// ours and deleted), in one transaction (one write, one wake-up for
 /// waiters); if either changed since, we only release the key, which never

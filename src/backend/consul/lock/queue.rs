@@ -144,7 +144,7 @@ fn order(pair: &KvPair) -> (std::cmp::Reverse<u32>, u64, &str) {
 }
 
 /// The head of a leader lock's queue, as its waiters rank themselves
-/// ([`order`]): the first live entry that is not `ours`.
+/// (`order`): the first live entry that is not `ours`.
 pub fn head<'a>(pairs: &'a [KvPair], ours: &SessionId) -> Option<&'a KvPair> {
     pairs
         .iter()
