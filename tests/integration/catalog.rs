@@ -420,6 +420,35 @@ fn on_the_other_engines_too() {
     }
 }
 
+/// A holder of a lock in etcd, registered as service `NAME-N` with
+/// `agent` (`--ttl 3s --kill-timeout 300ms`), running `child`, once the
+/// agent lists it passing: the check's TTL `explain` states, the watcher
+/// of the service, the holder.
+fn registered_on_etcd(agent: &Agent, name: &str, child: &[&str]) -> (Duration, Watcher, Running) {
+    let service = format!("{name}-{}", (now_ns() % 1_000_000) as u32);
+    let key = format!("{}/{service}", crate::etcd_support::unique("catalog"));
+    let flags = ["elect", "--ttl", "3s", "--kill-timeout", "300ms"];
+    let mut explain = Backend::Etcd.lockrun(agent);
+    explain.args(["explain", "--json"]).args(flags);
+    explain.args(Backend::Etcd.agent_flag(agent));
+    explain.args(["--register-service", &service, &key]);
+    let out = run(&mut explain);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let ttl = Duration::from_millis(json["service_check_ttl_ms"].as_u64().expect("a TTL"));
+    let watcher = Watcher::start(agent, &service);
+    let mut cmd = Backend::Etcd.lockrun(agent);
+    cmd.args(flags);
+    cmd.args(Backend::Etcd.agent_flag(agent));
+    cmd.args(["--register-service", &service, &key, "--"])
+        .args(child);
+    let holder = Running::spawn(&mut cmd);
+    watcher.wait_for("the holder listed and passing", |l| {
+        l.ids.len() == 1 && l.statuses() == ["passing"] && !l.dns_ports.is_empty()
+    });
+    (ttl, watcher, holder)
+}
+
 /// A SIGSTOPped holder on etcd stops passing its check: Consul marks it
 /// critical within the check's TTL (which `explain` states), and its DNS
 /// answer goes; the check went critical before the guard began COMMAND's
@@ -432,38 +461,11 @@ fn a_stopped_holder_drops_out_through_its_check() {
     }
     let agent = Agent::dev(real_consul::VERSIONS[real_consul::VERSIONS.len() - 1]);
     let work = scratch();
-    let service = format!("frozen-{}", (now_ns() % 1_000_000) as u32);
-    let key = format!("{}/{service}", crate::etcd_support::unique("catalog"));
-    let flags = ["elect", "--ttl", "3s", "--kill-timeout", "300ms"];
-    let mut explain = Backend::Etcd.lockrun(&agent);
-    explain.args(["explain", "--json"]).args(flags);
-    explain.args(Backend::Etcd.agent_flag(&agent));
-    explain.args(["--register-service", &service, &key]);
-    let out = run(&mut explain);
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-    let ttl = Duration::from_millis(json["service_check_ttl_ms"].as_u64().expect("a TTL"));
-    let watcher = Watcher::start(&agent, &service);
     let dir = work.path().display();
     let child = format!(
         "trap 'date +%s%N > {dir}/term; exit 0' TERM; date +%s%N > {dir}/start; while :; do sleep 0.05; done"
     );
-    let mut cmd = Backend::Etcd.lockrun(&agent);
-    cmd.args(flags);
-    cmd.args(Backend::Etcd.agent_flag(&agent));
-    cmd.args([
-        "--register-service",
-        &service,
-        &key,
-        "--",
-        "sh",
-        "-c",
-        &child,
-    ]);
-    let holder = Running::spawn(&mut cmd);
-    watcher.wait_for("the holder listed and passing", |l| {
-        l.ids.len() == 1 && l.statuses() == ["passing"] && !l.dns_ports.is_empty()
-    });
+    let (ttl, watcher, holder) = registered_on_etcd(&agent, "frozen", &["sh", "-c", &child]);
     // Right after a look that saw it passing, so that the last pass is
     // recent: the TTL is then what is left.
     let stopped = now_ns();
@@ -526,26 +528,7 @@ fn a_killed_holder_drops_out_through_its_check() {
         return;
     }
     let agent = Agent::dev(real_consul::VERSIONS[real_consul::VERSIONS.len() - 1]);
-    let service = format!("killed-{}", (now_ns() % 1_000_000) as u32);
-    let key = format!("{}/{service}", crate::etcd_support::unique("catalog"));
-    let flags = ["elect", "--ttl", "3s", "--kill-timeout", "300ms"];
-    let mut explain = Backend::Etcd.lockrun(&agent);
-    explain.args(["explain", "--json"]).args(flags);
-    explain.args(Backend::Etcd.agent_flag(&agent));
-    explain.args(["--register-service", &service, &key]);
-    let out = run(&mut explain);
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-    let ttl = Duration::from_millis(json["service_check_ttl_ms"].as_u64().expect("a TTL"));
-    let watcher = Watcher::start(&agent, &service);
-    let mut cmd = Backend::Etcd.lockrun(&agent);
-    cmd.args(flags);
-    cmd.args(Backend::Etcd.agent_flag(&agent));
-    cmd.args(["--register-service", &service, &key, "--", "sleep", "60"]);
-    let holder = Running::spawn(&mut cmd);
-    watcher.wait_for("the holder listed and passing", |l| {
-        l.ids.len() == 1 && l.statuses() == ["passing"] && !l.dns_ports.is_empty()
-    });
+    let (ttl, watcher, holder) = registered_on_etcd(&agent, "killed", &["sleep", "60"]);
     let killed = now_ns();
     holder.signal(Signal::SIGKILL);
     let out = holder.finish();

@@ -1088,21 +1088,18 @@ on_every_backend!(a_release_hooks_helper_is_gone_when_lockrun_exits);
 #[test]
 fn a_hook_writing_200_mb_without_a_newline_keeps_lockrun_small() {
     let place = Place::local();
-    let peak_of = |status: &str| -> u64 {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmHWM:"))
-            .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or_else(|| panic!("no VmHWM in {status}"))
-    };
-    let quiet_kb = {
+    // One hold whose --on-acquire is `hook`: lockrun's peak resident set
+    // (kB) while its command runs, and its output.
+    let hold = |name: &str, hook: &str| -> (u64, std::process::Output) {
         let work = scratch();
         let mut cmd = place.lockrun(&[
             "elect",
             "-v",
-            &place.key("hook-quiet"),
+            &place.key(name),
             "--on-acquire",
-            "true",
+            hook,
+            "--hook-timeout",
+            "5m",
             "--shell",
             "--",
             "touch \"$1/ready\"; while [ ! -e \"$1/done\" ]; do sleep 0.01; done",
@@ -1112,32 +1109,17 @@ fn a_hook_writing_200_mb_without_a_newline_keeps_lockrun_small() {
         wait_for_file(&work.path().join("ready"));
         let status = std::fs::read_to_string(format!("/proc/{}/status", holder.pid())).unwrap();
         std::fs::write(work.path().join("done"), "").unwrap();
-        place.status(&holder.finish(), 0, "the quiet holder");
-        peak_of(&status)
+        let output = holder.finish();
+        place.status(&output, 0, name);
+        let peak = status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no VmHWM in {status}"));
+        (peak, output)
     };
-    let key = place.key("hook-flood");
-    let work = scratch();
-    let flood = "head -c 200000000 /dev/zero | tr '\\0' x";
-    let mut cmd = place.lockrun(&[
-        "elect",
-        "-v",
-        &key,
-        "--on-acquire",
-        flood,
-        "--hook-timeout",
-        "5m",
-        "--shell",
-        "--",
-        "touch \"$1/ready\"; while [ ! -e \"$1/done\" ]; do sleep 0.01; done",
-    ]);
-    cmd.arg(work.path());
-    let holder = Running::spawn(&mut cmd);
-    wait_for_file(&work.path().join("ready"));
-    let status = std::fs::read_to_string(format!("/proc/{}/status", holder.pid())).unwrap();
-    std::fs::write(work.path().join("done"), "").unwrap();
-    let output = holder.finish();
-    place.status(&output, 0, "the holder");
-    let peak_kb = peak_of(&status);
+    let (quiet_kb, _) = hold("hook-quiet", "true");
+    let (peak_kb, output) = hold("hook-flood", "head -c 200000000 /dev/zero | tr '\\0' x");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         peak_kb < quiet_kb + 8 * 1024,
