@@ -928,14 +928,7 @@ impl Prepared {
         };
         // Listening for the job's continues before anything else: a job
         // stopped before its child started may be continued at any moment.
-        let job = match crate::job::Watch::new() {
-            Some(Ok(watch)) => Some(watch),
-            Some(Err(err)) => {
-                tracing::debug!("cannot watch the job's stops and continues: {err}");
-                None
-            }
-            None => None,
-        };
+        let job = watch_job();
         let claim = match terminal {
             Terminal::Auto => terminal::Claim::detect(),
             Terminal::Never => None,
@@ -967,11 +960,7 @@ impl Prepared {
         tracing::debug!(pid, "started the guard");
         // Should the guard fail to use the cgroup, it says so itself, at
         // the same verbosity.
-        if self.announce {
-            tracing::info!("containment: {}", self.containment.describe(pid));
-        } else {
-            tracing::debug!("containment: {}", self.containment.describe(pid));
-        }
+        self.announce_containment(pid);
         Ok(Child {
             pid,
             state: State::Running,
@@ -1019,6 +1008,19 @@ fn grant_step() -> Option<GrantStep> {
 /// that lands between the guard's look at its flag and its `flock` call
 /// cannot interrupt it.
 const DISARM_REPEAT: Duration = Duration::from_millis(5);
+
+/// The job's stops and continues, watched from the child's start; `None`
+/// outside a job, or when they cannot be watched.
+fn watch_job() -> Option<crate::job::Watch> {
+    match crate::job::Watch::new() {
+        Some(Ok(watch)) => Some(watch),
+        Some(Err(err)) => {
+            tracing::debug!("cannot watch the job's stops and continues: {err}");
+            None
+        }
+        None => None,
+    }
+}
 
 /// How long lockrun waits for an armed guard's answer once it has asked
 /// for its wait back: past that, the guard is taken for stuck, and ended.
@@ -1112,6 +1114,16 @@ impl Prepared {
         }
     }
 
+    /// Says how the started child is contained: at the default verbosity
+    /// when asked to ([`Prepared`]'s `announce`), else under `-v`.
+    fn announce_containment(&self, pid: u32) {
+        if self.announce {
+            tracing::info!("containment: {}", self.containment.describe(pid));
+        } else {
+            tracing::debug!("containment: {}", self.containment.describe(pid));
+        }
+    }
+
     /// The guard an armed wait was granted to, running COMMAND already, as
     /// [`Prepared::start_with`] would have returned it.
     pub fn into_started(mut self, verdict: bool) -> Child {
@@ -1124,20 +1136,9 @@ impl Prepared {
         else {
             unreachable!("a Prepared is parked until started or dropped");
         };
-        let job = match crate::job::Watch::new() {
-            Some(Ok(watch)) => Some(watch),
-            Some(Err(err)) => {
-                tracing::debug!("cannot watch the job's stops and continues: {err}");
-                None
-            }
-            None => None,
-        };
+        let job = watch_job();
         tracing::debug!(pid, "the armed guard started the child");
-        if self.announce {
-            tracing::info!("containment: {}", self.containment.describe(pid));
-        } else {
-            tracing::debug!("containment: {}", self.containment.describe(pid));
-        }
+        self.announce_containment(pid);
         Child {
             pid,
             state: State::Running,
