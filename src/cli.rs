@@ -29,11 +29,8 @@ not found; 128+N signal N while waiting. See lockrun(1).";
 
 /// Run a command only while holding a lock or semaphore slot.
 ///
-/// lockrun takes a leader lock (or one of N semaphore slots) in HashiCorp
-/// Consul, in etcd (--backend etcd), in PostgreSQL (--backend postgres), or on
-/// this host with flock(2) (--backend local), runs COMMAND while it holds it, and stops COMMAND the moment holding
-/// it can no longer be guaranteed: the child never runs at a moment when
-/// another holder could have acquired the lock.
+/// (The long help, naming the backends of this build, is made from their
+/// registrations by [`command`].)
 #[derive(Debug, Parser)]
 #[command(name = "lockrun", version = env!("LOCKRUN_VERSION"), after_help = AFTER_HELP, max_term_width = 100, args_override_self = true)]
 pub struct Cli {
@@ -49,13 +46,8 @@ pub struct Cli {
 pub enum Command {
     /// Run COMMAND while holding the leader lock on KEY.
     ///
-    /// lockrun takes the lock on KEY (waiting, without polling, while another
-    /// holder has it), runs COMMAND and keeps the lock while it runs (renewing
-    /// its Consul session or etcd lease). When COMMAND exits, lockrun releases
-    /// the lock and exits with COMMAND's status; when the lock is lost, it
-    /// stops COMMAND and exits 124, or campaigns again with --campaign. KEY
-    /// excludes `consul lock` on the same key, `etcdctl lock KEY` with
-    /// --backend etcd, and `flock DIR/KEY` with --backend local.
+    /// (The long help, with the engines' tools KEY excludes, is made from
+    /// the registrations by [`command`].)
     #[command(after_help = "\
 Examples:
   lockrun elect service/db/leader -- ./db-primary
@@ -65,12 +57,7 @@ Examples:
     Elect(ElectArgs),
     /// Run COMMAND while holding one of N slots of the semaphore PREFIX.
     ///
-    /// The same lifecycle as elect, holding one of N slots. On Consul the format
-    /// is that of `consul lock -n N PREFIX`, so both share slots; every
-    /// contender must use the same --limit. LOCKRUN_LOCK_INDEX orders
-    /// admissions across the semaphore, not each slot: a slot admitted later
-    /// has a greater number (above that of every slot that ended before),
-    /// but N holders at once may start their commands in any order.
+    /// (The long help is made from the registrations by [`command`].)
     #[command(after_help = "\
 Examples:
   lockrun semaphore --limit 3 jobs/reindex -- ./reindex.sh
@@ -78,10 +65,7 @@ Examples:
     Semaphore(SemaphoreArgs),
     /// Print who holds the lock on KEY (or the semaphore PREFIX).
     ///
-    /// Prints the holder's value on stdout and exits 0, or exits 1 if nobody
-    /// holds it. For a semaphore prefix, prints one live holder per line. A
-    /// holder that stores no value (`consul lock`, the Go API) is shown by its
-    /// session as `NAME (node NODE)`.
+    /// (The long help is made from the registrations by [`command`].)
     #[command(after_help = "\
 Examples:
   leader=$(lockrun leader service/db/leader); status=$?   # 1: no leader, 125: cannot tell
@@ -94,13 +78,8 @@ Exit status: 0 held, 1 not held, 125 error.")]
     Leader(LeaderArgs),
     /// Print every held lock and semaphore under PREFIX, with its holders.
     ///
-    /// One row per holder: the key (or semaphore prefix), its kind, the
-    /// holder as `leader` names it, its fence, host, pid and since, where the
-    /// engine knows them. Without PREFIX, every lock lockrun can see. Peer
-    /// tools' holders are listed too (`consul lock`, `etcdctl lock`,
-    /// `flock(1)`, Curator and kazoo); on PostgreSQL an advisory lock whose
-    /// key no lockrun holder names (a `psql` session's) is listed by its
-    /// 64-bit id, and only without PREFIX, since its key cannot be told.
+    /// (The long help, with the peer tools it lists, is made from the
+    /// registrations by [`command`].)
     #[command(after_help = "\
 Examples:
   lockrun list
@@ -112,21 +91,15 @@ view the engine filtered).")]
     List(ListArgs),
     /// Force-release the lock on KEY (or semaphore slots), from any host.
     ///
-    /// Works from any host. Prints whose lock it was; the holder's lockrun
-    /// notices within a blocking-query round trip and stops its child with
-    /// its full --kill-timeout (on etcd at once: the release revokes the
-    /// holder's lease). A release arms no lock-delay, so a rival may start
-    /// while that child is still stopping: the one overlap lockrun accepts,
-    /// because an operator asked for it.
+    /// (The long help, and the exit status's words of each backend, are made
+    /// from the registrations by [`command`].)
     #[command(after_help = "\
 Examples:
   lockrun release service/db/leader
   lockrun release --session 3f2a... --destroy-session service/db/leader
   lockrun release --all jobs/reindex      # free every slot of a semaphore
 
-Exit status: 0 released, 1 nothing was held, 125 error. On local, every lockrun
-holder that can be asked is, and printed; a holder that cannot (a flock(1))
-is then named on stderr, and the status is 125.")]
+Exit status: 0 released, 1 nothing was held, 125 error.")]
     Release(ReleaseArgs),
     /// Print the timing promise that elect or semaphore would keep with these flags.
     ///
@@ -142,7 +115,6 @@ is then named on stderr, and the status is 125.")]
     #[command(after_help = "\
 Examples:
   lockrun explain elect service/db/leader
-  lockrun explain --json --backend etcd elect --ttl 5s --kill-timeout 200ms jobs/migrate
   lockrun explain semaphore --limit 3 jobs/reindex
   lockrun explain elect --kill-timeout 2s service/db/leader -- ./db-primary
 
@@ -201,18 +173,11 @@ Exit status: 0 held with that much left, 1 not held or not enough left, 2 usage,
     Status(crate::ops::StatusArgs),
     /// Exit 0 only while the holder a sequencer names still holds its lock.
     ///
-    /// COMMAND of `lockrun elect` finds a sequencer in LOCKRUN_SEQUENCER:
-    /// one opaque token naming the backend, the key, the fence
-    /// (LOCKRUN_LOCK_INDEX) and the holder by the engine's own name for it
-    /// (a Consul session, an etcd lease's key, a local holder's pid, a
-    /// PostgreSQL holder's backend pid). A service COMMAND writes to can
-    /// run `lockrun check` (with the engine's usual flags and variables) to
-    /// refuse a leader that is no longer one. The backend is the
-    /// sequencer's.
+    /// (The long help, with each engine's name for a holder, is made from
+    /// the registrations by [`command`].)
     #[command(after_help = "\
 Examples:
   lockrun check \"$LOCKRUN_SEQUENCER\" && apply-write
-  CONSUL_HTTP_ADDR=10.0.0.5:8500 lockrun check \"$seq\"
 
 Exit status: 0 still held by that holder with that fence, 1 not held or held
 by another, 2 usage (not a sequencer), 125 cannot tell (engine unreachable).")]
@@ -249,7 +214,9 @@ pub enum ExplainWhat {
 }
 
 /// The command line as parsed and documented: [`Cli`], with COMMAND optional
-/// under `explain`, which runs nothing, and every backend's own examples
+/// under `explain`, which runs nothing, the help of every flag and
+/// subcommand that differs by engine made of its shared words and the
+/// registrations' ([`help_with_notes`]), and every backend's own examples
 /// under the subcommands they show.
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
@@ -265,6 +232,7 @@ pub fn command() -> clap::Command {
                         .mut_subcommand(name, |sub| sub.mut_arg("command", |a| a.required(false)))
                 })
         });
+    let command = help_with_notes(command);
     // `mut_subcommands` keeps their order, which `mut_subcommand` does not.
     command.mut_subcommands(|sub| {
         let lines: Vec<&str> = crate::backend::BACKENDS
@@ -277,12 +245,294 @@ pub fn command() -> clap::Command {
             return sub;
         }
         let text = sub.get_after_help().map(ToString::to_string);
-        let mut text = text.unwrap_or_else(|| "Examples:".into());
+        let text = text.unwrap_or_else(|| "Examples:".into());
+        // The lines join the Examples paragraph, before an Exit status one.
+        let (mut examples, rest) = match text.split_once("\n\n") {
+            Some((examples, rest)) => (examples.to_string(), Some(rest.to_string())),
+            None => (text, None),
+        };
         for line in lines {
-            text.push_str(&format!("\n  {line}"));
+            examples.push_str(&format!("\n  {line}"));
         }
-        sub.after_help(text)
+        if let Some(rest) = rest {
+            examples.push_str(&format!("\n\n{rest}"));
+        }
+        sub.after_help(examples)
     })
+}
+
+/// Items as a sentence lists them: `a`, `a and b`, `a, b, and c` (the last
+/// comma, since an item may hold an `and` of its own).
+fn listed(items: &[&str], conjunction: &str) -> String {
+    match items.split_last() {
+        Some((last, rest)) if rest.len() > 1 => {
+            format!("{}, {conjunction} {last}", rest.join(", "))
+        }
+        Some((last, [first])) => format!("{first} {conjunction} {last}"),
+        _ => items.concat(),
+    }
+}
+
+/// Words joined into one paragraph, the empty ones left out.
+fn paragraph(parts: &[&str]) -> String {
+    parts
+        .iter()
+        .map(|p| p.trim())
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `text` cut into lines of at most `width` columns, as the hand-wrapped
+/// after-help paragraphs are.
+fn wrap(text: &str, width: usize) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    for word in text.split_whitespace() {
+        match lines.last_mut() {
+            Some(line) if line.len() + 1 + word.len() <= width => {
+                line.push(' ');
+                line.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
+        }
+    }
+    lines.join("\n")
+}
+
+/// The help of the flags and subcommands whose words differ by engine: the
+/// shared sentences here, with the notes of the backends in this build
+/// ([`crate::backend::Registration::notes`]) put in, so that no backend is
+/// named outside its folder and a backend left out is not named at all.
+fn help_with_notes(command: clap::Command) -> clap::Command {
+    use crate::backend::{Topic, BACKENDS};
+    let said = |topic: Topic| topic.notes().join(" ");
+    // A backend without a lease refuses the lease flags.
+    let no_lease: Vec<String> = BACKENDS
+        .iter()
+        .filter(|b| !b.lease)
+        .map(|b| format!("The {} backend has no lease, and refuses it.", b.name))
+        .collect();
+    let no_lease = no_lease.join(" ");
+
+    let about = format!(
+        "Run a command only while holding a lock or semaphore slot.\n\n\
+         lockrun takes a leader lock (or one of N semaphore slots) {}, runs COMMAND while it \
+         holds it, and stops COMMAND the moment holding it can no longer be guaranteed: the \
+         child never runs at a moment when another holder could have acquired the lock.",
+        listed(&Topic::Where.notes(), "or")
+    );
+    let excludes = Topic::Excludes.notes();
+    let excludes = if excludes.is_empty() {
+        String::new()
+    } else {
+        format!("KEY excludes {}.", listed(&excludes, "and"))
+    };
+    let elect = format!(
+        "Run COMMAND while holding the leader lock on KEY.\n\n{}",
+        paragraph(&[
+            "lockrun takes the lock on KEY (waiting, without polling, while another holder has \
+             it), runs COMMAND and keeps the lock while it runs (renewing its lease, where the \
+             engine has one). When COMMAND exits, lockrun releases the lock and exits with \
+             COMMAND's status; when the lock is lost, it stops COMMAND and exits 124, or \
+             campaigns again with --campaign.",
+            &excludes,
+        ])
+    );
+    let semaphore = format!(
+        "Run COMMAND while holding one of N slots of the semaphore PREFIX.\n\n{}",
+        paragraph(&[
+            "The same lifecycle as elect, holding one of N slots.",
+            &said(Topic::Semaphore),
+            "Every contender must use the same --limit. LOCKRUN_LOCK_INDEX orders admissions \
+             across the semaphore, not each slot: a slot admitted later has a greater number \
+             (above that of every slot that ended before), but N holders at once may start \
+             their commands in any order.",
+        ])
+    );
+    let leader = format!(
+        "Print who holds the lock on KEY (or the semaphore PREFIX).\n\n{}",
+        paragraph(&[
+            "Prints the holder's value on stdout and exits 0, or exits 1 if nobody holds it. \
+             For a semaphore prefix, prints one live holder per line.",
+            &said(Topic::Leader),
+        ])
+    );
+    let peers = Topic::ListPeers.notes();
+    let peers = if peers.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "Peer tools' holders are listed too ({}).",
+            listed(&peers, "and")
+        )
+    };
+    let list = format!(
+        "Print every held lock and semaphore under PREFIX, with its holders.\n\n{}",
+        paragraph(&[
+            "One row per holder: the key (or semaphore prefix), its kind, the holder as \
+             `leader` names it, its fence, host, pid and since, where the engine knows them. \
+             Without PREFIX, every lock lockrun can see.",
+            &peers,
+            &said(Topic::List),
+        ])
+    );
+    let release = format!(
+        "Force-release the lock on KEY (or semaphore slots), from any host.\n\n{}",
+        paragraph(&[
+            "Works from any host. Prints whose lock it was; the holder's lockrun notices and \
+             stops its child with its full --kill-timeout.",
+            &said(Topic::Release),
+            "A release leaves no delay before a rival may take the lock, so a rival may start \
+             while that child is still stopping: the one overlap lockrun accepts, because an \
+             operator asked for it.",
+        ])
+    );
+    let holders = Topic::Holder.notes();
+    let holders = if holders.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", listed(&holders, "or"))
+    };
+    let check = format!(
+        "Exit 0 only while the holder a sequencer names still holds its lock.\n\n\
+         COMMAND of `lockrun elect` finds a sequencer in LOCKRUN_SEQUENCER: one opaque token \
+         naming the backend, the key, the fence (LOCKRUN_LOCK_INDEX) and the holder by the \
+         engine's own name for it{holders}. A service COMMAND writes to can run `lockrun \
+         check` (with the engine's usual flags and variables) to refuse a leader that is no \
+         longer one. The backend is the sequencer's."
+    );
+
+    let ttl = format!(
+        "How long the engine keeps a silent holder's lock.\n\n{}",
+        paragraph(&[
+            &said(Topic::Ttl),
+            "Shorter notices a dead host sooner.",
+            &no_lease
+        ])
+    );
+    let clock_rate_error = format!(
+        "The largest combined clock-rate error the stop window allows for.\n\n{}",
+        paragraph(&[
+            "Between this host and the engine's, in ppm or %, on every backend with a lease.",
+            &no_lease,
+            "The default is two hosts slewing opposite ways at chrony's maximum, 2 x 83,333 \
+             ppm. This host's share is half: when the kernel slows our clock more (adjtimex), \
+             the window narrows, or the command is stopped (exit 124) when none is left.",
+        ])
+    );
+    let kill_timeout = format!(
+        "Grace period after the kill signal before SIGKILL.\n\n{}",
+        paragraph(&[
+            "[default: 5s for elect, 2s for semaphore, less if --ttl or a backend's own timing \
+             flags leave less room]. It must fit in the safety budget (lockrun says by how much \
+             if it does not).",
+            &said(Topic::KillTimeout),
+        ])
+    );
+    let replace = format!(
+        "Take the lock from its holder (a semaphore's oldest slot), never overlapping.\n\n{}",
+        paragraph(&[
+            "Leaves the holder a note naming this run (host, pid, --value). A lockrun holder \
+             reads it as the ask to let go: it stops its command's whole tree and only then \
+             frees the lock, so every other contender finds the lock held until the tree is \
+             gone. Once the lock is free, this run acquires it and says whom it replaced; the \
+             holder exits 124 (with --campaign too: it does not campaign again), its line \
+             naming this run. Any other holder (a peer tool's, or one the engine gives no way \
+             to ask) is one line and 125, and is left holding. The run then waits its turn as \
+             any other: a waiter queued before it may get the lock first.",
+            &said(Topic::Replace),
+        ])
+    );
+    let modes = Topic::SharedMode.notes();
+    let modes = if modes.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "Each backend takes its engine's own shared mode, so that the engine's own tools \
+             share the lock ({}).",
+            listed(&modes, "and")
+        )
+    };
+    let shared = format!(
+        "Take the lock shared, as `flock -s`: readers run together, a writer alone.\n\n{}",
+        paragraph(&[
+            "Without it the lock is exclusive (-x, as `flock -x`). Once a lockrun writer \
+             waits, readers that come after it wait behind it.",
+            &modes,
+            &said(Topic::Shared),
+        ])
+    );
+    let fences = Topic::Fence.notes();
+    let fences = if fences.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", fences.join("; "))
+    };
+    let details = Topic::Details.notes();
+    let details = if details.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", listed(&details, "and"))
+    };
+    let leader_json = format!(
+        "Print one JSON object, the same schema on every backend: {{\"key\", \"backend\", \
+         \"kind\": \"lock\"|\"semaphore\", \"held\", \"limit\" (null for a lock), \"holders\": \
+         [...]}}; with --watch, one per line. A holder is {{\"value\", \"fence\", \"since\", \
+         \"since_unix\", \"host\", \"pid\", \"details\"}}, null where the engine does not know; \
+         \"fence\" is the holder's LOCKRUN_LOCK_INDEX where it can be read back{fences}, else \
+         null; \"details\" holds the engine's own facts{details}. \"waiters\" lists lockrun's \
+         writers waiting for a lock, highest --priority first, each {{\"priority\", \"value\", \
+         \"pid\"}}; null for a semaphore."
+    );
+    let list_json = paragraph(&[
+        "Print one JSON object per lock or semaphore, a line each, in the schema of `leader \
+         --json`.",
+        &said(Topic::ListJson),
+    ]);
+    let release_status = said(Topic::ReleaseStatus);
+
+    // The flags of `elect` and `semaphore`, also under `explain`
+    // (`mut_args` keeps their order, which `mut_arg` does not).
+    let holding = |sub: clap::Command| {
+        sub.mut_args(|a| match a.get_id().as_str() {
+            "ttl" => a.long_help(ttl.clone()),
+            "clock_rate_error" => a.long_help(clock_rate_error.clone()),
+            "kill_timeout" => a.long_help(kill_timeout.clone()),
+            "replace" => a.long_help(replace.clone()),
+            "shared" => a.long_help(shared.clone()),
+            _ => a,
+        })
+    };
+    // A `--json` whose one paragraph is its help in `-h` as in `--help`.
+    let json = |sub: clap::Command, text: &str| {
+        sub.mut_args(|a| match a.get_id().as_str() {
+            "json" => a.help(text.to_string()).long_help(None::<&str>),
+            _ => a,
+        })
+    };
+    command
+        .long_about(about)
+        .mut_subcommands(|sub| match sub.get_name() {
+            "elect" => holding(sub.long_about(elect.clone())),
+            "semaphore" => holding(sub.long_about(semaphore.clone())),
+            "explain" => sub.mut_subcommands(&holding),
+            "leader" => json(sub.long_about(leader.clone()), &leader_json),
+            "list" => json(sub.long_about(list.clone()), &list_json),
+            "release" => {
+                let status = sub.get_after_help().map(ToString::to_string);
+                let sub = sub.long_about(release.clone());
+                match status {
+                    Some(text) if !release_status.is_empty() => {
+                        let (examples, status) = text.split_once("\n\n").unwrap_or(("", &text));
+                        let status = wrap(&format!("{status} {release_status}"), 80);
+                        sub.after_help(format!("{examples}\n\n{status}"))
+                    }
+                    _ => sub,
+                }
+            }
+            "check" => sub.long_about(check.clone()),
+            _ => sub,
+        })
 }
 
 /// `put`'s long help, naming the backends of this build that have a fenced
@@ -316,9 +566,12 @@ fn put_about() -> String {
          record there still exists (the session holding the lock key, its contender key or \
          node). Once the holder has lost the lock the write is refused and nothing is written. \
          A KEY inside a lock's own records, which would break or wedge that lock, is refused \
-         (2, nothing written): on etcd any key under L/ where L is held now or has ever been \
-         held by a lockrun (lockrun marks it), the sequencer's own lock included.",
+         (2, nothing written).",
     );
+    for sentence in crate::backend::Topic::Put.notes() {
+        about.push(' ');
+        about.push_str(sentence);
+    }
     if !with.is_empty() {
         about.push_str(&format!(" On {}", BackendName::listed(&with, "and")));
         if !without.is_empty() {
@@ -533,21 +786,16 @@ pub struct OutputArgs {
 pub struct SessionArgs {
     /// How long the engine keeps a silent holder's lock.
     ///
-    /// Consul's session TTL (10s to 24h), etcd's lease TTL, PostgreSQL's
-    /// session deadline (whole seconds on both). Shorter notices a dead host
-    /// sooner. The local backend has no lease, and refuses it.
+    /// (The long help, with what it is on each engine, is made from the
+    /// registrations by [`command`].)
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "15s", value_name = "DURATION")]
     pub ttl: Duration,
     #[command(flatten)]
     pub backend: crate::backend::HoldFlags,
     /// The largest combined clock-rate error the stop window allows for.
     ///
-    /// Between this host and the engine's, in ppm or % (every backend
-    /// with a server; the local backend has no lease, and refuses it). The default
-    /// is two hosts slewing opposite ways at chrony's maximum, 2 x 83,333
-    /// ppm. This host's share is half: when the kernel slows our clock
-    /// more (adjtimex), the window narrows, or the command is stopped
-    /// (exit 124) when none is left.
+    /// (The long help, naming the backends without a lease, is made from
+    /// the registrations by [`command`].)
     #[arg(long, hide_short_help = true, value_parser = crate::clock::rate::parse_bound, default_value = "166666ppm", value_name = "RATE")]
     pub clock_rate_error: crate::clock::Ppm,
 }
@@ -573,25 +821,8 @@ pub struct WaitArgs {
     pub conflict_exit_code: u8,
     /// Take the lock from its holder (a semaphore's oldest slot), never overlapping.
     ///
-    /// Leaves the holder a note naming this run (host, pid, --value). A
-    /// lockrun holder reads it as the ask to let go (Consul, etcd, ZooKeeper;
-    /// PostgreSQL: a pg_notify to its connection): it stops its command's
-    /// whole tree and only then frees the lock, so every other contender
-    /// finds the lock held until the tree is gone; on local the release
-    /// signal asks, and the lock file stays held until then. A
-    /// holder that does not answer (stopped, cut off) is released once its
-    /// lease would have lapsed (etcd, Consul: its TTL, and Consul's
-    /// lock-delay), within which its own stop window ends its tree; on
-    /// ZooKeeper and PostgreSQL a stopped holder on this host is waited for
-    /// until its lockrun exits, so give --timeout (which bounds this wait
-    /// and the lock's together), or end the wait with a signal. Then
-    /// acquires, and says whom it replaced; the holder exits 124 (with
-    /// --campaign too: it does not campaign again), its line naming this
-    /// run. Any other holder (a peer tool's, another host's on ZooKeeper or
-    /// PostgreSQL) is one line and 125, and is left holding. The run then
-    /// waits its turn as any other: a waiter queued before it may get the
-    /// lock first. On PostgreSQL the holder takes the ask only from a role
-    /// that may end its session (pg_terminate_backend's rule).
+    /// (The long help, with how each engine's holder is asked, is made from
+    /// the registrations by [`command`].)
     #[arg(long, hide_short_help = true)]
     pub replace: bool,
 }
@@ -608,10 +839,8 @@ pub struct ChildArgs {
     pub kill_signal: Signal,
     /// Grace period after the kill signal before SIGKILL.
     ///
-    /// [default: 5s for elect, 2s for semaphore, less if --ttl or
-    /// --lock-delay leave less room]. It must fit in the safety budget (lockrun says by how much if
-    /// it does not). When Consul reports the lock lost, only what the
-    /// lock-delay leaves is granted (none for a semaphore).
+    /// (The long help, with what each engine grants after a loss, is made
+    /// from the registrations by [`command`].)
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     pub kill_timeout: Option<Duration>,
     /// Stop the job once it has run DURATION (exit 123).
@@ -683,13 +912,8 @@ pub struct ElectArgs {
     pub key: String,
     /// Take the lock shared, as `flock -s`: readers run together, a writer alone.
     ///
-    /// Without it the lock is exclusive (-x, as `flock -x`). Once a lockrun
-    /// writer waits, readers that come after it wait behind it. Each backend
-    /// takes its engine's own shared mode, so that the engine's own tools
-    /// share the lock (`flock -s`, psql's `pg_advisory_lock_shared`, etcd's
-    /// reader-writer recipe, Curator's read-write lock); Consul, which has
-    /// none, uses a layout of lockrun's own that `consul lock KEY` refuses
-    /// to run beside.
+    /// (The long help, with each engine's shared mode, is made from the
+    /// registrations by [`command`].)
     #[arg(short = 's', long, conflicts_with = "exclusive")]
     pub shared: bool,
     /// Take the lock exclusive: the default, spelled as `flock -x`.
@@ -768,18 +992,10 @@ pub struct LeaderArgs {
     /// The lock key, or a semaphore prefix.
     #[arg(value_name = "KEY")]
     pub key: String,
-    /// Print one JSON object, the same schema on every backend: {"key",
-    /// "backend", "kind": "lock"|"semaphore", "held", "limit" (null for a
-    /// lock), "holders": [...]}; with --watch, one per line. A holder is
-    /// {"value", "fence", "since", "since_unix", "host", "pid", "details"},
-    /// null where the engine does not know; "fence" is the holder's
-    /// LOCKRUN_LOCK_INDEX where it can be read back (a Consul lock's
-    /// ModifyIndex, not its LockIndex; an etcd lockrun holder; local),
-    /// else null;
-    /// "details" holds the engine's own facts (Consul's entry and session).
-    /// "waiters" lists lockrun's writers waiting for a lock, highest
-    /// --priority first, each {"priority", "value", "pid"}; null for a
-    /// semaphore.
+    /// Print one JSON object, the same schema on every backend.
+    ///
+    /// (The help, with where each engine's fence comes from, is made from
+    /// the registrations by [`command`].)
     #[arg(long)]
     pub json: bool,
     /// Wait until there is a holder.
@@ -800,8 +1016,10 @@ pub struct ListArgs {
     #[arg(value_name = "PREFIX")]
     pub prefix: Option<String>,
     /// Print one JSON object per lock or semaphore, a line each, in the
-    /// schema of `leader --json`; a PostgreSQL lock listed by its id has
-    /// "key": null and its id under "id".
+    /// schema of `leader --json`.
+    ///
+    /// (The help, with each engine's own rows, is made from the
+    /// registrations by [`command`].)
     #[arg(long)]
     pub json: bool,
 }

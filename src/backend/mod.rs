@@ -860,6 +860,69 @@ pub struct Registration {
     /// Example lines of its own, each under a subcommand's Examples: all
     /// in `--help` and the man pages, only its own in `--backend X -h`.
     pub examples: &'static [(&'static str, &'static str)],
+    /// Its own words in the shared help of a flag or subcommand that
+    /// differs by engine, each under the [`Topic`] it belongs to: `--help`
+    /// and the man pages are the shared text with every backend's note
+    /// put in (`crate::cli::command`), so that a backend brings its own.
+    pub notes: &'static [(Topic, &'static str)],
+}
+
+/// Where a backend's [`Registration::notes`] go in the shared help. A
+/// *fragment* is one item of a list the shared sentence makes of every
+/// backend's (in the order of `BACKENDS`); a *sentence* stands whole, after
+/// the shared text of its paragraph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Topic {
+    /// Fragment: where lockrun(1) and `--help` say it takes its locks
+    /// ("in etcd (--backend etcd)").
+    Where,
+    /// Fragment: the engine's own tool that `elect`'s KEY excludes ("`etcdctl
+    /// lock KEY` with --backend etcd").
+    Excludes,
+    /// Sentence: how its semaphore's slots meet its engine's tools'.
+    Semaphore,
+    /// Sentence: a holder `leader` shows otherwise than by its value.
+    Leader,
+    /// Fragment: `leader --json`'s "fence": what it is read back from.
+    Fence,
+    /// Fragment: `leader --json`'s "details": the engine's own facts.
+    Details,
+    /// Fragment: the peer tools whose holders `list` shows.
+    ListPeers,
+    /// Sentence: what `list` shows otherwise on it.
+    List,
+    /// Sentence: how `list --json` shows what `list` shows otherwise.
+    ListJson,
+    /// Sentence: how soon a holder notices `release`.
+    Release,
+    /// Sentence: `release`'s exit status, where it differs on it.
+    ReleaseStatus,
+    /// Fragment: what a sequencer names its holder by (`check`).
+    Holder,
+    /// Sentence: the keys `put` refuses beyond a lock's own records.
+    Put,
+    /// Sentence: what `--ttl` is on its engine.
+    Ttl,
+    /// Sentence: what `--kill-timeout` grants on it after a loss.
+    KillTimeout,
+    /// Sentence: how `--replace` asks its holder, and what it waits for.
+    Replace,
+    /// Fragment: its engine's own shared mode that `--shared` takes.
+    SharedMode,
+    /// Sentence: `--shared` on an engine that has no shared mode.
+    Shared,
+}
+
+impl Topic {
+    /// Every backend's note on this topic, in the order of `BACKENDS`.
+    pub fn notes(self) -> Vec<&'static str> {
+        BACKENDS
+            .iter()
+            .flat_map(|b| b.notes)
+            .filter(|(topic, _)| *topic == self)
+            .map(|(_, text)| *text)
+            .collect()
+    }
 }
 
 /// The engine's own tool that lockrun interoperates with.

@@ -11,7 +11,7 @@ use super::{rules, Client, SessionSpec};
 use crate::backend::{
     Backend, BackendName, HoldRequest, HoldRules, Look, Peer, Prose, Registration,
 };
-use crate::backend::{Env, PromiseText};
+use crate::backend::{Env, PromiseText, Topic};
 use crate::error::Failure;
 
 const REGISTRATION: Registration = Registration {
@@ -52,8 +52,53 @@ const REGISTRATION: Registration = Registration {
             "semaphore",
             "lockrun semaphore --limit 2 P -- ./job  # shares slots with `consul lock -n 2 P ./job`",
         ),
+        (
+            "check",
+            "CONSUL_HTTP_ADDR=10.0.0.5:8500 lockrun check \"$seq\"",
+        ),
     ],
+    notes: NOTES,
 };
+
+/// Its words in the shared help (see [`Topic`]).
+const NOTES: &[(Topic, &str)] = &[
+    (Topic::Where, "in HashiCorp Consul"),
+    (Topic::Excludes, "`consul lock` on the same key"),
+    (
+        Topic::Semaphore,
+        "On Consul the format is that of `consul lock -n N PREFIX`, so both share slots.",
+    ),
+    (
+        Topic::Leader,
+        "A holder that stores no value (`consul lock`, the Go API) is shown by its session as \
+         `NAME (node NODE)`.",
+    ),
+    (Topic::Fence, "a Consul lock's ModifyIndex, not its LockIndex"),
+    (Topic::Details, "Consul's entry and session"),
+    (Topic::ListPeers, "`consul lock`"),
+    (
+        Topic::Release,
+        "On Consul it notices within a blocking-query round trip.",
+    ),
+    (Topic::Holder, "a Consul session"),
+    (Topic::Ttl, "On Consul it is the session TTL (10s to 24h)."),
+    (
+        Topic::KillTimeout,
+        "When Consul reports the lock lost, only what the lock-delay leaves is granted (none \
+         for a semaphore).",
+    ),
+    (
+        Topic::Replace,
+        "On Consul a holder that does not answer (stopped, cut off) is released once its \
+         lease would have lapsed (its TTL, and the lock-delay), within which its own stop \
+         window ends its tree.",
+    ),
+    (
+        Topic::Shared,
+        "Consul, which has none, uses a layout of lockrun's own that `consul lock KEY` refuses \
+         to run beside.",
+    ),
+];
 
 const CHILD_ENVIRONMENT: &[Prose] = &[Prose::Item(
     "consul",

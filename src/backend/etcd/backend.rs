@@ -7,7 +7,7 @@ use super::{Etcd, DEFAULT_TTL};
 use crate::backend::{
     Backend, BackendName, HoldRequest, HoldRules, Look, Peer, Prose, Registration,
 };
-use crate::backend::{Env, PromiseText};
+use crate::backend::{Env, PromiseText, Topic};
 use crate::backend::priority::Priority;
 use crate::error::Failure;
 
@@ -40,11 +40,43 @@ const REGISTRATION: Registration = Registration {
          lease revoke`) or a key gone from etcd lets a rival hold at once, so COMMAND gets \
          SIGKILL at once.",
     )],
-    examples: &[(
-        "elect",
-        "lockrun --backend etcd elect jobs/migrate -- ./job  # excludes `etcdctl lock jobs/migrate ./job`",
-    )],
+    examples: &[
+        (
+            "elect",
+            "lockrun --backend etcd elect jobs/migrate -- ./job  # excludes `etcdctl lock jobs/migrate ./job`",
+        ),
+        (
+            "explain",
+            "lockrun explain --json --backend etcd elect --ttl 5s --kill-timeout 200ms jobs/migrate",
+        ),
+    ],
+    notes: NOTES,
 };
+
+/// Its words in the shared help (see [`Topic`]).
+const NOTES: &[(Topic, &str)] = &[
+    (Topic::Where, "in etcd (--backend etcd)"),
+    (Topic::Excludes, "`etcdctl lock KEY` with --backend etcd"),
+    (Topic::Fence, "an etcd lockrun holder"),
+    (Topic::ListPeers, "`etcdctl lock`"),
+    (
+        Topic::Release,
+        "On etcd its child gets SIGKILL at once: the release revokes the holder's lease.",
+    ),
+    (Topic::Holder, "an etcd lease's key"),
+    (
+        Topic::Put,
+        "On etcd that is any key under L/ where L is held now or has ever been held by a \
+         lockrun (lockrun marks it), the sequencer's own lock included.",
+    ),
+    (Topic::Ttl, "On etcd it is the lease TTL, in whole seconds."),
+    (
+        Topic::Replace,
+        "On etcd a holder that does not answer (stopped, cut off) is released once its lease \
+         would have lapsed (its TTL), within which its own stop window ends its tree.",
+    ),
+    (Topic::SharedMode, "etcd's reader-writer recipe"),
+];
 
 const ENVIRONMENT: &[Prose] = &[
     Prose::P(

@@ -9,7 +9,7 @@ use crate::backend::{
     Backend, BackendName, HoldRequest, HoldRules, Look, Peer, Prose, Registration,
 };
 use crate::backend::priority::Priority;
-use crate::backend::{Env, PromiseText};
+use crate::backend::{Env, PromiseText, Topic};
 use crate::error::Failure;
 
 const REGISTRATION: Registration = Registration {
@@ -46,7 +46,28 @@ const REGISTRATION: Registration = Registration {
         "elect",
         "lockrun --backend local elect jobs/nightly -- ./job  # excludes `flock DIR/jobs/nightly ./job`",
     )],
+    notes: NOTES,
 };
+
+/// Its words in the shared help (see [`Topic`]).
+const NOTES: &[(Topic, &str)] = &[
+    (Topic::Where, "on this host with flock(2) (--backend local)"),
+    (Topic::Excludes, "`flock DIR/KEY` with --backend local"),
+    (Topic::Fence, "local"),
+    (Topic::ListPeers, "`flock(1)`"),
+    (
+        Topic::ReleaseStatus,
+        "On local, every lockrun holder that can be asked is, and printed; a holder that \
+         cannot (a flock(1)) is then named on stderr, and the status is 125.",
+    ),
+    (Topic::Holder, "a local holder's pid"),
+    (
+        Topic::Replace,
+        "On local the release signal asks, and the lock file stays held until the tree is \
+         gone.",
+    ),
+    (Topic::SharedMode, "`flock -s`"),
+];
 
 /// The lock directory, and whether it may be on a network file system.
 pub struct LocalBackend {

@@ -6,7 +6,7 @@ use super::Postgres;
 use crate::backend::{
     Backend, BackendName, HoldRequest, HoldRules, Look, Peer, Prose, Registration,
 };
-use crate::backend::{Env, PromiseText};
+use crate::backend::{Env, PromiseText, Topic};
 use crate::backend::priority::Priority;
 use crate::error::Failure;
 
@@ -43,7 +43,44 @@ const REGISTRATION: Registration = Registration {
         "elect",
         "lockrun --backend postgres elect jobs/migrate -- ./job  # the server psql reaches (PGHOST...)",
     )],
+    notes: NOTES,
 };
+
+/// Its words in the shared help (see [`Topic`]).
+const NOTES: &[(Topic, &str)] = &[
+    (Topic::Where, "in PostgreSQL (--backend postgres)"),
+    (
+        Topic::Excludes,
+        "`pg_advisory_lock` on the id lockrun documents with --backend postgres",
+    ),
+    (
+        Topic::List,
+        "On PostgreSQL an advisory lock whose key no lockrun holder names (a `psql` session's) \
+         is listed by its 64-bit id, and only without PREFIX, since its key cannot be told.",
+    ),
+    (
+        Topic::ListJson,
+        "A PostgreSQL lock listed by its id has \"key\": null and its id under \"id\".",
+    ),
+    (
+        Topic::Release,
+        "On PostgreSQL its child gets SIGKILL at once: the release terminates the holder's backend.",
+    ),
+    (Topic::Holder, "a PostgreSQL holder's backend pid"),
+    (
+        Topic::Ttl,
+        "On PostgreSQL it is the session deadline, in whole seconds.",
+    ),
+    (
+        Topic::Replace,
+        "On PostgreSQL the note is a pg_notify to the holder's connection, taken only from a \
+         role that may end its session (pg_terminate_backend's rule); a holder on another \
+         host cannot be asked, and a stopped one on this host is waited for until its lockrun \
+         exits, so give --timeout (which bounds this wait and the lock's together), or end \
+         the wait with a signal.",
+    ),
+    (Topic::SharedMode, "psql's `pg_advisory_lock_shared`"),
+];
 
 const ENVIRONMENT: &[Prose] = &[Prose::P(
     "On PostgreSQL (`--backend postgres`) lockrun reads libpq's variables, which \

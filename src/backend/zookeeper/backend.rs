@@ -8,7 +8,7 @@ use crate::backend::{
     Backend, BackendName, HoldRequest, HoldRules, Look, Peer, Prose, Registration,
 };
 use crate::backend::priority::Priority;
-use crate::backend::{Env, PromiseText};
+use crate::backend::{Env, PromiseText, Topic};
 use crate::error::Failure;
 
 const REGISTRATION: Registration = Registration {
@@ -46,7 +46,34 @@ const REGISTRATION: Registration = Registration {
         "elect",
         "lockrun --backend zookeeper elect jobs/migrate -- ./job  # excludes Curator's InterProcessMutex on /jobs/migrate",
     )],
+    notes: NOTES,
 };
+
+/// Its words in the shared help (see [`Topic`]).
+const NOTES: &[(Topic, &str)] = &[
+    (Topic::Where, "in ZooKeeper (--backend zookeeper)"),
+    (
+        Topic::Excludes,
+        "Curator's `InterProcessMutex` on /KEY with --backend zookeeper",
+    ),
+    (Topic::ListPeers, "Curator's and kazoo's locks"),
+    (
+        Topic::Release,
+        "On ZooKeeper its child gets SIGKILL at once: the release deletes the holder's node.",
+    ),
+    (Topic::Holder, "a ZooKeeper holder's node"),
+    (
+        Topic::Ttl,
+        "On ZooKeeper it is the session timeout asked for, in whole seconds.",
+    ),
+    (
+        Topic::Replace,
+        "On ZooKeeper a holder on another host cannot be asked, and a stopped one on this host \
+         is waited for until its lockrun exits, so give --timeout (which bounds this wait and \
+         the lock's together), or end the wait with a signal.",
+    ),
+    (Topic::SharedMode, "Curator's read-write lock"),
+];
 
 const ENVIRONMENT: &[Prose] = &[Prose::P(
     "On ZooKeeper (`--backend zookeeper`) lockrun reads `ZOOKEEPER_HOSTS` for the \
