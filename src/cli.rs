@@ -96,7 +96,6 @@ view the engine filtered).")]
     #[command(after_help = "\
 Examples:
   lockrun release service/db/leader
-  lockrun release --session 3f2a... --destroy-session service/db/leader
   lockrun release --all jobs/reindex      # free every slot of a semaphore
 
 Exit status: 0 released, 1 nothing was held, 125 error.")]
@@ -259,6 +258,37 @@ pub fn command() -> clap::Command {
         }
         sub.after_help(examples)
     })
+}
+
+/// `--backend`'s values: every name parses (a backend left out of this
+/// build then says so), but only this build's are offered, in `--help`,
+/// lockrun(1) and the completions.
+#[derive(Clone)]
+struct BuiltBackends;
+
+impl clap::builder::TypedValueParser for BuiltBackends {
+    type Value = BackendName;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<BackendName, clap::Error> {
+        clap::builder::EnumValueParser::<BackendName>::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        use clap::ValueEnum;
+        Some(Box::new(BackendName::value_variants().iter().filter_map(
+            |name| {
+                let built = crate::backend::BACKENDS.iter().any(|b| b.name == *name);
+                name.to_possible_value().map(|p| p.hide(!built))
+            },
+        )))
+    }
 }
 
 /// Items as a sentence lists them: `a`, `a and b`, `a, b, and c` (the last
@@ -512,6 +542,10 @@ fn help_with_notes(command: clap::Command) -> clap::Command {
     };
     command
         .long_about(about)
+        .mut_args(|a| match a.get_id().as_str() {
+            "backend" => a.value_parser(BuiltBackends),
+            _ => a,
+        })
         .mut_subcommands(|sub| match sub.get_name() {
             "elect" => holding(sub.long_about(elect.clone())),
             "semaphore" => holding(sub.long_about(semaphore.clone())),

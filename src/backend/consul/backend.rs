@@ -53,6 +53,10 @@ const REGISTRATION: Registration = Registration {
             "lockrun semaphore --limit 2 P -- ./job  # shares slots with `consul lock -n 2 P ./job`",
         ),
         (
+            "release",
+            "lockrun release --session 3f2a... --destroy-session service/db/leader",
+        ),
+        (
             "check",
             "CONSUL_HTTP_ADDR=10.0.0.5:8500 lockrun check \"$seq\"",
         ),
