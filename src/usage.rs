@@ -1,9 +1,10 @@
 //! Usage errors as one line that says what is wrong and what to type instead.
 //!
-//! clap knows what failed; we add what a user of `consul lock` or a hurried
-//! typist needs: clap's own suggestion, the missing `--` before COMMAND with
-//! the corrected line, `consul lock`'s flags translated, and the help of the
-//! subcommand at hand rather than the top-level one.
+//! clap knows what failed; we add what a user of an engine's own tool or a
+//! hurried typist needs: clap's own suggestion, the missing `--` before
+//! COMMAND with the corrected line, the tool's flags translated (by its
+//! backend's registration), and the help of the subcommand at hand rather
+//! than the top-level one.
 
 use std::ffi::OsString;
 
@@ -27,7 +28,7 @@ pub fn explain(args: &[OsString], error: &clap::Error) -> String {
 
 /// clap reads `-http-addr` as `-h` followed by more short flags and prints
 /// the help: when no help or version was asked for by name, but a habit of
-/// `consul lock` is on the line, the user gets that answered instead.
+/// an engine's tool is on the line, the user gets that answered instead.
 pub fn mistaken_help(args: &[OsString]) -> Option<String> {
     let words = words(args);
     let ours = ours(&words);
@@ -73,9 +74,10 @@ fn help_of(sub: Option<&str>) -> String {
     }
 }
 
-/// A flag of `consul lock` (or a lockrun flag with one dash), answered with
-/// lockrun's equivalent, and the subcommand whose help to point at when it
-/// is not the one on the line.
+/// A flag of an engine's own tool (each backend's
+/// [`crate::backend::Registration::habits`]) or a lockrun flag with one
+/// dash, answered with lockrun's equivalent, and the subcommand whose help
+/// to point at when it is not the one on the line.
 fn habit(ours: &[String], sub: Option<&str>) -> Option<(String, Option<&'static str>)> {
     let long_flags = long_flags();
     for (i, word) in ours.iter().enumerate() {
@@ -87,80 +89,35 @@ fn habit(ours: &[String], sub: Option<&str>) -> Option<(String, Option<&'static 
         let name = name.split_once('=').map_or(name, |(n, _)| n);
         let inline_value = flag.split_once('=').map(|(_, v)| v);
         let next = inline_value.or(ours.get(i + 1).map(String::as_str));
-        if name == "token" {
-            // We never echo what follows: it is a secret.
-            let what = format!(
-                "lockrun has no `{}`: a token on the command line is visible to \
-                 every user through ps; put it in a file and pass `--token-file FILE`, \
-                 or set CONSUL_HTTP_TOKEN_FILE (or CONSUL_HTTP_TOKEN)",
-                word.split_once('=').map_or(word.as_str(), |(f, _)| f)
-            );
-            return Some((what, None));
-        }
+        let typed = word.split_once('=').map_or(word.as_str(), |(f, _)| f);
         if sub == Some("elect") && (name == "limit" || word == "-l") {
             let n = next.filter(|n| n.parse::<u64>().is_ok()).unwrap_or("N");
             let what = format!(
-                "a leader lock has one holder, so `elect` takes no `{}`; for {n} slots \
-                 use `lockrun semaphore --limit {n} PREFIX -- COMMAND`",
-                word.split_once('=').map_or(word.as_str(), |(f, _)| f)
+                "a leader lock has one holder, so `elect` takes no `{typed}`; for {n} slots \
+                 use `lockrun semaphore --limit {n} PREFIX -- COMMAND`"
             );
             return Some((what, Some("semaphore")));
         }
-        if double {
-            continue;
-        }
-        if name == "n" {
-            // `-n` is our --no-wait; followed by a number it is `consul lock -n N`.
-            let Some(n) = next.filter(|n| n.parse::<u64>().is_ok()) else {
-                continue;
-            };
-            return Some(match sub {
-                Some("semaphore") => (
-                    format!(
-                        "`-n` is `--no-wait` here; for {n} slots, as `consul lock -n {n}` \
-                         means, use `--limit {n}`"
-                    ),
-                    None,
-                ),
-                _ => (
-                    format!(
-                        "`-n` is `--no-wait` here; for {n} slots, as `consul lock -n {n}` \
-                         means, use `lockrun semaphore --limit {n} PREFIX -- COMMAND`"
-                    ),
-                    Some("semaphore"),
-                ),
-            });
-        }
-        if name.len() < 2 {
-            continue;
-        }
-        let with_value = |to: &str| match next.filter(|v| !v.starts_with('-')) {
-            Some(v) => format!("`{to} {}`", quote(v)),
-            None => format!("`{to}`"),
+        let seen = crate::backend::Habit {
+            name,
+            flag: typed,
+            double,
+            next,
+            sub,
         };
-        let answer = match name {
-            "child-exit-code" => "lockrun always exits with the child's status, so \
-                                  `-child-exit-code` is not needed; drop it"
-                .to_string(),
-            "verbose" => "`-verbose` is `-v` (or `--verbose`) in lockrun".to_string(),
-            "timeout" | "try" => format!("`-{name}` is {} in lockrun", with_value("--timeout")),
-            "name" => format!("`-name` is {} in lockrun", with_value("--session-name")),
-            "shell" => "`-shell` is `--shell` in lockrun, and it is off by default: \
-                        COMMAND runs directly unless you ask for a shell"
-                .to_string(),
-            "pass-stdin" => "lockrun's child always inherits stdin, so `-pass-stdin` \
-                             is not needed; drop it"
-                .to_string(),
-            "monitor-retry" => "lockrun has no `-monitor-retry`: it keeps renewing within \
-                                the session's --ttl and stops the child when it no longer \
-                                can; drop it"
-                .to_string(),
-            name if long_flags.iter().any(|f| f == name) => {
-                format!("long flags take two dashes: `--{name}`, not `-{name}`")
-            }
-            _ => continue,
-        };
-        return Some((answer, None));
+        let answer = crate::backend::BACKENDS
+            .iter()
+            .filter_map(|b| b.habits)
+            .find_map(|habits| habits(&seen));
+        if let Some(answer) = answer {
+            return Some((answer.what, answer.help));
+        }
+        if !double && name.len() > 1 && long_flags.iter().any(|f| f == name) {
+            return Some((
+                format!("long flags take two dashes: `--{name}`, not `-{name}`"),
+                None,
+            ));
+        }
     }
     None
 }
@@ -260,7 +217,7 @@ fn first_paragraph(error: &clap::Error) -> String {
 }
 
 /// A word as sh would need it to read it back.
-fn quote(word: &str) -> String {
+pub(crate) fn quote(word: &str) -> String {
     let plain = !word.is_empty()
         && word
             .chars()

@@ -865,6 +865,33 @@ pub struct Registration {
     /// and the man pages are the shared text with every backend's note
     /// put in (`crate::cli::command`), so that a backend brings its own.
     pub notes: &'static [(Topic, &'static str)],
+    /// The flags its engine's own tool's users type out of habit (`consul
+    /// lock -n 3`, `-token=...`), answered with lockrun's equivalent in a
+    /// usage error (`crate::usage`): `None` for a backend with none.
+    pub habits: Option<fn(&Habit<'_>) -> Option<HabitAnswer>>,
+}
+
+/// A word of lockrun's line that starts with a dash, as
+/// [`Registration::habits`] sees it.
+pub struct Habit<'a> {
+    /// The flag's name, without its dashes and `=VALUE`.
+    pub name: &'a str,
+    /// The flag as typed, without `=VALUE` (a value may be a secret).
+    pub flag: &'a str,
+    /// Whether it was typed with two dashes.
+    pub double: bool,
+    /// Its value: after `=`, else the word after it.
+    pub next: Option<&'a str>,
+    /// The subcommand on the line.
+    pub sub: Option<&'a str>,
+}
+
+/// What lockrun says of a [`Habit`]: what is wrong and what to type
+/// instead, and the subcommand whose help to point at when it is not the
+/// one on the line.
+pub struct HabitAnswer {
+    pub what: String,
+    pub help: Option<&'static str>,
 }
 
 /// Where a backend's [`Registration::notes`] go in the shared help. A

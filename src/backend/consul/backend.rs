@@ -11,7 +11,7 @@ use super::{rules, Client, SessionSpec};
 use crate::backend::{
     Backend, BackendName, HoldRequest, HoldRules, Look, Peer, Prose, Registration,
 };
-use crate::backend::{Env, PromiseText, Topic};
+use crate::backend::{Env, Habit, HabitAnswer, PromiseText, Topic};
 use crate::error::Failure;
 
 const REGISTRATION: Registration = Registration {
@@ -62,7 +62,70 @@ const REGISTRATION: Registration = Registration {
         ),
     ],
     notes: NOTES,
+    habits: Some(habit),
 };
+
+/// A flag of `consul lock` typed on lockrun's line, answered with
+/// lockrun's equivalent (its [`Registration::habits`]).
+fn habit(habit: &Habit<'_>) -> Option<HabitAnswer> {
+    let answer = |what: String| Some(HabitAnswer { what, help: None });
+    if habit.name == "token" {
+        // We never echo what follows: it is a secret.
+        return answer(format!(
+            "lockrun has no `{}`: a token on the command line is visible to \
+             every user through ps; put it in a file and pass `--token-file FILE`, \
+             or set CONSUL_HTTP_TOKEN_FILE (or CONSUL_HTTP_TOKEN)",
+            habit.flag
+        ));
+    }
+    if habit.double {
+        return None;
+    }
+    if habit.name == "n" {
+        // `-n` is our --no-wait; followed by a number it is `consul lock -n N`.
+        let n = habit.next.filter(|n| n.parse::<u64>().is_ok())?;
+        return Some(match habit.sub {
+            Some("semaphore") => HabitAnswer {
+                what: format!(
+                    "`-n` is `--no-wait` here; for {n} slots, as `consul lock -n {n}` \
+                     means, use `--limit {n}`"
+                ),
+                help: None,
+            },
+            _ => HabitAnswer {
+                what: format!(
+                    "`-n` is `--no-wait` here; for {n} slots, as `consul lock -n {n}` \
+                     means, use `lockrun semaphore --limit {n} PREFIX -- COMMAND`"
+                ),
+                help: Some("semaphore"),
+            },
+        });
+    }
+    let with_value = |to: &str| match habit.next.filter(|v| !v.starts_with('-')) {
+        Some(v) => format!("`{to} {}`", crate::usage::quote(v)),
+        None => format!("`{to}`"),
+    };
+    let name = habit.name;
+    answer(match name {
+        "child-exit-code" => "lockrun always exits with the child's status, so \
+                              `-child-exit-code` is not needed; drop it"
+            .to_string(),
+        "verbose" => "`-verbose` is `-v` (or `--verbose`) in lockrun".to_string(),
+        "timeout" | "try" => format!("`-{name}` is {} in lockrun", with_value("--timeout")),
+        "name" => format!("`-name` is {} in lockrun", with_value("--session-name")),
+        "shell" => "`-shell` is `--shell` in lockrun, and it is off by default: \
+                    COMMAND runs directly unless you ask for a shell"
+            .to_string(),
+        "pass-stdin" => "lockrun's child always inherits stdin, so `-pass-stdin` \
+                         is not needed; drop it"
+            .to_string(),
+        "monitor-retry" => "lockrun has no `-monitor-retry`: it keeps renewing within \
+                            the session's --ttl and stops the child when it no longer \
+                            can; drop it"
+            .to_string(),
+        _ => return None,
+    })
+}
 
 /// Its words in the shared help (see [`Topic`]).
 const NOTES: &[(Topic, &str)] = &[

@@ -51,6 +51,7 @@ const REGISTRATION: Registration = Registration {
         ),
     ],
     notes: NOTES,
+    habits: None,
 };
 
 /// Its words in the shared help (see [`Topic`]).

@@ -47,6 +47,7 @@ const REGISTRATION: Registration = Registration {
         "lockrun --backend local elect jobs/nightly -- ./job  # excludes `flock DIR/jobs/nightly ./job`",
     )],
     notes: NOTES,
+    habits: None,
 };
 
 /// Its words in the shared help (see [`Topic`]).

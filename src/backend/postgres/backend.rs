@@ -44,6 +44,7 @@ const REGISTRATION: Registration = Registration {
         "lockrun --backend postgres elect jobs/migrate -- ./job  # the server psql reaches (PGHOST...)",
     )],
     notes: NOTES,
+    habits: None,
 };
 
 /// Its words in the shared help (see [`Topic`]).

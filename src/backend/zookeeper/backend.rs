@@ -47,6 +47,7 @@ const REGISTRATION: Registration = Registration {
         "lockrun --backend zookeeper elect jobs/migrate -- ./job  # excludes Curator's InterProcessMutex on /jobs/migrate",
     )],
     notes: NOTES,
+    habits: None,
 };
 
 /// Its words in the shared help (see [`Topic`]).
