@@ -302,41 +302,46 @@ fn is_executable(path: &Path) -> bool {
     nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok()
 }
 
-#[cfg(all(test, feature = "consul", feature = "etcd"))]
+#[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The order of the table the backends' lists replaced: lockrun's own
-    /// variables, then the engines' tools'.
+    /// The order the backends' lists give: lockrun's own variables first
+    /// (`LOCKRUN_BACKEND`, then the backends' own such as a lock
+    /// directory's), then the engines' tools', in the order of `BACKENDS`.
     #[test]
-    fn the_first_empty_variable_is_named_in_the_former_order() {
-        let former = [
-            "LOCKRUN_BACKEND",
-            "LOCKRUN_LOCK_DIR",
-            "CONSUL_HTTP_ADDR",
-            "CONSUL_NAMESPACE",
-            "CONSUL_PARTITION",
-            "ETCDCTL_ENDPOINTS",
-        ];
-        for (i, first) in former.iter().enumerate() {
-            let empty = &former[i..];
+    fn the_first_empty_variable_is_named_in_the_registrations_order() {
+        let theirs = || {
+            BACKENDS
+                .iter()
+                .flat_map(|b| b.empty_is_an_error.iter().map(|(name, _)| *name))
+        };
+        let mut order = vec!["LOCKRUN_BACKEND"];
+        order.extend(theirs().filter(|n| n.starts_with("LOCKRUN_")));
+        order.extend(theirs().filter(|n| !n.starts_with("LOCKRUN_")));
+        for (i, first) in order.iter().enumerate() {
+            let empty = &order[i..];
             let line = empty_variable(|name| empty.contains(&name)).unwrap();
             assert!(
                 line.starts_with(&format!("{first} is set but empty")),
                 "{line}"
             );
         }
-        assert_eq!(empty_variable(|name| name == "PGHOST"), None);
+        // A variable that counts as unset when empty is never the one named.
+        for backend in BACKENDS {
+            for (name, _) in backend.empty_is_unset {
+                assert_eq!(empty_variable(|n| n == *name), None, "{name}");
+            }
+        }
     }
 
-    /// The backends' names come from `BackendName`: every one is offered,
-    /// in the words the hand-written list had.
+    /// The backends' names come from `BackendName`: every one is offered.
     #[test]
     fn an_empty_backend_variable_lists_every_backend() {
         use clap::ValueEnum;
         let line = empty_variable(|name| name == "LOCKRUN_BACKEND").unwrap();
         assert!(
-            line.starts_with("LOCKRUN_BACKEND is set but empty; set it to consul, etcd, ")
+            line.starts_with("LOCKRUN_BACKEND is set but empty; set it to ")
                 && line.ends_with(", or unset it for the default"),
             "{line}"
         );
