@@ -1093,6 +1093,54 @@ mod tests {
         command().debug_assert();
     }
 
+    /// Every text of the command line as documented: each command's about,
+    /// long about and after-help, each flag's help and long help.
+    fn texts(command: &clap::Command) -> Vec<String> {
+        let mut found: Vec<String> = [
+            command.get_about(),
+            command.get_long_about(),
+            command.get_after_help(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(ToString::to_string)
+        .collect();
+        for arg in command.get_arguments() {
+            found.extend(
+                [arg.get_help(), arg.get_long_help()]
+                    .into_iter()
+                    .flatten()
+                    .map(ToString::to_string),
+            );
+        }
+        for sub in command.get_subcommands() {
+            found.extend(texts(sub));
+        }
+        found
+    }
+
+    /// Each note a backend registers is put in the help (a topic the shared
+    /// text forgot would leave it out), and no placeholder of the derived
+    /// definitions is left for one of them.
+    #[test]
+    fn every_backend_note_is_in_the_help() {
+        // Whitespace as one space: an after-help paragraph is wrapped.
+        let flat = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+        let texts: Vec<String> = texts(&command()).iter().map(|t| flat(t)).collect();
+        for backend in crate::backend::BACKENDS {
+            for (topic, note) in backend.notes {
+                assert!(
+                    texts.iter().any(|t| t.contains(&flat(note))),
+                    "{}'s {topic:?} note is in no help: {note}",
+                    backend.name
+                );
+            }
+        }
+        for text in &texts {
+            assert!(!text.contains("made from"), "a placeholder is left: {text}");
+        }
+    }
+
     #[test]
     fn flags_after_the_separator_belong_to_the_child() {
         let cli =

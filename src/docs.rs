@@ -48,7 +48,7 @@ pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     // binary keeps its `help` subcommand (and the completions offer it).
     let mut cli = every_flag(crate::cli::command().disable_help_subcommand(true));
     // Subcommands are rendered from the built parent: building is what copies
-    // the global flags (Consul connection, output) into each subcommand.
+    // the global flags (the backends' connection, output) into each subcommand.
     // Rendering a subcommand on its own would lose them.
     cli.build();
     let mut pages = vec![(format!("{}.1", cli.get_name()), main_page(&cli))];
