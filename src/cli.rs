@@ -581,14 +581,18 @@ pub struct WaitArgs {
     /// signal asks, and the lock file stays held until then. A
     /// holder that does not answer (stopped, cut off) is released once its
     /// lease would have lapsed (etcd, Consul: its TTL, and Consul's
-    /// lock-delay), within which its own stop window ends its tree; on
-    /// ZooKeeper and PostgreSQL a stopped holder on this host is waited for
-    /// until its lockrun exits, so give --timeout (which bounds this wait
-    /// and the lock's together), or end the wait with a signal. Then
-    /// acquires, and says whom it replaced; the holder exits 124 (with
-    /// --campaign too: it does not campaign again), its line naming this
-    /// run. Any other holder (a peer tool's, another host's on ZooKeeper or
-    /// PostgreSQL) is one line and 125, and is left holding. The run then
+    /// lock-delay), within which its own stop window ends its tree. On
+    /// ZooKeeper and PostgreSQL a holder on another host is never released:
+    /// it is waited for until the engine ends its claim (its session's
+    /// expiry; PostgreSQL's idle_session_timeout, which lockrun sets to the
+    /// holder's TTL), within which its own stop window ends its tree; a
+    /// stopped holder on this host is waited for until its lockrun exits;
+    /// so give --timeout (which bounds this wait and the lock's together),
+    /// or end the wait with a signal. Then acquires, and says whom it replaced and how (answered,
+    /// or its lease lapsed); the holder exits 124 (with --campaign too: it
+    /// does not campaign again), its line naming this run. Any other holder
+    /// (a peer tool's, another host's on local) is one line and 125, and is
+    /// left holding. The run then
     /// waits its turn as any other: a waiter queued before it may get the
     /// lock first. On PostgreSQL the holder takes the ask only from a role
     /// that may end its session (pg_terminate_backend's rule).

@@ -930,9 +930,14 @@ impl Claim for ZkClaim {
         }))
     }
 
+    /// The note, removed once read: our tree is gone, which a replacer on
+    /// another host waits for ([`Inspect::note_taken`]).
     async fn replaced_by(&self) -> Option<ReplaceNote> {
-        let (data, _) = self.client.get_data(&note_path(&self.name)).await.ok()?;
-        ReplaceNote::decode_for(&data, &self.path)
+        let path = note_path(&self.name);
+        let (data, stat) = self.client.get_data(&path).await.ok()?;
+        let note = ReplaceNote::decode_for(&data, &self.path)?;
+        let _ = self.client.delete(&path, Some(stat.version)).await;
+        Some(note)
     }
 
     fn take_hold_fd(&mut self) -> Option<OwnedFd> {
@@ -1061,6 +1066,40 @@ impl Inspect for Zookeeper {
 
     fn asks_by_note(&self) -> bool {
         true
+    }
+
+    /// A silent holder's node goes with its session, which the server
+    /// expires only after the negotiated session timeout, within which the
+    /// holder's lockrun stops its command, as for any rival.
+    fn ends_silent_claims(&self) -> bool {
+        true
+    }
+
+    /// Our note's node is gone (its holder removes it once its tree is),
+    /// seen by an exists watch.
+    async fn note_taken(&self, target: &Target, _holder: &Holder, until: Instant) -> bool {
+        let path = note_path(target.name());
+        let taken = async {
+            let client = self.looker().await.ok()?;
+            loop {
+                match client.check_and_watch_stat(&path).await {
+                    Ok((None, _)) => return Some(true),
+                    Ok((Some(_), watcher)) => {
+                        if watcher.changed().await.event_type == zk::EventType::NodeDeleted {
+                            return Some(true);
+                        }
+                    }
+                    Err(_) => return None,
+                }
+            }
+        };
+        match tokio::time::timeout_at(until, taken).await {
+            Ok(Some(true)) => true,
+            _ => {
+                tokio::time::sleep_until(until).await;
+                false
+            }
+        }
     }
 
     /// An ephemeral node of our session beside the lock's directory,
