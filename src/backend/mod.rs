@@ -392,27 +392,9 @@ pub trait Claim {
 /// What [`Claim::asked`] returns: the note, once there.
 pub type Asked = Pin<Box<dyn Future<Output = ReplaceNote>>>;
 
-/// How often a holder reads whether `--replace` left it a note, where the
-/// engine cannot tell it (no blocking read or notification for the note's
-/// key).
+/// How long a holder waits before it reads again whether `--replace` left
+/// it a note, after a read, a watch or a blocking read failed.
 pub const ASK_POLL: Duration = Duration::from_millis(500);
-
-/// [`Claim::asked`] by polling `read` (one read of the note, `None` while
-/// there is none) every [`ASK_POLL`], each read within [`ASK_READ`].
-pub fn asked_by_polling<F, R>(read: F) -> Asked
-where
-    F: Fn() -> R + 'static,
-    R: Future<Output = Option<ReplaceNote>> + 'static,
-{
-    Box::pin(async move {
-        loop {
-            tokio::time::sleep(ASK_POLL).await;
-            if let Ok(Some(note)) = tokio::time::timeout(ASK_READ, read()).await {
-                return note;
-            }
-        }
-    })
-}
 
 /// The longest one read of a note for [`Claim::asked`] may take.
 pub const ASK_READ: Duration = Duration::from_secs(2);

@@ -919,13 +919,38 @@ impl Claim for ZkClaim {
         Some(self.path.clone())
     }
 
+    /// The note, seen by a watch on its node (where polling took up to
+    /// [`crate::backend::ASK_POLL`] more): watch first, then read, so a
+    /// note left in between is not missed; a failed read is tried again
+    /// after the poll's pause.
     fn asked(&self) -> Option<crate::backend::Asked> {
+        use crate::backend::{ASK_POLL, ASK_READ};
         let (client, note, path) = (self.client.clone(), note_path(&self.name), self.path.clone());
-        Some(crate::backend::asked_by_polling(move || {
-            let (client, note, path) = (client.clone(), note.clone(), path.clone());
-            async move {
-                let (data, _) = client.get_data(&note).await.ok()?;
-                ReplaceNote::decode_for(&data, &path)
+        Some(Box::pin(async move {
+            loop {
+                let watched = tokio::time::timeout(ASK_READ, client.check_and_watch_stat(&note)).await;
+                let watcher = match watched {
+                    Ok(Ok((Some(_), watcher))) => {
+                        let read = tokio::time::timeout(ASK_READ, client.get_data(&note)).await;
+                        if let Ok(Ok((data, _))) = read {
+                            if let Some(asked) = ReplaceNote::decode_for(&data, &path) {
+                                return asked;
+                            }
+                        }
+                        // Another claim's note: wait until it changes.
+                        watcher
+                    }
+                    Ok(Ok((None, watcher))) => watcher,
+                    _ => {
+                        tokio::time::sleep(ASK_POLL).await;
+                        continue;
+                    }
+                };
+                // A session event ends the watch as well: look again.
+                let event = watcher.changed().await;
+                if event.event_type == zk::EventType::Session {
+                    tokio::time::sleep(ASK_POLL).await;
+                }
             }
         }))
     }
