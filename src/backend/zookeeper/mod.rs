@@ -1104,22 +1104,25 @@ impl Inspect for Zookeeper {
     /// seen by an exists watch.
     async fn note_taken(&self, target: &Target, _holder: &Holder, until: Instant) -> bool {
         let path = note_path(target.name());
+        // Whether it went; `false` when we cannot tell (no session).
         let taken = async {
-            let client = self.looker().await.ok()?;
+            let Ok(client) = self.looker().await else {
+                return false;
+            };
             loop {
                 match client.check_and_watch_stat(&path).await {
-                    Ok((None, _)) => return Some(true),
+                    Ok((None, _)) => return true,
                     Ok((Some(_), watcher)) => {
                         if watcher.changed().await.event_type == zk::EventType::NodeDeleted {
-                            return Some(true);
+                            return true;
                         }
                     }
-                    Err(_) => return None,
+                    Err(_) => return false,
                 }
             }
         };
         match tokio::time::timeout_at(until, taken).await {
-            Ok(Some(true)) => true,
+            Ok(true) => true,
             _ => {
                 tokio::time::sleep_until(until).await;
                 false
