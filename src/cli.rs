@@ -465,8 +465,8 @@ fn help_with_notes(command: clap::Command) -> clap::Command {
             "Leaves the holder a note naming this run (host, pid, --value). A lockrun holder \
              reads it as the ask to let go: it stops its command's whole tree and only then \
              frees the lock, so every other contender finds the lock held until the tree is \
-             gone. Once the lock is free, this run acquires it and says whom it replaced; the \
-             holder exits 124 (with --campaign too: it does not campaign again), its line \
+             gone. Once the lock is free, this run acquires it and says whom it replaced and how \
+             (answered, or its lease lapsed); the holder exits 124 (with --campaign too: it does not campaign again), its line \
              naming this run. Any other holder (a peer tool's, or one the engine gives no way \
              to ask) is one line and 125, and is left holding. The run then waits its turn as \
              any other: a waiter queued before it may get the lock first.",

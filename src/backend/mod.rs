@@ -392,27 +392,9 @@ pub trait Claim {
 /// What [`Claim::asked`] returns: the note, once there.
 pub type Asked = Pin<Box<dyn Future<Output = ReplaceNote>>>;
 
-/// How often a holder reads whether `--replace` left it a note, where the
-/// engine cannot tell it (no blocking read or notification for the note's
-/// key).
+/// How long a holder waits before it reads again whether `--replace` left
+/// it a note, after a read, a watch or a blocking read failed.
 pub const ASK_POLL: Duration = Duration::from_millis(500);
-
-/// [`Claim::asked`] by polling `read` (one read of the note, `None` while
-/// there is none) every [`ASK_POLL`], each read within [`ASK_READ`].
-pub fn asked_by_polling<F, R>(read: F) -> Asked
-where
-    F: Fn() -> R + 'static,
-    R: Future<Output = Option<ReplaceNote>> + 'static,
-{
-    Box::pin(async move {
-        loop {
-            tokio::time::sleep(ASK_POLL).await;
-            if let Ok(Some(note)) = tokio::time::timeout(ASK_READ, read()).await {
-                return note;
-            }
-        }
-    })
-}
 
 /// The longest one read of a note for [`Claim::asked`] may take.
 pub const ASK_READ: Duration = Duration::from_secs(2);
@@ -609,12 +591,27 @@ pub trait Inspect {
     /// lock-delay besides), which its lockrun's stop window fits in. `None`
     /// where the engine does not show it (a ZooKeeper session's timeout,
     /// PostgreSQL's deadline on a silent connection are the holder's own
-    /// settings): `--replace` cannot then wait out a holder on another host.
+    /// settings): `--replace` then waits out a holder on another host only
+    /// where the engine ends its claim itself
+    /// ([`Inspect::ends_silent_claims`]), and refuses it elsewhere.
     fn lapse_bound(
         &self,
         _holder: &Holder,
     ) -> impl Future<Output = Result<Option<Duration>, Self::Error>> {
         async { Ok(None) }
+    }
+
+    /// Whether the engine itself ends the claim of a holder that went
+    /// silent (stopped, cut off, an older lockrun that reads no note) only
+    /// once that holder's lockrun has stopped its command, as it does for
+    /// any rival, though it does not show when (a ZooKeeper session's
+    /// expiry; PostgreSQL's idle_session_timeout and TCP timeouts, which a
+    /// lockrun holder sets to its TTL): `--replace` then asks a holder on
+    /// another host by the note and waits for its answer or for the claim
+    /// to end, and never releases it, where [`Inspect::lapse_bound`] shows
+    /// no bound to wait out after a release.
+    fn ends_silent_claims(&self) -> bool {
+        false
     }
 
     /// Waits until the note left for `holder` is gone, which its lockrun

@@ -419,6 +419,10 @@ enum End {
     /// A lockrun on another host: its word (it removes our note once its
     /// tree is gone), or the time its lease would have taken to lapse.
     Lapse(String, Duration),
+    /// A lockrun on another host, on an engine that ends a silent
+    /// holder's claim itself ([`Inspect::ends_silent_claims`]): its word,
+    /// or the claim's end in the engine; never released.
+    Claim(String),
 }
 
 /// `--replace`: takes the target from its holder (a semaphore's oldest) in
@@ -436,7 +440,10 @@ enum End {
 /// another host, once it says its tree is gone (it
 /// removes the note we left it) or, failing that, once its lease would
 /// have lapsed, within which its lockrun stops its command (where the
-/// engine shows that bound: etcd, Consul). Before the release we leave the
+/// engine shows that bound: etcd, Consul); where it does not but ends a
+/// silent holder's claim itself (ZooKeeper, PostgreSQL), a holder on
+/// another host is never released: we wait for its word or its claim's
+/// end. Before the release we leave the
 /// holder a note naming us (host, pid, `--value`), which its loss line
 /// shows, and remove it at the end. Returns the line that says whom it
 /// replaced; `None` when nobody held it. Anything else (a peer tool's
@@ -496,6 +503,9 @@ pub async fn replace<I: Inspect>(
         (Some(_), Some(_), Some(host)) if victim.holder_id.is_some() => {
             match inspect.lapse_bound(&victim).await.map_err(Into::into)? {
                 Some(bound) => End::Lapse(host.to_string(), bound),
+                None if inspect.asks_by_note() && inspect.ends_silent_claims() => {
+                    End::Claim(host.to_string())
+                }
                 None => {
                     return Err(Failure::Conflict(format!(
                         "--replace cannot take {what}: its holder {label} runs on {host}, a release frees the lock at once while its command may still run there, and this engine does not show how long its lease would take to lapse; run --replace on {host}, or lockrun release it there"
@@ -543,7 +553,7 @@ pub async fn replace<I: Inspect>(
                         "replaced {label} (lockrun pid {pid}) as the holder of {what}"
                     ))
                 }
-                (Answer::Gone, End::Lapse(host, _)) => {
+                (Answer::Gone, End::Lapse(host, _) | End::Claim(host)) => {
                     return Ok(format!(
                         "replaced {label} on {host} as the holder of {what}: its lockrun said its command had stopped"
                     ))
@@ -551,7 +561,22 @@ pub async fn replace<I: Inspect>(
                 (Answer::RanOut, End::Exit(pid, ..)) => {
                     return Err(ran_out(&format!(", lockrun pid {pid}")))
                 }
-                (Answer::RanOut, End::Lapse(host, _)) => return Err(ran_out(&format!(" on {host}"))),
+                (Answer::RanOut, End::Lapse(host, _) | End::Claim(host)) => {
+                    return Err(ran_out(&format!(" on {host}")))
+                }
+                // Its claim ended in the engine without its word: the
+                // engine ends a silent holder's claim only once its lockrun
+                // has stopped its command, as for any rival.
+                (Answer::Silent, End::Claim(host)) => {
+                    let how = if noted {
+                        "its lockrun did not say its command had stopped, so we waited until the engine ended its claim (its lease lapsed)"
+                    } else {
+                        "we waited until the engine ended its claim (another --replace's note was there)"
+                    };
+                    return Ok(format!(
+                        "replaced {label} on {host} as the holder of {what}: {how}"
+                    ));
+                }
                 // It did not answer (stopped, or an older lockrun), or it
                 // exited still listed: the release, and the wait, as below.
                 (Answer::Silent, _) => {}
@@ -591,6 +616,7 @@ pub async fn replace<I: Inspect>(
                     (None, _) => Err(ran_out(&format!(", lockrun pid {pid}"))),
                 }
             }
+            End::Claim(_) => unreachable!("a claim the engine ends is never released"),
             End::Lapse(host, bound) => {
                 // Counted from now, after the release: every renewal the
                 // holder had confirmed was sent before it.
@@ -639,7 +665,8 @@ enum Answer {
     /// (a stopped lockrun, an older one that reads no note), its lockrun
     /// exited still listed, or, on another host, its claim ended with the
     /// note still there (its lease lapsed in the engine). It is released
-    /// then, and waited for as after any release.
+    /// then, and waited for as after any release; for [`End::Claim`] its
+    /// claim has ended in the engine, and nothing remains to wait for.
     Silent,
     /// `--timeout` ran out first.
     RanOut,
@@ -669,6 +696,7 @@ async fn answered<I: Inspect>(
     let bound = match end {
         End::Exit(_, _, bound) => *bound,
         End::Lapse(_, bound) => Some(*bound),
+        End::Claim(_) => None,
     };
     let lapse = bound
         .map(|b| tokio::time::Instant::now() + b.mul_f64(1.0 + rate.fraction()) + LAPSE_MARGIN);
@@ -696,7 +724,7 @@ async fn answered<I: Inspect>(
                     Answer::Gone
                 }
             }
-            End::Lapse(..) => loop {
+            End::Lapse(..) | End::Claim(_) => loop {
                 tokio::time::sleep(ANSWER_POLL).await;
                 if !holds().await {
                     let within = tokio::time::Instant::now() + ANSWER_NOTE;

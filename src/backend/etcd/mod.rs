@@ -844,14 +844,50 @@ impl Claim for EtcdClaim {
         None
     }
 
+    /// The note, seen by a watch on its key from the revision of a read
+    /// that found none (where polling took up to
+    /// [`crate::backend::ASK_POLL`] more); a failed read or watch is tried
+    /// again after the poll's pause.
     fn asked(&self) -> Option<crate::backend::Asked> {
+        use crate::backend::{ASK_POLL, ASK_READ};
         let key = self.key();
         let client = self.client.clone();
-        Some(crate::backend::asked_by_polling(move || {
-            let (client, key) = (client.clone(), key.clone());
-            async move {
-                let answer = client.range(&Range::key(&lock::note_key(&key))).await.ok()?;
-                ReplaceNote::decode_for(&answer.kvs.first()?.value, &key)
+        Some(Box::pin(async move {
+            let note = lock::note_key(&key);
+            loop {
+                let read = tokio::time::timeout(ASK_READ, client.range(&Range::key(&note))).await;
+                let Ok(Ok(answer)) = read else {
+                    tokio::time::sleep(ASK_POLL).await;
+                    continue;
+                };
+                if let Some(asked) = answer
+                    .kvs
+                    .first()
+                    .and_then(|kv| ReplaceNote::decode_for(&kv.value, &key))
+                {
+                    return asked;
+                }
+                // Any change to the note's key from then on: read again.
+                let watched = tokio::time::timeout(
+                    ASK_READ,
+                    client.watch(&note, None, answer.revision + 1, false),
+                )
+                .await;
+                let Ok(Ok(mut watch)) = watched else {
+                    tokio::time::sleep(ASK_POLL).await;
+                    continue;
+                };
+                loop {
+                    match watch.next().await {
+                        Ok(batch) if batch.canceled => break,
+                        Ok(batch) if batch.events.is_empty() => continue,
+                        Ok(_) => break,
+                        Err(_) => {
+                            tokio::time::sleep(ASK_POLL).await;
+                            break;
+                        }
+                    }
+                }
             }
         }))
     }

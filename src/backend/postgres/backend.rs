@@ -75,10 +75,12 @@ const NOTES: &[(Topic, &str)] = &[
     (
         Topic::Replace,
         "On PostgreSQL the note is a pg_notify to the holder's connection, taken only from a \
-         role that may end its session (pg_terminate_backend's rule); a holder on another \
-         host cannot be asked, and a stopped one on this host is waited for until its lockrun \
-         exits, so give --timeout (which bounds this wait and the lock's together), or end \
-         the wait with a signal.",
+         role that may end its session (pg_terminate_backend's rule). A holder on another \
+         host is never released: it is waited for until it answers or the server ends its \
+         session (idle_session_timeout, which lockrun sets to the holder's TTL), within which \
+         its own stop window ends its tree; a stopped holder on this host is waited for until \
+         its lockrun exits; so give --timeout (which bounds this wait and the lock's \
+         together), or end the wait with a signal.",
     ),
     (Topic::SharedMode, "psql's `pg_advisory_lock_shared`"),
 ];

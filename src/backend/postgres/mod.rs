@@ -237,6 +237,11 @@ fn replace_channel(backend_pid: i32) -> String {
     format!("lockrun_replace_{:08x}", backend_pid as u32)
 }
 
+/// What a holder asked by `--replace` sends back on its replacer's
+/// [`replace_channel`] once its command's tree is gone: no note, so a
+/// holder that gets it reads nothing into it.
+const REPLACE_ANSWER: &str = "stopped";
+
 /// The text whose lock id is slot `slot` of `prefix`.
 pub fn slot_text(prefix: &str, slot: u32) -> String {
     format!("{prefix}//{slot}")
@@ -1395,11 +1400,21 @@ impl Claim for PgClaim {
         }))
     }
 
+    /// The note, answered on its sender's own channel, which it LISTENs
+    /// on as every connection of ours does: our tree is gone, which a
+    /// replacer on another host waits for ([`Inspect::note_taken`]).
     async fn replaced_by(&self) -> Option<ReplaceNote> {
         let (sender, payload) = self.conn.asked.borrow().clone()?;
         let note =
             ReplaceNote::decode_for(payload.as_bytes(), &self.conn.backend_pid.to_string())?;
-        may_replace(&self.conn.client, sender).await.then_some(note)
+        if !may_replace(&self.conn.client, sender).await {
+            return None;
+        }
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] =
+            [&replace_channel(sender), &REPLACE_ANSWER];
+        let answer = self.conn.client.query_one("select pg_notify($1, $2)", &params);
+        let _ = tokio::time::timeout(CLEANUP_TIMEOUT, answer).await;
+        Some(note)
     }
 
     /// A copy of our connection's socket, for the guard to keep until the
@@ -1729,6 +1744,47 @@ impl Inspect for Postgres {
             .map_err(|e| PgError::from_client("the note to the replaced holder", e))?;
         *self.note_conn.lock().expect("not poisoned") = Some(conn);
         Ok(true)
+    }
+
+    /// A silent holder's session is ended by the server (its
+    /// idle_session_timeout, TCP keepalive and tcp_user_timeout, set to
+    /// its TTL), which frees its lock only the TTL after the last data the
+    /// server received, within which its lockrun stops its command, as for
+    /// any rival.
+    fn ends_silent_claims(&self) -> bool {
+        true
+    }
+
+    /// The holder's answer ([`REPLACE_ANSWER`]) from its own server
+    /// process, on the channel of the connection our note went out on.
+    async fn note_taken(&self, _target: &Target, holder: &Holder, until: Instant) -> bool {
+        let pid = holder.holder_id.as_deref().and_then(|p| p.parse::<i32>().ok());
+        let asked = self
+            .note_conn
+            .lock()
+            .expect("not poisoned")
+            .as_ref()
+            .map(|c| c.asked.clone());
+        let (Some(pid), Some(mut asked)) = (pid, asked) else {
+            tokio::time::sleep_until(until).await;
+            return false;
+        };
+        let answered = async move {
+            asked
+                .wait_for(|a| {
+                    a.as_ref()
+                        .is_some_and(|(from, payload)| *from == pid && payload == REPLACE_ANSWER)
+                })
+                .await
+                .is_ok()
+        };
+        match tokio::time::timeout_at(until, answered).await {
+            Ok(true) => true,
+            _ => {
+                tokio::time::sleep_until(until).await;
+                false
+            }
+        }
     }
 
     async fn clear_note(&self, _target: &Target, _holder: &Holder) {

@@ -69,9 +69,11 @@ const NOTES: &[(Topic, &str)] = &[
     ),
     (
         Topic::Replace,
-        "On ZooKeeper a holder on another host cannot be asked, and a stopped one on this host \
-         is waited for until its lockrun exits, so give --timeout (which bounds this wait and \
-         the lock's together), or end the wait with a signal.",
+        "On ZooKeeper a holder on another host is never released: it is waited for until it \
+         answers or its session expires (the server deletes its node), within which its own \
+         stop window ends its tree; a stopped holder on this host is waited for until its \
+         lockrun exits; so give --timeout (which bounds this wait and the lock's together), \
+         or end the wait with a signal.",
     ),
     (Topic::SharedMode, "Curator's read-write lock"),
 ];

@@ -919,20 +919,50 @@ impl Claim for ZkClaim {
         Some(self.path.clone())
     }
 
+    /// The note, seen by a watch on its node (where polling took up to
+    /// [`crate::backend::ASK_POLL`] more): watch first, then read, so a
+    /// note left in between is not missed; a failed read is tried again
+    /// after the poll's pause.
     fn asked(&self) -> Option<crate::backend::Asked> {
+        use crate::backend::{ASK_POLL, ASK_READ};
         let (client, note, path) = (self.client.clone(), note_path(&self.name), self.path.clone());
-        Some(crate::backend::asked_by_polling(move || {
-            let (client, note, path) = (client.clone(), note.clone(), path.clone());
-            async move {
-                let (data, _) = client.get_data(&note).await.ok()?;
-                ReplaceNote::decode_for(&data, &path)
+        Some(Box::pin(async move {
+            loop {
+                let watched = tokio::time::timeout(ASK_READ, client.check_and_watch_stat(&note)).await;
+                let watcher = match watched {
+                    Ok(Ok((Some(_), watcher))) => {
+                        let read = tokio::time::timeout(ASK_READ, client.get_data(&note)).await;
+                        if let Ok(Ok((data, _))) = read {
+                            if let Some(asked) = ReplaceNote::decode_for(&data, &path) {
+                                return asked;
+                            }
+                        }
+                        // Another claim's note: wait until it changes.
+                        watcher
+                    }
+                    Ok(Ok((None, watcher))) => watcher,
+                    _ => {
+                        tokio::time::sleep(ASK_POLL).await;
+                        continue;
+                    }
+                };
+                // A session event ends the watch as well: look again.
+                let event = watcher.changed().await;
+                if event.event_type == zk::EventType::Session {
+                    tokio::time::sleep(ASK_POLL).await;
+                }
             }
         }))
     }
 
+    /// The note, removed once read: our tree is gone, which a replacer on
+    /// another host waits for ([`Inspect::note_taken`]).
     async fn replaced_by(&self) -> Option<ReplaceNote> {
-        let (data, _) = self.client.get_data(&note_path(&self.name)).await.ok()?;
-        ReplaceNote::decode_for(&data, &self.path)
+        let path = note_path(&self.name);
+        let (data, stat) = self.client.get_data(&path).await.ok()?;
+        let note = ReplaceNote::decode_for(&data, &self.path)?;
+        let _ = self.client.delete(&path, Some(stat.version)).await;
+        Some(note)
     }
 
     fn take_hold_fd(&mut self) -> Option<OwnedFd> {
@@ -1061,6 +1091,43 @@ impl Inspect for Zookeeper {
 
     fn asks_by_note(&self) -> bool {
         true
+    }
+
+    /// A silent holder's node goes with its session, which the server
+    /// expires only after the negotiated session timeout, within which the
+    /// holder's lockrun stops its command, as for any rival.
+    fn ends_silent_claims(&self) -> bool {
+        true
+    }
+
+    /// Our note's node is gone (its holder removes it once its tree is),
+    /// seen by an exists watch.
+    async fn note_taken(&self, target: &Target, _holder: &Holder, until: Instant) -> bool {
+        let path = note_path(target.name());
+        // Whether it went; `false` when we cannot tell (no session).
+        let taken = async {
+            let Ok(client) = self.looker().await else {
+                return false;
+            };
+            loop {
+                match client.check_and_watch_stat(&path).await {
+                    Ok((None, _)) => return true,
+                    Ok((Some(_), watcher)) => {
+                        if watcher.changed().await.event_type == zk::EventType::NodeDeleted {
+                            return true;
+                        }
+                    }
+                    Err(_) => return false,
+                }
+            }
+        };
+        match tokio::time::timeout_at(until, taken).await {
+            Ok(true) => true,
+            _ => {
+                tokio::time::sleep_until(until).await;
+                false
+            }
+        }
     }
 
     /// An ephemeral node of our session beside the lock's directory,
