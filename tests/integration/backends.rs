@@ -6,42 +6,8 @@
 
 use nix::sys::signal::Signal;
 
-use crate::places::{stdout, Place};
+use crate::places::{on_every_engine, stdout, Place};
 use crate::support::{max_overlap, run, scratch, Running};
-
-/// One scenario as a test per backend.
-macro_rules! on_every_backend {
-    ($scenario:ident) => {
-        mod $scenario {
-            use super::*;
-
-            #[test]
-            fn on_local() {
-                super::$scenario(&Place::local());
-            }
-
-            #[test]
-            fn on_consul() {
-                super::$scenario(&Place::consul(stringify!($scenario)));
-            }
-
-            #[test]
-            fn on_etcd() {
-                super::$scenario(&Place::etcd(stringify!($scenario)));
-            }
-
-            #[test]
-            fn on_postgres() {
-                super::$scenario(&Place::postgres(stringify!($scenario)));
-            }
-
-            #[test]
-            fn on_zookeeper() {
-                super::$scenario(&Place::zookeeper(stringify!($scenario)));
-            }
-        }
-    };
-}
 
 /// `lockrun elect KEY -- sh -c SCRIPT` on `place`, run to its end.
 fn elect_sh(place: &Place, key: &str, script: &str) -> std::process::Output {
@@ -61,7 +27,7 @@ fn the_childs_status_key_and_a_growing_fence(place: &Place) {
     }
     assert!(fences.windows(2).all(|w| w[0] < w[1]), "{fences:?}");
 }
-on_every_backend!(the_childs_status_key_and_a_growing_fence);
+on_every_engine!(the_childs_status_key_and_a_growing_fence);
 
 /// The first round's guard is forked from lockrun before its runtime, not
 /// exec'd: the child's parent is named `lr-guard` and has lockrun's own
@@ -95,7 +61,7 @@ fn the_first_guard_is_forked_not_execd(place: &Place) {
         "the guard was exec'd: {out}"
     );
 }
-on_every_backend!(the_first_guard_is_forked_not_execd);
+on_every_engine!(the_first_guard_is_forked_not_execd);
 
 /// Runs `count` lockruns with `args` at once; each child logs its own span.
 fn contend(place: &Place, count: usize, args: &[&str]) -> Vec<(u128, u128)> {
@@ -127,7 +93,7 @@ fn contenders_never_overlap(place: &Place) {
     let spans = contend(place, 6, &["elect", &key]);
     assert_eq!(max_overlap(spans.iter().copied()), 1, "{spans:?}");
 }
-on_every_backend!(contenders_never_overlap);
+on_every_engine!(contenders_never_overlap);
 
 fn a_semaphore_never_exceeds_its_limit(place: &Place) {
     let prefix = place.key("pool");
@@ -137,7 +103,7 @@ fn a_semaphore_never_exceeds_its_limit(place: &Place) {
     let output = run(&mut place.lockrun(&["leader", &prefix]));
     place.status(&output, 1, "leader of an idle semaphore");
 }
-on_every_backend!(a_semaphore_never_exceeds_its_limit);
+on_every_engine!(a_semaphore_never_exceeds_its_limit);
 
 fn a_taken_lock_gives_75_or_the_chosen_status(place: &Place) {
     let key = place.key("busy");
@@ -157,7 +123,7 @@ fn a_taken_lock_gives_75_or_the_chosen_status(place: &Place) {
     let output = run(&mut place.lockrun(&["leader", &key]));
     place.status(&output, 1, "leader once released");
 }
-on_every_backend!(a_taken_lock_gives_75_or_the_chosen_status);
+on_every_engine!(a_taken_lock_gives_75_or_the_chosen_status);
 
 fn release_stops_the_holder_with_124(place: &Place) {
     let key = place.key("released");
@@ -188,7 +154,7 @@ fn release_stops_the_holder_with_124(place: &Place) {
         );
     }
 }
-on_every_backend!(release_stops_the_holder_with_124);
+on_every_engine!(release_stops_the_holder_with_124);
 
 fn a_stop_request_reaches_the_child_and_ends_lockrun_by_it(place: &Place) {
     let key = place.key("stopped");
@@ -210,7 +176,7 @@ fn a_stop_request_reaches_the_child_and_ends_lockrun_by_it(place: &Place) {
     let output = run(&mut place.lockrun(&["elect", "-n", &key, "--", "true"]));
     place.status(&output, 0, "the next run");
 }
-on_every_backend!(a_stop_request_reaches_the_child_and_ends_lockrun_by_it);
+on_every_engine!(a_stop_request_reaches_the_child_and_ends_lockrun_by_it);
 
 /// Issue #43: `--max-time` stops a job that outlives it with the status
 /// of its own (123), the release hook runs, and the lock is free after.
@@ -265,7 +231,7 @@ fn a_job_past_max_time_exits_123_and_releases(place: &Place) {
     let output = campaigner.finish();
     assert!(twice, "the campaigner's job did not run again: {output:?}");
 }
-on_every_backend!(a_job_past_max_time_exits_123_and_releases);
+on_every_engine!(a_job_past_max_time_exits_123_and_releases);
 
 /// `lockrun list PREFIX` (#43): nothing held is 1; then a lock and a
 /// semaphore slot under PREFIX are its rows and JSON lines, in the schema
@@ -329,7 +295,7 @@ fn list_shows_what_is_held_under_a_prefix(place: &Place) {
     let output = run(&mut place.lockrun(&["list", &prefix]));
     place.status(&output, 1, "list once all is released");
 }
-on_every_backend!(list_shows_what_is_held_under_a_prefix);
+on_every_engine!(list_shows_what_is_held_under_a_prefix);
 
 /// `elect --replace` (#43) against a lockrun holder whose command started
 /// a daemon: the replacer's command starts only after the daemon's last
@@ -392,7 +358,7 @@ fn replace_takes_the_lock_without_overlap(place: &Place) {
     let listed = run(&mut place.lockrun(&["list", &key]));
     place.status(&listed, 1, "list once the replacer is done");
 }
-on_every_backend!(replace_takes_the_lock_without_overlap);
+on_every_engine!(replace_takes_the_lock_without_overlap);
 
 /// `elect --replace` (#43) with others about: a lockrun holder whose
 /// daemon ignores SIGTERM (killed a second later), a plain waiter queued
@@ -509,42 +475,7 @@ fn replace_leaves_the_lock_held_until_the_old_tree_is_gone(place: &Place) {
     }
 }
 
-mod replace_leaves_the_lock_held_until_the_old_tree_is_gone {
-    use super::*;
-
-    #[test]
-    fn on_local() {
-        super::replace_leaves_the_lock_held_until_the_old_tree_is_gone(&Place::local());
-    }
-
-    #[test]
-    fn on_consul() {
-        super::replace_leaves_the_lock_held_until_the_old_tree_is_gone(&Place::consul(
-            "replace_leaves_the_lock_held_until_the_old_tree_is_gone",
-        ));
-    }
-
-    #[test]
-    fn on_etcd() {
-        super::replace_leaves_the_lock_held_until_the_old_tree_is_gone(&Place::etcd(
-            "replace_leaves_the_lock_held_until_the_old_tree_is_gone",
-        ));
-    }
-
-    #[test]
-    fn on_postgres() {
-        super::replace_leaves_the_lock_held_until_the_old_tree_is_gone(&Place::postgres(
-            "replace_leaves_the_lock_held_until_the_old_tree_is_gone",
-        ));
-    }
-
-    #[test]
-    fn on_zookeeper() {
-        super::replace_leaves_the_lock_held_until_the_old_tree_is_gone(&Place::zookeeper(
-            "replace_leaves_the_lock_held_until_the_old_tree_is_gone",
-        ));
-    }
-}
+on_every_engine!(replace_leaves_the_lock_held_until_the_old_tree_is_gone);
 
 /// A holder's COMMAND for the `--replace` tests: the daemon of
 /// `contain::DAEMONIZE`, beating into `$1/beat`, made to ignore SIGTERM, so
@@ -671,7 +602,7 @@ fn replace_waits_out_a_holder_on_another_host(place: &Place) {
         place.status(&holder.finish(), 0, "the holder left alone");
     }
 }
-on_every_backend!(replace_waits_out_a_holder_on_another_host);
+on_every_engine!(replace_waits_out_a_holder_on_another_host);
 
 /// `elect --replace` of a lockrun holder that cannot say its command
 /// stopped nor exit (SIGSTOPped, as a frozen or cut-off host's would be),
@@ -833,7 +764,7 @@ fn replace_takes_a_semaphores_oldest_slot(place: &Place) {
     std::fs::write(works[1].path().join("go"), "").unwrap();
     place.status(&second.finish(), 0, "the second holder, left alone");
 }
-on_every_backend!(replace_takes_a_semaphores_oldest_slot);
+on_every_engine!(replace_takes_a_semaphores_oldest_slot);
 
 /// A TERM to a `--replace` waiting for a stopped holder that may never
 /// answer (PostgreSQL's, on this host, with no --timeout): it ends that

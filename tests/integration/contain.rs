@@ -6,57 +6,8 @@
 
 use nix::sys::signal::Signal;
 
-use crate::places::{last_beat, Place};
+use crate::places::{last_beat, on_every_engine, Place};
 use crate::support::{run, scratch, wait_for_file, Running};
-
-/// One scenario as a test per backend and containment mode.
-macro_rules! on_every_backend {
-    ($scenario:ident) => {
-        mod $scenario {
-            use super::*;
-
-            #[test]
-            fn on_local() {
-                super::$scenario(&Place::local(), Mode::Cgroup);
-            }
-
-            #[test]
-            fn on_consul() {
-                super::$scenario(&Place::consul(stringify!($scenario)), Mode::Cgroup);
-            }
-
-            #[test]
-            fn on_etcd() {
-                super::$scenario(&Place::etcd(stringify!($scenario)), Mode::Cgroup);
-            }
-
-            #[test]
-            fn on_local_subreaper() {
-                super::$scenario(&Place::local(), Mode::Subreaper);
-            }
-
-            #[test]
-            fn on_consul_subreaper() {
-                super::$scenario(&Place::consul(stringify!($scenario)), Mode::Subreaper);
-            }
-
-            #[test]
-            fn on_etcd_subreaper() {
-                super::$scenario(&Place::etcd(stringify!($scenario)), Mode::Subreaper);
-            }
-
-            #[test]
-            fn on_zookeeper() {
-                super::$scenario(&Place::zookeeper(stringify!($scenario)), Mode::Cgroup);
-            }
-
-            #[test]
-            fn on_zookeeper_subreaper() {
-                super::$scenario(&Place::zookeeper(stringify!($scenario)), Mode::Subreaper);
-            }
-        }
-    };
-}
 
 /// The containment a scenario runs in.
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -253,27 +204,47 @@ fn contained(place: &Place, mode: Mode, name: &str, script: &str, end: End) {
 fn a_daemon_ending_by_itself_keeps_the_lock(place: &Place, mode: Mode) {
     contained(place, mode, "by-itself", DAEMONIZE, End::ByItself);
 }
-on_every_backend!(a_daemon_ending_by_itself_keeps_the_lock);
+on_every_engine!(
+    a_daemon_ending_by_itself_keeps_the_lock,
+    cgroup = Mode::Cgroup,
+    subreaper = Mode::Subreaper
+);
 
 fn a_released_daemon_is_gone_before_the_rival(place: &Place, mode: Mode) {
     contained(place, mode, "released", DAEMONIZE, End::Release);
 }
-on_every_backend!(a_released_daemon_is_gone_before_the_rival);
+on_every_engine!(
+    a_released_daemon_is_gone_before_the_rival,
+    cgroup = Mode::Cgroup,
+    subreaper = Mode::Subreaper
+);
 
 fn a_daemon_is_gone_after_sigterm_to_lockrun(place: &Place, mode: Mode) {
     contained(place, mode, "term", DAEMONIZE, End::Signal(Signal::SIGTERM));
 }
-on_every_backend!(a_daemon_is_gone_after_sigterm_to_lockrun);
+on_every_engine!(
+    a_daemon_is_gone_after_sigterm_to_lockrun,
+    cgroup = Mode::Cgroup,
+    subreaper = Mode::Subreaper
+);
 
 fn a_daemon_is_gone_after_sigkill_to_lockrun(place: &Place, mode: Mode) {
     contained(place, mode, "kill", DAEMONIZE, End::Signal(Signal::SIGKILL));
 }
-on_every_backend!(a_daemon_is_gone_after_sigkill_to_lockrun);
+on_every_engine!(
+    a_daemon_is_gone_after_sigkill_to_lockrun,
+    cgroup = Mode::Cgroup,
+    subreaper = Mode::Subreaper
+);
 
 fn a_fork_loop_is_gone_after_release(place: &Place, mode: Mode) {
     contained(place, mode, "fork-loop", WANDER, End::Release);
 }
-on_every_backend!(a_fork_loop_is_gone_after_release);
+on_every_engine!(
+    a_fork_loop_is_gone_after_release,
+    cgroup = Mode::Cgroup,
+    subreaper = Mode::Subreaper
+);
 
 fn a_fork_loop_is_gone_after_sigkill_to_lockrun(place: &Place, mode: Mode) {
     contained(
@@ -284,14 +255,22 @@ fn a_fork_loop_is_gone_after_sigkill_to_lockrun(place: &Place, mode: Mode) {
         End::Signal(Signal::SIGKILL),
     );
 }
-on_every_backend!(a_fork_loop_is_gone_after_sigkill_to_lockrun);
+on_every_engine!(
+    a_fork_loop_is_gone_after_sigkill_to_lockrun,
+    cgroup = Mode::Cgroup,
+    subreaper = Mode::Subreaper
+);
 
 /// Issue #43: a job that runs past `--max-time` is stopped as on a loss,
 /// its daemon with it, before the lock is given up.
 fn a_daemon_past_max_time_is_gone_before_the_rival(place: &Place, mode: Mode) {
     contained(place, mode, "max-time", DAEMONIZE, End::MaxTime);
 }
-on_every_backend!(a_daemon_past_max_time_is_gone_before_the_rival);
+on_every_engine!(
+    a_daemon_past_max_time_is_gone_before_the_rival,
+    cgroup = Mode::Cgroup,
+    subreaper = Mode::Subreaper
+);
 
 /// Issue #45: the guard SIGKILLed alone used to leave its orphans to init,
 /// and lockrun, seeing its guard gone, released the lock while the daemon
@@ -300,7 +279,11 @@ on_every_backend!(a_daemon_past_max_time_is_gone_before_the_rival);
 fn a_daemon_is_gone_after_sigkill_to_the_guard_alone(place: &Place, mode: Mode) {
     contained(place, mode, "guard-kill", DAEMONIZE, End::KillGuard);
 }
-on_every_backend!(a_daemon_is_gone_after_sigkill_to_the_guard_alone);
+on_every_engine!(
+    a_daemon_is_gone_after_sigkill_to_the_guard_alone,
+    cgroup = Mode::Cgroup,
+    subreaper = Mode::Subreaper
+);
 
 /// SIGKILLs the guard that `lockrun` (pid `holder`) runs its command under.
 fn kill_the_guard_of(holder: u32) {
@@ -482,7 +465,11 @@ fn leftovers_kill_ends_the_job_with_the_command(place: &Place, mode: Mode) {
         (last.saturating_sub(exited)) / 1_000_000
     );
 }
-on_every_backend!(leftovers_kill_ends_the_job_with_the_command);
+on_every_engine!(
+    leftovers_kill_ends_the_job_with_the_command,
+    cgroup = Mode::Cgroup,
+    subreaper = Mode::Subreaper
+);
 
 /// An unknown `--leftovers` value is a usage error naming the values, and
 /// nothing reaches the engine.
@@ -1046,7 +1033,11 @@ fn an_acquire_hooks_helper_is_gone_before_the_rival(place: &Place, mode: Mode) {
         (last.saturating_sub(started)) / 1_000_000
     );
 }
-on_every_backend!(an_acquire_hooks_helper_is_gone_before_the_rival);
+on_every_engine!(
+    an_acquire_hooks_helper_is_gone_before_the_rival,
+    cgroup = Mode::Cgroup,
+    subreaper = Mode::Subreaper
+);
 
 /// The same for `--on-release`, which runs after the release: what it
 /// started is gone by the time lockrun exits; and for a hook cut at
@@ -1078,7 +1069,11 @@ fn a_release_hooks_helper_is_gone_when_lockrun_exits(place: &Place, mode: Mode) 
         );
     }
 }
-on_every_backend!(a_release_hooks_helper_is_gone_when_lockrun_exits);
+on_every_engine!(
+    a_release_hooks_helper_is_gone_when_lockrun_exits,
+    cgroup = Mode::Cgroup,
+    subreaper = Mode::Subreaper
+);
 
 /// Issue #45: a hook that wrote 200 MB without a newline grew lockrun to
 /// 524 MB resident. Its output is read in bounded pieces now, the long

@@ -13,6 +13,72 @@ use crate::pg_support;
 use crate::support::{self, script_with, wait_for_file, Running};
 use crate::zk_support;
 
+/// The engines every shared scenario runs on, one line each: the test's
+/// name and the [`Place`] it runs in, made from the scenario's name. A new
+/// backend gets every scenario of [`on_every_engine!`] by its line here
+/// (and its `Place` constructor).
+macro_rules! engines {
+    ($then:ident ! $args:tt) => {
+        $crate::places::$then! { $args
+            on_local => |_| Place::local(),
+            on_consul => Place::consul,
+            on_etcd => Place::etcd,
+            on_postgres => Place::postgres,
+            on_zookeeper => Place::zookeeper,
+        }
+    };
+}
+pub(crate) use engines;
+
+/// One scenario as a test per engine: `SCENARIO::on_ENGINE` calls
+/// `SCENARIO(&place)`. With modes (`SCENARIO, NAME = VALUE, ...`), one
+/// module per mode: `SCENARIO::NAME::on_ENGINE` calls
+/// `SCENARIO(&place, VALUE)`. Test names end in the engine's, so
+/// `cargo test --test integration ENGINE` runs that engine's part.
+macro_rules! on_every_engine {
+    ($scenario:ident) => {
+        mod $scenario {
+            use super::*;
+            $crate::places::engines!(engine_tests!($scenario));
+        }
+    };
+    ($scenario:ident, $($mode:ident = $value:expr),+ $(,)?) => {
+        mod $scenario {
+            use super::*;
+            $(
+                mod $mode {
+                    use super::*;
+                    $crate::places::engines!(engine_tests!($scenario, $value));
+                }
+            )+
+        }
+    };
+}
+pub(crate) use on_every_engine;
+
+/// The tests of [`on_every_engine!`], given [`engines!`]' list.
+macro_rules! engine_tests {
+    (($scenario:ident) $($test:ident => $place:expr),+ $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                let place: Place = ($place)(stringify!($scenario));
+                $scenario(&place);
+            }
+        )+
+    };
+    (($scenario:ident, $mode:expr) $($test:ident => $place:expr),+ $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                let place: Place = ($place)(stringify!($scenario));
+                $scenario(&place, $mode);
+            }
+        )+
+    };
+}
+pub(crate) use engine_tests;
+
 /// Where the locks live for one test.
 pub enum Place {
     Consul(TestConsul, String),

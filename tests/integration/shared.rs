@@ -8,45 +8,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::places::{stdout, Place};
+use crate::places::{on_every_engine, stdout, Place};
 use crate::procs;
 use crate::support::{max_overlap, now_ns, run, scratch, wait_for_file, Running};
-
-/// Each scenario on every backend. Consul's runs are top-level tests
-/// named `consul_*`, which the real agents' re-runs select (versions.rs)
-/// without running the other backends' again.
-macro_rules! on_shared_backends {
-    ($scenario:ident, $on_consul:ident) => {
-        #[test]
-        fn $on_consul() {
-            $scenario(&Place::consul(stringify!($scenario)));
-        }
-
-        mod $scenario {
-            use super::*;
-
-            #[test]
-            fn on_local() {
-                super::$scenario(&Place::local());
-            }
-
-            #[test]
-            fn on_etcd() {
-                super::$scenario(&Place::etcd(stringify!($scenario)));
-            }
-
-            #[test]
-            fn on_zookeeper() {
-                super::$scenario(&Place::zookeeper(stringify!($scenario)));
-            }
-
-            #[test]
-            fn on_postgres() {
-                super::$scenario(&Place::postgres(stringify!($scenario)));
-            }
-        }
-    };
-}
 
 /// A child's span, `start end` in ns, as it wrote it to `span-NAME`.
 fn span(work: &Path, name: &str) -> (u128, u128) {
@@ -101,10 +65,7 @@ fn four_readers_hold_together(place: &Place) {
     let spans: Vec<_> = (0..4).map(|i| span(work.path(), &i.to_string())).collect();
     assert_eq!(max_overlap(spans.iter().copied()), 4, "{spans:?}");
 }
-on_shared_backends!(
-    four_readers_hold_together,
-    consul_four_readers_hold_together
-);
+on_every_engine!(four_readers_hold_together);
 
 /// Readers and writers started at once: a writer's span meets no other.
 fn a_writer_runs_alone(place: &Place) {
@@ -141,7 +102,7 @@ fn a_writer_runs_alone(place: &Place) {
         }
     }
 }
-on_shared_backends!(a_writer_runs_alone, consul_a_writer_runs_alone);
+on_every_engine!(a_writer_runs_alone);
 
 /// A writer that waits is not starved by readers arriving every 50 ms,
 /// each holding 400 ms (so that, without writer preference, some reader
@@ -210,10 +171,7 @@ fn a_waiting_writer_is_not_starved(place: &Place) {
         );
     }
 }
-on_shared_backends!(
-    a_waiting_writer_is_not_starved,
-    consul_a_waiting_writer_is_not_starved
-);
+on_every_engine!(a_waiting_writer_is_not_starved);
 
 /// `-s` and `-x` together: one line, exit 2, nothing sent.
 #[test]
@@ -865,7 +823,4 @@ fn list_names_a_shared_lock_by_its_key(place: &Place) {
     std::fs::write(work.path().join("go"), "").unwrap();
     place.status(&reader.finish(), 0, "the reader");
 }
-on_shared_backends!(
-    list_names_a_shared_lock_by_its_key,
-    consul_list_names_a_shared_lock_by_its_key
-);
+on_every_engine!(list_names_a_shared_lock_by_its_key);

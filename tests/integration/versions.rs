@@ -33,11 +33,12 @@ const RERUN_ENV: &str = "LOCKRUN_TEST_RERUN";
 /// points it where .ci/deps installs them.
 pub const ETCD_35_ENV: &str = "LOCKRUN_TEST_ETCD_35_BIN_DIR";
 
-/// The modules whose tests talk to Consul through `TestConsul`. A new
+/// The modules whose tests talk to Consul through `TestConsul`, and the
+/// shared scenarios' Consul tests (`on_consul`, places.rs). A new
 /// Consul-facing module belongs here.
 const CONSUL_MODULES: &[&str] = &[
+    "::on_consul",
     "answers::",
-    "backends::",
     "child::",
     "conformance::",
     "ops::consul_",
