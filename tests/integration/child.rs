@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use lockrun::child::{Child, ChildExit, Command, Containment, Leftovers, Prepared, Terminal};
 use lockrun::signals::Signal;
 
-use crate::consul::TestConsul;
+use crate::engines::consul::support::TestConsul;
 use crate::procs::{
     deadline, group_alive, inheritable_fds, open_fds, pid_alive, pid_exists, process_name,
     read_line_file, read_pid_file, reading_a_pipe, wait_until, KillGroupsOnDrop, PATIENCE,
@@ -738,7 +738,7 @@ fn a_guard_that_cannot_take_the_lent_descriptor_runs_nothing() {
 }
 
 #[test]
-fn a_waiting_lockrun_parks_its_guard_and_an_interrupt_ends_it() {
+fn a_waiting_lockrun_parks_its_guard_and_an_interrupt_ends_it_on_consul() {
     let consul = TestConsul::start();
     let key = consul.prefix("child-parked") + "/leader";
     let dir = tempdir();

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use crate::etcd_support::{cluster, etcdctl_at, unique, TestEtcd};
+use crate::engines::consul::real::{Agent, Cluster};
+use crate::engines::etcd::support::{cluster, etcdctl_at, unique, TestEtcd};
 use crate::procs::{self, wait_until};
-use crate::real_consul::{Agent, Cluster};
 use crate::support::{self, assert_exit, max_overlap, scratch, Running};
 
 /// The child of every contender: its fence, then a timestamp every 10 ms
@@ -671,7 +671,7 @@ fn consul_1_6_a_stopped_holder_is_stopped_before_its_rival_runs() {
 /// holder that ended before it came in.
 #[test]
 fn etcd_semaphore_numbers_grow_with_admissions_not_slots() {
-    let etcd = crate::etcd_support::etcd();
+    let etcd = crate::engines::etcd::support::etcd();
     let prefix = unique("semaphore-fences");
     let semaphore = || {
         let mut cmd = support::bare(["--backend", "etcd", "--endpoints", &etcd.endpoint]);

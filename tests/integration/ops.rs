@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::etcd_support::{etcd, etcdctl, etcdctl_ok};
+use crate::engines::etcd::support::{etcd, etcdctl, etcdctl_ok};
 use crate::link::Link;
 use crate::places::{last_beat, Place};
 use crate::procs::{self, wait_until};
@@ -731,7 +731,7 @@ fn check_and_put_refuse_after_a_loss_on_zookeeper() {
     };
     let hosts = hosts.clone();
     check_and_put_refuse_after_a_loss(&place, |key| {
-        crate::zk_support::with_client(&hosts, async |c| {
+        crate::engines::zookeeper::support::with_client(&hosts, async |c| {
             c.get_data(&format!("/{key}"))
                 .await
                 .ok()
@@ -1130,13 +1130,13 @@ fn a_cut_off_holder_warns_its_job_before_the_stop_and_a_renewal_clears_it() {
 /// query, and a frozen connection answers none.
 #[test]
 fn a_cut_off_postgres_holder_warns_its_job_and_a_healed_link_clears_it() {
-    let url = crate::pg_support::postgres().url();
+    let url = crate::engines::postgres::support::postgres().url();
     let server = url
         .trim_start_matches("postgres://postgres@")
         .trim_end_matches("/postgres");
     let link = Link::new(server);
     let place = Place::Postgres {
-        prefix: crate::pg_support::unique("ops-jeopardy"),
+        prefix: crate::engines::postgres::support::unique("ops-jeopardy"),
         url: format!("postgres://postgres@{}/postgres", link.http_addr()),
     };
     warns_before_the_stop(place, &link);
@@ -1146,7 +1146,7 @@ fn a_cut_off_postgres_holder_warns_its_job_and_a_healed_link_clears_it() {
 /// jeopardy until it reconnects within its timeout.
 #[test]
 fn a_cut_off_zookeeper_holder_warns_its_job_and_a_healed_link_clears_it() {
-    let link = Link::new(&crate::zk_support::zk().addr);
+    let link = Link::new(&crate::engines::zookeeper::support::zk().addr);
     warns_before_the_stop(
         Place::zookeeper_at("ops-jeopardy", &link.http_addr()),
         &link,
@@ -1262,7 +1262,7 @@ fn put_writes_nothing_inside_a_lock_on_zookeeper() {
     let sem_work = scratch();
     let sem_holder = place.hold(sem_work.path(), "", &["semaphore", "--limit", "2", &sem]);
     let (holder, seq) = sequencer_of(&place, work.path(), &["elect", &own]);
-    let victim_node = crate::zk_support::with_client(&hosts, async |c| {
+    let victim_node = crate::engines::zookeeper::support::with_client(&hosts, async |c| {
         c.list_children(&format!("/{other}"))
             .await
             .unwrap()
@@ -1281,7 +1281,7 @@ fn put_writes_nothing_inside_a_lock_on_zookeeper() {
     ];
     puts_are_refused(&place, &seq, &planted);
     for key in &planted {
-        let found = crate::zk_support::with_client(&hosts, async |c| {
+        let found = crate::engines::zookeeper::support::with_client(&hosts, async |c| {
             c.get_data(&format!("/{key}")).await.ok().map(|(v, _)| v)
         });
         assert_ne!(

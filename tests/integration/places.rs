@@ -7,11 +7,11 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use crate::consul::TestConsul;
-use crate::etcd_support;
-use crate::pg_support;
+use crate::engines::consul::support::TestConsul;
+use crate::engines::etcd::support as etcd_support;
+use crate::engines::postgres::support as pg_support;
+use crate::engines::zookeeper::support as zk_support;
 use crate::support::{self, script_with, wait_for_file, Running};
-use crate::zk_support;
 
 /// The engines every shared scenario runs on, one line each: the test's
 /// name and the [`Place`] it runs in, made from the scenario's name. A new

@@ -12,7 +12,7 @@ use std::process::{Child, Command, Output, Stdio};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::consul::{Api, TestConsul};
+use crate::engines::consul::support::{Api, TestConsul};
 use crate::procs::{self, wait_until};
 
 /// The `lockrun` binary under test.
