@@ -17,7 +17,7 @@ use crate::support::{now_ns, run, scratch, FlockHolder, Running};
 
 /// One GET over the unix socket at `sock`: the status code and body, or
 /// `None` when nothing answers.
-fn get(sock: &Path, path: &str) -> Option<(u16, String)> {
+pub(crate) fn get(sock: &Path, path: &str) -> Option<(u16, String)> {
     let mut stream = UnixStream::connect(sock).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(stream, "GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").ok()?;

@@ -207,6 +207,48 @@ impl Place {
         });
     }
 
+    /// Takes `key`'s lock from its holder from outside, by the engine's own
+    /// act: Consul destroys the holder's session, etcd revokes its lease
+    /// (`etcdctl lease revoke`); on PostgreSQL and ZooKeeper `lockrun
+    /// release` is that act (`pg_terminate_backend` of the holder's
+    /// session, the delete of its node). A flock cannot be taken from its
+    /// holder: on local, `release` asks the holder to let go.
+    pub fn revoke(&self, key: &str) {
+        match self {
+            Place::Consul(consul, _) => {
+                let api = consul.api();
+                let session = [format!("{key}/.lock"), key.to_owned()]
+                    .iter()
+                    .find_map(|k| api.kv_get(k).and_then(|e| e.session))
+                    .unwrap_or_else(|| panic!("no session holds `{key}`"));
+                api.session_destroy(&session);
+            }
+            Place::Etcd { endpoint, .. } => {
+                let out = etcd_support::etcdctl_at(endpoint)
+                    .args(["get", key, "--prefix", "-w", "json"])
+                    .output()
+                    .expect("etcdctl get");
+                let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+                    .unwrap_or_else(|e| panic!("etcdctl get {key}: {e}: {out:?}"));
+                let lease = json["kvs"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find_map(|kv| kv["lease"].as_i64().filter(|&l| l != 0))
+                    .unwrap_or_else(|| panic!("no lease holds `{key}`: {json}"));
+                let out = etcd_support::etcdctl_at(endpoint)
+                    .args(["lease", "revoke", &format!("{lease:x}")])
+                    .output()
+                    .expect("etcdctl lease revoke");
+                assert!(out.status.success(), "etcdctl lease revoke: {out:?}");
+            }
+            Place::Postgres { .. } | Place::Zookeeper { .. } | Place::Local(_) => {
+                let output = support::run(&mut self.lockrun(&["release", key]));
+                self.status(&output, 0, "release");
+            }
+        }
+    }
+
     /// A holder whose `--shell` child touches `ready` and waits for `go`
     /// (`setup` runs first, traps say).
     pub fn hold(&self, work: &Path, setup: &str, args: &[&str]) -> Running {

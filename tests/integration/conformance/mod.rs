@@ -8,3 +8,5 @@ pub mod locks;
 pub mod contain;
 // Shared locks: readers together, a writer alone, with each engine's own tools.
 mod shared_locks;
+// A run's life: statuses, signals, a loss, leader and release, the endpoint.
+mod lifecycle;
