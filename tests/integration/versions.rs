@@ -1,7 +1,8 @@
 //! The engine-facing parts of this suite again, against each real engine
 //! version CI tests: the Consul part against a real Consul 1.6.2 and 1.15.10
 //! dev agent (beside the emulator, which the plain run uses), the etcd part
-//! against etcd 3.5 (beside the `etcd` on PATH, Debian's 3.4), and the
+//! against etcd 3.5 (beside the `etcd` on PATH, Debian's 3.4), the shared
+//! scenarios' ZooKeeper part against a 3-member ensemble, and the
 //! Consul API facts (`engines::consul::api_facts`) against the emulator
 //! imitating 1.6.
 //!
@@ -25,6 +26,7 @@ use std::time::Instant;
 use crate::engines::consul::real::Agent;
 use crate::engines::consul::support::{EMULATOR_VERSION_ENV, REAL_AGENT_ENV};
 use crate::engines::etcd::support::ETCD_BIN_DIR_ENV;
+use crate::engines::zookeeper::support::ENSEMBLE_ENV;
 
 /// Set in a re-run, so that it never starts another (it also skips this
 /// module by name).
@@ -110,6 +112,20 @@ fn the_etcd_suite_passes_on_3_5() {
     run(child, "etcd 3.5");
 }
 
+/// The shared scenarios' ZooKeeper tests (`conformance::..::on_zookeeper`)
+/// against a 3-member ensemble (the plain run has a standalone server):
+/// the client's connect string names all three members.
+#[test]
+fn the_zookeeper_scenarios_pass_on_an_ensemble() {
+    if std::env::var_os(RERUN_ENV).is_some() {
+        return;
+    }
+    let mut child = rerun();
+    child.env(ENSEMBLE_ENV, "1");
+    child.arg("::on_zookeeper");
+    run(child, "a 3-member ZooKeeper ensemble");
+}
+
 /// The emulator's Consul 1.6 answers, which the plain run never asks for,
 /// against the facts the real 1.6.2 agent showed: a fact that holds on only
 /// one of them is a bug in the emulator or in the test.
@@ -149,6 +165,7 @@ fn rerun() -> Command {
     child.env_remove(REAL_AGENT_ENV);
     child.env_remove(ETCD_BIN_DIR_ENV);
     child.env_remove(EMULATOR_VERSION_ENV);
+    child.env_remove(ENSEMBLE_ENV);
     for skip in NEVER_RERUN {
         child.args(["--skip", skip]);
     }

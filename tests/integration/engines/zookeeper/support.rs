@@ -128,9 +128,26 @@ fn srvr_mode(addr: &str) -> Option<String> {
 
 static SHARED: OnceLock<TestZk> = OnceLock::new();
 
-/// The shared standalone server, started on first use.
+/// Set (to anything), the shared server is a 3-member ensemble: `versions`
+/// re-runs the shared scenarios' ZooKeeper tests so.
+pub const ENSEMBLE_ENV: &str = "LOCKRUN_TEST_ZK_ENSEMBLE";
+
+/// The shared ensemble's members but the first, which [`zk`] holds.
+static SHARED_PEERS: OnceLock<Vec<TestZk>> = OnceLock::new();
+
+/// The shared standalone server, started on first use; with
+/// [`ENSEMBLE_ENV`] set, the first member of a shared 3-member ensemble,
+/// its `addr` the ensemble's connect string.
 pub fn zk() -> &'static TestZk {
     SHARED.get_or_init(|| {
+        if std::env::var_os(ENSEMBLE_ENV).is_some() {
+            let mut servers = ensemble();
+            let addr = hosts(&servers);
+            let mut first = servers.remove(0);
+            first.addr = addr;
+            assert!(SHARED_PEERS.set(servers).is_ok(), "one shared ensemble");
+            return first;
+        }
         let mut last = String::new();
         for _ in 0..3 {
             match launch(1, &["127.0.0.1".to_owned()], &[free_port()], None, "") {
