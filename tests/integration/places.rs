@@ -11,7 +11,7 @@ use crate::engines::consul::support::TestConsul;
 use crate::engines::etcd::support as etcd_support;
 use crate::engines::postgres::support as pg_support;
 use crate::engines::zookeeper::support as zk_support;
-use crate::support::{self, script_with, wait_for_file, Running};
+use crate::support::{self, script_with, wait_for_file, Contender, Running, CONTENDER_BODY};
 
 /// The engines every shared scenario runs on, one line each: the test's
 /// name and the [`Place`] it runs in, made from the scenario's name. A new
@@ -247,6 +247,78 @@ impl Place {
                 self.status(&output, 0, "release");
             }
         }
+    }
+
+    /// The key of `name` that lockrun and [`Place::peer_hold`] both take:
+    /// on Consul `consul lock P` holds `P/.lock`, which is the key lockrun
+    /// shares with it (`lockrun elect P` refuses to run beside it, 125,
+    /// naming `P/.lock`); elsewhere the key itself.
+    pub fn peer_key(&self, name: &str) -> String {
+        match self {
+            Place::Consul(..) => format!("{}/.lock", self.key(name)),
+            _ => self.key(name),
+        }
+    }
+
+    /// The engine's own tool holding `key` ([`Place::peer_key`]) as
+    /// lockrun's rivals do, its
+    /// child [`CONTENDER_BODY`]: flock(1) on the key's file, `consul lock`
+    /// (the real binary), `etcdctl lock`, a psql session in
+    /// `pg_advisory_lock` on the key's documented id, kazoo's `Lock` (with
+    /// the `-lock-` pattern its users pass). `None` where the tool is not
+    /// here (`consul lock` without the real binaries).
+    pub fn peer_hold(&self, key: &str) -> Option<Contender> {
+        let body = |dir: &Path| {
+            let file = dir.join("body.sh");
+            std::fs::write(&file, CONTENDER_BODY).unwrap();
+            file
+        };
+        let contender = match self {
+            Place::Local(lock_dir) => {
+                let file = lock_dir.path().join(key);
+                std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+                Contender::other(|dir| {
+                    let mut cmd = Command::new("flock");
+                    cmd.arg(&file).arg("sh").arg(body(dir)).arg(dir);
+                    cmd
+                })
+            }
+            Place::Consul(consul, _) => {
+                crate::engines::consul::real::binaries_dir()?;
+                let versions = crate::engines::consul::real::VERSIONS;
+                let consul_bin = crate::engines::consul::real::binary(versions[versions.len() - 1]);
+                let addr = consul.http_addr();
+                Contender::other(|dir| {
+                    let mut cmd = Command::new(&consul_bin);
+                    cmd.arg("lock")
+                        .arg(format!("-http-addr=http://{addr}"))
+                        .arg(key.strip_suffix("/.lock").expect("a Place::peer_key"))
+                        .arg(format!("sh {} {}", body(dir).display(), dir.display()));
+                    cmd
+                })
+            }
+            Place::Etcd { endpoint, .. } => Contender::other(|dir| {
+                let mut cmd = etcd_support::etcdctl_at(endpoint);
+                cmd.args(["lock", key, "--", "sh"]).arg(body(dir)).arg(dir);
+                cmd
+            }),
+            Place::Postgres { .. } => {
+                let id = pg_support::psql_ok(&format!(
+                    "select ('x' || substr(md5('{key}'), 1, 16))::bit(64)::bigint"
+                ));
+                Contender::other(|dir| {
+                    let mut cmd = pg_support::psql();
+                    cmd.args(["-c", &format!("select pg_advisory_lock({id})")])
+                        .arg("-c")
+                        .arg(format!("\\! sh {} {}", body(dir).display(), dir.display()));
+                    cmd
+                })
+            }
+            Place::Zookeeper { hosts, .. } => {
+                crate::engines::zookeeper::cli::kazoo_rival(hosts, &format!("/{key}"), "extra")
+            }
+        };
+        Some(contender)
     }
 
     /// A holder whose `--shell` child touches `ready` and waits for `go`

@@ -566,3 +566,12 @@ impl Contender {
         self.running.as_ref().expect("running").signal(signal);
     }
 }
+
+/// A dropped contender's child is let go first: killed, another client
+/// (flock(1), psql, `consul lock`) leaves its child beating with the
+/// output pipe open, and a failing test would wait for that pipe forever.
+impl Drop for Contender {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.dir.path().join("go"), "");
+    }
+}

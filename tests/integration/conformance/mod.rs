@@ -10,3 +10,5 @@ pub mod contain;
 mod shared_locks;
 // A run's life: statuses, signals, a loss, leader and release, the endpoint.
 mod lifecycle;
+// lockrun and each engine's own tool exclude each other both ways.
+mod interop;

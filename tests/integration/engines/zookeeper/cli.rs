@@ -49,7 +49,7 @@ fn curator_with(hosts: &str, path: &str, extra: &[&str]) -> Contender {
 
 /// kazoo's `Lock` on `path` (`mode`: `default` or `extra`, with
 /// `extra_lock_patterns=["-lock-"]`), as a contender.
-fn kazoo_rival(hosts: &str, path: &str, mode: &str) -> Contender {
+pub(crate) fn kazoo_rival(hosts: &str, path: &str, mode: &str) -> Contender {
     Contender::other(|dir| {
         let mut cmd = Command::new("python3");
         cmd.env("PYTHONPATH", kazoo_dir())

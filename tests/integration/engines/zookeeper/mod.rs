@@ -4,6 +4,6 @@
 // A real ZooKeeper for the zookeeper tests: one shared server, ensembles for faults.
 pub mod support;
 // `--backend zookeeper` end to end beside Curator and kazoo, and its faults.
-mod cli;
+pub mod cli;
 // `--backend zookeeper` over TLS: a secure client port, client certificates.
 mod tls;
