@@ -249,6 +249,37 @@ impl Place {
         }
     }
 
+    /// The value the engine keeps at `key`, read with its own client;
+    /// `None` where the engine keeps no data beside its locks (local,
+    /// PostgreSQL: a fenced `put` has nowhere to write there).
+    pub fn read(&self, key: &str) -> Option<Option<String>> {
+        match self {
+            Place::Consul(consul, _) => Some(
+                consul
+                    .api()
+                    .kv_get(key)
+                    .map(|e| String::from_utf8_lossy(&e.value).into_owned()),
+            ),
+            Place::Etcd { endpoint, .. } => {
+                let out = etcd_support::etcdctl_at(endpoint)
+                    .args(["get", "--print-value-only", key])
+                    .output()
+                    .expect("etcdctl get");
+                assert!(out.status.success(), "etcdctl get: {out:?}");
+                let value = String::from_utf8_lossy(&out.stdout);
+                let value = value.trim_end_matches('\n');
+                Some((!value.is_empty()).then(|| value.to_string()))
+            }
+            Place::Zookeeper { hosts, .. } => Some(zk_support::with_client(hosts, async |c| {
+                c.get_data(&format!("/{key}"))
+                    .await
+                    .ok()
+                    .map(|(v, _)| String::from_utf8_lossy(&v).into_owned())
+            })),
+            Place::Local(_) | Place::Postgres { .. } => None,
+        }
+    }
+
     /// The key of `name` that lockrun and [`Place::peer_hold`] both take:
     /// on Consul `consul lock P` holds `P/.lock`, which is the key lockrun
     /// shares with it (`lockrun elect P` refuses to run beside it, 125,

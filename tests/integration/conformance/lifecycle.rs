@@ -104,3 +104,17 @@ fn the_status_endpoint_shows_the_hold(place: &Place) {
     place.status(&holder.finish(), 0, "the holder");
 }
 on_every_engine!(the_status_endpoint_shows_the_hold);
+
+/// `check` and a fenced `put` with the holder's sequencer, by the engine's
+/// capability: where it keeps data, `put` writes while the holder holds and
+/// is refused (nothing written) once the lock was taken from it; where it
+/// keeps none, `check` follows the holder and `put` says it has nowhere to
+/// write (2).
+fn check_and_put_follow_the_sequencer(place: &Place) {
+    if place.read(&place.key("probe")).is_some() {
+        crate::ops::check_and_put_refuse_after_a_loss(place, |key| place.read(key).flatten());
+    } else {
+        crate::ops::check_follows_its_holder_where_put_has_nowhere_to_write(place);
+    }
+}
+on_every_engine!(check_and_put_follow_the_sequencer);
