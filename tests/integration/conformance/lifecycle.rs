@@ -77,6 +77,7 @@ fn leader_and_release_of_a_free_key(place: &Place) {
     assert_eq!(stdout(&output), "", "{output:?}");
     let output = run(&mut place.lockrun(&["release", &key]));
     place.status(&output, 1, "release of a free key");
+    assert_eq!(stdout(&output), "", "{output:?}");
     let output = run(&mut place.lockrun(&["elect", "-n", &key, "--", "true"]));
     place.status(&output, 0, "a run after the release of a free key");
 }

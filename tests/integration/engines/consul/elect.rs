@@ -36,14 +36,6 @@ fn runs_the_child_passes_its_status_and_cleans_up() {
 }
 
 #[test]
-fn a_child_killed_by_a_signal_gives_128_plus_n() {
-    let consul = TestConsul::start();
-    let key = consul.prefix("elect-signal-status") + "/leader";
-    let output = run(&mut elect(&consul, &key, &["--shell"], &["kill -TERM $$"]));
-    assert_status(&output, 128 + 15, "killed by SIGTERM", &consul);
-}
-
-#[test]
 fn a_missing_command_is_127_and_nothing_is_written() {
     let consul = TestConsul::start();
     let key = consul.prefix("elect-127") + "/leader";
@@ -162,21 +154,6 @@ fn no_wait_on_a_held_lock_exits_75_and_leaves_nothing_behind() {
 }
 
 #[test]
-fn timeout_on_a_held_lock_exits_75() {
-    let consul = TestConsul::start();
-    let key = consul.prefix("elect-timeout") + "/leader";
-    let holder = Holder::spawn(|child| elect(&consul, &key, &["--shell"], child));
-    let output = run(&mut elect(
-        &consul,
-        &key,
-        &["--timeout", "500ms"],
-        &["true"],
-    ));
-    assert_status(&output, 75, "--timeout on a held lock", &consul);
-    holder.finish(&consul);
-}
-
-#[test]
 fn eight_contenders_take_turns_and_never_overlap() {
     let consul = TestConsul::start();
     let key = consul.prefix("elect-mutex") + "/leader";
@@ -234,27 +211,6 @@ fn an_operator_release_stops_the_child_and_exits_124() {
     let output = running.finish();
     assert_status(&output, 124, "lock lost", &consul);
     assert!(dir.path().join("stopped").exists(), "the child got SIGTERM");
-}
-
-#[test]
-fn a_destroyed_session_stops_the_child_and_exits_124() {
-    let consul = TestConsul::start();
-    let key = consul.prefix("elect-destroyed") + "/leader";
-    let dir = scratch();
-    let body = script("while :; do sleep 0.05; done");
-    let running = Running::spawn(&mut elect(
-        &consul,
-        &key,
-        &["--shell"],
-        &[&body, &dir.path().display().to_string()],
-    ));
-    wait_for_file(&dir.path().join("ready"));
-    let pid = read_pid_file(&dir.path().join("pid"), procs::deadline());
-    let session = consul.api().kv_get(&key).unwrap().session.unwrap();
-    consul.api().session_destroy(&session);
-    let output = running.finish();
-    assert_status(&output, 124, "session destroyed", &consul);
-    assert!(!pid_alive(pid), "the child is gone");
 }
 
 #[test]
