@@ -509,10 +509,24 @@ impl Contender {
     }
 
     pub fn wait_started(&self, what: &str) {
+        self.wait_started_within(procs::PATIENCE, what);
+    }
+
+    pub fn wait_started_within(&self, patience: std::time::Duration, what: &str) {
         assert!(
-            wait_until(procs::deadline(), || self.started()),
+            wait_until(std::time::Instant::now() + patience, || self.started()),
             "{what} never held"
         );
+    }
+
+    /// Whether it has exited (without reaping it).
+    pub fn exited(&mut self) -> bool {
+        self.running.as_mut().expect("running").exited()
+    }
+
+    /// `LOCKRUN_LOCK_INDEX` of its first hold.
+    pub fn fence(&self) -> u64 {
+        self.fences().first().expect("a fence").0
     }
 
     /// Its child's timestamps, in ns.
