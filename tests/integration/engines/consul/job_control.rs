@@ -7,13 +7,13 @@
 //! suite's generous deadline; nothing sleeps.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 use crate::engines::consul::support::{Api, TestConsul};
 use crate::procs::{self, deadline, pid_alive, wait_until, KillGroupsOnDrop};
-use crate::support::{bin, encode_key, kv_acquire, lockrun};
+use crate::support::{bin, encode_key, kv_acquire, lockrun, Pty};
 
 /// The flags `consul lock` (and lockrun) put on a lock key.
 const CONSUL_LOCK_FLAGS: u64 = 0x2ddc_cbc0_58a5_0c18;
@@ -34,17 +34,12 @@ impl Terminal {
     /// bash as the leader of a new session whose controlling terminal is the
     /// pty, with lockrun's test environment (Consul's address, the TTL).
     fn start(consul: &TestConsul) -> Terminal {
-        let pty = nix::pty::openpty(None, None).expect("open a pseudo-terminal");
-        let slave = File::from(pty.slave);
         let mut command = std::process::Command::new("setsid");
         command
             .args(["-c", "bash", "--norc", "--noprofile", "-i"])
             .env("PS1", PROMPT)
             .env("TERM", "dumb")
-            .env("HISTFILE", "/dev/null")
-            .stdin(slave.try_clone().unwrap())
-            .stdout(slave.try_clone().unwrap())
-            .stderr(slave);
+            .env("HISTFILE", "/dev/null");
         let template = lockrun(consul, ["--version"]);
         for (key, value) in template.get_envs() {
             match value {
@@ -52,22 +47,7 @@ impl Terminal {
                 None => command.env_remove(key),
             };
         }
-        let shell = command.spawn().expect("run bash under setsid");
-        // Our copies of the slave side must go, so that the reader sees the
-        // end once bash is gone.
-        drop(command);
-        let master = File::from(pty.master);
-        let transcript = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
-        let mut reader = master.try_clone().unwrap();
-        let sink = Arc::clone(&transcript);
-        std::thread::spawn(move || {
-            let mut buffer = [0; 4096];
-            while let Ok(n @ 1..) = reader.read(&mut buffer) {
-                let (text, changed) = &*sink;
-                text.lock().unwrap().extend_from_slice(&buffer[..n]);
-                changed.notify_all();
-            }
-        });
+        let (Pty { master, transcript }, shell) = Pty::spawn(command);
         let mut terminal = Terminal {
             master,
             transcript,
