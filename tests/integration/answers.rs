@@ -1,8 +1,8 @@
 //! Answers that must be true where production differs from the lab: ACLs
 //! that hide a holder, keys every backend judges alike, a frozen engine.
 
-use crate::consul::{Api, TestConsul};
-use crate::real_consul::{self, Agent, Spec};
+use crate::engines::consul::real::{self as real_consul, Agent, Spec};
+use crate::engines::consul::support::{Api, TestConsul};
 use crate::support::{bare, describe, run};
 
 const ACLS: &str = r#"acl { enabled = true, default_policy = "deny", tokens { master = "root" } }"#;
@@ -10,7 +10,10 @@ const ACLS: &str = r#"acl { enabled = true, default_policy = "deny", tokens { ma
 /// A holder the token cannot see: `leader`, `leader --wait`, `release` and
 /// `leader --json` must fail (125) saying so, never answer "no holder".
 fn hidden_holder_is_an_error(addr: &str, root: &Api, token: Option<&str>, what: &str) {
-    let key = format!("acl/{:08x}/leader", crate::consul::random_u64() as u32);
+    let key = format!(
+        "acl/{:08x}/leader",
+        crate::engines::consul::support::random_u64() as u32
+    );
     let session = root.session_create("{}");
     assert!(
         root.kv_acquire(&key, &session, "primary"),
@@ -139,14 +142,18 @@ fn every_backend_refuses_the_same_keys_before_writing() {
                 }
             }
             Place::Etcd { prefix, .. } => {
-                let left =
-                    crate::etcd_support::etcdctl_ok(&["get", "--prefix", "--keys-only", prefix]);
+                let left = crate::engines::etcd::support::etcdctl_ok(&[
+                    "get",
+                    "--prefix",
+                    "--keys-only",
+                    prefix,
+                ]);
                 assert!(left.trim().is_empty(), "nothing on etcd: {left}");
             }
             // Nothing to leave: a lock lives only while its connection does.
             Place::Postgres { .. } => {}
             Place::Zookeeper { prefix, hosts } => {
-                let left = crate::zk_support::tree(hosts, prefix);
+                let left = crate::engines::zookeeper::support::tree(hosts, prefix);
                 assert!(left.is_empty(), "nothing on ZooKeeper: {left:?}");
             }
             Place::Local(dir) => {

@@ -10,22 +10,21 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::future::Future;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lockrun::child::{Child, ChildExit, Command, Containment, Leftovers, Prepared, Terminal};
 use lockrun::signals::Signal;
 
-use crate::consul::TestConsul;
+use crate::engines::consul::support::TestConsul;
 use crate::procs::{
     deadline, group_alive, inheritable_fds, open_fds, pid_alive, pid_exists, process_name,
     read_line_file, read_pid_file, reading_a_pipe, wait_until, KillGroupsOnDrop, PATIENCE,
 };
-use crate::support::{assert_killed_by, assert_status, lockrun, wait_for_file, Running};
+use crate::support::{assert_killed_by, assert_status, lockrun, wait_for_file, Pty, Running};
 
 const GUARD: &str = env!("CARGO_BIN_EXE_lockrun");
 const HELPER_DIR_VAR: &str = "LOCKRUN_CHILD_TEST_DIR";
@@ -738,7 +737,7 @@ fn a_guard_that_cannot_take_the_lent_descriptor_runs_nothing() {
 }
 
 #[test]
-fn a_waiting_lockrun_parks_its_guard_and_an_interrupt_ends_it() {
+fn a_waiting_lockrun_parks_its_guard_and_an_interrupt_ends_it_on_consul() {
     let consul = TestConsul::start();
     let key = consul.prefix("child-parked") + "/leader";
     let dir = tempdir();
@@ -902,8 +901,6 @@ fn helper_spawn_and_hang() {
 #[test]
 fn an_interactive_child_gets_the_terminal() {
     let dir = tempdir();
-    let pty = nix::pty::openpty(None, None).expect("open a pseudo-terminal");
-    let slave = File::from(pty.slave);
     // setsid -c: a new session whose controlling terminal is stdin, with the
     // helper in its foreground group, like a login shell's job.
     let mut command = std::process::Command::new("setsid");
@@ -911,31 +908,14 @@ fn an_interactive_child_gets_the_terminal() {
         .args(["-w", "-c"])
         .arg(std::env::current_exe().unwrap())
         .args(helper("helper_interactive", dir.path()).get_args())
-        .env(HELPER_DIR_VAR, dir.path())
-        .stdin(slave.try_clone().unwrap())
-        .stdout(slave.try_clone().unwrap())
-        .stderr(slave);
-    let mut helper = command.spawn().expect("run setsid");
-    // Our copies of the terminal's slave side must go, so the reader below
-    // sees the end once the helper is done.
-    drop(command);
-
-    let mut master = File::from(pty.master);
-    let transcript = Arc::new(Mutex::new(Vec::new()));
-    let mut reader = master.try_clone().unwrap();
-    let sink = Arc::clone(&transcript);
-    std::thread::spawn(move || {
-        let mut buffer = [0; 4096];
-        while let Ok(n @ 1..) = reader.read(&mut buffer) {
-            sink.lock().unwrap().extend_from_slice(&buffer[..n]);
-        }
-    });
-    let output = || String::from_utf8_lossy(&transcript.lock().unwrap()).into_owned();
+        .env(HELPER_DIR_VAR, dir.path());
+    let (pty, mut helper) = Pty::spawn(command);
+    let output = || pty.text();
 
     read_line_file(&dir.path().join("reading"), deadline());
-    master.write_all(b"typed at the terminal\n").unwrap();
+    pty.send(b"typed at the terminal\n");
     read_line_file(&dir.path().join("sleeping"), deadline());
-    master.write_all(b"\x03").unwrap(); // Ctrl-C
+    pty.send(b"\x03"); // Ctrl-C
 
     let mut status = None;
     let finished = wait_until(deadline(), || {
@@ -960,37 +940,20 @@ fn an_interactive_child_gets_the_terminal() {
 #[test]
 fn ctrl_c_while_parked_reaches_lockrun() {
     let dir = tempdir();
-    let pty = nix::pty::openpty(None, None).expect("open a pseudo-terminal");
-    let slave = File::from(pty.slave);
     let mut command = std::process::Command::new("setsid");
     command
         .args(["-w", "-c"])
         .arg(std::env::current_exe().unwrap())
         .args(helper("helper_parked", dir.path()).get_args())
-        .env(HELPER_DIR_VAR, dir.path())
-        .stdin(slave.try_clone().unwrap())
-        .stdout(slave.try_clone().unwrap())
-        .stderr(slave);
-    let mut helper = command.spawn().expect("run setsid");
-    drop(command);
-
-    let mut master = File::from(pty.master);
-    let transcript = Arc::new(Mutex::new(Vec::new()));
-    let mut reader = master.try_clone().unwrap();
-    let sink = Arc::clone(&transcript);
-    std::thread::spawn(move || {
-        let mut buffer = [0; 4096];
-        while let Ok(n @ 1..) = reader.read(&mut buffer) {
-            sink.lock().unwrap().extend_from_slice(&buffer[..n]);
-        }
-    });
-    let output = || String::from_utf8_lossy(&transcript.lock().unwrap()).into_owned();
+        .env(HELPER_DIR_VAR, dir.path());
+    let (pty, mut helper) = Pty::spawn(command);
+    let output = || pty.text();
 
     let mut groups = KillGroupsOnDrop::new();
     groups.watch(read_pid_file(&dir.path().join("parked"), deadline()));
-    master.write_all(b"\x03").unwrap(); // Ctrl-C, while the guard is parked
+    pty.send(b"\x03"); // Ctrl-C, while the guard is parked
     read_line_file(&dir.path().join("reading"), deadline());
-    master.write_all(b"after the interrupt\n").unwrap();
+    pty.send(b"after the interrupt\n");
 
     let mut status = None;
     let finished = wait_until(deadline(), || {

@@ -7,103 +7,15 @@
 //! wherever a healthy path was there (the holder is given every endpoint or
 //! agent).
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use crate::etcd_support::{cluster, etcdctl_at, unique, TestEtcd};
+use crate::engines::consul::real::{Agent, Cluster};
+use crate::engines::etcd::support::{cluster, etcdctl_at, unique, TestEtcd};
 use crate::procs::{self, wait_until};
-use crate::real_consul::{Agent, Cluster};
-use crate::support::{self, assert_exit, max_overlap, scratch, Running};
-
-/// The child of every contender: its fence, then a timestamp every 10 ms
-/// until the test writes `go`. Killed, it simply stops beating: its last
-/// beat is when it last ran.
-const BODY: &str = "echo \"$LOCKRUN_LOCK_INDEX\" > \"$1/fence\"; \
-    while [ ! -e \"$1/go\" ]; do date +%s%N >> \"$1/beat\"; sleep 0.01; done; \
-    date +%s%N >> \"$1/beat\"";
-
-/// One lockrun whose child beats in a directory of its own.
-struct Contender {
-    running: Option<Running>,
-    dir: tempfile::TempDir,
-}
-
-impl Contender {
-    /// `cmd` (lockrun with its settings and subcommand) with the child.
-    fn spawn(mut cmd: Command) -> Contender {
-        let dir = scratch();
-        cmd.args(["--shell", "--", BODY]).arg(dir.path());
-        Contender {
-            running: Some(Running::spawn(&mut cmd)),
-            dir,
-        }
-    }
-
-    /// Spawns and waits until its child runs.
-    fn holding(cmd: Command) -> Contender {
-        let c = Contender::spawn(cmd);
-        c.wait_started();
-        c
-    }
-
-    fn started(&self) -> bool {
-        self.dir.path().join("beat").exists()
-    }
-
-    fn wait_started(&self) {
-        self.wait_started_within(procs::PATIENCE);
-    }
-
-    fn wait_started_within(&self, patience: Duration) {
-        assert!(
-            wait_until(Instant::now() + patience, || self.started()),
-            "{} never ran its child",
-            self.running
-                .as_ref()
-                .map(|r| r.description.as_str())
-                .unwrap_or("lockrun")
-        );
-    }
-
-    /// (first beat, last beat) in ns.
-    fn span(&self) -> (u128, u128) {
-        let beats = beats(self.dir.path());
-        (beats[0], *beats.last().unwrap())
-    }
-
-    fn fence(&self) -> u64 {
-        let text = std::fs::read_to_string(self.dir.path().join("fence")).unwrap();
-        text.trim().parse().unwrap()
-    }
-
-    fn go(&self) {
-        std::fs::write(self.dir.path().join("go"), "").unwrap();
-    }
-
-    /// Waits for lockrun to exit.
-    fn finish(&mut self) -> Output {
-        self.running.take().expect("running").finish()
-    }
-
-    fn exited(&mut self) -> bool {
-        self.running.as_mut().expect("running").exited()
-    }
-
-    fn signal(&self, signal: Signal) {
-        self.running.as_ref().expect("running").signal(signal);
-    }
-}
-
-fn beats(dir: &Path) -> Vec<u128> {
-    std::fs::read_to_string(dir.join("beat"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
-}
+use crate::support::{self, assert_exit, max_overlap, Contender};
 
 /// Watches `window` go by and fails at once if the holder exits or the
 /// rival's child starts: the lock must be kept throughout.
@@ -198,7 +110,7 @@ fn etcd_a_stopped_member_of_the_holders_costs_no_lock() {
     let leader = etcd_leader(&members);
     all.swap(0, (leader + 1) % 3);
     let mut holder = Contender::holding(etcd_elect(&all, &key));
-    let rival = Contender::spawn(etcd_elect(&all[1..], &key));
+    let rival = Contender::lockrun(etcd_elect(&all[1..], &key));
     etcd_queued(all[1], &key, 2);
     all[0].signal(Signal::SIGSTOP);
     // Twice the TTL: the lease would have run out twice over.
@@ -212,7 +124,7 @@ fn etcd_a_stopped_member_of_the_holders_costs_no_lock() {
     holder.go();
     assert_exit(&holder.finish(), 0, "the holder", String::new);
     let mut rival = rival;
-    rival.wait_started();
+    rival.wait_started("the rival");
     rival.go();
     assert_exit(&rival.finish(), 0, "the rival", String::new);
     no_overlap_and_growing_fences(&[&holder, &rival], "member stopped");
@@ -230,7 +142,7 @@ fn etcd_the_leader_killed_under_the_holder_leaves_it_the_lock() {
     let mut all: Vec<&TestEtcd> = members.iter().collect();
     all.swap(0, leader);
     let mut holder = Contender::holding(etcd_elect(&all, &key));
-    let rival = Contender::spawn(etcd_elect(&all, &key));
+    let rival = Contender::lockrun(etcd_elect(&all, &key));
     etcd_queued(all[1], &key, 2);
     all[0].signal(Signal::SIGKILL);
     let mut once = etcd_elect(&all, &key);
@@ -246,7 +158,7 @@ fn etcd_the_leader_killed_under_the_holder_leaves_it_the_lock() {
     holder.go();
     assert_exit(&holder.finish(), 0, "the holder", String::new);
     let mut rival = rival;
-    rival.wait_started();
+    rival.wait_started("the rival");
     rival.go();
     assert_exit(&rival.finish(), 0, "the rival", String::new);
     no_overlap_and_growing_fences(&[&holder, &rival], "leader killed");
@@ -284,7 +196,7 @@ fn etcd_a_stopped_leader_under_the_holder_costs_no_lock() {
         let mut all: Vec<&TestEtcd> = members.iter().collect();
         all.swap(0, leader);
         let mut holder = Contender::holding(etcd_elect(&all, &key));
-        let rival = Contender::spawn(etcd_elect(&all[1..], &key));
+        let rival = Contender::lockrun(etcd_elect(&all[1..], &key));
         etcd_queued(all[1], &key, 2);
         let old = leader_id(&all[1].endpoint).expect("a leader");
         renewal_due(all[1], &key);
@@ -321,7 +233,7 @@ fn etcd_a_stopped_leader_under_the_holder_costs_no_lock() {
         holder.go();
         assert_exit(&holder.finish(), 0, "the holder", String::new);
         let mut rival = rival;
-        rival.wait_started();
+        rival.wait_started("the rival");
         rival.go();
         assert_exit(&rival.finish(), 0, "the rival", String::new);
         no_overlap_and_growing_fences(&[&holder, &rival], &what);
@@ -406,7 +318,7 @@ fn etcd_a_waiter_whose_member_hangs_still_takes_the_lock() {
     let holder_eps = [all[1], all[2]];
     let mut holder = Contender::holding(etcd_elect(&holder_eps, &key));
     // The waiter talks to the first member first, and watches there.
-    let mut waiter = Contender::spawn(etcd_elect(&all, &key));
+    let mut waiter = Contender::lockrun(etcd_elect(&all, &key));
     etcd_queued(all[1], &key, 2);
     all[0].signal(Signal::SIGSTOP);
     kept_for(
@@ -417,7 +329,7 @@ fn etcd_a_waiter_whose_member_hangs_still_takes_the_lock() {
     );
     holder.go();
     assert_exit(&holder.finish(), 0, "the holder", String::new);
-    waiter.wait_started();
+    waiter.wait_started("the rival");
     all[0].signal(Signal::SIGCONT);
     waiter.go();
     assert_exit(&waiter.finish(), 0, "the waiter", String::new);
@@ -435,7 +347,7 @@ fn etcd_quorum_loss_stops_the_child_before_a_rival_leads() {
     let mut holder = Contender::holding(etcd_elect(&all, &key));
     let mut rival_cmd = etcd_elect(&all, &key);
     rival_cmd.arg("-v");
-    let mut rival = Contender::spawn(rival_cmd);
+    let mut rival = Contender::lockrun(rival_cmd);
     etcd_queued(&members[1], &key, 2);
     members[1].signal(Signal::SIGSTOP);
     members[2].signal(Signal::SIGSTOP);
@@ -447,7 +359,7 @@ fn etcd_quorum_loss_stops_the_child_before_a_rival_leads() {
     );
     members[1].signal(Signal::SIGCONT);
     members[2].signal(Signal::SIGCONT);
-    rival.wait_started();
+    rival.wait_started("the rival");
     rival.go();
     assert_exit(&rival.finish(), 0, "the rival", String::new);
     no_overlap_and_growing_fences(&[&holder, &rival], "quorum loss");
@@ -462,10 +374,10 @@ fn etcd_a_stopped_holder_is_stopped_before_its_rival_runs() {
     let key = unique("stopped-holder");
     let all: Vec<&TestEtcd> = members.iter().collect();
     let mut holder = Contender::holding(etcd_elect(&all, &key));
-    let mut rival = Contender::spawn(etcd_elect(&all, &key));
+    let mut rival = Contender::lockrun(etcd_elect(&all, &key));
     etcd_queued(&members[1], &key, 2);
     holder.signal(Signal::SIGSTOP);
-    rival.wait_started();
+    rival.wait_started("the rival");
     holder.signal(Signal::SIGCONT);
     assert_exit(&holder.finish(), 124, "the stopped holder", String::new);
     rival.go();
@@ -508,7 +420,7 @@ fn consul_1_15_a_stopped_agent_costs_no_lock_and_a_leaving_one_does() {
     let key = unique("stopped-agent");
     let (mine, other) = (&cluster.clients[0], &cluster.clients[1]);
     let mut holder = Contender::holding(consul_elect(&[mine, other], &key));
-    let mut rival = Contender::spawn(consul_elect(&[other], &key));
+    let mut rival = Contender::lockrun(consul_elect(&[other], &key));
     consul_contenders(other, &key, 2);
     mine.signal(Signal::SIGSTOP);
     // Well past the TTL: before renewals had deadlines and a second
@@ -525,7 +437,7 @@ fn consul_1_15_a_stopped_agent_costs_no_lock_and_a_leaving_one_does() {
     assert_exit(&holder.finish(), 124, "the holder whose node left", || {
         mine.log_tail()
     });
-    rival.wait_started();
+    rival.wait_started("the rival");
     rival.go();
     assert_exit(&rival.finish(), 0, "the rival", String::new);
     no_overlap_and_growing_fences(&[&holder, &rival], "agent stopped, then left");
@@ -543,7 +455,7 @@ fn consul_leader_killed(version: &str) {
     let key = unique("killed-leader");
     let (mine, other) = (&cluster.clients[0], &cluster.clients[1]);
     let mut holder = Contender::holding(consul_elect(&[mine, other], &key));
-    let rival = Contender::spawn(consul_elect(&[other], &key));
+    let rival = Contender::lockrun(consul_elect(&[other], &key));
     consul_contenders(other, &key, 2);
     cluster.leader().signal(Signal::SIGKILL);
     let free = unique("free");
@@ -569,7 +481,7 @@ fn consul_leader_killed(version: &str) {
     holder.go();
     assert_exit(&holder.finish(), 0, "the holder", String::new);
     let mut rival = rival;
-    rival.wait_started();
+    rival.wait_started("the rival");
     rival.go();
     assert_exit(&rival.finish(), 0, "the rival", String::new);
     no_overlap_and_growing_fences(&[&holder, &rival], "leader and agent killed");
@@ -608,7 +520,7 @@ fn consul_1_15_quorum_loss_stops_the_child_before_a_rival_leads() {
     let key = unique("quorum-loss");
     let (mine, other) = (&cluster.clients[0], &cluster.clients[1]);
     let mut holder = Contender::holding(consul_elect(&[mine, other], &key));
-    let mut rival = Contender::spawn(consul_elect(&[other], &key));
+    let mut rival = Contender::lockrun(consul_elect(&[other], &key));
     consul_contenders(other, &key, 2);
     let leader = cluster.leader().pid();
     let stopped: Vec<&Agent> = cluster
@@ -631,7 +543,7 @@ fn consul_1_15_quorum_loss_stops_the_child_before_a_rival_leads() {
     // A leader that lost its quorum steps down, and the next one restarts
     // every session's timer: the session may live on for twice its TTL
     // after the election, then the lock-delay (25 s), plus the election.
-    rival.wait_started_within(Duration::from_secs(60));
+    rival.wait_started_within(Duration::from_secs(60), "the rival");
     rival.go();
     assert_exit(&rival.finish(), 0, "the rival", String::new);
     no_overlap_and_growing_fences(&[&holder, &rival], "quorum loss");
@@ -650,10 +562,10 @@ fn consul_1_6_a_stopped_holder_is_stopped_before_its_rival_runs() {
     let key = unique("stopped-holder");
     let (mine, other) = (&cluster.clients[0], &cluster.clients[1]);
     let mut holder = Contender::holding(consul_elect(&[mine, other], &key));
-    let mut rival = Contender::spawn(consul_elect(&[other], &key));
+    let mut rival = Contender::lockrun(consul_elect(&[other], &key));
     consul_contenders(other, &key, 2);
     holder.signal(Signal::SIGSTOP);
-    rival.wait_started();
+    rival.wait_started("the rival");
     holder.signal(Signal::SIGCONT);
     assert_exit(&holder.finish(), 124, "the stopped holder", String::new);
     rival.go();
@@ -671,7 +583,7 @@ fn consul_1_6_a_stopped_holder_is_stopped_before_its_rival_runs() {
 /// holder that ended before it came in.
 #[test]
 fn etcd_semaphore_numbers_grow_with_admissions_not_slots() {
-    let etcd = crate::etcd_support::etcd();
+    let etcd = crate::engines::etcd::support::etcd();
     let prefix = unique("semaphore-fences");
     let semaphore = || {
         let mut cmd = support::bare(["--backend", "etcd", "--endpoints", &etcd.endpoint]);
@@ -680,20 +592,20 @@ fn etcd_semaphore_numbers_grow_with_admissions_not_slots() {
     };
     let mut first = Contender::holding(semaphore());
     let mut second = Contender::holding(semaphore());
-    let mut third = Contender::spawn(semaphore());
+    let mut third = Contender::lockrun(semaphore());
     etcd_queued(etcd, &prefix, 3);
-    let mut fourth = Contender::spawn(semaphore());
+    let mut fourth = Contender::lockrun(semaphore());
     etcd_queued(etcd, &prefix, 4);
     second.go();
     assert_exit(&second.finish(), 0, "the second holder", String::new);
-    third.wait_started();
+    third.wait_started("the rival");
     assert!(
         !fourth.started(),
         "the fourth came in with a slot taken by two"
     );
     first.go();
     assert_exit(&first.finish(), 0, "the first holder", String::new);
-    fourth.wait_started();
+    fourth.wait_started("the rival");
     for c in [&third, &fourth] {
         c.go();
     }

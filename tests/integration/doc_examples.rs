@@ -40,9 +40,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::consul::TestConsul;
-use crate::etcd_support;
-use crate::pg_support;
+use crate::engines::consul::support::TestConsul;
+use crate::engines::etcd::support as etcd_support;
+use crate::engines::postgres::support as pg_support;
 use crate::support::{self, Running};
 
 /// The documents whose examples are checked.
@@ -331,7 +331,9 @@ impl Engines {
             Engine::Etcd => Engines::Etcd(etcd_support::etcd().endpoint.clone()),
             Engine::Local => Engines::Local,
             Engine::Postgres => Engines::Postgres(pg_support::postgres().url()),
-            Engine::Zookeeper => Engines::Zookeeper(crate::zk_support::zk().addr.clone()),
+            Engine::Zookeeper => {
+                Engines::Zookeeper(crate::engines::zookeeper::support::zk().addr.clone())
+            }
         }
     }
 

@@ -1,7 +1,7 @@
 //! Every bad input: one line on stderr naming the problem, the documented
 //! exit status, no panic, and nothing written to Consul.
 
-use crate::consul::TestConsul;
+use crate::engines::consul::support::TestConsul;
 use crate::support::{bare, describe, lockrun, run, scratch, sessions_named_like};
 
 struct Case {
@@ -996,8 +996,14 @@ fn a_lock_on_a_semaphores_name_and_back_say_which_subcommand() {
     std::fs::create_dir_all(&w2).unwrap();
     let slot = place.hold(&w1, "", &["semaphore", "--limit", "2", &sem]);
     let held = place.hold(&w2, "", &["elect", &lock]);
-    let entries =
-        || crate::etcd_support::etcdctl_ok(&["get", "--prefix", "--keys-only", &place.key("")]);
+    let entries = || {
+        crate::engines::etcd::support::etcdctl_ok(&[
+            "get",
+            "--prefix",
+            "--keys-only",
+            &place.key(""),
+        ])
+    };
     let before = entries();
     one_line(
         &mut place.lockrun(&["elect", &sem, "--", "true"]),
@@ -1068,7 +1074,7 @@ fn a_lock_on_a_semaphores_name_and_back_say_which_subcommand() {
 #[test]
 fn weak_messages_name_the_fix() {
     use crate::places::Place;
-    let etcd = crate::etcd_support::etcd();
+    let etcd = crate::engines::etcd::support::etcd();
     // Before: "Consul answered 404 creating a session (404 page not found)";
     // `leader` printed nothing and exited 1, as for a free lock.
     for args in [&["elect", "k", "--", "true"][..], &["leader", "k"]] {

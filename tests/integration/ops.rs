@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::etcd_support::{etcd, etcdctl, etcdctl_ok};
+use crate::engines::etcd::support::{etcd, etcdctl, etcdctl_ok};
 use crate::link::Link;
 use crate::places::{last_beat, Place};
 use crate::procs::{self, wait_until};
@@ -17,7 +17,7 @@ use crate::support::{now_ns, run, scratch, FlockHolder, Running};
 
 /// One GET over the unix socket at `sock`: the status code and body, or
 /// `None` when nothing answers.
-fn get(sock: &Path, path: &str) -> Option<(u16, String)> {
+pub(crate) fn get(sock: &Path, path: &str) -> Option<(u16, String)> {
     let mut stream = UnixStream::connect(sock).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(stream, "GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").ok()?;
@@ -676,7 +676,7 @@ fn bad_status_addresses_are_refused_before_anything_is_written_to_etcd() {
 /// a fenced `put` writes while it holds; once an operator's release took
 /// the lock, `check` says 1 and `put` is refused (1, one line) with
 /// nothing written.
-fn check_and_put_refuse_after_a_loss(place: &Place, read: impl Fn(&str) -> Option<String>) {
+pub fn check_and_put_refuse_after_a_loss(place: &Place, read: impl Fn(&str) -> Option<String>) {
     let key = place.key("k");
     let data = place.key("data");
     let work = scratch();
@@ -712,45 +712,6 @@ fn check_and_put_refuse_after_a_loss(place: &Place, read: impl Fn(&str) -> Optio
     place.status(&put("third"), 1, "put while another holds");
     std::fs::write(work.path().join("go"), "").unwrap();
     place.status(&rival.finish(), 0, "the new holder");
-}
-
-#[test]
-fn check_and_put_refuse_after_a_loss_on_etcd() {
-    check_and_put_refuse_after_a_loss(&Place::etcd("ops-seq"), |key| {
-        let value = etcdctl_ok(&["get", "--print-value-only", key]);
-        let value = value.trim_end_matches('\n');
-        (!value.is_empty()).then(|| value.to_string())
-    });
-}
-
-#[test]
-fn check_and_put_refuse_after_a_loss_on_zookeeper() {
-    let place = Place::zookeeper("ops-seq");
-    let Place::Zookeeper { hosts, .. } = &place else {
-        unreachable!()
-    };
-    let hosts = hosts.clone();
-    check_and_put_refuse_after_a_loss(&place, |key| {
-        crate::zk_support::with_client(&hosts, async |c| {
-            c.get_data(&format!("/{key}"))
-                .await
-                .ok()
-                .map(|(v, _)| String::from_utf8_lossy(&v).into_owned())
-        })
-    });
-}
-
-#[test]
-fn consul_check_and_put_refuse_after_a_loss() {
-    let place = Place::consul("ops-seq");
-    let api = match &place {
-        Place::Consul(consul, _) => consul.api(),
-        _ => unreachable!(),
-    };
-    check_and_put_refuse_after_a_loss(&place, |key| {
-        api.kv_get(key)
-            .map(|e| String::from_utf8_lossy(&e.value).into_owned())
-    });
 }
 
 /// On engines that keep no data beside their locks (local, PostgreSQL),
@@ -1130,13 +1091,13 @@ fn a_cut_off_holder_warns_its_job_before_the_stop_and_a_renewal_clears_it() {
 /// query, and a frozen connection answers none.
 #[test]
 fn a_cut_off_postgres_holder_warns_its_job_and_a_healed_link_clears_it() {
-    let url = crate::pg_support::postgres().url();
+    let url = crate::engines::postgres::support::postgres().url();
     let server = url
         .trim_start_matches("postgres://postgres@")
         .trim_end_matches("/postgres");
     let link = Link::new(server);
     let place = Place::Postgres {
-        prefix: crate::pg_support::unique("ops-jeopardy"),
+        prefix: crate::engines::postgres::support::unique("ops-jeopardy"),
         url: format!("postgres://postgres@{}/postgres", link.http_addr()),
     };
     warns_before_the_stop(place, &link);
@@ -1146,7 +1107,7 @@ fn a_cut_off_postgres_holder_warns_its_job_and_a_healed_link_clears_it() {
 /// jeopardy until it reconnects within its timeout.
 #[test]
 fn a_cut_off_zookeeper_holder_warns_its_job_and_a_healed_link_clears_it() {
-    let link = Link::new(&crate::zk_support::zk().addr);
+    let link = Link::new(&crate::engines::zookeeper::support::zk().addr);
     warns_before_the_stop(
         Place::zookeeper_at("ops-jeopardy", &link.http_addr()),
         &link,
@@ -1262,7 +1223,7 @@ fn put_writes_nothing_inside_a_lock_on_zookeeper() {
     let sem_work = scratch();
     let sem_holder = place.hold(sem_work.path(), "", &["semaphore", "--limit", "2", &sem]);
     let (holder, seq) = sequencer_of(&place, work.path(), &["elect", &own]);
-    let victim_node = crate::zk_support::with_client(&hosts, async |c| {
+    let victim_node = crate::engines::zookeeper::support::with_client(&hosts, async |c| {
         c.list_children(&format!("/{other}"))
             .await
             .unwrap()
@@ -1281,7 +1242,7 @@ fn put_writes_nothing_inside_a_lock_on_zookeeper() {
     ];
     puts_are_refused(&place, &seq, &planted);
     for key in &planted {
-        let found = crate::zk_support::with_client(&hosts, async |c| {
+        let found = crate::engines::zookeeper::support::with_client(&hosts, async |c| {
             c.get_data(&format!("/{key}")).await.ok().map(|(v, _)| v)
         });
         assert_ne!(

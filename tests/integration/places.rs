@@ -7,11 +7,77 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use crate::consul::TestConsul;
-use crate::etcd_support;
-use crate::pg_support;
-use crate::support::{self, script_with, wait_for_file, Running};
-use crate::zk_support;
+use crate::engines::consul::support::TestConsul;
+use crate::engines::etcd::support as etcd_support;
+use crate::engines::postgres::support as pg_support;
+use crate::engines::zookeeper::support as zk_support;
+use crate::support::{self, script_with, wait_for_file, Contender, Running, CONTENDER_BODY};
+
+/// The engines every shared scenario runs on, one line each: the test's
+/// name and the [`Place`] it runs in, made from the scenario's name. A new
+/// backend gets every scenario of [`on_every_engine!`] by its line here
+/// (and its `Place` constructor).
+macro_rules! engines {
+    ($then:ident ! $args:tt) => {
+        $crate::places::$then! { $args
+            on_local => |_| Place::local(),
+            on_consul => Place::consul,
+            on_etcd => Place::etcd,
+            on_postgres => Place::postgres,
+            on_zookeeper => Place::zookeeper,
+        }
+    };
+}
+pub(crate) use engines;
+
+/// One scenario as a test per engine: `SCENARIO::on_ENGINE` calls
+/// `SCENARIO(&place)`. With modes (`SCENARIO, NAME = VALUE, ...`), one
+/// module per mode: `SCENARIO::NAME::on_ENGINE` calls
+/// `SCENARIO(&place, VALUE)`. Test names end in the engine's, so
+/// `cargo test --test integration ENGINE` runs that engine's part.
+macro_rules! on_every_engine {
+    ($scenario:ident) => {
+        mod $scenario {
+            use super::*;
+            $crate::places::engines!(engine_tests!($scenario));
+        }
+    };
+    ($scenario:ident, $($mode:ident = $value:expr),+ $(,)?) => {
+        mod $scenario {
+            use super::*;
+            $(
+                mod $mode {
+                    use super::*;
+                    $crate::places::engines!(engine_tests!($scenario, $value));
+                }
+            )+
+        }
+    };
+}
+pub(crate) use on_every_engine;
+
+/// The tests of [`on_every_engine!`], given [`engines!`]' list.
+macro_rules! engine_tests {
+    (($scenario:ident) $($test:ident => $place:expr),+ $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                let place: Place = ($place)(stringify!($scenario));
+                $scenario(&place);
+            }
+        )+
+    };
+    (($scenario:ident, $mode:expr) $($test:ident => $place:expr),+ $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                let place: Place = ($place)(stringify!($scenario));
+                $scenario(&place, $mode);
+            }
+        )+
+    };
+}
+pub(crate) use engine_tests;
 
 /// Where the locks live for one test.
 pub enum Place {
@@ -139,6 +205,151 @@ impl Place {
             }
             Place::Local(_) => String::new(),
         });
+    }
+
+    /// Takes `key`'s lock from its holder from outside, by the engine's own
+    /// act: Consul destroys the holder's session, etcd revokes its lease
+    /// (`etcdctl lease revoke`); on PostgreSQL and ZooKeeper `lockrun
+    /// release` is that act (`pg_terminate_backend` of the holder's
+    /// session, the delete of its node). A flock cannot be taken from its
+    /// holder: on local, `release` asks the holder to let go.
+    pub fn revoke(&self, key: &str) {
+        match self {
+            Place::Consul(consul, _) => {
+                let api = consul.api();
+                let session = [format!("{key}/.lock"), key.to_owned()]
+                    .iter()
+                    .find_map(|k| api.kv_get(k).and_then(|e| e.session))
+                    .unwrap_or_else(|| panic!("no session holds `{key}`"));
+                api.session_destroy(&session);
+            }
+            Place::Etcd { endpoint, .. } => {
+                let out = etcd_support::etcdctl_at(endpoint)
+                    .args(["get", key, "--prefix", "-w", "json"])
+                    .output()
+                    .expect("etcdctl get");
+                let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+                    .unwrap_or_else(|e| panic!("etcdctl get {key}: {e}: {out:?}"));
+                let lease = json["kvs"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find_map(|kv| kv["lease"].as_i64().filter(|&l| l != 0))
+                    .unwrap_or_else(|| panic!("no lease holds `{key}`: {json}"));
+                let out = etcd_support::etcdctl_at(endpoint)
+                    .args(["lease", "revoke", &format!("{lease:x}")])
+                    .output()
+                    .expect("etcdctl lease revoke");
+                assert!(out.status.success(), "etcdctl lease revoke: {out:?}");
+            }
+            Place::Postgres { .. } | Place::Zookeeper { .. } | Place::Local(_) => {
+                let output = support::run(&mut self.lockrun(&["release", key]));
+                self.status(&output, 0, "release");
+            }
+        }
+    }
+
+    /// The value the engine keeps at `key`, read with its own client;
+    /// `None` where the engine keeps no data beside its locks (local,
+    /// PostgreSQL: a fenced `put` has nowhere to write there).
+    pub fn read(&self, key: &str) -> Option<Option<String>> {
+        match self {
+            Place::Consul(consul, _) => Some(
+                consul
+                    .api()
+                    .kv_get(key)
+                    .map(|e| String::from_utf8_lossy(&e.value).into_owned()),
+            ),
+            Place::Etcd { endpoint, .. } => {
+                let out = etcd_support::etcdctl_at(endpoint)
+                    .args(["get", "--print-value-only", key])
+                    .output()
+                    .expect("etcdctl get");
+                assert!(out.status.success(), "etcdctl get: {out:?}");
+                let value = String::from_utf8_lossy(&out.stdout);
+                let value = value.trim_end_matches('\n');
+                Some((!value.is_empty()).then(|| value.to_string()))
+            }
+            Place::Zookeeper { hosts, .. } => Some(zk_support::with_client(hosts, async |c| {
+                c.get_data(&format!("/{key}"))
+                    .await
+                    .ok()
+                    .map(|(v, _)| String::from_utf8_lossy(&v).into_owned())
+            })),
+            Place::Local(_) | Place::Postgres { .. } => None,
+        }
+    }
+
+    /// The key of `name` that lockrun and [`Place::peer_hold`] both take:
+    /// on Consul `consul lock P` holds `P/.lock`, which is the key lockrun
+    /// shares with it (`lockrun elect P` refuses to run beside it, 125,
+    /// naming `P/.lock`); elsewhere the key itself.
+    pub fn peer_key(&self, name: &str) -> String {
+        match self {
+            Place::Consul(..) => format!("{}/.lock", self.key(name)),
+            _ => self.key(name),
+        }
+    }
+
+    /// The engine's own tool holding `key` ([`Place::peer_key`]) as
+    /// lockrun's rivals do, its
+    /// child [`CONTENDER_BODY`]: flock(1) on the key's file, `consul lock`
+    /// (the real binary), `etcdctl lock`, a psql session in
+    /// `pg_advisory_lock` on the key's documented id, kazoo's `Lock` (with
+    /// the `-lock-` pattern its users pass). `None` where the tool is not
+    /// here (`consul lock` without the real binaries).
+    pub fn peer_hold(&self, key: &str) -> Option<Contender> {
+        let body = |dir: &Path| {
+            let file = dir.join("body.sh");
+            std::fs::write(&file, CONTENDER_BODY).unwrap();
+            file
+        };
+        let contender = match self {
+            Place::Local(lock_dir) => {
+                let file = lock_dir.path().join(key);
+                std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+                Contender::other(|dir| {
+                    let mut cmd = Command::new("flock");
+                    cmd.arg(&file).arg("sh").arg(body(dir)).arg(dir);
+                    cmd
+                })
+            }
+            Place::Consul(consul, _) => {
+                crate::engines::consul::real::binaries_dir()?;
+                let versions = crate::engines::consul::real::VERSIONS;
+                let consul_bin = crate::engines::consul::real::binary(versions[versions.len() - 1]);
+                let addr = consul.http_addr();
+                Contender::other(|dir| {
+                    let mut cmd = Command::new(&consul_bin);
+                    cmd.arg("lock")
+                        .arg(format!("-http-addr=http://{addr}"))
+                        .arg(key.strip_suffix("/.lock").expect("a Place::peer_key"))
+                        .arg(format!("sh {} {}", body(dir).display(), dir.display()));
+                    cmd
+                })
+            }
+            Place::Etcd { endpoint, .. } => Contender::other(|dir| {
+                let mut cmd = etcd_support::etcdctl_at(endpoint);
+                cmd.args(["lock", key, "--", "sh"]).arg(body(dir)).arg(dir);
+                cmd
+            }),
+            Place::Postgres { .. } => {
+                let id = pg_support::psql_ok(&format!(
+                    "select ('x' || substr(md5('{key}'), 1, 16))::bit(64)::bigint"
+                ));
+                Contender::other(|dir| {
+                    let mut cmd = pg_support::psql();
+                    cmd.args(["-c", &format!("select pg_advisory_lock({id})")])
+                        .arg("-c")
+                        .arg(format!("\\! sh {} {}", body(dir).display(), dir.display()));
+                    cmd
+                })
+            }
+            Place::Zookeeper { hosts, .. } => {
+                crate::engines::zookeeper::cli::kazoo_rival(hosts, &format!("/{key}"), "extra")
+            }
+        };
+        Some(contender)
     }
 
     /// A holder whose `--shell` child touches `ready` and waits for `go`

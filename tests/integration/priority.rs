@@ -216,7 +216,7 @@ fn etcd_a_low_priority_waiter_takes_a_free_lock_at_once_alone_and_within_its_gra
         .enable_all()
         .build()
         .unwrap();
-    let etcd = crate::etcd_support::engine(Duration::from_secs(30));
+    let etcd = crate::engines::etcd::support::engine(Duration::from_secs(30));
     low_waiter_passes_after_its_grace(&place, |key| {
         // A record with a live lease, as a waiter's that stays out of the
         // queue and never enters it.
@@ -263,7 +263,7 @@ fn consul_a_low_priority_waiter_takes_a_free_lock_at_once_alone_and_within_its_g
         let resp = api.put(
             &format!(
                 "/v1/kv/{}?acquire={session}",
-                crate::consul::encode_key(&entry)
+                crate::engines::consul::support::encode_key(&entry)
             ),
             r#"{"priority":3,"value":"stuck"}"#,
         );
@@ -279,8 +279,8 @@ fn zookeeper_waiters_take_a_free_lock_highest_priority_first() {
     // No waiter was a contender of Curator's: nothing in the lock's
     // directory but what holders made.
     let key = place.key("k");
-    let left = crate::zk_support::tree(
-        &crate::zk_support::zk().addr,
+    let left = crate::engines::zookeeper::support::tree(
+        &crate::engines::zookeeper::support::zk().addr,
         &format!("{key}.lockrun-wait"),
     );
     assert!(left.is_empty(), "{left:?}");
@@ -290,7 +290,7 @@ fn zookeeper_waiters_take_a_free_lock_highest_priority_first() {
 fn zookeeper_a_low_priority_waiter_takes_a_free_lock_at_once_alone_and_within_its_grace_past_a_stuck_one(
 ) {
     let place = Place::zookeeper("priority_grace");
-    let hosts = crate::zk_support::zk().addr.clone();
+    let hosts = crate::engines::zookeeper::support::zk().addr.clone();
     low_waiter_passes_after_its_grace(&place, |key| {
         // A record of a live session, as a waiter's that stays out of the
         // queue and never enters it. The session needs a runtime that
@@ -340,7 +340,7 @@ fn postgres_a_low_priority_waiter_takes_a_free_lock_at_once_alone_and_within_its
         // that stays out of the lock and never tries it.
         let work = scratch();
         let ready = work.path().join("ready");
-        let mut child = crate::pg_support::psql()
+        let mut child = crate::engines::postgres::support::psql()
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .spawn()
@@ -372,7 +372,7 @@ impl Drop for Psql {
 }
 
 /// Destroys a Consul session when dropped.
-struct Destroy(crate::consul::Api, String);
+struct Destroy(crate::engines::consul::support::Api, String);
 
 impl Drop for Destroy {
     fn drop(&mut self) {

@@ -12,7 +12,7 @@ use std::process::{Child, Command, Output, Stdio};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::consul::{Api, TestConsul};
+use crate::engines::consul::support::{Api, TestConsul};
 use crate::procs::{self, wait_until};
 
 /// The `lockrun` binary under test.
@@ -509,10 +509,24 @@ impl Contender {
     }
 
     pub fn wait_started(&self, what: &str) {
+        self.wait_started_within(procs::PATIENCE, what);
+    }
+
+    pub fn wait_started_within(&self, patience: std::time::Duration, what: &str) {
         assert!(
-            wait_until(procs::deadline(), || self.started()),
+            wait_until(std::time::Instant::now() + patience, || self.started()),
             "{what} never held"
         );
+    }
+
+    /// Whether it has exited (without reaping it).
+    pub fn exited(&mut self) -> bool {
+        self.running.as_mut().expect("running").exited()
+    }
+
+    /// `LOCKRUN_LOCK_INDEX` of its first hold.
+    pub fn fence(&self) -> u64 {
+        self.fences().first().expect("a fence").0
     }
 
     /// Its child's timestamps, in ns.
@@ -564,5 +578,66 @@ impl Contender {
 
     pub fn signal(&self, signal: Signal) {
         self.running.as_ref().expect("running").signal(signal);
+    }
+}
+
+/// A dropped contender's child is let go first: killed, another client
+/// (flock(1), psql, `consul lock`) leaves its child beating with the
+/// output pipe open, and a failing test would wait for that pipe forever.
+impl Drop for Contender {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.dir.path().join("go"), "");
+    }
+}
+
+/// A command on a pseudo-terminal of its own (stdin, stdout and stderr the
+/// slave side), with everything it writes recorded by a thread of ours.
+pub struct Pty {
+    pub master: std::fs::File,
+    /// What the terminal showed so far, and a signal at each change.
+    pub transcript: std::sync::Arc<(std::sync::Mutex<Vec<u8>>, std::sync::Condvar)>,
+}
+
+impl Pty {
+    /// Spawns `command` (`setsid ...`, to make the pty its controlling
+    /// terminal) on a new pty.
+    pub fn spawn(mut command: Command) -> (Pty, std::process::Child) {
+        use std::io::Read;
+        let pty = nix::pty::openpty(None, None).expect("open a pseudo-terminal");
+        let slave = std::fs::File::from(pty.slave);
+        command
+            .stdin(slave.try_clone().unwrap())
+            .stdout(slave.try_clone().unwrap())
+            .stderr(slave);
+        let child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"));
+        // Our copies of the slave side must go, so that the reader sees the
+        // end once the command is gone.
+        drop(command);
+        let master = std::fs::File::from(pty.master);
+        let transcript =
+            std::sync::Arc::new((std::sync::Mutex::new(Vec::new()), std::sync::Condvar::new()));
+        let mut reader = master.try_clone().unwrap();
+        let sink = std::sync::Arc::clone(&transcript);
+        std::thread::spawn(move || {
+            let mut buffer = [0; 4096];
+            while let Ok(n @ 1..) = reader.read(&mut buffer) {
+                let (text, changed) = &*sink;
+                text.lock().unwrap().extend_from_slice(&buffer[..n]);
+                changed.notify_all();
+            }
+        });
+        (Pty { master, transcript }, child)
+    }
+
+    /// What the terminal showed so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.transcript.0.lock().unwrap()).into_owned()
+    }
+
+    /// Types `bytes`, as they are: `\x03` is Ctrl-C.
+    pub fn send(&self, bytes: &[u8]) {
+        std::io::Write::write_all(&mut &self.master, bytes).unwrap();
     }
 }

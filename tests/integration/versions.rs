@@ -1,12 +1,14 @@
 //! The engine-facing parts of this suite again, against each real engine
 //! version CI tests: the Consul part against a real Consul 1.6.2 and 1.15.10
 //! dev agent (beside the emulator, which the plain run uses), the etcd part
-//! against etcd 3.5 (beside the `etcd` on PATH, Debian's 3.4), and the
-//! conformance facts against the emulator imitating 1.6.
+//! against etcd 3.5 (beside the `etcd` on PATH, Debian's 3.4), the shared
+//! scenarios' ZooKeeper part against a 3-member ensemble, and the
+//! Consul API facts (`engines::consul::api_facts`) against the emulator
+//! imitating 1.6.
 //!
 //! Each test here starts the engine, then runs this very test binary again
 //! (`std::env::current_exe()`) with the engine's address in the environment,
-//! filtered to the modules that talk to that engine. The re-run skips what
+//! filtered to the tests whose path names that engine. The re-run skips what
 //! needs the emulator itself (fault injection, restarts, request counting),
 //! which lives in modules named `emulator_faults` (top-level or nested), and
 //! these tests themselves. A failing re-run fails the test with the child's
@@ -21,9 +23,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
-use crate::consul::{EMULATOR_VERSION_ENV, REAL_AGENT_ENV};
-use crate::etcd_support::ETCD_BIN_DIR_ENV;
-use crate::real_consul::Agent;
+use crate::engines::consul::real::Agent;
+use crate::engines::consul::support::{EMULATOR_VERSION_ENV, REAL_AGENT_ENV};
+use crate::engines::etcd::support::ETCD_BIN_DIR_ENV;
+use crate::engines::zookeeper::support::ENSEMBLE_ENV;
 
 /// Set in a re-run, so that it never starts another (it also skips this
 /// module by name).
@@ -33,26 +36,18 @@ const RERUN_ENV: &str = "LOCKRUN_TEST_RERUN";
 /// points it where .ci/deps installs them.
 pub const ETCD_35_ENV: &str = "LOCKRUN_TEST_ETCD_35_BIN_DIR";
 
-/// The modules whose tests talk to Consul through `TestConsul`. A new
-/// Consul-facing module belongs here.
-const CONSUL_MODULES: &[&str] = &[
-    "answers::",
-    "backends::",
-    "child::",
-    "conformance::",
-    "ops::consul_",
-    "elect::",
-    "errors::",
-    "job_control::",
-    "leader::",
-    "priority::consul_",
-    "queue::",
-    "safety::",
-    "semaphore::",
-    "service::",
-    "shared::consul_",
-    "signals::",
-    "tls::",
+/// What the Consul re-runs select: every test whose path names Consul
+/// (`engines::consul::..`, `..::on_consul`, `consul_..`), and the
+/// cross-engine modules whose tests use Consul among the other engines.
+const CONSUL_FILTERS: &[&str] = &["consul", "answers::", "errors::"];
+
+/// What no Consul re-run runs though its path names Consul: tests that
+/// start real agents of their own, whatever the agent under test.
+const NOT_ON_ANOTHER_AGENT: &[&str] = &[
+    "engines::consul::catalog::",
+    "engines::consul::partial_views::",
+    "clusters::",
+    "doc_examples::",
 ];
 
 /// What no re-run runs, whatever the engine: tests that need the emulator
@@ -63,7 +58,7 @@ const NEVER_RERUN: &[&str] = &[
     "emulator_faults::",
     "blips::",
     "transcript::",
-    "real_consul::",
+    "engines::consul::real::",
     "versions::",
 ];
 
@@ -117,17 +112,31 @@ fn the_etcd_suite_passes_on_3_5() {
     run(child, "etcd 3.5");
 }
 
+/// The shared scenarios' ZooKeeper tests (`conformance::..::on_zookeeper`)
+/// against a 3-member ensemble (the plain run has a standalone server):
+/// the client's connect string names all three members.
+#[test]
+fn the_zookeeper_scenarios_pass_on_an_ensemble() {
+    if std::env::var_os(RERUN_ENV).is_some() {
+        return;
+    }
+    let mut child = rerun();
+    child.env(ENSEMBLE_ENV, "1");
+    child.arg("::on_zookeeper");
+    run(child, "a 3-member ZooKeeper ensemble");
+}
+
 /// The emulator's Consul 1.6 answers, which the plain run never asks for,
 /// against the facts the real 1.6.2 agent showed: a fact that holds on only
 /// one of them is a bug in the emulator or in the test.
 #[test]
-fn the_conformance_facts_hold_on_the_emulator_imitating_1_6() {
+fn the_consul_api_facts_hold_on_the_emulator_imitating_1_6() {
     if std::env::var_os(RERUN_ENV).is_some() {
         return;
     }
     let mut child = rerun();
     child.env(EMULATOR_VERSION_ENV, "1.6.2");
-    child.arg("conformance::");
+    child.arg("engines::consul::api_facts::");
     run(child, "the emulator imitating Consul 1.6.2");
 }
 
@@ -138,7 +147,10 @@ fn consul_suite_on(version: &str) {
     let agent = Agent::dev(version);
     let mut child = rerun();
     child.env(REAL_AGENT_ENV, agent.http_addr());
-    child.args(CONSUL_MODULES);
+    child.args(CONSUL_FILTERS);
+    for skip in NOT_ON_ANOTHER_AGENT {
+        child.args(["--skip", skip]);
+    }
     let what = format!("Consul {version}");
     run(child, &what);
     drop(agent);
@@ -153,6 +165,7 @@ fn rerun() -> Command {
     child.env_remove(REAL_AGENT_ENV);
     child.env_remove(ETCD_BIN_DIR_ENV);
     child.env_remove(EMULATOR_VERSION_ENV);
+    child.env_remove(ENSEMBLE_ENV);
     for skip in NEVER_RERUN {
         child.args(["--skip", skip]);
     }
