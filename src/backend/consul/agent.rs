@@ -73,7 +73,7 @@ impl Agent {
             None => None,
         };
         Ok(Agent {
-            shown: super::shown(&config.base),
+            shown: super::client::shown(&config.base),
             base,
             client,
             token,
@@ -104,9 +104,9 @@ impl Agent {
     /// Why a request did not get an answer, in the operator's terms (a TLS
     /// problem names the variable to set).
     pub fn failure(&self, error: &reqwest::Error) -> String {
-        match super::tls_problem(error, &self.base, false) {
+        match super::client::tls_problem(error, &self.base, false) {
             Some(problem) => format!("cannot be reached over TLS: {problem}"),
-            None => format!("cannot be reached ({})", super::root_cause(error)),
+            None => format!("cannot be reached ({})", super::client::root_cause(error)),
         }
     }
 }
