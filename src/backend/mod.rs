@@ -968,9 +968,15 @@ pub trait Backend: Sized {
     }
 
     /// Builds the client from its flags and the engine's environment,
-    /// checked (files included) before any request; `ttl` is the holding
-    /// job's, `None` for one that holds nothing.
-    fn prepare(args: &Self::Args, ttl: Option<Duration>, env: &dyn Env) -> Result<Self, Failure>;
+    /// checked (files included) before any request. `plan` is what
+    /// [`Backend::hold_rules`] made of a holding job's request, the one
+    /// route by which its TTL and every other hold setting (checked there)
+    /// reach the backend; `None` for a job that holds nothing.
+    fn prepare(
+        args: &Self::Args,
+        plan: Option<&Self::Plan>,
+        env: &dyn Env,
+    ) -> Result<Self, Failure>;
 
     /// Checks that need the engine's answer, made before anything is
     /// written.

@@ -240,7 +240,9 @@ impl Backend for ConsulBackend {
 
     fn prepare(
         args: &Self::Args,
-        _ttl: Option<std::time::Duration>,
+        // The session's TTL rides in the plan to the engine, which asks
+        // for the session; the client needs none of it.
+        _plan: Option<&Self::Plan>,
         env: &dyn Env,
     ) -> Result<Self, Failure> {
         let consul = rules::connection(args, env)?;

@@ -67,13 +67,9 @@ pub struct Etcd {
 
 impl Etcd {
     /// Checks `config` (certificate files included) without any request.
+    /// `ttl` is one the backend's hold rules checked (whole seconds), or
+    /// the default.
     pub fn new(config: &EtcdConfig, ttl: Duration) -> Result<Etcd, String> {
-        if ttl < Duration::from_secs(1) || ttl.subsec_nanos() != 0 {
-            return Err(format!(
-                "etcd lease TTLs are whole seconds, at least 1s; `{}` is not one",
-                humantime::format_duration(ttl)
-            ));
-        }
         let mut client = Client::new(config)?;
         // A quarter of the TTL: a member that hangs costs one such wait,
         // and the retry on the next endpoint still comes well before the

@@ -273,12 +273,6 @@ impl Postgres {
     /// The engine; `ttl` in whole seconds, as TCP keepalive counts them.
     /// The TLS files are read now, so a wrong one is a usage error.
     pub fn new(settings: config::Settings, ttl: Duration) -> Result<Postgres, String> {
-        if ttl < Duration::from_secs(1) || ttl.subsec_nanos() != 0 {
-            return Err(format!(
-                "the postgres TTL is whole seconds, at least 1s; `{}` is not one",
-                humantime::format_duration(ttl)
-            ));
-        }
         let tls = tls::MakeRustls::new(&settings.tls)?;
         Ok(Postgres {
             config: settings.config,
