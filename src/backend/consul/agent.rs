@@ -51,7 +51,7 @@ impl Agent {
             datacenter: None,
             namespace: None,
         };
-        let config = super::rules::connection(&args, env)?;
+        let config = super::config::connection(&args, env)?;
         if !config.more.is_empty() {
             return Err(Failure::Usage(format!(
                 "the Consul agent `{addr}` is a list; --register-service registers with one agent, give one HOST:PORT"

@@ -9,6 +9,7 @@ pub mod args;
 pub mod backend;
 pub mod blocking;
 pub mod client;
+mod config;
 pub mod connect;
 pub mod engine;
 pub mod error;
@@ -16,7 +17,6 @@ pub mod inspect;
 pub mod kv;
 pub mod lock;
 pub mod path;
-mod rules;
 pub mod session;
 pub mod txn;
 
