@@ -3,6 +3,9 @@
 //! small Consul HTTP client: one async call per endpoint lockrun uses, each
 //! returning typed data or a classified [`ConsulError`]. Retries, backoff and
 //! deadlines are policy, and policy lives with the callers (`lease`, `lock`).
+//!
+//! There is no `waiters.rs`: lockrun's waiters queue in KV entries of their
+//! own (`lock/queue.rs`), which are also where their priorities are read.
 
 pub mod agent;
 pub mod args;

@@ -25,7 +25,9 @@
 //! the child itself ([`grant_in_guard`]), as `flock(1)` does.
 //!
 //! There is no `client.rs`: the engine is the kernel's `flock(2)` on files
-//! under the lock directory (`dir.rs`, `tree.rs`), reached by no connection.
+//! under the lock directory (`dir.rs`, `tree.rs`), reached by no connection;
+//! nor `config.rs`: its one setting, the lock directory, is checked by
+//! `backend.rs`'s `prepare`.
 
 pub mod args;
 pub mod backend;

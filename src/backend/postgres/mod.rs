@@ -42,6 +42,9 @@
 //! **Who holds it** comes from `pg_locks` joined with `pg_stat_activity`:
 //! the holder's queries carry a comment with its facts (value, host, pid,
 //! fence), which `pg_stat_activity.query` shows.
+//!
+//! There is no `client.rs`: `tokio_postgres` is the client, and the
+//! connections lockrun opens with it are made in `engine.rs`.
 
 pub mod args;
 pub mod backend;
