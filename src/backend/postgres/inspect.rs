@@ -1,13 +1,15 @@
 //! What `leader`, `list`, `release`, `put` and `--replace` read and write
 //! on PostgreSQL (`Inspect`).
 
-use super::error::PgError;
 use crate::backend::{
     Changes, Holder, Inspect, Released,
     ReplaceNote, Target, Which,
 };
+
+use super::client::APPLICATION_NAME;
+use super::engine::{check_key, replace_channel, slot_text, Facts, Postgres, CHANGES_POLL, LIMIT_KEY_SQL};
+use super::error::PgError;
 use super::waiters;
-use super::engine::{check_key, replace_channel, slot_text, Facts, Postgres, APPLICATION_NAME, CHANGES_POLL, LIMIT_KEY_SQL};
 
 impl Inspect for Postgres {
     type Error = PgError;

@@ -42,12 +42,10 @@
 //! **Who holds it** comes from `pg_locks` joined with `pg_stat_activity`:
 //! the holder's queries carry a comment with its facts (value, host, pid,
 //! fence), which `pg_stat_activity.query` shows.
-//!
-//! There is no `client.rs`: `tokio_postgres` is the client, and the
-//! connections lockrun opens with it are made in `engine.rs`.
 
 pub mod args;
 pub mod backend;
+mod client;
 pub mod config;
 mod engine;
 pub mod error;
@@ -56,9 +54,9 @@ mod socket;
 pub mod tls;
 mod waiters;
 
+pub use self::client::APPLICATION_NAME;
 pub use self::engine::{
-    check_key, engine, slot_text, turnstile_text, PgClaim, PgLease, Postgres, APPLICATION_NAME,
-    DEFAULT_TTL,
+    check_key, engine, slot_text, turnstile_text, PgClaim, PgLease, Postgres,     DEFAULT_TTL,
 };
 pub use self::error::PgError;
 pub use self::inspect::PgChanges;
