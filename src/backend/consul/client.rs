@@ -4,9 +4,11 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
 use anyhow::Result;
 use reqwest::{Method, StatusCode, Url};
 use tracing::debug;
+
 use super::{connect, path, ConsulConfig, ConsulError, Op, Token};
 
 /// How long a request that is not a blocking read may take.

@@ -1,7 +1,6 @@
 //! The local engine (`Engine`): `flock(2)` on a lock file under the lock
 //! directory, the claim it makes and the guard that may wait for it.
 
-use super::error::{LocalError};
 use std::ffi::OsString;
 use std::fs::File;
 use std::io;
@@ -9,13 +8,16 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use super::facts::{Facts, HolderFacts, Lock};
+
 use crate::backend::priority::Priority;
-use super::tree::{Dir, KeyFiles, Missing};
 use crate::backend::{
     Acquisition, Claim, Engine, GuardWait, Holder, Inspect, Lease, Lost, Opening,
     Renewal, ReplaceNote, Target, Wait,
 };
+
+use super::error::LocalError;
+use super::facts::{Facts, HolderFacts, Lock};
+use super::tree::{Dir, KeyFiles, Missing};
 use super::{dir, facts, semaphore, sys, waiters, watch};
 
 /// The local engine: a prepared lock directory.

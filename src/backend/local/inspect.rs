@@ -1,15 +1,17 @@
 //! What `leader`, `list`, `release`, `put` and `--replace` read and write
 //! in the lock directory (`Inspect`).
 
-use super::engine::{Local};
-use super::error::{Kind, LocalError};
 use std::os::fd::AsFd;
 use std::sync::Arc;
-use super::facts::HolderFacts;
-use super::tree::{Dir, KeyFiles, Missing};
+
 use crate::backend::{
     Holder, Inspect, Released, ReplaceNote, Target, Which,
 };
+
+use super::engine::Local;
+use super::error::{Kind, LocalError};
+use super::facts::HolderFacts;
+use super::tree::{Dir, KeyFiles, Missing};
 use super::{dir, facts, semaphore, sys, waiters, watch};
 
 impl Local {

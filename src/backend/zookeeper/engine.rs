@@ -1,20 +1,22 @@
 //! The ZooKeeper engine (`Engine`): the session that is the lease, our
 //! node in the queue, the claim and its renewal.
 
-use super::inspect::{note_path};
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::time::{Duration, SystemTime};
+
 use tokio::time::Instant;
 use zookeeper_client as zk;
-use super::config::ZkConfig;
-use super::error::ZkError;
-use super::client::{riding_out, ONCE_GRACE};
-use super::lock::{contenders, dir_of, Writer, LEASE_NAME, LOCK_NAME, READ_NAME};
+
 use crate::backend::priority::Priority;
 use crate::backend::{
     Acquisition, Claim, Engine, EngineError, Holder, Lease, Lost, Opening, Renewal, ReplaceNote, Target, Wait,
 };
+
+use super::client::{riding_out, ONCE_GRACE};
+use super::config::ZkConfig;
+use super::error::ZkError;
+use super::lock::{contenders, dir_of, note_path, Writer, LEASE_NAME, LOCK_NAME, READ_NAME};
 use super::{client, lock};
 
 /// What Curator's `Revoker` writes into a holder's node to ask it to let go.

@@ -1,14 +1,16 @@
 //! What `leader`, `list`, `release`, `put` and `--replace` read and write
 //! on ZooKeeper (`Inspect`).
 
-use super::engine::{Zookeeper, check_key, holders_with, lease_seq, partner_of};
 use zookeeper_client as zk;
-use super::error::ZkError;
-use super::lock::{contenders, dir_of, Writer};
+
 use crate::backend::{
     Changes, Holder, Inspect,
     Released, ReplaceNote, Target, Which,
 };
+
+use super::engine::{Zookeeper, check_key, holders_with, lease_seq, partner_of};
+use super::error::ZkError;
+use super::lock::{contenders, dir_of, note_path, Writer};
 use super::{client, lock, waiters};
 
 impl Inspect for Zookeeper {
@@ -183,12 +185,6 @@ impl Inspect for Zookeeper {
             String::from_utf8_lossy(&holder.label())
         )
     }
-}
-
-/// Where `--replace` leaves its note for the holder of `key`
-/// ([`ReplaceNote`]): beside the lock's directory, not in it.
-pub(super) fn note_path(key: &str) -> String {
-    format!("{}.lockrun-by", dir_of(key))
 }
 
 /// The holders of a target each time they change, from child watches.
