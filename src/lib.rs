@@ -42,6 +42,9 @@ pub mod logging;
 /// systemd's notify protocol: readiness, status, watchdog.
 pub mod notify;
 pub mod ops;
+/// `LOCKRUN_SEQUENCER`, the token naming a holder that `check` and `put`
+/// test (below `ops` and `child`, which both write it).
+pub mod sequencer;
 // Signals lockrun receives and forwards.
 pub mod signals;
 /// Usage errors: what went wrong and what to type instead.

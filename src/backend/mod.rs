@@ -765,28 +765,18 @@ pub async fn wait_for_holder<I: Inspect>(
 // Every backend, one line each, in the order lockrun(1) describes them. The
 // line declares the backend's module too, which must be expanded here to
 // find `backend/NAME/` (see `registry`).
+// The line's string is the help of its `--backend` value.
 registry::backends! {
-    #[cfg(feature = "consul")] consul => consul::backend::ConsulBackend,
-    #[cfg(feature = "etcd")] etcd => etcd::backend::EtcdBackend,
-    #[cfg(feature = "postgres")] postgres => postgres::backend::PostgresBackend,
-    #[cfg(feature = "zookeeper")] zookeeper => zookeeper::backend::ZookeeperBackend,
-    local => local::backend::LocalBackend,
-}
-
-/// The engines lockrun can keep its locks in, whether or not this build
-/// has them: a backend left out still parses, to say so.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BackendName {
-    /// HashiCorp Consul (sessions and KV, as `consul lock`).
-    Consul,
-    /// etcd v3 (a lease and etcd's own mutex layout, as `etcdctl lock`).
-    Etcd,
-    /// This host only: `flock(2)` on a file per lock, as `flock(1)`; no server.
-    Local,
-    /// PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`).
-    Postgres,
-    /// Apache ZooKeeper (ephemeral sequential nodes in Curator's layout).
-    Zookeeper,
+    #[cfg(feature = "consul")] consul / Consul => consul::backend::ConsulBackend,
+        "HashiCorp Consul (sessions and KV, as `consul lock`)",
+    #[cfg(feature = "etcd")] etcd / Etcd => etcd::backend::EtcdBackend,
+        "etcd v3 (a lease and etcd's own mutex layout, as `etcdctl lock`)",
+    #[cfg(feature = "postgres")] postgres / Postgres => postgres::backend::PostgresBackend,
+        "PostgreSQL (a session-level advisory lock, as `pg_advisory_lock`)",
+    #[cfg(feature = "zookeeper")] zookeeper / Zookeeper => zookeeper::backend::ZookeeperBackend,
+        "Apache ZooKeeper (ephemeral sequential nodes in Curator's layout)",
+    local / Local => local::backend::LocalBackend,
+        "This host only: `flock(2)` on a file per lock, as `flock(1)`; no server",
 }
 
 /// The name `--backend` takes.
@@ -1055,9 +1045,15 @@ pub trait Backend: Sized {
     }
 
     /// Builds the client from its flags and the engine's environment,
-    /// checked (files included) before any request; `ttl` is the holding
-    /// job's, `None` for one that holds nothing.
-    fn prepare(args: &Self::Args, ttl: Option<Duration>, env: &dyn Env) -> Result<Self, Failure>;
+    /// checked (files included) before any request. `plan` is what
+    /// [`Backend::hold_rules`] made of a holding job's request, the one
+    /// route by which its TTL and every other hold setting (checked there)
+    /// reach the backend; `None` for a job that holds nothing.
+    fn prepare(
+        args: &Self::Args,
+        plan: Option<&Self::Plan>,
+        env: &dyn Env,
+    ) -> Result<Self, Failure>;
 
     /// Checks that need the engine's answer, made before anything is
     /// written.

@@ -4,17 +4,21 @@
 //!
 //! The one invocation of `backends!` is in `backend/mod.rs`, because the
 //! `pub mod NAME;` each line declares must be expanded there to find
-//! `backend/NAME/`. Outside its folder, a new backend is that line and a
-//! variant of [`BackendName`] (beside it in `backend/mod.rs`; it stays in a
-//! build that lacks the backend, so that `--backend NAME` says so), a
-//! `Place` of the integration tests, and its Cargo feature, listed under
-//! `default` with the shared stacks it uses (docs/adding-a-backend.md).
+//! `backend/NAME/`. Outside its folder, a new backend is that line (which
+//! also declares its variant of [`BackendName`], kept in a build that lacks
+//! the backend, so that `--backend NAME` says so), a `Place` of the
+//! integration tests, and its Cargo feature, listed under `default` with
+//! the shared stacks it uses (docs/adding-a-backend.md).
 
 use super::{Backend, BackendName, Registration};
 
 /// Declares each backend's module and generates, from one line per backend
-/// (`#[cfg(...)] NAME => TYPE`, in the order the man page describes them):
+/// (`#[cfg(...)] NAME / Variant => TYPE, "help"`, in the order the man page
+/// describes them):
 ///
+/// - `BackendName`: every backend's variant, whatever the build (the `cfg`
+///   leaves out the module, never the name), `NAME` as `--backend` takes it
+///   and "help" as its possible value's help, listed by name;
 /// - `BackendArgs`: `--backend` and each backend's `Backend::Args`;
 /// - `HoldFlags` and `ReleaseFlags`: each backend's `HoldArgs`, shown among
 ///   the session flags of `elect` and `semaphore`, and its `ReleaseArgs`;
@@ -24,8 +28,33 @@ use super::{Backend, BackendName, Registration};
 /// Each backend's flags live in a field named after it, so [`Pick`] finds
 /// them the same way for all.
 macro_rules! backends {
-    ($( $(#[$cfg:meta])* $name:ident => $backend:ty ),+ $(,)?) => {
+    ($( $(#[$cfg:meta])* $name:ident / $variant:ident => $backend:ty, $help:literal ),+ $(,)?) => {
         $( $(#[$cfg])* pub mod $name; )+
+
+        /// The engines lockrun can keep its locks in, whether or not this
+        /// build has them: a backend left out still parses, to say so.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum BackendName {
+            $( #[doc = $help] $variant, )+
+        }
+
+        impl clap::ValueEnum for BackendName {
+            /// By name, as `--backend`'s help lists them.
+            fn value_variants<'a>() -> &'a [Self] {
+                static BY_NAME: std::sync::OnceLock<Vec<BackendName>> = std::sync::OnceLock::new();
+                BY_NAME.get_or_init(|| {
+                    let mut names = vec![$( BackendName::$variant ),+];
+                    names.sort_by_key(|name| name.to_string());
+                    names
+                })
+            }
+
+            fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+                Some(match self {
+                    $( BackendName::$variant => clap::builder::PossibleValue::new(stringify!($name)).help($help), )+
+                })
+            }
+        }
 
         /// Which engine, and each engine's own settings (global flags).
         #[derive(Debug, clap::Args)]

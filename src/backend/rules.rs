@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::priority::Priority;
 use super::{HoldRequest, HoldRules};
 use crate::backend::timing::Budget;
 use crate::duration::flag_duration;
@@ -32,12 +33,13 @@ pub fn fit_default_grace(budget: &mut Budget, typed: bool, settings: &str) {
 /// connection (its TCP keepalive and `tcp_user_timeout`, whole seconds) the
 /// TTL after the last data it received from us, and frees the lock at once.
 /// `what` names the TTL and `expires` says when a rival comes, for the
-/// messages.
+/// messages. The plan carries the TTL, checked here only, to the backend's
+/// client ([`super::Backend::prepare`]) and the priority to its engine.
 pub fn plain_lease<H>(
     request: &HoldRequest<'_, H>,
     what: &str,
     expires: &str,
-) -> Result<HoldRules<()>, Failure> {
+) -> Result<HoldRules<LeasePlan>, Failure> {
     let ttl = request.ttl;
     if ttl < Duration::from_secs(1) || ttl.subsec_nanos() != 0 || ttl > TTL_MAX {
         return Err(Failure::Usage(format!(
@@ -75,6 +77,17 @@ pub fn plain_lease<H>(
     Ok(HoldRules {
         budget: Some(budget),
         kill_timeout: budget.kill_timeout,
-        plan: (),
+        plan: LeasePlan {
+            ttl,
+            priority: request.kind.priority,
+        },
     })
+}
+
+/// The hold settings of a lease with no delay after it
+/// ([`plain_lease`]): the TTL the client asks for, and how its waits rank.
+#[derive(Debug, Clone, Copy)]
+pub struct LeasePlan {
+    pub ttl: Duration,
+    pub priority: Priority,
 }

@@ -430,7 +430,7 @@ fn wait_armed(
         go.env.push((key.into(), fence_text.clone()));
     }
     if let Some((name, backend, key, holder)) = arming.sequencer {
-        let sequencer = crate::ops::sequencer::Sequencer {
+        let sequencer = crate::sequencer::Sequencer {
             backend,
             key,
             fence,

@@ -7,7 +7,7 @@ use crate::backend::{Backend, Holder, Inspect, Target};
 use crate::cli::BackendName;
 use crate::error::Failure;
 use crate::exit::Exit;
-pub use crate::ops::sequencer::Sequencer;
+pub use crate::sequencer::Sequencer;
 
 pub struct Job {
     pub sequencer: Sequencer,

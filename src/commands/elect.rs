@@ -13,8 +13,6 @@ pub struct Job {
     shared: bool,
     campaign: bool,
     config: HoldConfig,
-    /// The lease TTL, for the engine's client.
-    pub ttl: std::time::Duration,
     service: hold::Service,
     /// The first round's guard, forked before the runtime started.
     guard: Option<crate::child::Forked>,
@@ -102,7 +100,6 @@ pub fn prepare<B: Backend>(
         shared: args.shared,
         campaign: args.campaign,
         config,
-        ttl: args.session.ttl,
         service,
         guard: None,
         replace: args.wait.replace,

@@ -330,7 +330,7 @@ impl Runner for Run {
             // These handle no signal: an early one ends them as it always would.
             crate::signals::release_held();
         }
-        let backend = B::prepare((pick.args)(&args), job.ttl(), &env)?;
+        let backend = B::prepare((pick.args)(&args), job.plan(), &env)?;
         job.fork_guard(<B::Engine as Engine>::CLAIM_LENDS_FD);
         runtime()?.block_on(async move {
             backend.ready().await?;
@@ -462,12 +462,12 @@ impl<P> Job<P> {
         }
     }
 
-    /// The TTL a holding job asked for; `None` for looking and releasing,
-    /// which hold nothing.
-    fn ttl(&self) -> Option<std::time::Duration> {
+    /// What the backend's hold rules made of a holding job (its TTL and
+    /// every other hold setting); `None` for looking and releasing, which
+    /// hold nothing.
+    fn plan(&self) -> Option<&P> {
         match self {
-            Job::Elect(job, _) => Some(job.ttl),
-            Job::Semaphore(job, _) => Some(job.ttl),
+            Job::Elect(_, plan) | Job::Semaphore(_, plan) => Some(plan),
             Job::Leader(_) | Job::List(_) | Job::Release(_) | Job::Check(_) | Job::Put(_) => None,
         }
     }

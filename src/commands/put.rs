@@ -6,7 +6,7 @@
 use crate::backend::Backend;
 use crate::error::Failure;
 use crate::exit::Exit;
-use crate::ops::sequencer::Sequencer;
+use crate::sequencer::Sequencer;
 
 pub struct Job {
     pub sequencer: Sequencer,

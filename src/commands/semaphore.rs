@@ -13,8 +13,6 @@ pub struct Job {
     prefix: String,
     limit: u32,
     config: HoldConfig,
-    /// The lease TTL, for the engine's client.
-    pub ttl: std::time::Duration,
     service: hold::Service,
     /// The first round's guard, forked before the runtime started.
     guard: Option<crate::child::Forked>,
@@ -93,7 +91,6 @@ pub fn prepare<B: Backend>(
         // --limit is bounded to 10 000 by the command line.
         limit: u32::try_from(args.limit).expect("--limit is at most 10000"),
         config,
-        ttl: args.session.ttl,
         service,
         guard: None,
         replace: args.wait.replace,

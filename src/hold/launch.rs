@@ -105,12 +105,7 @@ impl<P: Parked> crate::backend::GuardWait for Arm<'_, P> {
             grant,
             fence_vars,
             sequencer: self.sequencer.clone().map(|(backend, key)| {
-                (
-                    crate::ops::sequencer::VARIABLE.to_owned(),
-                    backend,
-                    key,
-                    holder,
-                )
+                (crate::sequencer::VARIABLE.to_owned(), backend, key, holder)
             }),
         };
         self.parked.arm(&env, &arming, lock, self.verdict)?;

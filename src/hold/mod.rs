@@ -38,7 +38,7 @@ use crate::lease::{Countdown, Renew};
 use crate::logging::EVENT;
 use crate::notify::{self, Notifier, Ready};
 use crate::ops::hooks::Event;
-use crate::ops::sequencer::{self, Sequencer};
+use crate::sequencer::{self, Sequencer};
 use crate::signals::{Signal, Signals};
 
 use self::launch::{Launch, Parked, Supervised};

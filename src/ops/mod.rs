@@ -10,7 +10,6 @@
 
 pub mod catalog;
 pub mod hooks;
-pub mod sequencer;
 pub mod server;
 
 use std::collections::BTreeMap;

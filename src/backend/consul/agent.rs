@@ -51,7 +51,7 @@ impl Agent {
             datacenter: None,
             namespace: None,
         };
-        let config = super::rules::connection(&args, env)?;
+        let config = super::config::connection(&args, env)?;
         if !config.more.is_empty() {
             return Err(Failure::Usage(format!(
                 "the Consul agent `{addr}` is a list; --register-service registers with one agent, give one HOST:PORT"
@@ -73,7 +73,7 @@ impl Agent {
             None => None,
         };
         Ok(Agent {
-            shown: super::shown(&config.base),
+            shown: super::client::shown(&config.base),
             base,
             client,
             token,
@@ -104,9 +104,9 @@ impl Agent {
     /// Why a request did not get an answer, in the operator's terms (a TLS
     /// problem names the variable to set).
     pub fn failure(&self, error: &reqwest::Error) -> String {
-        match super::tls_problem(error, &self.base, false) {
+        match super::client::tls_problem(error, &self.base, false) {
             Some(problem) => format!("cannot be reached over TLS: {problem}"),
-            None => format!("cannot be reached ({})", super::root_cause(error)),
+            None => format!("cannot be reached ({})", super::client::root_cause(error)),
         }
     }
 }

@@ -7,7 +7,7 @@ use super::engine::Consul;
 use super::inspect::{Outside, Reading};
 use super::txn::{Txn, TxnOp};
 use super::kv::Read;
-use super::{rules, Client, SessionSpec};
+use super::{config, Client, SessionSpec};
 use crate::backend::{
     Backend, BackendName, HoldRequest, HoldRules, Look, Peer, Prose, Registration,
 };
@@ -331,7 +331,7 @@ impl Backend for ConsulBackend {
         request: &HoldRequest<'_, Self::HoldArgs>,
         env: &dyn Env,
     ) -> Result<HoldRules<(SessionSpec, Priority)>, Failure> {
-        let rules = rules::hold(request, env)?;
+        let rules = config::hold(request, env)?;
         Ok(HoldRules {
             budget: rules.budget,
             kill_timeout: rules.kill_timeout,
@@ -352,10 +352,12 @@ impl Backend for ConsulBackend {
 
     fn prepare(
         args: &Self::Args,
-        _ttl: Option<std::time::Duration>,
+        // The session's TTL rides in the plan to the engine, which asks
+        // for the session; the client needs none of it.
+        _plan: Option<&Self::Plan>,
         env: &dyn Env,
     ) -> Result<Self, Failure> {
-        let consul = rules::connection(args, env)?;
+        let consul = config::connection(args, env)?;
         let client = Client::new(&consul).map_err(|e| Failure::Config(format!("{e:#}")))?;
         Ok(ConsulBackend {
             client,

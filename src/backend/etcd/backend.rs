@@ -8,7 +8,7 @@ use crate::backend::{
     Backend, BackendName, HoldRequest, HoldRules, Look, Peer, Prose, Registration,
 };
 use crate::backend::{Env, PromiseText, Topic};
-use crate::backend::priority::Priority;
+use crate::backend::rules::LeasePlan;
 use crate::error::Failure;
 
 const REGISTRATION: Registration = Registration {
@@ -104,7 +104,7 @@ impl Backend for EtcdBackend {
     type ReleaseArgs = crate::backend::NoFlags;
     type Engine = Etcd;
     type Inspect = Etcd;
-    type Plan = Priority;
+    type Plan = LeasePlan;
 
     const NAME: &'static str = "etcd";
     const PRIORITY: bool = true;
@@ -128,25 +128,20 @@ impl Backend for EtcdBackend {
     fn hold_rules(
         request: &HoldRequest<'_, Self::HoldArgs>,
         _env: &dyn Env,
-    ) -> Result<HoldRules<Priority>, Failure> {
+    ) -> Result<HoldRules<LeasePlan>, Failure> {
         crate::key::check(request.key).map_err(Failure::Usage)?;
-        let rules = crate::backend::rules::plain_lease(
+        crate::backend::rules::plain_lease(
             request,
             "an etcd lease TTL",
             "on etcd a rival takes the lock as soon as the lease expires",
-        )?;
-        Ok(HoldRules {
-            budget: rules.budget,
-            kill_timeout: rules.kill_timeout,
-            plan: request.kind.priority,
-        })
+        )
     }
 
     /// The client from flags and etcdctl's variables, checked (files
     /// included) before any request.
     fn prepare(
         args: &Self::Args,
-        ttl: Option<std::time::Duration>,
+        plan: Option<&LeasePlan>,
         env: &dyn Env,
     ) -> Result<Self, Failure> {
         let flags = EtcdFlags {
@@ -158,13 +153,13 @@ impl Backend for EtcdBackend {
         };
         let config = EtcdConfig::resolve(&flags, |name| env.var(name)).map_err(Failure::Config)?;
         // Looking and releasing open no lease.
-        let ttl = ttl.unwrap_or(DEFAULT_TTL);
+        let ttl = plan.map_or(DEFAULT_TTL, |plan| plan.ttl);
         Etcd::new(&config, ttl)
             .map(EtcdBackend)
             .map_err(Failure::Config)
     }
 
-    fn engine(&self, priority: Priority) -> Result<Etcd, Failure> {
+    fn engine(&self, LeasePlan { priority, .. }: LeasePlan) -> Result<Etcd, Failure> {
         Ok(self.0.clone().ranked(priority))
     }
 

@@ -123,7 +123,7 @@ impl Backend for LocalBackend {
     /// default for this user.
     fn prepare(
         args: &Self::Args,
-        _ttl: Option<std::time::Duration>,
+        _plan: Option<&Priority>,
         _env: &dyn Env,
     ) -> Result<Self, Failure> {
         let dir = args

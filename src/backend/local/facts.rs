@@ -92,7 +92,7 @@ impl Facts {
         let read = (|| {
             let mut bytes = Vec::new();
             // Bounded, as every record read from the lock directory.
-            (&mut file).take(super::RECORD_MAX).read_to_end(&mut bytes)?;
+            (&mut file).take(super::engine::RECORD_MAX).read_to_end(&mut bytes)?;
             let ours = file.metadata()?.ino();
             // Swapped out meanwhile: as unreadable as a torn record.
             let current = dir.stat(name)?.map_or(0, |st| st.st_ino);

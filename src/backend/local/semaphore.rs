@@ -27,9 +27,8 @@ use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use super::dir;
 use super::tree::{Dir, KeyFiles, Missing};
 use super::watch::Retiring;
-use super::{
-    in_thread, lock_opened, lock_path, open_lock, Attempt, Granted, Kind, Local, LocalError,
-};
+use super::engine::{in_thread, lock_opened, lock_path, open_lock, Attempt, Granted};
+use super::{Kind, Local, LocalError};
 use crate::backend::Wait;
 
 /// How often the queue's head re-checks the slots without any event.
@@ -93,7 +92,7 @@ pub(super) fn read_text(dir: &Dir, name: &str) -> Result<String, LocalError> {
         // Bounded: anyone who may write in the lock directory may plant a
         // record (a waiter's, a limit), and ours are a few hundred bytes.
         Some(file) => file
-            .take(super::RECORD_MAX)
+            .take(super::engine::RECORD_MAX)
             .read_to_string(&mut text)
             .map_err(|e| LocalError::io(format!("cannot read `{}`", path.display()), e))?,
         None => {
@@ -259,7 +258,7 @@ impl Sem {
     }
 
     /// After getting a slot: the limit must still be ours.
-    fn granted(&self, file: File, lock: super::Lock, i: u32) -> Result<Granted, LocalError> {
+    fn granted(&self, file: File, lock: super::facts::Lock, i: u32) -> Result<Granted, LocalError> {
         match self.read_limit()? {
             Some(limit) if limit == self.limit && i < limit => Ok(Granted {
                 file,

@@ -7,7 +7,7 @@ use crate::backend::{
     Backend, BackendName, HoldRequest, HoldRules, Look, Peer, Prose, Registration,
 };
 use crate::backend::{Env, PromiseText, Topic};
-use crate::backend::priority::Priority;
+use crate::backend::rules::LeasePlan;
 use crate::error::Failure;
 
 const REGISTRATION: Registration = Registration {
@@ -107,7 +107,7 @@ impl Backend for PostgresBackend {
     type ReleaseArgs = crate::backend::NoFlags;
     type Engine = Postgres;
     type Inspect = Postgres;
-    type Plan = Priority;
+    type Plan = LeasePlan;
 
     const NAME: &'static str = "postgres";
     const PRIORITY: bool = true;
@@ -132,29 +132,24 @@ impl Backend for PostgresBackend {
     fn hold_rules(
         request: &HoldRequest<'_, Self::HoldArgs>,
         _env: &dyn Env,
-    ) -> Result<HoldRules<Priority>, Failure> {
+    ) -> Result<HoldRules<LeasePlan>, Failure> {
         crate::key::check(request.key).map_err(Failure::Usage)?;
-        let rules = crate::backend::rules::plain_lease(
+        crate::backend::rules::plain_lease(
             request,
             "a postgres TTL",
             "on postgres a rival takes the lock as soon as the server gives up on our connection",
-        )?;
-        Ok(HoldRules {
-            budget: rules.budget,
-            kill_timeout: rules.kill_timeout,
-            plan: request.kind.priority,
-        })
+        )
     }
 
     fn prepare(
         args: &Self::Args,
-        ttl: Option<std::time::Duration>,
+        plan: Option<&LeasePlan>,
         _env: &dyn Env,
     ) -> Result<Self, Failure> {
-        super::engine(args.dsn.as_deref(), ttl).map(PostgresBackend)
+        super::engine(args.dsn.as_deref(), plan.map(|plan| plan.ttl)).map(PostgresBackend)
     }
 
-    fn engine(&self, priority: Priority) -> Result<Postgres, Failure> {
+    fn engine(&self, LeasePlan { priority, .. }: LeasePlan) -> Result<Postgres, Failure> {
         Ok(self.0.clone().ranked(priority))
     }
 

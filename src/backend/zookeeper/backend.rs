@@ -11,6 +11,15 @@ use crate::backend::priority::Priority;
 use crate::backend::{Env, PromiseText, Topic};
 use crate::error::Failure;
 
+/// What the hold rules hand on: the session timeout asked for at connect
+/// (`--ttl`), the ensemble's tick, and how our waits rank.
+#[derive(Debug, Clone, Copy)]
+pub struct ZkPlan {
+    pub ttl: std::time::Duration,
+    pub tick: std::time::Duration,
+    pub priority: Priority,
+}
+
 const REGISTRATION: Registration = Registration {
     peer: Peer {
         tool: "Curator's `InterProcessMutex` (or `InterProcessSemaphoreV2`), go-zookeeper's lock, or kazoo's `Lock` with `extra_lock_patterns=[\"-lock-\"]`",
@@ -95,7 +104,7 @@ impl Backend for ZookeeperBackend {
     type Inspect = Zookeeper;
     /// The ensemble's tick (`--zk-tick-time`), and how a writer ranks
     /// among the waiters (`elect --priority`).
-    type Plan = (std::time::Duration, Priority);
+    type Plan = ZkPlan;
 
     const NAME: &'static str = "zookeeper";
     const PRIORITY: bool = true;
@@ -132,13 +141,17 @@ impl Backend for ZookeeperBackend {
         Ok(HoldRules {
             budget: rules.budget,
             kill_timeout: rules.kill_timeout,
-            plan: (tick, request.kind.priority),
+            plan: ZkPlan {
+                ttl: request.ttl,
+                tick,
+                priority: request.kind.priority,
+            },
         })
     }
 
     fn prepare(
         args: &Self::Args,
-        ttl: Option<std::time::Duration>,
+        plan: Option<&ZkPlan>,
         env: &dyn Env,
     ) -> Result<Self, Failure> {
         let flags = ZkFlags {
@@ -149,13 +162,13 @@ impl Backend for ZookeeperBackend {
             client_key: args.zk_client_key.clone(),
         };
         let config = ZkConfig::resolve(&flags, |name| env.var(name)).map_err(Failure::Config)?;
-        Ok(ZookeeperBackend(Zookeeper::new(
-            config,
-            ttl.unwrap_or(DEFAULT_TTL),
-        )))
+        // The session timeout asked for at connect: the plan's, checked by
+        // the hold rules; looking and releasing hold nothing.
+        let ttl = plan.map_or(DEFAULT_TTL, |plan| plan.ttl);
+        Ok(ZookeeperBackend(Zookeeper::new(config, ttl)))
     }
 
-    fn engine(&self, (tick, priority): Self::Plan) -> Result<Zookeeper, Failure> {
+    fn engine(&self, ZkPlan { tick, priority, .. }: ZkPlan) -> Result<Zookeeper, Failure> {
         Ok(self.0.clone().with_tick(tick).ranked(priority))
     }
 

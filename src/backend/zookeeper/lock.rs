@@ -34,6 +34,12 @@ pub fn dir_of(key: &str) -> String {
     format!("/{key}")
 }
 
+/// Where `--replace` leaves its note for the holder of `key`
+/// ([`ReplaceNote`](crate::backend::ReplaceNote)): beside the lock's directory, not in it.
+pub fn note_path(key: &str) -> String {
+    format!("{}.lockrun-by", dir_of(key))
+}
+
 /// Who wrote a contender node, by its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Writer {

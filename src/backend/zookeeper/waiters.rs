@@ -350,8 +350,8 @@ impl super::Zookeeper {
         loop {
             if turn.is_none() {
                 match Self::next_turn(client, dir, own, Some(partner), false, wait, true).await? {
-                    super::Turn::Mine => return Ok(InQueue::Held),
-                    super::Turn::Behind(watcher) => turn = watcher.map(fired),
+                    super::engine::Turn::Mine => return Ok(InQueue::Held),
+                    super::engine::Turn::Behind(watcher) => turn = watcher.map(fired),
                 }
             }
             if records.is_none() {
