@@ -534,9 +534,17 @@ impl Which {
     }
 }
 
-/// `--replace`'s record ahead of lockrun's waiters ([`Inspect::go_ahead`]),
-/// removed when dropped.
-pub type Ahead = Box<dyn Send>;
+/// `--replace`'s record ahead of lockrun's waiters ([`Inspect::go_ahead`]).
+pub type Ahead = Box<dyn GoneAhead>;
+
+/// A record ahead of lockrun's waiters, removed by [`GoneAhead::remove`]
+/// (or, dropped, as the engine ends what its owner leaves: a closed
+/// descriptor, a closed session, a lapsed lease).
+pub trait GoneAhead: Send {
+    /// Removes the record, waiting (a little) for the engine's answer, so
+    /// that it is gone before lockrun exits.
+    fn remove(self: Box<Self>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+}
 
 /// The outside view of locks and slots.
 pub trait Inspect {

@@ -659,7 +659,15 @@ pub async fn replace<I: Inspect>(
     if noted {
         inspect.clear_note(&now, &victim).await;
     }
-    asked.map(|line| Some((line, ahead)))
+    match asked {
+        Ok(line) => Ok(Some((line, ahead))),
+        Err(e) => {
+            if let Some(ahead) = ahead {
+                ahead.remove().await;
+            }
+            Err(e)
+        }
+    }
 }
 
 /// What a holder asked through the note ([`Inspect::asks_by_note`]) did.

@@ -342,8 +342,13 @@ impl Runner for Run {
                     // waiters, while we take the lock.
                     let ahead = replace_first(&backend, job.replacing()).await?;
                     job.spend(began.elapsed());
-                    let exit = elect::run(&backend.engine(plan)?, job).await;
-                    drop(ahead);
+                    let exit = match backend.engine(plan) {
+                        Ok(engine) => elect::run(&engine, job).await,
+                        Err(e) => Err(e),
+                    };
+                    if let Some(ahead) = ahead {
+                        ahead.remove().await;
+                    }
                     exit
                 }
                 Job::Semaphore(mut job, plan) => {
@@ -353,8 +358,13 @@ impl Runner for Run {
                     // waiters, while we take the lock.
                     let ahead = replace_first(&backend, job.replacing()).await?;
                     job.spend(began.elapsed());
-                    let exit = semaphore::run(&backend.engine(plan)?, job).await;
-                    drop(ahead);
+                    let exit = match backend.engine(plan) {
+                        Ok(engine) => semaphore::run(&engine, job).await,
+                        Err(e) => Err(e),
+                    };
+                    if let Some(ahead) = ahead {
+                        ahead.remove().await;
+                    }
                     exit
                 }
                 Job::Leader(job) => {

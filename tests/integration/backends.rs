@@ -1031,4 +1031,11 @@ mod replace_goes_ahead_of_earlier_waiters {
     fn on_local() {
         super::replace_goes_ahead_of_earlier_waiters(&Place::local());
     }
+
+    #[test]
+    fn on_zookeeper() {
+        super::replace_goes_ahead_of_earlier_waiters(&Place::zookeeper(
+            "replace_goes_ahead_of_earlier_waiters",
+        ));
+    }
 }
