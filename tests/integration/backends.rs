@@ -1033,6 +1033,13 @@ mod replace_goes_ahead_of_earlier_waiters {
     }
 
     #[test]
+    fn on_etcd() {
+        super::replace_goes_ahead_of_earlier_waiters(&Place::etcd(
+            "replace_goes_ahead_of_earlier_waiters",
+        ));
+    }
+
+    #[test]
     fn on_postgres() {
         super::replace_goes_ahead_of_earlier_waiters(&Place::postgres(
             "replace_goes_ahead_of_earlier_waiters",
