@@ -525,7 +525,15 @@ pub async fn replace<I: Inspect>(
     };
     // Before the ask: the writers queued now see it before the lock is
     // free. Dropped (removed) on every way out but success.
-    let ahead = inspect.go_ahead(&now, &value).await.map_err(Into::into)?;
+    // Only an order, never safety: one we cannot put is a warning.
+    let ahead = match inspect.go_ahead(&now, &value).await {
+        Ok(ahead) => ahead,
+        Err(e) => {
+            let failure: Failure = e.into();
+            tracing::warn!("could not put our record ahead of the waiters, so one queued before us may get the lock first: {failure}");
+            None
+        }
+    };
     let note = ReplaceNote {
         holder: victim.holder_id.clone().unwrap_or_default(),
         host: here,

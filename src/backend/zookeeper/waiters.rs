@@ -422,7 +422,9 @@ mod tests {
     fn records_name_their_priority() {
         assert_eq!(parse("3-0b5c-11"), Some((3, "0b5c-11")));
         assert_eq!(parse("1000-u"), Some((1000, "u")));
-        assert_eq!(parse("1001-u"), None);
+        // --replace's record is one above every --priority.
+        assert_eq!(parse("1001-u"), Some((priority::REPLACE, "u")));
+        assert_eq!(parse("1002-u"), None);
         assert_eq!(parse("03-u"), None);
         assert_eq!(parse("+3-u"), None);
         assert_eq!(parse("3-"), None);
