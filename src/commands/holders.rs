@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
 
-use crate::backend::{Changes, Holder, Inspect, ReplaceNote, Target, Waiter, Which};
+use crate::backend::{Ahead, Changes, Holder, Inspect, ReplaceNote, Target, Waiter, Which};
 use crate::error::Failure;
 use crate::exit::Exit;
 
@@ -445,14 +445,18 @@ enum End {
 /// another host is never released: we wait for its word or its claim's
 /// end. Before the release we leave the
 /// holder a note naming us (host, pid, `--value`), which its loss line
-/// shows, and remove it at the end. Returns the line that says whom it
-/// replaced; `None` when nobody held it. Anything else (a peer tool's
+/// shows, and remove it at the end. Before anything is asked, a lock's
+/// replacer puts a waiter's record above every priority
+/// ([`Inspect::go_ahead`]), so that lockrun's writers already waiting step
+/// aside and the replacer takes the lock first. Returns the line that says
+/// whom it replaced, with that record, which the caller keeps until its
+/// hold ends; `None` when nobody held it. Anything else (a peer tool's
 /// holder, a holder whose end cannot be seen or waited out) is one line and
 /// 125 before anything is asked or written.
 pub async fn replace<I: Inspect>(
     inspect: &I,
     replacing: Replacing,
-) -> Result<Option<String>, Failure> {
+) -> Result<Option<(String, Option<Ahead>)>, Failure> {
     let Replacing {
         target,
         deadline,
@@ -517,6 +521,17 @@ pub async fn replace<I: Inspect>(
             return Err(Failure::Conflict(format!(
                 "--replace cannot take {what}: its holder {label} is not a lockrun whose end this lockrun can see (a peer tool's, a reader whose lockrun keeps no facts, or the engine keeps no pid); stop it, or lockrun release it and wait"
             )))
+        }
+    };
+    // Before the ask: the writers queued now see it before the lock is
+    // free. Dropped (removed) on every way out but success.
+    // Only an order, never safety: one we cannot put is a warning.
+    let ahead = match inspect.go_ahead(&now, &value).await {
+        Ok(ahead) => ahead,
+        Err(e) => {
+            let failure: Failure = e.into();
+            tracing::warn!("could not put our record ahead of the waiters, so one queued before us may get the lock first: {failure}");
+            None
         }
     };
     let note = ReplaceNote {
@@ -652,7 +667,15 @@ pub async fn replace<I: Inspect>(
     if noted {
         inspect.clear_note(&now, &victim).await;
     }
-    asked.map(Some)
+    match asked {
+        Ok(line) => Ok(Some((line, ahead))),
+        Err(e) => {
+            if let Some(ahead) = ahead {
+                ahead.remove().await;
+            }
+            Err(e)
+        }
+    }
 }
 
 /// What a holder asked through the note ([`Inspect::asks_by_note`]) did.

@@ -16,6 +16,16 @@ impl Inspect for Postgres {
     type Error = PgError;
     type Changes = PgChanges;
 
+    /// A priority lock at `--replace`'s level, as a writer that waits holds
+    /// ([`waiters`]), on a connection of its own.
+    async fn go_ahead(&self, target: &Target, value: &str) -> Result<Option<crate::backend::Ahead>, PgError> {
+        let Target::Lock { key, shared: false } = target else {
+            return Ok(None);
+        };
+        let conn = self.connect().await?;
+        Ok(Some(Box::new(waiters::Ahead::put(conn, key, value).await?)))
+    }
+
     /// A semaphore's holders record their limit in their facts; a key no
     /// holder names with a limit is a lock.
     async fn target_of(&self, key: &str) -> Result<Target, PgError> {
