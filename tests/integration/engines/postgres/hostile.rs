@@ -588,6 +588,15 @@ fn a_note_from_a_role_that_may_not_end_the_holder_is_ignored() {
             > before + 100),
         "the holder's command stopped beating after the forged note"
     );
+    // Nor does the note hide it: its facts stay where `leader`, `list` and
+    // `--replace` read them (the statements it sent on the note carry them).
+    let mut look = bare(["--backend", "postgres", "--dsn", &url]);
+    let shown = look.args(["leader", "--json", &key]).output().unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("\"value\":\"prod\""),
+        "leader --json lost the holder's facts after the forged note: {shown}"
+    );
     std::fs::write(work.path().join("go"), "").unwrap();
     let out = holder.finish();
     psql_ok(&format!("drop role {eve}"));
