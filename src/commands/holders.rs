@@ -545,11 +545,16 @@ pub async fn replace<I: Inspect>(
     let noted = if victim.holder_id.is_some() {
         match inspect.leave_note(&now, &victim, &note).await {
             Ok(noted) => noted,
-            Err(e) => {
-                let failure: Failure = e.into();
-                tracing::warn!("could not leave the replaced holder a note naming us: {failure}");
-                false
-            }
+            Err(e) => match e.into() {
+                // It would not take our note: say so, and leave it holding.
+                refused @ Failure::Conflict(_) => return Err(refused),
+                failure => {
+                    tracing::warn!(
+                        "could not leave the replaced holder a note naming us: {failure}"
+                    );
+                    false
+                }
+            },
         }
     } else {
         false

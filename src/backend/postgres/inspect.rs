@@ -267,6 +267,26 @@ impl Inspect for Postgres {
             return Ok(false);
         };
         let conn = self.looker().await?;
+        // The holder takes a note only from a role that may end its
+        // session (pg_terminate_backend's rule, [`super::engine`]'s
+        // may_replace); a note it would ignore is one line here, not a
+        // wait for a holder that keeps holding.
+        const MAY: &str = "select coalesce((select \
+               (select rolsuper from pg_roles where rolname = session_user) \
+               or pg_has_role(session_user, a.usesysid, 'MEMBER') \
+               or (pg_has_role(session_user, 'pg_signal_backend', 'MEMBER') and not r.rolsuper) \
+             from pg_stat_activity a join pg_roles r on r.oid = a.usesysid \
+             where a.pid = $1), false)";
+        let may = conn
+            .client
+            .query_one(MAY, &[&pid])
+            .await
+            .map_err(|e| PgError::from_client("the holder's role", e))?;
+        if !may.get::<_, bool>(0) {
+            return Err(PgError::Refused(format!(
+                "--replace cannot ask the holder (server process {pid}) to let go: its lockrun takes the ask only from a role that may end its session (a superuser, a member of its role, or of pg_signal_backend when it is no superuser), and ours may not; run --replace as such a role, or stop the holder"
+            )));
+        }
         let payload = String::from_utf8_lossy(&note.encode()).into_owned();
         conn.client
             .query_one(
