@@ -471,7 +471,10 @@ fn help_with_notes(command: clap::Command) -> clap::Command {
              to ask) is one line and 125, and is left holding. Before it asks, it puts a \
              waiter's record above every --priority, so that lockrun's writers already waiting \
              let it take the lock first; a peer tool's waiters cannot be made to wait, and \
-             one may get the lock first.",
+             one may get the lock first. A holder once asked stops even if this run gives up \
+             (--timeout runs out, a signal): the ask cannot be taken back. When --timeout runs \
+             out before the holder's command is seen to end, the run says so and exits as \
+             --timeout does (75, or --conflict-exit-code) unless the lock is free by then.",
             &said(Topic::Replace),
         ])
     );

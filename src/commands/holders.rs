@@ -559,7 +559,12 @@ pub async fn replace<I: Inspect>(
     } else {
         false
     };
+    // Whether --timeout ran out: not a failure of ours, but the lock not
+    // had in time, whose status (75, or --conflict-exit-code) the hold
+    // gives once it finds the lock still held with no time left.
+    let timed_out = std::cell::Cell::new(false);
     let ran_out = |whose: &str| {
+        timed_out.set(true);
         Failure::Conflict(format!(
             "--replace asked the holder of {what} ({label}{whose}) to release, and --timeout ran out before its command was seen to end"
         ))
@@ -678,7 +683,10 @@ pub async fn replace<I: Inspect>(
             if let Some(ahead) = ahead {
                 ahead.remove().await;
             }
-            Err(e)
+            match e {
+                Failure::Conflict(line) if timed_out.get() => Ok(Some((line, None))),
+                e => Err(e),
+            }
         }
     }
 }

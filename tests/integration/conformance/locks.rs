@@ -360,6 +360,48 @@ fn replace_takes_the_lock_without_overlap(place: &Place) {
 }
 on_every_engine!(replace_takes_the_lock_without_overlap);
 
+/// `--replace --timeout` that runs out while the asked holder's daemon
+/// still runs (it ignores SIGTERM for a 2 s kill timeout): one line says
+/// so, and the run exits as `--timeout` does, 75, with nothing run; the
+/// holder, asked already, stops all the same (#43, attack review: it was
+/// 125, where the docs say 75).
+fn replace_that_runs_out_of_time_exits_75(place: &Place) {
+    let key = place.key("replace-timeout");
+    let work = scratch();
+    let mut cmd = place.lockrun(&[
+        "elect",
+        "--kill-timeout",
+        "2s",
+        &key,
+        "--shell",
+        "--",
+        &stubborn_daemon(),
+    ]);
+    cmd.arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    crate::places::wait_for_a_beat(work.path());
+    let mark = work.path().join("replacer");
+    let mut cmd = place.lockrun(&[
+        "elect",
+        "--replace",
+        "--timeout",
+        "500ms",
+        &key,
+        "--shell",
+        "--",
+        "date +%s%N > \"$1\"",
+    ]);
+    cmd.arg(&mark);
+    let output = Running::spawn(&mut cmd).finish();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    place.status(&output, 75, "--replace whose --timeout ran out");
+    assert!(stderr.contains("--timeout ran out"), "{stderr}");
+    assert!(!mark.exists(), "the replacer ran its command: {stderr}");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 124, "the asked holder");
+}
+on_every_engine!(replace_that_runs_out_of_time_exits_75);
+
 /// `elect --replace` (#43) with others about: a lockrun holder whose
 /// daemon ignores SIGTERM (killed a second later), a plain waiter queued
 /// before the replacer, the replacer, and a second `--replace` from
