@@ -295,6 +295,16 @@ impl Inspect for Postgres {
             )
             .await
             .map_err(|e| PgError::from_client("the note to the replaced holder", e))?;
+        // The holder answers on this connection once its tree is gone,
+        // which may take longer than our own TTL (its --kill-timeout):
+        // the server must not end it as idle meanwhile. A failure here
+        // costs only the answer's words ("its lease lapsed").
+        let keep = conn.client.batch_execute("set idle_session_timeout = 0");
+        match tokio::time::timeout(std::time::Duration::from_secs(2), keep).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!("the note's connection may end as idle: {e}"),
+            Err(_) => tracing::debug!("the note's connection may end as idle: no answer in 2s"),
+        }
         *self.note_conn.lock().expect("not poisoned") = Some(conn);
         Ok(true)
     }
