@@ -89,6 +89,45 @@ pub enum Place {
 }
 
 impl Place {
+    /// Fails unless nothing of this test's is on its engine: what a
+    /// refused input must leave.
+    pub fn assert_nothing_written(&self, what: &str) {
+        match self {
+            Place::Consul(consul, prefix) => {
+                assert!(
+                    consul.api().kv_list(prefix).is_empty(),
+                    "{what}: something on Consul"
+                );
+                if let Some(emulator) = consul.emulator() {
+                    assert_eq!(emulator.write_count(), 0, "{what}: a write reached Consul");
+                }
+            }
+            Place::Etcd { prefix, .. } => {
+                let left = crate::engines::etcd::support::etcdctl_ok(&[
+                    "get",
+                    "--prefix",
+                    "--keys-only",
+                    prefix,
+                ]);
+                assert!(left.trim().is_empty(), "{what}: left on etcd: {left}");
+            }
+            // Nothing can be left: a lock lives only while the connection
+            // that took it does, and lockrun has exited.
+            Place::Postgres { .. } => {}
+            Place::Zookeeper { prefix, hosts } => {
+                let left = crate::engines::zookeeper::support::tree(hosts, prefix);
+                assert!(left.is_empty(), "{what}: left on ZooKeeper: {left:?}");
+            }
+            Place::Local(dir) => {
+                let left = crate::support::files_under(dir.path());
+                assert!(
+                    left.is_empty(),
+                    "{what}: left in the lock directory: {left:?}"
+                );
+            }
+        }
+    }
+
     pub fn consul(test: &str) -> Place {
         let consul = TestConsul::start_fast();
         let prefix = consul.prefix(test);
