@@ -248,10 +248,11 @@ impl Place {
 
     /// Takes `key`'s lock from its holder from outside, by the engine's own
     /// act: Consul destroys the holder's session, etcd revokes its lease
-    /// (`etcdctl lease revoke`); on PostgreSQL and ZooKeeper `lockrun
-    /// release` is that act (`pg_terminate_backend` of the holder's
-    /// session, the delete of its node). A flock cannot be taken from its
-    /// holder: on local, `release` asks the holder to let go.
+    /// (`etcdctl lease revoke`), PostgreSQL terminates the holder's
+    /// session (`pg_terminate_backend` through psql, of the server process
+    /// `leader --json` names), ZooKeeper's own client deletes the holder's
+    /// node. A flock cannot be taken from its holder: on local, `release`
+    /// asks the holder to let go.
     pub fn revoke(&self, key: &str) {
         match self {
             Place::Consul(consul, _) => {
@@ -281,7 +282,30 @@ impl Place {
                     .expect("etcdctl lease revoke");
                 assert!(out.status.success(), "etcdctl lease revoke: {out:?}");
             }
-            Place::Postgres { .. } | Place::Zookeeper { .. } | Place::Local(_) => {
+            Place::Postgres { .. } => {
+                let shown = support::run(&mut self.lockrun(&["leader", "--json", key]));
+                let json: serde_json::Value = serde_json::from_slice(&shown.stdout)
+                    .unwrap_or_else(|e| panic!("leader --json {key}: {e}: {shown:?}"));
+                let pid = json["holders"][0]["details"]["backend_pid"]
+                    .as_i64()
+                    .unwrap_or_else(|| panic!("no server process holds `{key}`: {json}"));
+                let ended = pg_support::psql_ok(&format!("select pg_terminate_backend({pid})"));
+                assert_eq!(ended.trim(), "t", "pg_terminate_backend({pid})");
+            }
+            Place::Zookeeper { hosts, .. } => zk_support::with_client(hosts, async |c| {
+                let dir = format!("/{key}");
+                let children = c
+                    .list_children(&dir)
+                    .await
+                    .unwrap_or_else(|e| panic!("no node holds `{key}`: {e}"));
+                assert!(!children.is_empty(), "no node holds `{key}`");
+                for child in children {
+                    c.delete(&format!("{dir}/{child}"), None)
+                        .await
+                        .unwrap_or_else(|e| panic!("delete {dir}/{child}: {e}"));
+                }
+            }),
+            Place::Local(_) => {
                 let output = support::run(&mut self.lockrun(&["release", key]));
                 self.status(&output, 0, "release");
             }
