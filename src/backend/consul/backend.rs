@@ -290,6 +290,9 @@ pub struct ConsulBackend {
     client: Client,
     /// Whether a namespace was asked for, which the agent must support.
     namespace: bool,
+    /// The job's session TTL, which `--replace`'s place ahead of the
+    /// waiters rides on.
+    ttl: Option<std::time::Duration>,
 }
 
 impl Backend for ConsulBackend {
@@ -355,8 +358,9 @@ impl Backend for ConsulBackend {
     fn prepare(
         args: &Self::Args,
         // The session's TTL rides in the plan to the engine, which asks
-        // for the session; the client needs none of it.
-        _plan: Option<&Self::Plan>,
+        // for the session; the client needs none of it, but `--replace`'s
+        // place ahead of the waiters takes the same.
+        plan: Option<&Self::Plan>,
         env: &dyn Env,
     ) -> Result<Self, Failure> {
         let consul = config::connection(args, env)?;
@@ -364,6 +368,7 @@ impl Backend for ConsulBackend {
         Ok(ConsulBackend {
             client,
             namespace: consul.namespace.is_some(),
+            ttl: plan.map(|(spec, _)| spec.ttl),
         })
     }
 
@@ -388,7 +393,11 @@ impl Backend for ConsulBackend {
                     (false, Some(wait)) => Reading::Waiting(*wait),
                     (false, None) => Reading::Once,
                 };
-                Outside::leader(self.client.clone(), reading, *json)
+                let outside = Outside::leader(self.client.clone(), reading, *json);
+                match self.ttl {
+                    Some(ttl) => outside.with_ttl(ttl),
+                    None => outside,
+                }
             }
             Look::Release { flags } => Outside::release(
                 self.client.clone(),

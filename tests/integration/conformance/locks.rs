@@ -959,6 +959,13 @@ mod replace_goes_ahead_of_earlier_waiters {
     use super::*;
 
     #[test]
+    fn on_consul() {
+        super::replace_goes_ahead_of_earlier_waiters(&Place::consul(
+            "replace_goes_ahead_of_earlier_waiters",
+        ));
+    }
+
+    #[test]
     fn on_local() {
         super::replace_goes_ahead_of_earlier_waiters(&Place::local());
     }
