@@ -46,6 +46,13 @@
 //! lapses and its lock-delay passes; the waiter behind it, which wakes as
 //! the head's entry goes with the hand-off, then takes it.
 //!
+//! `--replace` puts an entry of its own at
+//! [`REPLACE`](crate::backend::priority::REPLACE), above every waiter's
+//! ([`GoAhead`]), that never says it is ready: while it is the head the
+//! holder's release hands the lock to nobody and frees it, the replacer's
+//! own waiter (which does not count that entry) takes it, and every other
+//! waiter defers to it as to any higher head.
+//!
 //! `consul lock` ignores the queue and competes as before; a token that may
 //! not write the queue's keys turns the queue off and waiters wait as they
 //! did without.
