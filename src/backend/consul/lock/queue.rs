@@ -412,12 +412,13 @@ impl Line {
 
     /// Whether the head reads the lock with its queue (a recursive read of
     /// `KEY`, see [`Line::outranked`]) rather than the key alone: in a
-    /// ranked queue we are in, below the highest priority.
+    /// ranked queue we are in, below `--replace`'s level (a waiter at
+    /// `--priority` 1000 too, so that a replacer's entry sends it back).
     pub fn reads_with_queue(&self) -> bool {
         self.place.is_some()
             && self
                 .rank
-                .is_some_and(|r| r.level < crate::backend::priority::MAX)
+                .is_some_and(|r| r.level < crate::backend::priority::REPLACE)
     }
 
     /// Given the head's read of `KEY` with its queue: whether a live entry
