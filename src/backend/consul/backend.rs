@@ -158,9 +158,9 @@ const NOTES: &[(Topic, &str)] = &[
         Topic::Replace,
         "On Consul a holder that does not answer (stopped, cut off) is released once its \
          lease would have lapsed (its TTL, and the lock-delay), within which its own stop \
-         window ends its tree. There it goes ahead of no waiter: the holder hands the lock \
-         to the head of lockrun's queue as it lets go, so a waiter queued before it may get \
-         the lock first.",
+         window ends its tree. Its record there is an entry heading lockrun's queue, on a \
+         session of its own, that the holder hands nothing to: its release frees the lock \
+         for the replacer. `consul lock`'s waiters ignore that queue.",
     ),
     (
         Topic::Shared,
@@ -290,6 +290,9 @@ pub struct ConsulBackend {
     client: Client,
     /// Whether a namespace was asked for, which the agent must support.
     namespace: bool,
+    /// The job's session TTL, which `--replace`'s place ahead of the
+    /// waiters rides on.
+    ttl: Option<std::time::Duration>,
 }
 
 impl Backend for ConsulBackend {
@@ -355,8 +358,9 @@ impl Backend for ConsulBackend {
     fn prepare(
         args: &Self::Args,
         // The session's TTL rides in the plan to the engine, which asks
-        // for the session; the client needs none of it.
-        _plan: Option<&Self::Plan>,
+        // for the session; the client needs none of it, but `--replace`'s
+        // place ahead of the waiters takes the same.
+        plan: Option<&Self::Plan>,
         env: &dyn Env,
     ) -> Result<Self, Failure> {
         let consul = config::connection(args, env)?;
@@ -364,6 +368,7 @@ impl Backend for ConsulBackend {
         Ok(ConsulBackend {
             client,
             namespace: consul.namespace.is_some(),
+            ttl: plan.map(|(spec, _)| spec.ttl),
         })
     }
 
@@ -388,7 +393,11 @@ impl Backend for ConsulBackend {
                     (false, Some(wait)) => Reading::Waiting(*wait),
                     (false, None) => Reading::Once,
                 };
-                Outside::leader(self.client.clone(), reading, *json)
+                let outside = Outside::leader(self.client.clone(), reading, *json);
+                match self.ttl {
+                    Some(ttl) => outside.with_ttl(ttl),
+                    None => outside,
+                }
             }
             Look::Release { flags } => Outside::release(
                 self.client.clone(),

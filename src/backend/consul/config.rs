@@ -17,7 +17,7 @@ use crate::host::{hostname, io_reason};
 
 /// Consul's `session_ttl_min` default; servers can lower it, and so can
 /// `LOCKRUN_SESSION_TTL_MIN` for lockrun (our test suite does).
-const TTL_MIN: Duration = Duration::from_secs(10);
+pub(super) const TTL_MIN: Duration = Duration::from_secs(10);
 const TTL_MAX: Duration = Duration::from_secs(24 * 3600);
 const LOCK_DELAY_MAX: Duration = Duration::from_secs(60);
 

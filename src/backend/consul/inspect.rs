@@ -52,6 +52,9 @@ pub struct Outside {
     /// `force_release` that follows it: one read per look, as a script
     /// calling `leader` in a loop expects.
     listed: RefCell<Option<(String, Vec<KvPair>)>>,
+    /// The session TTL `--replace`'s place ahead of the waiters rides on
+    /// ([`Inspect::go_ahead`]): the job's.
+    ttl: Duration,
 }
 
 impl Outside {
@@ -71,6 +74,7 @@ impl Outside {
             session: None,
             destroy: false,
             listed: RefCell::new(None),
+            ttl: super::config::TTL_MIN,
         }
     }
 
@@ -87,7 +91,14 @@ impl Outside {
             session,
             destroy,
             listed: RefCell::new(None),
+            ttl: super::config::TTL_MIN,
         }
+    }
+
+    /// The job's session TTL, for `--replace`'s place ahead of the
+    /// waiters.
+    pub fn with_ttl(self, ttl: Duration) -> Outside {
+        Outside { ttl, ..self }
     }
 
     /// Every read is whole: a listing the token's rights filtered cannot
@@ -551,6 +562,20 @@ impl Inspect for Outside {
         Ok(names)
     }
 
+    /// An entry in the lock's queue at `--replace`'s level, on a session
+    /// of its own ([`queue::GoAhead`](super::lock::queue::GoAhead)).
+    async fn go_ahead(
+        &self,
+        target: &Target,
+        value: &str,
+    ) -> Result<Option<crate::backend::Ahead>, AcquireError> {
+        let Target::Lock { key, shared: false } = target else {
+            return Ok(None);
+        };
+        let ahead = super::lock::queue::GoAhead::put(&self.client, key, self.ttl, value).await?;
+        Ok(Some(Box::new(ahead)))
+    }
+
     /// lockrun's writers queued for a leader lock, from their entries in
     /// its queue (see [`queue`](super::lock::queue)), highest priority
     /// first, then first come; `consul lock`'s waiters keep none and are
@@ -600,6 +625,7 @@ impl Inspect for Outside {
                 session: None,
                 destroy: false,
                 listed: RefCell::new(None),
+                ttl: self.ttl,
             },
             key: target.name().to_string(),
             waiter,

@@ -924,9 +924,10 @@ fn shown_waiters(place: &Place, key: &str) -> Vec<(u64, String)> {
         .unwrap_or_default()
 }
 
-/// `elect --replace` (#43, goal 2) goes ahead of a plain lockrun waiter
-/// queued before it: the replacer's command runs first, then the
-/// waiter's, never together (their own timestamps). And a replacer that
+/// `elect --replace` (#43, goal 2) goes ahead of lockrun waiters queued
+/// before it, a plain one and one at `--priority 1000`: the replacer's
+/// command runs first, then the waiters', never together (their own
+/// timestamps). And a replacer that
 /// gives up (`--timeout` runs out on a stopped holder) leaves nothing that
 /// keeps the waiter out: no record above every priority is shown once it
 /// has exited 125, and the waiter takes the lock when its holder lets go.
@@ -952,21 +953,28 @@ fn replace_goes_ahead_of_earlier_waiters(place: &Place) {
     let holder = place.hold(work.path(), "", &["elect", "--value", "old", &key]);
     let waiter = Running::spawn(&mut contender(&[], "waiter"));
     queued("waiter");
+    // One at the highest --priority too: --replace goes ahead of it.
+    let highest = Running::spawn(&mut contender(&["--priority", "1000"], "highest"));
+    queued("highest");
     let replacer = run(&mut contender(&["--replace"], "replacer"));
     place.status(&replacer, 0, "--replace");
     place.status(&holder.finish(), 124, "the replaced holder");
     place.status(&waiter.finish(), 0, "the waiter");
+    place.status(&highest.finish(), 0, "the waiter at --priority 1000");
     let span = |name: &str| -> (u128, u128) {
         let text = std::fs::read_to_string(spans.path().join(name)).unwrap();
         let stamps: Vec<u128> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
         assert_eq!(stamps.len(), 2, "{name}: {text}");
         (stamps[0], stamps[1])
     };
-    let (first, then) = (span("replacer"), span("waiter"));
-    assert!(
-        first.1 < then.0,
-        "the waiter queued before --replace ran first or beside it: replacer {first:?}, waiter {then:?}"
-    );
+    let first = span("replacer");
+    for name in ["waiter", "highest"] {
+        let then = span(name);
+        assert!(
+            first.1 < then.0,
+            "{name}, queued before --replace, ran first or beside it: replacer {first:?}, {name} {then:?}"
+        );
+    }
 
     // Giving up: the holder is stopped, so it never answers, and
     // --timeout runs out with our record put.
@@ -999,6 +1007,13 @@ fn replace_goes_ahead_of_earlier_waiters(place: &Place) {
 }
 mod replace_goes_ahead_of_earlier_waiters {
     use super::*;
+
+    #[test]
+    fn on_consul() {
+        super::replace_goes_ahead_of_earlier_waiters(&Place::consul(
+            "replace_goes_ahead_of_earlier_waiters",
+        ));
+    }
 
     #[test]
     fn on_local() {

@@ -46,6 +46,13 @@
 //! lapses and its lock-delay passes; the waiter behind it, which wakes as
 //! the head's entry goes with the hand-off, then takes it.
 //!
+//! `--replace` puts an entry of its own at
+//! [`REPLACE`](crate::backend::priority::REPLACE), above every waiter's
+//! ([`GoAhead`]), that never says it is ready: while it is the head the
+//! holder's release hands the lock to nobody and frees it, the replacer's
+//! own waiter (which does not count that entry) takes it, and every other
+//! waiter defers to it as to any higher head.
+//!
 //! `consul lock` ignores the queue and competes as before; a token that may
 //! not write the queue's keys turns the queue off and waiters wait as they
 //! did without.
@@ -132,6 +139,122 @@ fn decoded(pair: &KvPair) -> serde_json::Value {
         .as_deref()
         .and_then(|v| serde_json::from_slice(v).ok())
         .unwrap_or(serde_json::Value::Null)
+}
+
+/// Whether an entry is `--replace`'s place ahead of the waiters
+/// ([`GoAhead::put`]) put by this process: our own waiter queues as if it
+/// were not there, every other waiter defers to it.
+fn put_by_us(pair: &KvPair) -> bool {
+    let by = &decoded(pair)["replacing"];
+    by["pid"].as_u64() == Some(u64::from(std::process::id()))
+        && by["host"].as_str() == Some(crate::host::hostname().as_str())
+}
+
+/// `--replace`'s place ahead of lockrun's waiters for a leader key: an
+/// entry in its queue at [`crate::backend::priority::REPLACE`] that says
+/// who put it (host and pid), never `ready`, so that the holder's release
+/// hands the lock to nobody while it is the head and simply frees it;
+/// every waiter but the replacer's own (see `put_by_us`) stays behind it.
+/// It rides on a session of its own (the job's TTL, no checks, deleting
+/// what it holds), renewed while it lives: a replacer that dies leaves it
+/// to go with that session's lapse.
+pub struct GoAhead {
+    client: Client,
+    session: SessionId,
+    entry: String,
+    renew: tokio::task::JoinHandle<()>,
+}
+
+impl GoAhead {
+    pub async fn put(
+        client: &Client,
+        key: &str,
+        ttl: Duration,
+        value: &str,
+    ) -> Result<GoAhead, ConsulError> {
+        let (host, pid) = (crate::host::hostname(), std::process::id());
+        let spec = crate::backend::consul::session::SessionSpec {
+            name: crate::backend::consul::inspect::session_name(
+                &host,
+                pid,
+                "--replace ahead of the waiters of",
+                key,
+            ),
+            ttl,
+            lock_delay: Duration::ZERO,
+            behavior: crate::backend::consul::session::Behavior::Delete,
+            node_checks: Vec::new(),
+            service_checks: Vec::new(),
+        };
+        let session = client.session_create(&spec).await?;
+        let doc = serde_json::json!({
+            "priority": crate::backend::priority::REPLACE,
+            "value": value,
+            "replacing": { "host": host, "pid": pid },
+        })
+        .to_string();
+        let entry = entry_key(&of_key(key), &session);
+        let ops = [TxnOp::Lock {
+            key: &entry,
+            value: doc.as_bytes(),
+            flags: 0,
+            session: &session,
+        }];
+        let put = match client.txn(&ops).await {
+            Ok(Txn::Applied(_)) => Ok(()),
+            Ok(Txn::Refused(refusals)) => Err(refusals
+                .iter()
+                .find_map(|r| r.error(&entry))
+                .unwrap_or_else(|| ConsulError::Rejected {
+                    op: crate::backend::consul::Op::KvWrite(entry.clone()),
+                    status: 409,
+                    body: refusals[0].what.clone(),
+                })),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = put {
+            let _ = client.session_destroy(&session).await;
+            return Err(e);
+        }
+        let (renewer, id) = (client.clone(), session.clone());
+        let every = ttl / 2;
+        let renew = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                // A renewal missed is tried again at the next: the entry
+                // only orders the waiters, it guards nothing.
+                let _ = renewer.session_renew(&id, every).await;
+            }
+        });
+        Ok(GoAhead {
+            client: client.clone(),
+            session,
+            entry,
+            renew,
+        })
+    }
+}
+
+impl crate::backend::GoneAhead for GoAhead {
+    fn remove(self: Box<Self>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        self.renew.abort();
+        let (client, session, entry) = (self.client.clone(), self.session.clone(), self.entry.clone());
+        Box::pin(async move {
+            // The entry first, so that it is gone whatever the session's
+            // behaviour; then the session.
+            let deleted = client.kv_delete(&entry, None).await;
+            let destroyed = client.session_destroy(&session).await;
+            if let Err(e) = deleted.and(destroyed) {
+                tracing::warn!("could not withdraw --replace's place ahead of the waiters ({e}); it goes with its session's lapse");
+            }
+        })
+    }
+}
+
+impl Drop for GoAhead {
+    fn drop(&mut self) {
+        self.renew.abort();
+    }
 }
 
 /// The queue's order: higher priority first, then first come.
@@ -289,12 +412,13 @@ impl Line {
 
     /// Whether the head reads the lock with its queue (a recursive read of
     /// `KEY`, see [`Line::outranked`]) rather than the key alone: in a
-    /// ranked queue we are in, below the highest priority.
+    /// ranked queue we are in, below `--replace`'s level (a waiter at
+    /// `--priority` 1000 too, so that a replacer's entry sends it back).
     pub fn reads_with_queue(&self) -> bool {
         self.place.is_some()
             && self
                 .rank
-                .is_some_and(|r| r.level < crate::backend::priority::MAX)
+                .is_some_and(|r| r.level < crate::backend::priority::REPLACE)
     }
 
     /// Given the head's read of `KEY` with its queue: whether a live entry
@@ -385,6 +509,9 @@ async fn ahead(client: &Client, queue: &str, place: &Place) -> Result<Option<Ahe
     let mut best: Option<KvPair> = None;
     let mut before = 0;
     for pair in pairs {
+        if put_by_us(&pair) {
+            continue;
+        }
         if pair.holder().is_none() {
             // Best effort: whoever sees it next tries again.
             let _ = client.kv_delete(&pair.key, Some(pair.modify_index)).await;
