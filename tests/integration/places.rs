@@ -249,6 +249,52 @@ impl Place {
         }
     }
 
+    /// Asserts that nothing was written under this place: no key under the
+    /// test's prefix (and, on the Consul emulator, no write at all), no
+    /// node on ZooKeeper, no file in the lock directory. PostgreSQL keeps
+    /// nothing to look at: a lock lives only while its connection does.
+    pub fn assert_nothing_written(&self) {
+        match self {
+            Place::Consul(consul, prefix) => {
+                let left: Vec<String> = consul
+                    .api()
+                    .kv_list(prefix)
+                    .into_iter()
+                    .map(|e| e.key)
+                    .collect();
+                assert!(left.is_empty(), "left on Consul: {left:?}");
+                if let Some(emulator) = consul.emulator() {
+                    assert_eq!(emulator.write_count(), 0, "a write reached Consul");
+                }
+            }
+            Place::Etcd { prefix, endpoint } => {
+                let out = etcd_support::etcdctl_at(endpoint)
+                    .args(["get", "--prefix", "--keys-only", prefix])
+                    .output()
+                    .expect("etcdctl get");
+                assert!(out.status.success(), "etcdctl get: {out:?}");
+                let left = String::from_utf8_lossy(&out.stdout);
+                assert!(left.trim().is_empty(), "left on etcd: {left}");
+            }
+            Place::Postgres { .. } => {}
+            Place::Zookeeper { prefix, hosts } => {
+                let left = zk_support::tree(hosts, prefix);
+                assert!(left.is_empty(), "left on ZooKeeper: {left:?}");
+            }
+            Place::Local(dir) => {
+                let mut left = Vec::new();
+                let mut todo = vec![dir.path().to_path_buf()];
+                while let Some(path) = todo.pop() {
+                    for entry in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                        todo.push(entry.path());
+                        left.push(entry.path());
+                    }
+                }
+                assert!(left.is_empty(), "left in the lock directory: {left:?}");
+            }
+        }
+    }
+
     /// The value the engine keeps at `key`, read with its own client;
     /// `None` where the engine keeps no data beside its locks (local,
     /// PostgreSQL: a fenced `put` has nowhere to write there).
