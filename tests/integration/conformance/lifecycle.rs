@@ -166,7 +166,7 @@ fn keys_with_special_characters_work_and_inject_nothing(place: &Place) {
             v["key"].as_str().expect("a key").to_owned()
         })
         .collect();
-    assert_eq!(keys, [key.clone()], "{output:?}");
+    assert_eq!(keys, std::slice::from_ref(&key), "{output:?}");
     std::fs::write(work.path().join("go"), "").unwrap();
     place.status(&holder.finish(), 0, "the holder");
 }
