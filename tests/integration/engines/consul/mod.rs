@@ -30,7 +30,7 @@ mod semaphore;
 mod leader;
 // Ctrl-Z, `fg`, `bg` and `kill %1` at an interactive bash on a pty.
 mod job_control;
-// Under systemd and cron: the notify protocol, --min-hold.
+// Under systemd: the watchdog and a frozen lease, the unit, the journal.
 mod service;
 // The safety model under faults: partitions, restarts, kills, churn.
 mod safety;

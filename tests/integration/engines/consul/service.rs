@@ -1,5 +1,7 @@
-//! Running under systemd and cron: the notify protocol against a fake
-//! notify socket, and `--min-hold` for jobs that run once per period.
+//! Running under systemd, on Consul: the watchdog falling silent with a
+//! frozen lease, the documented unit, the journal's lines, an agent down
+//! at start. (`--notify` readiness and `--min-hold` on every engine:
+//! `conformance::service`.)
 
 use std::path::Path;
 use std::time::Duration;
