@@ -134,48 +134,8 @@ fn every_backend_refuses_the_same_keys_before_writing() {
                 assert!(stderr.contains("key"), "{what}: {stderr}");
             }
         }
-        match &place {
-            Place::Consul(consul, prefix) => {
-                assert!(consul.api().kv_list(prefix).is_empty(), "nothing on Consul");
-                if let Some(emulator) = consul.emulator() {
-                    assert_eq!(emulator.write_count(), 0, "no write reached Consul");
-                }
-            }
-            Place::Etcd { prefix, .. } => {
-                let left = crate::engines::etcd::support::etcdctl_ok(&[
-                    "get",
-                    "--prefix",
-                    "--keys-only",
-                    prefix,
-                ]);
-                assert!(left.trim().is_empty(), "nothing on etcd: {left}");
-            }
-            // Nothing to leave: a lock lives only while its connection does.
-            Place::Postgres { .. } => {}
-            Place::Zookeeper { prefix, hosts } => {
-                let left = crate::engines::zookeeper::support::tree(hosts, prefix);
-                assert!(left.is_empty(), "nothing on ZooKeeper: {left:?}");
-            }
-            Place::Local(dir) => {
-                let left: Vec<_> = walk(dir.path());
-                assert!(left.is_empty(), "nothing in the lock directory: {left:?}");
-            }
-        }
+        place.assert_nothing_written();
     }
-}
-
-/// Every file under `dir`.
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            found.extend(walk(&path));
-        } else {
-            found.push(path);
-        }
-    }
-    found
 }
 
 /// local `release --all PREFIX` while a flock(1) holds one slot: the
