@@ -266,6 +266,91 @@ fn compare(title: &str, peer: &str, tools: [Tool; 2], me: &Path, goal: Option<f6
         );
     }
     where_the_time_goes(&tools, me, &one_waiter, goal);
+    resident_sets(&tools, me);
+}
+
+/// Samples of the resident set while holding, the largest kept.
+const RSS_SAMPLES: usize = 5;
+/// Issue 46's goal for lockrun's supervisor and guard together, in MiB.
+const RSS_GOAL_MIB: f64 = 8.0;
+
+/// The figure `benches/lockrun.rs` prints for Consul, for this backend:
+/// VmRSS while holding, the largest of [`RSS_SAMPLES`], of lockrun and its
+/// guard together, against the peer's own process (its child is COMMAND).
+fn resident_sets(tools: &[Tool; 2], me: &Path) {
+    let kib: Vec<(u64, u64)> = tools.iter().map(|tool| resident_set(tool, me)).collect();
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    println!(
+        "\nresident set while holding (VmRSS, max of {RSS_SAMPLES} samples): \
+         lockrun supervisor {:.2} + guard {:.2} = {:.2} MiB (goal {RSS_GOAL_MIB} MiB: {}); the peer {:.2} MiB",
+        mib(kib[0].0),
+        mib(kib[0].1),
+        mib(kib[0].0 + kib[0].1),
+        if mib(kib[0].0 + kib[0].1) <= RSS_GOAL_MIB { "met" } else { "not met" },
+        mib(kib[1].0),
+    );
+}
+
+/// The holder's VmRSS and, for lockrun, its guard's (its one child), in
+/// KiB, sampled while the child sleeps.
+fn resident_set(tool: &Tool, me: &Path) -> (u64, u64) {
+    let dir = scratch();
+    let log = dir.path().join("log");
+    let log_s = log.to_str().expect("utf-8 path");
+    let me = me.to_str().expect("utf-8 path");
+    let ms = (RSS_SAMPLES as u64 + 5) * 100;
+    let holder = tool
+        .command(dir.path(), "k", &[me, "__child", log_s, &ms.to_string()])
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + PATIENCE;
+    while !fs::read_to_string(&log).is_ok_and(|t| t.contains("start")) {
+        assert!(
+            Instant::now() < deadline,
+            "the holder's child never started"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let pid = holder.id();
+    let guarded = matches!(tool, Tool::Local(_) | Tool::Etcd(..) | Tool::Postgres(..));
+    let (mut own, mut guard) = (0, 0);
+    for _ in 0..RSS_SAMPLES {
+        std::thread::sleep(Duration::from_millis(100));
+        own = own.max(vm_rss(pid));
+        if guarded {
+            guard = guard.max(children(pid).first().map_or(0, |&g| vm_rss(g)));
+        }
+    }
+    finish(holder);
+    (own, guard)
+}
+
+/// `VmRSS` of `pid` in KiB (0 once it is gone).
+fn vm_rss(pid: u32) -> u64 {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The children of `pid`, from every thread's `children` list.
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            if let Ok(text) = fs::read_to_string(task.path().join("children")) {
+                out.extend(
+                    text.split_whitespace()
+                        .filter_map(|w| w.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    out
 }
 
 /// Readers started together, and how many times.

@@ -468,8 +468,13 @@ fn help_with_notes(command: clap::Command) -> clap::Command {
              gone. Once the lock is free, this run acquires it and says whom it replaced and how \
              (answered, or its lease lapsed); the holder exits 124 (with --campaign too: it does not campaign again), its line \
              naming this run. Any other holder (a peer tool's, or one the engine gives no way \
-             to ask) is one line and 125, and is left holding. The run then waits its turn as \
-             any other: a waiter queued before it may get the lock first.",
+             to ask) is one line and 125, and is left holding. Before it asks, it puts a \
+             waiter's record above every --priority, so that lockrun's writers already waiting \
+             let it take the lock first; a peer tool's waiters cannot be made to wait, and \
+             one may get the lock first. A holder once asked stops even if this run gives up \
+             (--timeout runs out, a signal): the ask cannot be taken back. When --timeout runs \
+             out before the holder's command is seen to end, the run says so and exits as \
+             --timeout does (75, or --conflict-exit-code) unless the lock is free by then.",
             &said(Topic::Replace),
         ])
     );

@@ -534,6 +534,18 @@ impl Which {
     }
 }
 
+/// `--replace`'s record ahead of lockrun's waiters ([`Inspect::go_ahead`]).
+pub type Ahead = Box<dyn GoneAhead>;
+
+/// A record ahead of lockrun's waiters, removed by [`GoneAhead::remove`]
+/// (or, dropped, as the engine ends what its owner leaves: a closed
+/// descriptor, a closed session, a lapsed lease).
+pub trait GoneAhead: Send {
+    /// Removes the record, waiting (a little) for the engine's answer, so
+    /// that it is gone before lockrun exits.
+    fn remove(self: Box<Self>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+}
+
 /// The outside view of locks and slots.
 pub trait Inspect {
     type Error: EngineError;
@@ -643,6 +655,21 @@ pub trait Inspect {
     /// since none of them is known to be under one.
     fn unnamed(&self) -> impl Future<Output = Result<Vec<(String, Vec<Holder>)>, Self::Error>> {
         async { Ok(Vec::new()) }
+    }
+
+    /// `--replace` on an exclusive lock: a waiter's record at
+    /// [`priority::REPLACE`] for `target`, put before the holder is asked
+    /// and kept until the replacer's hold ends (dropping the value removes
+    /// it), so that lockrun's writers queued before it step out of the
+    /// engine's wait and let it in first. Bound to the replacer as any
+    /// waiter's record is (a lock, a session, a lease): a replacer that dies
+    /// leaves none that counts. `None` where the engine keeps no records.
+    fn go_ahead(
+        &self,
+        _target: &Target,
+        _value: &str,
+    ) -> impl Future<Output = Result<Option<Ahead>, Self::Error>> {
+        async { Ok(None) }
     }
 
     /// The waiters for `target` that the engine shows, highest priority

@@ -21,6 +21,12 @@ use tokio::time::Instant;
 /// The highest `--priority`.
 pub const MAX: u32 = 1000;
 
+/// A `--replace` run's level, above every `--priority`: its record, put
+/// before it asks the holder to let go, sends lockrun's writers queued
+/// earlier out of the engine's wait, so that the replacer takes the lock
+/// first. Records of every backend accept it.
+pub const REPLACE: u32 = MAX + 1;
+
 /// `--priority-grace`'s default.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(3);
 

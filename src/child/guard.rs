@@ -348,6 +348,9 @@ pub(super) fn run(
         }
     }
 
+    // COMMAND runs: what our start-up alone needed of the program's code
+    // (lockrun's, for a forked guard) need not stay mapped while we watch.
+    sys::forget_startup_pages();
     let waited = match watch {
         Ok(watch) => watch.run(&mut child, &mut channel, leftovers, cgroup.as_mut()),
         Err(_) => child.wait().map(Ending::Exited),

@@ -142,6 +142,12 @@ const STOP_SETTLE_MAX_PAUSE: Duration = Duration::from_millis(20);
 /// millisecond; one stuck in the kernel must not hold up the runtime.
 const DISCARD_PATIENCE: Duration = Duration::from_millis(20);
 
+/// How long after the child's start lockrun drops the pages only its
+/// start-up needed (`sys::forget_startup_pages_once`): what follows the
+/// start (the facts, the first renewal's set-up) runs first, so that it is
+/// not faulted back in for nothing. One wake-up per job.
+const STARTUP_SETTLES: Duration = Duration::from_millis(50);
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Command {
@@ -337,6 +343,9 @@ pub struct Child {
     /// We stopped the guard before it ran COMMAND, the job being stopped
     /// already: its stop is the job's, not news for the front.
     started_stopped: bool,
+    /// The pages start-up alone needed are to be dropped (see
+    /// [`STARTUP_SETTLES`]).
+    trim_armed: bool,
 }
 
 /// A guard started ahead of COMMAND and parked: it runs nothing until
@@ -650,6 +659,16 @@ impl Child {
                     self.state = State::Reaped(exit);
                     return exit;
                 }
+            }
+            // The child runs: once what follows its start is done, what
+            // start-up alone needed of our code need not stay mapped for
+            // the job's whole life.
+            if !self.trim_armed {
+                self.trim_armed = true;
+                tokio::spawn(async {
+                    sleep(STARTUP_SETTLES).await;
+                    sys::forget_startup_pages_once();
+                });
             }
             let settle = if self.job.is_some() {
                 self.check_stopped()
@@ -977,6 +996,7 @@ impl Prepared {
             ending: false,
             cgroup: self.containment.dir_of(pid),
             started_stopped,
+            trim_armed: false,
         })
     }
 }
@@ -1155,6 +1175,7 @@ impl Prepared {
             ending: false,
             cgroup: self.containment.dir_of(pid),
             started_stopped: false,
+            trim_armed: false,
         }
     }
 }
@@ -1380,6 +1401,7 @@ mod tests {
             ending: false,
             cgroup: None,
             started_stopped: false,
+            trim_armed: false,
         }
     }
 

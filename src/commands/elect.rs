@@ -57,6 +57,24 @@ impl Job {
     }
 }
 
+/// `--replace` on an exclusive lock waits at [`REPLACE`](crate::backend::priority::REPLACE),
+/// the level of the record it put before asking the holder (see
+/// [`super::holders::replace`]): it defers to nobody, and the writers
+/// queued before it, which defer to that record, still do to it.
+fn replacing_level(
+    priority: crate::backend::priority::Priority,
+    args: &ElectArgs,
+) -> crate::backend::priority::Priority {
+    if args.wait.replace && !args.shared {
+        crate::backend::priority::Priority {
+            level: crate::backend::priority::REPLACE,
+            ..priority
+        }
+    } else {
+        priority
+    }
+}
+
 /// The job, and the plan backend `B`'s rules made for its engine.
 pub fn prepare<B: Backend>(
     pick: &Pick<B>,
@@ -79,7 +97,7 @@ pub fn prepare<B: Backend>(
         pick,
         config::Kind {
             shared: args.shared,
-            priority: args.priority()?,
+            priority: replacing_level(args.priority()?, &args),
             ..config::LEADER
         },
         &args.key,

@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
 
-use crate::backend::{Changes, Holder, Inspect, ReplaceNote, Target, Waiter, Which};
+use crate::backend::{Ahead, Changes, Holder, Inspect, ReplaceNote, Target, Waiter, Which};
 use crate::error::Failure;
 use crate::exit::Exit;
 
@@ -445,14 +445,18 @@ enum End {
 /// another host is never released: we wait for its word or its claim's
 /// end. Before the release we leave the
 /// holder a note naming us (host, pid, `--value`), which its loss line
-/// shows, and remove it at the end. Returns the line that says whom it
-/// replaced; `None` when nobody held it. Anything else (a peer tool's
+/// shows, and remove it at the end. Before anything is asked, a lock's
+/// replacer puts a waiter's record above every priority
+/// ([`Inspect::go_ahead`]), so that lockrun's writers already waiting step
+/// aside and the replacer takes the lock first. Returns the line that says
+/// whom it replaced, with that record, which the caller keeps until its
+/// hold ends; `None` when nobody held it. Anything else (a peer tool's
 /// holder, a holder whose end cannot be seen or waited out) is one line and
 /// 125 before anything is asked or written.
 pub async fn replace<I: Inspect>(
     inspect: &I,
     replacing: Replacing,
-) -> Result<Option<String>, Failure> {
+) -> Result<Option<(String, Option<Ahead>)>, Failure> {
     let Replacing {
         target,
         deadline,
@@ -519,6 +523,17 @@ pub async fn replace<I: Inspect>(
             )))
         }
     };
+    // Before the ask: the writers queued now see it before the lock is
+    // free. Dropped (removed) on every way out but success.
+    // Only an order, never safety: one we cannot put is a warning.
+    let ahead = match inspect.go_ahead(&now, &value).await {
+        Ok(ahead) => ahead,
+        Err(e) => {
+            let failure: Failure = e.into();
+            tracing::warn!("could not put our record ahead of the waiters, so one queued before us may get the lock first: {failure}");
+            None
+        }
+    };
     let note = ReplaceNote {
         holder: victim.holder_id.clone().unwrap_or_default(),
         host: here,
@@ -530,16 +545,26 @@ pub async fn replace<I: Inspect>(
     let noted = if victim.holder_id.is_some() {
         match inspect.leave_note(&now, &victim, &note).await {
             Ok(noted) => noted,
-            Err(e) => {
-                let failure: Failure = e.into();
-                tracing::warn!("could not leave the replaced holder a note naming us: {failure}");
-                false
-            }
+            Err(e) => match e.into() {
+                // It would not take our note: say so, and leave it holding.
+                refused @ Failure::Conflict(_) => return Err(refused),
+                failure => {
+                    tracing::warn!(
+                        "could not leave the replaced holder a note naming us: {failure}"
+                    );
+                    false
+                }
+            },
         }
     } else {
         false
     };
+    // Whether --timeout ran out: not a failure of ours, but the lock not
+    // had in time, whose status (75, or --conflict-exit-code) the hold
+    // gives once it finds the lock still held with no time left.
+    let timed_out = std::cell::Cell::new(false);
     let ran_out = |whose: &str| {
+        timed_out.set(true);
         Failure::Conflict(format!(
             "--replace asked the holder of {what} ({label}{whose}) to release, and --timeout ran out before its command was seen to end"
         ))
@@ -652,7 +677,18 @@ pub async fn replace<I: Inspect>(
     if noted {
         inspect.clear_note(&now, &victim).await;
     }
-    asked.map(Some)
+    match asked {
+        Ok(line) => Ok(Some((line, ahead))),
+        Err(e) => {
+            if let Some(ahead) = ahead {
+                ahead.remove().await;
+            }
+            match e {
+                Failure::Conflict(line) if timed_out.get() => Ok(Some((line, None))),
+                e => Err(e),
+            }
+        }
+    }
 }
 
 /// What a holder asked through the note ([`Inspect::asks_by_note`]) did.

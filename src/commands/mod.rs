@@ -338,16 +338,34 @@ impl Runner for Run {
                 Job::Elect(mut job, plan) => {
                     job.reach().await?;
                     let began = tokio::time::Instant::now();
-                    replace_first(&backend, job.replacing()).await?;
+                    // Kept until the hold ends: our place ahead of the
+                    // waiters, while we take the lock.
+                    let ahead = replace_first(&backend, job.replacing()).await?;
                     job.spend(began.elapsed());
-                    elect::run(&backend.engine(plan)?, job).await
+                    let exit = match backend.engine(plan) {
+                        Ok(engine) => elect::run(&engine, job).await,
+                        Err(e) => Err(e),
+                    };
+                    if let Some(ahead) = ahead {
+                        ahead.remove().await;
+                    }
+                    exit
                 }
                 Job::Semaphore(mut job, plan) => {
                     job.reach().await?;
                     let began = tokio::time::Instant::now();
-                    replace_first(&backend, job.replacing()).await?;
+                    // Kept until the hold ends: our place ahead of the
+                    // waiters, while we take the lock.
+                    let ahead = replace_first(&backend, job.replacing()).await?;
                     job.spend(began.elapsed());
-                    semaphore::run(&backend.engine(plan)?, job).await
+                    let exit = match backend.engine(plan) {
+                        Ok(engine) => semaphore::run(&engine, job).await,
+                        Err(e) => Err(e),
+                    };
+                    if let Some(ahead) = ahead {
+                        ahead.remove().await;
+                    }
+                    exit
                 }
                 Job::Leader(job) => {
                     let look = Look::Leader {
@@ -388,13 +406,15 @@ impl Runner for Run {
 }
 
 /// `--replace`: takes the target from its holder before acquiring, and
-/// says whom it replaced.
+/// says whom it replaced; returns our record ahead of lockrun's waiters
+/// ([`crate::backend::Inspect::go_ahead`]), for the caller to keep while
+/// it takes the lock.
 async fn replace_first<B: Backend>(
     backend: &B,
     replacing: Option<holders::Replacing>,
-) -> Result<(), Failure> {
+) -> Result<Option<crate::backend::Ahead>, Failure> {
     let Some(replacing) = replacing else {
-        return Ok(());
+        return Ok(None);
     };
     // With the facts `--json` shows: a Consul holder's host and pid are in
     // its session's name.
@@ -415,16 +435,17 @@ async fn replace_first<B: Backend>(
     let mut look_again = tokio::time::interval(std::time::Duration::from_millis(50));
     loop {
         tokio::select! {
-            line = &mut replace => {
-                if let Some(line) = line? {
-                    logging::say(&line);
-                }
-                return Ok(());
+            replaced = &mut replace => {
+                let Some((line, ahead)) = replaced? else {
+                    return Ok(None);
+                };
+                logging::say(&line);
+                return Ok(ahead);
             }
             _ = look_again.tick() => {
                 if crate::signals::forwarded_pending() {
                     logging::say("--replace: a signal came while we waited for the holder to stop; giving up the replacement");
-                    return Ok(());
+                    return Ok(None);
                 }
             }
         }

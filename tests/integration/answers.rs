@@ -3,6 +3,7 @@
 
 use crate::engines::consul::real::{self as real_consul, Agent, Spec};
 use crate::engines::consul::support::{Api, TestConsul};
+use crate::places::Place;
 use crate::support::{bare, describe, run};
 
 const ACLS: &str = r#"acl { enabled = true, default_policy = "deny", tokens { master = "root" } }"#;
@@ -97,15 +98,8 @@ fn a_holder_hidden_by_acls_is_an_error_on_the_emulator() {
 /// One rule for keys on every backend, checked before any write: etcd took
 /// a 120 kB key (written, then refused), and etcd and local took a key with
 /// a newline that Consul refuses.
-#[test]
-fn every_backend_refuses_the_same_keys_before_writing() {
-    use crate::places::Place;
-    for place in [
-        Place::consul("keys"),
-        Place::etcd("keys"),
-        Place::zookeeper("keys"),
-        Place::local(),
-    ] {
+fn every_backend_refuses_the_same_keys_before_writing(place: &Place) {
+    {
         let base = place.key("k");
         let keys = [
             format!("{base}/a\nb"),
@@ -134,9 +128,10 @@ fn every_backend_refuses_the_same_keys_before_writing() {
                 assert!(stderr.contains("key"), "{what}: {stderr}");
             }
         }
-        place.assert_nothing_written();
+        place.assert_nothing_written("a refused key");
     }
 }
+crate::places::on_every_engine!(every_backend_refuses_the_same_keys_before_writing);
 
 /// local `release --all PREFIX` while a flock(1) holds one slot: the
 /// lockrun holders of the other slots are released and named, then the

@@ -89,6 +89,45 @@ pub enum Place {
 }
 
 impl Place {
+    /// Fails unless nothing of this test's is on its engine: what a
+    /// refused input must leave.
+    pub fn assert_nothing_written(&self, what: &str) {
+        match self {
+            Place::Consul(consul, prefix) => {
+                assert!(
+                    consul.api().kv_list(prefix).is_empty(),
+                    "{what}: something on Consul"
+                );
+                if let Some(emulator) = consul.emulator() {
+                    assert_eq!(emulator.write_count(), 0, "{what}: a write reached Consul");
+                }
+            }
+            Place::Etcd { prefix, .. } => {
+                let left = crate::engines::etcd::support::etcdctl_ok(&[
+                    "get",
+                    "--prefix",
+                    "--keys-only",
+                    prefix,
+                ]);
+                assert!(left.trim().is_empty(), "{what}: left on etcd: {left}");
+            }
+            // Nothing can be left: a lock lives only while the connection
+            // that took it does, and lockrun has exited.
+            Place::Postgres { .. } => {}
+            Place::Zookeeper { prefix, hosts } => {
+                let left = crate::engines::zookeeper::support::tree(hosts, prefix);
+                assert!(left.is_empty(), "{what}: left on ZooKeeper: {left:?}");
+            }
+            Place::Local(dir) => {
+                let left = crate::support::files_under(dir.path());
+                assert!(
+                    left.is_empty(),
+                    "{what}: left in the lock directory: {left:?}"
+                );
+            }
+        }
+    }
+
     pub fn consul(test: &str) -> Place {
         let consul = TestConsul::start_fast();
         let prefix = consul.prefix(test);
@@ -209,10 +248,11 @@ impl Place {
 
     /// Takes `key`'s lock from its holder from outside, by the engine's own
     /// act: Consul destroys the holder's session, etcd revokes its lease
-    /// (`etcdctl lease revoke`); on PostgreSQL and ZooKeeper `lockrun
-    /// release` is that act (`pg_terminate_backend` of the holder's
-    /// session, the delete of its node). A flock cannot be taken from its
-    /// holder: on local, `release` asks the holder to let go.
+    /// (`etcdctl lease revoke`), PostgreSQL terminates the holder's
+    /// session (`pg_terminate_backend` through psql, of the server process
+    /// `leader --json` names), ZooKeeper's own client deletes the holder's
+    /// node. A flock cannot be taken from its holder: on local, `release`
+    /// asks the holder to let go.
     pub fn revoke(&self, key: &str) {
         match self {
             Place::Consul(consul, _) => {
@@ -242,55 +282,32 @@ impl Place {
                     .expect("etcdctl lease revoke");
                 assert!(out.status.success(), "etcdctl lease revoke: {out:?}");
             }
-            Place::Postgres { .. } | Place::Zookeeper { .. } | Place::Local(_) => {
+            Place::Postgres { .. } => {
+                let shown = support::run(&mut self.lockrun(&["leader", "--json", key]));
+                let json: serde_json::Value = serde_json::from_slice(&shown.stdout)
+                    .unwrap_or_else(|e| panic!("leader --json {key}: {e}: {shown:?}"));
+                let pid = json["holders"][0]["details"]["backend_pid"]
+                    .as_i64()
+                    .unwrap_or_else(|| panic!("no server process holds `{key}`: {json}"));
+                let ended = pg_support::psql_ok(&format!("select pg_terminate_backend({pid})"));
+                assert_eq!(ended.trim(), "t", "pg_terminate_backend({pid})");
+            }
+            Place::Zookeeper { hosts, .. } => zk_support::with_client(hosts, async |c| {
+                let dir = format!("/{key}");
+                let children = c
+                    .list_children(&dir)
+                    .await
+                    .unwrap_or_else(|e| panic!("no node holds `{key}`: {e}"));
+                assert!(!children.is_empty(), "no node holds `{key}`");
+                for child in children {
+                    c.delete(&format!("{dir}/{child}"), None)
+                        .await
+                        .unwrap_or_else(|e| panic!("delete {dir}/{child}: {e}"));
+                }
+            }),
+            Place::Local(_) => {
                 let output = support::run(&mut self.lockrun(&["release", key]));
                 self.status(&output, 0, "release");
-            }
-        }
-    }
-
-    /// Asserts that nothing was written under this place: no key under the
-    /// test's prefix (and, on the Consul emulator, no write at all), no
-    /// node on ZooKeeper, no file in the lock directory. PostgreSQL keeps
-    /// nothing to look at: a lock lives only while its connection does.
-    pub fn assert_nothing_written(&self) {
-        match self {
-            Place::Consul(consul, prefix) => {
-                let left: Vec<String> = consul
-                    .api()
-                    .kv_list(prefix)
-                    .into_iter()
-                    .map(|e| e.key)
-                    .collect();
-                assert!(left.is_empty(), "left on Consul: {left:?}");
-                if let Some(emulator) = consul.emulator() {
-                    assert_eq!(emulator.write_count(), 0, "a write reached Consul");
-                }
-            }
-            Place::Etcd { prefix, endpoint } => {
-                let out = etcd_support::etcdctl_at(endpoint)
-                    .args(["get", "--prefix", "--keys-only", prefix])
-                    .output()
-                    .expect("etcdctl get");
-                assert!(out.status.success(), "etcdctl get: {out:?}");
-                let left = String::from_utf8_lossy(&out.stdout);
-                assert!(left.trim().is_empty(), "left on etcd: {left}");
-            }
-            Place::Postgres { .. } => {}
-            Place::Zookeeper { prefix, hosts } => {
-                let left = zk_support::tree(hosts, prefix);
-                assert!(left.is_empty(), "left on ZooKeeper: {left:?}");
-            }
-            Place::Local(dir) => {
-                let mut left = Vec::new();
-                let mut todo = vec![dir.path().to_path_buf()];
-                while let Some(path) = todo.pop() {
-                    for entry in std::fs::read_dir(&path).into_iter().flatten().flatten() {
-                        todo.push(entry.path());
-                        left.push(entry.path());
-                    }
-                }
-                assert!(left.is_empty(), "left in the lock directory: {left:?}");
             }
         }
     }

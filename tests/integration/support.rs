@@ -641,3 +641,17 @@ impl Pty {
         std::io::Write::write_all(&mut &self.master, bytes).unwrap();
     }
 }
+
+/// Every file under `dir`.
+pub fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_under(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}

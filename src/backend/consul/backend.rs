@@ -158,7 +158,9 @@ const NOTES: &[(Topic, &str)] = &[
         Topic::Replace,
         "On Consul a holder that does not answer (stopped, cut off) is released once its \
          lease would have lapsed (its TTL, and the lock-delay), within which its own stop \
-         window ends its tree.",
+         window ends its tree. There it goes ahead of no waiter: the holder hands the lock \
+         to the head of lockrun's queue as it lets go, so a waiter queued before it may get \
+         the lock first.",
     ),
     (
         Topic::Shared,

@@ -60,7 +60,7 @@ pub fn check_key(key: &str) -> Result<(), String> {
 #[derive(Debug, Clone)]
 pub struct Etcd {
     pub(super) client: Client,
-    ttl: Duration,
+    pub(super) ttl: Duration,
     /// How our waits for a lock rank among other lockrun writers'.
     priority: Priority,
 }

@@ -15,6 +15,16 @@ impl Inspect for Etcd {
     type Error = EtcdError;
     type Changes = EtcdChanges;
 
+    /// A writer's record at `--replace`'s level, as one that waits keeps
+    /// ([`waiters`]), with a lease of its own.
+    async fn go_ahead(&self, target: &Target, value: &str) -> Result<Option<crate::backend::Ahead>, EtcdError> {
+        let Target::Lock { key, shared: false } = target else {
+            return Ok(None);
+        };
+        let ahead = waiters::Ahead::put(&self.client, key, self.ttl, value).await?;
+        Ok(Some(Box::new(ahead)))
+    }
+
     /// A semaphore's contenders store lockrun's slot document (with the
     /// limit); anything else under KEY is a mutex.
     async fn target_of(&self, key: &str) -> Result<Target, EtcdError> {

@@ -75,6 +75,66 @@ pub async fn withdraw(client: &Client, name: &str, lease: i64) -> Result<(), Etc
         .map(drop)
 }
 
+/// `--replace`'s record ahead of the waiters, at
+/// [`crate::backend::priority::REPLACE`], with a lease of its own that we
+/// renew while it lives: a replacer that dies leaves it to lapse within its
+/// TTL, and removing it revokes the lease.
+pub struct Ahead {
+    client: Client,
+    lease: i64,
+    renew: tokio::task::JoinHandle<()>,
+}
+
+impl Ahead {
+    pub async fn put(
+        client: &Client,
+        name: &str,
+        ttl: std::time::Duration,
+        value: &str,
+    ) -> Result<Ahead, EtcdError> {
+        let lease = client.grant(ttl).await?.id;
+        let op = publish_op(name, lease, crate::backend::priority::REPLACE, value);
+        let what = format!("putting --replace's record ahead of the waiters for `{name}`");
+        if let Err(e) = client.txn(Vec::new(), vec![op], Vec::new(), &what).await {
+            let _ = client.revoke(lease, super::lock::CLEANUP_TIMEOUT).await;
+            return Err(e);
+        }
+        let renewer = client.clone();
+        let every = ttl / 3;
+        let renew = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                // A renewal missed is tried again at the next: the record
+                // only orders the waiters, it guards nothing.
+                let _ = renewer.keepalive(lease, every).await;
+            }
+        });
+        Ok(Ahead {
+            client: client.clone(),
+            lease,
+            renew,
+        })
+    }
+}
+
+impl crate::backend::GoneAhead for Ahead {
+    fn remove(self: Box<Self>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        self.renew.abort();
+        let (client, lease) = (self.client.clone(), self.lease);
+        Box::pin(async move {
+            if let Err(e) = client.revoke(lease, super::lock::CLEANUP_TIMEOUT).await {
+                tracing::warn!("could not withdraw --replace's record ahead of the waiters ({e}); it lapses with its lease");
+            }
+        })
+    }
+}
+
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        self.renew.abort();
+    }
+}
+
 /// What one look found: the other waiters, whether the lock is free (no
 /// contender under `prefix`), and the revision it was read at.
 pub struct Look {

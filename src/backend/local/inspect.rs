@@ -64,6 +64,19 @@ impl Inspect for Local {
         }
     }
 
+    /// A writer's record beside the lock at `--replace`'s level, as one
+    /// that waits puts ([`waiters`]): locked by us, it counts while we live.
+    async fn go_ahead(&self, target: &Target, value: &str) -> Result<Option<crate::backend::Ahead>, LocalError> {
+        let Target::Lock { key, shared: false } = target else {
+            return Ok(None);
+        };
+        let Some(files) = self.key_files(key, Missing::Absent)? else {
+            return Ok(None);
+        };
+        let record = waiters::Record::publish(&files, crate::backend::priority::REPLACE, value)?;
+        Ok(Some(Box::new(record)))
+    }
+
     /// lockrun's writers waiting for a leader lock, from their records
     /// beside it (see [`waiters`]); `flock(1)`'s waiters are the kernel's
     /// and not shown. A semaphore's waiters keep no records.

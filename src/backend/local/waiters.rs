@@ -74,6 +74,13 @@ impl Record {
     }
 }
 
+impl crate::backend::GoneAhead for Record {
+    fn remove(self: Box<Self>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        drop(self);
+        Box::pin(async {})
+    }
+}
+
 impl Drop for Record {
     fn drop(&mut self) {
         // Best effort: a record left behind is unlocked once we close it.

@@ -615,7 +615,7 @@ impl Postgres {
 /// needs no privilege, so without this any role that can connect could stop
 /// any holder with a note. Within two seconds; a sender gone, or no answer,
 /// is no.
-async fn may_replace(client: &Client, sender: i32) -> bool {
+async fn may_replace(client: &Client, sender: i32, facts: &str) -> bool {
     const MAY: &str = "select coalesce((select r.rolsuper \
            or pg_has_role(a.usesysid, session_user, 'MEMBER') \
            or (pg_has_role(a.usesysid, 'pg_signal_backend', 'MEMBER') \
@@ -623,11 +623,22 @@ async fn may_replace(client: &Client, sender: i32) -> bool {
          from pg_stat_activity a join pg_roles r on r.oid = a.usesysid \
          where a.pid = $1), false)";
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&sender];
-    let asked = client.query_one(MAY, &params);
+    let query = format!("{MAY} {facts}");
+    let asked = client.query_one(&query, &params);
     matches!(
         tokio::time::timeout(Duration::from_secs(2), asked).await,
         Ok(Ok(row)) if row.get::<_, bool>(0)
     )
+}
+
+/// The facts' comment of `renew_query` (`/* lockrun {...} */`), or
+/// nothing before we hold: what every other statement a holder sends
+/// carries too, since `pg_stat_activity.query` shows its last statement
+/// and `leader`, `list` and `--replace` find a holder by it.
+fn facts_of(renew_query: &str) -> String {
+    renew_query
+        .find(FACTS_OPEN)
+        .map_or_else(String::new, |at| renew_query[at..].to_string())
 }
 
 /// What a lease and its claim share.
@@ -940,12 +951,14 @@ impl Claim for PgClaim {
         let mut asked = self.conn.asked.clone();
         let us = self.conn.backend_pid.to_string();
         let conn = Arc::clone(&self.conn);
+        let shared = Arc::clone(&self.shared);
         Some(Box::pin(async move {
             loop {
                 let payload = asked.borrow_and_update().clone();
                 if let Some((sender, payload)) = payload {
                     if let Some(note) = ReplaceNote::decode_for(payload.as_bytes(), &us) {
-                        if may_replace(&conn.client, sender).await {
+                        let facts = facts_of(&shared.renew_query.lock().expect("not poisoned"));
+                        if may_replace(&conn.client, sender, &facts).await {
                             return note;
                         }
                         tracing::warn!(
@@ -968,12 +981,14 @@ impl Claim for PgClaim {
         let (sender, payload) = self.conn.asked.borrow().clone()?;
         let note =
             ReplaceNote::decode_for(payload.as_bytes(), &self.conn.backend_pid.to_string())?;
-        if !may_replace(&self.conn.client, sender).await {
+        let facts = facts_of(&self.shared.renew_query.lock().expect("not poisoned"));
+        if !may_replace(&self.conn.client, sender, &facts).await {
             return None;
         }
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] =
             [&replace_channel(sender), &REPLACE_ANSWER];
-        let answer = self.conn.client.query_one("select pg_notify($1, $2)", &params);
+        let notify = format!("select pg_notify($1, $2) {facts}");
+        let answer = self.conn.client.query_one(&notify, &params);
         let _ = tokio::time::timeout(CLEANUP_TIMEOUT, answer).await;
         Some(note)
     }

@@ -38,6 +38,9 @@ pub enum PgError {
     Pooler { why: String },
     /// A key lockrun cannot use.
     Usage(String),
+    /// What our role may not do to another session (ask a holder to let
+    /// go): lockrun's own status 125, not the engine's trouble.
+    Refused(String),
 }
 
 impl PgError {
@@ -201,7 +204,7 @@ impl fmt::Display for PgError {
                 f,
                 "{why}: a connection pooler such as PgBouncer seems to stand between us and PostgreSQL, and session advisory locks do not survive its pooling; point --dsn at the server itself"
             ),
-            PgError::Usage(m) => f.write_str(m),
+            PgError::Usage(m) | PgError::Refused(m) => f.write_str(m),
         }
     }
 }
@@ -219,6 +222,7 @@ impl From<PgError> for crate::error::Failure {
         use crate::error::Failure;
         match e {
             PgError::Usage(m) => Failure::Usage(m),
+            PgError::Refused(m) => Failure::Conflict(m),
             e @ PgError::LimitMismatch { .. } => Failure::Conflict(e.to_string()),
             e => Failure::Engine(e.to_string()),
         }

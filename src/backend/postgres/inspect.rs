@@ -16,6 +16,16 @@ impl Inspect for Postgres {
     type Error = PgError;
     type Changes = PgChanges;
 
+    /// A priority lock at `--replace`'s level, as a writer that waits holds
+    /// ([`waiters`]), on a connection of its own.
+    async fn go_ahead(&self, target: &Target, value: &str) -> Result<Option<crate::backend::Ahead>, PgError> {
+        let Target::Lock { key, shared: false } = target else {
+            return Ok(None);
+        };
+        let conn = self.connect().await?;
+        Ok(Some(Box::new(waiters::Ahead::put(conn, key, value).await?)))
+    }
+
     /// A semaphore's holders record their limit in their facts; a key no
     /// holder names with a limit is a lock.
     async fn target_of(&self, key: &str) -> Result<Target, PgError> {
@@ -257,6 +267,26 @@ impl Inspect for Postgres {
             return Ok(false);
         };
         let conn = self.looker().await?;
+        // The holder takes a note only from a role that may end its
+        // session (pg_terminate_backend's rule, [`super::engine`]'s
+        // may_replace); a note it would ignore is one line here, not a
+        // wait for a holder that keeps holding.
+        const MAY: &str = "select coalesce((select \
+               (select rolsuper from pg_roles where rolname = session_user) \
+               or pg_has_role(session_user, a.usesysid, 'MEMBER') \
+               or (pg_has_role(session_user, 'pg_signal_backend', 'MEMBER') and not r.rolsuper) \
+             from pg_stat_activity a join pg_roles r on r.oid = a.usesysid \
+             where a.pid = $1), false)";
+        let may = conn
+            .client
+            .query_one(MAY, &[&pid])
+            .await
+            .map_err(|e| PgError::from_client("the holder's role", e))?;
+        if !may.get::<_, bool>(0) {
+            return Err(PgError::Refused(format!(
+                "--replace cannot ask the holder (server process {pid}) to let go: its lockrun takes the ask only from a role that may end its session (a superuser, a member of its role, or of pg_signal_backend when it is no superuser), and ours may not; run --replace as such a role, or stop the holder"
+            )));
+        }
         let payload = String::from_utf8_lossy(&note.encode()).into_owned();
         conn.client
             .query_one(
@@ -265,6 +295,16 @@ impl Inspect for Postgres {
             )
             .await
             .map_err(|e| PgError::from_client("the note to the replaced holder", e))?;
+        // The holder answers on this connection once its tree is gone,
+        // which may take longer than our own TTL (its --kill-timeout):
+        // the server must not end it as idle meanwhile. A failure here
+        // costs only the answer's words ("its lease lapsed").
+        let keep = conn.client.batch_execute("set idle_session_timeout = 0");
+        match tokio::time::timeout(std::time::Duration::from_secs(2), keep).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!("the note's connection may end as idle: {e}"),
+            Err(_) => tracing::debug!("the note's connection may end as idle: no answer in 2s"),
+        }
         *self.note_conn.lock().expect("not poisoned") = Some(conn);
         Ok(true)
     }

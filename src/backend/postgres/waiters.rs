@@ -221,6 +221,56 @@ impl Ranked {
     }
 }
 
+/// `--replace`'s place ahead of the waiters: the priority lock at
+/// [`crate::backend::priority::REPLACE`], shared, on a connection of its
+/// own, whose last statement's comment shows our value; gone with the
+/// connection (the replacer dies, or the connection idles out once the
+/// replacer holds).
+pub struct Ahead {
+    conn: super::client::Conn,
+    wait_key: i32,
+}
+
+impl Ahead {
+    pub async fn put(conn: super::client::Conn, key: &str, value: &str) -> Result<Ahead, PgError> {
+        let note = comment(key, value);
+        let level = i32::try_from(crate::backend::priority::REPLACE).expect("priorities fit");
+        let wait_key: i32 = conn
+            .client
+            .query_one(&format!("select {WAIT_KEY_SQL}"), &[&key])
+            .await
+            .map_err(|e| PgError::from_client("computing the wait key", e))?
+            .get(0);
+        conn.client
+            .query_one(
+                &format!("{note} select pg_try_advisory_lock_shared($1::int, $2::int)"),
+                &[&wait_key, &level],
+            )
+            .await
+            .map_err(|e| PgError::from_client("showing our place ahead of the waiters", e))?;
+        Ok(Ahead { conn, wait_key })
+    }
+}
+
+impl crate::backend::GoneAhead for Ahead {
+    fn remove(self: Box<Self>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        Box::pin(async move {
+            let Ahead { conn, wait_key } = *self;
+            let level = i32::try_from(crate::backend::priority::REPLACE).expect("priorities fit");
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&wait_key, &level];
+            let unlock = conn
+                .client
+                .query_one("select pg_advisory_unlock_shared($1::int, $2::int)", &params);
+            if tokio::time::timeout(super::engine::CLEANUP_TIMEOUT, unlock).await.is_err() {
+                tracing::warn!("could not withdraw --replace's place ahead of the waiters in time; it goes with the connection");
+            }
+            let mut closed = conn.closed.clone();
+            drop(conn);
+            let _ = tokio::time::timeout(super::engine::CLEANUP_TIMEOUT, closed.wait_for(|c| c.is_some())).await;
+        })
+    }
+}
+
 /// The live lockrun waiters for `key`, highest priority first.
 pub async fn waiting(client: &Client, key: &str) -> Result<Vec<Waiter>, PgError> {
     let rows = client

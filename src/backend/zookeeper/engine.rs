@@ -179,8 +179,8 @@ pub fn hold_rules<H>(
 /// The ZooKeeper engine: where it is and the session timeout it asks for.
 #[derive(Debug, Clone)]
 pub struct Zookeeper {
-    config: ZkConfig,
-    ttl: Duration,
+    pub(super) config: ZkConfig,
+    pub(super) ttl: Duration,
     /// The ensemble's tick (`--zk-tick-time`), for [`touch_gap`].
     tick: Duration,
     /// How its writers rank among the waiters (`elect --priority`, see

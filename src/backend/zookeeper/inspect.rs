@@ -18,6 +18,17 @@ impl Inspect for Zookeeper {
     type Error = ZkError;
     type Changes = ZkChanges;
 
+    /// An ephemeral record beside the lock's directory at `--replace`'s
+    /// level, as a writer that waits keeps ([`waiters`]), on a session of
+    /// its own.
+    async fn go_ahead(&self, target: &Target, value: &str) -> Result<Option<crate::backend::Ahead>, ZkError> {
+        let Target::Lock { key, shared: false } = target else {
+            return Ok(None);
+        };
+        let client = client::connect(&self.config, self.ttl, true).await?;
+        Ok(Some(Box::new(waiters::Ahead::put(client, key, value).await?)))
+    }
+
     /// A prefix whose data holds a limit and that has `leases` is a
     /// semaphore; anything else a lock.
     async fn target_of(&self, key: &str) -> Result<Target, ZkError> {

@@ -37,7 +37,7 @@ fn record_name(level: u32, uuid: &str) -> String {
 pub fn parse(name: &str) -> Option<(u32, &str)> {
     let (text, uuid) = name.split_once('-')?;
     let level: u32 = text.parse().ok()?;
-    (level <= priority::MAX && level.to_string() == text && !uuid.is_empty()).then_some((level, uuid))
+    (level <= priority::REPLACE && level.to_string() == text && !uuid.is_empty()).then_some((level, uuid))
 }
 
 /// Puts our record (`data`: our facts), making its directory (a container)
@@ -65,6 +65,44 @@ pub async fn publish(
         what: format!("creating `{path}`"),
         cause: "its directory kept being removed; try again".into(),
     })
+}
+
+/// `--replace`'s record ahead of the waiters ([`priority::REPLACE`]), on a
+/// session of its own, so that it lives until removed or the session ends
+/// (the replacer dies: its ephemeral record goes with it).
+pub struct Ahead {
+    client: zk::Client,
+    path: String,
+}
+
+impl Ahead {
+    pub async fn put(client: zk::Client, key: &str, value: &str) -> Result<Ahead, ZkError> {
+        let facts = serde_json::json!({ "value": value, "pid": std::process::id() });
+        let uuid = lock::new_uuid();
+        let data = facts.to_string();
+        match publish(&client, key, priority::REPLACE, &uuid, data.as_bytes()).await {
+            Ok(path) => Ok(Ahead { client, path }),
+            Err(e) => {
+                super::client::close(client).await;
+                Err(e)
+            }
+        }
+    }
+}
+
+impl crate::backend::GoneAhead for Ahead {
+    fn remove(self: Box<Self>) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        Box::pin(async move {
+            let Ahead { client, path } = *self;
+            let delete = client.delete(&path, None);
+            match tokio::time::timeout(Duration::from_secs(2), delete).await {
+                Ok(Ok(()) | Err(zk::Error::NoNode)) => {}
+                Ok(Err(e)) => tracing::warn!("could not remove --replace's record `{path}` ({e}); it goes with our session"),
+                Err(_) => tracing::warn!("could not remove --replace's record `{path}` in time; it goes with our session"),
+            }
+            super::client::close(client).await;
+        })
+    }
 }
 
 /// A boxed wait for one watch event.
@@ -384,7 +422,9 @@ mod tests {
     fn records_name_their_priority() {
         assert_eq!(parse("3-0b5c-11"), Some((3, "0b5c-11")));
         assert_eq!(parse("1000-u"), Some((1000, "u")));
-        assert_eq!(parse("1001-u"), None);
+        // --replace's record is one above every --priority.
+        assert_eq!(parse("1001-u"), Some((priority::REPLACE, "u")));
+        assert_eq!(parse("1002-u"), None);
         assert_eq!(parse("03-u"), None);
         assert_eq!(parse("+3-u"), None);
         assert_eq!(parse("3-"), None);

@@ -351,6 +351,87 @@ fn give_back_free_heap() {
 #[cfg(not(target_env = "gnu"))]
 fn give_back_free_heap() {}
 
+/// Once per process: takes the read-only pages of the program and of its
+/// libraries (their code and constants) out of this process's page tables,
+/// once what only start-up needed has run: the resident set then counts
+/// only the code touched from here on (issue 46).
+///
+/// Start-up touches code all over the program (the command line's parser
+/// and help, the runtime's and the engine's set-up), and the kernel maps a
+/// whole neighbourhood (64 KiB, or the page cache's whole large folio) at
+/// each touch, so about two thirds of lockrun's code stays mapped for the
+/// job's whole life, in lockrun and again in its guard, for nothing. The
+/// pages stay in the page cache; what is touched again comes back with a
+/// minor fault, and only what a hold runs does.
+///
+/// Safe because only segments that are not writable are dropped, whole
+/// pages inside them, of objects loaded from files (the vDSO is left
+/// alone): their pages are never written, so each is the file's page, and
+/// `MADV_DONTNEED` on a private file mapping brings back exactly that, as
+/// the kernel's own reclaim of a mapped page would. Writable segments (data,
+/// and the data made read-only after relocation) are never touched:
+/// dropping them would lose what was written. A failure changes nothing.
+pub(super) fn forget_startup_pages_once() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(forget_startup_pages);
+}
+
+/// As [`forget_startup_pages_once`], every time it is called.
+pub(super) fn forget_startup_pages() {
+    /// The loader's callback, once per loaded object, the program first.
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        first: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: `first` is the flag `forget_startup_pages` passes, alive
+        // for the whole walk, which runs on this thread.
+        let first = unsafe { &mut *first.cast::<bool>() };
+        let program = std::mem::replace(first, false);
+        // SAFETY: the loader passes a record valid for this call, whose
+        // name is a C string or null and whose program headers are
+        // `dlpi_phnum` entries at `dlpi_phdr`.
+        let info = unsafe { &*info };
+        let from_file = program
+            || (!info.dlpi_name.is_null() && unsafe { *info.dlpi_name } == b'/' as libc::c_char);
+        if !from_file || info.dlpi_phdr.is_null() {
+            return 0;
+        }
+        let headers =
+            unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) };
+        // SAFETY: sysconf takes a plain value.
+        let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+            size if size > 0 => size as usize,
+            _ => return 1,
+        };
+        for header in headers {
+            if header.p_type != libc::PT_LOAD || header.p_flags & libc::PF_W != 0 {
+                continue;
+            }
+            let from = info.dlpi_addr as usize + header.p_vaddr as usize;
+            // Whole pages of the segment only: a page it shares with a
+            // writable neighbour is kept.
+            let start = from.next_multiple_of(page);
+            let end = (from + header.p_memsz as usize) / page * page;
+            if end > start {
+                // SAFETY: the range lies inside a read-only segment mapped
+                // from a file, whose pages are never written; dropping them
+                // only makes the next touch fault the file's page back in.
+                unsafe {
+                    libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+                }
+            }
+        }
+        0
+    }
+    let mut first = true;
+    // SAFETY: dl_iterate_phdr calls `each` with the loader's records, under
+    // its lock; `each` only reads them, and `first` outlives the walk.
+    unsafe {
+        libc::dl_iterate_phdr(Some(each), (&raw mut first).cast());
+    }
+}
+
 /// In a guard forked without exec: closes every descriptor marked
 /// close-on-exec but `keep`, so that the guard holds what an exec'd guard
 /// would (lockrun's runtime and connections stay lockrun's alone).
@@ -885,6 +966,47 @@ mod tests {
         assert_eq!(argument_bounds("77 (x) S 1 2"), None);
         let own = std::fs::read_to_string("/proc/self/stat").unwrap();
         assert!(argument_bounds(&own).is_some(), "{own}");
+    }
+
+    /// The program's own file pages resident in this process, in KiB.
+    fn program_pages_kib() -> u64 {
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let exe = exe.to_string_lossy().into_owned();
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let (mut ours, mut kib) = (false, 0);
+        for line in smaps.lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            if words.len() >= 5 && !words[0].ends_with(':') {
+                // Read-only mappings only: the written data is not dropped.
+                ours = words.get(5) == Some(&exe.as_str()) && !words[1].contains('w');
+            } else if let (true, Some(rss)) = (ours, line.strip_prefix("Rss:")) {
+                kib += rss
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap();
+            }
+        }
+        kib
+    }
+
+    #[test]
+    fn forgotten_startup_pages_leave_the_program_working() {
+        let before = program_pages_kib();
+        forget_startup_pages();
+        // Reading smaps and counting runs code, which comes back: less
+        // than before all the same (a test binary maps megabytes of code).
+        let after = program_pages_kib();
+        assert!(
+            after < before,
+            "{after} KiB of the program's pages mapped, {before} before"
+        );
+        // Code and constants are the file's, as before.
+        assert_eq!(
+            format!("{:?}", parse_stat("42 (zombie) Z 1 42 42")),
+            "Some(('Z', 42))"
+        );
     }
 
     #[test]

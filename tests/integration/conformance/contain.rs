@@ -473,14 +473,8 @@ on_every_engine!(
 
 /// An unknown `--leftovers` value is a usage error naming the values, and
 /// nothing reaches the engine.
-#[test]
-fn an_unknown_leftovers_value_is_a_usage_error_on_every_backend() {
-    for place in [
-        Place::consul("leftovers"),
-        Place::etcd("leftovers"),
-        Place::zookeeper("leftovers"),
-        Place::local(),
-    ] {
+fn an_unknown_leftovers_value_is_a_usage_error(place: &Place) {
+    {
         let key = place.key("k");
         for args in [
             vec!["elect", "--leftovers", "linger", &key, "--", "true"],
@@ -504,35 +498,10 @@ fn an_unknown_leftovers_value_is_a_usage_error_on_every_backend() {
                 "names the values: {stderr}"
             );
         }
-        match &place {
-            Place::Consul(consul, prefix) => {
-                assert!(consul.api().kv_list(prefix).is_empty(), "nothing on Consul");
-                if let Some(emulator) = consul.emulator() {
-                    assert_eq!(emulator.write_count(), 0, "no write reached Consul");
-                }
-            }
-            Place::Etcd { prefix, .. } => {
-                let left = crate::engines::etcd::support::etcdctl_ok(&[
-                    "get",
-                    "--prefix",
-                    "--keys-only",
-                    prefix,
-                ]);
-                assert!(left.trim().is_empty(), "nothing on etcd: {left}");
-            }
-            Place::Local(dir) => {
-                let left = std::fs::read_dir(dir.path()).unwrap().count();
-                assert_eq!(left, 0, "nothing in the lock directory");
-            }
-            // Not among the places above: an advisory lock writes nothing.
-            Place::Postgres { .. } => {}
-            Place::Zookeeper { prefix, hosts } => {
-                let left = crate::engines::zookeeper::support::tree(hosts, prefix);
-                assert!(left.is_empty(), "nothing on ZooKeeper: {left:?}");
-            }
-        }
+        place.assert_nothing_written("a bad --leftovers");
     }
 }
+on_every_engine!(an_unknown_leftovers_value_is_a_usage_error);
 
 /// How many beats the tree has written so far.
 fn beat_count(work: &std::path::Path) -> usize {

@@ -138,7 +138,7 @@ fn a_command_that_cannot_run_is_127_or_126_and_writes_nothing(place: &Place) {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
     assert!(stderr.contains("not-executable"), "{stderr}");
-    place.assert_nothing_written();
+    place.assert_nothing_written("a command that cannot run");
 }
 on_every_engine!(a_command_that_cannot_run_is_127_or_126_and_writes_nothing);
 

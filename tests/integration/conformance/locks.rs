@@ -360,6 +360,48 @@ fn replace_takes_the_lock_without_overlap(place: &Place) {
 }
 on_every_engine!(replace_takes_the_lock_without_overlap);
 
+/// `--replace --timeout` that runs out while the asked holder's daemon
+/// still runs (it ignores SIGTERM for a 2 s kill timeout): one line says
+/// so, and the run exits as `--timeout` does, 75, with nothing run; the
+/// holder, asked already, stops all the same (#43, attack review: it was
+/// 125, where the docs say 75).
+fn replace_that_runs_out_of_time_exits_75(place: &Place) {
+    let key = place.key("replace-timeout");
+    let work = scratch();
+    let mut cmd = place.lockrun(&[
+        "elect",
+        "--kill-timeout",
+        "2s",
+        &key,
+        "--shell",
+        "--",
+        &stubborn_daemon(),
+    ]);
+    cmd.arg(work.path());
+    let holder = Running::spawn(&mut cmd);
+    crate::places::wait_for_a_beat(work.path());
+    let mark = work.path().join("replacer");
+    let mut cmd = place.lockrun(&[
+        "elect",
+        "--replace",
+        "--timeout",
+        "500ms",
+        &key,
+        "--shell",
+        "--",
+        "date +%s%N > \"$1\"",
+    ]);
+    cmd.arg(&mark);
+    let output = Running::spawn(&mut cmd).finish();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    place.status(&output, 75, "--replace whose --timeout ran out");
+    assert!(stderr.contains("--timeout ran out"), "{stderr}");
+    assert!(!mark.exists(), "the replacer ran its command: {stderr}");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 124, "the asked holder");
+}
+on_every_engine!(replace_that_runs_out_of_time_exits_75);
+
 /// `elect --replace` (#43) with others about: a lockrun holder whose
 /// daemon ignores SIGTERM (killed a second later), a plain waiter queued
 /// before the replacer, the replacer, and a second `--replace` from
@@ -861,4 +903,126 @@ fn a_replaced_campaigner_does_not_campaign_again() {
     ]));
     place.status(&out, 0, "the replacer");
     place.status(&holder.finish(), 124, "the replaced campaigner");
+}
+
+/// The waiters `leader --json` shows for `key` (priority, value); empty
+/// where the engine shows none.
+fn shown_waiters(place: &Place, key: &str) -> Vec<(u64, String)> {
+    let out = run(&mut place.lockrun(&["leader", "--json", key]));
+    let line: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    line["waiters"]
+        .as_array()
+        .map(|w| {
+            w.iter()
+                .map(|w| {
+                    let priority = w["priority"].as_u64().unwrap_or(0);
+                    (priority, w["value"].as_str().unwrap_or("").to_owned())
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `elect --replace` (#43, goal 2) goes ahead of a plain lockrun waiter
+/// queued before it: the replacer's command runs first, then the
+/// waiter's, never together (their own timestamps). And a replacer that
+/// gives up (`--timeout` runs out on a stopped holder) leaves nothing that
+/// keeps the waiter out: no record above every priority is shown once it
+/// has exited 125, and the waiter takes the lock when its holder lets go.
+fn replace_goes_ahead_of_earlier_waiters(place: &Place) {
+    let key = place.key("jump");
+    let work = scratch();
+    let spans = scratch();
+    let stamped = "date +%s%N >> \"$1\"; sleep 0.3; date +%s%N >> \"$1\"";
+    let contender = |args: &[&str], name: &str| {
+        let mut all = vec!["elect", "--value", name];
+        all.extend_from_slice(args);
+        all.extend([key.as_str(), "--shell", "--", stamped]);
+        let mut cmd = place.lockrun(&all);
+        cmd.arg(spans.path().join(name));
+        cmd
+    };
+    let queued = |value: &str| {
+        let shown = crate::procs::wait_until(crate::procs::deadline(), || {
+            shown_waiters(place, &key).iter().any(|(_, v)| v == value)
+        });
+        assert!(shown, "{value} never showed as a waiter");
+    };
+    let holder = place.hold(work.path(), "", &["elect", "--value", "old", &key]);
+    let waiter = Running::spawn(&mut contender(&[], "waiter"));
+    queued("waiter");
+    let replacer = run(&mut contender(&["--replace"], "replacer"));
+    place.status(&replacer, 0, "--replace");
+    place.status(&holder.finish(), 124, "the replaced holder");
+    place.status(&waiter.finish(), 0, "the waiter");
+    let span = |name: &str| -> (u128, u128) {
+        let text = std::fs::read_to_string(spans.path().join(name)).unwrap();
+        let stamps: Vec<u128> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        assert_eq!(stamps.len(), 2, "{name}: {text}");
+        (stamps[0], stamps[1])
+    };
+    let (first, then) = (span("replacer"), span("waiter"));
+    assert!(
+        first.1 < then.0,
+        "the waiter queued before --replace ran first or beside it: replacer {first:?}, waiter {then:?}"
+    );
+
+    // Giving up: the holder is stopped, so it never answers, and
+    // --timeout runs out with our record put.
+    let work = scratch();
+    std::fs::remove_file(spans.path().join("waiter")).unwrap();
+    let holder = place.hold(work.path(), "", &["elect", "--value", "old", &key]);
+    let waiter = Running::spawn(&mut contender(&[], "waiter"));
+    queued("waiter");
+    let stopped = nix::unistd::Pid::from_raw(holder.pid() as i32);
+    nix::sys::signal::kill(stopped, Signal::SIGSTOP).unwrap();
+    let gave_up = run(&mut contender(&["--replace", "--timeout", "2s"], "gave-up"));
+    let left = shown_waiters(place, &key);
+    nix::sys::signal::kill(stopped, Signal::SIGCONT).unwrap();
+    place.status(&gave_up, 75, "--replace whose --timeout ran out");
+    assert!(
+        left.iter().all(|(p, _)| *p <= 1000),
+        "a record ahead of the waiters outlived the replacer that gave up: {left:?}"
+    );
+    std::fs::write(work.path().join("go"), "").unwrap();
+    let held = holder.finish();
+    let code = held.status.code().unwrap_or(-1);
+    if code != 124 {
+        place.status(&held, 0, "the holder the replacer gave up on");
+    }
+    place.status(&waiter.finish(), 0, "the waiter after a replacer gave up");
+    assert!(
+        !spans.path().join("gave-up").exists(),
+        "the replacer that gave up ran"
+    );
+}
+mod replace_goes_ahead_of_earlier_waiters {
+    use super::*;
+
+    #[test]
+    fn on_local() {
+        super::replace_goes_ahead_of_earlier_waiters(&Place::local());
+    }
+
+    #[test]
+    fn on_etcd() {
+        super::replace_goes_ahead_of_earlier_waiters(&Place::etcd(
+            "replace_goes_ahead_of_earlier_waiters",
+        ));
+    }
+
+    #[test]
+    fn on_postgres() {
+        super::replace_goes_ahead_of_earlier_waiters(&Place::postgres(
+            "replace_goes_ahead_of_earlier_waiters",
+        ));
+    }
+
+    #[test]
+    fn on_zookeeper() {
+        super::replace_goes_ahead_of_earlier_waiters(&Place::zookeeper(
+            "replace_goes_ahead_of_earlier_waiters",
+        ));
+    }
 }

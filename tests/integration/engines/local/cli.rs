@@ -441,6 +441,14 @@ fn list_shows_a_flock_holder_beside_lockrun() {
         rows[2].starts_with("jobs/peer ") && rows[2].contains("(not lockrun)"),
         "{table}"
     );
+    // A lockrun waiter queued behind flock(1), which the refused
+    // --replace below must leave nothing to defer to.
+    let waiter = Running::spawn(&mut place.lockrun(&["elect", "jobs/peer", "--", "true"]));
+    let queued = crate::procs::wait_until(crate::procs::deadline(), || {
+        stdout(&run(&mut place.lockrun(&["leader", "--json", "jobs/peer"])))
+            .contains("\"waiters\":[{")
+    });
+    assert!(queued, "the waiter never queued");
     // --replace cannot see a flock(1) end: one line, 125, flock keeps it.
     let output = run(&mut place.lockrun(&["elect", "--replace", "jobs/peer", "--", "true"]));
     place.status(&output, 125, "--replace of a flock(1) holder");
@@ -450,7 +458,14 @@ fn list_shows_a_flock_holder_beside_lockrun() {
         "{output:?}"
     );
     assert!(!flock_free(&file), "flock(1) lost its lock");
+    let left = stdout(&run(&mut place.lockrun(&["leader", "--json", "jobs/peer"])));
+    assert!(
+        !left.contains("\"priority\":1001"),
+        "the refused --replace left a record: {left}"
+    );
     flock.end();
+    // Once flock(1) lets go, the waiter takes it.
+    place.status(&waiter.finish(), 0, "the waiter after a refused --replace");
     std::fs::write(work.path().join("go"), "").unwrap();
     place.status(&holder.finish(), 0, "the holder");
     let output = run(&mut place.lockrun(&["list"]));

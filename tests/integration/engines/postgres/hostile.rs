@@ -588,6 +588,34 @@ fn a_note_from_a_role_that_may_not_end_the_holder_is_ignored() {
             > before + 100),
         "the holder's command stopped beating after the forged note"
     );
+    // Nor does the note hide it: its facts stay where `leader`, `list` and
+    // `--replace` read them (the statements it sent on the note carry them).
+    let mut look = bare(["--backend", "postgres", "--dsn", &url]);
+    let shown = look.args(["leader", "--json", &key]).output().unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("\"value\":\"prod\""),
+        "leader --json lost the holder's facts after the forged note: {shown}"
+    );
+    // A lockrun --replace under that role, which may read every session's
+    // statement (so it sees the holder's facts) but not end it, is told
+    // so at once, and the holder keeps holding.
+    psql_ok(&format!("grant pg_read_all_stats to {eve}"));
+    let mut replace = bare(["--backend", "postgres", "--dsn", &as_eve]);
+    replace.args(["elect", "--replace", "--timeout", "20s", &key, "--", "true"]);
+    let asked = Instant::now();
+    let out = replace.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("cannot ask the holder"), "{stderr}");
+    assert!(asked.elapsed() < Duration::from_secs(10), "{stderr}");
+    let before = beats();
+    assert!(
+        wait_until(Instant::now() + Duration::from_secs(20), || beats()
+            > before + 20),
+        "the holder's command stopped beating after a refused --replace"
+    );
     std::fs::write(work.path().join("go"), "").unwrap();
     let out = holder.finish();
     psql_ok(&format!("drop role {eve}"));
