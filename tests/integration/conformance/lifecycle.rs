@@ -119,3 +119,55 @@ fn check_and_put_follow_the_sequencer(place: &Place) {
     }
 }
 on_every_engine!(check_and_put_follow_the_sequencer);
+
+/// A command that cannot be found is 127, and one that is not executable
+/// 126, as in a shell, each said in one line naming it, before anything is
+/// written to the engine: nothing is left under the test's prefix.
+fn a_command_that_cannot_run_is_127_or_126_and_writes_nothing(place: &Place) {
+    let key = place.key("cannot-run");
+    let output = run(&mut place.lockrun(&["elect", &key, "--", "lockrun-no-such-command-xyz"]));
+    place.status(&output, 127, "command not found");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.contains("lockrun-no-such-command-xyz"), "{stderr}");
+    let work = scratch();
+    let file = work.path().join("not-executable");
+    std::fs::write(&file, "#!/bin/sh\nexit 0\n").unwrap();
+    let output = run(&mut place.lockrun(&["elect", &key, "--", file.to_str().unwrap()]));
+    place.status(&output, 126, "not executable");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.contains("not-executable"), "{stderr}");
+    place.assert_nothing_written("a command that cannot run");
+}
+on_every_engine!(a_command_that_cannot_run_is_127_or_126_and_writes_nothing);
+
+/// A key with the characters of a URL's query, spaces and non-ASCII is
+/// that key and no other: held under it, shown by `leader` and `list`
+/// with its value, and a sibling at the part before the `?` stays free.
+fn keys_with_special_characters_work_and_inject_nothing(place: &Place) {
+    let prefix = place.key("special");
+    let key = format!("{prefix}/a?b c#d&acquire=x/ü");
+    let work = scratch();
+    let holder = place.hold(work.path(), "", &["elect", "--value", "v1", &key]);
+    let output = run(&mut place.lockrun(&["leader", &key]));
+    place.status(&output, 0, "leader of the special key");
+    assert_eq!(stdout(&output), "v1\n");
+    let output = run(&mut place.lockrun(&["elect", "-n", &key, "--", "true"]));
+    place.status(&output, 75, "the special key is held");
+    let output = run(&mut place.lockrun(&["leader", &format!("{prefix}/a")]));
+    place.status(&output, 1, "leader of the key before the `?`");
+    let output = run(&mut place.lockrun(&["list", "--json", &prefix]));
+    place.status(&output, 0, "list of the prefix");
+    let keys: Vec<String> = stdout(&output)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("a JSON line");
+            v["key"].as_str().expect("a key").to_owned()
+        })
+        .collect();
+    assert_eq!(keys, std::slice::from_ref(&key), "{output:?}");
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the holder");
+}
+on_every_engine!(keys_with_special_characters_work_and_inject_nothing);

@@ -12,3 +12,9 @@ mod shared_locks;
 mod lifecycle;
 // lockrun and each engine's own tool exclude each other both ways.
 mod interop;
+// Signals: forwarded to the job, bounded by --kill-timeout, while waiting too.
+mod signals;
+// leader and release as scripts use them: --wait, --watch, -q.
+mod leader;
+// Under systemd and cron: --notify, --min-hold.
+pub mod service;

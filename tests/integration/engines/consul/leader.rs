@@ -7,7 +7,7 @@ use std::sync::mpsc;
 
 use crate::engines::consul::support::TestConsul;
 use crate::procs;
-use crate::support::{assert_status, lockrun, run, scratch, script, wait_for_file, Running};
+use crate::support::{assert_status, lockrun, run};
 
 const LOCK_FLAG: u64 = 0x2ddc_cbc0_58a5_0c18;
 const SEMAPHORE_FLAG: u64 = 0xe0f6_9a2b_aa41_4de0;
@@ -84,94 +84,6 @@ fn json_has_the_entry_and_the_session() {
         serde_json::json!({"key": free, "backend": "consul", "kind": "lock", "held": false, "limit": null, "holders": [], "waiters": []})
     );
     consul.api().session_destroy(&session);
-}
-
-#[test]
-fn wait_returns_when_someone_acquires() {
-    let consul = TestConsul::start();
-    let key = consul.prefix("leader-wait") + "/leader";
-    let waiter = Running::spawn(&mut lockrun(
-        &consul,
-        ["leader", "--wait", "--timeout", "60s", key.as_str()],
-    ));
-    // Make sure the waiter is blocked before the lock is taken.
-    let api = consul.api();
-    let dir = scratch();
-    let body = script("while [ ! -e \"$1/go\" ]; do sleep 0.05; done");
-    let holder = Running::spawn(&mut lockrun(
-        &consul,
-        [
-            "elect",
-            "--value",
-            "the-new-leader",
-            "--shell",
-            key.as_str(),
-            "--",
-            &body,
-            &dir.path().display().to_string(),
-        ],
-    ));
-    wait_for_file(&dir.path().join("ready"));
-    let output = waiter.finish();
-    assert_status(&output, 0, "--wait saw a holder", &consul);
-    assert_eq!(output.stdout, b"the-new-leader\n");
-    std::fs::write(dir.path().join("go"), "").unwrap();
-    assert_status(&holder.finish(), 0, "holder", &consul);
-    drop(api);
-}
-
-#[test]
-fn wait_with_a_timeout_and_no_holder_exits_1() {
-    let consul = TestConsul::start();
-    let key = consul.prefix("leader-wait-timeout") + "/leader";
-    let output = run(&mut lockrun(
-        &consul,
-        ["leader", "--wait", "--timeout", "300ms", key.as_str()],
-    ));
-    assert_status(&output, 1, "no holder by the deadline", &consul);
-}
-
-#[test]
-fn watch_prints_each_change_of_holder_in_order() {
-    let consul = TestConsul::start();
-    let key = consul.prefix("leader-watch") + "/leader";
-    let mut cmd = lockrun(&consul, ["leader", "--watch", key.as_str()]);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::null());
-    let mut watcher = cmd.spawn().expect("start the watcher");
-    let stdout = watcher.stdout.take().unwrap();
-    let (lines, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            if lines.send(line.unwrap_or_default()).is_err() {
-                break;
-            }
-        }
-    });
-    let next = || {
-        rx.recv_timeout(procs::PATIENCE)
-            .expect("a line from --watch")
-    };
-    assert_eq!(next(), "", "no holder at first");
-    let api = consul.api();
-    let first = hold(&consul, &key, "alpha");
-    assert_eq!(next(), "alpha");
-    let path = format!(
-        "/v1/kv/{}?release={first}&flags={LOCK_FLAG}",
-        crate::support::encode_key(&key)
-    );
-    assert_eq!(api.put(&path, b"alpha").trimmed(), "true");
-    assert_eq!(next(), "", "released");
-    let second = api.session_create(r#"{"Name":"second","TTL":"30s","LockDelay":"0s"}"#);
-    let path = format!(
-        "/v1/kv/{}?acquire={second}&flags={LOCK_FLAG}",
-        crate::support::encode_key(&key)
-    );
-    assert_eq!(api.put(&path, b"beta").trimmed(), "true");
-    assert_eq!(next(), "beta");
-    let _ = watcher.kill();
-    let _ = watcher.wait();
-    api.session_destroy(&first);
-    api.session_destroy(&second);
 }
 
 #[test]
@@ -267,24 +179,13 @@ fn a_semaphore_prefix_lists_its_live_holders() {
     }
 }
 
+/// `-q` keeps a fatal error: an unreachable Consul is still said (the
+/// notes it silences: `leader::quiet_silences_notes_but_not_answers` in
+/// the conformance suite).
 #[test]
-fn quiet_silences_notes_but_not_answers_or_fatal_errors() {
+fn quiet_still_prints_a_fatal_error() {
     let consul = TestConsul::start();
     let key = consul.prefix("release-quiet") + "/leader";
-    let output = run(&mut lockrun(&consul, ["release", key.as_str()]));
-    assert_status(&output, 1, "nothing held", &consul);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("nothing to release"),
-        "a note by default: {stderr}"
-    );
-    let output = run(&mut lockrun(&consul, ["-q", "release", key.as_str()]));
-    assert_status(&output, 1, "nothing held, quietly", &consul);
-    assert!(output.stderr.is_empty(), "-q prints no note");
-    let session = hold(&consul, &key, "v");
-    let output = run(&mut lockrun(&consul, ["-q", "leader", key.as_str()]));
-    assert_status(&output, 0, "held", &consul);
-    assert_eq!(output.stdout, b"v\n", "answers still go to stdout");
     let mut cmd = lockrun(&consul, ["-q", "leader", key.as_str()]);
     cmd.env("CONSUL_HTTP_ADDR", "127.0.0.1:1");
     let output = run(&mut cmd);
@@ -293,7 +194,6 @@ fn quiet_silences_notes_but_not_answers_or_fatal_errors() {
         String::from_utf8_lossy(&output.stderr).starts_with("lockrun: cannot reach Consul"),
         "fatal errors are still printed"
     );
-    consul.api().session_destroy(&session);
 }
 
 /// `consul lock` and the Go API's `api.Lock` store no value: such a holder is

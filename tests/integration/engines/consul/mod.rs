@@ -28,11 +28,9 @@ mod queue;
 mod semaphore;
 // `lockrun leader` and `lockrun release`.
 mod leader;
-// Signals sent to lockrun while the child runs.
-mod signals;
 // Ctrl-Z, `fg`, `bg` and `kill %1` at an interactive bash on a pty.
 mod job_control;
-// Under systemd and cron: the notify protocol, --min-hold.
+// Under systemd: the watchdog and a frozen lease, the unit, the journal.
 mod service;
 // The safety model under faults: partitions, restarts, kills, churn.
 mod safety;

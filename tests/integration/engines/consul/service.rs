@@ -1,64 +1,20 @@
-//! Running under systemd and cron: the notify protocol against a fake
-//! notify socket, and `--min-hold` for jobs that run once per period.
+//! Running under systemd, on Consul: the watchdog falling silent with a
+//! frozen lease, the documented unit, the journal's lines, an agent down
+//! at start. (`--notify` readiness and `--min-hold` on every engine:
+//! `conformance::service`.)
 
-use std::os::unix::net::UnixDatagram;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
+use crate::conformance::service::{guide_block, is_ready, NotifySocket};
 use crate::engines::consul::support::TestConsul;
 use crate::link::Link;
 use crate::procs::{self, wait_until};
 use crate::support::{
-    assert_killed_by, assert_status, lockrun, now_ns, run, scratch, script, script_with,
-    wait_for_file, Holder, Running,
+    assert_status, lockrun, run, scratch, script, script_with, wait_for_file, Holder, Running,
 };
-
-/// A datagram socket standing in for systemd's: every message, with the
-/// wall-clock time it arrived.
-struct NotifySocket {
-    path: std::path::PathBuf,
-    messages: Arc<Mutex<Vec<(u128, String)>>>,
-}
-
-impl NotifySocket {
-    fn bind(dir: &Path) -> NotifySocket {
-        let path = dir.join("notify");
-        let socket = UnixDatagram::bind(&path).expect("bind the notify socket");
-        let messages = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&messages);
-        std::thread::spawn(move || {
-            let mut buf = vec![0u8; 4096];
-            while let Ok(n) = socket.recv(&mut buf) {
-                let text = String::from_utf8_lossy(&buf[..n]).into_owned();
-                sink.lock().unwrap().push((now_ns(), text));
-            }
-        });
-        NotifySocket { path, messages }
-    }
-
-    fn messages(&self) -> Vec<(u128, String)> {
-        self.messages.lock().unwrap().clone()
-    }
-
-    fn texts(&self) -> Vec<String> {
-        self.messages().into_iter().map(|(_, m)| m).collect()
-    }
-
-    fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) {
-        assert!(
-            wait_until(procs::deadline(), || self.texts().iter().any(|m| pred(m))),
-            "no notify message {what}; got {:?}",
-            self.texts()
-        );
-    }
-}
-
-fn is_ready(message: &str) -> bool {
-    message.lines().any(|l| l == "READY=1")
-}
 
 /// `--notify`: a standby says it waits and is not ready; the holder is ready,
 /// says it leads, and pings the watchdog only while its lease is confirmed.
@@ -154,43 +110,6 @@ fn notify_is_ready_once_held_and_pings_only_while_the_lease_is_confirmed() {
     socket.wait_for("STOPPING", |m| m.starts_with("STOPPING=1"));
 }
 
-/// `--notify=start`: ready at once, even as a standby.
-#[test]
-fn notify_start_is_ready_while_waiting() {
-    let consul = TestConsul::start();
-    let key = consul.prefix("service-notify-start") + "/leader";
-    let dir = scratch();
-    let socket = NotifySocket::bind(dir.path());
-    let holder = Holder::spawn(|child| {
-        let mut args = vec!["elect", "--shell", &key, "--"];
-        args.extend(child);
-        lockrun(&consul, args)
-    });
-    let mut cmd = lockrun(&consul, ["elect", "--notify=start", &key, "--", "true"]);
-    cmd.env("NOTIFY_SOCKET", &socket.path);
-    let standby = Running::spawn(&mut cmd);
-    socket.wait_for("of readiness", |m| {
-        is_ready(m) && m.contains(&format!("STATUS=waiting for `{key}`"))
-    });
-    standby.signal(Signal::SIGTERM);
-    assert_killed_by(&standby.finish(), Signal::SIGTERM, "stopped", &consul);
-    socket.wait_for("of stopping", |m| m.starts_with("STOPPING=1"));
-    holder.finish(&consul);
-}
-
-/// A fenced block of the operations guide that contains `marker`.
-fn guide_block(marker: &str) -> String {
-    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"))
-        .unwrap();
-    guide
-        .split("```")
-        .skip(1)
-        .step_by(2)
-        .find(|block| block.contains(marker))
-        .unwrap_or_else(|| panic!("docs/operations.md has no block with {marker}"))
-        .to_string()
-}
-
 /// The documented unit file is complete and its ExecStart is a valid lockrun
 /// command line with `--notify`, as `Type=notify` needs.
 #[test]
@@ -229,57 +148,6 @@ fn the_readme_unit_is_complete_and_its_command_parses() {
         }
         _ => panic!("the documented unit runs `elect`"),
     }
-}
-
-/// Cron on two hosts fires a few seconds apart: with `--min-hold` the first
-/// run keeps the lock after its job is done, and the second, with `-n -E 0`,
-/// skips quietly instead of running the job again. The command is the
-/// The operations guide's crontab line, with a shorter hold.
-#[test]
-fn min_hold_runs_a_job_once_per_period() {
-    let consul = TestConsul::start();
-    let key = consul.prefix("service-min-hold") + "/backup";
-    let dir = scratch();
-    let log = dir.path().join("ran");
-    let job = dir.path().join("backup");
-    std::fs::write(&job, format!("#!/bin/sh\necho ran >> {}\n", log.display())).unwrap();
-    std::fs::set_permissions(&job, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let crontab = guide_block("PATH=/usr/local/bin");
-    let line = crontab.lines().find(|l| l.contains("--min-hold")).unwrap();
-    // Five schedule fields, then the command.
-    let words: Vec<String> = line.split_whitespace().skip(5).map(String::from).collect();
-    assert_eq!(words[0], "lockrun", "{line}");
-    let cron = |min_hold: &str| {
-        let args = words[1..].iter().map(|w| match w.as_str() {
-            "jobs/backup" => key.clone(),
-            "/opt/bin/backup" => job.display().to_string(),
-            "1h" => min_hold.to_string(),
-            other => other.to_string(),
-        });
-        lockrun(&consul, args)
-    };
-    let started = std::time::Instant::now();
-    let first = Running::spawn(&mut cron("3s"));
-    assert!(
-        wait_until(procs::deadline(), || log.exists()),
-        "the first job ran"
-    );
-    let second = run(&mut cron("3s"));
-    assert_status(&second, 0, "the second host skips quietly", &consul);
-    let output = first.finish();
-    assert_status(&output, 0, "the first run's job status", &consul);
-    assert!(
-        started.elapsed() >= Duration::from_secs(3),
-        "the lock was kept for --min-hold"
-    );
-    assert_eq!(std::fs::read_to_string(&log).unwrap(), "ran\n");
-    assert!(
-        consul.api().kv_get(&key).is_none(),
-        "released after --min-hold"
-    );
-    // Once the period is over, the next run does the job again.
-    assert_status(&run(&mut cron("0s")), 0, "next period", &consul);
-    assert_eq!(std::fs::read_to_string(&log).unwrap(), "ran\nran\n");
 }
 
 /// A file for lockrun's stderr, and the `JOURNAL_STREAM` value that names it,
