@@ -126,6 +126,10 @@ pub async fn leader<I: Inspect>(
     if job.args.watch {
         let mut changes = inspect.changes(&target).await.map_err(Into::into)?;
         let mut had_none = true;
+        // An engine may report a change that the line does not show (a
+        // local holder's facts growing its child's group): one line per
+        // change of what is printed, never the same line twice.
+        let mut last: Option<Vec<u8>> = None;
         loop {
             let mut holders = changes.next().await.map_err(Into::into)?;
             if had_none && !holders.is_empty() {
@@ -147,9 +151,13 @@ pub async fn leader<I: Inspect>(
                 line.push(b'\n');
                 line
             };
+            if last.as_ref() == Some(&line) {
+                continue;
+            }
             if !write_stdout(&line) {
                 return Ok(Exit::Success);
             }
+            last = Some(line);
         }
     }
     let holders = match job.wait {
