@@ -56,7 +56,9 @@ impl Record {
         let scratch = format!("{name}.new");
         let path = files.dir.join(&name);
         let fail = |e: std::io::Error| LocalError::io(format!("cannot write `{}`", path.display()), e);
-        let mut file = files.dir.own_file(&scratch, 0o644)?;
+        // Ours alone, as the lock file is: a user who could open it could
+        // lock it once we are gone and keep a dead waiter alive.
+        let mut file = files.dir.own_file(&scratch, 0o600)?;
         file.set_len(0).map_err(fail)?;
         file.write_all(value.as_bytes()).map_err(fail)?;
         if !sys::try_lock(file.as_fd(), false).map_err(fail)? {
@@ -111,12 +113,24 @@ pub fn look(files: &KeyFiles, ours: Option<&str>) -> Result<(Vec<Seen>, bool), L
             None => false,
         })
     };
+    // A record counts while the waiter its name gives holds it: locked
+    // by anyone else (a record of a waiter gone, locked by a stranger), it
+    // is no waiter. A pid /proc/locks cannot show (another pid namespace)
+    // is taken at its word.
+    let alive = |name: &str, pid: u32| -> Result<bool, LocalError> {
+        Ok(match Lock::at(&files.dir, name).map_err(fail)? {
+            Some(lock) => facts::flock_holders(&text, lock)
+                .into_iter()
+                .any(|holder| holder.is_none_or(|h| h == pid)),
+            None => false,
+        })
+    };
     let mut seen = Vec::new();
     for name in records(files)? {
         let Some((level, pid)) = parse(files, &name) else {
             continue;
         };
-        if Some(name.as_str()) != ours && locked(&name)? {
+        if Some(name.as_str()) != ours && alive(&name, pid)? {
             seen.push(Seen { level, pid, name });
         }
     }

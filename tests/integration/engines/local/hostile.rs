@@ -983,3 +983,28 @@ fn re_pointed_under_a_holder(unreadable: bool) {
         (last - started) / 1_000_000
     );
 }
+
+/// A waiter's record beside a lock counts only while the waiter its name
+/// gives holds it: a record whose waiter is gone, locked again by anyone
+/// else (here flock(1) on a record naming a pid that is not flock's), is
+/// no waiter, so it cannot make every handover wait out --priority-grace
+/// (attack review: it counted, and a plain waiter behind a 3 s holder
+/// took 5.8 s).
+#[test]
+fn a_record_locked_by_another_process_is_no_waiter() {
+    let dir = scratch();
+    let work = scratch();
+    // pid 1 never runs lockrun here: the record's waiter is not its locker.
+    let record = dir.path().join("k.lockrun-wait-7-1-0");
+    std::fs::write(&record, "forged").unwrap();
+    let flock = FlockHolder::start(&record, work.path());
+    let mut look = bare(["--backend", "local", "--lock-dir"]);
+    look.arg(dir.path()).args(["leader", "--json", "k"]);
+    let out = run(&mut look);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !shown.contains("\"priority\":7"),
+        "a record locked by flock(1) counted as a waiter: {shown}"
+    );
+    flock.end();
+}
