@@ -199,10 +199,14 @@ fn local_a_low_priority_waiter_takes_a_free_lock_at_once_alone_and_within_its_gr
     let place = Place::local();
     let dir = place.lock_dir().to_owned();
     low_waiter_passes_after_its_grace(&place, |key| {
-        // A record held by flock(1), as a live waiter's is.
+        // A record held by the process its name gives (flock(1), under a
+        // scratch name first, then named after its pid), as a live
+        // waiter's is.
         let work = scratch();
-        let holder =
-            FlockHolder::start(&dir.join(format!("{key}.lockrun-wait-3-1-0")), work.path());
+        let scratch_name = dir.join(format!("{key}.stuck-record"));
+        let holder = FlockHolder::start(&scratch_name, work.path());
+        let record = dir.join(format!("{key}.lockrun-wait-3-{}-0", holder.pid()));
+        std::fs::rename(&scratch_name, record).unwrap();
         (holder, work)
     });
 }

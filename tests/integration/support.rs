@@ -314,6 +314,11 @@ impl FlockHolder {
         }
     }
 
+    /// The pid that holds the lock (flock -F runs its command in place).
+    pub fn pid(&self) -> u32 {
+        self.running.as_ref().expect("running").pid()
+    }
+
     /// Lets go of the lock and waits until flock(1) has exited.
     pub fn end(mut self) {
         let _ = std::fs::write(&self.go, "");
