@@ -474,7 +474,7 @@ fn help_with_notes(command: clap::Command) -> clap::Command {
              one may get the lock first. A holder once asked stops even if this run gives up \
              (--timeout runs out, a signal): the ask cannot be taken back. When --timeout runs \
              out before the holder's command is seen to end, the run says so and exits as \
-             --timeout does (75, or --conflict-exit-code) unless the lock is free by then.",
+             --timeout does (75, or --conflict-exit-code), without trying the lock again.",
             &said(Topic::Replace),
         ])
     );

@@ -412,6 +412,21 @@ pub struct Replacing {
     pub deadline: Option<tokio::time::Instant>,
     pub value: String,
     pub rate: crate::clock::Ppm,
+    /// The status of a lock not had in time (75, or --conflict-exit-code):
+    /// what a replacement whose --timeout runs out exits with.
+    pub conflict_exit_code: u8,
+}
+
+/// How a replacement ended, when it did not fail.
+pub enum Replaced {
+    /// The holder is gone: the line that says whom we replaced, and our
+    /// record ahead of lockrun's waiters, kept while we take the lock.
+    Took(String, Option<Ahead>),
+    /// --timeout ran out before the holder's command was seen to end: the
+    /// line that says so, and the exit of a lock not had in time. No try
+    /// follows: the holder may let go a moment later, and COMMAND must not
+    /// run after a line that says we gave up.
+    RanOut(String, Exit),
 }
 
 /// Beyond the lapse bound, for the holder's kill to be delivered and its
@@ -464,12 +479,13 @@ enum End {
 pub async fn replace<I: Inspect>(
     inspect: &I,
     replacing: Replacing,
-) -> Result<Option<(String, Option<Ahead>)>, Failure> {
+) -> Result<Option<Replaced>, Failure> {
     let Replacing {
         target,
         deadline,
         value,
         rate,
+        conflict_exit_code,
     } = replacing;
     let key = target.name();
     let now = inspect.target_of(key).await.map_err(Into::into)?;
@@ -686,13 +702,16 @@ pub async fn replace<I: Inspect>(
         inspect.clear_note(&now, &victim).await;
     }
     match asked {
-        Ok(line) => Ok(Some((line, ahead))),
+        Ok(line) => Ok(Some(Replaced::Took(line, ahead))),
         Err(e) => {
             if let Some(ahead) = ahead {
                 ahead.remove().await;
             }
             match e {
-                Failure::Conflict(line) if timed_out.get() => Ok(Some((line, None))),
+                Failure::Conflict(line) if timed_out.get() => Ok(Some(Replaced::RanOut(
+                    line,
+                    Exit::NotAcquired(conflict_exit_code),
+                ))),
                 e => Err(e),
             }
         }

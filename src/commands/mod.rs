@@ -340,7 +340,10 @@ impl Runner for Run {
                     let began = tokio::time::Instant::now();
                     // Kept until the hold ends: our place ahead of the
                     // waiters, while we take the lock.
-                    let ahead = replace_first(&backend, job.replacing()).await?;
+                    let ahead = match replace_first(&backend, job.replacing()).await? {
+                        Ok(ahead) => ahead,
+                        Err(ran_out) => return Ok(ran_out),
+                    };
                     job.spend(began.elapsed());
                     let exit = match backend.engine(plan) {
                         Ok(engine) => elect::run(&engine, job).await,
@@ -356,7 +359,10 @@ impl Runner for Run {
                     let began = tokio::time::Instant::now();
                     // Kept until the hold ends: our place ahead of the
                     // waiters, while we take the lock.
-                    let ahead = replace_first(&backend, job.replacing()).await?;
+                    let ahead = match replace_first(&backend, job.replacing()).await? {
+                        Ok(ahead) => ahead,
+                        Err(ran_out) => return Ok(ran_out),
+                    };
                     job.spend(began.elapsed());
                     let exit = match backend.engine(plan) {
                         Ok(engine) => semaphore::run(&engine, job).await,
@@ -408,13 +414,14 @@ impl Runner for Run {
 /// `--replace`: takes the target from its holder before acquiring, and
 /// says whom it replaced; returns our record ahead of lockrun's waiters
 /// ([`crate::backend::Inspect::go_ahead`]), for the caller to keep while
-/// it takes the lock.
+/// it takes the lock, or, when --timeout ran out first, the exit of a lock
+/// not had in time, with no try of the lock after it.
 async fn replace_first<B: Backend>(
     backend: &B,
     replacing: Option<holders::Replacing>,
-) -> Result<Option<crate::backend::Ahead>, Failure> {
+) -> Result<Result<Option<crate::backend::Ahead>, Exit>, Failure> {
     let Some(replacing) = replacing else {
-        return Ok(None);
+        return Ok(Ok(None));
     };
     // With the facts `--json` shows: a Consul holder's host and pid are in
     // its session's name.
@@ -436,16 +443,22 @@ async fn replace_first<B: Backend>(
     loop {
         tokio::select! {
             replaced = &mut replace => {
-                let Some((line, ahead)) = replaced? else {
-                    return Ok(None);
-                };
-                logging::say(&line);
-                return Ok(ahead);
+                return Ok(match replaced? {
+                    None => Ok(None),
+                    Some(holders::Replaced::Took(line, ahead)) => {
+                        logging::say(&line);
+                        Ok(ahead)
+                    }
+                    Some(holders::Replaced::RanOut(line, exit)) => {
+                        logging::say(&line);
+                        Err(exit)
+                    }
+                });
             }
             _ = look_again.tick() => {
                 if crate::signals::forwarded_pending() {
                     logging::say("--replace: a signal came while we waited for the holder to stop; giving up the replacement");
-                    return Ok(None);
+                    return Ok(Ok(None));
                 }
             }
         }

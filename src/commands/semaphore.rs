@@ -53,6 +53,7 @@ impl Job {
             deadline: self.config.deadline().deadline(),
             value: self.config.value.clone(),
             rate: self.rate,
+            conflict_exit_code: self.config.conflict_exit_code,
         })
     }
 }
