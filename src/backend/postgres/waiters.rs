@@ -235,6 +235,16 @@ impl Ahead {
     pub async fn put(conn: super::client::Conn, key: &str, value: &str) -> Result<Ahead, PgError> {
         let note = comment(key, value);
         let level = i32::try_from(crate::backend::priority::REPLACE).expect("priorities fit");
+        // The record stands while the replacement waits, which may take
+        // longer than our TTL (the holder's --kill-timeout, a far holder's
+        // lease): not ended as idle meanwhile. A replacer that stops keeps
+        // it, and the waiters wait out --priority-grace, as for a stuck
+        // waiter; one that dies closes it. Sent first: the last statement is
+        // what shows the record.
+        conn.client
+            .batch_execute("set idle_session_timeout = 0")
+            .await
+            .map_err(|e| PgError::from_client("keeping our place ahead of the waiters", e))?;
         let wait_key: i32 = conn
             .client
             .query_one(&format!("select {WAIT_KEY_SQL}"), &[&key])
