@@ -215,7 +215,7 @@ pub enum ExplainWhat {
 /// The command line as parsed and documented: [`Cli`], with COMMAND optional
 /// under `explain`, which runs nothing, the help of every flag and
 /// subcommand that differs by engine made of its shared words and the
-/// registrations' ([`help_with_notes`]), and every backend's own examples
+/// registrations' (`help_with_notes`), and every backend's own examples
 /// under the subcommands they show.
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
