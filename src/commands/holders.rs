@@ -584,8 +584,8 @@ pub async fn replace<I: Inspect>(
         false
     };
     // Whether --timeout ran out: not a failure of ours, but the lock not
-    // had in time, whose status (75, or --conflict-exit-code) the hold
-    // gives once it finds the lock still held with no time left.
+    // had in time, which ends the run with its status (75, or
+    // --conflict-exit-code) and no try of the lock ([`Replaced::RanOut`]).
     let timed_out = std::cell::Cell::new(false);
     let ran_out = |whose: &str| {
         timed_out.set(true);
