@@ -398,3 +398,20 @@ pub(super) struct Conn {
     /// which the guard gets its copy.
     pub(super) socket: OwnedFd,
 }
+
+impl Conn {
+    /// Keeps this connection when it sends nothing for a TTL (our session
+    /// options end an idle one, which a lease needs and a connection that
+    /// only waits for news does not), within two seconds.
+    pub(super) async fn keep_when_idle(&self, what: &str) -> Result<(), PgError> {
+        const WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+        let keep = self.client.batch_execute("set idle_session_timeout = 0");
+        match tokio::time::timeout(WITHIN, keep).await {
+            Ok(done) => done.map_err(|e| PgError::from_client(what, e)),
+            Err(_) => Err(PgError::Timeout {
+                what: what.to_string(),
+                after: WITHIN,
+            }),
+        }
+    }
+}

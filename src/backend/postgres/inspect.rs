@@ -299,11 +299,8 @@ impl Inspect for Postgres {
         // which may take longer than our own TTL (its --kill-timeout):
         // the server must not end it as idle meanwhile. A failure here
         // costs only the answer's words ("its lease lapsed").
-        let keep = conn.client.batch_execute("set idle_session_timeout = 0");
-        match tokio::time::timeout(std::time::Duration::from_secs(2), keep).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::debug!("the note's connection may end as idle: {e}"),
-            Err(_) => tracing::debug!("the note's connection may end as idle: no answer in 2s"),
+        if let Err(e) = conn.keep_when_idle("keeping the note's connection").await {
+            tracing::debug!("the note's connection may end as idle: {e}");
         }
         *self.note_conn.lock().expect("not poisoned") = Some(conn);
         Ok(true)

@@ -241,10 +241,8 @@ impl Ahead {
         // it, and the waiters wait out --priority-grace, as for a stuck
         // waiter; one that dies closes it. Sent first: the last statement is
         // what shows the record.
-        conn.client
-            .batch_execute("set idle_session_timeout = 0")
-            .await
-            .map_err(|e| PgError::from_client("keeping our place ahead of the waiters", e))?;
+        conn.keep_when_idle("keeping our place ahead of the waiters")
+            .await?;
         let wait_key: i32 = conn
             .client
             .query_one(&format!("select {WAIT_KEY_SQL}"), &[&key])
