@@ -607,11 +607,15 @@ fn a_guard_granted_a_replaced_lock_file_runs_nothing_until_the_new_one_is_free()
         wait_until(procs::deadline(), || blocked_on(&file).len() == 1),
         "the waiter never waited on the lock"
     );
-    // A new file at the path, held by flock(1); the old one's holder ends
-    // (its watch sees the removal, or its command ends first).
-    std::fs::remove_file(&file).unwrap();
+    // A new file, held by flock(1), renamed over the path: from then on the
+    // path names a held file at every moment (a removal and a new file
+    // would leave a gap in which the path's next file is rightly the
+    // waiter's). The old one's holder ends (its watch sees the
+    // replacement, or its command ends first).
     let rival = scratch();
-    let flock = FlockHolder::start(&file, rival.path());
+    let new = dir.join("k.new");
+    let flock = FlockHolder::start(&new, rival.path());
+    std::fs::rename(&new, &file).unwrap();
     std::fs::write(work.path().join("go"), "").unwrap();
     let _ = holder.finish();
     // The waiter's command started (wrongly), or it waits on the new
