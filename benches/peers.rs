@@ -13,7 +13,8 @@
 //! holding at once. (`benches/lockrun.rs` does the same for Consul.)
 //!
 //! Run it with `cargo bench --bench peers`; `LOCKRUN_BENCH_BIN=PATH` runs
-//! another build of lockrun instead of this one's. The timed child is this very
+//! another build of lockrun instead of this one's, and
+//! `LOCKRUN_BENCH_ROUNDS=N` takes N times the runs and handovers. The timed child is this very
 //! program run as `__child LOG MS`: it appends a `start` and an `end` line
 //! with nanosecond wall-clock timestamps and forks nothing, so a handover
 //! (the next start minus the previous end) is the tool's own cost. Under
@@ -222,8 +223,9 @@ fn compare(title: &str, peer: &str, tools: [Tool; 2], me: &Path, goal: Option<f6
     );
     // Run by run, the two tools alternate, so whatever else loads the
     // machine meanwhile weighs on both alike.
+    let rounds = rounds();
     let mut times = [Vec::new(), Vec::new()];
-    for _ in 0..UNCONTENDED_RUNS / UNCONTENDED_ROUND {
+    for _ in 0..rounds * UNCONTENDED_RUNS / UNCONTENDED_ROUND {
         for (tool, times) in tools.iter().zip(times.iter_mut()) {
             times.extend(uncontended(tool, me));
         }
@@ -236,7 +238,7 @@ fn compare(title: &str, peer: &str, tools: [Tool; 2], me: &Path, goal: Option<f6
     let mut one_waiter = Vec::new();
     for (contenders, chains) in HANDOVERS {
         let mut gaps = [Vec::new(), Vec::new()];
-        for _ in 0..chains {
+        for _ in 0..rounds * chains {
             for (tool, gaps) in tools.iter().zip(gaps.iter_mut()) {
                 gaps.extend(handovers(tool, me, contenders, 1));
             }
@@ -267,6 +269,19 @@ fn compare(title: &str, peer: &str, tools: [Tool; 2], me: &Path, goal: Option<f6
     }
     where_the_time_goes(&tools, me, &one_waiter, goal);
     resident_sets(&tools, me);
+}
+
+/// How many times the usual number of uncontended runs and handover
+/// chains to measure: `LOCKRUN_BENCH_ROUNDS` (a whole number from 1), for
+/// figures steadier than the default's, as comparing two builds needs.
+fn rounds() -> usize {
+    match std::env::var("LOCKRUN_BENCH_ROUNDS") {
+        Err(_) => 1,
+        Ok(text) => match text.parse::<usize>() {
+            Ok(n) if n >= 1 => n,
+            _ => panic!("LOCKRUN_BENCH_ROUNDS={text:?}: give a whole number from 1"),
+        },
+    }
 }
 
 /// Samples of the resident set while holding, the largest kept.
@@ -717,9 +732,12 @@ fn child_main(args: &[String]) {
         .append(true)
         .open(log)
         .expect("open log");
-    writeln!(file, "start {} {}", now_ns(), std::process::id()).expect("log");
+    // One write(2) per line: readers run at once and append to the same
+    // log, and `writeln!` on a file writes each piece of its format alone.
+    let line = |kind: &str| format!("{kind} {} {}\n", now_ns(), std::process::id());
+    file.write_all(line("start").as_bytes()).expect("log");
     std::thread::sleep(Duration::from_millis(ms));
-    writeln!(file, "end {} {}", now_ns(), std::process::id()).expect("log");
+    file.write_all(line("end").as_bytes()).expect("log");
 }
 
 fn now_ns() -> u128 {

@@ -581,12 +581,8 @@ impl Local {
         use crate::backend::priority::Verdict;
         let deadline = wait.deadline();
         let mut deferral = self.priority.deferral();
-        let decide = |deferral: &mut crate::backend::priority::Deferral| -> Result<Verdict, LocalError> {
-            let (seen, free) = waiters::look(files, Some(record.name()))?;
-            let verdict =
-                deferral.decide(tokio::time::Instant::now(), seen.iter().map(|s| s.level), free);
-            tracing::debug!(?verdict, waiting = ?seen, free, "ranked among the waiters");
-            Ok(verdict)
+        let decide = |deferral: &mut crate::backend::priority::Deferral| {
+            rank(files, watch, record, deferral)
         };
         let until = |at: Option<tokio::time::Instant>| async move {
             match at {
@@ -760,12 +756,8 @@ impl Local {
         use crate::backend::priority::Verdict;
         let deadline = wait.deadline();
         let mut deferral = self.priority.deferral();
-        let decide = |deferral: &mut crate::backend::priority::Deferral| -> Result<Verdict, LocalError> {
-            let (seen, free) = waiters::look(files, Some(record.name()))?;
-            let verdict =
-                deferral.decide(tokio::time::Instant::now(), seen.iter().map(|s| s.level), free);
-            tracing::debug!(?verdict, waiting = ?seen, free, "ranked among the waiters");
-            Ok(verdict)
+        let decide = |deferral: &mut crate::backend::priority::Deferral| {
+            rank(files, watch, record, deferral)
         };
         loop {
             match decide(&mut deferral)? {
@@ -1027,6 +1019,25 @@ struct GuardGrant {
     host: String,
     pid: u32,
     pid_start: u64,
+}
+
+/// Where we stand among lockrun's waiters for `files`' lock now; the
+/// watch widened to every event before the look, narrowed to arrivals
+/// after a `Go` (see [`waiters::Watch::arrivals_only`]).
+fn rank(
+    files: &KeyFiles,
+    watch: &waiters::Watch,
+    record: &waiters::Record,
+    deferral: &mut crate::backend::priority::Deferral,
+) -> Result<crate::backend::priority::Verdict, LocalError> {
+    watch.arrivals_only(false)?;
+    let (seen, free) = waiters::look(files, Some(record.name()))?;
+    let verdict = deferral.decide(tokio::time::Instant::now(), seen.iter().map(|s| s.level), free);
+    tracing::debug!(?verdict, waiting = ?seen, free, "ranked among the waiters");
+    if verdict == crate::backend::priority::Verdict::Go {
+        watch.arrivals_only(true)?;
+    }
+    Ok(verdict)
 }
 
 /// What it tells lockrun it wrote.

@@ -13,15 +13,20 @@
 //! A waiter watches the lock's directory with inotify: a record that comes
 //! (renamed into place), goes, or whose waiter dies (its descriptor closes),
 //! and the lock file closed by its holder, each wake it to look again. It
-//! never polls.
+//! never polls. A waiter in the engine's wait (its verdict `Go`) watches
+//! for arrivals only, as opens of the turnstile (see [`Watch::arrivals_only`]):
+//! nothing but a new waiter can send it out, and every other event in the
+//! directory (each handover's facts, the lock file opened and closed, a
+//! record removed by the waiter that got the lock) would wake every waiter
+//! of a herd at once, on the CPUs the handover needs.
 
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 use tokio::io::unix::AsyncFd;
 
 use super::dir::WAIT_INFIX;
@@ -68,6 +73,11 @@ impl Record {
             .dir
             .rename(&scratch, &name)
             .map_err(|e| fail(e.into()))?;
+        // The bell for waiters already in the engine's wait, which watch
+        // the turnstile's opens alone (see [`Watch::arrivals_only`]): a
+        // record that may outrank them has come. Best effort: a turnstile
+        // we cannot open is one no waiter can be in either.
+        drop(super::engine::open_lock(&files.dir, &files.turnstile()));
         Ok(Record {
             dir: Arc::clone(&files.dir),
             name,
@@ -172,12 +182,27 @@ fn parse(files: &KeyFiles, name: &str) -> Option<(u32, u32)> {
 }
 
 /// The lock's directory under watch, for the events that concern `files`'
-/// lock and its waiters.
+/// lock and its waiters; and the turnstile (`KEY.lockrun-rw`), opened by
+/// every waiter that goes for the lock, a higher one that came included.
 pub struct Watch {
+    /// The directory's events, while we watch them.
     fd: AsyncFd<AsyncInotify>,
+    /// The directory, kept open for as long as we name it by descriptor.
+    dir: Arc<Dir>,
+    /// Its watch on `fd`, `None` while only arrivals are watched.
+    watching: std::sync::Mutex<Option<WatchDescriptor>>,
+    /// The turnstile's opens.
+    bell: AsyncFd<AsyncInotify>,
     lock: String,
     records: String,
 }
+
+/// Every event in the directory a deferring waiter looks again on.
+const EVERYTHING: AddWatchFlags = AddWatchFlags::IN_CLOSE_WRITE
+    .union(AddWatchFlags::IN_CLOSE_NOWRITE)
+    .union(AddWatchFlags::IN_DELETE)
+    .union(AddWatchFlags::IN_MOVED_TO)
+    .union(AddWatchFlags::IN_MOVED_FROM);
 
 impl Watch {
     pub fn new(files: &KeyFiles) -> Result<Watch, LocalError> {
@@ -187,58 +212,119 @@ impl Watch {
                 e.into(),
             )
         };
-        let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).map_err(fail)?;
+        let init = || Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).map_err(fail);
+        let register = |ino| {
+            register_inotify(ino).map_err(|e| {
+                LocalError::io(format!("cannot watch `{}`", files.dir.path().display()), e)
+            })
+        };
+        let ino = init()?;
         // By descriptor: the directory we checked, whatever its name leads
         // to now.
-        ino.add_watch(
-            &files.dir.proc_path(),
-            AddWatchFlags::IN_CLOSE_WRITE
-                | AddWatchFlags::IN_CLOSE_NOWRITE
-                | AddWatchFlags::IN_DELETE
-                | AddWatchFlags::IN_MOVED_TO
-                | AddWatchFlags::IN_MOVED_FROM,
-        )
-        .map_err(fail)?;
-        let fd = register_inotify(ino).map_err(|e| {
-            LocalError::io(format!("cannot watch `{}`", files.dir.path().display()), e)
-        })?;
+        let wd = ino.add_watch(&files.dir.proc_path(), EVERYTHING).map_err(fail)?;
+        // The turnstile as every waiter opens it, made if it is missing.
+        let turnstile = super::engine::open_lock(&files.dir, &files.turnstile())?;
+        let bell = init()?;
+        let at = format!("/proc/self/fd/{}", turnstile.as_raw_fd());
+        bell.add_watch(at.as_str(), AddWatchFlags::IN_OPEN)
+            .map_err(fail)?;
         Ok(Watch {
-            fd,
+            fd: register(ino)?,
+            dir: Arc::clone(&files.dir),
+            watching: std::sync::Mutex::new(Some(wd)),
+            bell: register(bell)?,
             lock: files.lock.clone(),
             records: format!("{}{WAIT_INFIX}", files.lock),
         })
     }
 
+    /// Watches the directory's every event (`false`), as a waiter must
+    /// before it looks, or arrivals only (`true`), once its look said `Go`:
+    /// then only the turnstile's opens. Every record that comes opens it
+    /// once in place ([`Record::publish`]), so a waiter in the engine's
+    /// wait misses no higher waiter that could send it out; the
+    /// directory's other events (each
+    /// handover's facts, records that go) would wake every waiter of a herd
+    /// at once, on the CPUs the handover needs. Widening comes before the
+    /// look, so that nothing between the look and the wait is missed.
+    pub fn arrivals_only(&self, narrow: bool) -> Result<(), LocalError> {
+        let mut watching = self.watching.lock().expect("not poisoned");
+        let inotify = self.fd.get_ref().inner();
+        let outcome = match (watching.take(), narrow) {
+            (Some(wd), true) => inotify.rm_watch(wd).map(|()| None),
+            (None, false) => inotify
+                .add_watch(&self.dir.proc_path(), EVERYTHING)
+                .map(Some),
+            (same, _) => Ok(same),
+        };
+        match outcome {
+            Ok(now) => {
+                *watching = now;
+                Ok(())
+            }
+            Err(e) => Err(LocalError::io(
+                format!("cannot watch `{}`", self.dir.path().display()),
+                e.into(),
+            )),
+        }
+    }
+
     /// Waits for an event about the lock file or a waiter's record: true
-    /// when a record came, went or was closed (or events were lost), false
-    /// for the lock file alone.
+    /// when a record came, went or was closed, or a waiter opened the
+    /// turnstile (or events were lost), false for the lock file alone.
     pub async fn next(&self) -> bool {
         loop {
-            let Ok(mut ready) = self.fd.readable().await else {
+            let narrow = self.watching.lock().expect("not poisoned").is_none();
+            tokio::select! {
+                biased;
+                rang = Self::events(&self.bell) => {
+                    // Opens of the turnstile count only while nothing
+                    // else is watched.
+                    if narrow || rang.is_none() {
+                        return true;
+                    }
+                }
+                events = Self::events(&self.fd), if !narrow => {
+                    let Some(events) = events else {
+                        return true;
+                    };
+                    let mut lock = false;
+                    for ev in &events {
+                        // The directory's watch removed (IN_IGNORED) says
+                        // nothing; the rest does.
+                        if ev.mask.contains(AddWatchFlags::IN_IGNORED) {
+                            continue;
+                        }
+                        let Some(name) = ev.name.as_ref().and_then(|n| n.to_str()) else {
+                            continue;
+                        };
+                        if name.starts_with(&self.records) && !name.ends_with(".new") {
+                            return true;
+                        }
+                        lock |= name == self.lock;
+                    }
+                    if lock {
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The next events of `ino`; `None` when some were lost.
+    async fn events(ino: &AsyncFd<AsyncInotify>) -> Option<Vec<nix::sys::inotify::InotifyEvent>> {
+        loop {
+            let Ok(mut ready) = ino.readable().await else {
                 return std::future::pending().await;
             };
-            let events = match ready.get_inner().inner().read_events() {
-                Ok(events) if !events.is_empty() => events,
-                _ => {
-                    ready.clear_ready();
-                    continue;
+            match ready.get_inner().inner().read_events() {
+                Ok(events) if !events.is_empty() => {
+                    return (!events
+                        .iter()
+                        .any(|ev| ev.mask.contains(AddWatchFlags::IN_Q_OVERFLOW)))
+                    .then_some(events);
                 }
-            };
-            let mut lock = false;
-            for ev in &events {
-                if ev.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
-                    return true;
-                }
-                let Some(name) = ev.name.as_ref().and_then(|n| n.to_str()) else {
-                    continue;
-                };
-                if name.starts_with(&self.records) && !name.ends_with(".new") {
-                    return true;
-                }
-                lock |= name == self.lock;
-            }
-            if lock {
-                return false;
+                _ => ready.clear_ready(),
             }
         }
     }

@@ -642,3 +642,94 @@ fn a_guard_granted_a_replaced_lock_file_runs_nothing_until_the_new_one_is_free()
         (freed_at - start) / 1_000_000
     );
 }
+
+/// Every context switch of `pid`'s threads so far (voluntary and not).
+fn switches(pid: u32) -> u64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("status")).ok())
+        .flat_map(|status| {
+            status
+                .lines()
+                .filter(|l| l.ends_with("ctxt_switches") || l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
+/// A waiter in the engine's wait sleeps through what goes on beside its
+/// lock: runs of another key in the same directory (each writes its facts
+/// there, as every handover does) wake none of its threads, where the
+/// whole directory's watch woke each waiter of a herd on every handover.
+/// A waiter that comes at a higher `--priority` still sends it out: the
+/// higher one runs first.
+#[test]
+fn a_waiter_in_the_wait_sleeps_through_other_runs_and_wakes_for_a_higher_one() {
+    let place = Place::local();
+    let dir = place.lock_dir();
+    let work = scratch();
+    let mut hold = place.lockrun(&[
+        "elect",
+        "k",
+        "--",
+        "sh",
+        "-c",
+        "touch \"$0/up\"; while [ ! -e \"$0/go\" ]; do sleep 0.01; done",
+    ]);
+    hold.arg(work.path());
+    let holder = Running::spawn(&mut hold);
+    wait_for_file(&work.path().join("up"));
+    let stamped = "date +%s%N >> \"$0/$1\"; sleep 0.1; date +%s%N >> \"$0/$1\"";
+    let mut wait = place.lockrun(&["elect", "k", "--", "sh", "-c", stamped]);
+    wait.arg(work.path()).arg("low");
+    let waiter = Running::spawn(&mut wait);
+    let file = dir.join("k");
+    assert!(
+        wait_until(procs::deadline(), || blocked_on(&file).len() == 1),
+        "the waiter never waited on the lock"
+    );
+    let before = switches(waiter.pid());
+    for _ in 0..5 {
+        let other = run(&mut place.lockrun(&["elect", "other", "--", "true"]));
+        place.status(&other, 0, "a run of another key");
+    }
+    let woken = switches(waiter.pid()) - before;
+    assert!(
+        woken <= 1,
+        "the waiting lockrun's threads were switched in {woken} times by 5 runs of another key"
+    );
+    let mut high = place.lockrun(&["elect", "--priority", "5", "k", "--", "sh", "-c", stamped]);
+    high.arg(work.path()).arg("high");
+    let high = Running::spawn(&mut high);
+    // Its guard waits on the lock now, the lower one's no longer.
+    let parent = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    assert!(
+        wait_until(procs::deadline(), || {
+            let waiting = blocked_on(&file);
+            waiting.len() == 1 && parent(waiting[0]) == Some(high.pid())
+        }),
+        "the higher waiter never took the lower one's place"
+    );
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the holder");
+    place.status(&high.finish(), 0, "the higher waiter");
+    place.status(&waiter.finish(), 0, "the lower waiter");
+    let span = |name: &str| -> Vec<u128> {
+        let text = std::fs::read_to_string(work.path().join(name)).unwrap();
+        text.lines().map(|l| l.trim().parse().unwrap()).collect()
+    };
+    let (high, low) = (span("high"), span("low"));
+    assert!(
+        high[1] < low[0],
+        "the lower waiter ran first or beside: high {high:?}, low {low:?}"
+    );
+}
