@@ -75,9 +75,16 @@ impl Record {
             .map_err(|e| fail(e.into()))?;
         // The bell for waiters already in the engine's wait, which watch
         // the turnstile's opens alone (see [`Watch::arrivals_only`]): a
-        // record that may outrank them has come. Best effort: a turnstile
-        // we cannot open is one no waiter can be in either.
-        drop(super::engine::open_lock(&files.dir, &files.turnstile()));
+        // record that may outrank them has come. Without it they would not
+        // know until they look again: priority's order, not the lock, is
+        // at stake, so a failure is said and the wait goes on.
+        let ring = || super::engine::open_lock(&files.dir, &files.turnstile());
+        if let Err(e) = ring().or_else(|_| ring()) {
+            tracing::warn!(
+                "{e}: lockrun writers already waiting for `{}` may not see our priority before the lock is free",
+                files.lock_path().display()
+            );
+        }
         Ok(Record {
             dir: Arc::clone(&files.dir),
             name,
@@ -182,19 +189,28 @@ fn parse(files: &KeyFiles, name: &str) -> Option<(u32, u32)> {
 }
 
 /// The lock's directory under watch, for the events that concern `files`'
-/// lock and its waiters; and the turnstile (`KEY.lockrun-rw`), opened by
-/// every waiter that goes for the lock, a higher one that came included.
+/// lock and its waiters; and the turnstile (`KEY.lockrun-rw`), which every
+/// record opens once as it comes ([`Record::publish`]). One inotify
+/// instance for both: a user has 128 by default.
 pub struct Watch {
-    /// The directory's events, while we watch them.
     fd: AsyncFd<AsyncInotify>,
     /// The directory, kept open for as long as we name it by descriptor.
     dir: Arc<Dir>,
-    /// Its watch on `fd`, `None` while only arrivals are watched.
-    watching: std::sync::Mutex<Option<WatchDescriptor>>,
-    /// The turnstile's opens.
-    bell: AsyncFd<AsyncInotify>,
+    turnstile: String,
     lock: String,
     records: String,
+    state: std::sync::Mutex<Watching>,
+}
+
+/// What [`Watch`] watches now.
+struct Watching {
+    /// The directory's watch, its mask [`EVERYTHING`] or, while only
+    /// arrivals count, [`ITSELF`].
+    dir: WatchDescriptor,
+    narrow: bool,
+    /// The turnstile's watch and the file it is on (`None` once the kernel
+    /// dropped it, the file gone).
+    bell: Option<(WatchDescriptor, Lock)>,
 }
 
 /// Every event in the directory a deferring waiter looks again on.
@@ -204,6 +220,16 @@ const EVERYTHING: AddWatchFlags = AddWatchFlags::IN_CLOSE_WRITE
     .union(AddWatchFlags::IN_MOVED_TO)
     .union(AddWatchFlags::IN_MOVED_FROM);
 
+/// The directory's own end only: what the directory's watch narrows to
+/// while only arrivals count. A watch's mask is changed in place, which
+/// cannot fail for want of watches as a watch removed and added back could.
+const ITSELF: AddWatchFlags = AddWatchFlags::IN_DELETE_SELF.union(AddWatchFlags::IN_MOVE_SELF);
+
+/// The turnstile opened (a waiter came, or goes for the lock), or its link
+/// count changed: removed, or another file renamed over it, after which
+/// arrivals open the new one and the bell must move there.
+const BELL: AddWatchFlags = AddWatchFlags::IN_OPEN.union(AddWatchFlags::IN_ATTRIB);
+
 impl Watch {
     pub fn new(files: &KeyFiles) -> Result<Watch, LocalError> {
         let fail = |e: nix::Error| {
@@ -212,119 +238,159 @@ impl Watch {
                 e.into(),
             )
         };
-        let init = || Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).map_err(fail);
-        let register = |ino| {
-            register_inotify(ino).map_err(|e| {
-                LocalError::io(format!("cannot watch `{}`", files.dir.path().display()), e)
-            })
-        };
-        let ino = init()?;
+        let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).map_err(fail)?;
         // By descriptor: the directory we checked, whatever its name leads
         // to now.
-        let wd = ino.add_watch(&files.dir.proc_path(), EVERYTHING).map_err(fail)?;
-        // The turnstile as every waiter opens it, made if it is missing.
-        let turnstile = super::engine::open_lock(&files.dir, &files.turnstile())?;
-        let bell = init()?;
-        let at = format!("/proc/self/fd/{}", turnstile.as_raw_fd());
-        bell.add_watch(at.as_str(), AddWatchFlags::IN_OPEN)
-            .map_err(fail)?;
-        Ok(Watch {
-            fd: register(ino)?,
+        let dir = ino.add_watch(&files.dir.proc_path(), EVERYTHING).map_err(fail)?;
+        let fd = register_inotify(ino).map_err(|e| {
+            LocalError::io(format!("cannot watch `{}`", files.dir.path().display()), e)
+        })?;
+        let watch = Watch {
+            fd,
             dir: Arc::clone(&files.dir),
-            watching: std::sync::Mutex::new(Some(wd)),
-            bell: register(bell)?,
+            turnstile: files.turnstile(),
             lock: files.lock.clone(),
             records: format!("{}{WAIT_INFIX}", files.lock),
-        })
+            state: std::sync::Mutex::new(Watching {
+                dir,
+                narrow: false,
+                bell: None,
+            }),
+        };
+        watch.ring_here()?;
+        Ok(watch)
+    }
+
+    /// Puts the bell on the turnstile the path names now (made if it is
+    /// missing, as every waiter makes it), unless it is there already.
+    fn ring_here(&self) -> Result<(), LocalError> {
+        let mut state = self.state.lock().expect("not poisoned");
+        let fail = |e: nix::Error| {
+            LocalError::io(
+                format!("cannot watch `{}`", self.dir.join(&self.turnstile).display()),
+                e.into(),
+            )
+        };
+        let now = Lock::at(&self.dir, &self.turnstile)
+            .map_err(|e| LocalError::io(format!("cannot inspect `{}`", self.dir.join(&self.turnstile).display()), e))?;
+        if now.is_some() && now == state.bell.map(|(_, at)| at) {
+            return Ok(());
+        }
+        // Opened as every waiter opens it: no link, no device; watched by
+        // descriptor, so the watch is on the very file we checked.
+        let file = super::engine::open_lock(&self.dir, &self.turnstile)?;
+        let at = Lock::of(&file.metadata().map_err(|e| {
+            LocalError::io(format!("cannot inspect `{}`", self.dir.join(&self.turnstile).display()), e)
+        })?);
+        let inotify = self.fd.get_ref().inner();
+        let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+        let wd = inotify.add_watch(path.as_str(), BELL).map_err(fail)?;
+        if let Some((old, _)) = state.bell.replace((wd, at)) {
+            if old != wd {
+                // Gone already when the kernel dropped it with its file.
+                let _ = inotify.rm_watch(old);
+            }
+        }
+        Ok(())
     }
 
     /// Watches the directory's every event (`false`), as a waiter must
     /// before it looks, or arrivals only (`true`), once its look said `Go`:
-    /// then only the turnstile's opens. Every record that comes opens it
-    /// once in place ([`Record::publish`]), so a waiter in the engine's
-    /// wait misses no higher waiter that could send it out; the
-    /// directory's other events (each
-    /// handover's facts, records that go) would wake every waiter of a herd
-    /// at once, on the CPUs the handover needs. Widening comes before the
-    /// look, so that nothing between the look and the wait is missed.
+    /// then the turnstile's bell. Every record that comes opens it once in
+    /// place ([`Record::publish`]), so a waiter in the engine's wait misses
+    /// no higher waiter that could send it out; the directory's other
+    /// events (each handover's facts, the lock file opened and closed, a
+    /// record removed) would wake every waiter of a herd on every
+    /// handover, on the CPUs the handover needs. Widening comes before the
+    /// look, so that nothing between the look and the wait is missed, and
+    /// moves the bell to the turnstile the path names now (removed, or
+    /// another file renamed over it, it would ring no more).
     pub fn arrivals_only(&self, narrow: bool) -> Result<(), LocalError> {
-        let mut watching = self.watching.lock().expect("not poisoned");
-        let inotify = self.fd.get_ref().inner();
-        let outcome = match (watching.take(), narrow) {
-            (Some(wd), true) => inotify.rm_watch(wd).map(|()| None),
-            (None, false) => inotify
-                .add_watch(&self.dir.proc_path(), EVERYTHING)
-                .map(Some),
-            (same, _) => Ok(same),
-        };
-        match outcome {
-            Ok(now) => {
-                *watching = now;
-                Ok(())
+        {
+            let mut state = self.state.lock().expect("not poisoned");
+            if state.narrow != narrow {
+                let mask = if narrow { ITSELF } else { EVERYTHING };
+                // The same directory: its watch's mask is replaced.
+                let wd = self
+                    .fd
+                    .get_ref()
+                    .inner()
+                    .add_watch(&self.dir.proc_path(), mask)
+                    .map_err(|e| {
+                        LocalError::io(
+                            format!("cannot watch `{}`", self.dir.path().display()),
+                            e.into(),
+                        )
+                    })?;
+                state.dir = wd;
+                state.narrow = narrow;
             }
-            Err(e) => Err(LocalError::io(
-                format!("cannot watch `{}`", self.dir.path().display()),
-                e.into(),
-            )),
         }
+        if !narrow {
+            // Best effort: a bell we cannot move costs priority's order
+            // only, not the wait.
+            if let Err(e) = self.ring_here() {
+                tracing::warn!("{e}: a higher waiter that comes may not be seen until the next look");
+            }
+        }
+        Ok(())
     }
 
     /// Waits for an event about the lock file or a waiter's record: true
-    /// when a record came, went or was closed, or a waiter opened the
-    /// turnstile (or events were lost), false for the lock file alone.
+    /// when a record came, went or was closed, the turnstile rang (or
+    /// events were lost), false for the lock file alone.
     pub async fn next(&self) -> bool {
         loop {
-            let narrow = self.watching.lock().expect("not poisoned").is_none();
-            tokio::select! {
-                biased;
-                rang = Self::events(&self.bell) => {
-                    // Opens of the turnstile count only while nothing
-                    // else is watched.
-                    if narrow || rang.is_none() {
-                        return true;
-                    }
-                }
-                events = Self::events(&self.fd), if !narrow => {
-                    let Some(events) = events else {
-                        return true;
-                    };
-                    let mut lock = false;
-                    for ev in &events {
-                        // The directory's watch removed (IN_IGNORED) says
-                        // nothing; the rest does.
-                        if ev.mask.contains(AddWatchFlags::IN_IGNORED) {
-                            continue;
-                        }
-                        let Some(name) = ev.name.as_ref().and_then(|n| n.to_str()) else {
-                            continue;
-                        };
-                        if name.starts_with(&self.records) && !name.ends_with(".new") {
-                            return true;
-                        }
-                        lock |= name == self.lock;
-                    }
-                    if lock {
-                        return false;
-                    }
-                }
-            }
-        }
-    }
-
-    /// The next events of `ino`; `None` when some were lost.
-    async fn events(ino: &AsyncFd<AsyncInotify>) -> Option<Vec<nix::sys::inotify::InotifyEvent>> {
-        loop {
-            let Ok(mut ready) = ino.readable().await else {
+            let Ok(mut ready) = self.fd.readable().await else {
                 return std::future::pending().await;
             };
-            match ready.get_inner().inner().read_events() {
-                Ok(events) if !events.is_empty() => {
-                    return (!events
-                        .iter()
-                        .any(|ev| ev.mask.contains(AddWatchFlags::IN_Q_OVERFLOW)))
-                    .then_some(events);
+            let events = match ready.get_inner().inner().read_events() {
+                Ok(events) if !events.is_empty() => events,
+                _ => {
+                    ready.clear_ready();
+                    continue;
                 }
-                _ => ready.clear_ready(),
+            };
+            let mut state = self.state.lock().expect("not poisoned");
+            let mut lock = false;
+            for ev in &events {
+                if ev.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
+                    return true;
+                }
+                if state.bell.is_some_and(|(wd, _)| wd == ev.wd) {
+                    if ev.mask.contains(AddWatchFlags::IN_IGNORED) {
+                        state.bell = None;
+                    }
+                    // The turnstile opened, removed or replaced: while only
+                    // arrivals count, a look (which moves the bell first).
+                    if state.narrow {
+                        return true;
+                    }
+                    continue;
+                }
+                if ev.wd != state.dir {
+                    continue;
+                }
+                if state.narrow {
+                    // The directory itself removed or moved: look. Any
+                    // other event came while we watched everything (our
+                    // own look's reading of the directory among them) and
+                    // says nothing now.
+                    if ev.mask.intersects(ITSELF | AddWatchFlags::IN_IGNORED) {
+                        return true;
+                    }
+                    continue;
+                }
+                let Some(name) = ev.name.as_ref().and_then(|n| n.to_str()) else {
+                    continue;
+                };
+                if name.starts_with(&self.records) && !name.ends_with(".new") {
+                    return true;
+                }
+                lock |= name == self.lock;
+            }
+            if lock {
+                return false;
             }
         }
     }
