@@ -719,10 +719,11 @@ async fn a_frozen_link_fails_renewals_but_loses_nothing_until_etcd_says_so() {
         "a frozen link reported a loss"
     );
     link.thaw();
-    assert!(matches!(
-        lease.renew(Duration::from_secs(5)).await,
-        Renewal::Confirmed { .. }
-    ));
+    let renewed = lease.renew(Duration::from_secs(5)).await;
+    assert!(
+        matches!(renewed, Renewal::Confirmed { .. }),
+        "the first renewal once the link thawed: {renewed:?}"
+    );
     etcdctl_ok(&["lease", "revoke", &format!("{:x}", lease.id())]);
     let why = tokio::time::timeout(Duration::from_secs(10), claim.watch())
         .await

@@ -470,7 +470,7 @@ fn a_sigkilled_holders_daemon_is_gone_before_a_psql_rival_gets_the_lock() {
             .args(["--shell", "--", BEATING_DAEMON])
             .arg(work.path());
         let holder = Running::spawn(&mut cmd);
-        crate::support::wait_for_file(&work.path().join("beat"));
+        crate::places::wait_for_a_beat(work.path());
         // The rival notes the time the moment the lock is its own, by the
         // server's clock (the host's: the same machine).
         let id = format!("('x' || substr(md5('{key}'), 1, 16))::bit(64)::bigint");
