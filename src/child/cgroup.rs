@@ -194,15 +194,19 @@ pub(super) fn remove_stale(parent: &Path) {
 /// command, once in a CI run).
 fn guard_alive(pid: u32) -> bool {
     // One read(2) into a buffer the line fits in (the name is at most 64
-    // bytes, the 52 numbers at most 20 digits each): this runs for every
-    // guard on the host on each grant, on the handover's path, where
+    // bytes, the 50 numbers at most 21 characters each): this runs for
+    // every guard on the host on each grant, on the handover's path, where
     // `read_to_string` took five reads and a statx.
     let mut buf = [0u8; 1600];
     let Ok(mut file) = File::open(format!("/proc/{pid}/stat")) else {
         return false;
     };
-    let Ok(len) = std::io::Read::read(&mut file, &mut buf) else {
-        return false;
+    let len = loop {
+        match std::io::Read::read(&mut file, &mut buf) {
+            Ok(len) => break len,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return false,
+        }
     };
     let Ok(stat) = std::str::from_utf8(&buf[..len]) else {
         return false;

@@ -220,15 +220,19 @@ const EVERYTHING: AddWatchFlags = AddWatchFlags::IN_CLOSE_WRITE
     .union(AddWatchFlags::IN_MOVED_TO)
     .union(AddWatchFlags::IN_MOVED_FROM);
 
-/// The directory's own end only: what the directory's watch narrows to
-/// while only arrivals count. A watch's mask is changed in place, which
-/// cannot fail for want of watches as a watch removed and added back could.
-const ITSELF: AddWatchFlags = AddWatchFlags::IN_DELETE_SELF.union(AddWatchFlags::IN_MOVE_SELF);
+/// The directory itself moved (its removal never shows while we hold it
+/// open): what the directory's watch narrows to while only arrivals count.
+/// A watch's mask is changed in place, which cannot fail for want of
+/// watches as a watch removed and added back could.
+const ITSELF: AddWatchFlags = AddWatchFlags::IN_MOVE_SELF.union(AddWatchFlags::IN_DELETE_SELF);
 
-/// The turnstile opened (a waiter came, or goes for the lock), or its link
-/// count changed: removed, or another file renamed over it, after which
-/// arrivals open the new one and the bell must move there.
-const BELL: AddWatchFlags = AddWatchFlags::IN_OPEN.union(AddWatchFlags::IN_ATTRIB);
+/// The turnstile opened (a waiter came, or goes for the lock), its link
+/// count changed (removed, or another file renamed over it) or itself
+/// renamed away: after the last two, arrivals open another file at the
+/// path, and the bell must move there.
+const BELL: AddWatchFlags = AddWatchFlags::IN_OPEN
+    .union(AddWatchFlags::IN_ATTRIB)
+    .union(AddWatchFlags::IN_MOVE_SELF);
 
 impl Watch {
     pub fn new(files: &KeyFiles) -> Result<Watch, LocalError> {
@@ -271,24 +275,32 @@ impl Watch {
                 e.into(),
             )
         };
-        let now = Lock::at(&self.dir, &self.turnstile)
-            .map_err(|e| LocalError::io(format!("cannot inspect `{}`", self.dir.join(&self.turnstile).display()), e))?;
-        if now.is_some() && now == state.bell.map(|(_, at)| at) {
-            return Ok(());
-        }
-        // Opened as every waiter opens it: no link, no device; watched by
-        // descriptor, so the watch is on the very file we checked.
-        let file = super::engine::open_lock(&self.dir, &self.turnstile)?;
-        let at = Lock::of(&file.metadata().map_err(|e| {
-            LocalError::io(format!("cannot inspect `{}`", self.dir.join(&self.turnstile).display()), e)
-        })?);
+        let inspect = |e| {
+            LocalError::io(
+                format!("cannot inspect `{}`", self.dir.join(&self.turnstile).display()),
+                e,
+            )
+        };
         let inotify = self.fd.get_ref().inner();
-        let path = format!("/proc/self/fd/{}", file.as_raw_fd());
-        let wd = inotify.add_watch(path.as_str(), BELL).map_err(fail)?;
-        if let Some((old, _)) = state.bell.replace((wd, at)) {
-            if old != wd {
-                // Gone already when the kernel dropped it with its file.
-                let _ = inotify.rm_watch(old);
+        // A file renamed over the path between our open and our watch
+        // rings nothing here: the path is checked again once the watch is
+        // on, and a few times at most.
+        for _ in 0..3 {
+            let now = Lock::at(&self.dir, &self.turnstile).map_err(inspect)?;
+            if now.is_some() && now == state.bell.map(|(_, at)| at) {
+                return Ok(());
+            }
+            // Opened as every waiter opens it: no link, no device; watched
+            // by descriptor, so the watch is on the very file we checked.
+            let file = super::engine::open_lock(&self.dir, &self.turnstile)?;
+            let at = Lock::of(&file.metadata().map_err(inspect)?);
+            let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+            let wd = inotify.add_watch(path.as_str(), BELL).map_err(fail)?;
+            if let Some((old, _)) = state.bell.replace((wd, at)) {
+                if old != wd {
+                    // Gone already when the kernel dropped it with its file.
+                    let _ = inotify.rm_watch(old);
+                }
             }
         }
         Ok(())
@@ -351,43 +363,47 @@ impl Watch {
                     continue;
                 }
             };
+            // The whole batch is read before we answer: the bell's end
+            // (IN_IGNORED) must not be lost behind an earlier wake.
             let mut state = self.state.lock().expect("not poisoned");
-            let mut lock = false;
+            let (mut records, mut lock) = (false, false);
             for ev in &events {
                 if ev.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
-                    return true;
+                    // What was lost may have been the bell's end: it is
+                    // put on the turnstile afresh at the next look.
+                    state.bell = None;
+                    records = true;
+                    continue;
                 }
                 if state.bell.is_some_and(|(wd, _)| wd == ev.wd) {
                     if ev.mask.contains(AddWatchFlags::IN_IGNORED) {
                         state.bell = None;
                     }
-                    // The turnstile opened, removed or replaced: while only
-                    // arrivals count, a look (which moves the bell first).
-                    if state.narrow {
-                        return true;
-                    }
+                    // The turnstile opened, removed, replaced or moved:
+                    // while only arrivals count, a look (which moves the
+                    // bell first where it must).
+                    records |= state.narrow;
                     continue;
                 }
                 if ev.wd != state.dir {
                     continue;
                 }
                 if state.narrow {
-                    // The directory itself removed or moved: look. Any
-                    // other event came while we watched everything (our
-                    // own look's reading of the directory among them) and
-                    // says nothing now.
-                    if ev.mask.intersects(ITSELF | AddWatchFlags::IN_IGNORED) {
-                        return true;
-                    }
+                    // The directory itself moved: look. Any other event
+                    // came while we watched everything (our own look's
+                    // reading of the directory among them) and says
+                    // nothing now.
+                    records |= ev.mask.intersects(ITSELF | AddWatchFlags::IN_IGNORED);
                     continue;
                 }
                 let Some(name) = ev.name.as_ref().and_then(|n| n.to_str()) else {
                     continue;
                 };
-                if name.starts_with(&self.records) && !name.ends_with(".new") {
-                    return true;
-                }
+                records |= name.starts_with(&self.records) && !name.ends_with(".new");
                 lock |= name == self.lock;
+            }
+            if records {
+                return true;
             }
             if lock {
                 return false;

@@ -668,6 +668,23 @@ fn switches(pid: u32) -> u64 {
 /// runs first.
 #[test]
 fn a_waiter_in_the_wait_sleeps_through_other_runs_and_wakes_for_a_higher_one() {
+    sleeps_through_other_runs_and_wakes_for_a_higher_one(|turnstile| {
+        let new = turnstile.with_extension("lockrun-rw.new");
+        std::fs::write(&new, "").unwrap();
+        std::fs::rename(&new, turnstile).unwrap();
+    });
+}
+
+/// The same, the turnstile renamed away rather than replaced (the next
+/// waiter makes a new one at the path).
+#[test]
+fn a_waiter_in_the_wait_hears_a_higher_one_once_the_turnstile_is_moved_away() {
+    sleeps_through_other_runs_and_wakes_for_a_higher_one(|turnstile| {
+        std::fs::rename(turnstile, turnstile.with_extension("lockrun-rw.moved")).unwrap();
+    });
+}
+
+fn sleeps_through_other_runs_and_wakes_for_a_higher_one(moved: fn(&Path)) {
     let place = Place::local();
     let dir = place.lock_dir();
     let work = scratch();
@@ -701,9 +718,7 @@ fn a_waiter_in_the_wait_sleeps_through_other_runs_and_wakes_for_a_higher_one() {
         woken <= 1,
         "the waiting lockrun's threads were switched in {woken} times by 5 runs of another key"
     );
-    let turnstile = dir.join("k.lockrun-rw");
-    std::fs::write(dir.join("k.lockrun-rw.new"), "").unwrap();
-    std::fs::rename(dir.join("k.lockrun-rw.new"), &turnstile).unwrap();
+    moved(&dir.join("k.lockrun-rw"));
     let mut high = place.lockrun(&["elect", "--priority", "5", "k", "--", "sh", "-c", stamped]);
     high.arg(work.path()).arg("high");
     let high = Running::spawn(&mut high);
