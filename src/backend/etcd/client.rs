@@ -777,6 +777,20 @@ impl Client {
         })
     }
 
+    /// Drops `conn` from its endpoint's slot, so that the next request
+    /// dials afresh.
+    async fn forget(&self, conn: &Conn) {
+        for slot in self.inner.conns.iter() {
+            let mut slot = slot.lock().await;
+            if slot
+                .as_ref()
+                .is_some_and(|c| Arc::ptr_eq(&c.keepalive, &conn.keepalive))
+            {
+                *slot = None;
+            }
+        }
+    }
+
     /// Our auth token, authenticating first when we have none.
     async fn token(&self) -> Result<Option<String>, EtcdError> {
         let Some(user) = &self.inner.config.user else {
@@ -1044,6 +1058,11 @@ impl Client {
                             if tries > 1 || !matches!(e, EtcdError::Broken { .. }) {
                                 return Err(e);
                             }
+                            // A connection that broke may not say so yet
+                            // (hyper's "connection was not ready" after a
+                            // frozen link thawed): the second try dials.
+                            drop(stream);
+                            self.forget(&conn).await;
                         }
                     }
                 }
