@@ -325,7 +325,9 @@ fn handover(agent: &Agent, backend: Backend) {
         &key,
         &service,
         1002,
-        &stamping(work.path(), "b", "0.3"),
+        // Long enough for a look or two, each a catalog read, a DNS
+        // question and a health read, however slow the machine.
+        &stamping(work.path(), "b", "1"),
     ));
     let second_id = format!("-{}", second.pid());
     let (a, b) = (first.finish(), second.finish());
@@ -370,7 +372,10 @@ fn handover(agent: &Agent, backend: Backend) {
         looks
             .iter()
             .any(|l| l.ids.iter().any(|id| id.ends_with(&second_id)) && l.dns_ports == [1002]),
-        "the second holder never appeared alone"
+        "{} on Consul {}: the second holder never appeared alone in {} looks",
+        backend.name(),
+        agent.version,
+        looks.len()
     );
     let last = looks.last().unwrap();
     assert!(
