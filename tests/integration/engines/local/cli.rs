@@ -490,6 +490,22 @@ fn blocked_on(file: &Path) -> Vec<u32> {
         .collect()
 }
 
+/// `lockrun elect k` holding, its command running until `work/go` appears.
+fn hold_until_go(place: &Place, work: &Path) -> Running {
+    let mut hold = place.lockrun(&[
+        "elect",
+        "k",
+        "--",
+        "sh",
+        "-c",
+        "touch \"$0/up\"; while [ ! -e \"$0/go\" ]; do sleep 0.01; done",
+    ]);
+    hold.arg(work);
+    let holder = Running::spawn(&mut hold);
+    wait_for_file(&work.join("up"));
+    holder
+}
+
 /// A child that logs `START_NS FENCE SEQUENCER` to `$1/$2.start` and its end
 /// to `$1/$2.end`, the time stamps its own.
 const LOGGED: &str =
@@ -525,17 +541,7 @@ fn waiters_started_by_their_guards_on_the_grant_run_alone_with_growing_fences() 
         cmd.arg(work.path()).arg(name);
         Running::spawn(&mut cmd)
     };
-    let mut hold = place.lockrun(&[
-        "elect",
-        "k",
-        "--",
-        "sh",
-        "-c",
-        "touch \"$0/up\"; while [ ! -e \"$0/go\" ]; do sleep 0.01; done",
-    ]);
-    hold.arg(work.path());
-    let holder = Running::spawn(&mut hold);
-    wait_for_file(&work.path().join("up"));
+    let holder = hold_until_go(&place, work.path());
     let first = spawn("w0");
     // Its guard, armed, waits in flock(2) on the lock file itself.
     assert!(
@@ -587,17 +593,7 @@ fn a_guard_granted_a_replaced_lock_file_runs_nothing_until_the_new_one_is_free()
     let dir = place.lock_dir();
     let file = dir.join("k");
     let work = scratch();
-    let mut hold = place.lockrun(&[
-        "elect",
-        "k",
-        "--",
-        "sh",
-        "-c",
-        "touch \"$0/up\"; while [ ! -e \"$0/go\" ]; do sleep 0.01; done",
-    ]);
-    hold.arg(work.path());
-    let holder = Running::spawn(&mut hold);
-    wait_for_file(&work.path().join("up"));
+    let holder = hold_until_go(&place, work.path());
     // A shell builtin first: the start is on disk before anything can stop it.
     let child = format!(": > \"$0/began\"; {LOGGED}");
     let mut wait = place.lockrun(&["elect", "k", "--", "sh", "-c", &child]);
@@ -688,17 +684,7 @@ fn sleeps_through_other_runs_and_wakes_for_a_higher_one(moved: fn(&Path)) {
     let place = Place::local();
     let dir = place.lock_dir();
     let work = scratch();
-    let mut hold = place.lockrun(&[
-        "elect",
-        "k",
-        "--",
-        "sh",
-        "-c",
-        "touch \"$0/up\"; while [ ! -e \"$0/go\" ]; do sleep 0.01; done",
-    ]);
-    hold.arg(work.path());
-    let holder = Running::spawn(&mut hold);
-    wait_for_file(&work.path().join("up"));
+    let holder = hold_until_go(&place, work.path());
     let stamped = "date +%s%N >> \"$0/$1\"; sleep 0.1; date +%s%N >> \"$0/$1\"";
     let mut wait = place.lockrun(&["elect", "k", "--", "sh", "-c", stamped]);
     wait.arg(work.path()).arg("low");
