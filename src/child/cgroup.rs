@@ -193,22 +193,7 @@ pub(super) fn remove_stale(parent: &Path) {
 /// then (a daemon of a killed job beat 29 ms into the next holder's
 /// command, once in a CI run).
 fn guard_alive(pid: u32) -> bool {
-    // One read(2) into a buffer the line fits in (the name is at most 64
-    // bytes, the 50 numbers at most 21 characters each): this runs for
-    // every guard on the host on each grant, on the handover's path, where
-    // `read_to_string` took five reads and a statx.
-    let mut buf = [0u8; 1600];
-    let Ok(mut file) = File::open(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let len = loop {
-        match std::io::Read::read(&mut file, &mut buf) {
-            Ok(len) => break len,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return false,
-        }
-    };
-    let Ok(stat) = std::str::from_utf8(&buf[..len]) else {
+    let Some(stat) = super::sys::proc_stat(pid) else {
         return false;
     };
     let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {

@@ -529,6 +529,26 @@ pub(super) fn guard_take_relayed() -> Vec<i32> {
     (1..64).filter(|sig| bits & (1 << sig) != 0).collect()
 }
 
+/// `/proc/PID/stat`, read in one read(2) into a buffer the line fits in
+/// (the name is at most 64 bytes, the 50 numbers at most 21 characters
+/// each): the walks of /proc below read one per process, and the guard's
+/// check for stale job cgroups one per job on each grant, on the
+/// handover's path, where `read_to_string` took five reads and a statx.
+/// `None` when the process is gone (or the line is not text).
+pub(super) fn proc_stat(pid: u32) -> Option<String> {
+    use std::io::Read;
+    let mut file = File::open(format!("/proc/{pid}/stat")).ok()?;
+    let mut buf = [0u8; 1600];
+    let len = loop {
+        match file.read(&mut buf) {
+            Ok(len) => break len,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        }
+    };
+    String::from_utf8(buf[..len].to_vec()).ok()
+}
+
 /// The live processes of the tree below `root` (a subreaper, so every
 /// descendant's parent chain leads to it), plus the live members of group
 /// `pgid`, `root` itself excepted, from /proc.
@@ -543,7 +563,7 @@ pub(super) fn live_tree(root: u32, pgid: u32) -> io::Result<Vec<u32>> {
         else {
             continue;
         };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        let Some(stat) = proc_stat(pid) else {
             continue;
         };
         if let Some((state, ppid, pgrp)) = parse_stat_parent(&stat) {
@@ -584,8 +604,7 @@ pub(super) fn children_by_walk(parent: u32) -> Vec<u32> {
         .flatten()
         .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
+            proc_stat(*pid)
                 .and_then(|stat| parse_stat_parent(&stat))
                 .is_some_and(|(_, ppid, _)| ppid == parent)
         })
@@ -594,7 +613,7 @@ pub(super) fn children_by_walk(parent: u32) -> Vec<u32> {
 
 /// The process group of `pid`, from /proc, if it is alive.
 pub(super) fn process_group_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = proc_stat(pid)?;
     parse_stat_parent(&stat).map(|(_, _, pgrp)| pgrp)
 }
 
@@ -883,7 +902,7 @@ fn live_group_states(pgid: u32) -> io::Result<Vec<(u32, char)>> {
             continue;
         };
         // A process that exits while we look is simply not a member.
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        let Some(stat) = proc_stat(pid) else {
             continue;
         };
         if let Some((state, pgrp)) = parse_stat(&stat) {
