@@ -32,6 +32,53 @@ const STACK_SIZE: usize = 64 * 1024;
 /// Where `execvp` looks when PATH is unset.
 const DEFAULT_PATH: &[u8] = b"/bin:/usr/bin";
 
+/// The stack COMMAND's process runs on until it execs, mapped for the
+/// start and unmapped after it. A mapping of its own rather than a zeroed
+/// buffer: the kernel gives the new process a zero page for each page it
+/// touches, the few at the top, where a zeroed buffer from the heap had
+/// every one of its 16 pages faulted in and cleared on the handover's path
+/// before the start (`perf`: 15 of the 45 page faults between an armed
+/// guard's grant and its `clone3`).
+struct Stack {
+    base: *mut libc::c_void,
+}
+
+impl Stack {
+    fn new() -> io::Result<Stack> {
+        // SAFETY: an anonymous private mapping at an address of the
+        // kernel's choosing touches no memory of ours.
+        let base = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                STACK_SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Stack { base })
+    }
+
+    /// The address just past the mapping, where the stack starts.
+    fn top(&self) -> usize {
+        self.base as usize + STACK_SIZE
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // SAFETY: `base` is our mapping of STACK_SIZE bytes, which nothing
+        // uses once the new process has exec'd or exited (CLONE_VFORK).
+        unsafe {
+            libc::munmap(self.base, STACK_SIZE);
+        }
+    }
+}
+
 /// COMMAND once started: its pid until it is reaped.
 pub(in crate::child) struct Spawned {
     pid: libc::pid_t,
@@ -181,9 +228,12 @@ impl Prepared {
     fn start(&self, cgroup: Option<BorrowedFd<'_>>) -> Result<io::Result<Spawned>, io::Error> {
         let exec = &self.exec;
         exec.errno.store(0, Ordering::Relaxed);
-        let mut stack = vec![0u8; STACK_SIZE];
+        let stack = match Stack::new() {
+            Ok(stack) => stack,
+            Err(err) => return Ok(Err(err)),
+        };
         // The stack grows down, from its 16-byte aligned top.
-        let top = (stack.as_mut_ptr() as usize + STACK_SIZE) & !15;
+        let top = stack.top() & !15;
 
         let mut all = MaybeUninit::<libc::sigset_t>::uninit();
         let mut old = MaybeUninit::<libc::sigset_t>::uninit();
