@@ -26,11 +26,16 @@
 //! died) it exits 125, saying nothing, having run nothing. Its parent-death
 //! signal is armed while it is parked too.
 //!
-//! The guard does not sweep the group after COMMAND exits; lockrun does,
-//! while the guard is still an unreaped zombie pinning the group id. A guard
-//! lent the lock's descriptor lets go of the lock before its exit, once the
-//! tree is gone, if lockrun said it may (see `hand_back`); the sweep then
-//! finds nothing of the tree, whose every process was ours to wait for.
+//! The guard ends COMMAND's whole tree before it exits (`end_tree`). Where
+//! that end is certain (COMMAND exited, every process of the tree is gone
+//! and reaped, its cgroup removed), the guard says so before its exit: a
+//! guard lent the lock's descriptor lets go of the lock itself, if lockrun
+//! said it may (see `hand_back`); any other writes its status on the end
+//! pipe (see `END_REPORT`), and lockrun lets go of the lock then, not
+//! after our teardown and the SIGCHLD that follows it (0.2-0.5 ms of a
+//! handover). Where it is not certain (we were killed, or could not wait for
+//! COMMAND), lockrun sweeps the group while we are an unreaped zombie
+//! pinning the group id, and lets go after that, as ever.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -72,9 +77,20 @@ pub(super) const FORMER_NAMES: &[&str] = &["lockrun-guard"];
 /// Separates the guard's own arguments from COMMAND.
 const SEPARATOR: &str = "--";
 
-/// The guard's one option: wait for the go message on this descriptor
+/// The guard's first option: wait for the go message on this descriptor
 /// before running COMMAND. Without it the guard runs COMMAND at once.
 const GO_FD: &str = "--go-fd";
+
+/// The guard's second option, only after the first: the end pipe's write
+/// end, on which it says that COMMAND's tree is gone (see [`END_REPORT`]).
+const END_FD: &str = "--end-fd";
+
+/// The end pipe's one message: this byte, then the status the guard is
+/// about to exit with. Written only where the tree's end is certain
+/// (COMMAND exited and was reaped, every other process of the tree is gone
+/// and reaped, its cgroup removed), by a guard lent no descriptor: lockrun
+/// may let go of the lock at once, without waiting for our teardown.
+pub(super) const END_REPORT: u8 = 0xE0;
 
 /// Exit status when COMMAND was not found (as in sh, env and timeout).
 const NOT_FOUND: u8 = 127;
@@ -86,11 +102,17 @@ const NOT_EXECUTABLE: u8 = 126;
 pub(super) use crate::exit::GUARD_FAILED;
 
 /// The arguments that follow [`SUBCOMMAND`] to run `argv` once the go
-/// message arrives on descriptor `go`.
-pub(super) fn arguments(go: RawFd, argv: &[OsString]) -> impl Iterator<Item = OsString> + '_ {
+/// message arrives on descriptor `go`, reporting the tree's end on `end`.
+pub(super) fn arguments(
+    go: RawFd,
+    end: RawFd,
+    argv: &[OsString],
+) -> impl Iterator<Item = OsString> + '_ {
     [
         OsString::from(GO_FD),
         OsString::from(go.to_string()),
+        OsString::from(END_FD),
+        OsString::from(end.to_string()),
         OsString::from(SEPARATOR),
     ]
     .into_iter()
@@ -98,12 +120,12 @@ pub(super) fn arguments(go: RawFd, argv: &[OsString]) -> impl Iterator<Item = Os
 }
 
 /// The guard's entry point. `args` are the words after `__guard`:
-/// `[--go-fd N] -- PROGRAM [ARGS...]`.
+/// `[--go-fd N [--end-fd M]] -- PROGRAM [ARGS...]`.
 pub fn main(args: Vec<OsString>) -> ExitCode {
     let Some(mut invocation) = parse(&args) else {
         say(format_args!(
             "`{SUBCOMMAND}` is for lockrun's own use: \
-             lockrun {SUBCOMMAND} [{GO_FD} N] -- COMMAND [ARGS...]"
+             lockrun {SUBCOMMAND} [{GO_FD} N [{END_FD} M]] -- COMMAND [ARGS...]"
         ));
         return ExitCode::from(GUARD_FAILED);
     };
@@ -143,6 +165,7 @@ impl Environment<'_> {
 pub(super) fn run(
     Invocation {
         go,
+        end,
         argv,
         leftovers,
         cgroup: plan,
@@ -163,6 +186,15 @@ pub(super) fn run(
     // that arrived early are pending, not fatal, and COMMAND gets them below.
     // The parent-death handler must be in place before we park, too.
     sys::guard_install_handlers();
+    // The end pipe (see `END_REPORT`) is ours alone, never COMMAND's: it is
+    // marked close-on-exec before anything else (an exec'd guard inherits
+    // it unmarked). Unmarkable, it is closed, and lockrun hears of the end
+    // from our exit, as without it.
+    let end = end.and_then(|fd| {
+        let file = sys::take_inherited(fd).ok()?;
+        sys::close_on_exec(&file).ok()?;
+        Some(file)
+    });
 
     // COMMAND's own cgroup, if lockrun found one we may make: made now,
     // while lockrun may still wait for the lock. COMMAND starts straight
@@ -369,17 +401,8 @@ pub(super) fn run(
     // process moved in from outside the tree, which lockrun kills when it
     // removes the cgroup.
     let removed = cgroup.is_none_or(|cgroup| cgroup.remove().is_ok());
-    let lent = held.is_some();
-    if let Some(held) = held {
-        let certain = removed && matches!(waited, Ok(Ending::Exited(_)));
-        hand_back(held, &mut channel, certain);
-    }
-    if matches!(waited, Ok(Ending::Killed)) && !lent {
-        // Killed as the rest of the tree was: lockrun reads our end as it
-        // always has, as death by SIGKILL.
-        let _ = nix::sys::signal::raise(NixSignal::SIGKILL);
-    }
-    match waited {
+    let certain = removed && matches!(waited, Ok(Ending::Exited(_)));
+    let status = match &waited {
         Ok(Ending::Exited(status)) => match (status.code(), status.signal()) {
             (Some(code), _) => code as u8,
             (None, Some(signal)) => 128u8.saturating_add(signal as u8),
@@ -392,7 +415,30 @@ pub(super) fn run(
             say(format_args!("cannot wait for the command: {err}"));
             GUARD_FAILED
         }
+    };
+    let lent = held.is_some();
+    match held {
+        Some(held) => hand_back(held, &mut channel, certain),
+        // Where the tree's end is certain, lockrun may let go now, not
+        // after our exit: the one write of our end. Where it is not, our
+        // exit is the word, and lockrun's sweep comes before its release.
+        None if certain => {
+            if let Some(mut end) = end {
+                if end.write_all(&[END_REPORT, status]).is_ok() {
+                    // lockrun, woken, is often put on this CPU, where our
+                    // exit would run first: it goes first.
+                    sys::yield_now();
+                }
+            }
+        }
+        None => {}
     }
+    if matches!(waited, Ok(Ending::Killed)) && !lent {
+        // Killed as the rest of the tree was: lockrun reads our end as it
+        // always has, as death by SIGKILL.
+        let _ = nix::sys::signal::raise(NixSignal::SIGKILL);
+    }
+    status
 }
 
 /// An armed guard's wait (see `go`): the lent descriptor's lock, then the
@@ -931,6 +977,8 @@ fn signal_own_group(number: i32) {
 pub(super) struct Invocation<'a> {
     /// The go pipe's descriptor, if we are to wait for the go message.
     pub go: Option<RawFd>,
+    /// The end pipe's descriptor, if we are to say when the tree is gone.
+    pub end: Option<RawFd>,
     /// COMMAND, never empty.
     pub argv: &'a [OsString],
     /// What to do with what COMMAND leaves running.
@@ -945,9 +993,14 @@ fn parse(args: &[OsString]) -> Option<Invocation<'_>> {
         [option, value, tail @ ..] if option == GO_FD => (Some(fd(value)?), tail),
         _ => (None, args),
     };
+    let (end, rest) = match rest {
+        [option, value, tail @ ..] if go.is_some() && option == END_FD => (Some(fd(value)?), tail),
+        _ => (None, rest),
+    };
     match rest.split_first() {
         Some((separator, argv)) if separator == SEPARATOR && !argv.is_empty() => Some(Invocation {
             go,
+            end,
             argv,
             leftovers: Leftovers::Wait,
             cgroup: None,
@@ -1043,9 +1096,22 @@ mod tests {
         assert_eq!(argv(&["--go-fd", "-1", "--", "a"]), None);
         assert_eq!(argv(&["--go-fd", "x", "--", "a"]), None);
         assert_eq!(argv(&["--go-fd", "--", "a"]), None);
-        let built: Vec<OsString> = arguments(4, &args(&["a", "b"])).collect();
-        assert_eq!(built, args(&["--go-fd", "4", "--", "a", "b"]));
+        let built: Vec<OsString> = arguments(4, 5, &args(&["a", "b"])).collect();
+        assert_eq!(
+            built,
+            args(&["--go-fd", "4", "--end-fd", "5", "--", "a", "b"])
+        );
+        let parsed = parse(&built).unwrap();
+        assert_eq!((parsed.go, parsed.end), (Some(4), Some(5)));
+        assert_eq!(parsed.argv, &args(&["a", "b"])[..]);
         assert_eq!(argv(&["--go-fd", "4", "--", "a", "b"]).unwrap().0, Some(4));
         assert!(parse(&args(&["--go-fd", "1", "--go-fd", "2", "--", "a"])).is_none());
+        // The end pipe only with a go pipe, once, and a descriptor.
+        assert!(parse(&args(&["--end-fd", "5", "--", "a"])).is_none());
+        assert!(parse(&args(&["--go-fd", "4", "--end-fd", "x", "--", "a"])).is_none());
+        assert!(parse(&args(&[
+            "--go-fd", "4", "--end-fd", "5", "--end-fd", "6", "--", "a"
+        ]))
+        .is_none());
     }
 }

@@ -205,12 +205,12 @@ impl Command {
     /// The guard's command line: `lockrun __guard --go-fd GO -- PROGRAM
     /// [ARGS...]`, where `GO` is the descriptor it waits on for the go
     /// message.
-    fn guard_command(&self, go: RawFd) -> io::Result<std::process::Command> {
+    fn guard_command(&self, go: RawFd, end: RawFd) -> io::Result<std::process::Command> {
         let program = self.program()?;
         let mut cmd = std::process::Command::new(&self.guard_exe);
         cmd.arg0(guard::PROCESS_NAME)
             .arg(guard::SUBCOMMAND)
-            .args(guard::arguments(go, &program));
+            .args(guard::arguments(go, end, &program));
         for key in &self.env_remove {
             cmd.env_remove(key);
         }
@@ -296,6 +296,10 @@ enum State {
     Running,
     /// The guard has exited and is a zombie: the group id is still ours.
     Exited(ChildExit),
+    /// The guard said COMMAND's whole tree is gone and it is exiting with
+    /// this status: nothing is left to sweep, and it is reaped once it is
+    /// gone. The group id is ours until then.
+    Ended(ChildExit),
     /// The guard is reaped: the group id may belong to someone else now, so
     /// we never signal it again.
     Reaped(ChildExit),
@@ -346,6 +350,10 @@ pub struct Child {
     /// The pages start-up alone needed are to be dropped (see
     /// [`STARTUP_SETTLES`]).
     trim_armed: bool,
+    /// The end pipe, on which the guard says the tree is gone before it
+    /// exits (see `guard::END_REPORT`); `None` once it has spoken, closed
+    /// or could not be watched.
+    ended: Option<tokio::io::unix::AsyncFd<File>>,
 }
 
 /// A guard started ahead of COMMAND and parked: it runs nothing until
@@ -364,6 +372,8 @@ pub struct Prepared {
 struct Parked {
     /// lockrun's end of the go pipe.
     go: File,
+    /// lockrun's end of the end pipe (see `guard::END_REPORT`).
+    end: File,
     sigchld: tokio::signal::unix::Signal,
     terminal: Terminal,
 }
@@ -399,21 +409,25 @@ impl Child {
     /// [`Child::prepare`], choosing what `start` does with the terminal.
     pub fn prepare_with(cmd: &Command, terminal: Terminal) -> io::Result<Prepared> {
         let (go_read, go) = sys::go_pipe(cmd.lends)?;
-        let mut guard = cmd.guard_command(go_read.as_raw_fd())?;
+        let (end, end_write) = sys::end_pipe()?;
+        let mut guard = cmd.guard_command(go_read.as_raw_fd(), end_write.as_raw_fd())?;
         // Listening before the fork means no exit can happen unnoticed.
         let sigchld = signal(SignalKind::child())?;
-        sys::arm_guard(&mut guard, go_read.as_raw_fd());
+        sys::arm_guard(&mut guard, [go_read.as_raw_fd(), end_write.as_raw_fd()]);
         let pid = guard.spawn().map_err(|err| spawn_error(cmd, err))?.id();
         orphans::guard_started(pid);
         // std's Child neither waits nor kills on drop; we reap by pid. Our
         // copy of the read end goes, so a guard that is gone makes `start`
-        // fail (EPIPE) rather than write into the void.
+        // fail (EPIPE) rather than write into the void; our copy of the end
+        // pipe's write end goes, so that its end of file is the guard's.
         drop(go_read);
+        drop(end_write);
         tracing::debug!(pid, "spawned the guard, parked");
         Ok(Prepared {
             pid,
             parked: Some(Parked {
                 go,
+                end,
                 sigchld,
                 terminal,
             }),
@@ -428,21 +442,24 @@ impl Child {
     /// COMMAND's is.
     pub fn spawn_piped(cmd: &Command) -> io::Result<(Child, ChildStdout, ChildStderr)> {
         let (go_read, go) = sys::go_pipe(cmd.lends)?;
-        let mut guard = cmd.guard_command(go_read.as_raw_fd())?;
+        let (end, end_write) = sys::end_pipe()?;
+        let mut guard = cmd.guard_command(go_read.as_raw_fd(), end_write.as_raw_fd())?;
         guard
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         let sigchld = signal(SignalKind::child())?;
-        sys::arm_guard(&mut guard, go_read.as_raw_fd());
+        sys::arm_guard(&mut guard, [go_read.as_raw_fd(), end_write.as_raw_fd()]);
         let mut spawned = guard.spawn().map_err(|err| spawn_error(cmd, err))?;
         let pid = spawned.id();
         orphans::guard_started(pid);
         drop(go_read);
+        drop(end_write);
         let prepared = Prepared {
             pid,
             parked: Some(Parked {
                 go,
+                end,
                 sigchld,
                 terminal: Terminal::Never,
             }),
@@ -469,13 +486,15 @@ impl Child {
         }
         let argv = cmd.program()?;
         let (go_read, go) = sys::go_pipe(cmd.lends)?;
-        let keep = go_read.as_raw_fd();
+        let (end, end_write) = sys::end_pipe()?;
+        let keep = [go_read.as_raw_fd(), end_write.as_raw_fd()];
         let environment = guard::Environment {
             remove: &cmd.env_remove,
             add: &cmd.env,
         };
         let invocation = || guard::Invocation {
-            go: Some(keep),
+            go: Some(keep[0]),
+            end: Some(keep[1]),
             argv: &argv,
             leftovers: cmd.leftovers,
             cgroup: guard::CgroupPlan::of(&cmd.containment),
@@ -483,12 +502,15 @@ impl Child {
         let pid = sys::fork_guard(keep, || guard::run(invocation(), &environment))?;
         orphans::guard_started(pid);
         // As in `prepare_with`: without our copy of the read end, a guard
-        // that is gone makes `start` fail rather than write into the void.
+        // that is gone makes `start` fail rather than write into the void,
+        // and the end pipe's end of file is the guard's.
         drop(go_read);
+        drop(end_write);
         tracing::debug!(pid, "forked the guard, parked");
         Ok(Some(Forked {
             pid,
             go: Some(go),
+            end: Some(end),
             containment: cmd.containment.clone(),
         }))
     }
@@ -600,20 +622,28 @@ impl Child {
     }
 
     /// Waits for the child to exit, then makes sure its whole group is dead
-    /// and reaps it. Cancel-safe: a later call picks up where this one was.
+    /// and reaps it. A guard that says its tree is gone (see
+    /// `guard::END_REPORT`) is taken at its word: its status is returned at
+    /// once, the guard itself being on its way out, and it is reaped then or
+    /// when this `Child` is dropped. Cancel-safe: a later call picks up
+    /// where this one was.
     pub async fn wait(&mut self) -> ChildExit {
         if let State::Reaped(exit) = self.state {
             self.sweep().await;
             return self.finish(exit);
         }
         let exit = self.exited().await;
-        self.sweep().await;
+        // A guard that said the tree is gone left nothing to sweep: the
+        // lock may go now, the guard's exit and reaping after it.
+        if !matches!(self.state, State::Ended(_)) {
+            self.sweep().await;
+        }
         self.finish(exit)
     }
 
     /// The stop ladder: `sig` to the group, up to `grace` for the child to
     /// exit, then SIGKILL. A zero grace (or `sig` = KILL) kills at once.
-    /// Returns once the group is swept and the child reaped. If cancelled
+    /// Returns as [`Child::wait`] does. If cancelled
     /// during the grace period, the child has been signalled already: call
     /// `stop` or `kill` again.
     pub async fn stop(&mut self, sig: Signal, grace: Duration) -> ChildExit {
@@ -641,7 +671,7 @@ impl Child {
     async fn exited(&mut self) -> ChildExit {
         loop {
             match self.state {
-                State::Exited(exit) | State::Reaped(exit) => return exit,
+                State::Exited(exit) | State::Ended(exit) | State::Reaped(exit) => return exit,
                 State::Running => {}
             }
             match sys::peek_exit(self.pid) {
@@ -678,19 +708,41 @@ impl Child {
             let woke = match &mut self.job {
                 Some(job) => tokio::select! {
                     got = self.sigchld.recv() => got.is_some(),
+                    exit = next_end(&mut self.ended) => {
+                        self.end_reported(exit);
+                        true
+                    }
                     () = job.continued() => {
                         self.resume(Resume::Job);
                         true
                     }
                     () = sleep_for(settle) => true,
                 },
-                None => self.sigchld.recv().await.is_some(),
+                None => tokio::select! {
+                    got = self.sigchld.recv() => got.is_some(),
+                    exit = next_end(&mut self.ended) => {
+                        self.end_reported(exit);
+                        true
+                    }
+                },
             };
             if !woke {
                 // The runtime's signal driver is gone, so is the runtime:
                 // nothing will poll us again.
                 std::future::pending::<()>().await;
             }
+        }
+    }
+
+    /// What the end pipe said: the status the guard exits with, its tree
+    /// gone (see `guard::END_REPORT`), or nothing, the pipe closed.
+    fn end_reported(&mut self, exit: Option<ChildExit>) {
+        if let (Some(exit), State::Running) = (exit, &self.state) {
+            tracing::debug!(pid = self.pid, "the guard's tree is gone; it {exit}");
+            self.state = State::Ended(exit);
+            // The guard removed COMMAND's cgroup: a tree's end is certain
+            // only then.
+            self.cgroup = None;
         }
     }
 
@@ -850,17 +902,28 @@ impl Child {
     }
 
     /// Gives the terminal back and reaps the guard, if the sweep did not.
+    /// A guard that said its tree is gone is reaped if it is gone too, else
+    /// when we drop it.
     fn finish(&mut self, exit: ChildExit) -> ChildExit {
         if let Some(foreground) = self.foreground.take() {
             foreground.restore();
         }
-        if matches!(self.state, State::Exited(_)) {
-            match sys::reap(self.pid) {
-                Ok(()) => orphans::guard_reaped(self.pid),
-                Err(err) => tracing::warn!("cannot reap the guard: {err}"),
+        match self.state {
+            State::Exited(_) => {
+                match sys::reap(self.pid) {
+                    Ok(()) => orphans::guard_reaped(self.pid),
+                    Err(err) => tracing::warn!("cannot reap the guard: {err}"),
+                }
+                self.state = State::Reaped(exit);
             }
+            State::Ended(_) => {
+                if !matches!(sys::try_reap(self.pid), Ok(None)) {
+                    orphans::guard_reaped(self.pid);
+                    self.state = State::Reaped(exit);
+                }
+            }
+            State::Running | State::Reaped(_) => self.state = State::Reaped(exit),
         }
-        self.state = State::Reaped(exit);
         self.remove_cgroup();
         exit
     }
@@ -878,11 +941,26 @@ impl Child {
 
 impl Drop for Child {
     fn drop(&mut self) {
-        if matches!(self.state, State::Running) {
-            sys::ask_guard_to_end(self.pid);
-        } else if !matches!(self.state, State::Reaped(_)) {
+        match self.state {
+            State::Running => sys::ask_guard_to_end(self.pid),
             // Unreaped, so the group id is still ours to signal.
-            let _ = sys::kill_group(self.pid, Signal::Kill.number());
+            State::Exited(_) => {
+                let _ = sys::kill_group(self.pid, Signal::Kill.number());
+            }
+            // Its tree gone, the guard was exiting when it said so: it is
+            // killed, should it be held up, and reaped, so that no zombie
+            // of it outlasts its round.
+            State::Ended(_) => {
+                let _ = sys::kill_group(self.pid, Signal::Kill.number());
+                for _ in 0..ENDED_REAP_TRIES {
+                    if !matches!(sys::try_reap(self.pid), Ok(None)) {
+                        orphans::guard_reaped(self.pid);
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            State::Reaped(_) => {}
         }
         if let Some(foreground) = self.foreground.take() {
             foreground.restore();
@@ -939,6 +1017,7 @@ impl Prepared {
         }
         let Some(Parked {
             go,
+            end,
             sigchld,
             terminal,
         }) = self.parked.take()
@@ -997,6 +1076,7 @@ impl Prepared {
             cgroup: self.containment.dir_of(pid),
             started_stopped,
             trim_armed: false,
+            ended: sys::register_end(end),
         })
     }
 }
@@ -1040,6 +1120,37 @@ fn watch_job() -> Option<crate::job::Watch> {
         }
         None => None,
     }
+}
+
+/// How many times, a millisecond apart, a dropped [`Child`] whose guard said
+/// its tree is gone looks for the guard's exit, having killed it; past that
+/// it is left to be reaped when lockrun exits.
+const ENDED_REAP_TRIES: u32 = 100;
+
+/// What the end pipe brings: the status of a guard whose tree is gone, or
+/// `None` once it is closed or says anything else (the guard's exit then
+/// tells). Pending for ever without a pipe. Cancel-safe: nothing is read
+/// but in the poll that returns it.
+async fn next_end(ended: &mut Option<tokio::io::unix::AsyncFd<File>>) -> Option<ChildExit> {
+    let Some(pipe) = ended.as_ref() else {
+        return std::future::pending().await;
+    };
+    let said = loop {
+        let Ok(mut ready) = pipe.readable().await else {
+            break None;
+        };
+        let mut record = [0u8; 2];
+        match ready.try_io(|fd| io::Read::read(&mut fd.get_ref(), &mut record)) {
+            Ok(Ok(2)) if record[0] == guard::END_REPORT => {
+                break Some(ChildExit::Code(i32::from(record[1])))
+            }
+            Ok(Err(err)) if err.kind() == io::ErrorKind::Interrupted => {}
+            Ok(_) => break None,
+            Err(_would_block) => {}
+        }
+    };
+    *ended = None;
+    said
 }
 
 /// How long lockrun waits for an armed guard's answer once it has asked
@@ -1150,6 +1261,7 @@ impl Prepared {
         let pid = self.pid;
         let Some(Parked {
             go,
+            end,
             sigchld,
             terminal,
         }) = self.parked.take()
@@ -1176,6 +1288,7 @@ impl Prepared {
             cgroup: self.containment.dir_of(pid),
             started_stopped: false,
             trim_armed: false,
+            ended: sys::register_end(end),
         }
     }
 }
@@ -1189,6 +1302,8 @@ pub struct Forked {
     pid: u32,
     /// lockrun's end of the go pipe; `None` once adopted.
     go: Option<File>,
+    /// lockrun's end of the end pipe; `None` once adopted.
+    end: Option<File>,
     containment: Containment,
 }
 
@@ -1199,10 +1314,12 @@ impl Forked {
     pub fn adopt(mut self) -> io::Result<Prepared> {
         let sigchld = signal(SignalKind::child())?;
         let go = self.go.take().expect("a Forked is adopted once");
+        let end = self.end.take().expect("a Forked is adopted once");
         Ok(Prepared {
             pid: self.pid,
             parked: Some(Parked {
                 go,
+                end,
                 sigchld,
                 terminal: Terminal::Auto,
             }),
@@ -1339,7 +1456,7 @@ mod tests {
     }
 
     fn args(cmd: &Command) -> Vec<String> {
-        let guard = cmd.guard_command(3).unwrap();
+        let guard = cmd.guard_command(3, 4).unwrap();
         guard
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
@@ -1358,7 +1475,10 @@ mod tests {
             leftovers: Leftovers::Wait,
             containment: Containment::Subreaper("a test".into()),
         };
-        assert_eq!(args(&cmd), ["__guard", "--go-fd", "3", "--", "echo", "a b"]);
+        assert_eq!(
+            args(&cmd),
+            ["__guard", "--go-fd", "3", "--end-fd", "4", "--", "echo", "a b"]
+        );
         cmd.shell = true;
         cmd.argv = vec!["echo \"$1\"".into(), "x".into()];
         assert_eq!(
@@ -1367,6 +1487,8 @@ mod tests {
                 "__guard",
                 "--go-fd",
                 "3",
+                "--end-fd",
+                "4",
                 "--",
                 "/bin/sh",
                 "-c",
@@ -1377,7 +1499,7 @@ mod tests {
         );
         cmd.argv.clear();
         assert_eq!(
-            cmd.guard_command(3).unwrap_err().kind(),
+            cmd.guard_command(3, 4).unwrap_err().kind(),
             io::ErrorKind::InvalidInput
         );
     }
@@ -1402,6 +1524,7 @@ mod tests {
             cgroup: None,
             started_stopped: false,
             trim_armed: false,
+            ended: None,
         }
     }
 

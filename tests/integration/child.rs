@@ -218,9 +218,14 @@ fn waiting_sweeps_what_the_command_left_behind() {
         let mut child = spawn(&cmd, &mut groups);
         assert_eq!(child.wait().await, ChildExit::Code(0));
         let grandchild = read_pid_file(&grandchild_file, deadline());
-        // wait() returned only after the sweep, so no polling here.
+        // wait() returned only once the tree was gone (the guard's word,
+        // or the sweep), so no polling here.
         assert!(!pid_alive(grandchild), "the background sleep survived");
-        assert!(!group_alive(child.pid()));
+        // The guard itself may still be on its way out; dropped, it is
+        // gone, and with it the group.
+        let pgid = child.pid();
+        drop(child);
+        assert!(!group_alive(pgid));
     });
 }
 
@@ -242,8 +247,12 @@ fn stop_kills_the_whole_group() {
         assert_eq!(exit, exited_on(Signal::Term), "sh should die of TERM");
         assert!(!pid_alive(sh));
         assert!(!pid_alive(grandchild), "the grandchild survived the stop");
-        assert!(!pid_alive(child.pid()));
-        assert!(!group_alive(child.pid()));
+        // The guard said the tree was gone, and may still be exiting:
+        // dropped, it is gone, and with it the group.
+        let pgid = child.pid();
+        drop(child);
+        assert!(!pid_alive(pgid));
+        assert!(!group_alive(pgid));
     });
 }
 
@@ -569,7 +578,7 @@ fn start_passes_the_environment() {
 }
 
 #[test]
-fn the_command_does_not_inherit_the_go_pipe() {
+fn the_command_does_not_inherit_the_go_pipe_or_the_end_pipe() {
     let dir = tempdir();
     let pid_file = dir.path().join("pid");
     let cmd = shell(r#"echo $$ > "$1"; exec sleep 600"#, &[&pid_file]);
@@ -586,14 +595,24 @@ fn the_command_does_not_inherit_the_go_pipe() {
             String::from_utf8_lossy(&cmdline).trim_end_matches('\0'),
             lockrun::child::guard::PROCESS_NAME
         );
-        // The guard's go pipe: the one pipe it holds beyond stdio (its
-        // command line, which named it, is blanked to `lr-guard`).
-        let go_pipe = open_fds(guard)
+        // The guard's go pipe and end pipe: the two pipes it holds beyond
+        // stdio (its command line, which named them, is blanked to
+        // `lr-guard`). COMMAND holding the end pipe could say its own tree
+        // is gone while it runs, and have the lock let go.
+        // (A pipe our own parent leaked to us, cargo's, is no concern.)
+        let leaked = inheritable_fds();
+        let ours: Vec<String> = open_fds(std::process::id())
             .into_iter()
-            .find(|(fd, target)| *fd > 2 && target.starts_with("pipe:"))
+            .filter(|(fd, _)| leaked.contains(fd))
             .map(|(_, target)| target)
-            .expect("the parked guard holds its go pipe");
-        assert!(go_pipe.starts_with("pipe:"), "{go_pipe}");
+            .collect();
+        let pipes: Vec<String> = open_fds(guard)
+            .into_iter()
+            .filter(|(fd, target)| *fd > 2 && target.starts_with("pipe:"))
+            .map(|(_, target)| target)
+            .filter(|target| !ours.contains(target))
+            .collect();
+        assert_eq!(pipes.len(), 2, "the parked guard's pipes: {pipes:?}");
 
         let mut child = prepared.start(Vec::new()).expect("start the guard");
         let command = read_pid_file(&pid_file, deadline());
@@ -610,8 +629,8 @@ fn the_command_does_not_inherit_the_go_pipe() {
             "COMMAND holds {seen:?}; expected descriptors {expected:?}"
         );
         assert!(
-            seen.iter().all(|(_, target)| *target != go_pipe),
-            "COMMAND inherited the go pipe: {seen:?}"
+            seen.iter().all(|(_, target)| !pipes.contains(target)),
+            "COMMAND inherited the go pipe or the end pipe: {seen:?}"
         );
         assert_eq!(child.kill().await, killed_by(Signal::Kill));
     });

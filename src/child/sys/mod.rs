@@ -101,6 +101,19 @@ pub(super) fn go_pipe(lends: bool) -> io::Result<(OwnedFd, File)> {
     Ok((read, File::from(write)))
 }
 
+/// The end pipe (see `guard`): lockrun's read end, non-blocking, and the
+/// guard's write end, on which a guard whose COMMAND's whole tree is gone
+/// says so, with the status it will exit with, before its exit: lockrun may
+/// let go of the lock then rather than after the guard's own teardown and
+/// the SIGCHLD that follows it. Both close-on-exec: the guard's end is
+/// inherited across its own exec only, never by COMMAND, which could
+/// otherwise forge the word and have the lock let go while it runs.
+pub(super) fn end_pipe() -> io::Result<(File, OwnedFd)> {
+    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+    fcntl(&read, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+    Ok((File::from(read), write))
+}
+
 /// Writes `message` on the go channel in one call, with `lent` attached if
 /// given (the channel is then a socket, see [`go_pipe`]).
 pub(super) fn send_go(go: &File, message: &[u8], lent: Option<&OwnedFd>) -> io::Result<usize> {
@@ -172,8 +185,9 @@ pub(super) fn receive_go(go: &File, buf: &mut [u8]) -> io::Result<(usize, Option
 /// 1. block the survivable signals, so a signal sent to the group before the
 ///    guard's handlers exist stays pending instead of killing it (the guard
 ///    relays what is pending to COMMAND once COMMAND exists);
-/// 2. let the guard keep `go`, the read end of the go pipe, across `exec`
-///    (lockrun's copy stays close-on-exec);
+/// 2. let the guard keep `keep`, the read end of the go pipe and the write
+///    end of the end pipe, across `exec` (lockrun's copies stay
+///    close-on-exec; the guard marks them so again before COMMAND exists);
 /// 3. arm PR_SET_PDEATHSIG, then check the parent is still the lockrun that
 ///    spawned us: if it died before the prctl, no signal would ever come,
 ///    so we refuse to run at all.
@@ -181,18 +195,20 @@ pub(super) fn receive_go(go: &File, buf: &mut [u8]) -> io::Result<(usize, Option
 /// The guard does not take the terminal's foreground here: a parked guard
 /// must leave it to lockrun, so that Ctrl-C while waiting for the lock
 /// reaches lockrun. lockrun hands it over before it sends the go message.
-pub(super) fn arm_guard(cmd: &mut std::process::Command, go: RawFd) {
+pub(super) fn arm_guard(cmd: &mut std::process::Command, keep: [RawFd; 2]) {
     let parent = std::process::id() as libc::pid_t;
     let death = death_signal();
     let blocked = SigSet::of(survivable());
     let hook = move || -> io::Result<()> {
         set_mask(libc::SIG_SETMASK, &blocked);
-        // SAFETY: fcntl(F_SETFD) on a descriptor number only changes that
-        // descriptor's flags in this (the child's) table; it is
-        // async-signal-safe. Clearing FD_CLOEXEC is all we ask of it.
-        unsafe {
-            if libc::fcntl(go, libc::F_SETFD, 0) == -1 {
-                return Err(io::Error::last_os_error());
+        for fd in keep {
+            // SAFETY: fcntl(F_SETFD) on a descriptor number only changes
+            // that descriptor's flags in this (the child's) table; it is
+            // async-signal-safe. Clearing FD_CLOEXEC is all we ask of it.
+            unsafe {
+                if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                    return Err(io::Error::last_os_error());
+                }
             }
         }
         arm_parent_death(death, parent)
@@ -285,14 +301,15 @@ pub(super) fn single_threaded() -> bool {
 
 /// Forks the guard without exec'ing it: the child sets itself up as
 /// [`arm_guard`]'s hook sets up an exec'd guard, lets go of every
-/// descriptor an exec would have closed but `go`, runs `guard`, and exits
+/// descriptor an exec would have closed but `keep` (the go pipe's read
+/// end and the end pipe's write end), runs `guard`, and exits
 /// with its status. Returns the child's pid, the leader of its own new
 /// process group, in lockrun.
 ///
 /// lockrun must be single-threaded ([`single_threaded`]), so that the child
 /// may allocate and take locks; and the calling thread must be the one that
 /// lives as long as lockrun, as for [`arm_guard`].
-pub(super) fn fork_guard(go: RawFd, guard: impl FnOnce() -> u8) -> io::Result<u32> {
+pub(super) fn fork_guard(keep: [RawFd; 2], guard: impl FnOnce() -> u8) -> io::Result<u32> {
     let parent = std::process::id() as libc::pid_t;
     let death = death_signal();
     let blocked = SigSet::of(survivable());
@@ -307,7 +324,7 @@ pub(super) fn fork_guard(go: RawFd, guard: impl FnOnce() -> u8) -> io::Result<u3
             // SAFETY: setpgid takes plain values.
             let armed =
                 unsafe { libc::setpgid(0, 0) == 0 } && arm_parent_death(death, parent).is_ok();
-            let status = if armed && close_what_exec_would(go).is_ok() {
+            let status = if armed && close_what_exec_would(keep).is_ok() {
                 guard()
             } else {
                 crate::exit::GUARD_FAILED
@@ -505,12 +522,12 @@ pub(super) fn forget_startup_pages() {
 /// In a guard forked without exec: closes every descriptor marked
 /// close-on-exec but `keep`, so that the guard holds what an exec'd guard
 /// would (lockrun's runtime and connections stay lockrun's alone).
-fn close_what_exec_would(keep: RawFd) -> io::Result<()> {
+fn close_what_exec_would(keep: [RawFd; 2]) -> io::Result<()> {
     let open: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")?
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
         .collect();
     for fd in open {
-        if fd == keep {
+        if keep.contains(&fd) {
             continue;
         }
         // SAFETY: F_GETFD only reads flags, and closing a descriptor of
@@ -756,6 +773,15 @@ pub(super) fn guard_wait_lock(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<boo
     // A late one must not interrupt what follows (the spawn, our poll).
     set_mask(libc::SIG_BLOCK, &disarm);
     granted
+}
+
+/// lockrun's end of the end pipe, registered with the reactor; `None` if
+/// it cannot be, and the guard's exit is then the only word of its end.
+pub(super) fn register_end(end: File) -> Option<tokio::io::unix::AsyncFd<File>> {
+    // SAFETY: the `File` owns its descriptor, which nothing else can
+    // reach, so it stays the same open descriptor for as long as the
+    // `AsyncFd` holds it.
+    unsafe { tokio::io::unix::AsyncFd::register(end) }.ok()
 }
 
 /// lockrun's end of an armed guard's channel, for its answer, registered
