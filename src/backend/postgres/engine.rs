@@ -1043,15 +1043,22 @@ impl Claim for PgClaim {
     }
 
     /// Unlocks and wakes the waiters in one statement: the notification
-    /// goes out when it commits, after the unlock.
+    /// goes out when it commits, after the unlock. Sent as a simple query,
+    /// one round trip: a statement with parameters is parsed in a round
+    /// trip of its own first, on the handover's path (`perf`: 0.3-0.4 ms of
+    /// a handover). Both values are ours: the lock id a number, the channel
+    /// `channel_of` it.
     async fn release(self) -> Result<(), PgError> {
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&self.id, &self.channel];
-        let statement = if self.reader {
-            "select pg_advisory_unlock_shared($1), pg_notify($2, '')"
+        let unlock = if self.reader {
+            "pg_advisory_unlock_shared"
         } else {
-            "select pg_advisory_unlock($1), pg_notify($2, '')"
+            "pg_advisory_unlock"
         };
-        let unlock = self.conn.client.query_one(statement, &params);
+        let statement = format!(
+            "select {unlock}({}), pg_notify('{}', '')",
+            self.id, self.channel
+        );
+        let unlock = self.conn.client.simple_query(&statement);
         match tokio::time::timeout(CLEANUP_TIMEOUT, unlock).await {
             Ok(Ok(_)) => Ok(()),
             // Closed: the server freed it with the connection.
