@@ -1,5 +1,5 @@
 //! The guard: lockrun re-executed as
-//! `lockrun __guard [--go-fd N] -- COMMAND [ARGS...]`, or forked from
+//! `lockrun __guard [--go-fd N [--end-fd M]] -- COMMAND [ARGS...]`, or forked from
 //! lockrun before its runtime started (see `Child::fork_parked`), running
 //! the same `run`.
 //!
@@ -19,7 +19,7 @@
 //! renewal, and a CLOCK_BOOTTIME timer; a deadline that passes with no newer
 //! one makes it stop the group itself, however stuck lockrun is.
 //!
-//! lockrun starts the guard *parked*, as `lockrun __guard --go-fd N -- ...`,
+//! lockrun starts the guard *parked*, as `lockrun __guard --go-fd N --end-fd M -- ...`,
 //! while it still waits for the lock: the guard sets itself up, then blocks
 //! reading descriptor N until lockrun sends the go message (see `go`) with
 //! the environment to add; the same pipe then carries the deadlines. Without a whole go message (lockrun gave up, or
@@ -31,11 +31,12 @@
 //! and reaped, its cgroup removed), the guard says so before its exit: a
 //! guard lent the lock's descriptor lets go of the lock itself, if lockrun
 //! said it may (see `hand_back`); any other writes its status on the end
-//! pipe (see `END_REPORT`), and lockrun lets go of the lock then, not
+//! channel (see `END_REPORT`), and lockrun lets go of the lock then, not
 //! after our teardown and the SIGCHLD that follows it (0.2-0.5 ms of a
-//! handover). Where it is not certain (we were killed, or could not wait for
-//! COMMAND), lockrun sweeps the group while we are an unreaped zombie
-//! pinning the group id, and lets go after that, as ever.
+//! handover). Where it is not certain (we were killed, could not wait for
+//! COMMAND, or could not remove its cgroup), lockrun sweeps the group while
+//! we are an unreaped zombie pinning the group id, and lets go after that,
+//! as ever.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -81,11 +82,12 @@ const SEPARATOR: &str = "--";
 /// before running COMMAND. Without it the guard runs COMMAND at once.
 const GO_FD: &str = "--go-fd";
 
-/// The guard's second option, only after the first: the end pipe's write
-/// end, on which it says that COMMAND's tree is gone (see [`END_REPORT`]).
+/// The guard's second option, only after the first: its end of the end
+/// channel, on which it says that COMMAND's tree is gone (see
+/// [`END_REPORT`]).
 const END_FD: &str = "--end-fd";
 
-/// The end pipe's one message: this byte, then the status the guard is
+/// The end channel's one message: this byte, then the status the guard is
 /// about to exit with. Written only where the tree's end is certain
 /// (COMMAND exited and was reaped, every other process of the tree is gone
 /// and reaped, its cgroup removed), by a guard lent no descriptor: lockrun
@@ -166,6 +168,7 @@ pub(super) fn run(
     Invocation {
         go,
         end,
+        forked,
         argv,
         leftovers,
         cgroup: plan,
@@ -186,10 +189,11 @@ pub(super) fn run(
     // that arrived early are pending, not fatal, and COMMAND gets them below.
     // The parent-death handler must be in place before we park, too.
     sys::guard_install_handlers();
-    // The end pipe (see `END_REPORT`) is ours alone, never COMMAND's: it is
+    // The end channel (see `END_REPORT`) is ours, never COMMAND's: it is
     // marked close-on-exec before anything else (an exec'd guard inherits
-    // it unmarked). Unmarkable, it is closed, and lockrun hears of the end
-    // from our exit, as without it.
+    // it unmarked), and as a socket it cannot be opened anew through
+    // /proc (see `sys::end_channel`). Unmarkable, it is closed, and lockrun
+    // hears of the end from our exit, as without it.
     let end = end.and_then(|fd| {
         let file = sys::take_inherited(fd).ok()?;
         sys::close_on_exec(&file).ok()?;
@@ -244,7 +248,7 @@ pub(super) fn run(
     // step, we are parked again. `granted` is then what lockrun is told,
     // once COMMAND is started.
     let mut granted = None;
-    if go.is_some() {
+    if forked && go.is_some() {
         sys::own_shared_pages();
     }
     let parked = match go {
@@ -762,7 +766,8 @@ fn end_tree(command: Option<u32>, cgroup: Option<&mut Cgroup>) {
     // A subreaper with no children has no descendants: COMMAND and all it
     // started are gone, zombies included, so reading every process's /proc
     // entry would find nobody but a process from outside that joined our
-    // group, which lockrun's own sweep looks for.
+    // group, which lockrun kills with the group before it lets go (after
+    // our word on the end channel; else its sweep also waits for it).
     if !reap_children() {
         return;
     }
@@ -977,8 +982,11 @@ fn signal_own_group(number: i32) {
 pub(super) struct Invocation<'a> {
     /// The go pipe's descriptor, if we are to wait for the go message.
     pub go: Option<RawFd>,
-    /// The end pipe's descriptor, if we are to say when the tree is gone.
+    /// The end channel's descriptor, if we are to say when the tree is gone.
     pub end: Option<RawFd>,
+    /// Forked from lockrun rather than exec'd: our pages are lockrun's
+    /// until written.
+    pub forked: bool,
     /// COMMAND, never empty.
     pub argv: &'a [OsString],
     /// What to do with what COMMAND leaves running.
@@ -1001,6 +1009,7 @@ fn parse(args: &[OsString]) -> Option<Invocation<'_>> {
         Some((separator, argv)) if separator == SEPARATOR && !argv.is_empty() => Some(Invocation {
             go,
             end,
+            forked: false,
             argv,
             leftovers: Leftovers::Wait,
             cgroup: None,
@@ -1106,7 +1115,7 @@ mod tests {
         assert_eq!(parsed.argv, &args(&["a", "b"])[..]);
         assert_eq!(argv(&["--go-fd", "4", "--", "a", "b"]).unwrap().0, Some(4));
         assert!(parse(&args(&["--go-fd", "1", "--go-fd", "2", "--", "a"])).is_none());
-        // The end pipe only with a go pipe, once, and a descriptor.
+        // The end channel only with a go pipe, once, and a descriptor.
         assert!(parse(&args(&["--end-fd", "5", "--", "a"])).is_none());
         assert!(parse(&args(&["--go-fd", "4", "--end-fd", "x", "--", "a"])).is_none());
         assert!(parse(&args(&[

@@ -19,11 +19,16 @@
 //!   A setuid COMMAND clears the setting the guard gives it; the guard's own,
 //!   which is what matters, is unaffected.
 //! - **Waiting.** The guard's exit is not the group's death (`sh -c 'a &'`).
-//!   When the guard has exited we leave it a zombie, which pins its pid and so
-//!   the group id against reuse, and SIGKILL the group; then we reap the
-//!   guard. If members remain (they keep the id alive themselves) we confirm
-//!   none is left alive before the lock is released. We learn of the guard's
-//!   exit from SIGCHLD and `waitid(WNOHANG | WNOWAIT)`, never by polling.
+//!   A guard that has ended COMMAND's whole tree says so on the end channel
+//!   before it exits (see `guard::END_REPORT`): we take its word, SIGKILL
+//!   the group (the guard, exiting, and anyone who joined the group from
+//!   outside the tree) and go on, reaping the guard once it is gone.
+//!   Otherwise, when the guard has exited we leave it a zombie, which pins
+//!   its pid and so the group id against reuse, and SIGKILL the group; then
+//!   we reap the guard. If members remain (they keep the id alive
+//!   themselves) we confirm none is left alive before the lock is released.
+//!   We learn of the guard's word or exit from the channel, SIGCHLD and
+//!   `waitid(WNOHANG | WNOWAIT)`, never by polling.
 //! - **Stopping.** The ladder: the chosen signal to the group, a grace period
 //!   as a timer racing the exit, then SIGKILL to the group.
 //! - **Terminal.** An interactive COMMAND gets the terminal's foreground for
@@ -202,9 +207,9 @@ pub fn guard_exe() -> io::Result<PathBuf> {
 }
 
 impl Command {
-    /// The guard's command line: `lockrun __guard --go-fd GO -- PROGRAM
-    /// [ARGS...]`, where `GO` is the descriptor it waits on for the go
-    /// message.
+    /// The guard's command line: `lockrun __guard --go-fd GO --end-fd END
+    /// -- PROGRAM [ARGS...]`, where `GO` is the descriptor it waits on for
+    /// the go message and `END` its end of the end channel.
     fn guard_command(&self, go: RawFd, end: RawFd) -> io::Result<std::process::Command> {
         let program = self.program()?;
         let mut cmd = std::process::Command::new(&self.guard_exe);
@@ -350,7 +355,7 @@ pub struct Child {
     /// The pages start-up alone needed are to be dropped (see
     /// [`STARTUP_SETTLES`]).
     trim_armed: bool,
-    /// The end pipe, on which the guard says the tree is gone before it
+    /// The end channel, on which the guard says the tree is gone before it
     /// exits (see `guard::END_REPORT`); `None` once it has spoken, closed
     /// or could not be watched.
     ended: Option<tokio::io::unix::AsyncFd<File>>,
@@ -372,7 +377,7 @@ pub struct Prepared {
 struct Parked {
     /// lockrun's end of the go pipe.
     go: File,
-    /// lockrun's end of the end pipe (see `guard::END_REPORT`).
+    /// lockrun's end of the end channel (see `guard::END_REPORT`).
     end: File,
     sigchld: tokio::signal::unix::Signal,
     terminal: Terminal,
@@ -409,19 +414,20 @@ impl Child {
     /// [`Child::prepare`], choosing what `start` does with the terminal.
     pub fn prepare_with(cmd: &Command, terminal: Terminal) -> io::Result<Prepared> {
         let (go_read, go) = sys::go_pipe(cmd.lends)?;
-        let (end, end_write) = sys::end_pipe()?;
-        let mut guard = cmd.guard_command(go_read.as_raw_fd(), end_write.as_raw_fd())?;
+        let (end, end_theirs) = sys::end_channel()?;
+        let mut guard = cmd.guard_command(go_read.as_raw_fd(), end_theirs.as_raw_fd())?;
         // Listening before the fork means no exit can happen unnoticed.
         let sigchld = signal(SignalKind::child())?;
-        sys::arm_guard(&mut guard, [go_read.as_raw_fd(), end_write.as_raw_fd()]);
+        sys::arm_guard(&mut guard, [go_read.as_raw_fd(), end_theirs.as_raw_fd()]);
         let pid = guard.spawn().map_err(|err| spawn_error(cmd, err))?.id();
         orphans::guard_started(pid);
         // std's Child neither waits nor kills on drop; we reap by pid. Our
         // copy of the read end goes, so a guard that is gone makes `start`
-        // fail (EPIPE) rather than write into the void; our copy of the end
-        // pipe's write end goes, so that its end of file is the guard's.
+        // fail (EPIPE) rather than write into the void; our copy of the
+        // guard's end of the end channel goes, so that its end of file is
+        // the guard's.
         drop(go_read);
-        drop(end_write);
+        drop(end_theirs);
         tracing::debug!(pid, "spawned the guard, parked");
         Ok(Prepared {
             pid,
@@ -442,19 +448,19 @@ impl Child {
     /// COMMAND's is.
     pub fn spawn_piped(cmd: &Command) -> io::Result<(Child, ChildStdout, ChildStderr)> {
         let (go_read, go) = sys::go_pipe(cmd.lends)?;
-        let (end, end_write) = sys::end_pipe()?;
-        let mut guard = cmd.guard_command(go_read.as_raw_fd(), end_write.as_raw_fd())?;
+        let (end, end_theirs) = sys::end_channel()?;
+        let mut guard = cmd.guard_command(go_read.as_raw_fd(), end_theirs.as_raw_fd())?;
         guard
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         let sigchld = signal(SignalKind::child())?;
-        sys::arm_guard(&mut guard, [go_read.as_raw_fd(), end_write.as_raw_fd()]);
+        sys::arm_guard(&mut guard, [go_read.as_raw_fd(), end_theirs.as_raw_fd()]);
         let mut spawned = guard.spawn().map_err(|err| spawn_error(cmd, err))?;
         let pid = spawned.id();
         orphans::guard_started(pid);
         drop(go_read);
-        drop(end_write);
+        drop(end_theirs);
         let prepared = Prepared {
             pid,
             parked: Some(Parked {
@@ -486,8 +492,8 @@ impl Child {
         }
         let argv = cmd.program()?;
         let (go_read, go) = sys::go_pipe(cmd.lends)?;
-        let (end, end_write) = sys::end_pipe()?;
-        let keep = [go_read.as_raw_fd(), end_write.as_raw_fd()];
+        let (end, end_theirs) = sys::end_channel()?;
+        let keep = [go_read.as_raw_fd(), end_theirs.as_raw_fd()];
         let environment = guard::Environment {
             remove: &cmd.env_remove,
             add: &cmd.env,
@@ -495,6 +501,7 @@ impl Child {
         let invocation = || guard::Invocation {
             go: Some(keep[0]),
             end: Some(keep[1]),
+            forked: true,
             argv: &argv,
             leftovers: cmd.leftovers,
             cgroup: guard::CgroupPlan::of(&cmd.containment),
@@ -503,9 +510,9 @@ impl Child {
         orphans::guard_started(pid);
         // As in `prepare_with`: without our copy of the read end, a guard
         // that is gone makes `start` fail rather than write into the void,
-        // and the end pipe's end of file is the guard's.
+        // and the end channel's end of file is the guard's.
         drop(go_read);
-        drop(end_write);
+        drop(end_theirs);
         tracing::debug!(pid, "forked the guard, parked");
         Ok(Some(Forked {
             pid,
@@ -621,12 +628,13 @@ impl Child {
         }
     }
 
-    /// Waits for the child to exit, then makes sure its whole group is dead
-    /// and reaps it. A guard that says its tree is gone (see
-    /// `guard::END_REPORT`) is taken at its word: its status is returned at
-    /// once, the guard itself being on its way out, and it is reaped then or
-    /// when this `Child` is dropped. Cancel-safe: a later call picks up
-    /// where this one was.
+    /// Waits for the child's whole tree to be gone, and returns its status:
+    /// a guard that says its tree is gone (see `guard::END_REPORT`) is
+    /// taken at its word, the group SIGKILLed with the guard in it, and the
+    /// guard reaped then or when this `Child` is dropped; else, once the
+    /// guard has exited, its group is swept (every member confirmed dead)
+    /// and the guard reaped. Cancel-safe: a later call picks up where this
+    /// one was.
     pub async fn wait(&mut self) -> ChildExit {
         if let State::Reaped(exit) = self.state {
             self.sweep().await;
@@ -734,15 +742,18 @@ impl Child {
         }
     }
 
-    /// What the end pipe said: the status the guard exits with, its tree
-    /// gone (see `guard::END_REPORT`), or nothing, the pipe closed.
+    /// What the end channel said: the status the guard exits with, its
+    /// tree gone (see `guard::END_REPORT`), or nothing, the channel closed.
     fn end_reported(&mut self, exit: Option<ChildExit>) {
         if let (Some(exit), State::Running) = (exit, &self.state) {
             tracing::debug!(pid = self.pid, "the guard's tree is gone; it {exit}");
             self.state = State::Ended(exit);
-            // The guard removed COMMAND's cgroup: a tree's end is certain
-            // only then.
-            self.cgroup = None;
+            // The tree is gone; what else is in the group joined it from
+            // outside, and goes before the lock does, with the guard, which
+            // has nothing left to do. The guard is unreaped: the id is ours.
+            if let Err(err) = sys::kill_group(self.pid, Signal::Kill.number()) {
+                tracing::warn!("cannot kill the child's process group: {err}");
+            }
         }
     }
 
@@ -917,10 +928,12 @@ impl Child {
                 self.state = State::Reaped(exit);
             }
             State::Ended(_) => {
-                if !matches!(sys::try_reap(self.pid), Ok(None)) {
-                    orphans::guard_reaped(self.pid);
+                if reap_ended(self.pid, &mut self.cgroup) {
                     self.state = State::Reaped(exit);
                 }
+                // Else the guard, killed, is still on its way out: it and
+                // its cgroup, if it left one, go when we are dropped.
+                return exit;
             }
             State::Running | State::Reaped(_) => self.state = State::Reaped(exit),
         }
@@ -947,17 +960,27 @@ impl Drop for Child {
             State::Exited(_) => {
                 let _ = sys::kill_group(self.pid, Signal::Kill.number());
             }
-            // Its tree gone, the guard was exiting when it said so: it is
-            // killed, should it be held up, and reaped, so that no zombie
-            // of it outlasts its round.
+            // Its tree gone, the guard was killed on its way out when it
+            // said so: it is reaped (and its cgroup removed, if it left
+            // one) once it is gone, without holding up the runtime, so that
+            // no zombie of it outlasts its round.
             State::Ended(_) => {
-                let _ = sys::kill_group(self.pid, Signal::Kill.number());
-                for _ in 0..ENDED_REAP_TRIES {
-                    if !matches!(sys::try_reap(self.pid), Ok(None)) {
-                        orphans::guard_reaped(self.pid);
-                        break;
+                let (pid, mut cgroup) = (self.pid, self.cgroup.take());
+                if !reap_ended(pid, &mut cgroup) {
+                    let later = async move {
+                        for _ in 0..ENDED_REAP_TRIES {
+                            sleep(Duration::from_millis(1)).await;
+                            if reap_ended(pid, &mut cgroup) {
+                                break;
+                            }
+                        }
+                    };
+                    match tokio::runtime::Handle::try_current() {
+                        Ok(runtime) => drop(runtime.spawn(later)),
+                        // No runtime, no wait: lockrun's own exit leaves
+                        // the zombie to init.
+                        Err(_) => drop(later),
                     }
-                    std::thread::sleep(Duration::from_millis(1));
                 }
             }
             State::Reaped(_) => {}
@@ -1125,9 +1148,26 @@ fn watch_job() -> Option<crate::job::Watch> {
 /// How many times, a millisecond apart, a dropped [`Child`] whose guard said
 /// its tree is gone looks for the guard's exit, having killed it; past that
 /// it is left to be reaped when lockrun exits.
-const ENDED_REAP_TRIES: u32 = 100;
+const ENDED_REAP_TRIES: u32 = 5000;
 
-/// What the end pipe brings: the status of a guard whose tree is gone, or
+/// Reaps the guard `pid`, which said its tree is gone and was killed, if it
+/// is gone, and then removes `cgroup` if it left it (see
+/// [`Child::remove_cgroup`]). Whether it was reaped (or is not ours to
+/// reap).
+fn reap_ended(pid: u32, cgroup: &mut Option<PathBuf>) -> bool {
+    if matches!(sys::try_reap(pid), Ok(None)) {
+        return false;
+    }
+    orphans::guard_reaped(pid);
+    if let Some(dir) = cgroup.take() {
+        if let Err(err) = cgroup::remove_after_guard(&dir, SWEEP_LIMIT) {
+            tracing::warn!("cannot remove the cgroup `{}`: {err}", dir.display());
+        }
+    }
+    true
+}
+
+/// What the end channel brings: the status of a guard whose tree is gone, or
 /// `None` once it is closed or says anything else (the guard's exit then
 /// tells). Pending for ever without a pipe. Cancel-safe: nothing is read
 /// but in the poll that returns it.
@@ -1302,7 +1342,7 @@ pub struct Forked {
     pid: u32,
     /// lockrun's end of the go pipe; `None` once adopted.
     go: Option<File>,
-    /// lockrun's end of the end pipe; `None` once adopted.
+    /// lockrun's end of the end channel; `None` once adopted.
     end: Option<File>,
     containment: Containment,
 }

@@ -11,7 +11,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::future::Future;
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -203,6 +203,19 @@ fn arguments_and_environment_reach_the_command() {
     assert_eq!(read(&direct_out), "x  y|*|");
 }
 
+/// Returns once the dropped guard `pid` is reaped, which the runtime does
+/// (so this waits on it, not on the thread).
+async fn reaped(pid: u32) {
+    let gone = async {
+        while pid_exists(pid) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    };
+    tokio::time::timeout(PATIENCE, gone)
+        .await
+        .expect("the guard was never reaped");
+}
+
 #[test]
 fn waiting_sweeps_what_the_command_left_behind() {
     let dir = tempdir();
@@ -225,6 +238,7 @@ fn waiting_sweeps_what_the_command_left_behind() {
         // gone, and with it the group.
         let pgid = child.pid();
         drop(child);
+        reaped(pgid).await;
         assert!(!group_alive(pgid));
     });
 }
@@ -251,7 +265,7 @@ fn stop_kills_the_whole_group() {
         // dropped, it is gone, and with it the group.
         let pgid = child.pid();
         drop(child);
-        assert!(!pid_alive(pgid));
+        reaped(pgid).await;
         assert!(!group_alive(pgid));
     });
 }
@@ -595,10 +609,10 @@ fn the_command_does_not_inherit_the_go_pipe_or_the_end_pipe() {
             String::from_utf8_lossy(&cmdline).trim_end_matches('\0'),
             lockrun::child::guard::PROCESS_NAME
         );
-        // The guard's go pipe and end pipe: the two pipes it holds beyond
-        // stdio (its command line, which named them, is blanked to
-        // `lr-guard`). COMMAND holding the end pipe could say its own tree
-        // is gone while it runs, and have the lock let go.
+        // The guard's go pipe and end channel (a socket): what it holds
+        // beyond stdio (its command line, which named them, is blanked to
+        // `lr-guard`). COMMAND holding the end channel could say its own
+        // tree is gone while it runs, and have the lock let go.
         // (A pipe our own parent leaked to us, cargo's, is no concern.)
         let leaked = inheritable_fds();
         let ours: Vec<String> = open_fds(std::process::id())
@@ -608,11 +622,17 @@ fn the_command_does_not_inherit_the_go_pipe_or_the_end_pipe() {
             .collect();
         let pipes: Vec<String> = open_fds(guard)
             .into_iter()
-            .filter(|(fd, target)| *fd > 2 && target.starts_with("pipe:"))
+            .filter(|(fd, target)| {
+                *fd > 2 && (target.starts_with("pipe:") || target.starts_with("socket:"))
+            })
             .map(|(_, target)| target)
             .filter(|target| !ours.contains(target))
             .collect();
-        assert_eq!(pipes.len(), 2, "the parked guard's pipes: {pipes:?}");
+        assert_eq!(
+            pipes.len(),
+            2,
+            "the parked guard's go pipe and end channel: {pipes:?}"
+        );
 
         let mut child = prepared.start(Vec::new()).expect("start the guard");
         let command = read_pid_file(&pid_file, deadline());
@@ -633,6 +653,49 @@ fn the_command_does_not_inherit_the_go_pipe_or_the_end_pipe() {
             "COMMAND inherited the go pipe or the end pipe: {seen:?}"
         );
         assert_eq!(child.kill().await, killed_by(Signal::Kill));
+    });
+}
+
+/// The guard's word that its tree is gone lets the lock go, so nobody else
+/// may say it: a process that opens the guard's descriptors anew through
+/// /proc (COMMAND can, as can anyone of the same user allowed to read that
+/// directory) and writes the word to each must not end the wait while
+/// COMMAND runs. The end channel is a socket, which /proc cannot open; as
+/// a pipe, it could (attack review), and `wait` returned at once.
+#[test]
+fn nobody_but_the_guard_can_say_its_tree_is_gone() {
+    let dir = tempdir();
+    let pid_file = dir.path().join("pid");
+    let cmd = shell(r#"echo $$ > "$1"; exec sleep 2"#, &[&pid_file]);
+    let mut groups = KillGroupsOnDrop::new();
+    block_on(async {
+        let mut child = spawn(&cmd, &mut groups);
+        let command = read_pid_file(&pid_file, deadline());
+        let started = Instant::now();
+        let mut forged = Vec::new();
+        for (fd, target) in open_fds(child.pid()) {
+            if fd <= 2 {
+                continue;
+            }
+            let path = format!("/proc/{}/fd/{fd}", child.pid());
+            let opened = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&path);
+            if let Ok(mut file) = opened {
+                if file.write_all(&[0xE0, 0]).is_ok() {
+                    forged.push(target);
+                }
+            }
+        }
+        let exit = child.wait().await;
+        assert!(
+            started.elapsed() >= Duration::from_millis(1500),
+            "wait() returned {exit} after {:?}, while COMMAND ({command}) ran; written to: {forged:?}",
+            started.elapsed()
+        );
+        assert_eq!(exit, ChildExit::Code(0));
+        assert!(!pid_alive(command));
     });
 }
 
@@ -809,11 +872,16 @@ fn a_waiting_lockrun_parks_its_guard_and_an_interrupt_ends_it_on_consul() {
         "the guard was exec'd"
     );
     // ...and holds only what an exec would have left it: none of the
-    // waiter's connections or runtime, and only its own end of the go pipe.
+    // waiter's connections or runtime, only its own end of the go pipe and
+    // of the end channel (its one socket).
     let fds = open_fds(guard);
     assert!(
-        fds.iter()
-            .all(|(_, what)| !what.starts_with("socket:") && !what.starts_with("anon_inode:")),
+        fds.iter().all(|(_, what)| !what.starts_with("anon_inode:"))
+            && fds
+                .iter()
+                .filter(|(_, what)| what.starts_with("socket:"))
+                .count()
+                == 1,
         "the parked guard holds lockrun's descriptors: {fds:?}"
     );
     let pipes: Vec<&String> = fds

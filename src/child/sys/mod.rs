@@ -101,17 +101,29 @@ pub(super) fn go_pipe(lends: bool) -> io::Result<(OwnedFd, File)> {
     Ok((read, File::from(write)))
 }
 
-/// The end pipe (see `guard`): lockrun's read end, non-blocking, and the
-/// guard's write end, on which a guard whose COMMAND's whole tree is gone
-/// says so, with the status it will exit with, before its exit: lockrun may
-/// let go of the lock then rather than after the guard's own teardown and
-/// the SIGCHLD that follows it. Both close-on-exec: the guard's end is
-/// inherited across its own exec only, never by COMMAND, which could
-/// otherwise forge the word and have the lock let go while it runs.
-pub(super) fn end_pipe() -> io::Result<(File, OwnedFd)> {
-    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
-    fcntl(&read, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
-    Ok((File::from(read), write))
+/// The end channel (see `guard`): lockrun's end, non-blocking, and the
+/// guard's, on which a guard whose COMMAND's whole tree is gone says so,
+/// with the status it will exit with, before its exit: lockrun may let go
+/// of the lock then rather than after the guard's own teardown and the
+/// SIGCHLD that follows it. A word on it lets the lock go, so only the
+/// guard may write it:
+/// - a Unix socket pair, not a pipe: a pipe can be opened anew through
+///   `/proc/PID/fd/N` by any process of the same user allowed to read that
+///   directory, COMMAND included (attack review: a COMMAND that wrote the
+///   two bytes so had the lock let go while it ran on), and a socket
+///   cannot (ENXIO);
+/// - both ends close-on-exec: the guard's is inherited across its own exec
+///   only, and marked again before COMMAND exists.
+pub(super) fn end_channel() -> io::Result<(File, OwnedFd)> {
+    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+    let (ours, theirs) = socketpair(
+        AddressFamily::Unix,
+        SockType::Stream,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )?;
+    fcntl(&ours, FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
+    Ok((File::from(ours), theirs))
 }
 
 /// Writes `message` on the go channel in one call, with `lent` attached if
@@ -185,9 +197,9 @@ pub(super) fn receive_go(go: &File, buf: &mut [u8]) -> io::Result<(usize, Option
 /// 1. block the survivable signals, so a signal sent to the group before the
 ///    guard's handlers exist stays pending instead of killing it (the guard
 ///    relays what is pending to COMMAND once COMMAND exists);
-/// 2. let the guard keep `keep`, the read end of the go pipe and the write
-///    end of the end pipe, across `exec` (lockrun's copies stay
-///    close-on-exec; the guard marks them so again before COMMAND exists);
+/// 2. let the guard keep `keep`, the read end of the go pipe and its end of
+///    the end channel, across `exec` (lockrun's copies stay close-on-exec;
+///    the guard marks them so again before COMMAND exists);
 /// 3. arm PR_SET_PDEATHSIG, then check the parent is still the lockrun that
 ///    spawned us: if it died before the prctl, no signal would ever come,
 ///    so we refuse to run at all.
@@ -302,7 +314,7 @@ pub(super) fn single_threaded() -> bool {
 /// Forks the guard without exec'ing it: the child sets itself up as
 /// [`arm_guard`]'s hook sets up an exec'd guard, lets go of every
 /// descriptor an exec would have closed but `keep` (the go pipe's read
-/// end and the end pipe's write end), runs `guard`, and exits
+/// end and the guard's end of the end channel), runs `guard`, and exits
 /// with its status. Returns the child's pid, the leader of its own new
 /// process group, in lockrun.
 ///
@@ -393,7 +405,8 @@ pub(super) fn forget_startup_pages_once() {
     ONCE.call_once(forget_startup_pages);
 }
 
-/// In a guard forked from lockrun, parked: makes the pages of the heap and
+/// In a guard forked from lockrun (not exec'd: its pages are its own
+/// already), parked: makes the pages of the heap and
 /// the stack that it shares with lockrun its own now, while it waits,
 /// rather than one copy-on-write fault at a time after the grant, on the
 /// handover's path (`perf`: a dozen of the faults between an armed guard's
@@ -775,8 +788,8 @@ pub(super) fn guard_wait_lock(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<boo
     granted
 }
 
-/// lockrun's end of the end pipe, registered with the reactor; `None` if
-/// it cannot be, and the guard's exit is then the only word of its end.
+/// lockrun's end of the end channel, registered with the reactor; `None`
+/// if it cannot be, and the guard's exit is then the only word of its end.
 pub(super) fn register_end(end: File) -> Option<tokio::io::unix::AsyncFd<File>> {
     // SAFETY: the `File` owns its descriptor, which nothing else can
     // reach, so it stays the same open descriptor for as long as the
