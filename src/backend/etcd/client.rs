@@ -91,20 +91,45 @@ struct Conn {
     /// refuses our client certificate only after the handshake, and the
     /// requests then out learn no more than that the connection closed.
     tls_ended: Arc<Mutex<Option<String>>>,
+    /// Over TLS without a client certificate of ours.
+    anonymous_tls: bool,
+    /// Whether the server has answered a request on this connection.
+    answered: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Conn {
-    /// `e`, or the TLS failure that broke the connection under it.
+    /// `e`, or the TLS failure that broke the connection under it. A
+    /// server that requires a client certificate we did not give closes
+    /// the connection right after the handshake (TLS 1.3), and its alert
+    /// is not always read: our request's write may fail first (CI saw
+    /// "broke (connection closed)" once). A connection over TLS without a
+    /// certificate of ours that broke before any answer stays a broken
+    /// connection (a restarting server does the same, and is tried again),
+    /// but its line names the certificate flags.
     fn why(&self, e: EtcdError) -> EtcdError {
         match e {
             EtcdError::Broken { endpoint, cause } => {
+                let answered = self.answered.load(std::sync::atomic::Ordering::Acquire);
                 match self.tls_ended.lock().expect("tls_ended lock").clone() {
                     Some(cause) => EtcdError::Tls { endpoint, cause },
+                    None if self.anonymous_tls && !answered => EtcdError::Broken {
+                        endpoint,
+                        cause: format!(
+                            "{cause}, before any answer, over TLS without a client certificate: if the server requires one, give --cert and --cert-key (or ETCDCTL_CERT and ETCDCTL_KEY)"
+                        ),
+                    },
                     None => EtcdError::Broken { endpoint, cause },
                 }
             }
             e => e,
         }
+    }
+
+    /// Notes that the server answered: a later break is not a refused
+    /// certificate.
+    fn answered(&self) {
+        self.answered
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 }
 
@@ -684,6 +709,10 @@ impl Client {
             .map_err(|e| DialError::Other(innermost(&e)))?;
             let _ = tcp.set_nodelay(true);
             let tls_ended = Arc::new(Mutex::new(None));
+            let anonymous_tls = match (&self.inner.tls, endpoint.scheme()) {
+                (Some(config), "https") => !config.client_auth_cert_resolver.has_certs(),
+                _ => false,
+            };
             let send = match (&self.inner.tls, endpoint.scheme()) {
                 (Some(config), "https") => {
                     let name = match host {
@@ -718,6 +747,8 @@ impl Client {
                 origin,
                 keepalive: Arc::new(tokio::sync::Mutex::new(None)),
                 tls_ended,
+                anonymous_tls,
+                answered: Arc::default(),
             })
         };
         match tokio::time::timeout(CONNECT_TIMEOUT, dialed).await {
@@ -855,6 +886,9 @@ impl Client {
             },
             started.elapsed()
         );
+        if answer.is_ok() {
+            conn.answered();
+        }
         answer
             .map(tonic::Response::into_inner)
             .map_err(|status| conn.why(self.status_error(status, &endpoint, what)))
@@ -1052,7 +1086,10 @@ impl Client {
                         .await
                         .map_err(|e| conn.why(e));
                     match answer {
-                        Ok(ttl) => return Ok(ttl),
+                        Ok(ttl) => {
+                            conn.answered();
+                            return Ok(ttl);
+                        }
                         Err(e) => {
                             *stream = None;
                             if tries > 1 || !matches!(e, EtcdError::Broken { .. }) {
@@ -1342,6 +1379,7 @@ impl Client {
             };
             // The first message confirms the watch; events may only follow it.
             let created = stream.message(self, &endpoint, what).await?;
+            conn.answered();
             tracing::debug!(
                 "gRPC {endpoint}{} -> created in {:?} ({what})",
                 proto::method::WATCH,
