@@ -374,6 +374,9 @@ pub(super) fn run(
     // COMMAND runs in the cgroup; if we entered it, we leave it, so that
     // its `cgroup.kill` spares us. Should we fail to, it stays our cgroup
     // as much as COMMAND's: we do without it.
+    // A cgroup we could not leave is not removed by us: lockrun does it
+    // once we are gone, so our end is then not certain (see `END_REPORT`).
+    let mut stayed_in_cgroup = false;
     if let (true, Some(made)) = (entered, &cgroup) {
         if let Err(err) = made.leave() {
             if let Some(plan) = &plan {
@@ -384,6 +387,7 @@ pub(super) fn run(
                 ));
             }
             cgroup = None;
+            stayed_in_cgroup = true;
         }
     }
 
@@ -405,7 +409,7 @@ pub(super) fn run(
     // process moved in from outside the tree, which lockrun kills when it
     // removes the cgroup.
     let removed = cgroup.is_none_or(|cgroup| cgroup.remove().is_ok());
-    let certain = removed && matches!(waited, Ok(Ending::Exited(_)));
+    let certain = removed && !stayed_in_cgroup && matches!(waited, Ok(Ending::Exited(_)));
     let status = match &waited {
         Ok(Ending::Exited(status)) => match (status.code(), status.signal()) {
             (Some(code), _) => code as u8,

@@ -22,7 +22,8 @@
 //!   A guard that has ended COMMAND's whole tree says so on the end channel
 //!   before it exits (see `guard::END_REPORT`): we take its word, SIGKILL
 //!   the group (the guard, exiting, and anyone who joined the group from
-//!   outside the tree) and go on, reaping the guard once it is gone.
+//!   outside the tree: killed, not waited for, as a member of the tree
+//!   never is) and go on, reaping the guard once it is gone.
 //!   Otherwise, when the guard has exited we leave it a zombie, which pins
 //!   its pid and so the group id against reuse, and SIGKILL the group; then
 //!   we reap the guard. If members remain (they keep the id alive
@@ -748,6 +749,10 @@ impl Child {
         if let (Some(exit), State::Running) = (exit, &self.state) {
             tracing::debug!(pid = self.pid, "the guard's tree is gone; it {exit}");
             self.state = State::Ended(exit);
+            // The guard removed COMMAND's cgroup (its word comes only then),
+            // so nothing of it is ours to remove once its pid may be
+            // another's.
+            self.cgroup = None;
             // The tree is gone; what else is in the group joined it from
             // outside, and goes before the lock does, with the guard, which
             // has nothing left to do. The guard is unreaped: the id is ours.

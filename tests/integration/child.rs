@@ -592,7 +592,7 @@ fn start_passes_the_environment() {
 }
 
 #[test]
-fn the_command_does_not_inherit_the_go_pipe_or_the_end_pipe() {
+fn the_command_does_not_inherit_the_go_pipe_or_the_end_channel() {
     let dir = tempdir();
     let pid_file = dir.path().join("pid");
     let cmd = shell(r#"echo $$ > "$1"; exec sleep 600"#, &[&pid_file]);
@@ -650,7 +650,7 @@ fn the_command_does_not_inherit_the_go_pipe_or_the_end_pipe() {
         );
         assert!(
             seen.iter().all(|(_, target)| !pipes.contains(target)),
-            "COMMAND inherited the go pipe or the end pipe: {seen:?}"
+            "COMMAND inherited the go pipe or the end channel: {seen:?}"
         );
         assert_eq!(child.kill().await, killed_by(Signal::Kill));
     });

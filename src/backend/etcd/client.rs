@@ -886,7 +886,12 @@ impl Client {
             },
             started.elapsed()
         );
-        if answer.is_ok() {
+        // etcd's own error statuses are answers too; a transport's has a
+        // source.
+        if answer.as_ref().map_or_else(
+            |status| std::error::Error::source(status).is_none(),
+            |_| true,
+        ) {
             conn.answered();
         }
         answer
