@@ -933,11 +933,11 @@ impl Child {
                 self.state = State::Reaped(exit);
             }
             State::Ended(_) => {
-                if reap_ended(self.pid, &mut self.cgroup) {
+                if reap_ended(self.pid) {
                     self.state = State::Reaped(exit);
                 }
-                // Else the guard, killed, is still on its way out: it and
-                // its cgroup, if it left one, go when we are dropped.
+                // Else the guard, killed, is still on its way out: it is
+                // reaped when we are dropped. It removed its cgroup itself.
                 return exit;
             }
             State::Running | State::Reaped(_) => self.state = State::Reaped(exit),
@@ -966,16 +966,15 @@ impl Drop for Child {
                 let _ = sys::kill_group(self.pid, Signal::Kill.number());
             }
             // Its tree gone, the guard was killed on its way out when it
-            // said so: it is reaped (and its cgroup removed, if it left
-            // one) once it is gone, without holding up the runtime, so that
-            // no zombie of it outlasts its round.
+            // said so: it is reaped once it is gone, without holding up the
+            // runtime, so that no zombie of it outlasts its round.
             State::Ended(_) => {
-                let (pid, mut cgroup) = (self.pid, self.cgroup.take());
-                if !reap_ended(pid, &mut cgroup) {
+                let pid = self.pid;
+                if !reap_ended(pid) {
                     let later = async move {
                         for _ in 0..ENDED_REAP_TRIES {
                             sleep(Duration::from_millis(1)).await;
-                            if reap_ended(pid, &mut cgroup) {
+                            if reap_ended(pid) {
                                 break;
                             }
                         }
@@ -1155,26 +1154,20 @@ fn watch_job() -> Option<crate::job::Watch> {
 /// it is left to be reaped when lockrun exits.
 const ENDED_REAP_TRIES: u32 = 5000;
 
-/// Reaps the guard `pid`, which said its tree is gone and was killed, if it
-/// is gone, and then removes `cgroup` if it left it (see
-/// [`Child::remove_cgroup`]). Whether it was reaped (or is not ours to
-/// reap).
-fn reap_ended(pid: u32, cgroup: &mut Option<PathBuf>) -> bool {
+/// Reaps the guard `pid`, which said its tree is gone (having removed its
+/// cgroup: its word comes only then) and was killed, if it is gone.
+/// Whether it was reaped (or is not ours to reap).
+fn reap_ended(pid: u32) -> bool {
     if matches!(sys::try_reap(pid), Ok(None)) {
         return false;
     }
     orphans::guard_reaped(pid);
-    if let Some(dir) = cgroup.take() {
-        if let Err(err) = cgroup::remove_after_guard(&dir, SWEEP_LIMIT) {
-            tracing::warn!("cannot remove the cgroup `{}`: {err}", dir.display());
-        }
-    }
     true
 }
 
 /// What the end channel brings: the status of a guard whose tree is gone, or
 /// `None` once it is closed or says anything else (the guard's exit then
-/// tells). Pending for ever without a pipe. Cancel-safe: nothing is read
+/// tells). Pending for ever without a channel. Cancel-safe: nothing is read
 /// but in the poll that returns it.
 async fn next_end(ended: &mut Option<tokio::io::unix::AsyncFd<File>>) -> Option<ChildExit> {
     let Some(pipe) = ended.as_ref() else {
