@@ -211,7 +211,7 @@ impl Command {
     /// The guard's command line: `lockrun __guard --go-fd GO --end-fd END
     /// -- PROGRAM [ARGS...]`, where `GO` is the descriptor it waits on for
     /// the go message and `END` its end of the end channel.
-    fn guard_command(&self, go: RawFd, end: RawFd) -> io::Result<std::process::Command> {
+    fn guard_command(&self, [go, end]: [RawFd; 2]) -> io::Result<std::process::Command> {
         let program = self.program()?;
         let mut cmd = std::process::Command::new(&self.guard_exe);
         cmd.arg0(guard::PROCESS_NAME)
@@ -375,6 +375,40 @@ pub struct Prepared {
     announce: bool,
 }
 
+/// The two channels between lockrun and a guard: the go pipe (see `go`)
+/// and the end channel (see `guard::END_REPORT`), both ends of each until
+/// the guard is started.
+struct Channels {
+    /// lockrun's end of the go pipe, and the guard's (its read end).
+    go: (File, OwnedFd),
+    /// lockrun's end of the end channel, and the guard's.
+    end: (File, OwnedFd),
+}
+
+impl Channels {
+    fn new(lends: bool) -> io::Result<Channels> {
+        let (go_read, go) = sys::go_pipe(lends)?;
+        let (end, end_theirs) = sys::end_channel()?;
+        Ok(Channels {
+            go: (go, go_read),
+            end: (end, end_theirs),
+        })
+    }
+
+    /// The guard's descriptors, go then end, for it to inherit.
+    fn guards(&self) -> [RawFd; 2] {
+        [self.go.1.as_raw_fd(), self.end.1.as_raw_fd()]
+    }
+
+    /// Our ends, go then end, once the guard has its own: our copies of
+    /// its ends close, so that a guard that is gone makes `start` fail
+    /// (EPIPE) rather than write into the void, and the end channel's end
+    /// of file is the guard's.
+    fn ours(self) -> (File, File) {
+        (self.go.0, self.end.0)
+    }
+}
+
 struct Parked {
     /// lockrun's end of the go pipe.
     go: File,
@@ -414,21 +448,15 @@ impl Child {
 
     /// [`Child::prepare`], choosing what `start` does with the terminal.
     pub fn prepare_with(cmd: &Command, terminal: Terminal) -> io::Result<Prepared> {
-        let (go_read, go) = sys::go_pipe(cmd.lends)?;
-        let (end, end_theirs) = sys::end_channel()?;
-        let mut guard = cmd.guard_command(go_read.as_raw_fd(), end_theirs.as_raw_fd())?;
+        let channels = Channels::new(cmd.lends)?;
+        let mut guard = cmd.guard_command(channels.guards())?;
         // Listening before the fork means no exit can happen unnoticed.
         let sigchld = signal(SignalKind::child())?;
-        sys::arm_guard(&mut guard, [go_read.as_raw_fd(), end_theirs.as_raw_fd()]);
+        sys::arm_guard(&mut guard, channels.guards());
         let pid = guard.spawn().map_err(|err| spawn_error(cmd, err))?.id();
         orphans::guard_started(pid);
-        // std's Child neither waits nor kills on drop; we reap by pid. Our
-        // copy of the read end goes, so a guard that is gone makes `start`
-        // fail (EPIPE) rather than write into the void; our copy of the
-        // guard's end of the end channel goes, so that its end of file is
-        // the guard's.
-        drop(go_read);
-        drop(end_theirs);
+        // std's Child neither waits nor kills on drop; we reap by pid.
+        let (go, end) = channels.ours();
         tracing::debug!(pid, "spawned the guard, parked");
         Ok(Prepared {
             pid,
@@ -448,20 +476,18 @@ impl Child {
     /// returned for us to read. Its tree is contained and stopped as
     /// COMMAND's is.
     pub fn spawn_piped(cmd: &Command) -> io::Result<(Child, ChildStdout, ChildStderr)> {
-        let (go_read, go) = sys::go_pipe(cmd.lends)?;
-        let (end, end_theirs) = sys::end_channel()?;
-        let mut guard = cmd.guard_command(go_read.as_raw_fd(), end_theirs.as_raw_fd())?;
+        let channels = Channels::new(cmd.lends)?;
+        let mut guard = cmd.guard_command(channels.guards())?;
         guard
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         let sigchld = signal(SignalKind::child())?;
-        sys::arm_guard(&mut guard, [go_read.as_raw_fd(), end_theirs.as_raw_fd()]);
+        sys::arm_guard(&mut guard, channels.guards());
         let mut spawned = guard.spawn().map_err(|err| spawn_error(cmd, err))?;
         let pid = spawned.id();
         orphans::guard_started(pid);
-        drop(go_read);
-        drop(end_theirs);
+        let (go, end) = channels.ours();
         let prepared = Prepared {
             pid,
             parked: Some(Parked {
@@ -492,9 +518,8 @@ impl Child {
             return Ok(None);
         }
         let argv = cmd.program()?;
-        let (go_read, go) = sys::go_pipe(cmd.lends)?;
-        let (end, end_theirs) = sys::end_channel()?;
-        let keep = [go_read.as_raw_fd(), end_theirs.as_raw_fd()];
+        let channels = Channels::new(cmd.lends)?;
+        let keep = channels.guards();
         let environment = guard::Environment {
             remove: &cmd.env_remove,
             add: &cmd.env,
@@ -509,11 +534,7 @@ impl Child {
         };
         let pid = sys::fork_guard(keep, || guard::run(invocation(), &environment))?;
         orphans::guard_started(pid);
-        // As in `prepare_with`: without our copy of the read end, a guard
-        // that is gone makes `start` fail rather than write into the void,
-        // and the end channel's end of file is the guard's.
-        drop(go_read);
-        drop(end_theirs);
+        let (go, end) = channels.ours();
         tracing::debug!(pid, "forked the guard, parked");
         Ok(Some(Forked {
             pid,
@@ -1494,7 +1515,7 @@ mod tests {
     }
 
     fn args(cmd: &Command) -> Vec<String> {
-        let guard = cmd.guard_command(3, 4).unwrap();
+        let guard = cmd.guard_command([3, 4]).unwrap();
         guard
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
@@ -1537,7 +1558,7 @@ mod tests {
         );
         cmd.argv.clear();
         assert_eq!(
-            cmd.guard_command(3, 4).unwrap_err().kind(),
+            cmd.guard_command([3, 4]).unwrap_err().kind(),
             io::ErrorKind::InvalidInput
         );
     }
