@@ -2,7 +2,7 @@
 //! lock, its claim and its renewal.
 
 use std::ffi::OsString;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -25,14 +25,17 @@ use super::{config, tls, waiters};
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 
 
-/// The longest pause between two tries at a taken lock. A waiter LISTENs
-/// on the lock's channel and tries again the moment a lockrun holder's
-/// release NOTIFYs it; the tries between only catch a holder that ended
-/// without a word (killed, its backend terminated, a psql session). We do
-/// not block in `pg_advisory_lock`: it would hold up the round trips that
-/// prove the connection alive, and a cancelled wait would leave it
-/// running on the server.
+/// The longest pause between two tries at a taken lock by a waiter that
+/// defers to a higher one (see [`waiters`]; one with nobody to defer to
+/// waits in the server's queue). It LISTENs on the lock's channel and
+/// tries again the moment a lockrun holder's release NOTIFYs it; the tries
+/// between only catch a holder that ended without a word (killed, its
+/// backend terminated, a psql session).
 const POLL_MAX: Duration = Duration::from_millis(200);
+
+/// The shortest wait in the server's queue worth a round trip: less of
+/// `--timeout` left is spent as a deferring waiter's.
+const QUEUE_ROUND_MIN: Duration = Duration::from_millis(20);
 
 /// What `leader` and `release` poll at for `--wait`.
 pub(super) const CHANGES_POLL: Duration = Duration::from_millis(200);
@@ -41,7 +44,7 @@ pub(super) const CHANGES_POLL: Duration = Duration::from_millis(200);
 pub(super) const CLEANUP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The SQL expression of a text's lock id, documented above.
-const LOCK_ID_SQL: &str = "('x' || substr(md5($1::text), 1, 16))::bit(64)::bigint";
+pub(super) const LOCK_ID_SQL: &str = "('x' || substr(md5($1::text), 1, 16))::bit(64)::bigint";
 
 /// Why KEY is refused: lockrun's one rule for keys.
 pub fn check_key(key: &str) -> Result<(), String> {
@@ -367,6 +370,7 @@ impl Postgres {
         }
         let mut keep_turn = false;
         let channel = channel_of(ids[0].0);
+        let queue_round = waiters::queue_round(self.ttl);
         let mut notices = conn.notices.clone();
         let mut listening = false;
         let mut pause = Duration::from_millis(10);
@@ -375,6 +379,9 @@ impl Postgres {
         // is ours to try.
         let mut ranked: Option<waiters::Ranked> = None;
         let mut until: Option<Instant> = None;
+        // Whether the last ranked try found nobody to defer to: then we
+        // wait in the server's queue.
+        let mut queue = false;
         let mut fence = None;
         let got = loop {
             // Marked before the try: a release after it wakes us below.
@@ -389,6 +396,11 @@ impl Postgres {
                     waiters::Tried::Again => continue,
                     waiters::Tried::Busy { until: at } => {
                         until = at;
+                        None
+                    }
+                    waiters::Tried::Queue => {
+                        until = None;
+                        queue = true;
                         None
                     }
                 },
@@ -453,6 +465,34 @@ impl Postgres {
                 }
                 return Ok(None);
             }
+            let round = match wait {
+                Wait::Until(at) => queue_round.min(at.saturating_duration_since(Instant::now())),
+                _ => queue_round,
+            };
+            if let (true, Some(r)) = (std::mem::take(&mut queue), ranked.as_mut()) {
+                if round >= QUEUE_ROUND_MIN {
+                    let kept = turn.filter(|_| keep_turn);
+                    // Given up meanwhile (a signal, the lease lost): the
+                    // statement would hold the connection's close up until
+                    // its round ends; the socket is cut instead (nothing of
+                    // ours is held on it yet, and nothing lent).
+                    let cut = CutOnDrop(Some(&conn.socket));
+                    let queued = r.queue(client, ids[0].0, conn.backend_pid, kept, round).await;
+                    cut.disarm();
+                    match queued? {
+                        waiters::Queued::Got(xid) => {
+                            fence = Some(xid);
+                            break ids[0];
+                        }
+                        waiters::Queued::NotYet { maybe_held } => {
+                            if maybe_held {
+                                Self::let_go_if_held(conn, ids[0].0, &channel).await?;
+                            }
+                            continue;
+                        }
+                    }
+                }
+            }
             // The first of a release's word, the pause, and the end of a
             // grace.
             let wake = Instant::now() + pause;
@@ -477,6 +517,23 @@ impl Postgres {
                 .map_err(|e| PgError::from_client("listening for releases", e))?;
         }
         Ok(Some((got, channel, None)))
+    }
+
+    /// Lets lock `id` go if our session holds it: a queued wait cut short
+    /// just after its grant leaves it held, and nobody runs under it. Its
+    /// waiters are told, as by a release.
+    async fn let_go_if_held(conn: &Conn, id: i64, channel: &str) -> Result<(), PgError> {
+        let statement = format!(
+            "select pg_advisory_unlock({id}), pg_notify('{channel}', '') from pg_locks \
+             where locktype = 'advisory' and objsubid = 1 and granted and pid = pg_backend_pid() \
+             and ((classid::bigint << 32) | objid::bigint) = {id} \
+             and database = (select oid from pg_database where datname = current_database())"
+        );
+        conn.client
+            .simple_query(&statement)
+            .await
+            .map_err(|e| PgError::from_client("letting go of a lock granted to a cut wait", e))?;
+        Ok(())
     }
 
     /// Takes the turnstile `turn` exclusive without waiting: whether we
@@ -605,6 +662,24 @@ impl Postgres {
             }
         }
         Ok(None)
+    }
+}
+
+/// Shuts a waiting connection's socket down if dropped armed: a queued
+/// wait abandoned mid-statement.
+struct CutOnDrop<'a>(Option<&'a OwnedFd>);
+
+impl CutOnDrop<'_> {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CutOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(fd) = self.0 {
+            let _ = nix::sys::socket::shutdown(fd.as_raw_fd(), nix::sys::socket::Shutdown::Both);
+        }
     }
 }
 

@@ -7,16 +7,29 @@
 //! a comment with its value, host and pid, which `pg_stat_activity.query`
 //! shows to `leader`.
 //!
-//! Nobody enters the server's wait queue for KEY's id: a lockrun waiter
-//! tries (`pg_try_advisory_lock`) on each release's NOTIFY and at most
-//! [`super::POLL_MAX`] apart, as before. The ranked try is one statement
-//! that reads the other waiters' priorities and whether the lock is held,
-//! tries only when no higher one waits (or the grace for a free lock ran
-//! out), and lets its own priority lock go in the same statement when the
-//! lock is granted: no round trip more than the plain try on the handover.
-//! `psql`'s waiters hold no priority lock: they count as 0 and defer to
-//! nobody. Two keys whose 32-bit wait keys collide rank each other's
-//! waiters, which costs an order, never safety.
+//! The ranked try is one statement that reads the other waiters'
+//! priorities and whether the lock is held, tries
+//! (`pg_try_advisory_lock`) only when no higher one waits (or the grace
+//! for a free lock ran out), and lets its own priority lock go in the same
+//! statement when the lock is granted. A waiter that defers tries again on
+//! each release's NOTIFY and at most [`super::POLL_MAX`] apart.
+//!
+//! A waiter with nobody to defer to enters the server's own wait queue, as
+//! `psql`'s `pg_advisory_lock` does ([`Ranked::queue`]): the server grants
+//! it the lock at the release and the statement that waited goes on to
+//! take the fence and let the priority lock go, so the handover costs no
+//! NOTIFY and no round trip after the grant, and of a herd only the
+//! granted waiter wakes. Each such wait is bounded by `lock_timeout` to
+//! [`queue_round`] (the lease's renewals on the connection queue behind
+//! it), after which the waiter ranks itself again. A waiter that shows a
+//! higher priority cancels (`pg_cancel_backend`) the queued waits of
+//! lockrun's lower waiters for the same lock that its role may cancel, so
+//! that they rank again and defer; a lower waiter never enters the queue
+//! past a higher one it sees.
+//!
+//! `psql`'s waiters hold no priority lock: they count as 0, defer to
+//! nobody, and are never cancelled. Two keys whose 32-bit wait keys
+//! collide rank each other's waiters, which costs an order, never safety.
 
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
@@ -36,7 +49,31 @@ const OTHERS_SQL: &str = "from pg_locks l where l.locktype = 'advisory' and l.ob
      and l.classid::bigint = ($3::int::bigint & 4294967295) and l.pid <> pg_backend_pid() \
      and l.database = (select oid from pg_database where datname = current_database())";
 
+/// Cancels the queued waits (not granted, in the server's queue for lock
+/// `$1`) of the sessions that show a priority lower than `$4` on wait key
+/// `$3`, where our role may cancel them (a member of theirs, or of
+/// `pg_signal_backend`; a superuser's only when we are one): their count.
+const CANCEL_LOWER_SQL: &str = "cardinality(array(select pg_cancel_backend(b.pid) from pg_locks b \
+     join pg_stat_activity a on a.pid = b.pid \
+     where b.locktype = 'advisory' and b.objsubid = 1 and not b.granted and b.pid <> pg_backend_pid() \
+     and ((b.classid::bigint << 32) | b.objid::bigint) = $1::bigint \
+     and b.database = (select oid from pg_database where datname = current_database()) \
+     and b.pid in (select l.pid from pg_locks l where l.locktype = 'advisory' and l.objsubid = 2 and l.granted \
+       and l.classid::bigint = ($3::int::bigint & 4294967295) and l.objid::bigint < $4::int) \
+     and (pg_has_role(a.usesysid, 'MEMBER') or pg_has_role('pg_signal_backend', 'MEMBER')) \
+     and (not coalesce((select rolsuper from pg_roles where oid = a.usesysid), true) \
+       or (select rolsuper from pg_roles where rolname = current_user))))";
+
 const WAIT_OPEN: &str = "/* lockrun-wait ";
+
+/// How long one wait in the server's queue may last: a sixteenth of the
+/// TTL, between 50 and 500 ms. The lease's renewals on the connection are
+/// answered only after it, and must be within their attempt's timeout (a
+/// quarter of the stop window); a higher waiter that could not cancel us
+/// waits no longer for us to rank again.
+pub fn queue_round(ttl: std::time::Duration) -> std::time::Duration {
+    (ttl / 16).clamp(std::time::Duration::from_millis(50), std::time::Duration::from_millis(500))
+}
 
 /// What a waiter's statements say of it.
 #[derive(Debug, Serialize, Deserialize)]
@@ -78,6 +115,20 @@ pub enum Tried {
     Busy { until: Option<Instant> },
     /// A higher waiter's grace ran out just now: try again at once.
     Again,
+    /// Held by another (or queued for), and nobody to defer to: wait in
+    /// the server's queue ([`Ranked::queue`]).
+    Queue,
+}
+
+/// What one wait in the server's queue came to.
+pub enum Queued {
+    /// The lock is ours, as [`Tried::Got`].
+    Got(u64),
+    /// Not ours: a higher waiter appeared, or (`maybe_held`) the round
+    /// ran out or the wait was cancelled, which may have come just after
+    /// the grant: the lock may then be held on our session, for the caller
+    /// to let go. Rank again.
+    NotYet { maybe_held: bool },
 }
 
 /// A writer waiting ranked, on one connection.
@@ -89,6 +140,8 @@ pub struct Ranked {
     deferral: Deferral,
     /// Whether the last verdict let us try past a higher waiter.
     force: bool,
+    /// The wait in the server's queue ([`Ranked::queue`]).
+    queue: Statement,
 }
 
 impl Ranked {
@@ -109,8 +162,13 @@ impl Ranked {
             )
             .await
             .map_err(|e| PgError::from_client("showing our priority", e))?;
-        let statement = client
-            .prepare(&format!(
+        // A higher waiter sends lower ones out of the server's queue on
+        // every try; level 0 has nobody lower.
+        let cancel = match level {
+            0 => "0",
+            _ => CANCEL_LOWER_SQL,
+        };
+        let ranked_sql = format!(
                 "{note} select pg_backend_pid(), \
                  array(select l.objid::bigint {OTHERS_SQL}), \
                  exists (select from pg_locks where locktype = 'advisory' and objsubid = 1 and granted \
@@ -126,18 +184,108 @@ impl Ranked {
                    when not pg_try_advisory_lock($1::bigint) then '' \
                    when pg_advisory_unlock_shared($3::int, $4::int) is not null \
                      and ($7::bool is false or pg_advisory_unlock($6::bigint) is not null) \
-                   then pg_current_xact_id()::text end"
-            ))
-            .await
+                   then pg_current_xact_id()::text end, \
+                 {cancel}"
+            );
+        // The queued wait: the same checks as the try, then the server's
+        // own wait under a lock_timeout of its own ($5, ms, local to the
+        // statement), and after the grant, in nested subqueries that run
+        // in that order, the priority lock and the turnstile let go and the
+        // fence taken.
+        let queue_sql = format!(
+            "{note} select pg_backend_pid(), \
+             case when pg_backend_pid() <> $2::int or exists (select from pg_locks \
+                 where locktype = 'advisory' and objsubid = 1 and granted \
+                 and pid = pg_backend_pid() \
+                 and ((classid::bigint << 32) | objid::bigint) = $1::bigint \
+                 and database = (select oid from pg_database where datname = current_database())) \
+               then null \
+               when exists (select {OTHERS_SQL} and l.objid::bigint > $4::int) then '' \
+               else (select pg_current_xact_id()::text from \
+                 (select pg_advisory_unlock_shared($3::int, $4::int), \
+                    ($7::bool is false or pg_advisory_unlock($6::bigint)) from \
+                   (select pg_advisory_lock($1::bigint) from \
+                     (select set_config('lock_timeout', $5::text, true)) t offset 0) g offset 0) d) end"
+        );
+        // Both prepared in one round trip.
+        let (statement, queue) = tokio::try_join!(client.prepare(&ranked_sql), client.prepare(&queue_sql))
             .map_err(|e| PgError::from_client("preparing the ranked try", e))?;
         Ok(Ranked {
             note,
             statement,
+            queue,
             wait_key,
             level,
             deferral: priority.deferral(),
             force: false,
         })
+    }
+
+    /// Waits in the server's queue for lock `id` on our server process
+    /// `backend_pid`, for `round` at most; `turn`, the turnstile when we
+    /// keep it, is let go with a grant, as by the ranked try.
+    pub async fn queue(
+        &mut self,
+        client: &Client,
+        id: i64,
+        backend_pid: i32,
+        turn: Option<i64>,
+        round: std::time::Duration,
+    ) -> Result<Queued, PgError> {
+        let timeout = round.as_millis().max(1).to_string();
+        let row = client
+            .query_one(
+                &self.queue,
+                &[
+                    &id,
+                    &backend_pid,
+                    &self.wait_key,
+                    &self.level,
+                    &timeout,
+                    &turn.unwrap_or(0),
+                    &turn.is_some(),
+                ],
+            )
+            .await;
+        let row = match row {
+            Ok(row) => row,
+            // The round ran out (lock_timeout), or a higher waiter (or an
+            // operator, or a statement_timeout) cancelled the wait: not
+            // granted, or granted just before, which the caller checks.
+            // A cancel that comes after the grant still ends the statement,
+            // and a lock timeout may too (PostgreSQL reports a timeout that
+            // fired as the lock was granted): the caller checks. A deadlock
+            // a client of psql's made ends our wait, not us.
+            Err(e)
+                if e.code().is_some_and(|c| {
+                    use tokio_postgres::error::SqlState;
+                    [SqlState::LOCK_NOT_AVAILABLE, SqlState::QUERY_CANCELED, SqlState::T_R_DEADLOCK_DETECTED]
+                        .contains(c)
+                }) =>
+            {
+                tracing::debug!("queued for the lock: {e}; ranking again");
+                return Ok(Queued::NotYet { maybe_held: true });
+            }
+            Err(e) => return Err(PgError::from_client("waiting for the lock", e)),
+        };
+        let pid: i32 = row.get(0);
+        if pid != backend_pid {
+            return Err(PgError::Pooler {
+                why: format!("our statements moved from server process {backend_pid} to {pid}"),
+            });
+        }
+        match row.get::<_, Option<String>>(1).as_deref() {
+            Some("") => Ok(Queued::NotYet { maybe_held: false }),
+            Some(xid) => xid.parse().map(Queued::Got).map_err(|_| PgError::Server {
+                what: "reading the fencing number".into(),
+                message: "not a number".into(),
+            }),
+            None => Err(PgError::Pooler {
+                why: format!(
+                    "our server process {pid} already held lock {id}, which this run never took: another client shares it"
+                ),
+            }),
+        }
     }
 
     /// The comment that shows us, for our other statements while we wait.
@@ -203,7 +351,7 @@ impl Ranked {
                 self.force = true;
                 Tried::Again
             }
-            Verdict::Go => Tried::Busy { until: None },
+            Verdict::Go => Tried::Queue,
             Verdict::Defer { until } => {
                 self.force = false;
                 Tried::Busy { until }
@@ -243,12 +391,12 @@ impl Ahead {
         // what shows the record.
         conn.keep_when_idle("keeping our place ahead of the waiters")
             .await?;
-        let wait_key: i32 = conn
+        let row = conn
             .client
-            .query_one(&format!("select {WAIT_KEY_SQL}"), &[&key])
+            .query_one(&format!("select {WAIT_KEY_SQL}, {}", super::engine::LOCK_ID_SQL), &[&key])
             .await
-            .map_err(|e| PgError::from_client("computing the wait key", e))?
-            .get(0);
+            .map_err(|e| PgError::from_client("computing the wait key", e))?;
+        let (wait_key, id): (i32, i64) = (row.get(0), row.get(1));
         conn.client
             .query_one(
                 &format!("{note} select pg_try_advisory_lock_shared($1::int, $2::int)"),
@@ -256,6 +404,15 @@ impl Ahead {
             )
             .await
             .map_err(|e| PgError::from_client("showing our place ahead of the waiters", e))?;
+        // Those already in the server's queue rank again, and defer to
+        // us, before the holder is asked ($2 is unused).
+        conn.client
+            .query_one(
+                &format!("select $2::int, {CANCEL_LOWER_SQL}"),
+                &[&id, &0i32, &wait_key, &level],
+            )
+            .await
+            .map_err(|e| PgError::from_client("sending the queued waiters back", e))?;
         Ok(Ahead { conn, wait_key })
     }
 }

@@ -647,3 +647,69 @@ fn list_shows_a_psql_lock_by_its_id() {
     place.status(&output, 0, "leader after the refused --replace");
     drop(psql_holder);
 }
+
+/// A waiter with nobody to defer to waits in the server's queue, as
+/// `psql`'s `pg_advisory_lock` does. One SIGKILLed there (lockrun and its
+/// parked guard gone, its backend still queued) holds up nobody: the
+/// waiter queued behind it starts within a second of the holder's end
+/// (its TTL is 30 s), and the killed one's command never runs.
+#[test]
+fn a_waiter_killed_in_the_servers_queue_holds_up_nobody() {
+    let place = Place::postgres("queue-killed");
+    let key = place.key("job");
+    let id = lock_id(&key);
+    let work = scratch();
+    let holder = place.heartbeat(work.path(), "", &["elect", &key]);
+    let queued = || {
+        psql_ok(&format!(
+            "select count(*) from pg_locks where locktype = 'advisory' and objsubid = 1 \
+             and not granted and ((classid::bigint << 32) | objid::bigint) = {id}"
+        ))
+        .parse::<u32>()
+        .unwrap()
+    };
+    let stamp = |name: &str| format!("date +%s%N > {}/{name}", work.path().display());
+    let waiter = |name: &str| {
+        Running::spawn(&mut place.lockrun(&[
+            "elect",
+            "--ttl",
+            "30s",
+            &key,
+            "--",
+            "sh",
+            "-c",
+            &stamp(name),
+        ]))
+    };
+    let killed = waiter("killed");
+    assert!(
+        wait_until(deadline(), || queued() == 1),
+        "the first waiter never queued"
+    );
+    let next = waiter("next");
+    assert!(
+        wait_until(deadline(), || queued() == 2),
+        "the second waiter never queued"
+    );
+    killed.signal(nix::sys::signal::Signal::SIGKILL);
+    let _ = killed.finish();
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the holder");
+    place.status(&next.finish(), 0, "the waiter behind the killed one");
+    let end = last_beat(work.path());
+    let start: u128 = std::fs::read_to_string(work.path().join("next"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let after = std::time::Duration::from_nanos((start - end) as u64);
+    eprintln!("the next waiter started {after:?} after the holder's end");
+    assert!(
+        after < std::time::Duration::from_secs(1),
+        "the next waiter started {after:?} after the holder's end"
+    );
+    assert!(
+        !work.path().join("killed").exists(),
+        "the killed waiter's command ran"
+    );
+}
