@@ -218,19 +218,11 @@ pub enum ExplainWhat {
 /// registrations' (`help_with_notes`), and every backend's own examples
 /// under the subcommands they show.
 pub fn command() -> clap::Command {
-    use clap::CommandFactory;
     // `mut_subcommand` moves the subcommand last: `put` first, then
     // `explain`, keeps the order `--help` lists them in.
-    let command = Cli::command()
+    let command = parsing_command()
         .mut_subcommand("put", |put| put.long_about(put_about()))
-        .mut_subcommand("explain", |explain| {
-            ["elect", "semaphore"]
-                .into_iter()
-                .fold(explain, |explain, name| {
-                    explain
-                        .mut_subcommand(name, |sub| sub.mut_arg("command", |a| a.required(false)))
-                })
-        });
+        .mut_subcommand("explain", |explain| explain);
     let command = help_with_notes(command);
     // `mut_subcommands` keeps their order, which `mut_subcommand` does not.
     command.mut_subcommands(|sub| {
@@ -547,10 +539,6 @@ fn help_with_notes(command: clap::Command) -> clap::Command {
     };
     command
         .long_about(about)
-        .mut_args(|a| match a.get_id().as_str() {
-            "backend" => a.value_parser(BuiltBackends),
-            _ => a,
-        })
         .mut_subcommands(|sub| match sub.get_name() {
             "elect" => holding(sub.long_about(elect.clone())),
             "semaphore" => holding(sub.long_about(semaphore.clone())),
@@ -571,6 +559,29 @@ fn help_with_notes(command: clap::Command) -> clap::Command {
             }
             "check" => sub.long_about(check.clone()),
             _ => sub,
+        })
+}
+
+/// What parses the command line, without the words that only help and
+/// errors show ([`command`] adds them): the same arguments, values and
+/// rules, so that a line it accepts means what it means to [`command`].
+/// Built on every run, where the whole help cost a run's start-up the
+/// copying of every help text (`perf`: a fifth of lockrun's page faults
+/// before its first step).
+pub fn parsing_command() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command()
+        .mut_args(|a| match a.get_id().as_str() {
+            "backend" => a.value_parser(BuiltBackends),
+            _ => a,
+        })
+        .mut_subcommand("explain", |explain| {
+            ["elect", "semaphore"]
+                .into_iter()
+                .fold(explain, |explain, name| {
+                    explain
+                        .mut_subcommand(name, |sub| sub.mut_arg("command", |a| a.required(false)))
+                })
         })
 }
 
@@ -1096,6 +1107,55 @@ mod tests {
     fn the_definition_is_consistent() {
         Cli::command().debug_assert();
         command().debug_assert();
+    }
+
+    /// What a run parses with, and what help and errors come from, take
+    /// the same arguments, by the same rules, in every subcommand.
+    #[test]
+    fn the_lean_command_parses_as_the_whole_one() {
+        fn rules(command: &clap::Command, path: &str, out: &mut Vec<String>) {
+            for a in command.get_arguments() {
+                let values: Vec<String> = a
+                    .get_possible_values()
+                    .iter()
+                    .map(|v| v.get_name().to_string())
+                    .collect();
+                out.push(format!(
+                    "{path} {} {:?} {:?} {} {} {:?} {:?} {:?} {:?} {values:?} {:?}",
+                    a.get_id(),
+                    a.get_long(),
+                    a.get_short(),
+                    a.is_required_set(),
+                    a.is_global_set(),
+                    a.get_num_args(),
+                    a.get_action(),
+                    a.get_env(),
+                    a.get_default_values(),
+                    a.get_value_parser().type_id(),
+                ));
+            }
+            for sub in command.get_subcommands() {
+                rules(sub, &format!("{path} {}", sub.get_name()), out);
+            }
+        }
+        let (mut lean, mut whole) = (Vec::new(), Vec::new());
+        rules(&parsing_command(), "lockrun", &mut lean);
+        rules(&command(), "lockrun", &mut whole);
+        assert_eq!(lean, whole);
+        for line in [
+            &["lockrun", "elect", "k", "--", "true"][..],
+            &["lockrun", "--backend", "local", "elect", "k", "--", "true"],
+            &["lockrun", "--backend", "nope", "elect", "k", "--", "true"],
+            &["lockrun", "explain", "elect", "k"],
+            &["lockrun", "elect", "k"],
+            &["lockrun", "semaphore", "--limit", "2", "p", "--", "true"],
+        ] {
+            assert_eq!(
+                parsing_command().try_get_matches_from(line).is_ok(),
+                command().try_get_matches_from(line).is_ok(),
+                "{line:?}"
+            );
+        }
     }
 
     /// Every text of the command line as documented: each command's about,

@@ -41,24 +41,33 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         logging::fatal(None, &line);
         ExitCode::from(Exit::Usage)
     };
-    let mut command = crate::cli::command();
-    let unset = crate::backend::BACKENDS
-        .iter()
-        .flat_map(|b| b.empty_is_unset.iter());
-    for (name, id) in unset {
-        // A build without the backend has no such flag to unset.
-        let defined = command.get_arguments().any(|arg| arg.get_id() == *id);
-        if defined && set_empty(name) {
-            command = command.mut_arg(*id, |arg| arg.env(None::<&str>));
+    let unset_empty = |mut command: clap::Command| {
+        let unset = crate::backend::BACKENDS
+            .iter()
+            .flat_map(|b| b.empty_is_unset.iter());
+        for (name, id) in unset {
+            // A build without the backend has no such flag to unset.
+            let defined = command.get_arguments().any(|arg| arg.get_id() == *id);
+            if defined && set_empty(name) {
+                command = command.mut_arg(*id, |arg| arg.env(None::<&str>));
+            }
         }
-    }
+        command
+    };
     if let Some(line) = crate::cli::unknown_backend(&args, std::env::var_os("LOCKRUN_BACKEND")) {
         logging::fatal(None, &line);
         return ExitCode::from(Exit::Usage);
     }
-    let backend = crate::cli::backend_named(&args, std::env::var_os("LOCKRUN_BACKEND"));
-    let command = crate::cli::short_help_for(command, backend);
-    let matches = match command.try_get_matches_from(&args) {
+    // A line the lean command accepts is the run's; help, the version and
+    // every refusal come from the whole command, parsed again.
+    let parsed = unset_empty(crate::cli::parsing_command())
+        .try_get_matches_from(&args)
+        .or_else(|_| {
+            let backend = crate::cli::backend_named(&args, std::env::var_os("LOCKRUN_BACKEND"));
+            crate::cli::short_help_for(unset_empty(crate::cli::command()), backend)
+                .try_get_matches_from(&args)
+        });
+    let matches = match parsed {
         Ok(matches) => matches,
         Err(e) => match (empty, e.kind()) {
             (Some(line), kind)
