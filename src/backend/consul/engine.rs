@@ -313,11 +313,14 @@ impl Claim for ConsulClaim {
     }
 
     /// A blocking read on the note's key, as `consul lock` waits on its
-    /// key: one request a minute while nobody asks.
+    /// key: one request a minute while nobody asks. On the watch's
+    /// connections (see [`Client::for_watch`]): on the shared pool it took
+    /// the one connection the release would have found warm, and the
+    /// release connected anew at the handover (`strace`).
     fn asked(&self) -> Option<crate::backend::Asked> {
         let session = self.held().session.to_string();
         let key = super::inspect::note_key(self.target.name(), &session);
-        let client = self.client.clone();
+        let client = self.client.for_watch();
         Some(Box::pin(async move {
             let mut index = super::blocking::QueryIndex::NONE;
             loop {

@@ -89,6 +89,11 @@ pub struct Read {
     /// filtered (Consul says so since 1.11) is refused as forbidden, since
     /// the entries left out may be holders.
     pub whole: bool,
+    /// An empty recursive read is taken as it comes, without the plain
+    /// read that tells "nothing there" from "nothing we may see": for a
+    /// reader to whom hidden entries cost only a step it would have saved
+    /// (a hand-off not made).
+    pub empty_is_enough: bool,
 }
 
 impl Read {
@@ -176,7 +181,7 @@ impl Client {
                 body: "X-Consul-Results-Filtered-By-ACLs: true".into(),
             });
         }
-        if recurse && pairs.is_empty() {
+        if recurse && pairs.is_empty() && !read.empty_is_enough {
             self.check_readable(key, &op).await?;
         }
         Ok((pairs, index))

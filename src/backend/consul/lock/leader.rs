@@ -505,7 +505,13 @@ async fn hand_over(
     session: &SessionId,
     dot: bool,
 ) -> Result<bool, ConsulError> {
-    let (pairs, _) = client.kv_list(&queue::of_key(key), Read::now()).await?;
+    // An empty queue, or one the token may not read, is no hand-off: the
+    // release then goes as without a queue, one round trip sooner.
+    let read = Read {
+        empty_is_enough: true,
+        ..Read::now()
+    };
+    let (pairs, _) = client.kv_list(&queue::of_key(key), read).await?;
     // Only a head that said it waits on the key: one that stopped or died
     // before it became the head, or an older lockrun's, is left to the
     // waiters behind it (see [`queue`]).

@@ -240,6 +240,7 @@ impl Waiter {
                 wait: Some(next_wait(self.patience)?),
                 consistent: self.consistent,
                 whole: false,
+                empty_is_enough: false,
             }
         } else if self.block && matches!(self.patience, Wait::Once) {
             return None;

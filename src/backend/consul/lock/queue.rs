@@ -541,6 +541,7 @@ async fn changed(client: &Client, entry: &KvPair, wait: Duration) -> Result<bool
         wait: Some(wait),
         consistent: false,
         whole: false,
+        empty_is_enough: false,
     };
     let (now, _) = client.kv_get(&entry.key, read).await?;
     Ok(now.is_none_or(|p| p.modify_index != entry.modify_index || p.holder().is_none()))

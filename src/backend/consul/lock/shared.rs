@@ -235,6 +235,7 @@ pub async fn changed(
         wait: Some(wait),
         consistent: false,
         whole: false,
+        empty_is_enough: false,
     };
     client.kv_list(&record_key(key), read).await?;
     Ok(true)
