@@ -704,6 +704,22 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
         };
         let target = self.target.name();
         Ok(match waited {
+            // A grant read after the lease ran out (lockrun stopped or
+            // starved while the engine granted it; a PostgreSQL waiter
+            // queued in the server, stopped past its TTL, finds the answer
+            // waiting): the engine may have ended the session since, and
+            // another may hold. Nothing runs on it; a new round starts.
+            Waited::Acquired(Ok((Acquisition::Held(claim), false)))
+                if countdown.as_ref().is_some_and(Countdown::ran_out) =>
+            {
+                tracing::warn!(
+                    target: EVENT,
+                    lock = self.target.name(),
+                    "granted after the lease ran out while waiting; starting over"
+                );
+                drop(claim);
+                Step::Over(Outcome::Retry)
+            }
             Waited::Acquired(Ok((Acquisition::Held(claim), in_guard))) => {
                 tracing::info!(
                     target: EVENT,

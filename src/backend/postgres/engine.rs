@@ -403,6 +403,10 @@ impl Postgres {
                         queue = true;
                         None
                     }
+                    waiters::Tried::Cancelled => {
+                        keep_turn = r.repair(client, ids[0].0, &channel, turn.filter(|_| keep_turn)).await?;
+                        continue;
+                    }
                 },
                 _ => Self::try_ids(conn, &ids, false).await?,
             };
@@ -486,7 +490,7 @@ impl Postgres {
                         }
                         waiters::Queued::NotYet { maybe_held } => {
                             if maybe_held {
-                                Self::let_go_if_held(conn, ids[0].0, &channel).await?;
+                                keep_turn = r.repair(client, ids[0].0, &channel, kept).await?;
                             }
                             continue;
                         }
@@ -517,23 +521,6 @@ impl Postgres {
                 .map_err(|e| PgError::from_client("listening for releases", e))?;
         }
         Ok(Some((got, channel, None)))
-    }
-
-    /// Lets lock `id` go if our session holds it: a queued wait cut short
-    /// just after its grant leaves it held, and nobody runs under it. Its
-    /// waiters are told, as by a release.
-    async fn let_go_if_held(conn: &Conn, id: i64, channel: &str) -> Result<(), PgError> {
-        let statement = format!(
-            "select pg_advisory_unlock({id}), pg_notify('{channel}', '') from pg_locks \
-             where locktype = 'advisory' and objsubid = 1 and granted and pid = pg_backend_pid() \
-             and ((classid::bigint << 32) | objid::bigint) = {id} \
-             and database = (select oid from pg_database where datname = current_database())"
-        );
-        conn.client
-            .simple_query(&statement)
-            .await
-            .map_err(|e| PgError::from_client("letting go of a lock granted to a cut wait", e))?;
-        Ok(())
     }
 
     /// Takes the turnstile `turn` exclusive without waiting: whether we

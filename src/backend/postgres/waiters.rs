@@ -51,8 +51,11 @@ const OTHERS_SQL: &str = "from pg_locks l where l.locktype = 'advisory' and l.ob
 
 /// Cancels the queued waits (not granted, in the server's queue for lock
 /// `$1`) of the sessions that show a priority lower than `$4` on wait key
-/// `$3`, where our role may cancel them (a member of theirs, or of
-/// `pg_signal_backend`; a superuser's only when we are one): their count.
+/// `$3`, where our role may cancel them as `pg_cancel_backend` checks it
+/// (we have the privileges of their role, or of `pg_signal_backend`, by
+/// inheritance; a superuser's only when we are one: `USAGE` in
+/// `pg_has_role`, not mere membership, which a NOINHERIT role has): their
+/// count. Any other would fail the whole statement.
 const CANCEL_LOWER_SQL: &str = "cardinality(array(select pg_cancel_backend(b.pid) from pg_locks b \
      join pg_stat_activity a on a.pid = b.pid \
      where b.locktype = 'advisory' and b.objsubid = 1 and not b.granted and b.pid <> pg_backend_pid() \
@@ -60,7 +63,7 @@ const CANCEL_LOWER_SQL: &str = "cardinality(array(select pg_cancel_backend(b.pid
      and b.database = (select oid from pg_database where datname = current_database()) \
      and b.pid in (select l.pid from pg_locks l where l.locktype = 'advisory' and l.objsubid = 2 and l.granted \
        and l.classid::bigint = ($3::int::bigint & 4294967295) and l.objid::bigint < $4::int) \
-     and (pg_has_role(a.usesysid, 'MEMBER') or pg_has_role('pg_signal_backend', 'MEMBER')) \
+     and (pg_has_role(a.usesysid, 'USAGE') or pg_has_role('pg_signal_backend', 'USAGE')) \
      and (not coalesce((select rolsuper from pg_roles where oid = a.usesysid), true) \
        or (select rolsuper from pg_roles where rolname = current_user))))";
 
@@ -118,6 +121,9 @@ pub enum Tried {
     /// Held by another (or queued for), and nobody to defer to: wait in
     /// the server's queue ([`Ranked::queue`]).
     Queue,
+    /// The statement was cancelled, perhaps after it got the lock: for
+    /// [`Ranked::repair`], then rank again.
+    Cancelled,
 }
 
 /// What one wait in the server's queue came to.
@@ -168,8 +174,10 @@ impl Ranked {
             0 => "0",
             _ => CANCEL_LOWER_SQL,
         };
+        // The cancel comes first in the row, before the try: a statement
+        // that fails in it has taken nothing.
         let ranked_sql = format!(
-                "{note} select pg_backend_pid(), \
+                "{note} select pg_backend_pid(), {cancel}, \
                  array(select l.objid::bigint {OTHERS_SQL}), \
                  exists (select from pg_locks where locktype = 'advisory' and objsubid = 1 and granted \
                    and ((classid::bigint << 32) | objid::bigint) = $1::bigint \
@@ -184,8 +192,7 @@ impl Ranked {
                    when not pg_try_advisory_lock($1::bigint) then '' \
                    when pg_advisory_unlock_shared($3::int, $4::int) is not null \
                      and ($7::bool is false or pg_advisory_unlock($6::bigint) is not null) \
-                   then pg_current_xact_id()::text end, \
-                 {cancel}"
+                   then pg_current_xact_id()::text end"
             );
         // The queued wait: the same checks as the try, then the server's
         // own wait under a lock_timeout of its own ($5, ms, local to the
@@ -315,17 +322,27 @@ impl Ranked {
                     &turn.is_some(),
                 ],
             )
-            .await
-            .map_err(|e| PgError::from_client("taking the lock", e))?;
+            .await;
+        let row = match row {
+            Ok(row) => row,
+            // Cancelled (a higher waiter's cancel meant for our queued wait
+            // that came late, an operator): the try may have got the lock
+            // and let our pairs go before the cancel ended the statement.
+            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::QUERY_CANCELED) => {
+                tracing::debug!("the ranked try was cancelled: {e}; ranking again");
+                return Ok(Tried::Cancelled);
+            }
+            Err(e) => return Err(PgError::from_client("taking the lock", e)),
+        };
         let pid: i32 = row.get(0);
         if pid != backend_pid {
             return Err(PgError::Pooler {
                 why: format!("our statements moved from server process {backend_pid} to {pid}"),
             });
         }
-        let others: Vec<i64> = row.get(1);
-        let held: bool = row.get(2);
-        match row.get::<_, Option<String>>(3).as_deref() {
+        let others: Vec<i64> = row.get(2);
+        let held: bool = row.get(3);
+        match row.get::<_, Option<String>>(4).as_deref() {
             Some("") => {}
             Some(xid) => {
                 return xid.parse().map(Tried::Got).map_err(|_| PgError::Server {
@@ -357,6 +374,50 @@ impl Ranked {
                 Tried::Busy { until }
             }
         })
+    }
+
+    /// After a wait or a try cut short, perhaps just after the grant and
+    /// the release of our pairs in the same statement: lets lock `id` go
+    /// if our session holds it (its waiters told on `channel`, as by a
+    /// release: nobody runs under it), and shows our priority again, and
+    /// takes the turnstile `turn` (kept) again, where the statement let
+    /// them go. Whether we hold the turnstile after it. One round trip;
+    /// every value is ours.
+    pub async fn repair(
+        &self,
+        client: &Client,
+        id: i64,
+        channel: &str,
+        turn: Option<i64>,
+    ) -> Result<bool, PgError> {
+        let db = "database = (select oid from pg_database where datname = current_database())";
+        let (wait_key, level) = (self.wait_key, self.level);
+        let mut sql = format!(
+            "select pg_advisory_unlock({id}), pg_notify('{channel}', '') from pg_locks \
+             where locktype = 'advisory' and objsubid = 1 and granted and pid = pg_backend_pid() \
+             and ((classid::bigint << 32) | objid::bigint) = {id} and {db}; \
+             select pg_try_advisory_lock_shared({wait_key}, {level}) where not exists (select from pg_locks \
+             where locktype = 'advisory' and objsubid = 2 and granted and pid = pg_backend_pid() \
+             and classid::bigint = ({wait_key}::bigint & 4294967295) \
+             and objid::bigint = ({level}::bigint & 4294967295) and {db})"
+        );
+        if let Some(turn) = turn {
+            sql.push_str(&format!(
+                "; select exists (select from pg_locks where locktype = 'advisory' and objsubid = 1 \
+                 and granted and pid = pg_backend_pid() \
+                 and ((classid::bigint << 32) | objid::bigint) = {turn} and {db}) \
+                 or pg_try_advisory_lock({turn})"
+            ));
+        }
+        let messages = client
+            .simple_query(&sql)
+            .await
+            .map_err(|e| PgError::from_client("letting go of a lock granted to a cut wait", e))?;
+        let last = messages.iter().rev().find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(|v| v == "t"),
+            _ => None,
+        });
+        Ok(turn.is_some() && last == Some(true))
     }
 
     /// Lets our priority lock go (we gave up waiting).

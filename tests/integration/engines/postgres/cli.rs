@@ -713,3 +713,82 @@ fn a_waiter_killed_in_the_servers_queue_holds_up_nobody() {
         "the killed waiter's command ran"
     );
 }
+
+/// `--priority` across roles: a higher waiter cancels a lower one's wait in
+/// the server's queue only where PostgreSQL lets it, as `pg_cancel_backend`
+/// checks (the lower role's privileges, inherited; a NOINHERIT member has
+/// none). One that may not waits behind it, as documented: it neither
+/// fails (it exited 125 on the refused cancel, when membership was taken
+/// for the right) nor runs beside it.
+#[test]
+fn a_higher_waiter_that_may_not_cancel_a_lower_one_waits_behind_it() {
+    let place = Place::postgres("noinherit");
+    let key = place.key("job");
+    let id = lock_id(&key);
+    psql_ok(
+        "do $$ begin \
+         if not exists (select from pg_roles where rolname = 'lr_low') then create role lr_low login; end if; \
+         if not exists (select from pg_roles where rolname = 'lr_high') then \
+           create role lr_high login noinherit in role lr_low; end if; end $$",
+    );
+    let work = scratch();
+    let holder = place.hold(work.path(), "", &["elect", &key]);
+    let port = pg_support::postgres().port;
+    let waiter = |role: &str, priority: &str| {
+        let url = format!("postgres://{role}@127.0.0.1:{port}/postgres");
+        let line = format!(
+            "echo \"start {role} $(date +%s%N)\" >> {log}; sleep 0.2; echo \"end {role} $(date +%s%N)\" >> {log}",
+            log = work.path().join("log").display()
+        );
+        Running::spawn(bare(["--backend", "postgres", "--dsn", &url]).args([
+            "elect",
+            "--priority",
+            priority,
+            &key,
+            "--",
+            "sh",
+            "-c",
+            &line,
+        ]))
+    };
+    let queued = || {
+        psql_ok(&format!(
+            "select count(*) from pg_locks where locktype = 'advisory' and objsubid = 1 \
+             and not granted and ((classid::bigint << 32) | objid::bigint) = {id}"
+        ))
+    };
+    let low = waiter("lr_low", "1");
+    assert!(
+        wait_until(deadline(), || queued() == "1"),
+        "the low waiter never queued"
+    );
+    let high = waiter("lr_high", "5");
+    // The high waiter made its ranked try, the statement that cancels the
+    // lower waiters it may, could not cancel the low one, and queued
+    // behind it.
+    assert!(
+        wait_until(deadline(), || queued() == "2"),
+        "the high waiter never queued"
+    );
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the holder");
+    place.status(&low.finish(), 0, "the low waiter");
+    place.status(
+        &high.finish(),
+        0,
+        "the high waiter that could not cancel it",
+    );
+    let log = std::fs::read_to_string(work.path().join("log")).unwrap();
+    let lines: Vec<Vec<&str>> = log.lines().map(|l| l.split(' ').collect()).collect();
+    let order: Vec<(&str, &str)> = lines.iter().map(|l| (l[0], l[1])).collect();
+    assert_eq!(
+        order,
+        [
+            ("start", "lr_low"),
+            ("end", "lr_low"),
+            ("start", "lr_high"),
+            ("end", "lr_high")
+        ],
+        "{log}"
+    );
+}
