@@ -95,7 +95,7 @@ impl Lease for ConsulSession {
         let tried = self.tried.borrow_mut().take();
         if let Some(tried) = tried {
             if !tried.released.get() {
-                release(&self.client, &tried.target, &self.id, &tried.value, None, false, None).await;
+                release(&self.client, &tried.target, &self.id, &tried.value, None, false).await;
             }
         }
         if let Err(e) = self.client.session_destroy(&self.id).await {
@@ -111,12 +111,11 @@ async fn release(
     value: &[u8],
     modify_index: Option<u64>,
     dot: bool,
-    queue: Option<Vec<crate::backend::consul::KvPair>>,
 ) -> bool {
     let released = match target {
         Target::Lock { key, shared: true } => shared::release(client, key, session).await,
         Target::Lock { key, .. } => {
-            leader::release(client, key, session, value, modify_index, dot, queue).await
+            leader::release(client, key, session, value, modify_index, dot).await
         }
         Target::Slot { prefix, .. } => semaphore::release(client, prefix, session).await,
     };
@@ -369,13 +368,9 @@ impl Claim for ConsulClaim {
     /// Releases the key (deleting it with check-and-set when it is still as
     /// we last saw it, as `consul lock` leaves it) or our slot.
     async fn release(self) -> Result<(), AcquireError> {
-        let (modify_index, dot, queue) = match &self.kind {
-            Kind::Lock(h) => (
-                Some(h.modify_index),
-                h.dot,
-                h.queue.lock().unwrap_or_else(|p| p.into_inner()).clone(),
-            ),
-            Kind::Reader(_) | Kind::Slot(_) => (None, false, None),
+        let (modify_index, dot) = match &self.kind {
+            Kind::Lock(h) => (Some(h.modify_index), h.dot),
+            Kind::Reader(_) | Kind::Slot(_) => (None, false),
         };
         let session = self.held().session.clone();
         let done = release(
@@ -385,7 +380,6 @@ impl Claim for ConsulClaim {
             &self.value,
             modify_index,
             dot,
-            queue,
         )
         .await;
         self.released.set(done);

@@ -1,8 +1,6 @@
 //! The leader lock: one key, held with `?acquire=` by one session at a time,
 //! flagged with the Go API's `LockFlagValue` so `consul lock` recognises it.
 
-use std::sync::{Arc, Mutex};
-
 use crate::backend::consul::blocking::QueryIndex;
 use crate::backend::consul::kv::Read;
 use crate::backend::consul::txn::{Refusal, Txn, TxnOp};
@@ -26,56 +24,6 @@ pub struct Holding {
     /// as far as we know: the release deletes it with `KEY`.
     pub dot: bool,
     index: QueryIndex,
-    /// lockrun's queue for the key as last seen while we hold (see
-    /// [`follow_queue`]): what the release hands the lock over by, without
-    /// a listing of its own on the handover's path. `None` until the first
-    /// answer, and after a failed read.
-    pub queue: Arc<Mutex<Option<Vec<KvPair>>>>,
-}
-
-/// How long one read of the queue's blocking listing waits for a change.
-/// Shorter than the lock's watch: when we exit with nobody queued (no
-/// write of the release touches the queue) the agent keeps the abandoned
-/// read open until its wait ends.
-const QUEUE_FOLLOW_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
-
-/// Keeps `live` the queue under `prefix` as the agent last answered it, a
-/// blocking listing after another, for as long as we hold. A failed read
-/// forgets what was seen (the release then lists the queue itself) and is
-/// tried again a second later.
-async fn follow_queue(
-    client: Client,
-    prefix: String,
-    live: Arc<Mutex<Option<Vec<KvPair>>>>,
-) -> std::convert::Infallible {
-    let mut index = QueryIndex::NONE;
-    loop {
-        let read = Read {
-            index,
-            wait: (index != QueryIndex::NONE).then_some(QUEUE_FOLLOW_WAIT),
-            empty_is_enough: true,
-            ..Read::now()
-        };
-        let sent = Instant::now();
-        match client.kv_list(&prefix, read).await {
-            Ok((pairs, returned)) => {
-                *live.lock().unwrap_or_else(|p| p.into_inner()) = Some(pairs);
-                let next = index.after(returned);
-                // An answer at once with nothing new (an index that did not
-                // move) is not waited on again at once.
-                if next == index && sent.elapsed() < std::time::Duration::from_millis(10) {
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                }
-                index = next;
-            }
-            Err(e) => {
-                tracing::debug!("following the queue under `{prefix}`: {e}");
-                *live.lock().unwrap_or_else(|p| p.into_inner()) = None;
-                index = QueryIndex::NONE;
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-            }
-        }
-    }
 }
 
 pub(super) fn check_flags(key: &str, pair: &KvPair) -> Result<(), AcquireError> {
@@ -417,7 +365,6 @@ fn holding(key: &str, session: &SessionId, pair: &KvPair, index: QueryIndex, dot
         modify_index: pair.modify_index,
         dot,
         index,
-        queue: Arc::new(Mutex::new(None)),
     }
 }
 
@@ -426,18 +373,6 @@ impl Holding {
     /// retried for as long as it takes: the lease, not this watch, decides
     /// when silence means loss.
     pub async fn watch(&mut self, client: &Client) -> Lost {
-        let follow = follow_queue(
-            client.clone(),
-            queue::of_key(&self.held.key),
-            self.queue.clone(),
-        );
-        tokio::select! {
-            lost = self.watch_key(client) => lost,
-            never = follow => match never {},
-        }
-    }
-
-    async fn watch_key(&mut self, client: &Client) -> Lost {
         let key = self.held.key.clone();
         let mut waiter = Waiter::watching(self.index);
         loop {
@@ -503,11 +438,10 @@ pub async fn release(
     value: &[u8],
     modify_index: Option<u64>,
     dot: bool,
-    queue: Option<Vec<KvPair>>,
 ) -> Result<(), ConsulError> {
     let record = shared::record_key(key);
     if modify_index.is_some() {
-        match hand_over(client, key, session, dot, queue).await {
+        match hand_over(client, key, session, dot).await {
             Ok(true) => return Ok(()),
             Ok(false) => {}
             Err(e) => tracing::debug!(key, "could not hand the lock over: {e}"),
@@ -565,59 +499,24 @@ pub async fn release(
 /// A head that was killed while it waited on the key is handed a lock
 /// nobody runs, until its session lapses (2×TTL after its last renewal, at most) and
 /// its lock-delay passes: the waiter behind it takes it then.
-///
-/// `seen` is the queue as the holder's watch last saw it ([`follow_queue`]):
-/// used as it is, without a listing on the handover's path, and listed
-/// anew only when the transaction it led to is refused (the head it named
-/// left meanwhile). Where it shows no head that is ready, nothing is
-/// handed over: a head that became ready since learns of the release by
-/// its own blocking read, as without a queue.
 async fn hand_over(
     client: &Client,
     key: &str,
     session: &SessionId,
     dot: bool,
-    seen: Option<Vec<KvPair>>,
 ) -> Result<bool, ConsulError> {
-    let listed = seen.is_none();
-    let pairs = match seen {
-        Some(pairs) => pairs,
-        None => list_queue(client, key).await?,
-    };
-    match hand_over_to(client, key, session, dot, &pairs).await? {
-        Some(false) if !listed => {
-            let pairs = list_queue(client, key).await?;
-            Ok(hand_over_to(client, key, session, dot, &pairs).await? == Some(true))
-        }
-        handed => Ok(handed == Some(true)),
-    }
-}
-
-/// lockrun's queue for `key` now. An empty queue, or one the token may not
-/// read, is no hand-off: the release then goes as without a queue, one
-/// round trip sooner.
-async fn list_queue(client: &Client, key: &str) -> Result<Vec<KvPair>, ConsulError> {
+    // An empty queue, or one the token may not read, is no hand-off: the
+    // release then goes as without a queue, one round trip sooner.
     let read = Read {
         empty_is_enough: true,
         ..Read::now()
     };
-    Ok(client.kv_list(&queue::of_key(key), read).await?.0)
-}
-
-/// The hand-off's transaction to the head of `pairs`, if it said it is
-/// ready: whether Consul applied it; `None` with no such head.
-async fn hand_over_to(
-    client: &Client,
-    key: &str,
-    session: &SessionId,
-    dot: bool,
-    pairs: &[KvPair],
-) -> Result<Option<bool>, ConsulError> {
+    let (pairs, _) = client.kv_list(&queue::of_key(key), read).await?;
     // Only a head that said it waits on the key: one that stopped or died
     // before it became the head, or an older lockrun's, is left to the
     // waiters behind it (see [`queue`]).
-    let Some(head) = queue::head(pairs, session).filter(|h| queue::is_ready(h)) else {
-        return Ok(None);
+    let Some(head) = queue::head(&pairs, session).filter(|h| queue::is_ready(h)) else {
+        return Ok(false);
     };
     let next = SessionId::new(head.holder().unwrap_or_default());
     let value = queue::value_of(head).unwrap_or_default();
@@ -658,11 +557,11 @@ async fn hand_over_to(
     match client.txn(&ops).await? {
         Txn::Applied(_) => {
             tracing::debug!(key, to = %next, "handed the lock over");
-            Ok(Some(true))
+            Ok(true)
         }
         Txn::Refused(refusals) => {
             tracing::debug!(key, to = %next, "could not hand the lock over: {}", refusals[0].what);
-            Ok(Some(false))
+            Ok(false)
         }
     }
 }
