@@ -453,6 +453,12 @@ impl Postgres {
                                 fence = Some(xid);
                                 Some(ids[0])
                             }
+                            // Perhaps after the grant: let go of it, so
+                            // that the holder named is not our session.
+                            waiters::Tried::Cancelled => {
+                                keep_turn = r.repair(client, ids[0].0, &channel, turn.filter(|_| keep_turn)).await?;
+                                None
+                            }
                             _ => None,
                         },
                         _ => Self::try_ids(conn, &ids, false).await?,

@@ -403,16 +403,30 @@ impl Ranked {
         );
         if let Some(turn) = turn {
             sql.push_str(&format!(
-                "; select exists (select from pg_locks where locktype = 'advisory' and objsubid = 1 \
+                "; select case when exists (select from pg_locks where locktype = 'advisory' and objsubid = 1 \
                  and granted and pid = pg_backend_pid() \
                  and ((classid::bigint << 32) | objid::bigint) = {turn} and {db}) \
-                 or pg_try_advisory_lock({turn})"
+                 then true else pg_try_advisory_lock({turn}) end"
             ));
         }
-        let messages = client
-            .simple_query(&sql)
-            .await
-            .map_err(|e| PgError::from_client("letting go of a lock granted to a cut wait", e))?;
+        // Each statement acts only as what we hold says, so it is tried
+        // again when a late cancel (a higher waiter's, meant for our wait
+        // that ended) lands on it.
+        let mut tries = 0;
+        let messages = loop {
+            match client.simple_query(&sql).await {
+                Ok(messages) => break messages,
+                Err(e)
+                    if tries < 3
+                        && e.code() == Some(&tokio_postgres::error::SqlState::QUERY_CANCELED) =>
+                {
+                    tries += 1;
+                }
+                Err(e) => {
+                    return Err(PgError::from_client("letting go of a lock granted to a cut wait", e))
+                }
+            }
+        };
         let last = messages.iter().rev().find_map(|m| match m {
             tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(|v| v == "t"),
             _ => None,
