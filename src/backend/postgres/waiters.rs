@@ -67,6 +67,15 @@ const CANCEL_LOWER_SQL: &str = "cardinality(array(select pg_cancel_backend(b.pid
      and (not coalesce((select rolsuper from pg_roles where oid = a.usesysid), true) \
        or (select rolsuper from pg_roles where rolname = current_user))))";
 
+/// Whether a try or a wait must not go on, on server process `$2` for lock
+/// `$1`: the statement ran elsewhere (a pooler moved us), or our server
+/// process holds the lock already, which this run never took (advisory
+/// locks are re-entrant: another client sharing it would be told yes).
+const NOT_OURS_SQL: &str = "pg_backend_pid() <> $2::int or exists (select from pg_locks \
+     where locktype = 'advisory' and objsubid = 1 and granted and pid = pg_backend_pid() \
+     and ((classid::bigint << 32) | objid::bigint) = $1::bigint \
+     and database = (select oid from pg_database where datname = current_database()))";
+
 const WAIT_OPEN: &str = "/* lockrun-wait ";
 
 /// How long one wait in the server's queue may last: a sixteenth of the
@@ -182,12 +191,7 @@ impl Ranked {
                  exists (select from pg_locks where locktype = 'advisory' and objsubid = 1 and granted \
                    and ((classid::bigint << 32) | objid::bigint) = $1::bigint \
                    and database = (select oid from pg_database where datname = current_database())), \
-                 case when pg_backend_pid() <> $2::int or exists (select from pg_locks \
-                     where locktype = 'advisory' and objsubid = 1 and granted \
-                     and pid = pg_backend_pid() \
-                     and ((classid::bigint << 32) | objid::bigint) = $1::bigint \
-                     and database = (select oid from pg_database where datname = current_database())) \
-                   then null \
+                 case when {NOT_OURS_SQL} then null \
                    when not $5::bool and exists (select {OTHERS_SQL} and l.objid::bigint > $4::int) then '' \
                    when not pg_try_advisory_lock($1::bigint) then '' \
                    when pg_advisory_unlock_shared($3::int, $4::int) is not null \
@@ -201,12 +205,7 @@ impl Ranked {
         // fence taken.
         let queue_sql = format!(
             "{note} select pg_backend_pid(), \
-             case when pg_backend_pid() <> $2::int or exists (select from pg_locks \
-                 where locktype = 'advisory' and objsubid = 1 and granted \
-                 and pid = pg_backend_pid() \
-                 and ((classid::bigint << 32) | objid::bigint) = $1::bigint \
-                 and database = (select oid from pg_database where datname = current_database())) \
-               then null \
+             case when {NOT_OURS_SQL} then null \
                when exists (select {OTHERS_SQL} and l.objid::bigint > $4::int) then '' \
                else (select pg_current_xact_id()::text from \
                  (select pg_advisory_unlock_shared($3::int, $4::int), \
