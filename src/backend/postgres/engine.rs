@@ -340,11 +340,14 @@ impl Postgres {
         Ok(())
     }
 
-    /// Tries `pg_try_advisory_lock` on `conn`, again on each release's
+    /// Tries `pg_try_advisory_lock` on `conn`; then a writer with nobody to
+    /// defer to waits in the server's queue, a round at a time (see
+    /// [`waiters`]), and every other waiter tries again on each release's
     /// NOTIFY and at most `POLL_MAX` apart: the id and slot taken, the
-    /// channel, and the fence when the ranked try took it with the lock; or
-    /// `None` when the patience ran out. Dropping the future may leave a
-    /// lock granted on `conn`; closing it frees it.
+    /// channel, and the fence when the ranked try or the queued wait took
+    /// it with the lock; or `None` when the patience ran out. Dropping the
+    /// future may leave a lock granted on `conn`; closing it frees it (a
+    /// queued wait dropped mid-statement shuts the socket).
     async fn wait_on(
         &self,
         conn: &Conn,
