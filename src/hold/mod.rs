@@ -714,7 +714,7 @@ impl<E: Engine, G: Launch> Round<'_, E, G> {
             {
                 tracing::warn!(
                     target: EVENT,
-                    lock = self.target.name(),
+                    lock = target,
                     "granted after the lease ran out while waiting; starting over"
                 );
                 drop(claim);

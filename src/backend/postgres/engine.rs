@@ -478,11 +478,11 @@ impl Postgres {
                 }
                 return Ok(None);
             }
-            let round = match wait {
-                Wait::Until(at) => queue_round.min(at.saturating_duration_since(Instant::now())),
-                _ => queue_round,
-            };
             if let (true, Some(r)) = (std::mem::take(&mut queue), ranked.as_mut()) {
+                let round = match wait {
+                    Wait::Until(at) => queue_round.min(at.saturating_duration_since(Instant::now())),
+                    _ => queue_round,
+                };
                 if round >= QUEUE_ROUND_MIN {
                     let kept = turn.filter(|_| keep_turn);
                     // Given up meanwhile (a signal, the lease lost): the
@@ -638,23 +638,12 @@ impl Postgres {
                 .map_err(|e| PgError::from_client("taking the lock", e))?;
             let pid: i32 = row.get(0);
             if pid != conn.backend_pid {
-                return Err(PgError::Pooler {
-                    why: format!(
-                        "our statements moved from server process {} to {pid}",
-                        conn.backend_pid
-                    ),
-                });
+                return Err(PgError::moved(conn.backend_pid, pid));
             }
             match row.get::<_, Option<bool>>(1) {
                 Some(true) => return Ok(Some((id, slot))),
                 Some(false) => {}
-                None => {
-                    return Err(PgError::Pooler {
-                        why: format!(
-                            "our server process {pid} already held lock {id}, which this run never took: another client shares it"
-                        ),
-                    })
-                }
+                None => return Err(PgError::shared_process(pid, id)),
             }
         }
         Ok(None)
@@ -788,15 +777,9 @@ impl Lease for PgLease {
                     _ => None,
                 });
                 match pid {
-                    Some(pid) if pid != conn.backend_pid => Renewal::Gone(
-                        PgError::Pooler {
-                            why: format!(
-                                "our statements moved from server process {} to {pid}",
-                                conn.backend_pid
-                            ),
-                        }
-                        .to_string(),
-                    ),
+                    Some(pid) if pid != conn.backend_pid => {
+                        Renewal::Gone(PgError::moved(conn.backend_pid, pid).to_string())
+                    }
                     _ => Renewal::Confirmed { ttl: None },
                 }
             }

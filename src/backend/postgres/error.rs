@@ -44,6 +44,24 @@ pub enum PgError {
 }
 
 impl PgError {
+    /// Our statements reached server process `to`, not `from`, the one our
+    /// hold is on: a pooler between us and the server.
+    pub(super) fn moved(from: i32, to: i32) -> PgError {
+        PgError::Pooler {
+            why: format!("our statements moved from server process {from} to {to}"),
+        }
+    }
+
+    /// Server process `pid` held lock `id` before this run took it: advisory
+    /// locks are re-entrant, and another client shares the process.
+    pub(super) fn shared_process(pid: i32, id: i64) -> PgError {
+        PgError::Pooler {
+            why: format!(
+                "our server process {pid} already held lock {id}, which this run never took: another client shares it"
+            ),
+        }
+    }
+
     /// Classifies a client error for `what` (`taking the lock`, say).
     pub fn from_client(what: &str, e: tokio_postgres::Error) -> PgError {
         if let Some(db) = e.as_db_error() {

@@ -146,6 +146,24 @@ pub enum Queued {
     NotYet { maybe_held: bool },
 }
 
+/// What a ranked try's or a queued wait's row says of lock `id`, asked on
+/// our server process `backend_pid`: the statement ran on process `pid`,
+/// and `result` is the fence when the lock was taken, `''` when it was
+/// not, null when the process already held it (see `NOT_OURS_SQL`).
+fn taken(pid: i32, backend_pid: i32, id: i64, result: Option<String>) -> Result<Option<u64>, PgError> {
+    if pid != backend_pid {
+        return Err(PgError::moved(backend_pid, pid));
+    }
+    match result.as_deref() {
+        Some("") => Ok(None),
+        Some(xid) => xid.parse().map(Some).map_err(|_| PgError::Server {
+            what: "reading the fencing number".into(),
+            message: "not a number".into(),
+        }),
+        None => Err(PgError::shared_process(pid, id)),
+    }
+}
+
 /// A writer waiting ranked, on one connection.
 pub struct Ranked {
     note: String,
@@ -256,12 +274,10 @@ impl Ranked {
         let row = match row {
             Ok(row) => row,
             // The round ran out (lock_timeout), or a higher waiter (or an
-            // operator, or a statement_timeout) cancelled the wait: not
-            // granted, or granted just before, which the caller checks.
-            // A cancel that comes after the grant still ends the statement,
-            // and a lock timeout may too (PostgreSQL reports a timeout that
-            // fired as the lock was granted): the caller checks. A deadlock
-            // a client of psql's made ends our wait, not us.
+            // operator, or a statement_timeout) cancelled the wait. Either
+            // may come just after the grant (PostgreSQL reports a timeout
+            // that fired as the lock was granted), which the caller checks.
+            // A deadlock a client of psql's made ends our wait, not us.
             Err(e)
                 if e.code().is_some_and(|c| {
                     use tokio_postgres::error::SqlState;
@@ -274,24 +290,10 @@ impl Ranked {
             }
             Err(e) => return Err(PgError::from_client("waiting for the lock", e)),
         };
-        let pid: i32 = row.get(0);
-        if pid != backend_pid {
-            return Err(PgError::Pooler {
-                why: format!("our statements moved from server process {backend_pid} to {pid}"),
-            });
-        }
-        match row.get::<_, Option<String>>(1).as_deref() {
-            Some("") => Ok(Queued::NotYet { maybe_held: false }),
-            Some(xid) => xid.parse().map(Queued::Got).map_err(|_| PgError::Server {
-                what: "reading the fencing number".into(),
-                message: "not a number".into(),
-            }),
-            None => Err(PgError::Pooler {
-                why: format!(
-                    "our server process {pid} already held lock {id}, which this run never took: another client shares it"
-                ),
-            }),
-        }
+        Ok(match taken(row.get(0), backend_pid, id, row.get(1))? {
+            Some(fence) => Queued::Got(fence),
+            None => Queued::NotYet { maybe_held: false },
+        })
     }
 
     /// The comment that shows us, for our other statements while we wait.
@@ -333,30 +335,11 @@ impl Ranked {
             }
             Err(e) => return Err(PgError::from_client("taking the lock", e)),
         };
-        let pid: i32 = row.get(0);
-        if pid != backend_pid {
-            return Err(PgError::Pooler {
-                why: format!("our statements moved from server process {backend_pid} to {pid}"),
-            });
+        if let Some(fence) = taken(row.get(0), backend_pid, id, row.get(4))? {
+            return Ok(Tried::Got(fence));
         }
         let others: Vec<i64> = row.get(2);
         let held: bool = row.get(3);
-        match row.get::<_, Option<String>>(4).as_deref() {
-            Some("") => {}
-            Some(xid) => {
-                return xid.parse().map(Tried::Got).map_err(|_| PgError::Server {
-                    what: "reading the fencing number".into(),
-                    message: "not a number".into(),
-                })
-            }
-            None => {
-                return Err(PgError::Pooler {
-                    why: format!(
-                        "our server process {pid} already held lock {id}, which this run never took: another client shares it"
-                    ),
-                })
-            }
-        }
         let levels = others.into_iter().map(|l| u32::try_from(l).unwrap_or(0));
         let verdict = self.deferral.decide(Instant::now(), levels, !held);
         tracing::debug!(?verdict, held, "ranked among the waiters");

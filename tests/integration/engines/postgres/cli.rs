@@ -648,6 +648,17 @@ fn list_shows_a_psql_lock_by_its_id() {
     drop(psql_holder);
 }
 
+/// How many sessions wait in the server's queue for lock `id` (its
+/// not-granted rows in `pg_locks`).
+fn queued_for(id: &str) -> u32 {
+    psql_ok(&format!(
+        "select count(*) from pg_locks where locktype = 'advisory' and objsubid = 1 \
+         and not granted and ((classid::bigint << 32) | objid::bigint) = {id}"
+    ))
+    .parse()
+    .unwrap()
+}
+
 /// A waiter with nobody to defer to waits in the server's queue, as
 /// `psql`'s `pg_advisory_lock` does. One SIGKILLed there (lockrun and its
 /// parked guard gone, its backend still queued) holds up nobody: the
@@ -660,14 +671,7 @@ fn a_waiter_killed_in_the_servers_queue_holds_up_nobody() {
     let id = lock_id(&key);
     let work = scratch();
     let holder = place.heartbeat(work.path(), "", &["elect", &key]);
-    let queued = || {
-        psql_ok(&format!(
-            "select count(*) from pg_locks where locktype = 'advisory' and objsubid = 1 \
-             and not granted and ((classid::bigint << 32) | objid::bigint) = {id}"
-        ))
-        .parse::<u32>()
-        .unwrap()
-    };
+    let queued = || queued_for(&id);
     let stamp = |name: &str| format!("date +%s%N > {}/{name}", work.path().display());
     let waiter = |name: &str| {
         Running::spawn(&mut place.lockrun(&[
@@ -751,15 +755,10 @@ fn a_higher_waiter_that_may_not_cancel_a_lower_one_waits_behind_it() {
             &line,
         ]))
     };
-    let queued = || {
-        psql_ok(&format!(
-            "select count(*) from pg_locks where locktype = 'advisory' and objsubid = 1 \
-             and not granted and ((classid::bigint << 32) | objid::bigint) = {id}"
-        ))
-    };
+    let queued = || queued_for(&id);
     let low = waiter("lr_low", "1");
     assert!(
-        wait_until(deadline(), || queued() == "1"),
+        wait_until(deadline(), || queued() == 1),
         "the low waiter never queued"
     );
     let high = waiter("lr_high", "5");
@@ -767,7 +766,7 @@ fn a_higher_waiter_that_may_not_cancel_a_lower_one_waits_behind_it() {
     // lower waiters it may, could not cancel the low one, and queued
     // behind it.
     assert!(
-        wait_until(deadline(), || queued() == "2"),
+        wait_until(deadline(), || queued() == 2),
         "the high waiter never queued"
     );
     std::fs::write(work.path().join("go"), "").unwrap();
