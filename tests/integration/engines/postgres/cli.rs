@@ -791,3 +791,65 @@ fn a_higher_waiter_that_may_not_cancel_a_lower_one_waits_behind_it() {
         "{log}"
     );
 }
+
+/// psql's own waiter beside lockrun's queued ones: a lockrun waiter of
+/// the highest priority cancels only lockrun's lower waiters (those that
+/// show a priority pair), never a psql session queued in
+/// `pg_advisory_lock` on the same id, which keeps its place ahead of it.
+#[test]
+fn a_psql_waiter_in_the_queue_is_never_cancelled() {
+    let place = Place::postgres("psql-queued");
+    let key = place.key("job");
+    let id = lock_id(&key);
+    let work = scratch();
+    let log = work.path().join("log");
+    let holder = place.hold(work.path(), "", &["elect", &key]);
+    let mut peer = psql()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("psql");
+    let stdin = peer.stdin.as_mut().expect("piped");
+    writeln!(
+        stdin,
+        "\\set ON_ERROR_STOP on\nselect pg_advisory_lock({id});\n\\! echo \"start psql $(date +%s%N)\" >> {l}\nselect pg_sleep(0.2);\n\\! echo \"end psql $(date +%s%N)\" >> {l}",
+        l = log.display()
+    )
+    .unwrap();
+    drop(peer.stdin.take());
+    assert!(
+        wait_until(deadline(), || queued_for(&id) == 1),
+        "psql never queued"
+    );
+    let line = format!(
+        "echo \"start lockrun $(date +%s%N)\" >> {l}; echo \"end lockrun $(date +%s%N)\" >> {l}",
+        l = log.display()
+    );
+    let waiter = Running::spawn(&mut place.lockrun(&[
+        "elect",
+        "--priority",
+        "1000",
+        &key,
+        "--",
+        "sh",
+        "-c",
+        &line,
+    ]));
+    assert!(
+        wait_until(deadline(), || queued_for(&id) == 2),
+        "the lockrun waiter never queued behind psql"
+    );
+    std::fs::write(work.path().join("go"), "").unwrap();
+    place.status(&holder.finish(), 0, "the holder");
+    place.status(&waiter.finish(), 0, "the lockrun waiter");
+    let out = peer.wait_with_output().expect("psql");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "psql: {err}");
+    let log = std::fs::read_to_string(&log).unwrap();
+    let order: Vec<&str> = log
+        .lines()
+        .map(|l| l.split(' ').nth(1).unwrap_or(""))
+        .collect();
+    assert_eq!(order, ["psql", "psql", "lockrun", "lockrun"], "{log}");
+}
