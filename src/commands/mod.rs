@@ -58,10 +58,13 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         logging::fatal(None, &line);
         return ExitCode::from(Exit::Usage);
     }
-    // A line the lean command accepts is the run's; help, the version and
-    // every refusal come from the whole command, parsed again.
-    let parsed = unset_empty(crate::cli::parsing_command())
-        .try_get_matches_from(&args)
+    // A line the lean command accepts is the run's (a run's line, the lean
+    // command of that run alone); help, the version and every refusal come
+    // from the whole command, parsed again.
+    let parsed = crate::cli::parsing_command_for(&args)
+        .ok_or(())
+        .and_then(|lean| unset_empty(lean).try_get_matches_from(&args).map_err(drop))
+        .or_else(|()| unset_empty(crate::cli::parsing_command()).try_get_matches_from(&args))
         .or_else(|_| {
             let backend = crate::cli::backend_named(&args, std::env::var_os("LOCKRUN_BACKEND"));
             crate::cli::short_help_for(unset_empty(crate::cli::command()), backend)
