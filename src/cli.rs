@@ -571,10 +571,7 @@ fn help_with_notes(command: clap::Command) -> clap::Command {
 pub fn parsing_command() -> clap::Command {
     use clap::CommandFactory;
     Cli::command()
-        .mut_args(|a| match a.get_id().as_str() {
-            "backend" => a.value_parser(BuiltBackends),
-            _ => a,
-        })
+        .mut_args(offered_backends)
         .mut_subcommand("explain", |explain| {
             ["elect", "semaphore"]
                 .into_iter()
@@ -586,16 +583,20 @@ pub fn parsing_command() -> clap::Command {
 }
 
 /// What parses the line of a run, or of a question scripts ask often:
-/// [`parsing_command`] with the one subcommand the line can match, the
+/// [`Cli`]'s top level with the one subcommand the line can match, the
 /// first word of `args` that names one, where it is `elect`, `semaphore`,
 /// `leader`, `list`, `release`, `status`, `check` or `put`. Parsing copies
 /// each of the top level's global flags into every subcommand there is,
 /// which for all fourteen was half of a run's parse (`perf`: 0.45–0.68 ms
-/// of its start-up, against 0.19–0.26 ms for one). A line that names none
-/// of them, or that this command refuses, is parsed again by
-/// [`parsing_command`]: a word taken for the subcommand that was a flag's
-/// value then fails here, and a line accepted here has the subcommand at
-/// that word, with the same flags before it, as it would there.
+/// of its start-up, against 0.19–0.26 ms for one). Both top levels are the
+/// same, so a line accepted here has its subcommand at the first word the
+/// top level does not take as a flag or a flag's value, as it would in
+/// [`parsing_command`], which parses again a line that names none of them
+/// or that this command refuses (as when the word found was a flag's value
+/// and the subcommand another). The top level and each subcommand here are
+/// built from the same derives as [`parsing_command`]'s, less what only
+/// help shows; a unit test holds every field of theirs that parsing reads
+/// to [`parsing_command`]'s.
 pub fn parsing_command_for(args: &[OsString]) -> Option<clap::Command> {
     let named = args
         .iter()
@@ -619,19 +620,25 @@ pub fn parsing_command_for(args: &[OsString]) -> Option<clap::Command> {
 }
 
 /// [`Cli`]'s top level as its derive makes it, without its subcommands:
-/// its settings and flags (the unit test holds them to [`Cli::command`]'s).
+/// its settings, groups and flags.
 fn lean_top() -> clap::Command {
     let top = clap::Command::new("lockrun")
         .version(env!("LOCKRUN_VERSION"))
+        .max_term_width(100)
         .args_override_self(true)
         .subcommand_required(true)
         .arg_required_else_help(true)
         .group(clap::ArgGroup::new("Cli").multiple(true));
-    let top = OutputArgs::augment_args(BackendArgs::augment_args(top));
-    top.mut_args(|a| match a.get_id().as_str() {
-        "backend" => a.value_parser(BuiltBackends),
-        _ => a,
-    })
+    OutputArgs::augment_args(BackendArgs::augment_args(top)).mut_args(offered_backends)
+}
+
+/// `--backend` with this build's values offered ([`BuiltBackends`]); any
+/// other argument as it is.
+fn offered_backends(arg: clap::Arg) -> clap::Arg {
+    match arg.get_id().as_str() {
+        "backend" => arg.value_parser(BuiltBackends),
+        _ => arg,
+    }
 }
 
 /// `put`'s long help, naming the backends of this build that have a fenced
@@ -1249,6 +1256,83 @@ mod tests {
                 parsing_command().try_get_matches_from(line).is_ok(),
                 command().try_get_matches_from(line).is_ok(),
                 "{line:?}"
+            );
+        }
+    }
+
+    /// `command`'s Debug, one entry per field of its own (a field's nested
+    /// lines with it), without the fields only help and completion read
+    /// (texts, display order, the width) and without `skip`.
+    fn parse_fields(command: &clap::Command, skip: &[&str]) -> Vec<(String, String)> {
+        const DISPLAY: [&str; 10] = [
+            "about",
+            "long_about",
+            "after_help",
+            "after_long_help",
+            "before_help",
+            "before_long_help",
+            "max_w",
+            "term_w",
+            "current_disp_ord",
+            "current_help_heading",
+        ];
+        let text = format!("{command:#?}");
+        let mut fields: Vec<(String, String)> = Vec::new();
+        let mut order_value = false;
+        for line in text.lines().skip(1) {
+            // Display order is where a flag was added, not how it parses.
+            let dropped = std::mem::replace(&mut order_value, line.ends_with("disp_ord: Some("));
+            if dropped {
+                continue;
+            }
+            let own = line
+                .strip_prefix("    ")
+                .filter(|rest| !rest.starts_with(' '));
+            match own.and_then(|rest| rest.split_once(':')) {
+                Some((name, _)) => fields.push((name.to_string(), format!("{line}\n"))),
+                None => {
+                    if let Some((_, text)) = fields.last_mut() {
+                        text.push_str(line);
+                        text.push('\n');
+                    }
+                }
+            }
+        }
+        fields.retain(|(name, _)| {
+            !DISPLAY.contains(&name.as_str()) && !skip.contains(&name.as_str())
+        });
+        fields
+    }
+
+    /// Every field parsing reads, clap's whole definition as its Debug
+    /// shows it, of each lean command's top level and subcommand is
+    /// [`parsing_command`]'s: a rule added to `Cli`, to a variant of
+    /// `Command` or in `parsing_command` that a lean command lacked would
+    /// let it take a line the whole command refuses.
+    #[test]
+    fn each_lean_command_parses_by_every_rule_of_the_whole_one() {
+        let whole = parsing_command();
+        for name in [
+            "elect",
+            "semaphore",
+            "leader",
+            "list",
+            "release",
+            "status",
+            "check",
+            "put",
+        ] {
+            let lean =
+                parsing_command_for(&["lockrun".into(), name.into()]).expect("a lean command");
+            assert_eq!(
+                parse_fields(&lean, &["subcommands"]),
+                parse_fields(&whole, &["subcommands"]),
+                "{name}: the top level"
+            );
+            assert_eq!(
+                parse_fields(lean.find_subcommand(name).unwrap(), &[]),
+                parse_fields(whole.find_subcommand(name).unwrap(), &[]),
+                "{name}"
             );
         }
     }

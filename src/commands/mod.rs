@@ -62,9 +62,11 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     // command of that run alone); help, the version and every refusal come
     // from the whole command, parsed again.
     let parsed = crate::cli::parsing_command_for(&args)
-        .ok_or(())
-        .and_then(|lean| unset_empty(lean).try_get_matches_from(&args).map_err(drop))
-        .or_else(|()| unset_empty(crate::cli::parsing_command()).try_get_matches_from(&args))
+        .and_then(|lean| unset_empty(lean).try_get_matches_from(&args).ok())
+        .map_or_else(
+            || unset_empty(crate::cli::parsing_command()).try_get_matches_from(&args),
+            Ok,
+        )
         .or_else(|_| {
             let backend = crate::cli::backend_named(&args, std::env::var_os("LOCKRUN_BACKEND"));
             crate::cli::short_help_for(unset_empty(crate::cli::command()), backend)
