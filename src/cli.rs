@@ -1168,11 +1168,6 @@ mod tests {
     /// Every rule `command` and its subcommands parse by, a line each:
     /// each argument's, each group's, the command's settings and version.
     fn rules(command: &clap::Command, path: &str, out: &mut Vec<String>) {
-        rules_of(command, path, out, true);
-    }
-
-    /// As [`rules`], the subcommands' only with `deep`.
-    fn rules_of(command: &clap::Command, path: &str, out: &mut Vec<String>, deep: bool) {
         for a in command.get_arguments() {
             let values: Vec<String> = a
                 .get_possible_values()
@@ -1229,10 +1224,8 @@ mod tests {
             "{path} version {:?}",
             command.get_version().map(ToString::to_string)
         ));
-        if deep {
-            for sub in command.get_subcommands() {
-                rules(sub, &format!("{path} {}", sub.get_name()), out);
-            }
+        for sub in command.get_subcommands() {
+            rules(sub, &format!("{path} {}", sub.get_name()), out);
         }
     }
 
@@ -1337,35 +1330,10 @@ mod tests {
         }
     }
 
-    /// A subcommand's own lean command is the whole command's top level
-    /// with that subcommand alone, by every rule; and a line it accepts
-    /// parses to what the whole command makes of it, whatever words look
-    /// like subcommands.
+    /// A line a subcommand's own lean command accepts parses to what the
+    /// whole command makes of it, whatever words look like subcommands.
     #[test]
-    fn a_subcommands_lean_command_is_the_whole_top_with_it_alone() {
-        let whole = command();
-        for run in [
-            "elect",
-            "semaphore",
-            "leader",
-            "list",
-            "release",
-            "status",
-            "check",
-            "put",
-        ] {
-            let lean = parsing_command_for(&["lockrun".into(), run.into()]).expect("a run");
-            let (mut mine, mut theirs) = (Vec::new(), Vec::new());
-            rules_of(&lean, "lockrun", &mut mine, false);
-            rules_of(&whole, "lockrun", &mut theirs, false);
-            assert_eq!(mine, theirs, "{run}: the top level");
-            let subs: Vec<&str> = lean.get_subcommands().map(|s| s.get_name()).collect();
-            assert_eq!(subs, [run]);
-            let (mut mine, mut theirs) = (Vec::new(), Vec::new());
-            rules(lean.find_subcommand(run).unwrap(), run, &mut mine);
-            rules(whole.find_subcommand(run).unwrap(), run, &mut theirs);
-            assert_eq!(mine, theirs, "{run}");
-        }
+    fn a_line_the_lean_command_takes_means_what_it_means_to_the_whole_one() {
         // Each line, and whether the lean command takes it: one whose first
         // word naming a subcommand is a flag's value, or that asks for help,
         // the version or a refusal, is parsed again by the whole command.
