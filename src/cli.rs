@@ -598,10 +598,7 @@ pub fn parsing_command() -> clap::Command {
 /// help shows; a unit test holds every field of theirs that parsing reads
 /// to [`parsing_command`]'s.
 pub fn parsing_command_for(args: &[OsString]) -> Option<clap::Command> {
-    let named = args
-        .iter()
-        .skip(1)
-        .take_while(|w| *w != "--")
+    let named = own_words(args)
         .filter_map(|w| w.to_str())
         .find(|w| Command::has_subcommand(w))?;
     use clap::Command as C;
@@ -617,6 +614,12 @@ pub fn parsing_command_for(args: &[OsString]) -> Option<clap::Command> {
         _ => return None,
     };
     Some(lean_top().subcommand(sub))
+}
+
+/// lockrun's own words on a command line: those after the program's name,
+/// up to `--` (what follows is COMMAND's).
+fn own_words(args: &[OsString]) -> impl Iterator<Item = &OsString> {
+    args.iter().skip(1).take_while(|w| *w != "--")
 }
 
 /// [`Cli`]'s top level as its derive makes it, without its subcommands:
@@ -786,7 +789,7 @@ pub fn backend_named(args: &[OsString], variable: Option<OsString>) -> BackendNa
             .to_str()
             .and_then(|v| BackendName::from_str(v, false).ok())
     };
-    let mut words = args.iter().skip(1).take_while(|w| *w != "--");
+    let mut words = own_words(args);
     while let Some(word) = words.next() {
         if word == "--backend" {
             return words
@@ -810,7 +813,7 @@ pub fn backend_named(args: &[OsString], variable: Option<OsString>) -> BackendNa
 /// were good. A run line keeps clap's own refusal.
 pub fn unknown_backend(args: &[OsString], variable: Option<OsString>) -> Option<String> {
     use clap::ValueEnum;
-    let ours: Vec<&OsString> = args.iter().skip(1).take_while(|w| *w != "--").collect();
+    let ours: Vec<&OsString> = own_words(args).collect();
     let asks_help = ours
         .iter()
         .any(|w| *w == "-h" || *w == "--help" || *w == "help");

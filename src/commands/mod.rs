@@ -58,9 +58,10 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         logging::fatal(None, &line);
         return ExitCode::from(Exit::Usage);
     }
-    // A line the lean command accepts is the run's (a run's line, the lean
-    // command of that run alone); help, the version and every refusal come
-    // from the whole command, parsed again.
+    // A line its subcommand's own lean command accepts (a run's, or a
+    // question's such as `leader`) is parsed; else the lean whole command's
+    // parse decides, and help, the version and every refusal come from the
+    // whole command, parsed again.
     let parsed = crate::cli::parsing_command_for(&args)
         .and_then(|lean| unset_empty(lean).try_get_matches_from(&args).ok())
         .map_or_else(
