@@ -14,7 +14,7 @@ use crate::support::{max_overlap, now_ns, run, scratch, FlockHolder, Running};
 
 /// A waiter's child: writes `start LABEL NS` and, 200 ms later, `end LABEL
 /// NS` to `LOG`.
-const CHILD: &str =
+pub(crate) const CHILD: &str =
     "echo \"start $1 $(date +%s%N)\" >> \"$2\"; sleep 0.2; echo \"end $1 $(date +%s%N)\" >> \"$2\"";
 
 /// `lockrun elect --priority P KEY` whose child logs its span as `P`.
@@ -29,7 +29,7 @@ fn waiter(place: &Place, key: &str, priority: u32, extra: &[&str], log: &Path) -
 }
 
 /// The children's spans, `(label, start, end)`, in the order they started.
-fn spans(log: &Path) -> Vec<(String, u128, u128)> {
+pub(crate) fn spans(log: &Path) -> Vec<(String, u128, u128)> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let mut starts = Vec::new();
     let mut ends = std::collections::HashMap::new();

@@ -8,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 
 use crate::engines::postgres::support::{self as pg_support, psql, psql_ok, Bouncer};
 use crate::places::{last_beat, stdout, Place};
+use crate::priority::{spans, CHILD};
 use crate::procs::{deadline, wait_until};
 use crate::support::{bare, run, scratch, wait_for_file, Running};
 
@@ -738,22 +739,15 @@ fn a_higher_waiter_that_may_not_cancel_a_lower_one_waits_behind_it() {
     let work = scratch();
     let holder = place.hold(work.path(), "", &["elect", &key]);
     let port = pg_support::postgres().port;
+    let log = work.path().join("log");
     let waiter = |role: &str, priority: &str| {
         let url = format!("postgres://{role}@127.0.0.1:{port}/postgres");
-        let line = format!(
-            "echo \"start {role} $(date +%s%N)\" >> {log}; sleep 0.2; echo \"end {role} $(date +%s%N)\" >> {log}",
-            log = work.path().join("log").display()
-        );
-        Running::spawn(bare(["--backend", "postgres", "--dsn", &url]).args([
-            "elect",
-            "--priority",
-            priority,
-            &key,
-            "--",
-            "sh",
-            "-c",
-            &line,
-        ]))
+        Running::spawn(
+            bare(["--backend", "postgres", "--dsn", &url])
+                .args(["elect", "--priority", priority, &key])
+                .args(["--shell", "--", CHILD, role])
+                .arg(&log),
+        )
     };
     let queued = || queued_for(&id);
     let low = waiter("lr_low", "1");
@@ -777,19 +771,17 @@ fn a_higher_waiter_that_may_not_cancel_a_lower_one_waits_behind_it() {
         0,
         "the high waiter that could not cancel it",
     );
-    let log = std::fs::read_to_string(work.path().join("log")).unwrap();
-    let lines: Vec<Vec<&str>> = log.lines().map(|l| l.split(' ').collect()).collect();
-    let order: Vec<(&str, &str)> = lines.iter().map(|l| (l[0], l[1])).collect();
-    assert_eq!(
-        order,
-        [
-            ("start", "lr_low"),
-            ("end", "lr_low"),
-            ("start", "lr_high"),
-            ("end", "lr_high")
-        ],
-        "{log}"
-    );
+    one_after_the_other(&log, ["lr_low", "lr_high"]);
+}
+
+/// The children in `log` (see [`CHILD`]) are `labels`, in that order, each
+/// started only once the one before it had ended.
+fn one_after_the_other(log: &std::path::Path, labels: [&str; 2]) {
+    let spans = spans(log);
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let started: Vec<&str> = spans.iter().map(|(label, _, _)| label.as_str()).collect();
+    assert_eq!(started, labels, "{text}");
+    assert!(spans[0].2 <= spans[1].1, "they overlapped: {text}");
 }
 
 /// psql's own waiter beside lockrun's queued ones: a lockrun waiter of
@@ -822,20 +814,12 @@ fn a_psql_waiter_in_the_queue_is_never_cancelled() {
         wait_until(deadline(), || queued_for(&id) == 1),
         "psql never queued"
     );
-    let line = format!(
-        "echo \"start lockrun $(date +%s%N)\" >> {l}; echo \"end lockrun $(date +%s%N)\" >> {l}",
-        l = log.display()
+    let waiter = Running::spawn(
+        place
+            .lockrun(&["elect", "--priority", "1000", &key])
+            .args(["--shell", "--", CHILD, "lockrun"])
+            .arg(&log),
     );
-    let waiter = Running::spawn(&mut place.lockrun(&[
-        "elect",
-        "--priority",
-        "1000",
-        &key,
-        "--",
-        "sh",
-        "-c",
-        &line,
-    ]));
     assert!(
         wait_until(deadline(), || queued_for(&id) == 2),
         "the lockrun waiter never queued behind psql"
@@ -846,10 +830,5 @@ fn a_psql_waiter_in_the_queue_is_never_cancelled() {
     let out = peer.wait_with_output().expect("psql");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "psql: {err}");
-    let log = std::fs::read_to_string(&log).unwrap();
-    let order: Vec<&str> = log
-        .lines()
-        .map(|l| l.split(' ').nth(1).unwrap_or(""))
-        .collect();
-    assert_eq!(order, ["psql", "psql", "lockrun", "lockrun"], "{log}");
+    one_after_the_other(&log, ["psql", "lockrun"]);
 }
